@@ -1,0 +1,45 @@
+//! Shard's wire protocol: every message of `PROTOCOL.md` as Rust types.
+//!
+//! This crate is the one source of truth shared by the daemon (`server`), the
+//! agent runtime (`agent`) and the browser client (`app`, compiled to WASM), so
+//! it depends on serde alone: no tokio, no axum, nothing that cannot build for
+//! `wasm32-unknown-unknown`.
+//!
+//! - [`envelope`]: the §5 envelope, decoding with field-naming errors, encoding.
+//! - [`message`]: the closed message sets, [`ClientMessage`] and [`ServerMessage`].
+//! - [`agent`]: per-agent commands, events and results (§9).
+//! - [`orchestrator`]: registry commands, events and results (§10.1, §10.2).
+//! - [`workspace`]: workspace commands and projections (§10.1a).
+//! - [`subagent`]: background job commands and types (§10.3, §11.2).
+//! - [`types`]: the shared types of §11.
+//! - [`error`]: the §8 error registry and the `{code, message}` shape.
+//! - [`jsonl`]: the §2.1 line framing for stdio and the unix socket.
+//!
+//! Wire types are forward compatible: unknown fields are ignored, optional
+//! fields default, and enums read from a peer keep an `Unknown` arm where a
+//! newer peer may add values. Rules the spec states about a message's shape
+//! (for example "exactly one of `choice_id` or `decision`") are enforced while
+//! decoding, so a value of these types is always a valid message.
+
+pub mod agent;
+pub mod envelope;
+pub mod error;
+pub mod jsonl;
+pub mod message;
+pub mod orchestrator;
+pub mod subagent;
+pub mod types;
+pub mod workspace;
+
+pub use envelope::{DecodeError, Envelope, Scope};
+pub use error::{ErrorCode, WireError};
+pub use message::{ClientMessage, ServerMessage};
+
+/// The protocol version this build speaks (§7), sent in every `hello`.
+pub const PROTOCOL_VERSION: &str = "0.1.0";
+
+/// The WebSocket subprotocol the daemon selects (CONTRACT.md).
+pub const WS_SUBPROTOCOL: &str = "shard.v1";
+
+/// Prefix of the subprotocol that carries a one-time WebSocket ticket.
+pub const WS_TICKET_PREFIX: &str = "shard.ticket.";

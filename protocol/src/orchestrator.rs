@@ -1,0 +1,190 @@
+//! The orchestrator layer (§10.1, §10.2): commands about the agent registry,
+//! the daemon itself, and the registry events every daemon connection sees.
+//!
+//! These messages never carry a routing `agent_id` (§5.2). Where an
+//! `agent_id` appears here it is payload: the agent a command targets, or the
+//! agent an event is about.
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::{AgentInfo, AgentStatus, RuntimeState};
+
+/// `headless_policy` of `agent.create`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeadlessPolicy {
+    Deny,
+    AllowIfRuleMatches,
+    Queue,
+}
+
+/// Limits the daemon pins on a managed child (camelCase on the wire, §10.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchPolicy {
+    #[serde(rename = "maxTasks")]
+    pub max_tasks: u32,
+    #[serde(rename = "maxDepth")]
+    pub max_depth: u32,
+}
+
+/// `agent.create`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentCreate {
+    pub cwd: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headless_policy: Option<HeadlessPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_agent_id: Option<String>,
+    // Managed-child manifest fields: the daemon sets these, clients do not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_policy: Option<LaunchPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttachRole {
+    /// Receives and may answer permission and UI requests.
+    #[default]
+    Interactive,
+    /// Watches only; never prompts or answers.
+    Observer,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentAttach {
+    pub agent_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<AttachRole>,
+}
+
+/// The payload of `agent.detach` and `agent.terminate`: just the target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentTarget {
+    pub agent_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentKill {
+    pub agent_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<bool>,
+}
+
+/// `agent.status`: one agent, or all when `agent_id` is omitted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentStatusQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonShutdown {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<bool>,
+}
+
+/// The data of `agent.list` and `agent.status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentsResult {
+    pub agents: Vec<AgentInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentCreateResult {
+    pub agent_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttachResult {
+    pub status: AgentStatus,
+    pub info: AgentInfo,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminateResult {
+    /// `true` when active work will finish first.
+    pub deferred: bool,
+}
+
+// ---------------------------------------------------------------------------
+// §10.2 registry events: `agent_id` here is payload, not routing.
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentSpawned {
+    pub agent_id: String,
+    pub info: AgentInfo,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentExited {
+    pub agent_id: String,
+    pub runtime_state: RuntimeState,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentStatusChanged {
+    pub agent_id: String,
+    pub status: AgentStatus,
+    pub runtime_state: RuntimeState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActivityPhase {
+    Idle,
+    Thinking,
+    Streaming,
+    Tool,
+    Waiting,
+    Compacting,
+    Retrying,
+    Error,
+    #[serde(other)]
+    Unknown,
+}
+
+/// `agent_activity`: the sanitized overview every connection sees. By
+/// construction it has no field that could carry prompts, model text, tool
+/// arguments or results, or paths.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentActivity {
+    pub agent_id: String,
+    /// Milliseconds since the Unix epoch.
+    pub timestamp: u64,
+    pub phase: ActivityPhase,
+    pub status: AgentStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+}

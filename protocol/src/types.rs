@@ -1,0 +1,295 @@
+//! The shared types of §11: content, tool results, render descriptors, usage,
+//! models and agents. Per-message payloads live in [`crate::agent`],
+//! [`crate::orchestrator`], [`crate::workspace`] and [`crate::subagent`].
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A JSON object, as the spec's `Record<string, unknown>`.
+pub type JsonObject = Map<String, Value>;
+
+/// `AgentStatus` (§9.1). `Unknown` keeps a client working when a newer server
+/// adds a status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentStatus {
+    Idle,
+    Streaming,
+    WaitingForPermission,
+    WaitingForUi,
+    Compacting,
+    Error,
+    #[serde(other)]
+    Unknown,
+}
+
+impl AgentStatus {
+    /// Active states never expire and keep a Runtime alive (§6.4).
+    pub fn is_active(self) -> bool {
+        matches!(
+            self,
+            Self::Streaming | Self::WaitingForPermission | Self::WaitingForUi | Self::Compacting
+        )
+    }
+}
+
+/// `RuntimeState` (CONTRACT.md): the state of an agent's process generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuntimeState {
+    Starting,
+    Running,
+    Stopped,
+    Failed,
+    #[serde(other)]
+    Unknown,
+}
+
+/// `Image` (§11): base64 data with its MIME type, tagged `"type": "image"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    /// Always [`ImageTag::Image`]; a field (not `#[serde(tag)]` on the struct)
+    /// so that decoding checks it.
+    #[serde(rename = "type")]
+    pub tag: ImageTag,
+    pub data: String,
+    pub mime_type: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImageTag {
+    #[default]
+    Image,
+}
+
+/// `ModelDescriptor` (§11): a secret-free catalog entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelDescriptor {
+    pub id: String,
+    pub provider: String,
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+}
+
+/// A mode catalog entry (§9.2 `list_modes`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModeDescriptor {
+    pub name: String,
+    pub description: String,
+}
+
+/// One reasoning effort of a model (§9.2 `list_reasoning_levels`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasoningLevel {
+    pub id: String,
+    pub label: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Assistant,
+    #[serde(other)]
+    Unknown,
+}
+
+/// `Message` (§11): one entry of the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub id: String,
+    pub role: Role,
+    pub content: Vec<ContentBlock>,
+}
+
+/// `ContentBlock` (§11).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    Text {
+        text: String,
+    },
+    ToolCall {
+        id: String,
+        name: String,
+        args: JsonObject,
+    },
+    ToolResult {
+        tool_call_id: String,
+        content: ToolResultContent,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        is_error: Option<bool>,
+    },
+    Thinking {
+        text: String,
+    },
+    /// A block kind this build does not know; shown as nothing, never fatal.
+    #[serde(other, skip_serializing)]
+    Unknown,
+}
+
+/// `ToolResultContent` (§11): the pure output of a tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ToolResultContent {
+    Text { text: String },
+    Json { value: Value },
+    Error { message: String },
+    #[serde(other, skip_serializing)]
+    Unknown,
+}
+
+/// `RenderDescriptor` (§11, ARCHITECTURE §4.5): presentation data the client
+/// renders itself. New kinds are additive, so an unknown kind decodes to
+/// `Unknown` and the client falls back to the plain content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RenderDescriptor {
+    Text {
+        text: String,
+    },
+    Kv {
+        pairs: Vec<KeyValue>,
+    },
+    Diff {
+        path: String,
+        hunks: Vec<Hunk>,
+    },
+    Tree {
+        root: TreeNode,
+    },
+    Progress {
+        label: String,
+        current: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total: Option<u64>,
+    },
+    Status {
+        label: String,
+        tone: Tone,
+    },
+    Command {
+        command: String,
+        #[serde(rename = "exitCode", default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i64>,
+        #[serde(rename = "durationMs", default, skip_serializing_if = "Option::is_none")]
+        duration_ms: Option<u64>,
+    },
+    PathList {
+        paths: Vec<PathEntry>,
+    },
+    Code {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lang: Option<String>,
+        text: String,
+    },
+    #[serde(other, skip_serializing)]
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyValue {
+    pub k: String,
+    pub v: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tone {
+    Info,
+    Warn,
+    Error,
+    #[serde(other)]
+    Unknown,
+}
+
+/// One hunk of a unified diff (P6, pinned in docs/PROTOCOL-NOTES.md): the
+/// `@@ -old_start,old_lines +new_start,new_lines @@` header as numbers, then
+/// the hunk's lines, each starting with `' '`, `'-'` or `'+'`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hunk {
+    pub old_start: u64,
+    pub old_lines: u64,
+    pub new_start: u64,
+    pub new_lines: u64,
+    pub lines: Vec<String>,
+}
+
+/// A node of a `tree` descriptor (P6, pinned in docs/PROTOCOL-NOTES.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeNode {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<PathKind>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<TreeNode>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathKind {
+    File,
+    Dir,
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathEntry {
+    pub path: String,
+    pub kind: PathKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// `Usage` (§11), also the payload of the `usage` event (§9.4).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// `AgentInfo` (§11): what the registry knows of one durable agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    pub agent_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub cwd: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    pub status: AgentStatus,
+    pub runtime_state: RuntimeState,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+}

@@ -1,0 +1,210 @@
+//! Workspace commands (§10.1a): git-worktree workspaces, each launching a
+//! fresh daemon-made agent and session. Projections are transport-safe: an
+//! opaque `workspace_id`, never the common-dir or git-dir paths.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// `version?: 1` on every workspace command. Any other version is refused, so a
+/// newer client learns at once that this daemon does not speak its dialect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct WorkspaceVersion(u8);
+
+impl WorkspaceVersion {
+    pub const V1: Self = Self(1);
+}
+
+impl<'de> Deserialize<'de> for WorkspaceVersion {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match u64::deserialize(deserializer)? {
+            1 => Ok(Self::V1),
+            other => Err(serde::de::Error::custom(format!(
+                "unsupported workspace command version {other} (this daemon speaks 1)"
+            ))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceCreate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<WorkspaceVersion>,
+    pub cwd: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_ref: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integration_target: Option<String>,
+    #[serde(flatten)]
+    pub launch: WorkspaceLaunch,
+}
+
+/// The agent-launch fields shared by `workspace.create` and `workspace.attach`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceLaunch {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceAttach {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<WorkspaceVersion>,
+    pub workspace_id: String,
+    #[serde(flatten)]
+    pub launch: WorkspaceLaunch,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceList {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<WorkspaceVersion>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_retired: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<WorkspaceVersion>,
+    pub workspace_id: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BranchDisposition {
+    /// Delete only when the daemon proves the branch merged (the default).
+    DeleteIfMerged,
+    Keep,
+    /// The explicit retry after a `confirmation_required` refusal.
+    DeleteConfirmed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceRetire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<WorkspaceVersion>,
+    pub workspace_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_disposition: Option<BranchDisposition>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceLifecycle {
+    Active,
+    Retiring,
+    Retired,
+    Conflict,
+    #[serde(other)]
+    Unknown,
+}
+
+/// The transport-safe projection of a workspace (list rows and events).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceSummary {
+    pub workspace_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The worktree's own checkout directory.
+    pub cwd: String,
+    /// The original project's main-checkout root (never a git-dir).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository_cwd: Option<String>,
+    /// `owned` when the daemon created the worktree, `adopted` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ownership: Option<String>,
+    pub lifecycle: WorkspaceLifecycle,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_ref: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integration_target: Option<String>,
+    /// Short content fingerprints (e.g. HEAD commit) to spot drift.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_fingerprint: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired_at: Option<u64>,
+    #[serde(default)]
+    pub agent_count: u32,
+}
+
+/// `workspace.status` detail: the summary plus bindings and conflict state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceDetail {
+    #[serde(flatten)]
+    pub summary: WorkspaceSummary,
+    /// Agents bound to this workspace (opaque ids only).
+    #[serde(default)]
+    pub agent_ids: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tombstone: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<String>,
+}
+
+/// The data of `workspace.create` and `workspace.attach`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceLaunchResult {
+    pub agent_id: String,
+    pub session_id: String,
+    pub workspace: WorkspaceDetail,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceListResult {
+    pub workspaces: Vec<WorkspaceSummary>,
+}
+
+/// The data of `workspace.status` and `workspace.retire`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceResult {
+    pub workspace: WorkspaceDetail,
+}
+
+/// `error.data` of a retire that needs an explicit `delete_confirmed` retry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfirmationRequired {
+    /// Always `"confirmation_required"`.
+    pub kind: String,
+    pub workspace_id: String,
+    pub reason: String,
+    pub confirmation_disposition: BranchDisposition,
+}
+
+/// `workspace_created` and `workspace_retired`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceEvent {
+    pub workspace: WorkspaceSummary,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceAttached {
+    pub workspace: WorkspaceSummary,
+    pub agent_id: String,
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceConflict {
+    pub workspace: WorkspaceSummary,
+    /// Sanitized: no paths, no git output.
+    pub reason: String,
+}

@@ -1,0 +1,181 @@
+//! Envelope rules (§5), forward compatibility and the response shape (§9.3).
+
+use serde_json::json;
+use shard_protocol::agent::{
+    Decision, PermissionAnswer, PermissionRequest, PermissionResponse, Prompt,
+};
+use shard_protocol::orchestrator::AgentAttach;
+use shard_protocol::types::{AgentStatus, RenderDescriptor};
+use shard_protocol::{ClientMessage, DecodeError, Envelope, ErrorCode, ServerMessage, WireError};
+
+#[test]
+fn per_agent_agent_id_is_the_routing_tag() {
+    let decoded = Envelope::<ClientMessage>::from_value(
+        json!({"id": "1", "type": "prompt", "agent_id": "agent-1", "message": "hi"}),
+    )
+    .expect("valid prompt");
+    assert_eq!(decoded.agent_id.as_deref(), Some("agent-1"));
+    assert_eq!(decoded.id.as_deref(), Some("1"));
+    assert_eq!(
+        decoded.message,
+        ClientMessage::Prompt(Prompt {
+            message: "hi".into(),
+            images: None,
+            streaming_behavior: None
+        })
+    );
+}
+
+#[test]
+fn orchestrator_agent_id_is_payload() {
+    let decoded = Envelope::<ClientMessage>::from_value(
+        json!({"id": "1", "type": "agent.attach", "agent_id": "agent-3"}),
+    )
+    .expect("valid attach");
+    assert_eq!(decoded.agent_id, None, "agent.attach has no routing tag");
+    assert_eq!(
+        decoded.message,
+        ClientMessage::AgentAttach(AgentAttach { agent_id: "agent-3".into(), role: None })
+    );
+    // And it encodes back as one `agent_id`, in the payload.
+    let encoded: serde_json::Value = serde_json::from_str(&decoded.to_json()).expect("json");
+    assert_eq!(encoded, json!({"id": "1", "type": "agent.attach", "agent_id": "agent-3"}));
+}
+
+#[test]
+fn unknown_fields_are_ignored() {
+    let decoded = Envelope::<ServerMessage>::from_value(json!({
+        "type": "status", "agent_id": "agent-1", "status": "idle",
+        "added_in_v2": {"anything": true}
+    }))
+    .expect("extra fields are fine");
+    assert!(matches!(decoded.message, ServerMessage::Status(ref status) if status.status == AgentStatus::Idle));
+}
+
+#[test]
+fn unknown_enum_values_from_a_newer_peer_degrade() {
+    let decoded = Envelope::<ServerMessage>::from_value(json!({
+        "type": "tool_result", "tool_call_id": "t", "is_error": false,
+        "content": {"kind": "text", "text": "ok"},
+        "render": {"kind": "hologram", "depth": 3}
+    }))
+    .expect("an unknown render kind is not fatal");
+    let ServerMessage::ToolResult(result) = decoded.message else { panic!("tool_result") };
+    assert_eq!(result.render, Some(RenderDescriptor::Unknown));
+
+    let decoded = Envelope::<ServerMessage>::from_value(
+        json!({"type": "status", "status": "daydreaming"}),
+    )
+    .expect("an unknown status is not fatal");
+    assert!(matches!(decoded.message, ServerMessage::Status(ref status) if status.status == AgentStatus::Unknown));
+}
+
+#[test]
+fn unknown_type_keeps_its_name_and_id_for_the_answer() {
+    let error = Envelope::<ClientMessage>::from_value(json!({"id": "q", "type": "agent.frobnicate"}))
+        .expect_err("not a command");
+    assert_eq!(
+        error,
+        DecodeError::UnknownType { type_name: "agent.frobnicate".into(), id: Some("q".into()) }
+    );
+    assert_eq!(error.type_name(), Some("agent.frobnicate"));
+    assert_eq!(error.to_wire_error().code, ErrorCode::InvalidRequest);
+}
+
+#[test]
+fn a_server_message_is_not_a_client_message() {
+    // The sets are closed per direction: a client cannot send `hello`.
+    let error = Envelope::<ClientMessage>::from_value(json!({"type": "hello",
+        "protocol_version": "0.1.0", "server_version": "x", "capabilities": []}))
+    .expect_err("hello is server → client");
+    assert!(matches!(error, DecodeError::UnknownType { .. }));
+}
+
+#[test]
+fn frames_that_are_not_json_objects_are_rejected() {
+    assert!(matches!(
+        Envelope::<ClientMessage>::from_json("{not json"),
+        Err(DecodeError::Syntax(_))
+    ));
+    assert_eq!(Envelope::<ClientMessage>::from_json("[1, 2]"), Err(DecodeError::NotObject));
+    assert_eq!(Envelope::<ClientMessage>::from_json("\"prompt\""), Err(DecodeError::NotObject));
+}
+
+#[test]
+fn permission_response_encodes_exactly_one_form() {
+    let choice = Envelope::new(ClientMessage::PermissionResponse(PermissionResponse {
+        request_id: "r".into(),
+        answer: PermissionAnswer::Choice("allow-once".into()),
+        reason: None,
+    }));
+    let value: serde_json::Value = serde_json::from_str(&choice.to_json()).expect("json");
+    assert_eq!(value, json!({"type": "permission_response", "request_id": "r", "choice_id": "allow-once"}));
+
+    let legacy = Envelope::new(ClientMessage::PermissionResponse(PermissionResponse {
+        request_id: "r".into(),
+        answer: PermissionAnswer::Decision(Decision::Deny),
+        reason: Some("no".into()),
+    }))
+    .for_agent("agent-2");
+    let value: serde_json::Value = serde_json::from_str(&legacy.to_json()).expect("json");
+    assert_eq!(
+        value,
+        json!({"type": "permission_response", "request_id": "r", "decision": "deny",
+               "reason": "no", "agent_id": "agent-2"})
+    );
+}
+
+#[test]
+fn a_request_accepts_only_answers_it_offered() {
+    let request: PermissionRequest = serde_json::from_value(json!({
+        "request_id": "r", "tool_name": "bash", "input": {}, "prompt": "run?",
+        "options": ["allow", "deny"],
+        "choices": [{"id": "once", "label": "Once", "intent": "allow"}]
+    }))
+    .expect("valid request");
+    assert!(request.accepts(&PermissionAnswer::Choice("once".into())));
+    assert!(!request.accepts(&PermissionAnswer::Choice("forever".into())), "unknown choice id");
+    assert!(request.accepts(&PermissionAnswer::Decision(Decision::Deny)));
+    assert!(!request.accepts(&PermissionAnswer::Decision(Decision::AllowAlways)), "not offered");
+}
+
+#[test]
+fn responses_carry_data_or_an_error_never_both() {
+    for (json, ok) in [
+        (json!({"type": "response", "id": "1", "command": "abort", "success": true}), true),
+        (json!({"type": "response", "id": "1", "command": "abort", "success": false}), false),
+        (
+            json!({"type": "response", "id": "1", "command": "abort", "success": true,
+                   "error": {"code": "CONFLICT", "message": "x"}}),
+            false,
+        ),
+    ] {
+        let decoded = Envelope::<ServerMessage>::from_value(json.clone());
+        assert_eq!(decoded.is_ok(), ok, "{json}: {decoded:?}");
+    }
+}
+
+#[test]
+fn typed_response_data_reads_back() {
+    use shard_protocol::message::Response;
+    use shard_protocol::orchestrator::AgentCreateResult;
+
+    let response = Response::ok("agent.create", AgentCreateResult { agent_id: "agent-7".into() });
+    let wire = Envelope::new(ServerMessage::Response(response)).with_id("c1").to_json();
+    let decoded = Envelope::<ServerMessage>::from_json(&wire).expect("decodes");
+    let ServerMessage::Response(response) = decoded.message else { panic!("a response") };
+    assert!(response.success());
+    let data: AgentCreateResult = response.data().expect("typed data");
+    assert_eq!(data.agent_id, "agent-7");
+
+    let failed = Response::failed("agent.attach", WireError::new(ErrorCode::NotFound, "no agent-9"));
+    assert_eq!(failed.data::<AgentCreateResult>().map_err(|error| error.code), Err(ErrorCode::NotFound));
+}
+
+#[test]
+fn unknown_error_codes_are_kept_verbatim() {
+    let code: ErrorCode = serde_json::from_value(json!("RATE_LIMITED")).expect("any string");
+    assert_eq!(code, ErrorCode::Other("RATE_LIMITED".into()));
+    assert_eq!(serde_json::to_value(&code).expect("json"), json!("RATE_LIMITED"));
+    assert_eq!(ErrorCode::parse("SESSION_CORRUPT"), ErrorCode::SessionCorrupt);
+}

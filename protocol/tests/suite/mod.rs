@@ -1,0 +1,3 @@
+mod codec;
+mod decoding;
+mod fixtures;

@@ -1,0 +1,52 @@
+//! The `shard` command line, as CONTRACT.md pins it. Subcommands arrive with
+//! the issue that implements them, so nothing here is a placeholder.
+
+use std::net::{Ipv4Addr, SocketAddr};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Debug, Parser)]
+#[command(name = "shard", version, about = "Run and supervise many coding agents from a browser")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start the daemon: serves the web client on loopback.
+    Daemon(DaemonArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct DaemonArgs {
+    /// TCP port on 127.0.0.1; 0 picks a free one.
+    #[arg(long, default_value_t = 8787)]
+    pub port: u16,
+}
+
+impl DaemonArgs {
+    pub fn bind_addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    init_logging();
+    match cli.command {
+        Command::Daemon(args) => {
+            let runtime = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
+            runtime.block_on(crate::daemon::serve(args))
+        }
+    }
+}
+
+/// Logs go to stderr (stdout carries the lines CONTRACT.md pins), filtered by
+/// `SHARD_LOG` (e.g. `SHARD_LOG=debug`), `info` by default.
+fn init_logging() {
+    let filter = EnvFilter::try_from_env("SHARD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    // A second init (tests calling `run` twice) is harmless: keep the first.
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
