@@ -591,7 +591,9 @@ impl From<PermissionAnswer> for RawAnswer {
     fn from(answer: PermissionAnswer) -> Self {
         match answer {
             PermissionAnswer::Choice(id) => Self { choice_id: Some(id), decision: None },
-            PermissionAnswer::Decision(decision) => Self { choice_id: None, decision: Some(decision) },
+            PermissionAnswer::Decision(decision) => {
+                Self { choice_id: None, decision: Some(decision) }
+            }
         }
     }
 }
@@ -621,8 +623,11 @@ impl TryFrom<RawPermissionResponse> for PermissionResponse {
     type Error = String;
 
     fn try_from(raw: RawPermissionResponse) -> Result<Self, String> {
-        let answer = PermissionAnswer::try_from(RawAnswer { choice_id: raw.choice_id, decision: raw.decision })
-            .map_err(|why| format!("permission_response {why}"))?;
+        let answer = PermissionAnswer::try_from(RawAnswer {
+            choice_id: raw.choice_id,
+            decision: raw.decision,
+        })
+        .map_err(|why| format!("permission_response {why}"))?;
         Ok(Self { request_id: raw.request_id, answer, reason: raw.reason })
     }
 }
@@ -660,8 +665,11 @@ impl TryFrom<RawPermissionResolved> for PermissionResolved {
     type Error = String;
 
     fn try_from(raw: RawPermissionResolved) -> Result<Self, String> {
-        let answer = PermissionAnswer::try_from(RawAnswer { choice_id: raw.choice_id, decision: raw.decision })
-            .map_err(|why| format!("permission_resolved {why}"))?;
+        let answer = PermissionAnswer::try_from(RawAnswer {
+            choice_id: raw.choice_id,
+            decision: raw.decision,
+        })
+        .map_err(|why| format!("permission_resolved {why}"))?;
         Ok(Self { request_id: raw.request_id, answer, source: raw.source })
     }
 }

@@ -7,10 +7,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::agent::{
-    Compaction, Empty, ErrorEvent, Hello, MessageComplete, MessageDelta, ModeChanged,
-    ModelChanged, PermissionRequest, PermissionResolved, PermissionResponse, Prompt,
-    ReasoningLevelChange, SessionOp, SetMode, SetModel, SetReasoningLevel, Status, Steer, Sync,
-    ToolCall, ToolResult, TurnEnd, TurnStart, UiRequest, UiResolved, UiResponse,
+    Compaction, Empty, ErrorEvent, Hello, MessageComplete, MessageDelta, ModeChanged, ModelChanged,
+    PermissionRequest, PermissionResolved, PermissionResponse, Prompt, ReasoningLevelChange,
+    SessionOp, SetMode, SetModel, SetReasoningLevel, Status, Steer, Sync, ToolCall, ToolResult,
+    TurnEnd, TurnStart, UiRequest, UiResolved, UiResponse,
 };
 use crate::envelope::{MessageSet, Scope, payload};
 use crate::error::WireError;
@@ -202,14 +202,14 @@ impl Response {
     /// The `data` as a typed result, or the error it failed with.
     pub fn data<T: serde::de::DeserializeOwned>(&self) -> Result<T, WireError> {
         match &self.outcome {
-            Ok(data) => serde_json::from_value(data.clone().unwrap_or(Value::Null)).map_err(
-                |error| {
+            Ok(data) => {
+                serde_json::from_value(data.clone().unwrap_or(Value::Null)).map_err(|error| {
                     WireError::new(
                         crate::ErrorCode::InvalidRequest,
                         format!("unexpected `{}` response data: {error}", self.command),
                     )
-                },
-            ),
+                })
+            }
             Err(error) => Err(error.clone()),
         }
     }

@@ -136,9 +136,15 @@ pub enum ContentBlock {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ToolResultContent {
-    Text { text: String },
-    Json { value: Value },
-    Error { message: String },
+    Text {
+        text: String,
+    },
+    Json {
+        value: Value,
+    },
+    Error {
+        message: String,
+    },
     #[serde(other, skip_serializing)]
     Unknown,
 }

@@ -48,5 +48,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 fn init_logging() {
     let filter = EnvFilter::try_from_env("SHARD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     // A second init (tests calling `run` twice) is harmless: keep the first.
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }

@@ -32,10 +32,7 @@ pub async fn run(
         stdout.flush().context("cannot write to stdout")?;
     }
     tracing::info!(%local, "daemon ready");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .context("server failed")?;
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await.context("server failed")?;
     tracing::info!("daemon stopped");
     Ok(())
 }

@@ -5,7 +5,9 @@
 use std::net::SocketAddr;
 
 use axum::Router;
-use axum::http::{HeaderValue, header};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
 use axum::routing::get;
 use leptos::prelude::LeptosOptions;
 use leptos_axum::{LeptosRoutes, generate_route_list};
@@ -31,6 +33,7 @@ pub fn router(local: SocketAddr) -> Router {
         })
         .route("/pkg/{*path}", get(crate::assets::pkg))
         .route("/favicon.ico", get(crate::assets::favicon))
+        .fallback(not_found)
         .layer(SetResponseHeaderLayer::overriding(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static(CONTENT_SECURITY_POLICY),
@@ -40,4 +43,14 @@ pub fn router(local: SocketAddr) -> Router {
             HeaderValue::from_static("DENY"),
         ))
         .with_state(options)
+}
+
+/// Any other path: the app renders its not-found view, answered as a 404.
+async fn not_found(State(options): State<LeptosOptions>, request: Request) -> Response {
+    let render = leptos_axum::render_app_to_stream(move || shell(options.clone()));
+    let mut response = render(request).await;
+    if response.status() == StatusCode::OK {
+        *response.status_mut() = StatusCode::NOT_FOUND;
+    }
+    response
 }

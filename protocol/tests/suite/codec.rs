@@ -64,7 +64,11 @@ fn an_over_long_line_is_an_error_and_the_next_line_still_decodes() {
     let long = "x".repeat(100);
     // The long line arrives in pieces; memory must not grow with it.
     decoder.feed(long[..40].as_bytes());
-    assert_eq!(lines(&mut decoder), vec![Err(LineError::TooLong { limit: 16 })], "reported once, early");
+    assert_eq!(
+        lines(&mut decoder),
+        vec![Err(LineError::TooLong { limit: 16 })],
+        "reported once, early"
+    );
     decoder.feed(long[40..].as_bytes());
     assert_eq!(lines(&mut decoder), vec![], "the rest is discarded silently");
     decoder.feed(b"\n{\"ok\":true}\n");
@@ -106,10 +110,9 @@ fn a_last_line_without_newline_is_delivered_at_end_of_input() {
 
 #[test]
 fn encoded_messages_are_one_line() {
-    let envelope = Envelope::<ClientMessage>::from_json(
-        r#"{"type":"prompt","message":"a\nb\r\nc"}"#,
-    )
-    .expect("valid");
+    let envelope =
+        Envelope::<ClientMessage>::from_json(r#"{"type":"prompt","message":"a\nb\r\nc"}"#)
+            .expect("valid");
     let line = frame(&envelope.to_json());
     assert_eq!(line.iter().filter(|&&byte| byte == b'\n').count(), 1);
     assert_eq!(line.last(), Some(&b'\n'));

@@ -49,7 +49,9 @@ fn unknown_fields_are_ignored() {
         "added_in_v2": {"anything": true}
     }))
     .expect("extra fields are fine");
-    assert!(matches!(decoded.message, ServerMessage::Status(ref status) if status.status == AgentStatus::Idle));
+    assert!(
+        matches!(decoded.message, ServerMessage::Status(ref status) if status.status == AgentStatus::Idle)
+    );
 }
 
 #[test]
@@ -63,17 +65,19 @@ fn unknown_enum_values_from_a_newer_peer_degrade() {
     let ServerMessage::ToolResult(result) = decoded.message else { panic!("tool_result") };
     assert_eq!(result.render, Some(RenderDescriptor::Unknown));
 
-    let decoded = Envelope::<ServerMessage>::from_value(
-        json!({"type": "status", "status": "daydreaming"}),
-    )
-    .expect("an unknown status is not fatal");
-    assert!(matches!(decoded.message, ServerMessage::Status(ref status) if status.status == AgentStatus::Unknown));
+    let decoded =
+        Envelope::<ServerMessage>::from_value(json!({"type": "status", "status": "daydreaming"}))
+            .expect("an unknown status is not fatal");
+    assert!(
+        matches!(decoded.message, ServerMessage::Status(ref status) if status.status == AgentStatus::Unknown)
+    );
 }
 
 #[test]
 fn unknown_type_keeps_its_name_and_id_for_the_answer() {
-    let error = Envelope::<ClientMessage>::from_value(json!({"id": "q", "type": "agent.frobnicate"}))
-        .expect_err("not a command");
+    let error =
+        Envelope::<ClientMessage>::from_value(json!({"id": "q", "type": "agent.frobnicate"}))
+            .expect_err("not a command");
     assert_eq!(
         error,
         DecodeError::UnknownType { type_name: "agent.frobnicate".into(), id: Some("q".into()) }
@@ -109,7 +113,10 @@ fn permission_response_encodes_exactly_one_form() {
         reason: None,
     }));
     let value: serde_json::Value = serde_json::from_str(&choice.to_json()).expect("json");
-    assert_eq!(value, json!({"type": "permission_response", "request_id": "r", "choice_id": "allow-once"}));
+    assert_eq!(
+        value,
+        json!({"type": "permission_response", "request_id": "r", "choice_id": "allow-once"})
+    );
 
     let legacy = Envelope::new(ClientMessage::PermissionResponse(PermissionResponse {
         request_id: "r".into(),
@@ -168,8 +175,12 @@ fn typed_response_data_reads_back() {
     let data: AgentCreateResult = response.data().expect("typed data");
     assert_eq!(data.agent_id, "agent-7");
 
-    let failed = Response::failed("agent.attach", WireError::new(ErrorCode::NotFound, "no agent-9"));
-    assert_eq!(failed.data::<AgentCreateResult>().map_err(|error| error.code), Err(ErrorCode::NotFound));
+    let failed =
+        Response::failed("agent.attach", WireError::new(ErrorCode::NotFound, "no agent-9"));
+    assert_eq!(
+        failed.data::<AgentCreateResult>().map_err(|error| error.code),
+        Err(ErrorCode::NotFound)
+    );
 }
 
 #[test]

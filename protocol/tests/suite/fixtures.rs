@@ -293,8 +293,16 @@ fn every_message_type_of_the_spec_has_a_fixture() {
         .iter()
         .filter_map(|value| value["result"].as_str().map(str::to_owned))
         .collect();
-    assert_eq!(missing(SPEC_CLIENT_TYPES, &client), Vec::<&str>::new(), "client types without a fixture");
-    assert_eq!(missing(SPEC_SERVER_TYPES, &server), Vec::<&str>::new(), "server types without a fixture");
+    assert_eq!(
+        missing(SPEC_CLIENT_TYPES, &client),
+        Vec::<&str>::new(),
+        "client types without a fixture"
+    );
+    assert_eq!(
+        missing(SPEC_SERVER_TYPES, &server),
+        Vec::<&str>::new(),
+        "server types without a fixture"
+    );
     assert_eq!(missing(SPEC_RESULTS, &results), Vec::<&str>::new(), "results without a fixture");
 }
 

@@ -1,0 +1,3 @@
+mod daemon;
+mod support;
+mod web;

@@ -1,0 +1,83 @@
+//! The web client as the daemon serves it: the server-rendered page and the
+//! embedded bundle, from a working directory that has no project files.
+
+use reqwest::StatusCode;
+use reqwest::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+
+use super::support::Daemon;
+
+async fn get(url: &str) -> reqwest::Response {
+    reqwest::get(url).await.unwrap_or_else(|error| panic!("GET {url}: {error}"))
+}
+
+fn header<'a>(response: &'a reqwest::Response, name: reqwest::header::HeaderName) -> &'a str {
+    response
+        .headers()
+        .get(&name)
+        .unwrap_or_else(|| panic!("no {name} header"))
+        .to_str()
+        .expect("ascii header")
+}
+
+#[tokio::test]
+async fn serves_the_rendered_app_with_its_security_headers() {
+    let daemon = Daemon::start(&[]).await;
+    let response = get(&daemon.url("/")).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(header(&response, CONTENT_TYPE).starts_with("text/html"));
+    assert!(header(&response, CONTENT_SECURITY_POLICY).contains("frame-ancestors 'none'"));
+    let html = response.text().await.expect("body");
+    assert!(html.contains("<title>Shard</title>"), "title rendered on the server: {html}");
+    assert!(html.contains("data-hydrated=\"false\""), "server HTML is pre-hydration");
+    // The hydration script names the bundle that /pkg serves.
+    assert!(html.contains("/pkg/shard.js"), "loads the bundle: {html}");
+    assert!(html.contains("shard_bg.wasm"), "loads the wasm: {html}");
+}
+
+#[tokio::test]
+async fn serves_the_embedded_bundle_from_any_directory() {
+    // The daemon runs in an empty temporary directory: everything it serves
+    // must come from the binary itself.
+    let daemon = Daemon::start(&[]).await;
+    assert_eq!(std::fs::read_dir(daemon.cwd.path()).expect("cwd").count(), 0);
+
+    let wasm = get(&daemon.url("/pkg/shard_bg.wasm")).await;
+    assert_eq!(wasm.status(), StatusCode::OK, "bundle missing: build it with scripts/build");
+    assert_eq!(header(&wasm, CONTENT_TYPE), "application/wasm");
+    let bytes = wasm.bytes().await.expect("wasm body");
+    assert_eq!(&bytes[..4], b"\0asm", "a WebAssembly module");
+
+    for (path, mime) in [
+        ("/pkg/shard.js", "text/javascript"),
+        ("/pkg/shard.css", "text/css"),
+        ("/favicon.ico", "image/"),
+    ] {
+        let response = get(&daemon.url(path)).await;
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        assert!(header(&response, CONTENT_TYPE).starts_with(mime), "{path}");
+        assert_eq!(header(&response, CACHE_CONTROL), "no-cache", "{path}");
+    }
+    assert_eq!(get(&daemon.url("/pkg/nope.js")).await.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn unchanged_assets_revalidate_with_a_304() {
+    let daemon = Daemon::start(&[]).await;
+    let first = get(&daemon.url("/pkg/shard.js")).await;
+    let etag = header(&first, ETAG).to_owned();
+    let again = reqwest::Client::new()
+        .get(daemon.url("/pkg/shard.js"))
+        .header(IF_NONE_MATCH, &etag)
+        .send()
+        .await
+        .expect("conditional GET");
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    assert!(again.bytes().await.expect("body").is_empty());
+    let stale = reqwest::Client::new()
+        .get(daemon.url("/pkg/shard.js"))
+        .header(IF_NONE_MATCH, "\"something-else\"")
+        .send()
+        .await
+        .expect("conditional GET");
+    assert_eq!(stale.status(), StatusCode::OK);
+}
