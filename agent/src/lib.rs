@@ -1,7 +1,158 @@
 //! The Shard agent runtime (`shard agent --stdio`): one coding agent per
 //! process, speaking the per-agent protocol (PROTOCOL.md §9) as JSONL on
 //! stdio. The daemon spawns one per agent; it also runs headless on its own.
+//! See docs/AGENT.md.
 //!
-//! The runtime itself (provider, tools, permission gate, modes, session log,
-//! compaction, fork) is being built under its own issue; see
-//! docs/ARCHITECTURE.md for where each part will live.
+//! - [`agent`]: the controller that answers every command, and shared state.
+//! - [`turn`]: the turn loop: model calls, tools, steering, compaction.
+//! - [`provider`]: the built-in demo models, OpenAI-compatible and Anthropic.
+//! - [`tools`]: read, write, edit, bash, grep, find, ls (recall and ask in `turn`).
+//! - [`permission`]: the gate in front of every tool call.
+//! - [`conversation`] and [`session_log`]: the session on disk and its live window.
+//! - [`config`], [`modes`], [`stdio`].
+
+pub mod agent;
+pub mod config;
+pub mod conversation;
+pub mod modes;
+pub mod permission;
+pub mod provider;
+pub mod session_log;
+pub mod stdio;
+pub mod tools;
+pub mod turn;
+mod util;
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use shard_protocol::agent::{ErrorEvent, Hello};
+use shard_protocol::{Envelope, ErrorCode, ServerMessage};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Agent, Exit, Startup};
+use crate::config::Config;
+use crate::conversation::Conversation;
+use crate::session_log::SessionError;
+
+/// How the agent was started (`shard agent --stdio …`).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub cwd: Option<PathBuf>,
+    pub model: Option<String>,
+    pub mode: Option<String>,
+    /// Resume this session instead of starting a new one.
+    pub session: Option<String>,
+}
+
+/// Why the agent process ends, as an exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// stdin closed and the work was done, or a signal.
+    Clean,
+    /// The session could not be opened (SESSION_CORRUPT / NOT_FOUND).
+    SessionRefused,
+}
+
+/// Runs one agent on stdin/stdout until stdin closes or a signal arrives.
+pub async fn run_stdio(options: Options) -> anyhow::Result<Ending> {
+    let home = config::shard_home()?;
+    let config = Config::load(&home)?;
+    let cwd = match &options.cwd {
+        Some(cwd) => cwd.clone(),
+        None => std::env::current_dir().context("no working directory")?,
+    };
+    let cwd = cwd.canonicalize().with_context(|| format!("cannot use {} as the working directory", cwd.display()))?;
+    if let Some(model) = &options.model {
+        anyhow::ensure!(config.model(model).is_some(), "unknown model `{model}`");
+    }
+    if let Some(mode) = &options.mode {
+        anyhow::ensure!(modes::is_known(mode), "unknown mode `{mode}` (build or plan)");
+    }
+
+    let stop = CancellationToken::new();
+    let (out, outbound) = mpsc::channel(agent::OUTBOUND_QUEUE);
+    let writer = tokio::spawn(stdio::write_messages(tokio::io::stdout(), outbound, stop.clone()));
+
+    let opened = match &options.session {
+        Some(id) => Conversation::resume(&home, id).await,
+        None => {
+            let model = options.model.clone().unwrap_or_else(|| config.default_model.clone());
+            let mode = options.mode.clone().unwrap_or_else(|| modes::BUILD.to_owned());
+            Conversation::create(&home, &cwd.display().to_string(), &model, &mode).await
+        }
+    };
+    let conversation = match opened {
+        Ok(conversation) => conversation,
+        Err(problem) => {
+            refuse(&out, &problem).await;
+            drop(out);
+            let _ = writer.await;
+            return Ok(Ending::SessionRefused);
+        }
+    };
+    let recorded = conversation.settings();
+    let mode = options.mode.or(recorded.mode).unwrap_or_else(|| modes::BUILD.to_owned());
+    let model = options
+        .model
+        .or(recorded.model)
+        .filter(|model| config.model(model).is_some())
+        .unwrap_or_else(|| config.default_model.clone());
+    let reasoning_level = recorded
+        .reasoning_level
+        .filter(|level| config.model(&model).is_some_and(|known| known.level(level).is_some()))
+        .or_else(|| config.model(&model).and_then(config::ModelConfig::default_level));
+    let cwd = if options.session.is_some() { PathBuf::from(&conversation.cwd) } else { cwd };
+    tracing::info!(session = %conversation.session_id, cwd = %cwd.display(), "agent ready");
+
+    let start = Startup { config, cwd, home, mode, model, reasoning_level };
+    let agent = Agent::new(start, conversation, out);
+    agent.greet().await;
+    let (lines, inbound) = mpsc::channel(stdio::INBOUND_QUEUE);
+    tokio::spawn(stdio::read_lines(tokio::io::stdin(), lines));
+    tokio::spawn(stop_on_signal(stop.clone()));
+    let shared = agent.shared().clone();
+    let exit = agent.run(inbound, stop.clone()).await;
+    if let Err(problem) = shared.conversation.lock().await.flush().await {
+        tracing::error!(%problem, "could not flush the session log");
+    }
+    drop(shared);
+    match exit {
+        Exit::InputClosed | Exit::Stopped => {}
+    }
+    // Every sender is gone once the agent is dropped: the writer drains and ends.
+    let _ = writer.await;
+    Ok(Ending::Clean)
+}
+
+/// A session that cannot be opened: `hello`, then a fatal error naming why.
+async fn refuse(out: &mpsc::Sender<Envelope<ServerMessage>>, problem: &SessionError) {
+    let code = match problem {
+        SessionError::NotFound(_) => ErrorCode::NotFound,
+        SessionError::Corrupt { .. } | SessionError::Io(_) => ErrorCode::SessionCorrupt,
+    };
+    tracing::error!(%problem, "cannot open the session");
+    let hello = Hello {
+        protocol_version: shard_protocol::PROTOCOL_VERSION.to_owned(),
+        server_version: format!("shard {}", env!("CARGO_PKG_VERSION")),
+        capabilities: Vec::new(),
+    };
+    let _ = out.send(Envelope::new(ServerMessage::Hello(hello))).await;
+    let error = ErrorEvent { code, message: problem.to_string(), fatal: Some(true) };
+    let _ = out.send(Envelope::new(ServerMessage::Error(error))).await;
+}
+
+async fn stop_on_signal(stop: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut terminate), Ok(mut interrupt)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        return;
+    };
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    stop.cancel();
+}

@@ -2,6 +2,7 @@
 //! the issue that implements them, so nothing here is a placeholder.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -18,6 +19,27 @@ pub struct Cli {
 pub enum Command {
     /// Start the daemon: serves the web client on loopback.
     Daemon(DaemonArgs),
+    /// Run one headless agent speaking the per-agent protocol on stdio.
+    Agent(AgentArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
+    /// Speak JSONL on stdin/stdout (the only transport an agent has).
+    #[arg(long, required = true)]
+    pub stdio: bool,
+    /// The working directory (default: the current one).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// A model id from the catalog (default: config.toml's, else `demo`).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// `build` (default) or `plan`.
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Resume this session instead of starting a new one.
+    #[arg(long)]
+    pub session: Option<String>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -39,6 +61,26 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Daemon(args) => {
             let runtime = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
             runtime.block_on(crate::daemon::serve(args))
+        }
+        Command::Agent(args) => {
+            // One thread is plenty for one agent, and keeps each agent process
+            // small when a daemon runs many of them.
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the runtime")?;
+            let options = shard_agent::Options {
+                cwd: args.cwd,
+                model: args.model,
+                mode: args.mode,
+                session: args.session,
+            };
+            match runtime.block_on(shard_agent::run_stdio(options))? {
+                shard_agent::Ending::Clean => Ok(()),
+                shard_agent::Ending::SessionRefused => {
+                    anyhow::bail!("the session could not be opened (see the error event)")
+                }
+            }
         }
     }
 }

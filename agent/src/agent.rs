@@ -1,0 +1,747 @@
+//! The agent: one actor that owns the session's state and answers every
+//! per-agent command (PROTOCOL.md §9), with at most one turn running beside it
+//! as its own task. The controller keeps answering while a turn streams:
+//! `list_modes`, `set_model`, permission answers, `abort` and so on.
+//!
+//! State both sides touch lives in [`Shared`] behind short-lived locks; the
+//! conversation lock is never held across a model call or a question to the
+//! user.
+
+use std::collections::{HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use shard_protocol::agent::{
+    CompactResult, Empty, Hello, ListModelsResult, ListModesResult,
+    ListReasoningLevelsResult, ModeChanged, ModelChanged, PendingKind, PendingRequest,
+    PermissionAnswer, PermissionRequest, PermissionResolved, Prompt, ReasoningLevelChange,
+    SessionListResult, SessionOp, SetModeResult, SetModelResult, Status, StreamingBehavior, Sync,
+    UiRequest, UiResolved, UiValue, LiveWindow, Effective,
+};
+use shard_protocol::message::Response;
+use shard_protocol::types::{AgentStatus, Image};
+use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, ModelConfig};
+use crate::conversation::Conversation;
+use crate::modes;
+use crate::session_log::EntryBody;
+
+/// How many outbound messages may wait for stdout. A direct client that stops
+/// reading eventually stalls the agent (it is the only client); the daemon
+/// always reads.
+pub const OUTBOUND_QUEUE: usize = 1024;
+
+/// A user message waiting to be delivered.
+#[derive(Debug, Clone)]
+pub struct UserInput {
+    pub text: String,
+    pub images: Vec<Image>,
+}
+
+/// A question waiting for its answer.
+pub enum Pending {
+    Permission { request: PermissionRequest, reply: oneshot::Sender<PermissionAnswer> },
+    Ui { request: UiRequest, reply: oneshot::Sender<Option<UiValue>> },
+}
+
+pub struct State {
+    pub status: AgentStatus,
+    pub mode: String,
+    pub model: String,
+    pub reasoning_level: Option<String>,
+    pub steers: VecDeque<UserInput>,
+    pub follow_ups: VecDeque<UserInput>,
+    /// Open questions in the order they were asked (for `sync`).
+    pub pending: Vec<(String, Pending)>,
+    pub grants: HashSet<String>,
+    /// Set once stdin is closed: nobody can answer any more, so every new
+    /// question is refused at once (the headless answer).
+    pub headless: bool,
+    next_request: u64,
+}
+
+impl State {
+    pub fn next_request_id(&mut self, prefix: &str) -> String {
+        self.next_request += 1;
+        format!("{prefix}-{}", self.next_request)
+    }
+}
+
+/// What the controller and the running turn share.
+pub struct Shared {
+    pub config: Config,
+    pub cwd: PathBuf,
+    pub home: PathBuf,
+    out: mpsc::Sender<Envelope<ServerMessage>>,
+    state: Mutex<State>,
+    pub conversation: tokio::sync::Mutex<Conversation>,
+}
+
+impl Shared {
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding this lock is a bug that already failed a
+        // turn; keep serving with the state as it was left.
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sends an event to the client.
+    pub async fn emit(&self, message: ServerMessage) {
+        // The writer stops only when stdout is gone, and then so does the agent.
+        let _ = self.out.send(Envelope::new(message)).await;
+    }
+
+    async fn respond(&self, id: Option<String>, response: Response) {
+        let _ = self.out.send(Envelope { id, agent_id: None, message: ServerMessage::Response(response) }).await;
+    }
+
+    /// Moves to `status`, telling the client only on a real change.
+    pub async fn set_status(&self, status: AgentStatus) {
+        let changed = {
+            let mut state = self.state();
+            let changed = state.status != status;
+            state.status = status;
+            changed
+        };
+        if changed {
+            self.emit(ServerMessage::Status(Status { status, detail: None })).await;
+        }
+    }
+
+    pub fn model_config(&self, id: &str) -> Option<&ModelConfig> {
+        self.config.model(id)
+    }
+
+    /// The model and reasoning level the next provider call uses.
+    pub fn active_model(&self) -> (ModelConfig, Option<String>) {
+        let state = self.state();
+        let model = self
+            .config
+            .model(&state.model)
+            .cloned()
+            .unwrap_or_else(|| self.config.models[0].clone());
+        (model, state.reasoning_level.clone())
+    }
+
+    /// The runtime's capabilities for `hello`, `sync` and `model_changed`.
+    pub fn capabilities(&self) -> Vec<String> {
+        let mut capabilities: Vec<String> = [
+            "streaming-deltas",
+            "mode-catalog",
+            "mode-switch",
+            "model-catalog",
+            "model-switch",
+            "ui:select",
+            "ui:confirm",
+            "ui:input",
+            "ui:editor",
+            "ui:notify",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let (model, _) = self.active_model();
+        if !model.reasoning_levels.is_empty() {
+            capabilities.extend(["reasoning-catalog".to_owned(), "reasoning-switch".to_owned()]);
+        }
+        capabilities
+    }
+
+    /// Registers a question and returns what to wait on.
+    pub fn ask_permission(&self, request: PermissionRequest) -> oneshot::Receiver<PermissionAnswer> {
+        let (reply, answer) = oneshot::channel();
+        let id = request.request_id.clone();
+        self.state().pending.push((id, Pending::Permission { request, reply }));
+        answer
+    }
+
+    pub fn ask_ui(&self, request: UiRequest) -> oneshot::Receiver<Option<UiValue>> {
+        let (reply, answer) = oneshot::channel();
+        let id = request.request_id.clone();
+        self.state().pending.push((id, Pending::Ui { request, reply }));
+        answer
+    }
+
+    /// Withdraws an open question (abort), telling the client it is closed.
+    pub async fn withdraw(&self, request_id: &str, source: &str) {
+        let removed = {
+            let mut state = self.state();
+            let at = state.pending.iter().position(|(id, _)| id == request_id);
+            at.map(|at| state.pending.remove(at).1)
+        };
+        match removed {
+            Some(Pending::Permission { .. }) => {
+                self.emit(ServerMessage::PermissionResolved(PermissionResolved {
+                    request_id: request_id.to_owned(),
+                    answer: PermissionAnswer::Decision(shard_protocol::agent::Decision::Deny),
+                    source: Some(source.to_owned()),
+                }))
+                .await;
+            }
+            Some(Pending::Ui { .. }) => {
+                self.emit(ServerMessage::UiResolved(UiResolved {
+                    request_id: request_id.to_owned(),
+                    value: serde_json::Value::Null,
+                }))
+                .await;
+            }
+            None => {}
+        }
+    }
+
+    fn pending_requests(&self) -> Vec<PendingRequest> {
+        self.state()
+            .pending
+            .iter()
+            .map(|(_, pending)| PendingRequest {
+                agent_id: None,
+                request: match pending {
+                    Pending::Permission { request, .. } => PendingKind::Permission(request.clone()),
+                    Pending::Ui { request, .. } => PendingKind::Ui(request.clone()),
+                },
+            })
+            .collect()
+    }
+}
+
+fn error(code: ErrorCode, message: impl Into<String>) -> WireError {
+    WireError::new(code, message)
+}
+
+/// Why the agent stops.
+pub enum Exit {
+    /// stdin closed and all work is done.
+    InputClosed,
+    /// SIGTERM/SIGINT or stdout gone.
+    Stopped,
+}
+
+/// The controller: reads decoded commands, runs turns, answers everything.
+pub struct Agent {
+    shared: Arc<Shared>,
+    turn: Option<(JoinHandle<()>, CancellationToken)>,
+}
+
+/// What an agent starts with, besides its conversation.
+pub struct Startup {
+    pub config: Config,
+    pub cwd: PathBuf,
+    pub home: PathBuf,
+    pub mode: String,
+    pub model: String,
+    pub reasoning_level: Option<String>,
+}
+
+/// One thing read from stdin.
+pub enum Inbound {
+    Line(Result<String, shard_protocol::jsonl::LineError>),
+}
+
+impl Agent {
+    pub fn new(
+        start: Startup,
+        conversation: Conversation,
+        out: mpsc::Sender<Envelope<ServerMessage>>,
+    ) -> Self {
+        let Startup { config, cwd, home, mode, model, reasoning_level } = start;
+        let grants = conversation.grants().into_iter().map(|(_, fingerprint)| fingerprint).collect();
+        let state = State {
+            status: AgentStatus::Idle,
+            mode,
+            model,
+            reasoning_level,
+            steers: VecDeque::new(),
+            follow_ups: VecDeque::new(),
+            pending: Vec::new(),
+            grants,
+            headless: false,
+            next_request: 0,
+        };
+        let shared = Arc::new(Shared {
+            config,
+            cwd,
+            home,
+            out,
+            state: Mutex::new(state),
+            conversation: tokio::sync::Mutex::new(conversation),
+        });
+        Self { shared, turn: None }
+    }
+
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// `hello`, then `sync` (§9.1): what a direct client sees first.
+    pub async fn greet(&self) {
+        self.shared
+            .emit(ServerMessage::Hello(Hello {
+                protocol_version: shard_protocol::PROTOCOL_VERSION.to_owned(),
+                server_version: format!("shard {}", env!("CARGO_PKG_VERSION")),
+                capabilities: self.shared.capabilities(),
+            }))
+            .await;
+        let sync = self.sync().await;
+        self.shared.emit(ServerMessage::Sync(sync)).await;
+    }
+
+    async fn sync(&self) -> Sync {
+        let (messages, compaction_index) = {
+            let conversation = self.shared.conversation.lock().await;
+            (conversation.live_messages(), conversation.compaction_index())
+        };
+        let (status, mode) = {
+            let state = self.shared.state();
+            (state.status, state.mode.clone())
+        };
+        Sync {
+            status,
+            mode,
+            capabilities: Some(self.shared.capabilities()),
+            runtime_epoch: None,
+            live_window: LiveWindow { messages, compaction_index },
+            pending_requests: self.shared.pending_requests(),
+        }
+    }
+
+    /// Runs until stdin closes (and the work it asked for is done) or `stop`.
+    pub async fn run(mut self, mut inbound: mpsc::Receiver<Inbound>, stop: CancellationToken) -> Exit {
+        enum Event {
+            Line(Option<Inbound>),
+            TurnDone,
+            Stop,
+        }
+        let mut input_open = true;
+        loop {
+            let event = tokio::select! {
+                line = inbound.recv(), if input_open => Event::Line(line),
+                () = wait_turn(&mut self.turn) => Event::TurnDone,
+                () = stop.cancelled() => Event::Stop,
+            };
+            match event {
+                Event::Line(Some(Inbound::Line(line))) => self.handle_line(line).await,
+                Event::Line(None) => {
+                    input_open = false;
+                    self.enter_headless().await;
+                }
+                Event::TurnDone => {
+                    self.turn = None;
+                    self.after_turn().await;
+                }
+                Event::Stop => {
+                    self.abort_turn().await;
+                    return Exit::Stopped;
+                }
+            }
+            if !input_open && self.turn.is_none() {
+                return Exit::InputClosed;
+            }
+        }
+    }
+
+    /// Nobody can answer any more: refuse every open question.
+    async fn enter_headless(&mut self) {
+        let open: Vec<String> = {
+            let mut state = self.shared.state();
+            state.headless = true;
+            state.pending.iter().map(|(id, _)| id.clone()).collect()
+        };
+        for id in open {
+            self.shared.withdraw(&id, "headless").await;
+        }
+    }
+
+    async fn handle_line(&mut self, line: Result<String, shard_protocol::jsonl::LineError>) {
+        let line = match line {
+            Ok(line) => line,
+            Err(problem) => {
+                return self.report(None, None, error(ErrorCode::InvalidRequest, problem.to_string())).await;
+            }
+        };
+        match Envelope::<ClientMessage>::from_json(&line) {
+            Ok(envelope) => self.handle(envelope).await,
+            Err(problem) => {
+                let command = problem.type_name().map(str::to_owned);
+                self.report(problem.id().map(str::to_owned), command, problem.to_wire_error()).await;
+            }
+        }
+    }
+
+    /// An error answer: a `response` when the command had an `id`, else an
+    /// `error` event (CONTRACT.md).
+    async fn report(&self, id: Option<String>, command: Option<String>, problem: WireError) {
+        match id {
+            Some(id) => {
+                let command = command.unwrap_or_else(|| "unknown".to_owned());
+                self.shared.respond(Some(id), Response::failed(command, problem)).await;
+            }
+            None => {
+                self.shared
+                    .emit(ServerMessage::Error(shard_protocol::agent::ErrorEvent {
+                        code: problem.code,
+                        message: problem.message,
+                        fatal: Some(false),
+                    }))
+                    .await;
+            }
+        }
+    }
+
+    async fn handle(&mut self, envelope: Envelope<ClientMessage>) {
+        let Envelope { id, message, .. } = envelope;
+        let command = shard_protocol::envelope::MessageSet::type_name(&message);
+        let result = match message {
+            ClientMessage::Prompt(Prompt { message, images, streaming_behavior }) => {
+                let input = UserInput { text: message, images: images.unwrap_or_default() };
+                self.prompt(input, streaming_behavior, id.clone(), command).await;
+                return;
+            }
+            ClientMessage::Steer(steer) => {
+                let input = UserInput { text: steer.message, images: steer.images.unwrap_or_default() };
+                self.prompt(input, Some(StreamingBehavior::Steer), id.clone(), command).await;
+                return;
+            }
+            ClientMessage::Abort(Empty {}) => {
+                self.abort_turn().await;
+                Ok(None)
+            }
+            ClientMessage::SetMode(set) => self.set_mode(set.mode).await,
+            ClientMessage::ListModes(Empty {}) => {
+                let active = self.shared.state().mode.clone();
+                ok(ListModesResult { modes: modes::catalog(), active })
+            }
+            ClientMessage::ListModels(Empty {}) => {
+                let (active, _) = self.shared.active_model();
+                ok(ListModelsResult {
+                    models: self.shared.config.models.iter().map(ModelConfig::descriptor).collect(),
+                    active: active.descriptor(),
+                })
+            }
+            ClientMessage::SetModel(set) => self.set_model(set.model).await,
+            ClientMessage::ListReasoningLevels(Empty {}) => self.list_reasoning_levels(),
+            ClientMessage::SetReasoningLevel(set) => self.set_reasoning_level(set.model, set.effort).await,
+            ClientMessage::SessionOp(op) => {
+                self.session_op(op, id, command).await;
+                return;
+            }
+            ClientMessage::PermissionResponse(response) => {
+                self.answer_permission(response.request_id, response.answer).await;
+                Ok(None)
+            }
+            ClientMessage::UiResponse(response) => {
+                self.answer_ui(response.request_id, response.value).await;
+                Ok(None)
+            }
+            other => Err(error(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "`{}` is a daemon command; this is a direct connection to one agent",
+                    shard_protocol::envelope::MessageSet::type_name(&other)
+                ),
+            )),
+        };
+        self.shared.respond(id, to_response(command, result)).await;
+    }
+
+    async fn prompt(
+        &mut self,
+        input: UserInput,
+        behavior: Option<StreamingBehavior>,
+        id: Option<String>,
+        command: &str,
+    ) {
+        if self.turn.is_none() {
+            // Idle: the response, then the turn (CONTRACT.md ordering).
+            self.shared.respond(id, Response::accepted(command)).await;
+            self.start_turn(input);
+            return;
+        }
+        let queued = {
+            let mut state = self.shared.state();
+            match behavior {
+                Some(StreamingBehavior::Steer) => {
+                    state.steers.push_back(input);
+                    true
+                }
+                Some(StreamingBehavior::FollowUp) => {
+                    state.follow_ups.push_back(input);
+                    true
+                }
+                None => false,
+            }
+        };
+        let response = if queued {
+            Response::accepted(command)
+        } else {
+            Response::failed(
+                command,
+                error(
+                    ErrorCode::InvalidRequest,
+                    "the agent is mid-turn: set `streaming_behavior` to `steer` or `follow_up`",
+                ),
+            )
+        };
+        self.shared.respond(id, response).await;
+    }
+
+    fn start_turn(&mut self, input: UserInput) {
+        let cancel = CancellationToken::new();
+        let handle = tokio::spawn(crate::turn::run(self.shared.clone(), input, cancel.clone()));
+        self.turn = Some((handle, cancel));
+    }
+
+    /// After a turn: deliver what was queued, else compact if due.
+    async fn after_turn(&mut self) {
+        let next = {
+            let mut state = self.shared.state();
+            // A steer that arrived as the turn was ending still gets delivered.
+            state.steers.pop_front().or_else(|| state.follow_ups.pop_front())
+        };
+        if let Some(input) = next {
+            self.start_turn(input);
+            return;
+        }
+        let (model, _) = self.shared.active_model();
+        let compaction = &self.shared.config.compaction;
+        if compaction.enabled {
+            let tokens = self.shared.conversation.lock().await.window_tokens();
+            let threshold = (model.context_window() as f64 * compaction.threshold) as u64;
+            if tokens >= threshold {
+                let status = self.shared.state().status;
+                let _ = crate::turn::compact(&self.shared, compaction.keep_recent_tokens).await;
+                self.shared.set_status(status).await;
+            }
+        }
+    }
+
+    async fn abort_turn(&mut self) {
+        {
+            let mut state = self.shared.state();
+            state.steers.clear();
+            state.follow_ups.clear();
+        }
+        if let Some((handle, cancel)) = self.turn.take() {
+            cancel.cancel();
+            // The turn winds down quickly: it records results for unfinished
+            // tool calls, ends the turn and goes idle.
+            let _ = handle.await;
+        }
+    }
+
+    async fn set_mode(&self, mode: String) -> Result<Option<serde_json::Value>, WireError> {
+        if !modes::is_known(&mode) {
+            return Err(error(ErrorCode::NotFound, format!("unknown mode `{mode}`")));
+        }
+        let previous = std::mem::replace(&mut self.shared.state().mode, mode.clone());
+        if previous != mode {
+            self.record(EntryBody::Settings { mode: Some(mode.clone()), model: None, reasoning_level: None })
+                .await?;
+            // §9.2: the event goes out before the response.
+            self.shared
+                .emit(ServerMessage::ModeChanged(ModeChanged { previous_mode: previous.clone(), mode: mode.clone() }))
+                .await;
+        }
+        ok(SetModeResult { previous_mode: previous, mode })
+    }
+
+    async fn set_model(&self, id: String) -> Result<Option<serde_json::Value>, WireError> {
+        let Some(next) = self.shared.model_config(&id).cloned() else {
+            return Err(error(ErrorCode::NotFound, format!("unknown model `{id}`")));
+        };
+        let (previous, _) = self.shared.active_model();
+        if previous.id != next.id {
+            {
+                let mut state = self.shared.state();
+                state.model = next.id.clone();
+                state.reasoning_level = next.default_level();
+            }
+            self.record(EntryBody::Settings {
+                mode: None,
+                model: Some(next.id.clone()),
+                reasoning_level: next.default_level(),
+            })
+            .await?;
+            self.shared
+                .emit(ServerMessage::ModelChanged(ModelChanged {
+                    previous: previous.descriptor(),
+                    active: next.descriptor(),
+                    effective: Effective::NextProviderCall,
+                    capabilities: Some(self.shared.capabilities()),
+                }))
+                .await;
+        }
+        ok(SetModelResult {
+            previous: previous.descriptor(),
+            active: next.descriptor(),
+            effective: Effective::NextProviderCall,
+        })
+    }
+
+    fn list_reasoning_levels(&self) -> Result<Option<serde_json::Value>, WireError> {
+        let (model, level) = self.shared.active_model();
+        if model.reasoning_levels.is_empty() {
+            return Err(error(ErrorCode::NotFound, format!("model `{}` has no reasoning levels", model.id)));
+        }
+        ok(ListReasoningLevelsResult {
+            model: model.descriptor(),
+            levels: model.levels(),
+            active: level.or_else(|| model.default_level()).unwrap_or_default(),
+            effective: Effective::NextProviderCall,
+        })
+    }
+
+    async fn set_reasoning_level(
+        &self,
+        model_id: String,
+        effort: String,
+    ) -> Result<Option<serde_json::Value>, WireError> {
+        let (model, current) = self.shared.active_model();
+        if model.id != model_id {
+            return Err(error(
+                ErrorCode::Conflict,
+                format!("the active model is `{}`, not `{model_id}`", model.id),
+            ));
+        }
+        if model.level(&effort).is_none() {
+            return Err(error(ErrorCode::NotFound, format!("model `{}` has no level `{effort}`", model.id)));
+        }
+        let previous = current.or_else(|| model.default_level()).unwrap_or_default();
+        let change = ReasoningLevelChange {
+            model: model.descriptor(),
+            previous: previous.clone(),
+            active: effort.clone(),
+            effective: Effective::NextProviderCall,
+        };
+        if previous != effort {
+            self.shared.state().reasoning_level = Some(effort.clone());
+            self.record(EntryBody::Settings { mode: None, model: None, reasoning_level: Some(effort) }).await?;
+            self.shared.emit(ServerMessage::ReasoningLevelChanged(change.clone())).await;
+        }
+        ok(change)
+    }
+
+    /// Appends a settings entry and makes it durable now: a change made while
+    /// idle must survive a crash too.
+    async fn record(&self, body: EntryBody) -> Result<(), WireError> {
+        let mut conversation = self.shared.conversation.lock().await;
+        let written = async {
+            conversation.push(body).await?;
+            conversation.flush().await
+        };
+        written.await.map_err(|problem| error(ErrorCode::InternalError, format!("session log: {problem}")))
+    }
+
+    /// `session_op` sends its own response: `compact` must put its idle
+    /// status after the response (§9.2 lifecycle).
+    async fn session_op(&self, op: SessionOp, id: Option<String>, command: &str) {
+        let busy = self.turn.is_some() || !self.shared.state().follow_ups.is_empty();
+        let result = match op {
+            SessionOp::List => {
+                let conversation = self.shared.conversation.lock().await;
+                ok(SessionListResult {
+                    active: conversation.session_id.clone(),
+                    sessions: conversation.list_sessions(),
+                })
+            }
+            SessionOp::Compact { .. } | SessionOp::Fork { .. } if busy => Err(error(
+                ErrorCode::Conflict,
+                "a turn is queued or in flight; session operations run between turns",
+            )),
+            SessionOp::Compact { keep_recent_tokens } => {
+                let keep = keep_recent_tokens
+                    .unwrap_or(self.shared.config.compaction.keep_recent_tokens);
+                let response = match crate::turn::compact(&self.shared, keep).await {
+                    Ok(Some(compaction)) => ok(CompactResult::Compacted(compaction)),
+                    Ok(None) => ok(CompactResult::Skipped { reason: "no_safe_cut".to_owned() }),
+                    Err(problem) => Err(error(ErrorCode::InternalError, problem)),
+                };
+                self.shared.respond(id, to_response(command, response)).await;
+                self.shared.set_status(AgentStatus::Idle).await;
+                return;
+            }
+            SessionOp::Fork { from_entry_id } => {
+                let conversation = self.shared.conversation.lock().await;
+                match conversation.fork(&from_entry_id).await {
+                    Ok(result) => ok(result),
+                    Err(crate::session_log::SessionError::NotFound(id)) => {
+                        Err(error(ErrorCode::NotFound, format!("no entry `{id}` in this session")))
+                    }
+                    Err(problem) => {
+                        Err(error(ErrorCode::InternalError, format!("fork failed: {problem}")))
+                    }
+                }
+            }
+        };
+        self.shared.respond(id, to_response(command, result)).await;
+    }
+
+    async fn answer_permission(&self, request_id: String, answer: PermissionAnswer) {
+        let reply = {
+            let mut state = self.shared.state();
+            let Some(at) = state.pending.iter().position(|(id, _)| *id == request_id) else {
+                return; // late or unknown: discarded silently (§6.3)
+            };
+            let valid = matches!(&state.pending[at].1, Pending::Permission { request, .. } if request.accepts(&answer));
+            if !valid {
+                return; // an unknown choice_id is not an answer (§9.5)
+            }
+            match state.pending.remove(at).1 {
+                Pending::Permission { reply, .. } => reply,
+                Pending::Ui { .. } => return,
+            }
+        };
+        self.shared
+            .emit(ServerMessage::PermissionResolved(PermissionResolved {
+                request_id,
+                answer: answer.clone(),
+                source: None,
+            }))
+            .await;
+        let _ = reply.send(answer);
+    }
+
+    async fn answer_ui(&self, request_id: String, value: Option<UiValue>) {
+        let reply = {
+            let mut state = self.shared.state();
+            let Some(at) = state.pending.iter().position(|(id, pending)| {
+                *id == request_id && matches!(pending, Pending::Ui { .. })
+            }) else {
+                return;
+            };
+            match state.pending.remove(at).1 {
+                Pending::Ui { reply, .. } => reply,
+                Pending::Permission { .. } => return,
+            }
+        };
+        self.shared
+            .emit(ServerMessage::UiResolved(UiResolved {
+                request_id,
+                value: serde_json::to_value(&value).unwrap_or_default(),
+            }))
+            .await;
+        let _ = reply.send(value);
+    }
+}
+
+fn ok(data: impl serde::Serialize) -> Result<Option<serde_json::Value>, WireError> {
+    serde_json::to_value(data)
+        .map(Some)
+        .map_err(|problem| error(ErrorCode::InternalError, problem.to_string()))
+}
+
+async fn wait_turn(turn: &mut Option<(JoinHandle<()>, CancellationToken)>) {
+    match turn {
+        Some((handle, _)) => {
+            if let Err(problem) = handle.await {
+                tracing::error!(%problem, "the turn task failed");
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
+fn to_response(command: &str, result: Result<Option<serde_json::Value>, WireError>) -> Response {
+    Response { command: command.to_owned(), outcome: result }
+}

@@ -1,0 +1,289 @@
+//! The agent's configuration: the model catalog and compaction settings, read
+//! from `$SHARD_HOME/config.toml`. The built-in `demo` models are always in the
+//! catalog, and `demo` is the default when nothing else is configured.
+//!
+//! API keys never live here: a model names the environment variable that holds
+//! its key (`api_key_env`), and the key is read when the provider is built.
+//!
+//! ```toml
+//! default_model = "sonnet"
+//!
+//! [[models]]
+//! id = "sonnet"
+//! provider = "anthropic"            # or "openai" for any chat-completions server
+//! model = "claude-sonnet-4-5"
+//! api_key_env = "ANTHROPIC_API_KEY"
+//! context_window = 200000
+//! reasoning_levels = [
+//!   { id = "low", label = "Low", budget_tokens = 2048 },
+//!   { id = "high", label = "High", budget_tokens = 16000 },
+//! ]
+//!
+//! [compaction]
+//! threshold = 0.8
+//! keep_recent_tokens = 20000
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::Deserialize;
+use shard_protocol::types::{ModelDescriptor, ReasoningLevel};
+
+/// The built-in model's context window: small on purpose, so that compaction
+/// is easy to reach in tests and demos.
+pub const DEMO_CONTEXT_WINDOW: u64 = 8192;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// The deterministic built-in models (CONTRACT.md).
+    Builtin,
+    /// An OpenAI-compatible chat-completions endpoint (OpenAI, Ollama,
+    /// llama.cpp, vLLM, …).
+    Openai,
+    /// The Anthropic Messages API.
+    Anthropic,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Builtin => "builtin",
+            Self::Openai => "openai",
+            Self::Anthropic => "anthropic",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct LevelConfig {
+    pub id: String,
+    pub label: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Anthropic: the extended-thinking budget for this level.
+    #[serde(default)]
+    pub budget_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ModelConfig {
+    /// The catalog id clients select (`set_model`).
+    pub id: String,
+    pub provider: ProviderKind,
+    /// The provider's own model name.
+    pub model: String,
+    /// Defaults to the provider's public endpoint.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The environment variable holding the API key; none for local servers.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub context_window: Option<u64>,
+    #[serde(default)]
+    pub max_output_tokens: Option<u64>,
+    #[serde(default)]
+    pub reasoning_levels: Vec<LevelConfig>,
+    /// The level used until one is chosen; the first level by default.
+    #[serde(default)]
+    pub default_reasoning_level: Option<String>,
+}
+
+impl ModelConfig {
+    pub fn descriptor(&self) -> ModelDescriptor {
+        ModelDescriptor {
+            id: self.id.clone(),
+            provider: self.provider.as_str().to_owned(),
+            model: self.model.clone(),
+            context_window: self.context_window,
+        }
+    }
+
+    pub fn levels(&self) -> Vec<ReasoningLevel> {
+        self.reasoning_levels
+            .iter()
+            .map(|level| ReasoningLevel {
+                id: level.id.clone(),
+                label: level.label.clone(),
+                description: level.description.clone(),
+            })
+            .collect()
+    }
+
+    pub fn default_level(&self) -> Option<String> {
+        self.default_reasoning_level
+            .clone()
+            .or_else(|| self.reasoning_levels.first().map(|level| level.id.clone()))
+    }
+
+    pub fn level(&self, id: &str) -> Option<&LevelConfig> {
+        self.reasoning_levels.iter().find(|level| level.id == id)
+    }
+
+    pub fn context_window(&self) -> u64 {
+        self.context_window.unwrap_or(128_000)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct CompactionConfig {
+    /// Automatic compaction on/off; manual `session_op compact` always works.
+    pub enabled: bool,
+    /// Fraction of the context window above which the agent compacts once idle.
+    pub threshold: f64,
+    /// Tokens of recent conversation kept verbatim.
+    pub keep_recent_tokens: u64,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        Self { enabled: true, threshold: 0.8, keep_recent_tokens: 2000 }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct ConfigFile {
+    #[serde(default)]
+    default_model: Option<String>,
+    #[serde(default)]
+    models: Vec<ModelConfig>,
+    #[serde(default)]
+    compaction: CompactionConfig,
+}
+
+/// The loaded configuration: the catalog (built-ins first) and settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub models: Vec<ModelConfig>,
+    pub default_model: String,
+    pub compaction: CompactionConfig,
+}
+
+impl Config {
+    /// Reads `home/config.toml`; a missing file means the built-ins only.
+    pub fn load(home: &Path) -> anyhow::Result<Self> {
+        let path = home.join("config.toml");
+        let file = match std::fs::read_to_string(&path) {
+            Ok(text) => toml::from_str::<ConfigFile>(&text)
+                .with_context(|| format!("invalid {}", path.display()))?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => ConfigFile::default(),
+            Err(error) => return Err(error).context(format!("cannot read {}", path.display())),
+        };
+        Self::from_file(file)
+    }
+
+    fn from_file(file: ConfigFile) -> anyhow::Result<Self> {
+        let mut models = builtin_models();
+        for model in file.models {
+            if model.provider == ProviderKind::Builtin {
+                anyhow::bail!("model `{}`: provider `builtin` is reserved", model.id);
+            }
+            if models.iter().any(|known| known.id == model.id) {
+                anyhow::bail!("model id `{}` is defined twice", model.id);
+            }
+            models.push(model);
+        }
+        let default_model = file.default_model.unwrap_or_else(|| "demo".to_owned());
+        if !models.iter().any(|model| model.id == default_model) {
+            anyhow::bail!("default_model `{default_model}` is not in the catalog");
+        }
+        let compaction = file.compaction;
+        if !(compaction.threshold > 0.0 && compaction.threshold <= 1.0) {
+            anyhow::bail!("compaction.threshold must be in (0, 1]");
+        }
+        Ok(Self { models, default_model, compaction })
+    }
+
+    pub fn builtin() -> Self {
+        Self {
+            models: builtin_models(),
+            default_model: "demo".to_owned(),
+            compaction: CompactionConfig::default(),
+        }
+    }
+
+    pub fn model(&self, id: &str) -> Option<&ModelConfig> {
+        self.models.iter().find(|model| model.id == id)
+    }
+}
+
+fn builtin_models() -> Vec<ModelConfig> {
+    let demo = ModelConfig {
+        id: "demo".to_owned(),
+        provider: ProviderKind::Builtin,
+        model: "demo".to_owned(),
+        base_url: None,
+        api_key_env: None,
+        context_window: Some(DEMO_CONTEXT_WINDOW),
+        max_output_tokens: None,
+        reasoning_levels: Vec::new(),
+        default_reasoning_level: None,
+    };
+    let level = |id: &str, label: &str| LevelConfig {
+        id: id.to_owned(),
+        label: label.to_owned(),
+        description: None,
+        budget_tokens: None,
+    };
+    let thinking = ModelConfig {
+        id: "demo-think".to_owned(),
+        model: "demo-think".to_owned(),
+        reasoning_levels: vec![level("low", "Low"), level("medium", "Medium"), level("high", "High")],
+        default_reasoning_level: Some("medium".to_owned()),
+        ..demo.clone()
+    };
+    vec![demo, thinking]
+}
+
+/// `$SHARD_HOME`, or `~/.shard`.
+pub fn shard_home() -> anyhow::Result<PathBuf> {
+    if let Some(home) = std::env::var_os("SHARD_HOME").filter(|home| !home.is_empty()) {
+        return Ok(PathBuf::from(home));
+    }
+    let home = std::env::var_os("HOME").context("neither SHARD_HOME nor HOME is set")?;
+    Ok(PathBuf::from(home).join(".shard"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_catalog_with_levels() {
+        let file: ConfigFile = toml::from_str(
+            r#"
+            default_model = "local"
+            [[models]]
+            id = "local"
+            provider = "openai"
+            model = "qwen2.5-coder"
+            base_url = "http://127.0.0.1:11434/v1"
+            context_window = 32768
+            reasoning_levels = [{ id = "low", label = "Low" }, { id = "high", label = "High" }]
+            [compaction]
+            threshold = 0.75
+            "#,
+        )
+        .expect("valid toml");
+        let config = Config::from_file(file).expect("valid config");
+        assert_eq!(config.default_model, "local");
+        let local = config.model("local").expect("in catalog");
+        assert_eq!(local.default_level().as_deref(), Some("low"));
+        assert_eq!(config.compaction.keep_recent_tokens, 2000);
+        assert!(config.model("demo").is_some(), "built-ins stay");
+    }
+
+    #[test]
+    fn refuses_an_unknown_default_and_duplicate_ids() {
+        let unknown: ConfigFile = toml::from_str("default_model = \"nope\"").expect("toml");
+        assert!(Config::from_file(unknown).is_err());
+        let duplicate: ConfigFile = toml::from_str(
+            "[[models]]\nid = \"demo\"\nprovider = \"openai\"\nmodel = \"x\"",
+        )
+        .expect("toml");
+        assert!(Config::from_file(duplicate).is_err());
+    }
+}

@@ -1,0 +1,202 @@
+//! The permission gate: decides, for every tool call, whether it runs now,
+//! must ask the user, or is refused (ARCHITECTURE §4.3, CONTRACT.md
+//! "Permission defaults").
+//!
+//! - Read-only tools (`read`, `grep`, `find`, `ls`, `recall`, `ask`) inside the
+//!   agent's cwd run without asking; outside it they ask.
+//! - Mutating tools (`write`, `edit`, `bash`) ask, unless an `allow_always`
+//!   grant matches this exact call; in mode `plan` they are refused outright.
+//!
+//! A grant is always-exact: it records a fingerprint of the tool name and its
+//! arguments (keys sorted), so it allows that call again and nothing else.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use shard_protocol::agent::{
+    ChoiceIntent, Decision, DetailFormat, PermissionAnswer, PermissionChoice, PermissionDetail,
+    PermissionRequest,
+};
+use shard_protocol::types::JsonObject;
+
+use crate::{modes, tools};
+
+/// What the gate decided before asking anyone.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    Ask,
+    Refuse(String),
+}
+
+pub fn decide(
+    name: &str,
+    args: &JsonObject,
+    mode: &str,
+    cwd: &Path,
+    granted: impl Fn(&str) -> bool,
+) -> Verdict {
+    if tools::is_read_only(name) {
+        return match tools::target_path(name, args) {
+            Some(path) if !tools::is_inside(cwd, &tools::resolve(cwd, &path)) => Verdict::Ask,
+            _ => Verdict::Allow,
+        };
+    }
+    if !modes::allows_mutation(mode) {
+        return Verdict::Refuse(format!(
+            "`{name}` is not allowed in {mode} mode, which allows read-only tools only"
+        ));
+    }
+    if granted(&fingerprint(name, args)) { Verdict::Allow } else { Verdict::Ask }
+}
+
+/// A stable fingerprint of one exact call.
+pub fn fingerprint(name: &str, args: &JsonObject) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(name.as_bytes());
+    hasher.update([0]);
+    hasher.update(canonical(&Value::Object(args.clone())).as_bytes());
+    hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// JSON with object keys sorted at every level, whatever map order is in use.
+fn canonical(value: &Value) -> String {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let fields: Vec<String> = keys
+                .into_iter()
+                .map(|key| format!("{}:{}", Value::String(key.clone()), canonical(&map[key])))
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        }
+        Value::Array(items) => {
+            format!("[{}]", items.iter().map(canonical).collect::<Vec<_>>().join(","))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// What the user's answer means for the call.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Allow,
+    AllowAlways,
+    Deny,
+}
+
+pub fn outcome(answer: &PermissionAnswer) -> Outcome {
+    match answer {
+        PermissionAnswer::Decision(Decision::Allow) => Outcome::Allow,
+        PermissionAnswer::Decision(Decision::AllowAlways) => Outcome::AllowAlways,
+        PermissionAnswer::Decision(Decision::Deny) => Outcome::Deny,
+        PermissionAnswer::Choice(id) => match id.as_str() {
+            CHOICE_ALLOW => Outcome::Allow,
+            CHOICE_ALWAYS => Outcome::AllowAlways,
+            _ => Outcome::Deny,
+        },
+    }
+}
+
+const CHOICE_ALLOW: &str = "allow-once";
+const CHOICE_ALWAYS: &str = "allow-always";
+const CHOICE_DENY: &str = "deny";
+
+/// The question for one call, with server-authored details and choices.
+pub fn request(request_id: String, name: &str, args: &JsonObject, cwd: &Path) -> PermissionRequest {
+    let get = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let (prompt, mut details) = match name {
+        "bash" => (
+            format!("Run `{}`?", crate::util::truncate_chars(&get("command"), 200)),
+            vec![detail("command", get("command"), DetailFormat::Command)],
+        ),
+        "write" => (
+            format!("Write {}?", get("path")),
+            vec![
+                detail("path", get("path"), DetailFormat::Path),
+                detail("content", crate::util::truncate_chars(&get("content"), 2000), DetailFormat::Code),
+            ],
+        ),
+        "edit" => (
+            format!("Edit {}?", get("path")),
+            vec![
+                detail("path", get("path"), DetailFormat::Path),
+                detail("replace", crate::util::truncate_chars(&get("old_string"), 1000), DetailFormat::Code),
+                detail("with", crate::util::truncate_chars(&get("new_string"), 1000), DetailFormat::Code),
+            ],
+        ),
+        other => {
+            let path = tools::target_path(other, args).unwrap_or_default();
+            (
+                format!("Let `{other}` read {path}, outside the working directory?"),
+                vec![detail("path", path, DetailFormat::Path)],
+            )
+        }
+    };
+    details.push(detail("working directory", cwd.display().to_string(), DetailFormat::Path));
+    let choice = |id: &str, label: &str, description: Option<&str>, key: &str, intent| PermissionChoice {
+        id: id.to_owned(),
+        label: label.to_owned(),
+        description: description.map(str::to_owned),
+        accelerator: Some(key.to_owned()),
+        intent,
+    };
+    PermissionRequest {
+        request_id,
+        tool_name: name.to_owned(),
+        input: json!(args),
+        prompt,
+        options: vec![Decision::Allow, Decision::AllowAlways, Decision::Deny],
+        details: Some(details),
+        choices: Some(vec![
+            choice(CHOICE_ALLOW, "Allow once", None, "y", ChoiceIntent::Allow),
+            choice(
+                CHOICE_ALWAYS,
+                "Always allow this exact call",
+                Some("Remembered for this session; only identical calls"),
+                "a",
+                ChoiceIntent::Persist,
+            ),
+            choice(CHOICE_DENY, "Deny", None, "n", ChoiceIntent::Deny),
+        ]),
+    }
+}
+
+fn detail(label: &str, value: String, format: DetailFormat) -> PermissionDetail {
+    PermissionDetail { label: Some(label.to_owned()), value, format: Some(format) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(value: Value) -> JsonObject {
+        match value {
+            Value::Object(map) => map,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn fingerprints_ignore_key_order_but_not_values() {
+        let a = args(json!({"command": "ls", "timeout": 5}));
+        let b = args(json!({"timeout": 5, "command": "ls"}));
+        let c = args(json!({"command": "ls -a", "timeout": 5}));
+        assert_eq!(fingerprint("bash", &a), fingerprint("bash", &b));
+        assert_ne!(fingerprint("bash", &a), fingerprint("bash", &c));
+        assert_ne!(fingerprint("bash", &a), fingerprint("write", &a));
+    }
+
+    #[test]
+    fn the_gate_follows_the_defaults() {
+        let cwd = std::env::temp_dir().canonicalize().expect("tmp");
+        let never = |_: &str| false;
+        assert_eq!(decide("read", &args(json!({"path": "x"})), "build", &cwd, never), Verdict::Allow);
+        assert_eq!(decide("read", &args(json!({"path": "/etc/hostname"})), "build", &cwd, never), Verdict::Ask);
+        assert_eq!(decide("bash", &args(json!({"command": "ls"})), "build", &cwd, never), Verdict::Ask);
+        assert!(matches!(decide("bash", &args(json!({"command": "ls"})), "plan", &cwd, never), Verdict::Refuse(_)));
+        assert_eq!(decide("bash", &args(json!({"command": "ls"})), "build", &cwd, |_| true), Verdict::Allow);
+    }
+}

@@ -1,0 +1,327 @@
+//! The session log: one append-only JSONL file per session, the durable truth
+//! of a conversation. Every line is one [`Entry`] with an id; the first line is
+//! the header. Only the writer task appends to the file, and it makes what it
+//! was given durable (write + fsync) when asked to flush, which the runtime does
+//! at every turn boundary, so a crash loses at most the unfinished turn.
+//!
+//! A log that does not parse, does not start with its header, repeats an id,
+//! or ends in a torn line is SESSION_CORRUPT: it is refused and never
+//! rewritten, so nothing a person might still recover is destroyed.
+//!
+//! Layout under `$SHARD_HOME/sessions/`:
+//! `<session_id>/session.jsonl`, and a fork of it at
+//! `<session_id>/forks/<fork_session_id>/session.jsonl` (forks nest).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use shard_protocol::types::{ContentBlock, Image, ToolResultContent, Usage};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, oneshot};
+
+/// The log format's version, in the header.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// How many appends may wait for the writer. Appends come from the agent's own
+/// turn loop, a few per model call, so this only bounds a burst.
+const WRITER_QUEUE: usize = 256;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub id: String,
+    /// Milliseconds since the Unix epoch.
+    pub ts: u64,
+    #[serde(flatten)]
+    pub body: EntryBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EntryBody {
+    Header {
+        version: u32,
+        session_id: String,
+        cwd: String,
+        created_at: u64,
+        model: String,
+        mode: String,
+    },
+    User {
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
+    },
+    Assistant {
+        content: Vec<ContentBlock>,
+        model: String,
+        /// Provider signatures of the thinking blocks, in order (Anthropic).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        thinking_signatures: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+    },
+    ToolResult {
+        tool_call_id: String,
+        tool_name: String,
+        content: ToolResultContent,
+        is_error: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i64>,
+    },
+    /// A compaction checkpoint: the entries from the start of the live window
+    /// up to `message_range.1` are replaced by `summary` from here on.
+    Compaction {
+        index: u64,
+        summary: String,
+        first_kept_entry_id: String,
+        message_range: (String, String),
+        tokens_before: u64,
+        tokens_after: u64,
+    },
+    /// Roots a forked session (second line of its log): where it came from.
+    Fork {
+        artifact_kind: String,
+        fork_id: String,
+        source_session_id: String,
+        source_entry_id: String,
+    },
+    /// An `allow_always` grant: this exact tool call is allowed from now on.
+    Grant { tool_name: String, fingerprint: String },
+    /// A mode, model or reasoning-level change, so a resumed agent keeps them.
+    Settings {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning_level: Option<String>,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("no session `{0}`")]
+    NotFound(String),
+    #[error("session log {path} is corrupt: {why}")]
+    Corrupt { path: PathBuf, why: String },
+    #[error("session log I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+pub fn sessions_root(home: &Path) -> PathBuf {
+    home.join("sessions")
+}
+
+/// Finds a session's directory: top-level sessions first, then forks at any
+/// depth. Ids are generated (`sess-…`), so a name that is not one is refused
+/// before it can become a path.
+pub fn find_session(home: &Path, session_id: &str) -> Result<PathBuf, SessionError> {
+    let valid = session_id.starts_with("sess-")
+        && session_id.len() <= 64
+        && session_id.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-');
+    if !valid {
+        return Err(SessionError::NotFound(session_id.to_owned()));
+    }
+    let root = sessions_root(home);
+    let direct = root.join(session_id);
+    if direct.join("session.jsonl").is_file() {
+        return Ok(direct);
+    }
+    // Breadth-first through forks/ folders; bounded by what exists on disk.
+    let mut queue = vec![root];
+    while let Some(dir) = queue.pop() {
+        let Ok(children) = std::fs::read_dir(&dir) else { continue };
+        for child in children.flatten() {
+            let path = child.path();
+            if !path.is_dir() {
+                continue;
+            }
+            if path.file_name().is_some_and(|name| name == session_id)
+                && path.join("session.jsonl").is_file()
+            {
+                return Ok(path);
+            }
+            let forks = path.join("forks");
+            if forks.is_dir() {
+                queue.push(forks);
+            }
+        }
+    }
+    Err(SessionError::NotFound(session_id.to_owned()))
+}
+
+/// Reads and validates a whole log.
+pub fn read_log(path: &Path) -> Result<Vec<Entry>, SessionError> {
+    let corrupt = |why: String| SessionError::Corrupt { path: path.to_owned(), why };
+    let bytes = std::fs::read(path)?;
+    if bytes.is_empty() {
+        return Err(corrupt("the file is empty".into()));
+    }
+    if bytes.last() != Some(&b'\n') {
+        return Err(corrupt("the last line is truncated".into()));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| corrupt("not UTF-8".into()))?;
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut ids = std::collections::HashSet::new();
+    for (number, line) in text.lines().enumerate() {
+        let entry: Entry = serde_json::from_str(line)
+            .map_err(|error| corrupt(format!("line {}: {error}", number + 1)))?;
+        if !ids.insert(entry.id.clone()) {
+            return Err(corrupt(format!("line {}: duplicate id `{}`", number + 1, entry.id)));
+        }
+        if number == 0 && !matches!(entry.body, EntryBody::Header { .. }) {
+            return Err(corrupt("the first line is not a header".into()));
+        }
+        if number > 0 && matches!(entry.body, EntryBody::Header { .. }) {
+            return Err(corrupt(format!("line {}: a second header", number + 1)));
+        }
+        if let EntryBody::Compaction { first_kept_entry_id, message_range, .. } = &entry.body {
+            for id in [first_kept_entry_id, &message_range.0, &message_range.1] {
+                if !ids.contains(id) {
+                    return Err(corrupt(format!(
+                        "line {}: compaction refers to unknown entry `{id}`",
+                        number + 1
+                    )));
+                }
+            }
+        }
+        entries.push(entry);
+    }
+    if let Some(Entry { body: EntryBody::Header { version, .. }, .. }) = entries.first() {
+        if *version != FORMAT_VERSION {
+            return Err(corrupt(format!("unsupported format version {version}")));
+        }
+    }
+    Ok(entries)
+}
+
+enum WriterCommand {
+    Append(Vec<u8>),
+    Flush(oneshot::Sender<std::io::Result<()>>),
+}
+
+/// The handle to a session file's single writer task.
+#[derive(Clone)]
+pub struct Writer {
+    commands: mpsc::Sender<WriterCommand>,
+}
+
+impl Writer {
+    /// Opens `path` for appending (creating it) and starts the writer task.
+    pub async fn open(path: &Path) -> std::io::Result<Self> {
+        let mut options = tokio::fs::OpenOptions::new();
+        options.create(true).append(true);
+        #[cfg(unix)]
+        options.mode(0o600);
+        let file = options.open(path).await?;
+        let (commands, receiver) = mpsc::channel(WRITER_QUEUE);
+        tokio::spawn(write_loop(file, receiver));
+        Ok(Self { commands })
+    }
+
+    /// Queues one entry; it reaches the disk at the next [`flush`](Self::flush).
+    pub async fn append(&self, entry: &Entry) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.commands.send(WriterCommand::Append(line)).await.map_err(|_| closed())
+    }
+
+    /// Writes everything queued in one write and fsyncs it.
+    pub async fn flush(&self) -> std::io::Result<()> {
+        let (ack, done) = oneshot::channel();
+        self.commands.send(WriterCommand::Flush(ack)).await.map_err(|_| closed())?;
+        done.await.map_err(|_| closed())?
+    }
+}
+
+fn closed() -> std::io::Error {
+    std::io::Error::other("the session writer has stopped")
+}
+
+async fn write_loop(mut file: tokio::fs::File, mut commands: mpsc::Receiver<WriterCommand>) {
+    let mut pending = Vec::new();
+    let mut failed: Option<String> = None;
+    while let Some(command) = commands.recv().await {
+        match command {
+            WriterCommand::Append(line) => pending.extend_from_slice(&line),
+            WriterCommand::Flush(ack) => {
+                if let Some(why) = &failed {
+                    // After a failed write the file may end in a torn line;
+                    // writing more would bury it, so refuse from then on.
+                    let _ = ack.send(Err(std::io::Error::other(why.clone())));
+                    continue;
+                }
+                let result = async {
+                    if !pending.is_empty() {
+                        // One write per batch: a killed process cannot leave
+                        // half a batch behind.
+                        file.write_all(&pending).await?;
+                        pending.clear();
+                    }
+                    file.sync_data().await
+                }
+                .await;
+                if let Err(error) = &result {
+                    failed = Some(error.to_string());
+                    tracing::error!(%error, "session log write failed");
+                }
+                let _ = ack.send(result);
+            }
+        }
+    }
+    // The runtime flushes before it stops; whatever is left is an unfinished turn.
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Entry {
+        Entry {
+            id: "e-0".into(),
+            ts: 1,
+            body: EntryBody::Header {
+                version: FORMAT_VERSION,
+                session_id: "sess-1".into(),
+                cwd: "/tmp".into(),
+                created_at: 1,
+                model: "demo".into(),
+                mode: "build".into(),
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn appends_reach_the_disk_only_at_flush() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("session.jsonl");
+        let writer = Writer::open(&path).await.expect("open");
+        writer.append(&header()).await.expect("append");
+        assert_eq!(std::fs::read(&path).expect("read").len(), 0, "nothing before flush");
+        writer.flush().await.expect("flush");
+        let entries = read_log(&path).expect("valid log");
+        assert_eq!(entries, vec![header()]);
+    }
+
+    #[test]
+    fn torn_and_malformed_logs_are_corrupt() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("session.jsonl");
+        let line = serde_json::to_string(&header()).expect("json");
+        for (content, why) in [
+            (format!("{line}\n{{\"id\":\"e-1\""), "truncated"),
+            (format!("{line}\nnot json\n"), "line 2"),
+            (format!("{line}\n{line}\n"), "duplicate"),
+            ("{\"id\":\"e-1\",\"ts\":1,\"kind\":\"user\",\"text\":\"hi\"}\n".to_owned(), "header"),
+            (String::new(), "empty"),
+        ] {
+            std::fs::write(&path, &content).expect("write");
+            match read_log(&path) {
+                Err(SessionError::Corrupt { why: got, .. }) => {
+                    assert!(got.contains(why), "{content:?}: {got}")
+                }
+                other => panic!("{content:?}: {other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! The filesystem and process tools: `read`, `write`, `edit`, `bash`, `grep`,
+//! `find`, `ls`. (`recall` and `ask` need the conversation and the user, so the
+//! runtime runs them itself; their definitions are here with the rest.)
+//!
+//! A tool never fails the agent: every problem becomes an `is_error` result the
+//! model can read and react to.
+
+mod bash;
+mod fs;
+mod search;
+
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::{Value, json};
+use shard_protocol::types::{JsonObject, RenderDescriptor, ToolResultContent};
+use tokio_util::sync::CancellationToken;
+
+pub use bash::kill_process_group;
+
+/// What a tool returns.
+#[derive(Debug, Clone)]
+pub struct ToolOutput {
+    pub content: ToolResultContent,
+    pub is_error: bool,
+    pub exit_code: Option<i64>,
+    pub render: Option<RenderDescriptor>,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            content: ToolResultContent::Text { text: text.into() },
+            is_error: false,
+            exit_code: None,
+            render: None,
+        }
+    }
+
+    pub fn error(message: impl Into<String>) -> Self {
+        Self {
+            content: ToolResultContent::Error { message: message.into() },
+            is_error: true,
+            exit_code: None,
+            render: None,
+        }
+    }
+
+    pub fn with_render(mut self, render: RenderDescriptor) -> Self {
+        self.render = Some(render);
+        self
+    }
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone)]
+pub struct ToolDefinition {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// JSON Schema of the arguments.
+    pub parameters: Value,
+}
+
+/// Whether a tool only reads (PROTOCOL.md §9.4 `read_only`). Everything else
+/// is mutating and goes through the permission gate.
+pub fn is_read_only(name: &str) -> bool {
+    matches!(name, "read" | "grep" | "find" | "ls" | "recall" | "ask")
+}
+
+/// The tools every model is offered, in a stable order.
+pub fn definitions() -> Vec<ToolDefinition> {
+    vec![
+        ToolDefinition {
+            name: "read",
+            description: "Read a text file. Returns up to `limit` lines from line `offset` (1-based).",
+            parameters: json!({"type": "object", "properties": {
+                "path": {"type": "string", "description": "File path, relative to the working directory or absolute"},
+                "offset": {"type": "integer", "minimum": 1},
+                "limit": {"type": "integer", "minimum": 1}
+            }, "required": ["path"]}),
+        },
+        ToolDefinition {
+            name: "write",
+            description: "Create or overwrite a file with the given content.",
+            parameters: json!({"type": "object", "properties": {
+                "path": {"type": "string"},
+                "content": {"type": "string"}
+            }, "required": ["path", "content"]}),
+        },
+        ToolDefinition {
+            name: "edit",
+            description: "Replace an exact string in a file. `old_string` must occur exactly once unless `replace_all` is true.",
+            parameters: json!({"type": "object", "properties": {
+                "path": {"type": "string"},
+                "old_string": {"type": "string"},
+                "new_string": {"type": "string"},
+                "replace_all": {"type": "boolean"}
+            }, "required": ["path", "old_string", "new_string"]}),
+        },
+        ToolDefinition {
+            name: "bash",
+            description: "Run a shell command in the working directory. Output is capped; the exit code is reported.",
+            parameters: json!({"type": "object", "properties": {
+                "command": {"type": "string"},
+                "timeout": {"type": "integer", "minimum": 1, "description": "Seconds (default 120, at most 1800)"}
+            }, "required": ["command"]}),
+        },
+        ToolDefinition {
+            name: "grep",
+            description: "Search file contents with a regular expression. Honors .gitignore.",
+            parameters: json!({"type": "object", "properties": {
+                "pattern": {"type": "string"},
+                "path": {"type": "string"},
+                "glob": {"type": "string", "description": "Only files matching this glob"},
+                "ignore_case": {"type": "boolean"},
+                "limit": {"type": "integer", "minimum": 1}
+            }, "required": ["pattern"]}),
+        },
+        ToolDefinition {
+            name: "find",
+            description: "Find files whose path matches a glob (e.g. `**/*.rs`). Honors .gitignore.",
+            parameters: json!({"type": "object", "properties": {
+                "pattern": {"type": "string"},
+                "path": {"type": "string"},
+                "limit": {"type": "integer", "minimum": 1}
+            }, "required": ["pattern"]}),
+        },
+        ToolDefinition {
+            name: "ls",
+            description: "List a directory.",
+            parameters: json!({"type": "object", "properties": {
+                "path": {"type": "string"}
+            }}),
+        },
+        ToolDefinition {
+            name: "recall",
+            description: "Read the exact messages that a compaction summarized, a page at a time.",
+            parameters: json!({"type": "object", "properties": {
+                "index": {"type": "integer", "minimum": 1, "description": "The compaction index from the summary"},
+                "offset": {"type": "integer", "minimum": 0},
+                "limit": {"type": "integer", "minimum": 1}
+            }, "required": ["index"]}),
+        },
+        ToolDefinition {
+            name: "ask",
+            description: "Ask the user: free text (input), a choice (select), yes/no (confirm), a longer text (editor), or just tell them something (notify).",
+            parameters: json!({"type": "object", "properties": {
+                "question": {"type": "string"},
+                "kind": {"type": "string", "enum": ["input", "select", "confirm", "editor", "notify"]},
+                "options": {"type": "array", "items": {"type": "string"}},
+                "prefill": {"type": "string"}
+            }, "required": ["question"]}),
+        },
+    ]
+}
+
+/// Everything a tool runs with.
+pub struct ToolContext {
+    /// The agent's working directory (canonical).
+    pub cwd: PathBuf,
+    /// Cancelled by `abort`.
+    pub cancel: CancellationToken,
+}
+
+/// Runs one of the filesystem or process tools.
+pub async fn run(name: &str, args: &JsonObject, context: &ToolContext) -> ToolOutput {
+    let result = match name {
+        "read" => fs::read(args, context).await,
+        "write" => fs::write(args, context).await,
+        "edit" => fs::edit(args, context).await,
+        "bash" => return bash::run(args, context).await,
+        "grep" => search::grep(args, context).await,
+        "find" => search::find(args, context).await,
+        "ls" => search::ls(args, context).await,
+        other => Err(format!("unknown tool `{other}`")),
+    };
+    result.unwrap_or_else(ToolOutput::error)
+}
+
+/// The render descriptor a `tool_call` event carries before the tool runs.
+pub fn start_render(name: &str, args: &JsonObject) -> Option<RenderDescriptor> {
+    match name {
+        "bash" => Some(RenderDescriptor::Command {
+            command: string_arg(args, "command").unwrap_or_default(),
+            exit_code: None,
+            duration_ms: None,
+        }),
+        _ => None,
+    }
+}
+
+pub(crate) fn string_arg(args: &JsonObject, key: &str) -> Option<String> {
+    args.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+pub(crate) fn required_string(args: &JsonObject, key: &str) -> Result<String, String> {
+    match args.get(key) {
+        Some(Value::String(value)) => Ok(value.clone()),
+        Some(_) => Err(format!("`{key}` must be a string")),
+        None => Err(format!("missing argument `{key}`")),
+    }
+}
+
+pub(crate) fn usize_arg(args: &JsonObject, key: &str) -> Result<Option<usize>, String> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => value
+            .as_u64()
+            .and_then(|number| usize::try_from(number).ok())
+            .map(Some)
+            .ok_or_else(|| format!("`{key}` must be a non-negative integer")),
+    }
+}
+
+/// `path` resolved against `cwd`, with `.` and `..` removed lexically (the
+/// file may not exist yet).
+pub fn resolve(cwd: &Path, path: &str) -> PathBuf {
+    let joined = cwd.join(path);
+    let mut out = PathBuf::new();
+    for component in joined.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Whether `path` is inside `cwd` once symlinks are followed (for the part of
+/// the path that exists).
+pub fn is_inside(cwd: &Path, path: &Path) -> bool {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.file_name().map(ToOwned::to_owned), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => return false,
+        }
+    }
+    let Ok(mut real) = existing.canonicalize() else { return false };
+    for name in rest.into_iter().rev() {
+        real.push(name);
+    }
+    real.starts_with(cwd)
+}
+
+/// The path argument of a tool call, if it has one (for the permission gate).
+pub fn target_path(name: &str, args: &JsonObject) -> Option<String> {
+    match name {
+        "read" | "write" | "edit" => string_arg(args, "path"),
+        "grep" | "find" | "ls" => Some(string_arg(args, "path").unwrap_or_else(|| ".".into())),
+        _ => None,
+    }
+}
+
+/// Shows a path relative to `cwd` when it is inside it.
+pub(crate) fn display_path(cwd: &Path, path: &Path) -> String {
+    path.strip_prefix(cwd).map_or_else(
+        |_| path.display().to_string(),
+        |relative| {
+            let shown = relative.display().to_string();
+            if shown.is_empty() { ".".to_owned() } else { shown }
+        },
+    )
+}
