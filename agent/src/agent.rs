@@ -12,11 +12,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use shard_protocol::agent::{
-    CompactResult, Empty, Hello, ListModelsResult, ListModesResult,
-    ListReasoningLevelsResult, ModeChanged, ModelChanged, PendingKind, PendingRequest,
+    CompactResult, Effective, Empty, Hello, ListModelsResult, ListModesResult,
+    ListReasoningLevelsResult, LiveWindow, ModeChanged, ModelChanged, PendingKind, PendingRequest,
     PermissionAnswer, PermissionRequest, PermissionResolved, Prompt, ReasoningLevelChange,
     SessionListResult, SessionOp, SetModeResult, SetModelResult, Status, StreamingBehavior, Sync,
-    UiRequest, UiResolved, UiValue, LiveWindow, Effective,
+    UiRequest, UiResolved, UiValue,
 };
 use shard_protocol::message::Response;
 use shard_protocol::types::{AgentStatus, Image};
@@ -29,6 +29,7 @@ use crate::config::{Config, ModelConfig};
 use crate::conversation::Conversation;
 use crate::modes;
 use crate::session_log::EntryBody;
+use crate::turn::Ending;
 
 /// How many outbound messages may wait for stdout. A direct client that stops
 /// reading eventually stalls the agent (it is the only client); the daemon
@@ -95,7 +96,10 @@ impl Shared {
     }
 
     async fn respond(&self, id: Option<String>, response: Response) {
-        let _ = self.out.send(Envelope { id, agent_id: None, message: ServerMessage::Response(response) }).await;
+        let _ = self
+            .out
+            .send(Envelope { id, agent_id: None, message: ServerMessage::Response(response) })
+            .await;
     }
 
     /// Moves to `status`, telling the client only on a real change.
@@ -150,7 +154,10 @@ impl Shared {
     }
 
     /// Registers a question and returns what to wait on.
-    pub fn ask_permission(&self, request: PermissionRequest) -> oneshot::Receiver<PermissionAnswer> {
+    pub fn ask_permission(
+        &self,
+        request: PermissionRequest,
+    ) -> oneshot::Receiver<PermissionAnswer> {
         let (reply, answer) = oneshot::channel();
         let id = request.request_id.clone();
         self.state().pending.push((id, Pending::Permission { request, reply }));
@@ -221,7 +228,7 @@ pub enum Exit {
 /// The controller: reads decoded commands, runs turns, answers everything.
 pub struct Agent {
     shared: Arc<Shared>,
-    turn: Option<(JoinHandle<()>, CancellationToken)>,
+    turn: Option<(JoinHandle<Ending>, CancellationToken)>,
 }
 
 /// What an agent starts with, besides its conversation.
@@ -246,7 +253,8 @@ impl Agent {
         out: mpsc::Sender<Envelope<ServerMessage>>,
     ) -> Self {
         let Startup { config, cwd, home, mode, model, reasoning_level } = start;
-        let grants = conversation.grants().into_iter().map(|(_, fingerprint)| fingerprint).collect();
+        let grants =
+            conversation.grants().into_iter().map(|(_, fingerprint)| fingerprint).collect();
         let state = State {
             status: AgentStatus::Idle,
             mode,
@@ -307,17 +315,21 @@ impl Agent {
     }
 
     /// Runs until stdin closes (and the work it asked for is done) or `stop`.
-    pub async fn run(mut self, mut inbound: mpsc::Receiver<Inbound>, stop: CancellationToken) -> Exit {
+    pub async fn run(
+        mut self,
+        mut inbound: mpsc::Receiver<Inbound>,
+        stop: CancellationToken,
+    ) -> Exit {
         enum Event {
             Line(Option<Inbound>),
-            TurnDone,
+            TurnDone(Ending),
             Stop,
         }
         let mut input_open = true;
         loop {
             let event = tokio::select! {
                 line = inbound.recv(), if input_open => Event::Line(line),
-                () = wait_turn(&mut self.turn) => Event::TurnDone,
+                ending = wait_turn(&mut self.turn) => Event::TurnDone(ending),
                 () = stop.cancelled() => Event::Stop,
             };
             match event {
@@ -326,9 +338,9 @@ impl Agent {
                     input_open = false;
                     self.enter_headless().await;
                 }
-                Event::TurnDone => {
+                Event::TurnDone(ending) => {
                     self.turn = None;
-                    self.after_turn().await;
+                    self.after_turn(ending).await;
                 }
                 Event::Stop => {
                     self.abort_turn().await;
@@ -357,14 +369,17 @@ impl Agent {
         let line = match line {
             Ok(line) => line,
             Err(problem) => {
-                return self.report(None, None, error(ErrorCode::InvalidRequest, problem.to_string())).await;
+                return self
+                    .report(None, None, error(ErrorCode::InvalidRequest, problem.to_string()))
+                    .await;
             }
         };
         match Envelope::<ClientMessage>::from_json(&line) {
             Ok(envelope) => self.handle(envelope).await,
             Err(problem) => {
                 let command = problem.type_name().map(str::to_owned);
-                self.report(problem.id().map(str::to_owned), command, problem.to_wire_error()).await;
+                self.report(problem.id().map(str::to_owned), command, problem.to_wire_error())
+                    .await;
             }
         }
     }
@@ -399,7 +414,8 @@ impl Agent {
                 return;
             }
             ClientMessage::Steer(steer) => {
-                let input = UserInput { text: steer.message, images: steer.images.unwrap_or_default() };
+                let input =
+                    UserInput { text: steer.message, images: steer.images.unwrap_or_default() };
                 self.prompt(input, Some(StreamingBehavior::Steer), id.clone(), command).await;
                 return;
             }
@@ -421,7 +437,9 @@ impl Agent {
             }
             ClientMessage::SetModel(set) => self.set_model(set.model).await,
             ClientMessage::ListReasoningLevels(Empty {}) => self.list_reasoning_levels(),
-            ClientMessage::SetReasoningLevel(set) => self.set_reasoning_level(set.model, set.effort).await,
+            ClientMessage::SetReasoningLevel(set) => {
+                self.set_reasoning_level(set.model, set.effort).await
+            }
             ClientMessage::SessionOp(op) => {
                 self.session_op(op, id, command).await;
                 return;
@@ -492,8 +510,10 @@ impl Agent {
         self.turn = Some((handle, cancel));
     }
 
-    /// After a turn: deliver what was queued, else compact if due.
-    async fn after_turn(&mut self) {
+    /// After a turn: deliver what was queued, else settle the status (only
+    /// now, so a client that sees `idle` finds the agent ready for anything)
+    /// and compact if due.
+    async fn after_turn(&mut self, ending: Ending) {
         let next = {
             let mut state = self.shared.state();
             // A steer that arrived as the turn was ending still gets delivered.
@@ -503,6 +523,8 @@ impl Agent {
             self.start_turn(input);
             return;
         }
+        let status = if ending == Ending::Failed { AgentStatus::Error } else { AgentStatus::Idle };
+        self.shared.set_status(status).await;
         let (model, _) = self.shared.active_model();
         let compaction = &self.shared.config.compaction;
         if compaction.enabled {
@@ -525,8 +547,9 @@ impl Agent {
         if let Some((handle, cancel)) = self.turn.take() {
             cancel.cancel();
             // The turn winds down quickly: it records results for unfinished
-            // tool calls, ends the turn and goes idle.
+            // tool calls and ends the turn.
             let _ = handle.await;
+            self.shared.set_status(AgentStatus::Idle).await;
         }
     }
 
@@ -536,11 +559,18 @@ impl Agent {
         }
         let previous = std::mem::replace(&mut self.shared.state().mode, mode.clone());
         if previous != mode {
-            self.record(EntryBody::Settings { mode: Some(mode.clone()), model: None, reasoning_level: None })
-                .await?;
+            self.record(EntryBody::Settings {
+                mode: Some(mode.clone()),
+                model: None,
+                reasoning_level: None,
+            })
+            .await?;
             // §9.2: the event goes out before the response.
             self.shared
-                .emit(ServerMessage::ModeChanged(ModeChanged { previous_mode: previous.clone(), mode: mode.clone() }))
+                .emit(ServerMessage::ModeChanged(ModeChanged {
+                    previous_mode: previous.clone(),
+                    mode: mode.clone(),
+                }))
                 .await;
         }
         ok(SetModeResult { previous_mode: previous, mode })
@@ -582,7 +612,10 @@ impl Agent {
     fn list_reasoning_levels(&self) -> Result<Option<serde_json::Value>, WireError> {
         let (model, level) = self.shared.active_model();
         if model.reasoning_levels.is_empty() {
-            return Err(error(ErrorCode::NotFound, format!("model `{}` has no reasoning levels", model.id)));
+            return Err(error(
+                ErrorCode::NotFound,
+                format!("model `{}` has no reasoning levels", model.id),
+            ));
         }
         ok(ListReasoningLevelsResult {
             model: model.descriptor(),
@@ -605,7 +638,10 @@ impl Agent {
             ));
         }
         if model.level(&effort).is_none() {
-            return Err(error(ErrorCode::NotFound, format!("model `{}` has no level `{effort}`", model.id)));
+            return Err(error(
+                ErrorCode::NotFound,
+                format!("model `{}` has no level `{effort}`", model.id),
+            ));
         }
         let previous = current.or_else(|| model.default_level()).unwrap_or_default();
         let change = ReasoningLevelChange {
@@ -616,7 +652,12 @@ impl Agent {
         };
         if previous != effort {
             self.shared.state().reasoning_level = Some(effort.clone());
-            self.record(EntryBody::Settings { mode: None, model: None, reasoning_level: Some(effort) }).await?;
+            self.record(EntryBody::Settings {
+                mode: None,
+                model: None,
+                reasoning_level: Some(effort),
+            })
+            .await?;
             self.shared.emit(ServerMessage::ReasoningLevelChanged(change.clone())).await;
         }
         ok(change)
@@ -630,7 +671,9 @@ impl Agent {
             conversation.push(body).await?;
             conversation.flush().await
         };
-        written.await.map_err(|problem| error(ErrorCode::InternalError, format!("session log: {problem}")))
+        written
+            .await
+            .map_err(|problem| error(ErrorCode::InternalError, format!("session log: {problem}")))
     }
 
     /// `session_op` sends its own response: `compact` must put its idle
@@ -650,8 +693,8 @@ impl Agent {
                 "a turn is queued or in flight; session operations run between turns",
             )),
             SessionOp::Compact { keep_recent_tokens } => {
-                let keep = keep_recent_tokens
-                    .unwrap_or(self.shared.config.compaction.keep_recent_tokens);
+                let keep =
+                    keep_recent_tokens.unwrap_or(self.shared.config.compaction.keep_recent_tokens);
                 let response = match crate::turn::compact(&self.shared, keep).await {
                     Ok(Some(compaction)) => ok(CompactResult::Compacted(compaction)),
                     Ok(None) => ok(CompactResult::Skipped { reason: "no_safe_cut".to_owned() }),
@@ -731,13 +774,12 @@ fn ok(data: impl serde::Serialize) -> Result<Option<serde_json::Value>, WireErro
         .map_err(|problem| error(ErrorCode::InternalError, problem.to_string()))
 }
 
-async fn wait_turn(turn: &mut Option<(JoinHandle<()>, CancellationToken)>) {
+async fn wait_turn(turn: &mut Option<(JoinHandle<Ending>, CancellationToken)>) -> Ending {
     match turn {
-        Some((handle, _)) => {
-            if let Err(problem) = handle.await {
-                tracing::error!(%problem, "the turn task failed");
-            }
-        }
+        Some((handle, _)) => handle.await.unwrap_or_else(|problem| {
+            tracing::error!(%problem, "the turn task failed");
+            Ending::Failed
+        }),
         None => std::future::pending().await,
     }
 }

@@ -231,7 +231,11 @@ fn builtin_models() -> Vec<ModelConfig> {
     let thinking = ModelConfig {
         id: "demo-think".to_owned(),
         model: "demo-think".to_owned(),
-        reasoning_levels: vec![level("low", "Low"), level("medium", "Medium"), level("high", "High")],
+        reasoning_levels: vec![
+            level("low", "Low"),
+            level("medium", "Medium"),
+            level("high", "High"),
+        ],
         default_reasoning_level: Some("medium".to_owned()),
         ..demo.clone()
     };
@@ -280,10 +284,9 @@ mod tests {
     fn refuses_an_unknown_default_and_duplicate_ids() {
         let unknown: ConfigFile = toml::from_str("default_model = \"nope\"").expect("toml");
         assert!(Config::from_file(unknown).is_err());
-        let duplicate: ConfigFile = toml::from_str(
-            "[[models]]\nid = \"demo\"\nprovider = \"openai\"\nmodel = \"x\"",
-        )
-        .expect("toml");
+        let duplicate: ConfigFile =
+            toml::from_str("[[models]]\nid = \"demo\"\nprovider = \"openai\"\nmodel = \"x\"")
+                .expect("toml");
         assert!(Config::from_file(duplicate).is_err());
     }
 }

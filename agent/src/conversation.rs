@@ -241,18 +241,15 @@ impl Conversation {
     /// The live window as of entry position `end` (exclusive).
     fn window_until(&self, end: usize) -> Vec<&Entry> {
         let entries = &self.entries[..end];
-        let last_compaction = entries.iter().rposition(|entry| {
-            matches!(entry.body, EntryBody::Compaction { .. })
-        });
+        let last_compaction =
+            entries.iter().rposition(|entry| matches!(entry.body, EntryBody::Compaction { .. }));
         let (summary, start) = match last_compaction {
             Some(at) => {
                 let EntryBody::Compaction { first_kept_entry_id, .. } = &entries[at].body else {
                     unreachable!("rposition matched a compaction")
                 };
-                let start = entries
-                    .iter()
-                    .position(|entry| &entry.id == first_kept_entry_id)
-                    .unwrap_or(at);
+                let start =
+                    entries.iter().position(|entry| &entry.id == first_kept_entry_id).unwrap_or(at);
                 (Some(&entries[at]), start)
             }
             None => (None, 0),
@@ -435,7 +432,8 @@ impl Conversation {
 }
 
 fn summary_of(entries: &[Entry]) -> Option<SessionSummary> {
-    let Some(Entry { body: EntryBody::Header { session_id, created_at, .. }, .. }) = entries.first()
+    let Some(Entry { body: EntryBody::Header { session_id, created_at, .. }, .. }) =
+        entries.first()
     else {
         return None;
     };
@@ -505,7 +503,8 @@ pub fn entry_tokens(entry: &Entry) -> u64 {
                     estimate_tokens(text)
                 }
                 ContentBlock::ToolCall { name, args, .. } => {
-                    estimate_tokens(name) + estimate_tokens(&serde_json::Value::Object(args.clone()).to_string())
+                    estimate_tokens(name)
+                        + estimate_tokens(&serde_json::Value::Object(args.clone()).to_string())
                 }
                 _ => 0,
             })
@@ -538,12 +537,15 @@ fn summarize(entries: &[&Entry]) -> String {
             EntryBody::Assistant { content, .. } => {
                 for block in content {
                     match block {
-                        ContentBlock::Text { text } if !text.trim().is_empty() => lines.push(
-                            format!("- assistant said: {}", truncate_chars(text, LINE)),
-                        ),
+                        ContentBlock::Text { text } if !text.trim().is_empty() => {
+                            lines.push(format!("- assistant said: {}", truncate_chars(text, LINE)))
+                        }
                         ContentBlock::ToolCall { name, args, .. } => lines.push(format!(
                             "- assistant called {name} {}",
-                            truncate_chars(&serde_json::Value::Object(args.clone()).to_string(), LINE)
+                            truncate_chars(
+                                &serde_json::Value::Object(args.clone()).to_string(),
+                                LINE
+                            )
                         )),
                         _ => {}
                     }
@@ -566,7 +568,9 @@ fn summarize(entries: &[&Entry]) -> String {
 /// The wire form of a window entry.
 pub fn to_wire_message(entry: &Entry) -> Option<Message> {
     let (role, content) = match &entry.body {
-        EntryBody::User { text, .. } => (Role::User, vec![ContentBlock::Text { text: text.clone() }]),
+        EntryBody::User { text, .. } => {
+            (Role::User, vec![ContentBlock::Text { text: text.clone() }])
+        }
         EntryBody::Assistant { content, .. } => (Role::Assistant, content.clone()),
         EntryBody::ToolResult { tool_call_id, content, is_error, .. } => (
             Role::User,

@@ -63,7 +63,9 @@ pub async fn run_stdio(options: Options) -> anyhow::Result<Ending> {
         Some(cwd) => cwd.clone(),
         None => std::env::current_dir().context("no working directory")?,
     };
-    let cwd = cwd.canonicalize().with_context(|| format!("cannot use {} as the working directory", cwd.display()))?;
+    let cwd = cwd
+        .canonicalize()
+        .with_context(|| format!("cannot use {} as the working directory", cwd.display()))?;
     if let Some(model) = &options.model {
         anyhow::ensure!(config.model(model).is_some(), "unknown model `{model}`");
     }

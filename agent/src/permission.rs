@@ -116,15 +116,27 @@ pub fn request(request_id: String, name: &str, args: &JsonObject, cwd: &Path) ->
             format!("Write {}?", get("path")),
             vec![
                 detail("path", get("path"), DetailFormat::Path),
-                detail("content", crate::util::truncate_chars(&get("content"), 2000), DetailFormat::Code),
+                detail(
+                    "content",
+                    crate::util::truncate_chars(&get("content"), 2000),
+                    DetailFormat::Code,
+                ),
             ],
         ),
         "edit" => (
             format!("Edit {}?", get("path")),
             vec![
                 detail("path", get("path"), DetailFormat::Path),
-                detail("replace", crate::util::truncate_chars(&get("old_string"), 1000), DetailFormat::Code),
-                detail("with", crate::util::truncate_chars(&get("new_string"), 1000), DetailFormat::Code),
+                detail(
+                    "replace",
+                    crate::util::truncate_chars(&get("old_string"), 1000),
+                    DetailFormat::Code,
+                ),
+                detail(
+                    "with",
+                    crate::util::truncate_chars(&get("new_string"), 1000),
+                    DetailFormat::Code,
+                ),
             ],
         ),
         other => {
@@ -136,13 +148,14 @@ pub fn request(request_id: String, name: &str, args: &JsonObject, cwd: &Path) ->
         }
     };
     details.push(detail("working directory", cwd.display().to_string(), DetailFormat::Path));
-    let choice = |id: &str, label: &str, description: Option<&str>, key: &str, intent| PermissionChoice {
-        id: id.to_owned(),
-        label: label.to_owned(),
-        description: description.map(str::to_owned),
-        accelerator: Some(key.to_owned()),
-        intent,
-    };
+    let choice =
+        |id: &str, label: &str, description: Option<&str>, key: &str, intent| PermissionChoice {
+            id: id.to_owned(),
+            label: label.to_owned(),
+            description: description.map(str::to_owned),
+            accelerator: Some(key.to_owned()),
+            intent,
+        };
     PermissionRequest {
         request_id,
         tool_name: name.to_owned(),
@@ -193,10 +206,25 @@ mod tests {
     fn the_gate_follows_the_defaults() {
         let cwd = std::env::temp_dir().canonicalize().expect("tmp");
         let never = |_: &str| false;
-        assert_eq!(decide("read", &args(json!({"path": "x"})), "build", &cwd, never), Verdict::Allow);
-        assert_eq!(decide("read", &args(json!({"path": "/etc/hostname"})), "build", &cwd, never), Verdict::Ask);
-        assert_eq!(decide("bash", &args(json!({"command": "ls"})), "build", &cwd, never), Verdict::Ask);
-        assert!(matches!(decide("bash", &args(json!({"command": "ls"})), "plan", &cwd, never), Verdict::Refuse(_)));
-        assert_eq!(decide("bash", &args(json!({"command": "ls"})), "build", &cwd, |_| true), Verdict::Allow);
+        assert_eq!(
+            decide("read", &args(json!({"path": "x"})), "build", &cwd, never),
+            Verdict::Allow
+        );
+        assert_eq!(
+            decide("read", &args(json!({"path": "/etc/hostname"})), "build", &cwd, never),
+            Verdict::Ask
+        );
+        assert_eq!(
+            decide("bash", &args(json!({"command": "ls"})), "build", &cwd, never),
+            Verdict::Ask
+        );
+        assert!(matches!(
+            decide("bash", &args(json!({"command": "ls"})), "plan", &cwd, never),
+            Verdict::Refuse(_)
+        ));
+        assert_eq!(
+            decide("bash", &args(json!({"command": "ls"})), "build", &cwd, |_| true),
+            Verdict::Allow
+        );
     }
 }

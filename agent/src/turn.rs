@@ -13,10 +13,12 @@ use std::time::Instant;
 
 use serde_json::Value;
 use shard_protocol::agent::{
-    Compaction, DeltaKind, MessageComplete, MessageDelta, ToolCall, ToolResult, TurnEnd,
-    TurnStart, UiRequest, UiValue, UiKind, ErrorEvent,
+    Compaction, DeltaKind, ErrorEvent, MessageComplete, MessageDelta, ToolCall, ToolResult,
+    TurnEnd, TurnStart, UiKind, UiRequest, UiValue,
 };
-use shard_protocol::types::{AgentStatus, ContentBlock, JsonObject, Message, Role, ToolResultContent, Usage};
+use shard_protocol::types::{
+    AgentStatus, ContentBlock, JsonObject, Message, Role, ToolResultContent, Usage,
+};
 use shard_protocol::{ErrorCode, ServerMessage};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -37,7 +39,9 @@ const RECALL_PAGE: usize = 20;
 const SYSTEM_PROMPT: &str = "You are a coding agent working in the user's project directory. \
 Use the tools to read, search and change files and to run commands. Keep answers short.";
 
-enum Ending {
+/// How a turn ended; the controller sets the status that follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
     Done,
     Aborted,
     Failed,
@@ -75,21 +79,31 @@ impl Assembler {
                     Some(Block::Text(current)) => current.push_str(&text),
                     _ => self.blocks.push(Block::Text(text.clone())),
                 }
-                Some(MessageDelta { text_delta: Some(text), ..delta(self.blocks.len() - 1, DeltaKind::Text) })
+                Some(MessageDelta {
+                    text_delta: Some(text),
+                    ..delta(self.blocks.len() - 1, DeltaKind::Text)
+                })
             }
             ProviderEvent::Thinking(text) => {
                 match self.blocks.last_mut() {
                     Some(Block::Thinking(current)) => current.push_str(&text),
                     _ => self.blocks.push(Block::Thinking(text.clone())),
                 }
-                Some(MessageDelta { text_delta: Some(text), ..delta(self.blocks.len() - 1, DeltaKind::Thinking) })
+                Some(MessageDelta {
+                    text_delta: Some(text),
+                    ..delta(self.blocks.len() - 1, DeltaKind::Thinking)
+                })
             }
             ProviderEvent::ThinkingSignature(signature) => {
                 self.signatures.push(signature);
                 None
             }
             ProviderEvent::ToolCallStart { id, name } => {
-                self.blocks.push(Block::Tool { id: id.clone(), name: name.clone(), args: String::new() });
+                self.blocks.push(Block::Tool {
+                    id: id.clone(),
+                    name: name.clone(),
+                    args: String::new(),
+                });
                 Some(MessageDelta {
                     tool_call_id: Some(id),
                     name: Some(name),
@@ -97,7 +111,9 @@ impl Assembler {
                 })
             }
             ProviderEvent::ToolArgs { id, delta: piece } => {
-                let at = self.blocks.iter().rposition(|block| matches!(block, Block::Tool { id: known, .. } if *known == id))?;
+                let at = self.blocks.iter().rposition(
+                    |block| matches!(block, Block::Tool { id: known, .. } if *known == id),
+                )?;
                 if let Block::Tool { args, .. } = &mut self.blocks[at] {
                     args.push_str(&piece);
                 }
@@ -124,7 +140,9 @@ impl Assembler {
                         match serde_json::from_str::<Value>(&args) {
                             Ok(Value::Object(map)) => Ok(map),
                             Ok(_) => Err("the arguments are not a JSON object".to_owned()),
-                            Err(problem) => Err(format!("the arguments are not valid JSON: {problem}")),
+                            Err(problem) => {
+                                Err(format!("the arguments are not valid JSON: {problem}"))
+                            }
                         }
                     };
                     content.push(ContentBlock::ToolCall {
@@ -149,7 +167,9 @@ struct PlannedCall {
 fn add_usage(total: &mut Usage, call: &Usage) {
     total.input += call.input;
     total.output += call.output;
-    for (sum, part) in [(&mut total.cache_read, call.cache_read), (&mut total.cache_write, call.cache_write)] {
+    for (sum, part) in
+        [(&mut total.cache_read, call.cache_read), (&mut total.cache_write, call.cache_write)]
+    {
         if let Some(part) = part {
             *sum = Some(sum.unwrap_or(0) + part);
         }
@@ -162,32 +182,38 @@ fn add_usage(total: &mut Usage, call: &Usage) {
 }
 
 /// Runs one turn to its end. Never panics on bad model output or tool errors.
-pub async fn run(shared: Arc<Shared>, input: UserInput, cancel: CancellationToken) {
+/// The status after the turn is the controller's to set: it may start a
+/// queued follow-up instead of going idle.
+pub async fn run(shared: Arc<Shared>, input: UserInput, cancel: CancellationToken) -> Ending {
     let turn_id = format!("turn-{}", new_id());
     shared.emit(ServerMessage::TurnStart(TurnStart { turn_id: turn_id.clone() })).await;
     shared.set_status(AgentStatus::Streaming).await;
     let mut total = Usage::default();
-    let ending = match push(&shared, EntryBody::User { text: input.text, images: input.images }).await {
-        Ok(()) => iterate(&shared, &cancel, &mut total).await,
-        Err(problem) => {
-            report(&shared, ErrorCode::InternalError, problem, false).await;
-            Ending::Failed
-        }
-    };
+    let ending =
+        match push(&shared, EntryBody::User { text: input.text, images: input.images }).await {
+            Ok(()) => iterate(&shared, &cancel, &mut total).await,
+            Err(problem) => {
+                report(&shared, ErrorCode::InternalError, problem, false).await;
+                Ending::Failed
+            }
+        };
     if let Err(problem) = shared.conversation.lock().await.flush().await {
         report(&shared, ErrorCode::InternalError, format!("session log: {problem}"), true).await;
     }
     let usage = (total.input + total.output > 0).then_some(total);
     shared.emit(ServerMessage::TurnEnd(TurnEnd { turn_id, usage })).await;
-    let status = match ending {
-        Ending::Done | Ending::Aborted => AgentStatus::Idle,
-        Ending::Failed => AgentStatus::Error,
-    };
-    shared.set_status(status).await;
+    ending
 }
 
 async fn push(shared: &Shared, body: EntryBody) -> Result<(), String> {
-    shared.conversation.lock().await.push(body).await.map(|_| ()).map_err(|problem| format!("session log: {problem}"))
+    shared
+        .conversation
+        .lock()
+        .await
+        .push(body)
+        .await
+        .map(|_| ())
+        .map_err(|problem| format!("session log: {problem}"))
 }
 
 async fn report(shared: &Shared, code: ErrorCode, message: String, fatal: bool) {
@@ -201,7 +227,8 @@ async fn iterate(shared: &Arc<Shared>, cancel: &CancellationToken, total: &mut U
             // An iteration boundary: make the last round durable, deliver
             // steers, and compact if the next call would overflow.
             if let Err(problem) = shared.conversation.lock().await.flush().await {
-                report(shared, ErrorCode::InternalError, format!("session log: {problem}"), true).await;
+                report(shared, ErrorCode::InternalError, format!("session log: {problem}"), true)
+                    .await;
                 return Ending::Failed;
             }
             let (model, _) = shared.active_model();
@@ -232,7 +259,13 @@ async fn iterate(shared: &Arc<Shared>, cancel: &CancellationToken, total: &mut U
                 Ok(entry) => entry.id.clone(),
                 Err(problem) => {
                     drop(conversation);
-                    report(shared, ErrorCode::InternalError, format!("session log: {problem}"), true).await;
+                    report(
+                        shared,
+                        ErrorCode::InternalError,
+                        format!("session log: {problem}"),
+                        true,
+                    )
+                    .await;
                     return Ending::Failed;
                 }
             }
@@ -257,7 +290,10 @@ async fn iterate(shared: &Arc<Shared>, cancel: &CancellationToken, total: &mut U
         let steered = deliver_steers(shared).await;
         let had_tools = {
             let conversation = shared.conversation.lock().await;
-            matches!(conversation.entries().last().map(|entry| &entry.body), Some(EntryBody::ToolResult { .. }))
+            matches!(
+                conversation.entries().last().map(|entry| &entry.body),
+                Some(EntryBody::ToolResult { .. })
+            )
         };
         if !had_tools && !steered {
             return Ending::Done;
@@ -329,12 +365,23 @@ async fn call_model(shared: &Arc<Shared>, cancel: &CancellationToken) -> ModelRe
     if let Some(problem) = &failed {
         report(shared, ErrorCode::ProviderError, problem.0.clone(), false).await;
     }
-    ModelReply { message_id, content, signatures, calls, usage, ending: failed.map(|_| Ending::Failed) }
+    ModelReply {
+        message_id,
+        content,
+        signatures,
+        calls,
+        usage,
+        ending: failed.map(|_| Ending::Failed),
+    }
 }
 
 /// Runs the calls in order. Returns whether the turn was aborted; every call
 /// has a result either way.
-async fn run_tools(shared: &Arc<Shared>, cancel: &CancellationToken, calls: Vec<PlannedCall>) -> bool {
+async fn run_tools(
+    shared: &Arc<Shared>,
+    cancel: &CancellationToken,
+    calls: Vec<PlannedCall>,
+) -> bool {
     let mut aborted = false;
     for call in calls {
         let (output, duration_ms) = if aborted || cancel.is_cancelled() {
@@ -468,12 +515,20 @@ async fn check_permission(
 async fn recall(shared: &Arc<Shared>, args: &JsonObject) -> ToolOutput {
     let index = args.get("index").and_then(Value::as_u64).unwrap_or(0);
     let offset = args.get("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
-    let limit = args.get("limit").and_then(Value::as_u64).map_or(RECALL_PAGE, |limit| limit as usize).clamp(1, 200);
+    let limit = args
+        .get("limit")
+        .and_then(Value::as_u64)
+        .map_or(RECALL_PAGE, |limit| limit as usize)
+        .clamp(1, 200);
     let conversation = shared.conversation.lock().await;
     let Some((entries, total)) = conversation.recall(index, offset, limit) else {
         return ToolOutput::error(format!("there is no compaction {index} in this session"));
     };
-    let mut text = format!("Compaction {index}: messages {} to {} of {total}\n", offset + 1, offset + entries.len());
+    let mut text = format!(
+        "Compaction {index}: messages {} to {} of {total}\n",
+        offset + 1,
+        offset + entries.len()
+    );
     for entry in &entries {
         if let Some(message) = crate::conversation::to_wire_message(entry) {
             text.push_str(&format!("[{}] {}\n", entry.id, describe(&message)));
@@ -496,13 +551,18 @@ fn describe(message: &Message) -> String {
         .map(|block| match block {
             ContentBlock::Text { text } => text.clone(),
             ContentBlock::Thinking { text } => format!("(thinking) {text}"),
-            ContentBlock::ToolCall { name, args, .. } => format!("(calls {name} {})", Value::Object(args.clone())),
-            ContentBlock::ToolResult { content, .. } => format!("(result) {}", match content {
-                ToolResultContent::Text { text } => text.clone(),
-                ToolResultContent::Json { value } => value.to_string(),
-                ToolResultContent::Error { message } => message.clone(),
-                ToolResultContent::Unknown => String::new(),
-            }),
+            ContentBlock::ToolCall { name, args, .. } => {
+                format!("(calls {name} {})", Value::Object(args.clone()))
+            }
+            ContentBlock::ToolResult { content, .. } => format!(
+                "(result) {}",
+                match content {
+                    ToolResultContent::Text { text } => text.clone(),
+                    ToolResultContent::Json { value } => value.to_string(),
+                    ToolResultContent::Error { message } => message.clone(),
+                    ToolResultContent::Unknown => String::new(),
+                }
+            ),
             ContentBlock::Unknown => String::new(),
         })
         .collect();
@@ -521,9 +581,10 @@ async fn ask(shared: &Arc<Shared>, cancel: &CancellationToken, args: &JsonObject
         "input" => UiKind::Input,
         other => return ToolOutput::error(format!("unknown ask kind `{other}`")),
     };
-    let options: Option<Vec<String>> = args.get("options").and_then(Value::as_array).map(|items| {
-        items.iter().filter_map(Value::as_str).map(str::to_owned).collect()
-    });
+    let options: Option<Vec<String>> = args
+        .get("options")
+        .and_then(Value::as_array)
+        .map(|items| items.iter().filter_map(Value::as_str).map(str::to_owned).collect());
     if kind == UiKind::Select && options.as_ref().is_none_or(Vec::is_empty) {
         return ToolOutput::error("a select question needs `options`");
     }
@@ -573,7 +634,9 @@ async fn deliver_steers(shared: &Arc<Shared>) -> bool {
     let steers: Vec<UserInput> = shared.state().steers.drain(..).collect();
     let any = !steers.is_empty();
     for steer in steers {
-        if let Err(problem) = push(shared, EntryBody::User { text: steer.text, images: steer.images }).await {
+        if let Err(problem) =
+            push(shared, EntryBody::User { text: steer.text, images: steer.images }).await
+        {
             report(shared, ErrorCode::InternalError, problem, true).await;
         }
     }
@@ -583,7 +646,10 @@ async fn deliver_steers(shared: &Arc<Shared>) -> bool {
 /// Compacts the live window now: status `compacting`, then a `compaction`
 /// event on success. The caller restores the status it wants afterwards.
 /// `Ok(None)`: nothing could be cut.
-pub async fn compact(shared: &Arc<Shared>, keep_recent_tokens: u64) -> Result<Option<Compaction>, String> {
+pub async fn compact(
+    shared: &Arc<Shared>,
+    keep_recent_tokens: u64,
+) -> Result<Option<Compaction>, String> {
     shared.set_status(AgentStatus::Compacting).await;
     let mut conversation = shared.conversation.lock().await;
     let Some(plan) = conversation.plan_compaction(keep_recent_tokens) else { return Ok(None) };

@@ -1,3 +1,5 @@
+mod agent;
+mod agent_support;
 mod daemon;
 mod support;
 mod web;

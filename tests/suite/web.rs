@@ -10,7 +10,7 @@ async fn get(url: &str) -> reqwest::Response {
     reqwest::get(url).await.unwrap_or_else(|error| panic!("GET {url}: {error}"))
 }
 
-fn header<'a>(response: &'a reqwest::Response, name: reqwest::header::HeaderName) -> &'a str {
+fn header(response: &reqwest::Response, name: reqwest::header::HeaderName) -> &str {
     response
         .headers()
         .get(&name)

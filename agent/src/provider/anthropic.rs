@@ -75,7 +75,9 @@ pub fn body(request: &ProviderRequest) -> Value {
             EntryBody::Compaction { index, summary, .. } => push(
                 &mut messages,
                 "user",
-                vec![json!({"type": "text", "text": format!("{}\n{summary}", summary_heading(*index))})],
+                vec![
+                    json!({"type": "text", "text": format!("{}\n{summary}", summary_heading(*index))}),
+                ],
             ),
             _ => {}
         }
@@ -119,7 +121,8 @@ pub async fn stream(
     if let Some(key) = api_key(&request.model)? {
         call = call.header("x-api-key", key);
     }
-    let response = call.send().await.map_err(|error| ProviderError(format!("request failed: {error}")))?;
+    let response =
+        call.send().await.map_err(|error| ProviderError(format!("request failed: {error}")))?;
     if !response.status().is_success() {
         return Err(http_error(response).await);
     }
@@ -157,12 +160,23 @@ pub async fn stream(
             "content_block_delta" => {
                 let delta = &data["delta"];
                 match delta["type"].as_str().unwrap_or_default() {
-                    "text_delta" => send(ProviderEvent::Text(delta["text"].as_str().unwrap_or_default().to_owned())).await?,
+                    "text_delta" => {
+                        send(ProviderEvent::Text(
+                            delta["text"].as_str().unwrap_or_default().to_owned(),
+                        ))
+                        .await?
+                    }
                     "thinking_delta" => {
-                        send(ProviderEvent::Thinking(delta["thinking"].as_str().unwrap_or_default().to_owned())).await?;
+                        send(ProviderEvent::Thinking(
+                            delta["thinking"].as_str().unwrap_or_default().to_owned(),
+                        ))
+                        .await?;
                     }
                     "signature_delta" => {
-                        send(ProviderEvent::ThinkingSignature(delta["signature"].as_str().unwrap_or_default().to_owned())).await?;
+                        send(ProviderEvent::ThinkingSignature(
+                            delta["signature"].as_str().unwrap_or_default().to_owned(),
+                        ))
+                        .await?;
                     }
                     "input_json_delta" => {
                         let index = data["index"].as_u64().unwrap_or(0);

@@ -70,14 +70,20 @@ impl Out {
         Ok(())
     }
 
-    async fn tool_call(&mut self, id: String, name: &str, args: Value) -> Result<(), ProviderError> {
+    async fn tool_call(
+        &mut self,
+        id: String,
+        name: &str,
+        args: Value,
+    ) -> Result<(), ProviderError> {
         self.send(ProviderEvent::ToolCallStart { id: id.clone(), name: name.to_owned() }).await?;
         // Arguments in a few pieces, as real providers stream them.
         let json = args.to_string();
         let cut = json.char_indices().map(|(at, _)| at).nth(json.chars().count() / 2).unwrap_or(0);
         for piece in [&json[..cut], &json[cut..]] {
             if !piece.is_empty() {
-                self.send(ProviderEvent::ToolArgs { id: id.clone(), delta: piece.to_owned() }).await?;
+                self.send(ProviderEvent::ToolArgs { id: id.clone(), delta: piece.to_owned() })
+                    .await?;
             }
         }
         Ok(())
@@ -88,12 +94,13 @@ pub async fn stream(
     request: ProviderRequest,
     events: mpsc::Sender<ProviderEvent>,
 ) -> Result<(), ProviderError> {
-    let input: u64 = estimate_tokens(&request.system)
-        + request.window.iter().map(entry_tokens).sum::<u64>();
+    let input: u64 =
+        estimate_tokens(&request.system) + request.window.iter().map(entry_tokens).sum::<u64>();
     let mut out = Out { events, written: String::new() };
     if request.model.id == "demo-think" {
         let level = request.reasoning_level.as_deref().unwrap_or("medium");
-        out.send(ProviderEvent::Thinking(format!("Thinking ({level} effort) about the request."))).await?;
+        out.send(ProviderEvent::Thinking(format!("Thinking ({level} effort) about the request.")))
+            .await?;
     }
     let call_number = request
         .window
@@ -174,7 +181,11 @@ fn after_tool((name, args): &(String, Value), result: &EntryBody) -> String {
         "ask" => format!("You answered: {text}"),
         "ls" | "find" | "grep" => {
             let lines: Vec<&str> = text.lines().filter(|line| !line.starts_with('[')).collect();
-            format!("{name} found {} results:\n{}", lines.len(), lines.iter().take(5).copied().collect::<Vec<_>>().join("\n"))
+            format!(
+                "{name} found {} results:\n{}",
+                lines.len(),
+                lines.iter().take(5).copied().collect::<Vec<_>>().join("\n")
+            )
         }
         _ => format!("Done: {}", first_lines(3)),
     }

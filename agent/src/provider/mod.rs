@@ -20,8 +20,14 @@ pub enum ProviderEvent {
     Text(String),
     Thinking(String),
     /// A new tool call block; its arguments follow as [`ToolArgs`](Self::ToolArgs).
-    ToolCallStart { id: String, name: String },
-    ToolArgs { id: String, delta: String },
+    ToolCallStart {
+        id: String,
+        name: String,
+    },
+    ToolArgs {
+        id: String,
+        delta: String,
+    },
     /// The signature of the thinking block just streamed (Anthropic), kept so
     /// the block can be sent back on the next call.
     ThinkingSignature(String),

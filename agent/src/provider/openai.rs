@@ -100,7 +100,8 @@ pub async fn stream(
     if let Some(key) = api_key(&request.model)? {
         call = call.bearer_auth(key);
     }
-    let response = call.send().await.map_err(|error| ProviderError(format!("request failed: {error}")))?;
+    let response =
+        call.send().await.map_err(|error| ProviderError(format!("request failed: {error}")))?;
     if !response.status().is_success() {
         return Err(http_error(response).await);
     }
@@ -120,7 +121,8 @@ pub async fn stream(
         let chunk: Value = serde_json::from_str(&event.data)
             .map_err(|error| ProviderError(format!("unreadable stream chunk: {error}")))?;
         if let Some(error) = chunk.get("error") {
-            let message = error["message"].as_str().map_or_else(|| error.to_string(), str::to_owned);
+            let message =
+                error["message"].as_str().map_or_else(|| error.to_string(), str::to_owned);
             return Err(ProviderError(message));
         }
         if let Some(usage) = chunk.get("usage").filter(|usage| usage.is_object()) {
@@ -152,7 +154,9 @@ pub async fn stream(
                 call_ids.insert(index, id.to_owned());
                 send(ProviderEvent::ToolCallStart { id: id.to_owned(), name }).await?;
             }
-            if let Some(arguments) = call["function"]["arguments"].as_str().filter(|args| !args.is_empty()) {
+            if let Some(arguments) =
+                call["function"]["arguments"].as_str().filter(|args| !args.is_empty())
+            {
                 let id = call_ids
                     .get(&index)
                     .cloned()
@@ -164,5 +168,9 @@ pub async fn stream(
             finished = true;
         }
     }
-    if finished { Ok(()) } else { Err(ProviderError("the stream ended before the reply was complete".into())) }
+    if finished {
+        Ok(())
+    } else {
+        Err(ProviderError("the stream ended before the reply was complete".into()))
+    }
 }

@@ -171,7 +171,8 @@ pub async fn run(args: &JsonObject, context: &ToolContext) -> ToolOutput {
             result
         }
         Ending::Aborted => {
-            let mut result = ToolOutput::error(format!("{text}\n[aborted; the command was killed]"));
+            let mut result =
+                ToolOutput::error(format!("{text}\n[aborted; the command was killed]"));
             result.exit_code = Some(137);
             result
         }
@@ -200,6 +201,8 @@ mod tests {
         let text = output.render();
         assert!(text.starts_with("aaa"));
         assert!(text.ends_with("END"));
-        assert!(text.contains(&format!("{} bytes of output omitted", 100_000 + 3 - KEEP_TAIL_BYTES)));
+        assert!(
+            text.contains(&format!("{} bytes of output omitted", 100_000 + 3 - KEEP_TAIL_BYTES))
+        );
     }
 }

@@ -18,7 +18,8 @@ pub async fn read(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput
     let offset = usize_arg(args, "offset")?.unwrap_or(1).max(1);
     let limit = usize_arg(args, "limit")?.unwrap_or(DEFAULT_READ_LINES).max(1);
     let path = resolve(&context.cwd, &path_arg);
-    let bytes = tokio::fs::read(&path).await.map_err(|error| format!("cannot read {path_arg}: {error}"))?;
+    let bytes =
+        tokio::fs::read(&path).await.map_err(|error| format!("cannot read {path_arg}: {error}"))?;
     if bytes.iter().take(8192).any(|&byte| byte == 0) {
         return Err(format!("{path_arg} is a binary file"));
     }
@@ -60,11 +61,16 @@ pub async fn write(args: &JsonObject, context: &ToolContext) -> Result<ToolOutpu
             .await
             .map_err(|error| format!("cannot create {}: {error}", parent.display()))?;
     }
-    tokio::fs::write(&path, &content).await.map_err(|error| format!("cannot write {path_arg}: {error}"))?;
+    tokio::fs::write(&path, &content)
+        .await
+        .map_err(|error| format!("cannot write {path_arg}: {error}"))?;
     let shown = display_path(&context.cwd, &path);
     let verb = if before.is_some() { "Overwrote" } else { "Created" };
     Ok(ToolOutput::text(format!("{verb} {shown} ({} bytes)", content.len())).with_render(
-        RenderDescriptor::Diff { path: shown, hunks: hunks(before.as_deref().unwrap_or(""), &content) },
+        RenderDescriptor::Diff {
+            path: shown,
+            hunks: hunks(before.as_deref().unwrap_or(""), &content),
+        },
     ))
 }
 
@@ -94,7 +100,9 @@ pub async fn edit(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput
             ));
         }
     };
-    tokio::fs::write(&path, &after).await.map_err(|error| format!("cannot write {path_arg}: {error}"))?;
+    tokio::fs::write(&path, &after)
+        .await
+        .map_err(|error| format!("cannot write {path_arg}: {error}"))?;
     let shown = display_path(&context.cwd, &path);
     let replaced = if replace_all { count } else { 1 };
     Ok(ToolOutput::text(format!("Edited {shown}: {replaced} replacement(s)"))
@@ -111,7 +119,9 @@ async fn read_for_diff(path: &std::path::Path) -> Result<Option<String>, String>
         }
         Ok(_) => {}
     }
-    let bytes = tokio::fs::read(path).await.map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    let bytes = tokio::fs::read(path)
+        .await
+        .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
     String::from_utf8(bytes).map(Some).map_err(|_| format!("{} is not UTF-8 text", path.display()))
 }
 

@@ -8,7 +8,9 @@ use regex::RegexBuilder;
 use serde_json::Value;
 use shard_protocol::types::{JsonObject, PathEntry, PathKind, RenderDescriptor};
 
-use super::{ToolContext, ToolOutput, display_path, required_string, resolve, string_arg, usize_arg};
+use super::{
+    ToolContext, ToolOutput, display_path, required_string, resolve, string_arg, usize_arg,
+};
 
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1000;
@@ -53,7 +55,10 @@ pub async fn grep(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput
                 continue;
             }
             let shown = display_path(&cwd, path);
-            if glob.as_ref().is_some_and(|glob| !glob.is_match(&shown) && !glob.is_match(entry.file_name())) {
+            if glob
+                .as_ref()
+                .is_some_and(|glob| !glob.is_match(&shown) && !glob.is_match(entry.file_name()))
+            {
                 continue;
             }
             if entry.metadata().map_or(true, |meta| meta.len() > MAX_GREP_FILE_BYTES) {
@@ -149,9 +154,13 @@ pub async fn find(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput
 pub async fn ls(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, String> {
     let path_arg = string_arg(args, "path").unwrap_or_else(|| ".".into());
     let dir = resolve(&context.cwd, &path_arg);
-    let mut reader = tokio::fs::read_dir(&dir).await.map_err(|error| format!("cannot list {path_arg}: {error}"))?;
+    let mut reader = tokio::fs::read_dir(&dir)
+        .await
+        .map_err(|error| format!("cannot list {path_arg}: {error}"))?;
     let mut entries = Vec::new();
-    while let Some(entry) = reader.next_entry().await.map_err(|error| format!("cannot list {path_arg}: {error}"))? {
+    while let Some(entry) =
+        reader.next_entry().await.map_err(|error| format!("cannot list {path_arg}: {error}"))?
+    {
         let is_dir = entry.file_type().await.is_ok_and(|kind| kind.is_dir());
         entries.push((entry.file_name().to_string_lossy().into_owned(), is_dir));
         if entries.len() > MAX_LIMIT {

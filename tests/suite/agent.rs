@@ -1,0 +1,756 @@
+//! `shard agent --stdio` driven over its real stdin and stdout with the demo
+//! model: exact event sequences for every per-agent command (PROTOCOL.md §9).
+
+use serde_json::{Value, json};
+
+use super::agent_support::{Workspace, count, find, shape, streamed_text};
+
+fn strs(values: &[&str]) -> Vec<String> {
+    values.iter().map(|value| (*value).to_owned()).collect()
+}
+
+#[tokio::test]
+async fn hello_then_sync_describe_the_runtime() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.start(&[]).await;
+    let hello = agent.expect("hello").await;
+    assert_eq!(hello["protocol_version"], "0.1.0");
+    let capabilities: Vec<&str> =
+        hello["capabilities"].as_array().expect("list").iter().filter_map(Value::as_str).collect();
+    for wanted in [
+        "streaming-deltas",
+        "mode-catalog",
+        "mode-switch",
+        "model-catalog",
+        "model-switch",
+        "ui:input",
+        "ui:select",
+    ] {
+        assert!(capabilities.contains(&wanted), "missing {wanted}: {capabilities:?}");
+    }
+    assert!(!capabilities.contains(&"reasoning-switch"), "demo has no reasoning levels");
+    let sync = agent.expect("sync").await;
+    assert_eq!(sync["status"], "idle");
+    assert_eq!(sync["mode"], "build");
+    assert_eq!(sync["capabilities"], hello["capabilities"]);
+    assert_eq!(sync["live_window"]["messages"], json!([]));
+    assert_eq!(sync["pending_requests"], json!([]));
+    agent.silent_for(200).await;
+
+    // A model with reasoning levels advertises the reasoning controls.
+    let mut thinking = workspace.start(&["--model", "demo-think"]).await;
+    let hello = thinking.expect("hello").await;
+    let capabilities = hello["capabilities"].to_string();
+    assert!(
+        capabilities.contains("reasoning-catalog") && capabilities.contains("reasoning-switch")
+    );
+}
+
+#[tokio::test]
+async fn a_prompt_streams_a_reply_word_by_word() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    let turn = agent.turn("hello there agent").await;
+    assert_eq!(
+        shape(&turn),
+        strs(&[
+            "turn_start",
+            "status:streaming",
+            "message_delta",
+            "message_complete",
+            "usage",
+            "turn_end",
+            "status:idle"
+        ])
+    );
+    assert!(count(&turn, "message_delta") >= 4, "streamed in pieces: {turn:#?}");
+    assert_eq!(streamed_text(&turn), "You said: hello there agent");
+    let complete = find(&turn, "message_complete");
+    assert_eq!(complete["message"]["role"], "assistant");
+    assert_eq!(
+        complete["message"]["content"],
+        json!([{"type": "text", "text": "You said: hello there agent"}])
+    );
+    let delta = find(&turn, "message_delta");
+    assert_eq!(delta["message_id"], complete["message_id"]);
+    let turn_start = find(&turn, "turn_start");
+    assert_eq!(find(&turn, "turn_end")["turn_id"], turn_start["turn_id"]);
+    assert!(find(&turn, "turn_end")["usage"]["input"].as_u64().unwrap_or(0) > 0);
+    assert_eq!(find(&turn, "usage")["model"], "demo");
+}
+
+#[tokio::test]
+async fn a_mid_turn_prompt_needs_a_streaming_behavior_and_follow_ups_wait() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.call("p1", json!({"type": "prompt", "message": "stream: 40"})).await;
+    agent.expect("turn_start").await;
+    let (refused, _) = agent.call_during("p2", json!({"type": "prompt", "message": "again"})).await;
+    assert_eq!(refused["success"], false);
+    assert_eq!(refused["error"]["code"], "INVALID_REQUEST");
+    assert!(refused["error"]["message"].as_str().unwrap_or("").contains("streaming_behavior"));
+    let (queued, _) = agent
+        .call_during(
+            "p3",
+            json!({"type": "prompt", "message": "afterwards", "streaming_behavior": "follow_up"}),
+        )
+        .await;
+    assert_eq!(queued["success"], true);
+    // The first turn finishes untouched, then the follow-up is its own turn.
+    let first = agent.until("turn_end").await;
+    assert!(streamed_text(&first).contains("tick-40"));
+    assert!(!streamed_text(&first).contains("afterwards"));
+    let second = agent.until("turn_end").await;
+    assert_eq!(count(&second, "turn_start"), 1, "a new turn: {second:#?}");
+    assert_eq!(streamed_text(&second), "You said: afterwards");
+    assert_eq!(agent.expect("status").await["status"], "idle");
+}
+
+#[tokio::test]
+async fn a_steer_lands_before_the_next_model_call_of_the_same_turn() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.call("p1", json!({"type": "prompt", "message": "stream: 40"})).await;
+    let turn_start = agent.expect("turn_start").await;
+    let (accepted, _) =
+        agent.call_during("s1", json!({"type": "steer", "message": "change course"})).await;
+    assert_eq!(accepted["success"], true);
+    let rest = agent.until("turn_end").await;
+    assert_eq!(find(&rest, "turn_end")["turn_id"], turn_start["turn_id"], "same turn");
+    assert_eq!(count(&rest, "turn_start"), 0, "no new turn: {rest:#?}");
+    let completes: Vec<&Value> =
+        rest.iter().filter(|message| message["type"] == "message_complete").collect();
+    assert_eq!(completes.len(), 2, "two model calls in one turn");
+    assert!(
+        completes[0]["message"]["content"][0]["text"].as_str().unwrap_or("").contains("tick-40")
+    );
+    assert_eq!(completes[1]["message"]["content"][0]["text"], "You said: change course");
+    // The prompt form of steering works the same way.
+    agent.expect("status").await;
+    agent.call("p2", json!({"type": "prompt", "message": "stream: 30"})).await;
+    agent.expect("turn_start").await;
+    agent
+        .call_during(
+            "s2",
+            json!({"type": "prompt", "message": "steered", "streaming_behavior": "steer"}),
+        )
+        .await;
+    let rest = agent.until("turn_end").await;
+    assert!(streamed_text(&rest).ends_with("You said: steered"), "{}", streamed_text(&rest));
+}
+
+/// Answers the next permission request with `answer` fields; returns it.
+async fn answer_permission(agent: &mut super::agent_support::AgentProc, answer: Value) -> Value {
+    let asked = agent.until("permission_request").await;
+    let request = asked.last().cloned().expect("request");
+    assert_eq!(agent.expect("status").await["status"], "waiting_for_permission");
+    let mut response = json!({"type": "permission_response", "request_id": request["request_id"]});
+    for (key, value) in answer.as_object().expect("object") {
+        response[key] = value.clone();
+    }
+    agent.send(response).await;
+    request
+}
+
+fn process_running(marker: &str) -> bool {
+    std::process::Command::new("pgrep")
+        .args(["-f", marker])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .map(|status| status.success())
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn abort_kills_a_running_command_and_leaves_the_agent_idle() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    let marker = format!("shard-abort-{}", std::process::id());
+    agent
+        .call("p1", json!({"type": "prompt", "message": format!("run: sleep 30; echo {marker}")}))
+        .await;
+    let request = answer_permission(&mut agent, json!({"decision": "allow"})).await;
+    assert_eq!(request["tool_name"], "bash");
+    let resolved = agent.expect("permission_resolved").await;
+    assert_eq!(resolved["decision"], "allow");
+    agent.until("tool_call").await;
+    // The command is running: its process group holds the marker.
+    let started = std::time::Instant::now();
+    while !process_running(&marker) {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "bash never started");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let (response, before) = agent.call_during("a1", json!({"type": "abort"})).await;
+    assert_eq!(response["success"], true);
+    assert_eq!(
+        shape(&before),
+        strs(&["tool_result", "turn_end", "status:idle"]),
+        "abort winds the turn down before answering: {before:#?}"
+    );
+    let result = find(&before, "tool_result");
+    assert_eq!(result["is_error"], true);
+    assert_eq!(result["exit_code"], 137);
+    assert!(!process_running(&marker), "the process group was killed");
+    // The session is consistent: the next turn works.
+    let turn = agent.turn("still there?").await;
+    assert_eq!(streamed_text(&turn), "You said: still there?");
+}
+
+#[tokio::test]
+async fn abort_while_waiting_withdraws_the_question() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.call("p1", json!({"type": "prompt", "message": "run: echo never"})).await;
+    let asked = agent.until("permission_request").await;
+    let request_id = asked.last().expect("request")["request_id"].clone();
+    agent.expect("status").await;
+    let (response, before) = agent.call_during("a1", json!({"type": "abort"})).await;
+    assert_eq!(response["success"], true);
+    let resolved = find(&before, "permission_resolved");
+    assert_eq!(resolved["request_id"], request_id);
+    assert_eq!(resolved["decision"], "deny");
+    assert_eq!(resolved["source"], "abort");
+    let result = find(&before, "tool_result");
+    assert_eq!(result["is_error"], true);
+    assert_eq!(count(&before, "tool_call"), 0, "the tool never ran");
+    assert_eq!(before.last().expect("status")["status"], "idle");
+}
+
+#[tokio::test]
+async fn permission_answers_in_both_forms_and_unknown_choices_are_ignored() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent
+        .call(
+            "p1",
+            json!({"type": "prompt", "message": "write: notes.txt\nfirst line\nsecond line"}),
+        )
+        .await;
+    let request = answer_permission(&mut agent, json!({"choice_id": "no-such-choice"})).await;
+    assert_eq!(request["tool_name"], "write");
+    assert_eq!(request["options"], json!(["allow", "allow_always", "deny"]));
+    let choices: Vec<&str> = request["choices"]
+        .as_array()
+        .expect("choices")
+        .iter()
+        .filter_map(|choice| choice["id"].as_str())
+        .collect();
+    assert_eq!(choices, vec!["allow-once", "allow-always", "deny"]);
+    assert!(
+        request["details"]
+            .as_array()
+            .expect("details")
+            .iter()
+            .any(|detail| detail["format"] == "path")
+    );
+    // The unknown choice changed nothing: the request is still open.
+    assert_eq!(agent.expect("response").await["success"], true);
+    agent.silent_for(300).await;
+    assert!(!workspace.path("notes.txt").exists());
+    agent.send(json!({"type": "permission_response", "request_id": request["request_id"], "choice_id": "allow-once"})).await;
+    let resolved = agent.expect("permission_resolved").await;
+    assert_eq!(resolved["choice_id"], "allow-once");
+    assert!(resolved.get("decision").is_none());
+    let rest = agent.until("turn_end").await;
+    let result = find(&rest, "tool_result");
+    assert_eq!(result["is_error"], false, "{result}");
+    assert_eq!(result["render"]["kind"], "diff");
+    assert_eq!(result["render"]["hunks"][0]["lines"], json!(["+first line", "+second line"]));
+    assert_eq!(
+        std::fs::read_to_string(workspace.path("notes.txt")).expect("written"),
+        "first line\nsecond line\n"
+    );
+    assert_eq!(agent.expect("status").await["status"], "idle");
+    // A late answer to a settled request is dropped silently.
+    agent.send(json!({"type": "permission_response", "request_id": request["request_id"], "decision": "deny"})).await;
+    assert_eq!(agent.expect("response").await["success"], true);
+    agent.silent_for(200).await;
+
+    // A deny reaches the model as an error result.
+    agent.call("p2", json!({"type": "prompt", "message": "run: touch denied.txt"})).await;
+    answer_permission(&mut agent, json!({"decision": "deny"})).await;
+    let rest = agent.until("turn_end").await;
+    let result = find(&rest, "tool_result");
+    assert_eq!(result["is_error"], true);
+    assert!(result["content"]["message"].as_str().unwrap_or("").contains("denied"));
+    assert!(!workspace.path("denied.txt").exists());
+}
+
+#[tokio::test]
+async fn allow_always_covers_the_exact_call_only_and_survives_a_restart() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.call("p1", json!({"type": "prompt", "message": "run: echo granted"})).await;
+    answer_permission(&mut agent, json!({"decision": "allow_always"})).await;
+    let turn = agent.until("turn_end").await;
+    assert_eq!(find(&turn, "tool_result")["exit_code"], 0);
+    agent.expect("status").await;
+
+    let again = agent.turn("run: echo granted").await;
+    assert_eq!(count(&again, "permission_request"), 0, "asked again: {again:#?}");
+    assert!(streamed_text(&again).contains("exit code 0"));
+
+    agent.call("p2", json!({"type": "prompt", "message": "run: echo other"})).await;
+    answer_permission(&mut agent, json!({"decision": "deny"})).await;
+    agent.until("turn_end").await;
+    agent.expect("status").await;
+
+    // The grant is part of the session: a resumed agent still honors it.
+    let (response, _) = agent.call_during("l1", json!({"type": "session_op", "op": "list"})).await;
+    let session = response["data"]["active"].as_str().expect("session id").to_owned();
+    agent.close_stdin();
+    assert!(agent.wait_exit().await.success());
+    let mut resumed = workspace.ready(&["--session", &session]).await;
+    let turn = resumed.turn("run: echo granted").await;
+    assert_eq!(count(&turn, "permission_request"), 0);
+}
+
+#[tokio::test]
+async fn plan_mode_refuses_mutating_tools_without_asking() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    let (response, before) =
+        agent.call_during("m1", json!({"type": "set_mode", "mode": "plan"})).await;
+    assert_eq!(shape(&before), strs(&["mode_changed"]), "the event precedes the response");
+    assert_eq!(before[0]["previous_mode"], "build");
+    assert_eq!(before[0]["mode"], "plan");
+    assert_eq!(response["data"], json!({"previous_mode": "build", "mode": "plan"}));
+    // Setting the same mode is acknowledged without an event.
+    let response = agent.call("m2", json!({"type": "set_mode", "mode": "plan"})).await;
+    assert_eq!(response["success"], true);
+    let unknown = agent.call("m3", json!({"type": "set_mode", "mode": "yolo"})).await;
+    assert_eq!(unknown["error"]["code"], "NOT_FOUND");
+    let modes = agent.call("m4", json!({"type": "list_modes"})).await;
+    assert_eq!(modes["data"]["active"], "plan");
+    let names: Vec<&str> = modes["data"]["modes"]
+        .as_array()
+        .expect("modes")
+        .iter()
+        .filter_map(|mode| mode["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["build", "plan"]);
+
+    let turn = agent.turn("run: touch planned.txt").await;
+    assert_eq!(count(&turn, "permission_request"), 0);
+    assert_eq!(count(&turn, "tool_call"), 0);
+    let result = find(&turn, "tool_result");
+    assert_eq!(result["is_error"], true);
+    assert!(result["content"]["message"].as_str().unwrap_or("").contains("plan mode"));
+    assert!(!workspace.path("planned.txt").exists());
+    // Read-only tools still run, without asking.
+    std::fs::write(workspace.path("readme.md"), "# Title\nbody\n").expect("write");
+    let turn = agent.turn("read: readme.md").await;
+    assert_eq!(count(&turn, "permission_request"), 0);
+    let call = find(&turn, "tool_call");
+    assert_eq!(call["read_only"], true);
+    let result = find(&turn, "tool_result");
+    assert_eq!(result["render"]["kind"], "code");
+    assert_eq!(result["render"]["path"], "readme.md");
+    assert!(streamed_text(&turn).contains("# Title"));
+}
+
+#[tokio::test]
+async fn models_and_reasoning_levels_switch_at_the_next_provider_call() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    let models = agent.call("l1", json!({"type": "list_models"})).await;
+    assert_eq!(models["data"]["active"]["id"], "demo");
+    let ids: Vec<&str> = models["data"]["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .filter_map(|model| model["id"].as_str())
+        .collect();
+    assert_eq!(ids, vec!["demo", "demo-think"]);
+    let none = agent.call("r0", json!({"type": "list_reasoning_levels"})).await;
+    assert_eq!(none["error"]["code"], "NOT_FOUND");
+
+    // Switching mid-stream does not touch the reply in flight.
+    agent.call("p1", json!({"type": "prompt", "message": "stream: 30"})).await;
+    agent.expect("turn_start").await;
+    let (switched, before) =
+        agent.call_during("s1", json!({"type": "set_model", "model": "demo-think"})).await;
+    let changed = find(&before, "model_changed");
+    assert_eq!(changed["previous"]["id"], "demo");
+    assert_eq!(changed["active"]["id"], "demo-think");
+    assert_eq!(changed["effective"], "next_provider_call");
+    assert!(changed["capabilities"].to_string().contains("reasoning-switch"));
+    assert_eq!(switched["data"]["active"]["id"], "demo-think");
+    let rest = agent.until("turn_end").await;
+    assert_eq!(find(&rest, "usage")["model"], "demo", "the stream in flight kept its model");
+    assert_eq!(
+        count(&rest, "message_delta"),
+        rest.iter().filter(|m| m["type"] == "message_delta" && m["kind"] == "text").count(),
+        "no thinking in the old model's reply"
+    );
+    agent.expect("status").await;
+    let next = agent.turn("hi").await;
+    assert_eq!(find(&next, "usage")["model"], "demo-think");
+    assert!(
+        next.iter()
+            .any(|message| message["type"] == "message_delta" && message["kind"] == "thinking")
+    );
+    assert!(streamed_text(&next).contains("You said: hi"));
+
+    let levels = agent.call("r1", json!({"type": "list_reasoning_levels"})).await;
+    assert_eq!(levels["data"]["active"], "medium");
+    assert_eq!(levels["data"]["model"]["id"], "demo-think");
+    let level_ids: Vec<&str> = levels["data"]["levels"]
+        .as_array()
+        .expect("levels")
+        .iter()
+        .filter_map(|level| level["id"].as_str())
+        .collect();
+    assert_eq!(level_ids, vec!["low", "medium", "high"]);
+    let stale = agent
+        .call("r2", json!({"type": "set_reasoning_level", "model": "demo", "effort": "high"}))
+        .await;
+    assert_eq!(stale["error"]["code"], "CONFLICT");
+    let unknown = agent
+        .call("r3", json!({"type": "set_reasoning_level", "model": "demo-think", "effort": "max"}))
+        .await;
+    assert_eq!(unknown["error"]["code"], "NOT_FOUND");
+    let (set, before) = agent
+        .call_during(
+            "r4",
+            json!({"type": "set_reasoning_level", "model": "demo-think", "effort": "high"}),
+        )
+        .await;
+    let changed = find(&before, "reasoning_level_changed");
+    assert_eq!(
+        (changed["previous"].as_str(), changed["active"].as_str()),
+        (Some("medium"), Some("high"))
+    );
+    assert_eq!(set["data"]["active"], "high");
+    let same = agent
+        .call("r5", json!({"type": "set_reasoning_level", "model": "demo-think", "effort": "high"}))
+        .await;
+    assert_eq!(same["success"], true, "idempotent, and call() saw no event before it");
+    let thought = agent.turn("hello").await;
+    let thinking: String = thought
+        .iter()
+        .filter(|m| m["kind"] == "thinking")
+        .filter_map(|m| m["text_delta"].as_str())
+        .collect();
+    assert!(thinking.contains("high effort"), "{thinking}");
+    let unknown_model = agent.call("s2", json!({"type": "set_model", "model": "gpt-none"})).await;
+    assert_eq!(unknown_model["error"]["code"], "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn ask_is_answered_through_a_ui_response() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.call("p1", json!({"type": "prompt", "message": "ask: What is your name?"})).await;
+    let asked = agent.until("ui_request").await;
+    let request = asked.last().expect("request").clone();
+    assert_eq!(request["kind"], "input");
+    assert_eq!(request["message"], "What is your name?");
+    assert_eq!(agent.expect("status").await["status"], "waiting_for_ui");
+    agent
+        .send(json!({"type": "ui_response", "request_id": request["request_id"], "value": "Ada"}))
+        .await;
+    let resolved = agent.expect("ui_resolved").await;
+    assert_eq!(resolved["value"], "Ada");
+    let rest = agent.until("turn_end").await;
+    assert_eq!(find(&rest, "tool_result")["content"]["text"], "Ada");
+    assert!(streamed_text(&rest).contains("You answered: Ada"));
+}
+
+#[tokio::test]
+async fn search_tools_render_path_lists() {
+    let workspace = Workspace::new();
+    std::fs::create_dir(workspace.path("src")).expect("mkdir");
+    std::fs::write(workspace.path("src/lib.rs"), "pub fn needle() {}\n").expect("write");
+    std::fs::write(workspace.path("notes.md"), "no match here\n").expect("write");
+    let mut agent = workspace.ready(&[]).await;
+    let listed = agent.turn("ls: .").await;
+    let paths = &find(&listed, "tool_result")["render"]["paths"];
+    assert_eq!(paths[0], json!({"path": "src", "kind": "dir"}));
+    assert_eq!(paths[1], json!({"path": "notes.md", "kind": "file"}));
+    let grepped = agent.turn("grep: needle").await;
+    let render = &find(&grepped, "tool_result")["render"];
+    assert_eq!(render["kind"], "path_list");
+    assert_eq!(render["paths"][0]["path"], "src/lib.rs");
+    assert_eq!(render["paths"][0]["hint"], "1: pub fn needle() {}");
+    let found = agent.turn("find: *.rs").await;
+    assert_eq!(
+        find(&found, "tool_result")["render"]["paths"],
+        json!([{"path": "src/lib.rs", "kind": "file"}])
+    );
+    for turn in [&listed, &grepped, &found] {
+        assert_eq!(count(turn, "permission_request"), 0, "read-only inside cwd never asks");
+    }
+}
+
+#[tokio::test]
+async fn edit_replaces_an_exact_string_and_renders_hunks() {
+    let workspace = Workspace::new();
+    std::fs::write(workspace.path("config.txt"), "alpha\nbeta\ngamma\n").expect("write");
+    let mut agent = workspace.ready(&[]).await;
+    agent.call("p1", json!({"type": "prompt", "message": "edit: config.txt\nbeta\nBETA"})).await;
+    answer_permission(&mut agent, json!({"decision": "allow"})).await;
+    let rest = agent.until("turn_end").await;
+    let result = find(&rest, "tool_result");
+    assert_eq!(result["is_error"], false, "{result}");
+    let hunk = &result["render"]["hunks"][0];
+    assert_eq!(hunk["lines"], json!([" alpha", "-beta", "+BETA", " gamma"]));
+    assert_eq!((hunk["old_start"].as_u64(), hunk["new_start"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        std::fs::read_to_string(workspace.path("config.txt")).expect("read"),
+        "alpha\nBETA\ngamma\n"
+    );
+    // A string that is not there is an error the model sees, not a crash.
+    agent.expect("status").await;
+    agent.call("p2", json!({"type": "prompt", "message": "edit: config.txt\nmissing\nx"})).await;
+    answer_permission(&mut agent, json!({"decision": "allow"})).await;
+    let rest = agent.until("turn_end").await;
+    assert_eq!(find(&rest, "tool_result")["is_error"], true);
+}
+
+#[tokio::test]
+async fn a_provider_error_is_reported_and_the_agent_recovers() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    let turn = agent.turn("fail: upstream overloaded").await;
+    let error = find(&turn, "error");
+    assert_eq!(error["code"], "PROVIDER_ERROR");
+    assert_eq!(error["fatal"], false);
+    assert!(error["message"].as_str().unwrap_or("").contains("upstream overloaded"));
+    assert_eq!(turn.last().expect("status")["status"], "error");
+    assert_eq!(count(&turn, "turn_end"), 1);
+    let next = agent.turn("are you back?").await;
+    assert_eq!(next.last().expect("status")["status"], "idle");
+    assert_eq!(streamed_text(&next), "You said: are you back?");
+}
+
+#[tokio::test]
+async fn malformed_input_is_answered_and_survived() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.send_raw("this is not json").await;
+    let error = agent.expect("error").await;
+    assert_eq!(error["code"], "INVALID_REQUEST");
+    agent.send_raw("{\"id\": \"u1\", \"type\": \"teleport\"}").await;
+    let unknown = agent.expect("response").await;
+    assert_eq!(
+        (unknown["id"].as_str(), unknown["command"].as_str()),
+        (Some("u1"), Some("teleport"))
+    );
+    assert_eq!(unknown["error"]["code"], "INVALID_REQUEST");
+    agent.send(json!({"id": "w1", "type": "prompt", "message": 42})).await;
+    let wrong = agent.expect("response").await;
+    assert_eq!(wrong["error"]["code"], "INVALID_REQUEST");
+    assert!(
+        wrong["error"]["message"].as_str().unwrap_or("").contains("message"),
+        "names the field: {wrong}"
+    );
+    agent.send(json!({"type": "set_mode"})).await;
+    let missing = agent.expect("error").await;
+    assert!(missing["message"].as_str().unwrap_or("").contains("mode"));
+    agent.send(json!({"id": "d1", "type": "agent.list"})).await;
+    let daemon_only = agent.expect("response").await;
+    assert_eq!(daemon_only["error"]["code"], "INVALID_REQUEST");
+    agent.send_raw("{\"type\":\"prompt\",\"message\":\"crlf works\"}\r").await;
+    agent.expect("response").await;
+    let turn = agent.until("turn_end").await;
+    assert_eq!(streamed_text(&turn), "You said: crlf works");
+}
+
+#[tokio::test]
+async fn session_ops_follow_their_error_tables() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    // compact on an empty session: a successful no-op, with the lifecycle.
+    let (response, before) =
+        agent.call_during("c1", json!({"type": "session_op", "op": "compact"})).await;
+    assert_eq!(shape(&before), strs(&["status:compacting"]));
+    assert_eq!(response["data"], json!({"compacted": false, "reason": "no_safe_cut"}));
+    assert_eq!(agent.expect("status").await["status"], "idle");
+    let bad = agent
+        .call(
+            "c2",
+            json!({"type": "session_op", "op": "compact", "args": {"keep_recent_tokens": -1}}),
+        )
+        .await;
+    assert_eq!(bad["error"]["code"], "INVALID_REQUEST");
+    let no_entry = agent
+        .call("f1", json!({"type": "session_op", "op": "fork", "args": {"from_entry_id": "e-999"}}))
+        .await;
+    assert_eq!(no_entry["error"]["code"], "NOT_FOUND");
+    let no_arg = agent.call("f2", json!({"type": "session_op", "op": "fork"})).await;
+    assert_eq!(no_arg["error"]["code"], "INVALID_REQUEST");
+    // Mid-turn, compact and fork conflict.
+    agent.call("p1", json!({"type": "prompt", "message": "stream: 40"})).await;
+    agent.expect("turn_start").await;
+    let (busy, _) = agent.call_during("c3", json!({"type": "session_op", "op": "compact"})).await;
+    assert_eq!(busy["error"]["code"], "CONFLICT");
+    let (busy, _) = agent
+        .call_during(
+            "f3",
+            json!({"type": "session_op", "op": "fork", "args": {"from_entry_id": "e-1"}}),
+        )
+        .await;
+    assert_eq!(busy["error"]["code"], "CONFLICT");
+    let (listed, _) = agent.call_during("l1", json!({"type": "session_op", "op": "list"})).await;
+    assert_eq!(listed["data"]["sessions"].as_array().map(Vec::len), Some(1));
+}
+
+#[tokio::test]
+async fn a_fork_is_a_new_session_that_resumes() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    let first = agent.turn("first question").await;
+    let fork_at =
+        find(&first, "message_complete")["message"]["id"].as_str().expect("entry id").to_owned();
+    agent.turn("second question").await;
+    let forked = agent
+        .call("f1", json!({"type": "session_op", "op": "fork", "args": {"from_entry_id": fork_at}}))
+        .await;
+    assert_eq!(forked["success"], true, "{forked}");
+    let fork_session = forked["data"]["session_id"].as_str().expect("session").to_owned();
+    assert!(forked["data"]["fork_id"].as_str().expect("fork id").starts_with("fork-"));
+    let listed = agent.call("l1", json!({"type": "session_op", "op": "list"})).await;
+    let sessions = listed["data"]["sessions"].as_array().expect("sessions");
+    assert_eq!(sessions.len(), 2);
+    let fork_row = sessions
+        .iter()
+        .find(|row| row["session_id"] == fork_session.as_str())
+        .expect("fork listed");
+    assert_eq!(fork_row["forked_from"]["entry_id"], fork_at.as_str());
+    assert_eq!(fork_row["head_entry_id"], forked["data"]["head_entry_id"]);
+    agent.close_stdin();
+    agent.wait_exit().await;
+
+    let mut resumed = workspace.start(&["--session", &fork_session]).await;
+    resumed.expect("hello").await;
+    let sync = resumed.expect("sync").await;
+    let texts: Vec<String> = sync["live_window"]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|message| message["content"][0]["text"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        texts,
+        vec!["first question", "You said: first question"],
+        "the window as it was at the fork"
+    );
+    let turn = resumed.turn("on the fork").await;
+    assert_eq!(streamed_text(&turn), "You said: on the fork");
+}
+
+#[tokio::test]
+async fn compaction_summarizes_and_recall_pages_back_through_the_range() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.turn("remember the word pelican").await;
+    agent.turn("burst: 300").await;
+    agent.turn("burst: 300").await;
+    let (response, before) = agent
+        .call_during(
+            "c1",
+            json!({"type": "session_op", "op": "compact", "args": {"keep_recent_tokens": 500}}),
+        )
+        .await;
+    assert_eq!(shape(&before), strs(&["status:compacting", "compaction"]));
+    let compaction = &before[1];
+    assert_eq!(response["data"]["compacted"], true, "{response}");
+    assert_eq!(response["data"]["index"], compaction["index"]);
+    assert_eq!(response["data"]["message_range"], compaction["message_range"]);
+    assert!(compaction["tokens_after"].as_u64() < compaction["tokens_before"].as_u64());
+    assert_eq!(agent.expect("status").await["status"], "idle");
+
+    let turn = agent.turn("recall: 1").await;
+    let result = find(&turn, "tool_result");
+    let text = result["content"]["text"].as_str().expect("text");
+    assert!(text.contains("remember the word pelican"), "{text}");
+    let first = compaction["message_range"][0].as_str().expect("first id");
+    assert!(text.contains(&format!("[{first}]")), "starts at the range: {text}");
+
+    // The summary is now what the window starts with.
+    agent.close_stdin();
+    agent.wait_exit().await;
+}
+
+#[tokio::test]
+async fn compaction_runs_by_itself_once_the_window_is_nearly_full() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.turn("first").await;
+    // The demo window is 8192 tokens: a long reply crosses 80 %.
+    agent.call("p1", json!({"type": "prompt", "message": "burst: 3200"})).await;
+    let rest = agent.until("compaction").await;
+    assert_eq!(count(&rest, "turn_end"), 1, "between turns");
+    let statuses: Vec<&str> = rest
+        .iter()
+        .filter(|m| m["type"] == "status")
+        .filter_map(|m| m["status"].as_str())
+        .collect();
+    assert_eq!(statuses, vec!["streaming", "idle", "compacting"]);
+    assert_eq!(agent.expect("status").await["status"], "idle");
+}
+
+#[tokio::test]
+async fn a_corrupt_session_log_is_refused_and_left_untouched() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.turn("something worth keeping").await;
+    let listed = agent.call("l1", json!({"type": "session_op", "op": "list"})).await;
+    let session = listed["data"]["active"].as_str().expect("id").to_owned();
+    agent.close_stdin();
+    agent.wait_exit().await;
+    let log = workspace.home.path().join("sessions").join(&session).join("session.jsonl");
+    let mut bytes = std::fs::read(&log).expect("log");
+    bytes.truncate(bytes.len() - 10); // a torn last line
+    std::fs::write(&log, &bytes).expect("write");
+
+    let mut refused = workspace.start(&["--session", &session]).await;
+    refused.expect("hello").await;
+    let error = refused.expect("error").await;
+    assert_eq!(error["code"], "SESSION_CORRUPT");
+    assert_eq!(error["fatal"], true);
+    assert!(!refused.wait_exit().await.success());
+    assert_eq!(std::fs::read(&log).expect("log"), bytes, "never rewritten");
+
+    let mut missing = workspace.start(&["--session", "sess-doesnotexist"]).await;
+    missing.expect("hello").await;
+    assert_eq!(missing.expect("error").await["code"], "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn a_resumed_session_shows_its_window_and_mode() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.turn("keep this").await;
+    agent.call_during("m1", json!({"type": "set_mode", "mode": "plan"})).await;
+    let listed = agent.call_during("l1", json!({"type": "session_op", "op": "list"})).await.0;
+    let session = listed["data"]["active"].as_str().expect("id").to_owned();
+    agent.close_stdin();
+    assert!(agent.wait_exit().await.success());
+    let mut resumed = workspace.start(&["--session", &session]).await;
+    resumed.expect("hello").await;
+    let sync = resumed.expect("sync").await;
+    assert_eq!(sync["mode"], "plan");
+    let messages = sync["live_window"]["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0]["role"], "user");
+    assert_eq!(messages[1]["content"][0]["text"], "You said: keep this");
+}
+
+#[tokio::test]
+async fn closing_stdin_refuses_open_questions_and_exits() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.call("p1", json!({"type": "prompt", "message": "run: echo late"})).await;
+    agent.until("permission_request").await;
+    agent.close_stdin();
+    let rest = agent.until("turn_end").await;
+    let resolved = find(&rest, "permission_resolved");
+    assert_eq!(
+        (resolved["decision"].as_str(), resolved["source"].as_str()),
+        (Some("deny"), Some("headless"))
+    );
+    assert_eq!(find(&rest, "tool_result")["is_error"], true);
+    assert!(agent.wait_exit().await.success());
+}
