@@ -486,8 +486,8 @@ fn content_text(content: &ToolResultContent) -> String {
 pub fn tool_result_text(content: &ToolResultContent, exit_code: Option<i64>) -> String {
     let text = content_text(content);
     match exit_code {
-        Some(code) if text.is_empty() => format!("[exit code: {code}]"),
-        Some(code) => format!("{text}\n[exit code: {code}]"),
+        Some(code) if text.trim_end().is_empty() => format!("[exit code: {code}]"),
+        Some(code) => format!("{}\n[exit code: {code}]", text.trim_end_matches(['\n', '\r'])),
         None => text,
     }
 }

@@ -51,9 +51,19 @@ impl Workspace {
 
 impl AgentProc {
     pub async fn spawn(home: &Path, cwd: &Path, args: &[&str]) -> Self {
+        Self::spawn_with_env(home, cwd, args, &[]).await
+    }
+
+    pub async fn spawn_with_env(
+        home: &Path,
+        cwd: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut child = super::support::shard(home, cwd)
             .args(["agent", "--stdio"])
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

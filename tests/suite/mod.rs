@@ -1,5 +1,7 @@
 mod agent;
 mod agent_support;
 mod daemon;
+mod providers;
+mod replay;
 mod support;
 mod web;

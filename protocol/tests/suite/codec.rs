@@ -63,13 +63,13 @@ fn an_over_long_line_is_an_error_and_the_next_line_still_decodes() {
     let mut decoder = LineDecoder::new(16);
     let long = "x".repeat(100);
     // The long line arrives in pieces; memory must not grow with it.
-    decoder.feed(long[..40].as_bytes());
+    decoder.feed(&long.as_bytes()[..40]);
     assert_eq!(
         lines(&mut decoder),
         vec![Err(LineError::TooLong { limit: 16 })],
         "reported once, early"
     );
-    decoder.feed(long[40..].as_bytes());
+    decoder.feed(&long.as_bytes()[40..]);
     assert_eq!(lines(&mut decoder), vec![], "the rest is discarded silently");
     decoder.feed(b"\n{\"ok\":true}\n");
     assert_eq!(lines(&mut decoder), vec![Ok("{\"ok\":true}".into())]);
