@@ -754,3 +754,25 @@ async fn closing_stdin_refuses_open_questions_and_exits() {
     assert_eq!(find(&rest, "tool_result")["is_error"], true);
     assert!(agent.wait_exit().await.success());
 }
+
+#[tokio::test]
+async fn a_crash_mid_turn_loses_only_the_unfinished_turn() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.turn("this one is finished").await;
+    let listed = agent.call("l1", json!({"type": "session_op", "op": "list"})).await;
+    let session = listed["data"]["active"].as_str().expect("id").to_owned();
+    agent.call("p1", json!({"type": "prompt", "message": "stream: 500"})).await;
+    agent.until("message_delta").await;
+    agent.child.start_kill().expect("SIGKILL");
+    agent.wait_exit().await;
+
+    let mut resumed = workspace.start(&["--session", &session]).await;
+    resumed.expect("hello").await;
+    let sync = resumed.expect("sync").await;
+    let messages = sync["live_window"]["messages"].as_array().expect("messages");
+    let texts: Vec<&str> = messages.iter().filter_map(|message| message["content"][0]["text"].as_str()).collect();
+    assert_eq!(texts, vec!["this one is finished", "You said: this one is finished"]);
+    let turn = resumed.turn("and on we go").await;
+    assert_eq!(streamed_text(&turn), "You said: and on we go");
+}
