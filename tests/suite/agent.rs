@@ -771,7 +771,8 @@ async fn a_crash_mid_turn_loses_only_the_unfinished_turn() {
     resumed.expect("hello").await;
     let sync = resumed.expect("sync").await;
     let messages = sync["live_window"]["messages"].as_array().expect("messages");
-    let texts: Vec<&str> = messages.iter().filter_map(|message| message["content"][0]["text"].as_str()).collect();
+    let texts: Vec<&str> =
+        messages.iter().filter_map(|message| message["content"][0]["text"].as_str()).collect();
     assert_eq!(texts, vec!["this one is finished", "You said: this one is finished"]);
     let turn = resumed.turn("and on we go").await;
     assert_eq!(streamed_text(&turn), "You said: and on we go");
