@@ -240,42 +240,22 @@ impl Conversation {
 
     /// The live window as of entry position `end` (exclusive).
     fn window_until(&self, end: usize) -> Vec<&Entry> {
-        let entries = &self.entries[..end];
-        let last_compaction =
-            entries.iter().rposition(|entry| matches!(entry.body, EntryBody::Compaction { .. }));
-        let (summary, start) = match last_compaction {
-            Some(at) => {
-                let EntryBody::Compaction { first_kept_entry_id, .. } = &entries[at].body else {
-                    unreachable!("rposition matched a compaction")
-                };
-                let start =
-                    entries.iter().position(|entry| &entry.id == first_kept_entry_id).unwrap_or(at);
-                (Some(&entries[at]), start)
-            }
-            None => (None, 0),
-        };
-        summary
-            .into_iter()
-            .chain(entries[start..].iter().filter(|entry| is_message(entry)))
-            .collect()
+        window_of(&self.entries[..end])
     }
 
     /// The live window now.
     pub fn window(&self) -> Vec<&Entry> {
-        self.window_until(self.entries.len())
+        window_of(&self.entries)
     }
 
     /// The index of the latest compaction, if any.
     pub fn compaction_index(&self) -> Option<u64> {
-        self.entries.iter().rev().find_map(|entry| match entry.body {
-            EntryBody::Compaction { index, .. } => Some(index),
-            _ => None,
-        })
+        compaction_index_of(&self.entries)
     }
 
     /// The live window as wire messages (for `sync`).
     pub fn live_messages(&self) -> Vec<Message> {
-        self.window().into_iter().filter_map(to_wire_message).collect()
+        live_messages_of(&self.entries)
     }
 
     pub fn window_tokens(&self) -> u64 {
@@ -429,6 +409,37 @@ impl Conversation {
             forked_from: None,
         })
     }
+}
+
+/// The live window of a log: the latest compaction (if any), then every
+/// message from its first kept entry on.
+pub fn window_of(entries: &[Entry]) -> Vec<&Entry> {
+    let last_compaction =
+        entries.iter().rposition(|entry| matches!(entry.body, EntryBody::Compaction { .. }));
+    let (summary, start) = match last_compaction {
+        Some(at) => {
+            let EntryBody::Compaction { first_kept_entry_id, .. } = &entries[at].body else {
+                unreachable!("rposition matched a compaction")
+            };
+            let start =
+                entries.iter().position(|entry| &entry.id == first_kept_entry_id).unwrap_or(at);
+            (Some(&entries[at]), start)
+        }
+        None => (None, 0),
+    };
+    summary.into_iter().chain(entries[start..].iter().filter(|entry| is_message(entry))).collect()
+}
+
+/// The live window as wire messages (what `sync` carries).
+pub fn live_messages_of(entries: &[Entry]) -> Vec<Message> {
+    window_of(entries).into_iter().filter_map(to_wire_message).collect()
+}
+
+pub fn compaction_index_of(entries: &[Entry]) -> Option<u64> {
+    entries.iter().rev().find_map(|entry| match entry.body {
+        EntryBody::Compaction { index, .. } => Some(index),
+        _ => None,
+    })
 }
 
 fn summary_of(entries: &[Entry]) -> Option<SessionSummary> {

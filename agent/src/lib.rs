@@ -57,6 +57,7 @@ pub enum Ending {
 
 /// Runs one agent on stdin/stdout until stdin closes or a signal arrives.
 pub async fn run_stdio(options: Options) -> anyhow::Result<Ending> {
+    die_with_parent()?;
     let home = config::shard_home()?;
     let config = Config::load(&home)?;
     let cwd = match &options.cwd {
@@ -143,6 +144,24 @@ async fn refuse(out: &mpsc::Sender<Envelope<ServerMessage>>, problem: &SessionEr
     let _ = out.send(Envelope::new(ServerMessage::Hello(hello))).await;
     let error = ErrorEvent { code, message: problem.to_string(), fatal: Some(true) };
     let _ = out.send(Envelope::new(ServerMessage::Error(error))).await;
+}
+
+/// The environment variable through which the daemon gives its pid to the
+/// agents it starts.
+pub const PARENT_PID_ENV: &str = "SHARD_PARENT_PID";
+
+/// A daemon's child must not outlive it, even when the daemon is SIGKILLed:
+/// ask the kernel to kill this process when its parent dies, then make sure
+/// the parent did not already die before that request.
+fn die_with_parent() -> anyhow::Result<()> {
+    let Some(parent) = std::env::var(PARENT_PID_ENV).ok().and_then(|pid| pid.parse::<i32>().ok())
+    else {
+        return Ok(());
+    };
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+        .context("cannot ask to die with the daemon")?;
+    anyhow::ensure!(nix::unistd::getppid().as_raw() == parent, "the daemon is already gone");
+    Ok(())
 }
 
 async fn stop_on_signal(stop: CancellationToken) {

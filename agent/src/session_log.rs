@@ -196,7 +196,7 @@ pub fn read_log(path: &Path) -> Result<Vec<Entry>, SessionError> {
 }
 
 enum WriterCommand {
-    Append(Vec<u8>),
+    Append(Vec<u8>, oneshot::Sender<std::io::Result<()>>),
     Flush(oneshot::Sender<std::io::Result<()>>),
 }
 
@@ -219,14 +219,19 @@ impl Writer {
         Ok(Self { commands })
     }
 
-    /// Queues one entry; it reaches the disk at the next [`flush`](Self::flush).
+    /// Writes one entry as one line, with one `write`: when this returns, any
+    /// reader of the file (the daemon building a `sync`) sees it, and a killed
+    /// process cannot leave half of it behind. Durable at the next
+    /// [`flush`](Self::flush).
     pub async fn append(&self, entry: &Entry) -> std::io::Result<()> {
         let mut line = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
         line.push(b'\n');
-        self.commands.send(WriterCommand::Append(line)).await.map_err(|_| closed())
+        let (ack, done) = oneshot::channel();
+        self.commands.send(WriterCommand::Append(line, ack)).await.map_err(|_| closed())?;
+        done.await.map_err(|_| closed())?
     }
 
-    /// Writes everything queued in one write and fsyncs it.
+    /// Makes everything written so far durable (fsync): the turn boundary.
     pub async fn flush(&self) -> std::io::Result<()> {
         let (ack, done) = oneshot::channel();
         self.commands.send(WriterCommand::Flush(ack)).await.map_err(|_| closed())?;
@@ -239,37 +244,77 @@ fn closed() -> std::io::Error {
 }
 
 async fn write_loop(mut file: tokio::fs::File, mut commands: mpsc::Receiver<WriterCommand>) {
-    let mut pending = Vec::new();
+    // After a failed write the file may end in a torn line; writing more would
+    // bury it, so every later command fails with the first error.
     let mut failed: Option<String> = None;
     while let Some(command) = commands.recv().await {
-        match command {
-            WriterCommand::Append(line) => pending.extend_from_slice(&line),
-            WriterCommand::Flush(ack) => {
-                if let Some(why) = &failed {
-                    // After a failed write the file may end in a torn line;
-                    // writing more would bury it, so refuse from then on.
-                    let _ = ack.send(Err(std::io::Error::other(why.clone())));
-                    continue;
-                }
-                let result = async {
-                    if !pending.is_empty() {
-                        // One write per batch: a killed process cannot leave
-                        // half a batch behind.
-                        file.write_all(&pending).await?;
-                        pending.clear();
-                    }
-                    file.sync_data().await
-                }
-                .await;
-                if let Err(error) = &result {
-                    failed = Some(error.to_string());
-                    tracing::error!(%error, "session log write failed");
-                }
-                let _ = ack.send(result);
+        let (result, ack) = match command {
+            WriterCommand::Append(line, ack) => match &failed {
+                Some(why) => (Err(std::io::Error::other(why.clone())), ack),
+                // tokio's File hands writes to a blocking thread; flush()
+                // waits until the bytes are in the kernel.
+                None => (write_line(&mut file, &line).await, ack),
+            },
+            WriterCommand::Flush(ack) => match &failed {
+                Some(why) => (Err(std::io::Error::other(why.clone())), ack),
+                None => (file.sync_data().await, ack),
+            },
+        };
+        if let Err(error) = &result {
+            if failed.is_none() {
+                tracing::error!(%error, "session log write failed");
+                failed = Some(error.to_string());
             }
         }
+        let _ = ack.send(result);
     }
-    // The runtime flushes before it stops; whatever is left is an unfinished turn.
+}
+
+async fn write_line(file: &mut tokio::fs::File, line: &[u8]) -> std::io::Result<()> {
+    file.write_all(line).await?;
+    file.flush().await
+}
+
+/// A read-only view of a session log that another process is appending to:
+/// the daemon keeps one per agent and reads only what was added since.
+pub struct LogTail {
+    path: PathBuf,
+    offset: u64,
+    entries: Vec<Entry>,
+}
+
+impl LogTail {
+    /// Reads and validates the whole log.
+    pub fn open(path: &Path) -> Result<Self, SessionError> {
+        let entries = read_log(path)?;
+        let offset = std::fs::metadata(path)?.len();
+        Ok(Self { path: path.to_owned(), offset, entries })
+    }
+
+    /// Reads complete lines appended since the last read. A line that does
+    /// not parse stops the read there (the writer may be mid-line).
+    pub fn refresh(&mut self) -> Result<(), SessionError> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut file = std::fs::File::open(&self.path)?;
+        file.seek(SeekFrom::Start(self.offset))?;
+        let mut added = Vec::new();
+        file.read_to_end(&mut added)?;
+        let Some(end) = added.iter().rposition(|&byte| byte == b'\n') else { return Ok(()) };
+        for line in added[..end].split(|&byte| byte == b'\n') {
+            let entry: Entry =
+                serde_json::from_slice(line).map_err(|error| SessionError::Corrupt {
+                    path: self.path.clone(),
+                    why: format!("appended line: {error}"),
+                })?;
+            self.entries.push(entry);
+        }
+        self.offset += end as u64 + 1;
+        Ok(())
+    }
+
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
 }
 
 #[cfg(test)]
@@ -292,15 +337,24 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn appends_reach_the_disk_only_at_flush() {
+    async fn an_appended_entry_is_visible_to_a_reader_at_once() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("session.jsonl");
         let writer = Writer::open(&path).await.expect("open");
         writer.append(&header()).await.expect("append");
-        assert_eq!(std::fs::read(&path).expect("read").len(), 0, "nothing before flush");
+        let mut tail = LogTail::open(&path).expect("valid log");
+        assert_eq!(tail.entries(), [header()]);
+        let user = Entry {
+            id: "e-1".into(),
+            ts: 2,
+            body: EntryBody::User { text: "hi".into(), images: Vec::new() },
+        };
+        writer.append(&user).await.expect("append");
         writer.flush().await.expect("flush");
-        let entries = read_log(&path).expect("valid log");
-        assert_eq!(entries, vec![header()]);
+        tail.refresh().expect("refresh");
+        assert_eq!(tail.entries(), [header(), user]);
+        tail.refresh().expect("nothing new");
+        assert_eq!(tail.entries().len(), 2);
     }
 
     #[test]
