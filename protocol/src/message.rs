@@ -110,6 +110,9 @@ message_set! {
         AgentKill(AgentKill) = "agent.kill", Registry, required;
         AgentStatus(AgentStatusQuery) = "agent.status", Registry, required;
         DaemonShutdown(DaemonShutdown) = "daemon.shutdown", Registry, required;
+        // Shard's own extension (docs/PROTOCOL-NOTES.md): a new browser
+        // enrollment URL, for `shard enroll` on the unix socket.
+        DaemonEnroll(Empty) = "daemon.enroll", Registry, required;
         // §10.1a workspaces
         WorkspaceCreate(WorkspaceCreate) = "workspace.create", Registry, required;
         WorkspaceAttach(WorkspaceAttach) = "workspace.attach", Registry, required;

@@ -109,6 +109,12 @@ pub struct DaemonShutdown {
     pub force: Option<bool>,
 }
 
+/// The data of `daemon.enroll` (a Shard extension): a single-use URL.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnrollResult {
+    pub url: String,
+}
+
 /// The data of `agent.list` and `agent.status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentsResult {

@@ -19,6 +19,8 @@ pub struct Cli {
 pub enum Command {
     /// Start the daemon: serves the web client on loopback.
     Daemon(DaemonArgs),
+    /// Ask the running daemon for a new browser enrollment URL.
+    Enroll,
     /// Run one headless agent speaking the per-agent protocol on stdio.
     Agent(AgentArgs),
 }
@@ -47,6 +49,14 @@ pub struct DaemonArgs {
     /// TCP port on 127.0.0.1; 0 picks a free one.
     #[arg(long, default_value_t = 8787)]
     pub port: u16,
+    /// Stop an agent's process after this many seconds idle (or in error);
+    /// it is restored on attach or new work.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub idle_runtime_timeout: u64,
+    /// How long a question stays open once nobody is attached to answer it,
+    /// before it is denied.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub headless_timeout: u64,
 }
 
 impl DaemonArgs {
@@ -61,6 +71,15 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Daemon(args) => {
             let runtime = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
             runtime.block_on(crate::daemon::serve(args))
+        }
+        Command::Enroll => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the runtime")?;
+            let url = runtime.block_on(crate::enroll::request())?;
+            println!("enroll: {url}");
+            Ok(())
         }
         Command::Agent(args) => {
             // One thread is plenty for one agent, and keeps each agent process

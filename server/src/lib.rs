@@ -1,13 +1,30 @@
-//! The Shard daemon: an axum server on loopback that serves the web client
-//! and, as the issues land, supervises agent processes and multiplexes their
-//! event streams to every attached client (docs/ARCHITECTURE.md).
+//! The Shard daemon: supervises one agent process per agent, multiplexes each
+//! agent's events to every attached client, and serves the web client
+//! (docs/ARCHITECTURE.md).
 //!
-//! - [`cli`]: the command line of the `shard` binary (CONTRACT.md).
-//! - [`daemon`]: binding, the accept loop and shutdown.
-//! - [`http`]: the HTTP routes and the headers every answer carries.
-//! - [`assets`]: the browser bundle, embedded into the binary at build time.
+//! - [`cli`]: the `shard` command line (CONTRACT.md).
+//! - [`daemon`]: startup, the listeners, shutdown.
+//! - [`home`]: `$SHARD_HOME`, its lock, private files.
+//! - [`auth`]: enrollment, sessions, tickets; [`http`]: routes and checks.
+//! - [`ws`], [`unix`]: the two daemon transports; [`connection`]: the
+//!   protocol session both share; [`hub`]: bounded outboxes and broadcast.
+//! - [`registry`], [`manifest`]: durable agents; [`host`]: one agent's
+//!   processes, projection and fan-out; [`delegation`]: who answers whom.
+//! - [`assets`]: the browser bundle embedded at build time.
+//! - [`enroll`]: `shard enroll`.
 
 pub mod assets;
+pub mod auth;
 pub mod cli;
+pub mod connection;
 pub mod daemon;
+pub mod delegation;
+pub mod enroll;
+pub mod home;
+pub mod host;
 pub mod http;
+pub mod hub;
+pub mod manifest;
+pub mod registry;
+pub mod unix;
+pub mod ws;

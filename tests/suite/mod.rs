@@ -1,7 +1,11 @@
 mod agent;
 mod agent_support;
+mod client;
 mod daemon;
+mod lifecycle;
+mod multiplexer;
 mod providers;
 mod replay;
+mod security;
 mod support;
 mod web;

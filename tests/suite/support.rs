@@ -1,25 +1,30 @@
 //! Starting and stopping a real daemon for a test.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
 
 /// How long a daemon may take to print its address. Generous: on a loaded
 /// 2-core CI machine a cold start can be slow, and a hang still fails.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A `shard daemon` child with its own `$SHARD_HOME` and working directory,
-/// both fresh temporary directories. Killed when dropped.
+/// A `shard daemon` child with its own `$SHARD_HOME` and working directory.
+/// Killed when dropped.
 pub struct Daemon {
     pub child: Child,
     /// `http://127.0.0.1:PORT`
     pub base: String,
-    /// The daemon's `$SHARD_HOME`, removed when the test ends.
-    _home: TempDir,
+    /// The enrollment URL printed at start.
+    pub enroll_url: String,
+    /// Stdout lines after the announcement.
+    pub stdout: mpsc::UnboundedReceiver<String>,
+    pub home: PathBuf,
+    _home_dir: Option<TempDir>,
     /// The daemon's working directory: empty, so anything served comes from
     /// the binary itself.
     pub cwd: TempDir,
@@ -28,46 +33,91 @@ pub struct Daemon {
 impl Daemon {
     pub async fn start(extra_args: &[&str]) -> Daemon {
         let home = TempDir::new().expect("temp home");
+        let mut daemon = Self::start_in(home.path(), extra_args).await;
+        daemon._home_dir = Some(home);
+        daemon
+    }
+
+    /// Starts a daemon on an existing `$SHARD_HOME` (a restart).
+    pub async fn start_in(home: &Path, extra_args: &[&str]) -> Daemon {
         let cwd = TempDir::new().expect("temp cwd");
-        let mut child = shard(home.path(), cwd.path())
+        let port: &[&str] = if extra_args.contains(&"--port") { &[] } else { &["--port", "0"] };
+        let mut child = shard(home, cwd.path())
             .arg("daemon")
-            .args(["--port", "0"])
+            .args(port)
             .args(extra_args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(if std::env::var_os("SHARD_TEST_STDERR").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
             .spawn()
             .expect("spawn shard daemon");
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let first = tokio::time::timeout(STARTUP_TIMEOUT, lines.next_line())
-            .await
-            .expect("daemon printed nothing in time")
-            .expect("read daemon stdout")
-            .expect("daemon closed stdout before announcing");
+        let mut next = async || {
+            tokio::time::timeout(STARTUP_TIMEOUT, lines.next_line())
+                .await
+                .expect("daemon printed nothing in time")
+                .expect("read daemon stdout")
+                .expect("daemon closed stdout before announcing")
+        };
+        let first = next().await;
         let base = first
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("first stdout line is not the announcement: {first:?}"))
             .to_owned();
-        // Keep draining stdout so the daemon never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Daemon { child, base, _home: home, cwd }
+        let second = next().await;
+        let enroll_url = second
+            .strip_prefix("enroll: ")
+            .unwrap_or_else(|| panic!("second stdout line is not an enrollment URL: {second:?}"))
+            .to_owned();
+        let (sender, stdout) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Daemon { child, base, enroll_url, stdout, home: home.to_owned(), _home_dir: None, cwd }
     }
 
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
-    /// Sends SIGTERM and waits for the exit status.
-    pub async fn terminate(mut self) -> std::process::ExitStatus {
+    /// `127.0.0.1:PORT`
+    pub fn host(&self) -> String {
+        self.base.trim_start_matches("http://").to_owned()
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.home.join("daemon.sock")
+    }
+
+    /// The code in the enrollment URL printed at start.
+    pub fn enroll_code(&self) -> String {
+        self.enroll_url.split("#enroll=").nth(1).expect("a code").to_owned()
+    }
+
+    /// Sends a signal and waits for the exit status.
+    pub async fn signal(&mut self, signal: &str) -> std::process::ExitStatus {
         let pid = self.child.id().expect("daemon still running");
         let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
+            .args([&format!("-{signal}"), &pid.to_string()])
             .status()
             .expect("run kill");
-        assert!(status.success(), "kill -TERM failed");
-        tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+        assert!(status.success(), "kill -{signal} failed");
+        tokio::time::timeout(Duration::from_secs(20), self.child.wait())
             .await
-            .expect("daemon did not stop within 10 s of SIGTERM")
+            .expect("daemon did not stop in time")
             .expect("wait for daemon")
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub async fn terminate(mut self) -> std::process::ExitStatus {
+        self.signal("TERM").await
     }
 }
 
@@ -76,4 +126,16 @@ pub fn shard(home: &Path, cwd: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_shard"));
     command.env("SHARD_HOME", home).current_dir(cwd).kill_on_drop(true);
     command
+}
+
+/// The pids of `shard agent` processes whose command line mentions `marker`.
+pub fn agent_pids(marker: &str) -> Vec<u32> {
+    let output = std::process::Command::new("pgrep")
+        .args(["-f", &format!("agent --stdio --cwd {marker}")])
+        .output()
+        .expect("pgrep");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .collect()
 }

@@ -12,7 +12,7 @@ use shard_protocol::agent::{
     ReasoningLevelChange, SessionListResult, SetModeResult, SetModelResult,
 };
 use shard_protocol::orchestrator::{
-    AgentCreateResult, AgentsResult, AttachResult, TerminateResult,
+    AgentCreateResult, AgentsResult, AttachResult, EnrollResult, TerminateResult,
 };
 use shard_protocol::subagent::{
     SubagentCreateResult, SubagentRelaunchResult, SubagentStatusResult, SubagentSteerResult,
@@ -58,6 +58,9 @@ const SPEC_CLIENT_TYPES: &[&str] = &[
     "subagent.status",
     "subagent.stop",
 ];
+
+/// Shard's own additions to the client set, pinned in docs/PROTOCOL-NOTES.md.
+const EXTENSION_CLIENT_TYPES: &[&str] = &["daemon.enroll"];
 
 /// Every server → client `type` PROTOCOL.md names (§9.1, §9.3, §9.4, §9.5,
 /// §10.2, §10.3).
@@ -262,6 +265,7 @@ fn every_result_fixture_decodes_and_round_trips() {
             "agent.create" => round_trip_data::<AgentCreateResult>(name, data),
             "agent.attach" => round_trip_data::<AttachResult>(name, data),
             "agent.terminate" => round_trip_data::<TerminateResult>(name, data),
+            "daemon.enroll" => round_trip_data::<EnrollResult>(name, data),
             "workspace.create" => round_trip_data::<WorkspaceLaunchResult>(name, data),
             "workspace.list" => round_trip_data::<WorkspaceListResult>(name, data),
             "workspace.status" => round_trip_data::<WorkspaceResult>(name, data),
@@ -308,7 +312,8 @@ fn every_message_type_of_the_spec_has_a_fixture() {
 
 #[test]
 fn the_code_knows_exactly_the_spec_types() {
-    let spec: BTreeSet<&str> = SPEC_CLIENT_TYPES.iter().copied().collect();
+    let spec: BTreeSet<&str> =
+        SPEC_CLIENT_TYPES.iter().chain(EXTENSION_CLIENT_TYPES).copied().collect();
     let code: BTreeSet<&str> = ClientMessage::TYPES.iter().copied().collect();
     assert_eq!(code, spec, "ClientMessage and PROTOCOL.md disagree");
     let spec: BTreeSet<&str> = SPEC_SERVER_TYPES.iter().copied().collect();

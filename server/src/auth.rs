@@ -1,0 +1,392 @@
+//! Browser authentication (PROTOCOL.md §4.1, CONTRACT.md): enrollment codes,
+//! principals and sessions in the security store, and WebSocket tickets.
+//!
+//! - Enrollment codes are ≥128-bit, single-use, valid 10 minutes, kept only in
+//!   memory and only as argon2id hashes (a person copies them: they get the
+//!   slow hash), never written to disk or logs.
+//! - Session tokens and tickets are 256-bit random; only their SHA-256 is kept
+//!   (high entropy needs no slow hash). Every comparison is constant-time.
+//! - The store (`$SHARD_HOME/security.json`, 0600, versioned) holds principals
+//!   and sessions: ids, hashes and times, never a raw credential.
+//! - Tickets live at most [`TICKET_TTL`], are single-use, and are bound to the
+//!   principal, the session and the exact Origin of the `/bootstrap` request.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+pub const STORE_VERSION: u32 = 1;
+/// How long an enrollment code stays valid.
+pub const CODE_TTL: Duration = Duration::from_secs(10 * 60);
+/// How long a WebSocket ticket stays valid (CONTRACT.md: at most 60 s).
+pub const TICKET_TTL: Duration = Duration::from_secs(30);
+/// Outstanding enrollment codes kept; older ones are dropped. Bounds memory
+/// and the work one wrong guess costs (each is checked against every code).
+const MAX_CODES: usize = 16;
+/// Outstanding tickets kept; a browser needs one per connection attempt.
+const MAX_TICKETS: usize = 1024;
+/// Wrong enrollment codes allowed per peer address per window (CONTRACT.md).
+const MAX_FAILURES: usize = 10;
+const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Principal {
+    principal_id: String,
+    created_at: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct SessionRecord {
+    session_id: String,
+    principal_id: String,
+    token_sha256: String,
+    created_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    revoked_at: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Store {
+    version: u32,
+    principals: Vec<Principal>,
+    sessions: Vec<SessionRecord>,
+}
+
+struct Code {
+    phc: String,
+    expires: Instant,
+}
+
+struct Ticket {
+    sha256: [u8; 32],
+    session_id: String,
+    principal_id: String,
+    origin: String,
+    expires: Instant,
+}
+
+/// A valid browser session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub session_id: String,
+    pub principal_id: String,
+}
+
+#[derive(Debug)]
+pub enum EnrollError {
+    /// Wrong, used or expired.
+    Invalid,
+    /// Too many wrong codes from this peer; retry after this long.
+    RateLimited(Duration),
+    Store(String),
+}
+
+pub struct Auth {
+    path: PathBuf,
+    store: Mutex<Store>,
+    codes: Mutex<Vec<Code>>,
+    tickets: Mutex<Vec<Ticket>>,
+    failures: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `bytes` random bytes as base64url without padding.
+pub fn random_token(bytes: usize) -> String {
+    let mut buffer = vec![0u8; bytes];
+    // The OS generator failing is not recoverable: refuse to mint a guessable token.
+    if let Err(error) = getrandom::fill(&mut buffer) {
+        panic!("the operating system's random generator failed: {error}");
+    }
+    URL_SAFE_NO_PAD.encode(buffer)
+}
+
+fn sha256(text: &str) -> [u8; 32] {
+    Sha256::digest(text.as_bytes()).into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+impl Auth {
+    /// Loads `home/security.json` (absent: empty). A store of another version
+    /// or readable by others is refused.
+    pub fn load(home: &Path) -> anyhow::Result<Self> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let path = home.join("security.json");
+        let store = match std::fs::read(&path) {
+            Ok(bytes) => {
+                let meta = std::fs::symlink_metadata(&path)?;
+                if meta.file_type().is_symlink() || meta.uid() != nix::unistd::getuid().as_raw() {
+                    bail!("{} is not a regular file of this user", path.display());
+                }
+                if meta.mode() & 0o077 != 0 {
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+                }
+                let store: Store = serde_json::from_slice(&bytes)
+                    .with_context(|| format!("{} is not a valid security store", path.display()))?;
+                if store.version != STORE_VERSION {
+                    bail!(
+                        "{} has version {}, this daemon reads {STORE_VERSION}",
+                        path.display(),
+                        store.version
+                    );
+                }
+                store
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                Store { version: STORE_VERSION, ..Store::default() }
+            }
+            Err(error) => {
+                return Err(error).with_context(|| format!("cannot read {}", path.display()));
+            }
+        };
+        Ok(Self {
+            path,
+            store: Mutex::new(store),
+            codes: Mutex::new(Vec::new()),
+            tickets: Mutex::new(Vec::new()),
+            failures: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn save(&self, store: &Store) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec_pretty(store).map_err(std::io::Error::other)?;
+        crate::home::write_private(&self.path, &bytes)
+    }
+
+    /// Mints a new enrollment code (returned in clear once, kept hashed).
+    pub fn new_code(&self) -> String {
+        let code = random_token(16);
+        let mut salt = [0u8; 16];
+        if let Err(error) = getrandom::fill(&mut salt) {
+            panic!("the operating system's random generator failed: {error}");
+        }
+        let phc = SaltString::encode_b64(&salt)
+            .and_then(|salt| {
+                Argon2::default().hash_password(code.as_bytes(), &salt).map(|hash| hash.to_string())
+            })
+            .unwrap_or_default();
+        let mut codes = lock(&self.codes);
+        let now = Instant::now();
+        codes.retain(|code| code.expires > now);
+        if codes.len() >= MAX_CODES {
+            codes.remove(0);
+        }
+        codes.push(Code { phc, expires: now + CODE_TTL });
+        code
+    }
+
+    /// Consumes a code and creates a principal and a session: returns the
+    /// principal id and the session token for the cookie.
+    pub fn enroll(&self, code: &str, peer: IpAddr) -> Result<(String, String), EnrollError> {
+        if let Some(wait) = self.rate_limited(peer) {
+            return Err(EnrollError::RateLimited(wait));
+        }
+        let matched = {
+            let mut codes = lock(&self.codes);
+            let now = Instant::now();
+            codes.retain(|code| code.expires > now);
+            // Check every code (no early exit) so timing says nothing about
+            // which one matched.
+            let mut found = None;
+            for (at, candidate) in codes.iter().enumerate() {
+                let valid = PasswordHash::new(&candidate.phc).is_ok_and(|hash| {
+                    Argon2::default().verify_password(code.as_bytes(), &hash).is_ok()
+                });
+                if valid && found.is_none() {
+                    found = Some(at);
+                }
+            }
+            found.map(|at| codes.remove(at))
+        };
+        if matched.is_none() {
+            self.record_failure(peer);
+            return Err(EnrollError::Invalid);
+        }
+        let now = crate::host::now_ms();
+        let principal_id = format!("principal-{}", crate::registry::random_hex());
+        let session_id = format!("session-{}", crate::registry::random_hex());
+        let token = random_token(32);
+        let mut store = lock(&self.store);
+        store.principals.push(Principal { principal_id: principal_id.clone(), created_at: now });
+        store.sessions.push(SessionRecord {
+            session_id,
+            principal_id: principal_id.clone(),
+            token_sha256: hex(&sha256(&token)),
+            created_at: now,
+            revoked_at: None,
+        });
+        self.save(&store).map_err(|error| EnrollError::Store(error.to_string()))?;
+        Ok((principal_id, token))
+    }
+
+    fn rate_limited(&self, peer: IpAddr) -> Option<Duration> {
+        let mut failures = lock(&self.failures);
+        let now = Instant::now();
+        let recent = failures.entry(peer).or_default();
+        while recent.front().is_some_and(|at| now.duration_since(*at) >= FAILURE_WINDOW) {
+            recent.pop_front();
+        }
+        if recent.len() >= MAX_FAILURES {
+            let oldest = recent.front().copied().unwrap_or(now);
+            return Some(
+                FAILURE_WINDOW
+                    .saturating_sub(now.duration_since(oldest))
+                    .max(Duration::from_secs(1)),
+            );
+        }
+        None
+    }
+
+    fn record_failure(&self, peer: IpAddr) {
+        let mut failures = lock(&self.failures);
+        // Bound the table: forget peers whose window has passed.
+        let now = Instant::now();
+        failures.retain(|_, recent| {
+            recent.back().is_some_and(|at| now.duration_since(*at) < FAILURE_WINDOW)
+        });
+        failures.entry(peer).or_default().push_back(now);
+    }
+
+    /// The live session a cookie token names.
+    pub fn session(&self, token: &str) -> Option<Session> {
+        let digest = hex(&sha256(token));
+        let store = lock(&self.store);
+        let mut found = None;
+        for record in &store.sessions {
+            let equal: bool = record.token_sha256.as_bytes().ct_eq(digest.as_bytes()).into();
+            if equal && record.revoked_at.is_none() {
+                found = Some(Session {
+                    session_id: record.session_id.clone(),
+                    principal_id: record.principal_id.clone(),
+                });
+            }
+        }
+        found
+    }
+
+    pub fn revoke(&self, session_id: &str) -> std::io::Result<()> {
+        let mut store = lock(&self.store);
+        let now = crate::host::now_ms();
+        for record in &mut store.sessions {
+            if record.session_id == session_id && record.revoked_at.is_none() {
+                record.revoked_at = Some(now);
+            }
+        }
+        self.save(&store)
+    }
+
+    /// A single-use ticket for one WebSocket upgrade from `origin`.
+    pub fn issue_ticket(&self, session: &Session, origin: &str) -> String {
+        let ticket = random_token(32);
+        let mut tickets = lock(&self.tickets);
+        let now = Instant::now();
+        tickets.retain(|ticket| ticket.expires > now);
+        if tickets.len() >= MAX_TICKETS {
+            tickets.remove(0);
+        }
+        tickets.push(Ticket {
+            sha256: sha256(&ticket),
+            session_id: session.session_id.clone(),
+            principal_id: session.principal_id.clone(),
+            origin: origin.to_owned(),
+            expires: now + TICKET_TTL,
+        });
+        ticket
+    }
+
+    /// Consumes a ticket, whatever the outcome, and returns its session if it
+    /// was valid for `origin` and its session is still live.
+    pub fn redeem_ticket(&self, ticket: &str, origin: &str) -> Option<Session> {
+        let digest = sha256(ticket);
+        let redeemed = {
+            let mut tickets = lock(&self.tickets);
+            let at = tickets.iter().position(|known| bool::from(known.sha256.ct_eq(&digest)))?;
+            tickets.remove(at)
+        };
+        if redeemed.expires <= Instant::now() || redeemed.origin != origin {
+            return None;
+        }
+        let store = lock(&self.store);
+        let live = store
+            .sessions
+            .iter()
+            .any(|record| record.session_id == redeemed.session_id && record.revoked_at.is_none());
+        live.then_some(Session {
+            session_id: redeemed.session_id,
+            principal_id: redeemed.principal_id,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auth() -> (tempfile::TempDir, Auth) {
+        let dir = tempfile::tempdir().expect("dir");
+        let auth = Auth::load(dir.path()).expect("load");
+        (dir, auth)
+    }
+
+    const PEER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    #[test]
+    fn a_code_enrolls_once_and_is_never_stored_in_clear() {
+        let (dir, auth) = auth();
+        let code = auth.new_code();
+        assert!(code.len() >= 22, "at least 128 bits");
+        let (_, token) = auth.enroll(&code, PEER).expect("valid code");
+        assert!(matches!(auth.enroll(&code, PEER), Err(EnrollError::Invalid)), "single use");
+        let store = std::fs::read_to_string(dir.path().join("security.json")).expect("store");
+        assert!(!store.contains(&code) && !store.contains(&token), "only hashes on disk");
+        assert!(auth.session(&token).is_some());
+        assert!(auth.session("not-a-token").is_none());
+    }
+
+    #[test]
+    fn tickets_are_single_use_and_bound_to_their_origin() {
+        let (_dir, auth) = auth();
+        let code = auth.new_code();
+        let (_, token) = auth.enroll(&code, PEER).expect("enroll");
+        let session = auth.session(&token).expect("session");
+        let ticket = auth.issue_ticket(&session, "http://127.0.0.1:1");
+        assert!(auth.redeem_ticket(&ticket, "http://evil.example").is_none());
+        assert!(
+            auth.redeem_ticket(&ticket, "http://127.0.0.1:1").is_none(),
+            "consumed by the failed try"
+        );
+        let ticket = auth.issue_ticket(&session, "http://127.0.0.1:1");
+        assert_eq!(auth.redeem_ticket(&ticket, "http://127.0.0.1:1"), Some(session.clone()));
+        auth.revoke(&session.session_id).expect("revoke");
+        assert!(auth.session(&token).is_none());
+        let ticket = auth.issue_ticket(&session, "http://127.0.0.1:1");
+        assert!(auth.redeem_ticket(&ticket, "http://127.0.0.1:1").is_none(), "revoked session");
+    }
+
+    #[test]
+    fn wrong_codes_are_rate_limited_per_peer() {
+        let (_dir, auth) = auth();
+        for _ in 0..MAX_FAILURES {
+            assert!(matches!(auth.enroll("wrong", PEER), Err(EnrollError::Invalid)));
+        }
+        assert!(matches!(auth.enroll("wrong", PEER), Err(EnrollError::RateLimited(_))));
+        let other = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
+        assert!(matches!(auth.enroll("wrong", other), Err(EnrollError::Invalid)));
+    }
+}

@@ -1,0 +1,218 @@
+//! The registry of durable agents: loads every manifest at start (each agent
+//! listed, its process stopped until needed), creates agents, and answers the
+//! registry commands of §10.1 that are not about one attachment.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use shard_agent::config::Config;
+use shard_agent::conversation::Conversation;
+use shard_agent::session_log::{SessionError, find_session, read_log};
+use shard_protocol::orchestrator::{AgentCreate, AgentSpawned};
+use shard_protocol::types::AgentInfo;
+use shard_protocol::{Envelope, ErrorCode, ServerMessage, WireError};
+use tokio::sync::oneshot;
+
+use crate::host::{self, Context, HostCommand, HostHandle};
+use crate::manifest::{MANIFEST_VERSION, Manifest};
+
+/// The longest agent name accepted.
+const MAX_NAME: usize = 200;
+
+pub struct Registry {
+    pub context: Arc<Context>,
+    hosts: Mutex<BTreeMap<String, HostHandle>>,
+    /// Serializes creation so two adoptions of one session cannot race.
+    creating: tokio::sync::Mutex<()>,
+}
+
+fn invalid(message: impl Into<String>) -> WireError {
+    WireError::new(ErrorCode::InvalidRequest, message)
+}
+
+impl Registry {
+    /// Every agent in `$SHARD_HOME/agents`, listed with its process stopped.
+    pub fn load(context: Arc<Context>) -> Self {
+        let hosts = Manifest::load_all(&context.home)
+            .into_iter()
+            .map(|manifest| {
+                (manifest.agent_id.clone(), host::spawn(context.clone(), manifest, false))
+            })
+            .collect();
+        Self { context, hosts: Mutex::new(hosts), creating: tokio::sync::Mutex::new(()) }
+    }
+
+    fn hosts(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, HostHandle>> {
+        self.hosts.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn get(&self, agent_id: &str) -> Option<HostHandle> {
+        self.hosts().get(agent_id).cloned()
+    }
+
+    pub fn list(&self) -> Vec<AgentInfo> {
+        let mut agents: Vec<AgentInfo> = self.hosts().values().map(HostHandle::info).collect();
+        agents.sort_by(|a, b| (a.created_at, &a.agent_id).cmp(&(b.created_at, &b.agent_id)));
+        agents
+    }
+
+    /// `agent.create`: validate everything, write the manifest, start the
+    /// process and wait until it is ready.
+    pub async fn create(&self, request: AgentCreate) -> Result<String, WireError> {
+        let _one_at_a_time = self.creating.lock().await;
+        let home = self.context.home.clone();
+        let cwd = validate_cwd(&request.cwd)?;
+        let config = Config::load(&home)
+            .map_err(|error| WireError::new(ErrorCode::InternalError, format!("{error:#}")))?;
+        if let Some(model) = &request.model {
+            if config.model(model).is_none() {
+                return Err(WireError::new(
+                    ErrorCode::NotFound,
+                    format!("unknown model `{model}`"),
+                ));
+            }
+        }
+        if let Some(mode) = &request.mode {
+            if !shard_agent::modes::is_known(mode) {
+                return Err(WireError::new(ErrorCode::NotFound, format!("unknown mode `{mode}`")));
+            }
+        }
+        if request.name.as_ref().is_some_and(|name| name.chars().count() > MAX_NAME) {
+            return Err(invalid(format!("`name` is longer than {MAX_NAME} characters")));
+        }
+        if let Some(parent) = &request.parent_agent_id {
+            if self.get(parent).is_none() {
+                return Err(WireError::new(ErrorCode::NotFound, format!("no agent `{parent}`")));
+            }
+        }
+        let session_id = match &request.session_id {
+            Some(session_id) => self.adoptable(session_id)?,
+            None => {
+                let model = request.model.clone().unwrap_or_else(|| config.default_model.clone());
+                let mode =
+                    request.mode.clone().unwrap_or_else(|| shard_agent::modes::BUILD.to_owned());
+                let conversation =
+                    Conversation::create(&home, &cwd, &model, &mode).await.map_err(|error| {
+                        WireError::new(
+                            ErrorCode::InternalError,
+                            format!("cannot create the session: {error}"),
+                        )
+                    })?;
+                conversation.session_id.clone()
+            }
+        };
+        let manifest = Manifest {
+            version: MANIFEST_VERSION,
+            agent_id: format!("agent-{}", random_hex()),
+            name: request.name.clone(),
+            cwd,
+            model: request.model.clone(),
+            mode: request.mode.clone(),
+            session_id,
+            created_at: host::now_ms(),
+            parent_agent_id: request.parent_agent_id.clone(),
+            alias: request.alias.clone(),
+            definition_name: request.definition_name.clone(),
+            display_name: request.display_name.clone(),
+        };
+        manifest.save(&home).map_err(|error| {
+            WireError::new(
+                ErrorCode::InternalError,
+                format!("cannot write the manifest: {error:#}"),
+            )
+        })?;
+        let agent_id = manifest.agent_id.clone();
+        let handle = host::spawn(self.context.clone(), manifest, true);
+        self.hosts().insert(agent_id.clone(), handle.clone());
+        // Announced first, then its process starts (agent_status_changed).
+        let mut info = handle.info();
+        info.runtime_state = shard_protocol::types::RuntimeState::Starting;
+        let spawned = AgentSpawned { agent_id: agent_id.clone(), info };
+        self.context.hub.broadcast(&bytes::Bytes::from(
+            Envelope::new(ServerMessage::AgentSpawned(spawned)).to_json(),
+        ));
+        let (reply, started) = oneshot::channel();
+        let _ = handle.commands.send(HostCommand::Start { reply }).await;
+        let result = started.await.unwrap_or_else(|_| {
+            Err(WireError::new(ErrorCode::RuntimeStartFailed, "the agent host stopped"))
+        });
+        match result {
+            Ok(()) => Ok(agent_id),
+            // The identity stays: a retry (attach or new work) starts it again.
+            Err(error) => Err(WireError::new(
+                ErrorCode::RuntimeStartFailed,
+                format!(
+                    "agent {agent_id} was created but its process did not start: {}",
+                    error.message
+                ),
+            )
+            .with_data(serde_json::json!({"agent_id": agent_id}))),
+        }
+    }
+
+    /// A legacy session may be adopted once, if it exists and reads cleanly.
+    fn adoptable(&self, session_id: &str) -> Result<String, WireError> {
+        let home = &self.context.home;
+        let dir = find_session(home, session_id).map_err(|_| {
+            WireError::new(ErrorCode::NotFound, format!("no session `{session_id}`"))
+        })?;
+        match read_log(&dir.join("session.jsonl")) {
+            Ok(_) => {}
+            Err(SessionError::Corrupt { why, .. }) => {
+                return Err(WireError::new(
+                    ErrorCode::SessionCorrupt,
+                    format!("session `{session_id}` cannot be restored: {why}"),
+                ));
+            }
+            Err(error) => return Err(WireError::new(ErrorCode::SessionCorrupt, error.to_string())),
+        }
+        let adopted =
+            Manifest::load_all(home).iter().any(|manifest| manifest.session_id == session_id);
+        if adopted {
+            return Err(invalid(format!("session `{session_id}` is already adopted")));
+        }
+        Ok(session_id.to_owned())
+    }
+
+    /// Stops every process: gracefully (active turns finish) or now.
+    pub async fn shutdown(&self, force: bool) {
+        let hosts: Vec<HostHandle> = self.hosts().values().cloned().collect();
+        let mut waits = Vec::new();
+        for host in hosts {
+            let (reply, done) = oneshot::channel();
+            if host.commands.send(HostCommand::Shutdown { force, reply }).await.is_ok() {
+                waits.push(done);
+            }
+        }
+        for done in waits {
+            let _ = done.await;
+        }
+    }
+}
+
+fn validate_cwd(cwd: &str) -> Result<String, WireError> {
+    use std::os::unix::fs::MetadataExt;
+    let path = Path::new(cwd);
+    if !path.is_absolute() {
+        return Err(invalid("`cwd` must be an absolute path"));
+    }
+    let canonical =
+        path.canonicalize().map_err(|error| invalid(format!("`cwd` {cwd}: {error}")))?;
+    let meta =
+        std::fs::metadata(&canonical).map_err(|error| invalid(format!("`cwd` {cwd}: {error}")))?;
+    if !meta.is_dir() {
+        return Err(invalid(format!("`cwd` {cwd} is not a directory")));
+    }
+    if meta.uid() != nix::unistd::getuid().as_raw() {
+        return Err(invalid(format!("`cwd` {cwd} is owned by another user")));
+    }
+    Ok(canonical.display().to_string())
+}
+
+/// 48 random bits as hex: an opaque id, not a secret.
+pub fn random_hex() -> String {
+    let mut bytes = [0u8; 6];
+    let _ = getrandom::fill(&mut bytes);
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}

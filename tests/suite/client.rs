@@ -1,0 +1,310 @@
+//! Protocol clients of a running daemon: over the unix socket (JSONL) and
+//! over `/ws` after the full browser flow (enroll, bootstrap, ticket). Both
+//! deliver decoded JSON messages through a channel, so tests read them the
+//! same way.
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use reqwest::header::{CONTENT_TYPE, COOKIE, HOST, ORIGIN, SET_COOKIE};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use super::support::Daemon;
+
+const EVENT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Why and how a connection ended.
+#[derive(Debug, Clone)]
+pub enum Ended {
+    /// A WebSocket close frame with its code and reason.
+    Closed(u16, String),
+    /// The stream just ended.
+    Eof,
+}
+
+pub struct Client {
+    outgoing: mpsc::UnboundedSender<String>,
+    incoming: mpsc::UnboundedReceiver<Result<Value, Ended>>,
+    /// Set while the test pretends to be a stalled client.
+    pub seen: Vec<Value>,
+}
+
+impl Client {
+    /// A unix-socket client; reads and checks `hello`.
+    pub async fn unix(socket: &Path) -> Client {
+        Self::unix_paced(socket, None).await
+    }
+
+    /// A unix client that stops reading after `stall_after` messages until
+    /// the returned gate is opened (for backpressure tests).
+    pub async fn unix_paced(
+        socket: &Path,
+        stall: Option<tokio::sync::watch::Receiver<bool>>,
+    ) -> Client {
+        let stream = UnixStream::connect(socket).await.expect("connect to daemon.sock");
+        let (reader, mut writer) = stream.into_split();
+        let (outgoing, mut to_send) = mpsc::unbounded_channel::<String>();
+        let (deliver, incoming) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Some(line) = to_send.recv().await {
+                if writer.write_all(line.as_bytes()).await.is_err()
+                    || writer.write_all(b"\n").await.is_err()
+                {
+                    break;
+                }
+            }
+        });
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(reader).lines();
+            let mut stall = stall;
+            loop {
+                if let Some(gate) = stall.as_mut() {
+                    while !*gate.borrow() {
+                        if gate.changed().await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                match lines.next_line().await {
+                    Ok(Some(line)) => {
+                        let value = serde_json::from_str(&line).unwrap_or(Value::Null);
+                        if deliver.send(Ok(value)).is_err() {
+                            return;
+                        }
+                    }
+                    _ => {
+                        let _ = deliver.send(Err(Ended::Eof));
+                        return;
+                    }
+                }
+            }
+        });
+        let mut client = Client { outgoing, incoming, seen: Vec::new() };
+        let hello = client.expect("hello").await;
+        assert_eq!(hello["capabilities"], json!(["unix", "streaming-deltas"]));
+        client
+    }
+
+    /// A WebSocket client holding `ticket`; reads and checks `hello`.
+    pub async fn websocket(daemon: &Daemon, ticket: &str) -> Client {
+        let socket =
+            connect_ws(daemon, Some(ticket), &daemon.base).await.expect("websocket upgrade");
+        let (mut sink, mut stream) = socket.split();
+        let (outgoing, mut to_send) = mpsc::unbounded_channel::<String>();
+        let (deliver, incoming) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Some(text) = to_send.recv().await {
+                if sink.send(Message::text(text)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        tokio::spawn(async move {
+            while let Some(message) = stream.next().await {
+                match message {
+                    Ok(Message::Text(text)) => {
+                        let value = serde_json::from_str(text.as_str()).unwrap_or(Value::Null);
+                        if deliver.send(Ok(value)).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(Message::Close(frame)) => {
+                        let ended = frame.map_or(Ended::Eof, |frame| {
+                            Ended::Closed(frame.code.into(), frame.reason.to_string())
+                        });
+                        let _ = deliver.send(Err(ended));
+                        return;
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+            let _ = deliver.send(Err(Ended::Eof));
+        });
+        let mut client = Client { outgoing, incoming, seen: Vec::new() };
+        let hello = client.expect("hello").await;
+        assert_eq!(hello["capabilities"], json!(["websocket", "streaming-deltas"]));
+        client
+    }
+
+    pub fn send(&self, message: Value) {
+        let _ = self.outgoing.send(message.to_string());
+    }
+
+    pub fn send_raw(&self, text: &str) {
+        let _ = self.outgoing.send(text.to_owned());
+    }
+
+    pub async fn next(&mut self) -> Value {
+        match tokio::time::timeout(EVENT_TIMEOUT, self.incoming.recv()).await {
+            Ok(Some(Ok(value))) => {
+                self.seen.push(value.clone());
+                value
+            }
+            Ok(Some(Err(ended))) => {
+                panic!("connection ended ({ended:?}); seen: {:#?}", self.tail())
+            }
+            Ok(None) => panic!("connection gone; seen: {:#?}", self.tail()),
+            Err(_) => panic!("no message within {EVENT_TIMEOUT:?}; seen: {:#?}", self.tail()),
+        }
+    }
+
+    fn tail(&self) -> Vec<String> {
+        self.seen.iter().rev().take(10).rev().map(Value::to_string).collect()
+    }
+
+    /// Waits for the connection to end; returns how.
+    pub async fn ended(&mut self) -> Ended {
+        loop {
+            match tokio::time::timeout(EVENT_TIMEOUT, self.incoming.recv()).await {
+                Ok(Some(Ok(value))) => self.seen.push(value),
+                Ok(Some(Err(ended))) => return ended,
+                Ok(None) => return Ended::Eof,
+                Err(_) => panic!("the connection did not end"),
+            }
+        }
+    }
+
+    pub async fn expect(&mut self, kind: &str) -> Value {
+        let message = self.next().await;
+        assert_eq!(message["type"], kind, "expected {kind}, got {message}");
+        message
+    }
+
+    /// Reads until `matches`; returns everything read, the match last.
+    pub async fn until(&mut self, matches: impl Fn(&Value) -> bool) -> Vec<Value> {
+        let mut read = Vec::new();
+        loop {
+            let message = self.next().await;
+            let done = matches(&message);
+            read.push(message);
+            if done {
+                return read;
+            }
+        }
+    }
+
+    /// Sends a command with `id`; returns its response (events before it are
+    /// kept in `seen`).
+    pub async fn call(&mut self, id: &str, mut command: Value) -> Value {
+        command["id"] = json!(id);
+        self.send(command);
+        let read = self.until(|message| message["type"] == "response" && message["id"] == id).await;
+        read.last().cloned().expect("response")
+    }
+
+    pub async fn silent_for(&mut self, millis: u64) {
+        if let Ok(Some(message)) =
+            tokio::time::timeout(Duration::from_millis(millis), self.incoming.recv()).await
+        {
+            panic!("expected silence, got {message:?}");
+        }
+    }
+
+    /// Creates an agent in `cwd`; returns its id.
+    pub async fn create(&mut self, cwd: &Path, name: &str) -> String {
+        let response = self
+            .call(
+                "create",
+                json!({"type": "agent.create", "cwd": cwd.display().to_string(), "name": name}),
+            )
+            .await;
+        assert_eq!(response["success"], true, "{response}");
+        response["data"]["agent_id"].as_str().expect("agent id").to_owned()
+    }
+
+    /// Attaches and reads the response and the sync; returns the sync.
+    pub async fn attach(&mut self, agent_id: &str, role: &str) -> Value {
+        let response = self
+            .call("attach", json!({"type": "agent.attach", "agent_id": agent_id, "role": role}))
+            .await;
+        assert_eq!(response["success"], true, "{response}");
+        let sync = self.expect("sync").await;
+        assert_eq!(sync["agent_id"], agent_id);
+        sync
+    }
+
+    /// Events of `agent_id` only, until one matches.
+    pub async fn until_agent(
+        &mut self,
+        agent_id: &str,
+        matches: impl Fn(&Value) -> bool,
+    ) -> Vec<Value> {
+        self.until(|message| message["agent_id"] == agent_id && matches(message)).await
+    }
+}
+
+/// A browser: enrolls with `code` and keeps its cookie.
+pub struct Browser {
+    /// `shard_session=…`, as the browser would send it back.
+    pub cookie: String,
+}
+
+impl Browser {
+    pub async fn enroll(daemon: &Daemon, code: &str) -> Browser {
+        let response = post(daemon, "/enroll", Some(json!({"code": code})), None).await;
+        assert_eq!(response.status(), 200, "enrollment");
+        let set_cookie = response.headers()[SET_COOKIE].to_str().expect("ascii").to_owned();
+        let cookie = set_cookie.split(';').next().expect("cookie").to_owned();
+        Browser { cookie }
+    }
+
+    pub async fn ticket(&self, daemon: &Daemon) -> String {
+        let response = post(daemon, "/bootstrap", None, Some(&self.cookie)).await;
+        assert_eq!(response.status(), 200, "bootstrap");
+        let body: Value = response.json().await.expect("json");
+        body["ticket"].as_str().expect("ticket").to_owned()
+    }
+
+    pub async fn connect(&self, daemon: &Daemon) -> Client {
+        let ticket = self.ticket(daemon).await;
+        Client::websocket(daemon, &ticket).await
+    }
+}
+
+/// A `POST` as a same-origin page would send it.
+pub async fn post(
+    daemon: &Daemon,
+    path: &str,
+    body: Option<Value>,
+    cookie: Option<&str>,
+) -> reqwest::Response {
+    let mut request = reqwest::Client::new().post(daemon.url(path)).header(ORIGIN, &daemon.base);
+    if let Some(body) = body {
+        request = request.header(CONTENT_TYPE, "application/json").body(body.to_string());
+    }
+    if let Some(cookie) = cookie {
+        request = request.header(COOKIE, cookie);
+    }
+    request.send().await.expect("POST")
+}
+
+/// A raw WebSocket upgrade with an optional ticket and a chosen Origin.
+pub async fn connect_ws(
+    daemon: &Daemon,
+    ticket: Option<&str>,
+    origin: &str,
+) -> Result<
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    tokio_tungstenite::tungstenite::Error,
+> {
+    let mut request = format!("ws://{}/ws", daemon.host()).into_client_request().expect("request");
+    let protocols = match ticket {
+        Some(ticket) => format!("shard.v1, shard.ticket.{ticket}"),
+        None => "shard.v1".to_owned(),
+    };
+    let headers = request.headers_mut();
+    headers.insert("sec-websocket-protocol", protocols.parse().expect("header"));
+    headers.insert(ORIGIN, origin.parse().expect("header"));
+    headers.insert(HOST, daemon.host().parse().expect("header"));
+    tokio_tungstenite::connect_async(request).await.map(|(socket, response)| {
+        assert_eq!(response.headers()["sec-websocket-protocol"], "shard.v1");
+        socket
+    })
+}

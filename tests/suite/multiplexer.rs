@@ -1,0 +1,320 @@
+//! The daemon protocol over real sockets: registry commands, attach order,
+//! fan-out, first-answer-wins, resync with a pending question, headless
+//! answers and backpressure (PROTOCOL.md §6, §10; CONTRACT.md ordering).
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use super::client::{Browser, Client, Ended};
+use super::support::Daemon;
+
+fn kinds(messages: &[Value]) -> Vec<String> {
+    let mut kinds: Vec<String> = Vec::new();
+    for message in messages {
+        let kind = message["type"].as_str().unwrap_or("?").to_owned();
+        if kind == "message_delta" && kinds.last().is_some_and(|last| last == "message_delta") {
+            continue;
+        }
+        kinds.push(kind);
+    }
+    kinds
+}
+
+#[tokio::test]
+async fn create_list_attach_and_prompt_over_the_unix_socket() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let mut watcher = Client::unix(&daemon.socket()).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let agent = client.create(project.path(), "worker").await;
+    assert!(agent.starts_with("agent-"));
+
+    // Every connection hears about it, attached or not.
+    let spawned = watcher.until(|message| message["type"] == "agent_spawned").await;
+    let spawned = spawned.last().expect("spawned");
+    assert_eq!(spawned["agent_id"], agent.as_str());
+    assert_eq!(spawned["info"]["name"], "worker");
+    assert!(spawned.get("agent_id").is_some() && spawned["info"]["cwd"].is_string());
+
+    let listed = client.call("l", json!({"type": "agent.list"})).await;
+    let agents = listed["data"]["agents"].as_array().expect("agents");
+    assert_eq!(agents.len(), 1);
+    assert_eq!(agents[0]["runtime_state"], "running");
+    assert_eq!(agents[0]["status"], "idle");
+    assert_eq!(agents[0]["model"], "demo");
+    assert_eq!(agents[0]["mode"], "build");
+    let one = client.call("s", json!({"type": "agent.status", "agent_id": agent})).await;
+    assert_eq!(one["data"]["agents"][0]["agent_id"], agent.as_str());
+    let missing = client.call("m", json!({"type": "agent.status", "agent_id": "agent-nope"})).await;
+    assert_eq!(missing["error"]["code"], "NOT_FOUND");
+
+    // Not attached yet: per-agent commands are refused.
+    let refused =
+        client.call("p0", json!({"type": "prompt", "agent_id": agent, "message": "hi"})).await;
+    assert_eq!(refused["error"]["code"], "NOT_ATTACHED");
+
+    // Attach: the response, then the sync, nothing in between.
+    client.send(json!({"id": "a", "type": "agent.attach", "agent_id": agent}));
+    let response = client.until(|message| message["id"] == "a").await;
+    let response = response.last().expect("response");
+    assert_eq!(response["data"]["status"], "idle");
+    assert_eq!(response["data"]["info"]["agent_id"], agent.as_str());
+    assert!(response.get("agent_id").is_none(), "an orchestrator response has no routing tag");
+    let sync = client.expect("sync").await;
+    assert_eq!(sync["agent_id"], agent.as_str());
+    assert_eq!(sync["runtime_epoch"], 0);
+    assert!(sync["capabilities"].to_string().contains("mode-switch"));
+    assert_eq!(sync["pending_requests"], json!([]));
+
+    let accepted = client
+        .call("p1", json!({"type": "prompt", "agent_id": agent, "message": "hello daemon"}))
+        .await;
+    assert_eq!(accepted["success"], true);
+    assert_eq!(
+        accepted["agent_id"],
+        agent.as_str(),
+        "a per-agent response carries the routing tag"
+    );
+    let turn = client.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    // Registry events (agent_status_changed, agent_activity) name the agent
+    // in their payload; the agent's own stream is everything else.
+    let own: Vec<Value> = turn
+        .into_iter()
+        .filter(|message| message["agent_id"] == agent.as_str())
+        .filter(|message| !message["type"].as_str().unwrap_or("").starts_with("agent_"))
+        .collect();
+    assert_eq!(
+        kinds(&own),
+        vec!["turn_start", "status", "message_delta", "message_complete", "usage", "turn_end"]
+    );
+    let text: String = own.iter().filter_map(|message| message["text_delta"].as_str()).collect();
+    assert_eq!(text, "You said: hello daemon");
+
+    // A watcher that never attached sees the sanitized overview only.
+    let overview = watcher
+        .until(|message| message["type"] == "agent_activity" && message["phase"] == "streaming")
+        .await;
+    let activity = overview.last().expect("activity");
+    let keys: Vec<&String> = activity.as_object().expect("object").keys().collect();
+    for key in keys {
+        assert!(
+            ["type", "agent_id", "timestamp", "phase", "status", "tool_name"]
+                .contains(&key.as_str()),
+            "{activity}"
+        );
+    }
+    assert!(
+        watcher.seen.iter().all(|message| message["type"] != "message_delta"),
+        "no transcript for the unattached"
+    );
+}
+
+#[tokio::test]
+async fn bad_frames_are_answered_and_the_connection_survives() {
+    let daemon = Daemon::start(&[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    client.send_raw("{not json");
+    assert_eq!(client.expect("error").await["code"], "INVALID_REQUEST");
+    let unknown = client.call("u", json!({"type": "agent.teleport"})).await;
+    assert_eq!(
+        (unknown["command"].as_str(), unknown["error"]["code"].as_str()),
+        (Some("agent.teleport"), Some("INVALID_REQUEST"))
+    );
+    let wrong = client.call("w", json!({"type": "agent.create", "cwd": 7})).await;
+    assert!(wrong["error"]["message"].as_str().unwrap_or("").contains("cwd"));
+    let relative = client.call("r", json!({"type": "agent.create", "cwd": "relative/dir"})).await;
+    assert_eq!(relative["error"]["code"], "INVALID_REQUEST");
+    let no_model =
+        client.call("n", json!({"type": "agent.create", "cwd": "/tmp", "model": "gpt-none"})).await;
+    assert_eq!(no_model["error"]["code"], "NOT_FOUND");
+    let listed = client.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(listed["data"]["agents"], json!([]));
+}
+
+/// Reads until a permission request of `agent` arrives; returns it.
+async fn permission_request(client: &mut Client, agent: &str) -> Value {
+    let read = client.until_agent(agent, |message| message["type"] == "permission_request").await;
+    read.last().cloned().expect("request")
+}
+
+#[tokio::test]
+async fn two_clients_race_a_permission_answer_and_the_first_wins() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    let mut web = browser.connect(&daemon).await;
+    let mut local = Client::unix(&daemon.socket()).await;
+    let agent = local.create(project.path(), "racer").await;
+    local.attach(&agent, "interactive").await;
+    web.attach(&agent, "interactive").await;
+
+    local
+        .call(
+            "p",
+            json!({"type": "prompt", "agent_id": agent, "message": "run: echo raced > raced.txt"}),
+        )
+        .await;
+    let request = permission_request(&mut local, &agent).await;
+    let seen_by_web = permission_request(&mut web, &agent).await;
+    assert_eq!(request["request_id"], seen_by_web["request_id"], "broadcast to both");
+    let request_id = request["request_id"].clone();
+
+    // Both answer at once; exactly one answer is applied.
+    web.send(json!({"id": "w", "type": "permission_response", "agent_id": agent, "request_id": request_id, "decision": "allow"}));
+    local.send(json!({"id": "l", "type": "permission_response", "agent_id": agent, "request_id": request_id, "decision": "deny"}));
+    let web_read =
+        web.until_agent(&agent, |message| message["type"] == "permission_resolved").await;
+    let local_read =
+        local.until_agent(&agent, |message| message["type"] == "permission_resolved").await;
+    let web_resolved = web_read.last().expect("resolved");
+    let local_resolved = local_read.last().expect("resolved");
+    assert_eq!(web_resolved["decision"], local_resolved["decision"], "one outcome for all");
+    let winner = web_resolved["decision"].as_str().expect("decision").to_owned();
+    assert!(winner == "allow" || winner == "deny");
+    let source = web_resolved["source"].as_str().expect("source");
+    assert!(source == "web" || source == "unix", "{web_resolved}");
+    assert_eq!((winner == "allow"), (source == "web"), "the winner's answer and source agree");
+
+    let web_turn = web.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    let local_turn = local.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    // The loser was not errored: its command got `success: true`.
+    for (client_seen, id) in [(&web.seen, "w"), (&local.seen, "l")] {
+        let response = client_seen
+            .iter()
+            .find(|message| message["id"] == id)
+            .expect("each answer is acknowledged");
+        assert_eq!(response["success"], true);
+    }
+    // Each saw the resolution once.
+    for turn in [&web_turn, &local_turn] {
+        assert_eq!(
+            turn.iter().filter(|message| message["type"] == "permission_resolved").count(),
+            0,
+            "no second resolution"
+        );
+    }
+    assert_eq!(project.path().join("raced.txt").exists(), winner == "allow");
+
+    // A late answer is dropped silently: acknowledged, nothing else happens.
+    let late = local
+        .call("late", json!({"type": "permission_response", "agent_id": agent, "request_id": request_id, "decision": "allow"}))
+        .await;
+    assert_eq!(late["success"], true);
+    local.silent_for(400).await;
+}
+
+#[tokio::test]
+async fn a_pending_question_survives_a_reconnect() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    let mut web = browser.connect(&daemon).await;
+    let agent = web.create(project.path(), "patient").await;
+    web.attach(&agent, "interactive").await;
+    web.call(
+        "p",
+        json!({"type": "prompt", "agent_id": agent, "message": "run: echo kept > kept.txt"}),
+    )
+    .await;
+    let request = permission_request(&mut web, &agent).await;
+    drop(web); // the tab goes away mid-question
+
+    let mut again = browser.connect(&daemon).await;
+    let sync = again.attach(&agent, "interactive").await;
+    assert_eq!(sync["status"], "waiting_for_permission");
+    let pending = sync["pending_requests"].as_array().expect("pending");
+    assert_eq!(pending.len(), 1, "{sync}");
+    assert_eq!(pending[0]["type"], "permission_request");
+    assert_eq!(pending[0]["request_id"], request["request_id"]);
+    again.send(json!({"type": "permission_response", "agent_id": agent, "request_id": request["request_id"], "choice_id": "allow-once"}));
+    let read = again.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    let resolved =
+        read.iter().find(|message| message["type"] == "permission_resolved").expect("resolved");
+    assert_eq!(resolved["choice_id"], "allow-once");
+    assert!(project.path().join("kept.txt").exists());
+}
+
+#[tokio::test]
+async fn nobody_to_answer_is_an_immediate_headless_deny() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let mut observer = Client::unix(&daemon.socket()).await;
+    let mut driver = Client::unix(&daemon.socket()).await;
+    let agent = driver.create(project.path(), "alone").await;
+    observer.attach(&agent, "observer").await;
+    let denied =
+        observer.call("o", json!({"type": "prompt", "agent_id": agent, "message": "hi"})).await;
+    assert_eq!(denied["error"]["code"], "PERMISSION_DENIED", "observers never prompt");
+    driver.attach(&agent, "interactive").await;
+    driver
+        .call(
+            "p",
+            json!({"type": "prompt", "agent_id": agent, "message": "run: touch headless.txt"}),
+        )
+        .await;
+    driver.call("d", json!({"type": "agent.detach", "agent_id": agent})).await;
+    // Only an observer is left: it sees the question and its headless end.
+    let read = observer.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    let resolved =
+        read.iter().find(|message| message["type"] == "permission_resolved").expect("resolved");
+    assert_eq!(
+        (resolved["decision"].as_str(), resolved["source"].as_str()),
+        (Some("deny"), Some("headless"))
+    );
+    let result = read.iter().find(|message| message["type"] == "tool_result").expect("result");
+    assert_eq!(result["is_error"], true);
+    assert!(!project.path().join("headless.txt").exists());
+}
+
+#[tokio::test]
+async fn a_question_left_alone_is_denied_after_the_headless_timeout() {
+    let daemon = Daemon::start(&["--headless-timeout", "1"]).await;
+    let project = TempDir::new().expect("project");
+    let mut observer = Client::unix(&daemon.socket()).await;
+    let agent = observer.create(project.path(), "waiting").await;
+    observer.attach(&agent, "observer").await;
+    let mut driver = Client::unix(&daemon.socket()).await;
+    driver.attach(&agent, "interactive").await;
+    driver
+        .call("p", json!({"type": "prompt", "agent_id": agent, "message": "run: touch late.txt"}))
+        .await;
+    permission_request(&mut driver, &agent).await;
+    drop(driver); // the last responder leaves with the question open
+    let started = std::time::Instant::now();
+    let read =
+        observer.until_agent(&agent, |message| message["type"] == "permission_resolved").await;
+    let resolved = read.last().expect("resolved");
+    assert_eq!(resolved["source"], "headless");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(500), "waited for the timeout");
+}
+
+#[tokio::test]
+async fn a_stalled_client_is_dropped_while_a_fast_one_keeps_up() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let mut fast = Client::unix(&daemon.socket()).await;
+    let agent = fast.create(project.path(), "firehose").await;
+    let (open_gate, gate) = tokio::sync::watch::channel(true);
+    let mut slow = Client::unix_paced(&daemon.socket(), Some(gate)).await;
+    slow.attach(&agent, "observer").await;
+    fast.attach(&agent, "interactive").await;
+    open_gate.send(false).expect("stall"); // the slow client stops reading
+    fast.call("p", json!({"type": "prompt", "agent_id": agent, "message": "burst: 60000"})).await;
+    let turn = fast.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    let deltas = turn.iter().filter(|message| message["type"] == "message_delta").count();
+    assert_eq!(deltas, 60000, "the fast client got every delta");
+    open_gate.send(true).expect("resume");
+    // The slow one was disconnected with a reason, after what it had queued.
+    match slow.ended().await {
+        Ended::Eof => {}
+        other => panic!("{other:?}"),
+    }
+    let last = slow.seen.last().expect("a final message");
+    assert_eq!(last["type"], "error", "{last}");
+    assert_eq!(last["fatal"], true);
+    assert!(last["message"].as_str().unwrap_or("").contains("too slow"), "{last}");
+    // It may come back and resync.
+    let mut back = Client::unix(&daemon.socket()).await;
+    let sync = back.attach(&agent, "observer").await;
+    assert_eq!(sync["status"], "idle");
+}

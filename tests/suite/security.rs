@@ -1,0 +1,252 @@
+//! Browser security on loopback, request by request (CONTRACT.md "HTTP
+//! routes", "WebSocket upgrade"): each rejection with its status code.
+
+use reqwest::StatusCode;
+use reqwest::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, HOST, ORIGIN, RETRY_AFTER, SET_COOKIE,
+};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::client::{Browser, Ended, connect_ws, post};
+use super::support::Daemon;
+
+/// Sends a raw HTTP/1.1 request and returns the status code.
+async fn raw(daemon: &Daemon, request: &str) -> u16 {
+    let mut stream = tokio::net::TcpStream::connect(daemon.host()).await.expect("connect");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut response = vec![0; 1024];
+    let read = stream.read(&mut response).await.expect("read");
+    let head = String::from_utf8_lossy(&response[..read]);
+    head.split_whitespace().nth(1).and_then(|code| code.parse().ok()).unwrap_or(0)
+}
+
+#[tokio::test]
+async fn host_checks_come_first_and_are_exact() {
+    let daemon = Daemon::start(&[]).await;
+    let host = daemon.host();
+    let port = host.rsplit(':').next().expect("port");
+    assert_eq!(raw(&daemon, &format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n")).await, 200);
+    for bad in [
+        format!("localhost:{port}"),
+        format!("127.0.0.2:{port}"),
+        "127.0.0.1".to_owned(),
+        format!("evil.example:{port}"),
+        format!("127.0.0.1:{port}.evil.example"),
+    ] {
+        let status = raw(&daemon, &format!("GET / HTTP/1.1\r\nHost: {bad}\r\n\r\n")).await;
+        assert_eq!(status, 400, "Host {bad}");
+    }
+    let duplicate =
+        raw(&daemon, &format!("GET / HTTP/1.1\r\nHost: {host}\r\nHost: {host}\r\n\r\n")).await;
+    assert_eq!(duplicate, 400, "two Host headers");
+    let absolute =
+        raw(&daemon, &format!("GET http://{host}/ HTTP/1.1\r\nHost: {host}\r\n\r\n")).await;
+    assert_eq!(absolute, 400, "absolute-form target");
+    // Even the bundle is refused under another name.
+    let status =
+        raw(&daemon, &format!("GET /pkg/shard.js HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n"))
+            .await;
+    assert_eq!(status, 400);
+}
+
+#[tokio::test]
+async fn state_changing_requests_need_an_allowed_origin() {
+    let daemon = Daemon::start(&[]).await;
+    let code = daemon.enroll_code();
+    let client = reqwest::Client::new();
+    let body = json!({"code": code}).to_string();
+    for origin in [None, Some("http://evil.example"), Some("null"), Some("http://localhost:1")] {
+        let mut request = client
+            .post(daemon.url("/enroll"))
+            .header(CONTENT_TYPE, "application/json")
+            .body(body.clone());
+        if let Some(origin) = origin {
+            request = request.header(ORIGIN, origin);
+        }
+        let response = request.send().await.expect("POST");
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "Origin {origin:?}");
+        assert_eq!(response.headers()[CACHE_CONTROL], "no-store");
+    }
+    // The code was not consumed by those: it still enrolls.
+    Browser::enroll(&daemon, &code).await;
+}
+
+#[tokio::test]
+async fn enrollment_sets_a_strict_cookie_once_per_code() {
+    let daemon = Daemon::start(&[]).await;
+    let code = daemon.enroll_code();
+    let response = post(&daemon, "/enroll", Some(json!({"code": code})), None).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()[CACHE_CONTROL], "no-store");
+    let cookie = response.headers()[SET_COOKIE].to_str().expect("ascii").to_owned();
+    assert!(cookie.starts_with("shard_session="), "{cookie}");
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.contains(attribute), "{cookie} lacks {attribute}");
+    }
+    assert!(!cookie.contains("Secure") && !cookie.contains("Domain"), "{cookie}");
+    let body: serde_json::Value = response.json().await.expect("json");
+    assert!(body["principal_id"].as_str().unwrap_or("").starts_with("principal-"));
+    let again = post(&daemon, "/enroll", Some(json!({"code": code})), None).await;
+    assert_eq!(again.status(), StatusCode::UNAUTHORIZED, "single use");
+    assert!(again.headers().get(SET_COOKIE).is_none());
+
+    // Wrong content type, wrong method.
+    let text = reqwest::Client::new()
+        .post(daemon.url("/enroll"))
+        .header(ORIGIN, &daemon.base)
+        .header(CONTENT_TYPE, "text/plain")
+        .body(json!({"code": "x"}).to_string())
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(text.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    for path in ["/enroll", "/bootstrap", "/logout"] {
+        let response = reqwest::get(daemon.url(path)).await.expect("GET");
+        assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED, "GET {path}");
+    }
+}
+
+#[tokio::test]
+async fn wrong_codes_are_rate_limited_by_peer_address() {
+    let daemon = Daemon::start(&[]).await;
+    for attempt in 0..10 {
+        let response =
+            post(&daemon, "/enroll", Some(json!({"code": format!("wrong-{attempt}")})), None).await;
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    }
+    let limited = reqwest::Client::new()
+        .post(daemon.url("/enroll"))
+        .header(ORIGIN, &daemon.base)
+        .header(CONTENT_TYPE, "application/json")
+        .header("X-Forwarded-For", "203.0.113.9") // never changes the key
+        .body(json!({"code": daemon.enroll_code()}).to_string())
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 =
+        limited.headers()[RETRY_AFTER].to_str().expect("ascii").parse().expect("seconds");
+    assert!((1..=60).contains(&wait));
+}
+
+#[tokio::test]
+async fn bootstrap_needs_a_live_plain_cookie() {
+    let daemon = Daemon::start(&[]).await;
+    assert_eq!(post(&daemon, "/bootstrap", None, None).await.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        post(&daemon, "/bootstrap", None, Some("shard_session=forged")).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    let token = browser.cookie.trim_start_matches("shard_session=");
+    // The Secure form over plain http is refused (§4.1.2 D4).
+    let secure =
+        post(&daemon, "/bootstrap", None, Some(&format!("__Host-shard_session={token}"))).await;
+    assert_eq!(secure.status(), StatusCode::UNAUTHORIZED);
+    let ok = post(&daemon, "/bootstrap", None, Some(&browser.cookie)).await;
+    assert_eq!(ok.status(), StatusCode::OK);
+    assert_eq!(ok.headers()[CACHE_CONTROL], "no-store");
+    let body: serde_json::Value = ok.json().await.expect("json");
+    assert_eq!(body["protocol"], "shard.v1");
+    assert!(body["expires_in_ms"].as_u64().is_some_and(|ms| ms > 0 && ms <= 60_000));
+    let ticket = body["ticket"].as_str().expect("ticket");
+    assert!(
+        ticket.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_'),
+        "base64url: {ticket}"
+    );
+}
+
+async fn ws_status(result: Result<impl Sized, tokio_tungstenite::tungstenite::Error>) -> u16 {
+    match result {
+        Ok(_) => 101,
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => response.status().as_u16(),
+        Err(other) => panic!("unexpected failure: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn websocket_tickets_are_single_use_and_origin_bound() {
+    let daemon = Daemon::start(&[]).await;
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    assert_eq!(ws_status(connect_ws(&daemon, None, &daemon.base).await).await, 401, "no ticket");
+    assert_eq!(
+        ws_status(connect_ws(&daemon, Some("forged"), &daemon.base).await).await,
+        401,
+        "unknown ticket"
+    );
+    let ticket = browser.ticket(&daemon).await;
+    assert_eq!(
+        ws_status(connect_ws(&daemon, Some(&ticket), "http://evil.example").await).await,
+        400,
+        "wrong Origin: 400 first"
+    );
+    let ticket = browser.ticket(&daemon).await;
+    let socket = connect_ws(&daemon, Some(&ticket), &daemon.base).await;
+    assert_eq!(ws_status(socket).await, 101);
+    assert_eq!(
+        ws_status(connect_ws(&daemon, Some(&ticket), &daemon.base).await).await,
+        401,
+        "replayed"
+    );
+}
+
+#[tokio::test]
+async fn logout_closes_the_sessions_sockets_and_clears_the_cookie() {
+    let daemon = Daemon::start(&[]).await;
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    let other = Browser::enroll(&daemon, &{
+        // A second browser, enrolled with a fresh code from `shard enroll`.
+        let output = super::support::shard(&daemon.home, daemon.cwd.path())
+            .arg("enroll")
+            .output()
+            .await
+            .expect("enroll");
+        String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .split("#enroll=")
+            .nth(1)
+            .expect("code")
+            .to_owned()
+    })
+    .await;
+    let mut mine = browser.connect(&daemon).await;
+    let mut theirs = other.connect(&daemon).await;
+    let response = post(&daemon, "/logout", None, Some(&browser.cookie)).await;
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
+    let cleared = response.headers()[SET_COOKIE].to_str().expect("ascii");
+    assert!(cleared.contains("Max-Age=0"), "{cleared}");
+    match mine.ended().await {
+        Ended::Closed(code, reason) => {
+            assert_eq!(code, 1008);
+            assert!(reason.contains("logged out"), "{reason}");
+        }
+        Ended::Eof => panic!("closed without a reason"),
+    }
+    assert_eq!(
+        post(&daemon, "/bootstrap", None, Some(&browser.cookie)).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+    // Another browser's socket is untouched.
+    let listed = theirs.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(listed["success"], true);
+    // Logging out without a cookie is fine too.
+    assert_eq!(post(&daemon, "/logout", None, None).await.status(), StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn html_cannot_be_framed() {
+    let daemon = Daemon::start(&[]).await;
+    let response = reqwest::Client::new()
+        .get(daemon.url("/"))
+        .header(HOST, daemon.host())
+        .send()
+        .await
+        .expect("GET");
+    assert!(
+        response.headers()[CONTENT_SECURITY_POLICY]
+            .to_str()
+            .expect("ascii")
+            .contains("frame-ancestors 'none'")
+    );
+}
