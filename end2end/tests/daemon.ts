@@ -1,7 +1,8 @@
 // A Playwright fixture that runs the real `shard` binary for each worker, in a
 // fresh $SHARD_HOME and an empty working directory (so the page can only come
 // from the binary itself), and tells the tests its base URL.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { connect } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -14,6 +15,8 @@ const SHARD_BIN = process.env.SHARD_BIN ?? resolve(__dirname, '../../target/rele
 
 export type Daemon = {
   baseURL: string;
+  /** The enrollment URL the daemon printed at start (single use). */
+  enrollURL: string;
   home: string;
   process: ChildProcess;
 };
@@ -23,17 +26,20 @@ export async function startDaemon(extraArgs: string[] = []): Promise<Daemon> {
   const cwd = mkdtempSync(join(tmpdir(), 'shard-cwd-'));
   const child = spawn(SHARD_BIN, ['daemon', '--port', '0', ...extraArgs], {
     cwd,
-    env: { ...process.env, SHARD_HOME: home },
+    env: { SHARD_LOG: 'warn', ...process.env, SHARD_HOME: home },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const baseURL = await new Promise<string>((resolveURL, reject) => {
+  const [baseURL, enrollURL] = await new Promise<[string, string]>((resolveURLs, reject) => {
     const timer = setTimeout(() => reject(new Error('shard daemon did not announce within 30 s')), 30_000);
     const lines = createInterface({ input: child.stdout! });
+    let base = '';
     lines.on('line', (line) => {
-      const match = /^listening on (http:\/\/\S+)$/.exec(line);
-      if (match) {
+      const listening = /^listening on (http:\/\/\S+)$/.exec(line);
+      if (listening) base = listening[1];
+      const enroll = /^enroll: (\S+)$/.exec(line);
+      if (enroll && base) {
         clearTimeout(timer);
-        resolveURL(match[1]);
+        resolveURLs([base, enroll[1]]);
       }
     });
     child.once('exit', (code) => {
@@ -45,7 +51,7 @@ export async function startDaemon(extraArgs: string[] = []): Promise<Daemon> {
     rmSync(home, { recursive: true, force: true });
     rmSync(cwd, { recursive: true, force: true });
   });
-  return { baseURL, home, process: child };
+  return { baseURL, enrollURL, home, process: child };
 }
 
 export async function stopDaemon(daemon: Daemon): Promise<void> {
@@ -53,6 +59,36 @@ export async function stopDaemon(daemon: Daemon): Promise<void> {
   const exited = new Promise((done) => daemon.process.once('exit', done));
   daemon.process.kill('SIGTERM');
   await exited;
+}
+
+/** A fresh single-use enrollment URL from `shard enroll`. */
+export function newEnrollURL(daemon: Daemon): string {
+  const output = execFileSync(SHARD_BIN, ['enroll'], { env: { ...process.env, SHARD_HOME: daemon.home } });
+  const match = /^enroll: (\S+)$/m.exec(output.toString());
+  if (!match) throw new Error(`shard enroll printed: ${output}`);
+  return match[1];
+}
+
+/** Sends one command to the daemon over its unix socket; resolves with the response. */
+export function unixCall(daemon: Daemon, command: Record<string, unknown>): Promise<any> {
+  return new Promise((resolveResponse, reject) => {
+    const socket = connect(join(daemon.home, 'daemon.sock'));
+    let buffer = '';
+    socket.on('data', (chunk) => {
+      buffer += chunk.toString();
+      let newline;
+      while ((newline = buffer.indexOf('\n')) >= 0) {
+        const message = JSON.parse(buffer.slice(0, newline));
+        buffer = buffer.slice(newline + 1);
+        if (message.type === 'response' && message.id === command.id) {
+          socket.end();
+          resolveResponse(message);
+        }
+      }
+    });
+    socket.on('error', reject);
+    socket.write(JSON.stringify(command) + '\n');
+  });
 }
 
 export const test = base.extend<{}, { daemon: Daemon }>({

@@ -1,0 +1,194 @@
+//! The browser side of the connection (hydrate only): enroll when opened with
+//! `#enroll=CODE` (then drop the code from the address bar), get a ticket from
+//! `/bootstrap`, open `/ws` with it, and keep the agent list live. A lost
+//! connection is retried with backoff 1 s, 2 s, 4 s … 30 s (§2.2).
+
+use futures::{SinkExt, StreamExt};
+use gloo_net::http::Request;
+use leptos::prelude::{Set, Update};
+use gloo_net::websocket::Message;
+use gloo_net::websocket::futures::WebSocket;
+use shard_protocol::orchestrator::AgentsResult;
+use shard_protocol::{Envelope, ServerMessage};
+
+use crate::state::{ClientState, Connection};
+
+const MAX_BACKOFF_SECONDS: u32 = 30;
+
+enum Ended {
+    /// The browser has no valid session: enrollment is needed.
+    NotEnrolled,
+    /// The connection failed or dropped; `connected` if it had worked.
+    Dropped { connected: bool },
+}
+
+/// The code from `#enroll=…`, removed from the address bar at once so it is
+/// neither bookmarked nor left in history.
+fn take_enroll_code() -> Option<String> {
+    let window = web_sys::window()?;
+    let location = window.location();
+    let hash = location.hash().ok()?;
+    let code = hash.strip_prefix("#enroll=")?.to_owned();
+    let clean = format!("{}{}", location.pathname().ok()?, location.search().ok()?);
+    if let Ok(history) = window.history() {
+        let _ = history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&clean));
+    }
+    (!code.is_empty()).then_some(code)
+}
+
+async fn enroll(state: &ClientState, code: String) {
+    state.connection.set(Connection::Enrolling);
+    let body = serde_json::json!({ "code": code });
+    let enrolled = match Request::post("/enroll").json(&body) {
+        Ok(request) => request.send().await.map(|response| response.status()),
+        Err(error) => Err(error),
+    };
+    match enrolled {
+        Ok(200) => state.notice.set(Some("This browser is now enrolled.".to_owned())),
+        Ok(429) => state.notice.set(Some("Too many tries; wait a minute and open a new link.".to_owned())),
+        _ => state.notice.set(Some(
+            "That enrollment link is invalid, used or expired. Run `shard enroll` for a new one.".to_owned(),
+        )),
+    }
+}
+
+/// Resolves at the next `hashchange` (an enrollment link opened in this tab).
+async fn hash_changed() {
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen::closure::Closure;
+    let Some(window) = web_sys::window() else { return std::future::pending().await };
+    let (fire, fired) = futures::channel::oneshot::channel::<()>();
+    let fire = std::cell::Cell::new(Some(fire));
+    let listener = Closure::<dyn FnMut()>::new(move || {
+        if let Some(fire) = fire.take() {
+            let _ = fire.send(());
+        }
+    });
+    let callback = listener.as_ref().unchecked_ref();
+    if window.add_event_listener_with_callback("hashchange", callback).is_err() {
+        return std::future::pending().await;
+    }
+    let _ = fired.await;
+    let _ = window.remove_event_listener_with_callback("hashchange", callback);
+}
+
+pub async fn run(state: ClientState) {
+    loop {
+        if let Some(code) = take_enroll_code() {
+            enroll(&state, code).await;
+        }
+        let mut backoff = 1;
+        loop {
+            state.connection.set(Connection::Connecting);
+            match connect(&state).await {
+                Ended::NotEnrolled => {
+                    state.connection.set(Connection::NotEnrolled);
+                    break;
+                }
+                Ended::Dropped { connected } => {
+                    *state.sender.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                    if connected {
+                        backoff = 1;
+                    }
+                    state.connection.set(Connection::Retrying(backoff));
+                    gloo_timers::future::TimeoutFuture::new(backoff * 1000).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF_SECONDS);
+                }
+            }
+        }
+        // Not enrolled: wait for an enrollment link opened in this tab.
+        hash_changed().await;
+    }
+}
+
+async fn connect(state: &ClientState) -> Ended {
+    let dropped = Ended::Dropped { connected: false };
+    let response = match Request::post("/bootstrap").send().await {
+        Ok(response) => response,
+        Err(_) => return dropped,
+    };
+    if response.status() == 401 {
+        return Ended::NotEnrolled;
+    }
+    if response.status() != 200 {
+        return dropped;
+    }
+    let Ok(body) = response.json::<serde_json::Value>().await else { return dropped };
+    let Some(ticket) = body["ticket"].as_str() else { return dropped };
+    let Some(location) = web_sys::window().map(|window| window.location()) else { return dropped };
+    let (Ok(protocol), Ok(host)) = (location.protocol(), location.host()) else { return dropped };
+    let scheme = if protocol == "https:" { "wss" } else { "ws" };
+    let url = format!("{scheme}://{host}/ws");
+    let protocols = [shard_protocol::WS_SUBPROTOCOL.to_owned(), format!("{}{ticket}", shard_protocol::WS_TICKET_PREFIX)];
+    let Ok(socket) = WebSocket::open_with_protocols(&url, &protocols) else { return dropped };
+    let (mut writer, mut reader) = socket.split();
+    let (outgoing, mut queue) = futures::channel::mpsc::unbounded::<String>();
+    *state.sender.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+        Some(Box::new(move |text| {
+            let _ = outgoing.unbounded_send(text);
+        }));
+    leptos::task::spawn_local(async move {
+        while let Some(text) = queue.next().await {
+            if writer.send(Message::Text(text)).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut connected = false;
+    while let Some(message) = reader.next().await {
+        match message {
+            Ok(Message::Text(text)) => {
+                if handle(state, &text) {
+                    connected = true;
+                }
+            }
+            Ok(Message::Bytes(_)) => {}
+            Err(_) => break,
+        }
+    }
+    Ended::Dropped { connected }
+}
+
+/// Applies one message; returns whether it was the `hello`.
+fn handle(state: &ClientState, text: &str) -> bool {
+    let Ok(envelope) = Envelope::<ServerMessage>::from_json(text) else {
+        return false; // a newer daemon's message: ignore it
+    };
+    match envelope.message {
+        ServerMessage::Hello(_) => {
+            state.connection.set(Connection::Connected);
+            state.send(serde_json::json!({"id": "list", "type": "agent.list"}).to_string());
+            return true;
+        }
+        ServerMessage::Response(response) => {
+            let id = envelope.id.unwrap_or_default();
+            if id == "list" {
+                if let Ok(AgentsResult { agents }) = response.data::<AgentsResult>() {
+                    state.agents.set(agents);
+                }
+            } else if id.starts_with("create-") {
+                match response.outcome {
+                    Ok(_) => state.notice.set(None),
+                    Err(error) => state.notice.set(Some(format!("Could not create the agent: {}", error.message))),
+                }
+            }
+        }
+        ServerMessage::AgentSpawned(spawned) => state.upsert(spawned.info),
+        ServerMessage::AgentStatusChanged(changed) => state.agents.update(|agents| {
+            if let Some(agent) = agents.iter_mut().find(|agent| agent.agent_id == changed.agent_id) {
+                agent.status = changed.status;
+                agent.runtime_state = changed.runtime_state;
+            }
+        }),
+        ServerMessage::AgentExited(exited) => state.agents.update(|agents| {
+            if let Some(agent) = agents.iter_mut().find(|agent| agent.agent_id == exited.agent_id) {
+                agent.runtime_state = exited.runtime_state;
+            }
+        }),
+        ServerMessage::AgentActivity(activity) => state.activity.update(|map| {
+            map.insert(activity.agent_id, (activity.phase, activity.tool_name));
+        }),
+        _ => {}
+    }
+    false
+}

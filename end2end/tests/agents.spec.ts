@@ -1,0 +1,52 @@
+// Enrollment and the live agent list, in Chromium against the real daemon.
+import { mkdtempSync, realpathSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test, expect, newEnrollURL, unixCall } from './daemon';
+
+test('a browser enrolls with the printed URL and sees the agents it creates, live', async ({ page, daemon }, testInfo) => {
+  const problems: string[] = [];
+  page.on('pageerror', (error) => problems.push(error.message));
+
+  await page.goto(daemon.enrollURL);
+  await expect(page.locator('.connection')).toHaveText('connected');
+  await expect(page.locator('.notice')).toHaveText('This browser is now enrolled.');
+  // The code left the address bar.
+  expect(page.url()).not.toContain('enroll=');
+
+  const project = realpathSync(mkdtempSync(join(tmpdir(), 'shard-project-')));
+  await page.getByLabel('Working directory').fill(project);
+  await page.getByLabel('Name').fill('from the browser');
+  await page.getByRole('button', { name: 'Create agent' }).click();
+  const created = page.locator('li.agent', { hasText: 'from the browser' });
+  await expect(created).toBeVisible();
+  await expect(created.locator('.runtime')).toHaveText('running');
+  await expect(created.locator('.status')).toHaveText('idle');
+  await expect(created.locator('.cwd')).toHaveText(project);
+
+  // An agent created elsewhere (a local tool on the unix socket) appears too.
+  const other = realpathSync(mkdtempSync(join(tmpdir(), 'shard-project-')));
+  const response = await unixCall(daemon, { id: 'c', type: 'agent.create', cwd: other, name: 'from a tool' });
+  expect(response.success).toBe(true);
+  await expect(page.locator('li.agent', { hasText: 'from a tool' })).toBeVisible();
+
+  // The session survives a reload: no enrollment needed again.
+  await page.reload();
+  await expect(page.locator('.connection')).toHaveText('connected');
+  await expect(page.locator('li.agent')).toHaveCount(2);
+  await page.screenshot({ path: testInfo.outputPath('agents.png'), fullPage: true });
+  expect(problems).toEqual([]);
+});
+
+test('a used or wrong enrollment link says so and the browser stays out', async ({ browser, daemon }) => {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  await page.goto(`${daemon.baseURL}/#enroll=not-a-real-code`);
+  await expect(page.locator('.notice')).toContainText('invalid, used or expired');
+  await expect(page.locator('.connection')).toHaveText('not enrolled');
+  await expect(page.locator('.enroll-help')).toContainText('shard enroll');
+  // A fresh code from `shard enroll` lets it in.
+  await page.goto(newEnrollURL(daemon));
+  await expect(page.locator('.connection')).toHaveText('connected');
+  await context.close();
+});
