@@ -5,9 +5,9 @@
 
 use futures::{SinkExt, StreamExt};
 use gloo_net::http::Request;
-use leptos::prelude::{Set, Update};
 use gloo_net::websocket::Message;
 use gloo_net::websocket::futures::WebSocket;
+use leptos::prelude::{Set, Update};
 use shard_protocol::orchestrator::AgentsResult;
 use shard_protocol::{Envelope, ServerMessage};
 
@@ -45,9 +45,12 @@ async fn enroll(state: &ClientState, code: String) {
     };
     match enrolled {
         Ok(200) => state.notice.set(Some("This browser is now enrolled.".to_owned())),
-        Ok(429) => state.notice.set(Some("Too many tries; wait a minute and open a new link.".to_owned())),
+        Ok(429) => {
+            state.notice.set(Some("Too many tries; wait a minute and open a new link.".to_owned()))
+        }
         _ => state.notice.set(Some(
-            "That enrollment link is invalid, used or expired. Run `shard enroll` for a new one.".to_owned(),
+            "That enrollment link is invalid, used or expired. Run `shard enroll` for a new one."
+                .to_owned(),
         )),
     }
 }
@@ -119,7 +122,10 @@ async fn connect(state: &ClientState) -> Ended {
     let (Ok(protocol), Ok(host)) = (location.protocol(), location.host()) else { return dropped };
     let scheme = if protocol == "https:" { "wss" } else { "ws" };
     let url = format!("{scheme}://{host}/ws");
-    let protocols = [shard_protocol::WS_SUBPROTOCOL.to_owned(), format!("{}{ticket}", shard_protocol::WS_TICKET_PREFIX)];
+    let protocols = [
+        shard_protocol::WS_SUBPROTOCOL.to_owned(),
+        format!("{}{ticket}", shard_protocol::WS_TICKET_PREFIX),
+    ];
     let Ok(socket) = WebSocket::open_with_protocols(&url, &protocols) else { return dropped };
     let (mut writer, mut reader) = socket.split();
     let (outgoing, mut queue) = futures::channel::mpsc::unbounded::<String>();
@@ -169,13 +175,16 @@ fn handle(state: &ClientState, text: &str) -> bool {
             } else if id.starts_with("create-") {
                 match response.outcome {
                     Ok(_) => state.notice.set(None),
-                    Err(error) => state.notice.set(Some(format!("Could not create the agent: {}", error.message))),
+                    Err(error) => state
+                        .notice
+                        .set(Some(format!("Could not create the agent: {}", error.message))),
                 }
             }
         }
         ServerMessage::AgentSpawned(spawned) => state.upsert(spawned.info),
         ServerMessage::AgentStatusChanged(changed) => state.agents.update(|agents| {
-            if let Some(agent) = agents.iter_mut().find(|agent| agent.agent_id == changed.agent_id) {
+            if let Some(agent) = agents.iter_mut().find(|agent| agent.agent_id == changed.agent_id)
+            {
                 agent.status = changed.status;
                 agent.runtime_state = changed.runtime_state;
             }

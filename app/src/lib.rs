@@ -110,7 +110,9 @@ fn CreateAgent(state: ClientState) -> impl IntoView {
             event.prevent_default();
             let (cwd_value, name_value) = (cwd.get_untracked(), name.get_untracked());
             if cwd_value.trim().is_empty() {
-                state.notice.set(Some("Give the agent a working directory (an absolute path).".to_owned()));
+                state
+                    .notice
+                    .set(Some("Give the agent a working directory (an absolute path).".to_owned()));
                 return;
             }
             state.create_agent(cwd_value.trim(), name_value.trim());

@@ -94,11 +94,15 @@ impl ClientState {
 
     /// Adds or replaces one agent, keeping creation order.
     pub fn upsert(&self, info: AgentInfo) {
-        self.agents.update(|agents| match agents.iter_mut().find(|known| known.agent_id == info.agent_id) {
-            Some(known) => *known = info,
-            None => {
-                agents.push(info);
-                agents.sort_by(|a, b| (a.created_at, &a.agent_id).cmp(&(b.created_at, &b.agent_id)));
+        self.agents.update(|agents| {
+            match agents.iter_mut().find(|known| known.agent_id == info.agent_id) {
+                Some(known) => *known = info,
+                None => {
+                    agents.push(info);
+                    agents.sort_by(|a, b| {
+                        (a.created_at, &a.agent_id).cmp(&(b.created_at, &b.agent_id))
+                    });
+                }
             }
         });
     }

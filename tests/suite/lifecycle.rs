@@ -285,3 +285,22 @@ async fn shard_enroll_asks_the_running_daemon() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("no daemon"));
 }
+
+#[tokio::test]
+async fn a_failed_start_keeps_the_agent_for_a_retry() {
+    let daemon = Daemon::start(&[]).await;
+    let parent = TempDir::new().expect("parent");
+    let project = parent.path().join("project");
+    std::fs::create_dir(&project).expect("mkdir");
+    let mut client = Client::unix(&daemon.socket()).await;
+    let agent = client.create(&project, "homeless").await;
+    client.call("k", json!({"type": "agent.kill", "agent_id": agent, "force": true})).await;
+    std::fs::remove_dir(&project).expect("rmdir");
+    let failed = client.call("a", json!({"type": "agent.attach", "agent_id": agent})).await;
+    assert_eq!(failed["error"]["code"], "RUNTIME_START_FAILED", "{failed}");
+    let listed = client.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(listed["data"]["agents"][0]["agent_id"], agent.as_str(), "identity kept");
+    std::fs::create_dir(&project).expect("mkdir again");
+    let sync = client.attach(&agent, "interactive").await;
+    assert_eq!(sync["status"], "idle", "the retry works");
+}

@@ -318,3 +318,53 @@ async fn a_stalled_client_is_dropped_while_a_fast_one_keeps_up() {
     let sync = back.attach(&agent, "observer").await;
     assert_eq!(sync["status"], "idle");
 }
+
+#[tokio::test]
+async fn a_delegated_childs_question_goes_to_the_nearest_interactive_ancestor() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let mut parent_client = Client::unix(&daemon.socket()).await;
+    let parent = parent_client.create(project.path(), "parent").await;
+    let created = parent_client
+        .call("c", json!({"type": "agent.create", "cwd": project.path().display().to_string(), "name": "child", "parent_agent_id": parent}))
+        .await;
+    let child = created["data"]["agent_id"].as_str().expect("child id").to_owned();
+    parent_client.attach(&parent, "interactive").await;
+    let mut driver = Client::unix(&daemon.socket()).await;
+    driver.attach(&child, "interactive").await;
+    driver
+        .call(
+            "p",
+            json!({"type": "prompt", "agent_id": child, "message": "run: touch delegated.txt"}),
+        )
+        .await;
+    driver.call("d", json!({"type": "agent.detach", "agent_id": child})).await;
+    // The parent's client gets the child's question, under the child's id.
+    let read = parent_client.until(|message| message["type"] == "permission_request").await;
+    let request = read.last().expect("request").clone();
+    assert_eq!(request["agent_id"], child.as_str());
+    // It is re-shown in the parent's sync on re-attach.
+    let sync = parent_client.attach(&parent, "interactive").await;
+    let pending = sync["pending_requests"].as_array().expect("pending");
+    assert_eq!(pending.len(), 1, "{sync}");
+    assert_eq!(pending[0]["agent_id"], child.as_str());
+    // And it answers for the child without being attached to it.
+    parent_client.send(json!({"type": "permission_response", "agent_id": child, "request_id": request["request_id"], "decision": "allow"}));
+    let read = parent_client.until(|message| message["type"] == "permission_resolved").await;
+    assert_eq!(read.last().expect("resolved")["decision"], "allow");
+    let started = std::time::Instant::now();
+    while !project.path().join("delegated.txt").exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "the child ran the command"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // An unrelated connection may not answer.
+    let stranger = Client::unix(&daemon.socket()).await;
+    let mut stranger = stranger;
+    let refused = stranger
+        .call("x", json!({"type": "permission_response", "agent_id": child, "request_id": "perm-9", "decision": "allow"}))
+        .await;
+    assert_eq!(refused["error"]["code"], "NOT_ATTACHED");
+}
