@@ -63,8 +63,9 @@ struct Assembler {
 impl Assembler {
     /// Folds one provider event in; returns the delta to emit.
     fn apply(&mut self, event: ProviderEvent) -> Option<MessageDelta> {
-        let delta = |block_index: usize, kind| MessageDelta {
-            message_id: self.message_id.clone(),
+        let message_id = self.message_id.clone();
+        let delta = move |block_index: usize, kind| MessageDelta {
+            message_id: message_id.clone(),
             block_index: u32::try_from(block_index).unwrap_or(u32::MAX),
             kind,
             text_delta: None,
@@ -75,24 +76,12 @@ impl Assembler {
         match event {
             ProviderEvent::Text(text) | ProviderEvent::Thinking(text) if text.is_empty() => None,
             ProviderEvent::Text(text) => {
-                match self.blocks.last_mut() {
-                    Some(Block::Text(current)) => current.push_str(&text),
-                    _ => self.blocks.push(Block::Text(text.clone())),
-                }
-                Some(MessageDelta {
-                    text_delta: Some(text),
-                    ..delta(self.blocks.len() - 1, DeltaKind::Text)
-                })
+                let at = self.append(DeltaKind::Text, &text);
+                Some(MessageDelta { text_delta: Some(text), ..delta(at, DeltaKind::Text) })
             }
             ProviderEvent::Thinking(text) => {
-                match self.blocks.last_mut() {
-                    Some(Block::Thinking(current)) => current.push_str(&text),
-                    _ => self.blocks.push(Block::Thinking(text.clone())),
-                }
-                Some(MessageDelta {
-                    text_delta: Some(text),
-                    ..delta(self.blocks.len() - 1, DeltaKind::Thinking)
-                })
+                let at = self.append(DeltaKind::Thinking, &text);
+                Some(MessageDelta { text_delta: Some(text), ..delta(at, DeltaKind::Thinking) })
             }
             ProviderEvent::ThinkingSignature(signature) => {
                 self.signatures.push(signature);
@@ -121,6 +110,20 @@ impl Assembler {
             }
             ProviderEvent::Usage(_) => None,
         }
+    }
+
+    /// Appends text to the last block if it is of the same kind, else opens
+    /// a new block; returns the block's index.
+    fn append(&mut self, kind: DeltaKind, text: &str) -> usize {
+        match (self.blocks.last_mut(), kind) {
+            (Some(Block::Text(current)), DeltaKind::Text)
+            | (Some(Block::Thinking(current)), DeltaKind::Thinking) => {
+                current.push_str(text);
+            }
+            (_, DeltaKind::Thinking) => self.blocks.push(Block::Thinking(text.to_owned())),
+            _ => self.blocks.push(Block::Text(text.to_owned())),
+        }
+        self.blocks.len() - 1
     }
 
     /// The finished content, and each tool call with its parsed arguments

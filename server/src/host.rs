@@ -145,6 +145,7 @@ struct Inflight {
     /// `None`: the daemon's own command (its response is swallowed).
     outbox: Option<Outbox>,
     client_id: Option<String>,
+    command: &'static str,
 }
 
 /// Deferred work that needs a ready process.
@@ -182,7 +183,7 @@ pub struct Host {
     events: mpsc::Sender<ChildEvent>,
 }
 
-pub fn spawn(context: Arc<Context>, manifest: Manifest, created: bool) -> HostHandle {
+pub fn spawn(context: Arc<Context>, manifest: Manifest) -> HostHandle {
     let info = Arc::new(Mutex::new(initial_info(&manifest)));
     let (commands, inbox) = mpsc::channel(HOST_QUEUE);
     let (events, child_events) = mpsc::channel(CHILD_LINES);
@@ -212,7 +213,6 @@ pub fn spawn(context: Arc<Context>, manifest: Manifest, created: bool) -> HostHa
         activity: (ActivityPhase::Idle, None, AgentStatus::Idle),
         events,
     };
-    let _ = created;
     tokio::spawn(host.run(inbox, child_events));
     HostHandle { commands, info }
 }
@@ -532,7 +532,7 @@ impl Host {
                     &outbox,
                     inflight.client_id,
                     Some(self.id()),
-                    Response::failed("unknown", error),
+                    Response::failed(inflight.command, error),
                     true,
                 );
             }
@@ -849,7 +849,8 @@ impl Host {
             }),
         };
         let id = self.internal_id();
-        self.inflight.insert(id.clone(), Inflight { outbox: None, client_id: None });
+        let command = shard_protocol::envelope::MessageSet::type_name(&message);
+        self.inflight.insert(id.clone(), Inflight { outbox: None, client_id: None, command });
         self.send_to_child(&Envelope::new(message).with_id(id));
     }
 
@@ -891,7 +892,7 @@ impl Host {
         pending.source = Some(source);
         pending.headless_at = None;
         let internal = self.internal_id();
-        self.inflight.insert(internal.clone(), Inflight { outbox: None, client_id: None });
+        self.inflight.insert(internal.clone(), Inflight { outbox: None, client_id: None, command });
         self.send_to_child(&Envelope::new(message).with_id(internal));
     }
 
@@ -1077,7 +1078,9 @@ impl Host {
 
     fn forward(&mut self, outbox: Outbox, id: Option<String>, message: ClientMessage) {
         let internal = self.internal_id();
-        self.inflight.insert(internal.clone(), Inflight { outbox: Some(outbox), client_id: id });
+        let command = shard_protocol::envelope::MessageSet::type_name(&message);
+        self.inflight
+            .insert(internal.clone(), Inflight { outbox: Some(outbox), client_id: id, command });
         self.last_active = Instant::now();
         self.send_to_child(&Envelope::new(message).with_id(internal));
     }

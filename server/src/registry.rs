@@ -36,9 +36,7 @@ impl Registry {
     pub fn load(context: Arc<Context>) -> Self {
         let hosts = Manifest::load_all(&context.home)
             .into_iter()
-            .map(|manifest| {
-                (manifest.agent_id.clone(), host::spawn(context.clone(), manifest, false))
-            })
+            .map(|manifest| (manifest.agent_id.clone(), host::spawn(context.clone(), manifest)))
             .collect();
         Self { context, hosts: Mutex::new(hosts), creating: tokio::sync::Mutex::new(()) }
     }
@@ -123,7 +121,7 @@ impl Registry {
             )
         })?;
         let agent_id = manifest.agent_id.clone();
-        let handle = host::spawn(self.context.clone(), manifest, true);
+        let handle = host::spawn(self.context.clone(), manifest);
         self.hosts().insert(agent_id.clone(), handle.clone());
         // Announced first, then its process starts (agent_status_changed).
         let mut info = handle.info();

@@ -91,9 +91,31 @@ pub(crate) fn http_client() -> &'static reqwest::Client {
     })
 }
 
-/// Reads an HTTP error body for the message, bounded.
-pub(crate) async fn http_error(response: reqwest::Response) -> ProviderError {
+/// Sends a streaming request and returns its server-sent events; an HTTP
+/// error status is a [`ProviderError`] carrying the status and (bounded) body.
+pub(crate) async fn open_stream(
+    call: reqwest::RequestBuilder,
+) -> Result<
+    impl futures_util::Stream<Item = Result<eventsource_stream::Event, ProviderError>>,
+    ProviderError,
+> {
+    let response =
+        call.send().await.map_err(|error| ProviderError(format!("request failed: {error}")))?;
     let status = response.status();
-    let body = response.text().await.unwrap_or_default();
-    ProviderError(format!("HTTP {status}: {}", crate::util::truncate_chars(body.trim(), 500)))
+    if !status.is_success() {
+        let body = response.text().await.unwrap_or_default();
+        return Err(ProviderError(format!(
+            "HTTP {status}: {}",
+            crate::util::truncate_chars(body.trim(), 500)
+        )));
+    }
+    Ok(Box::pin(sse::events(response)))
+}
+
+/// Hands one event to the turn; fails when the turn stopped listening.
+pub(crate) async fn emit(
+    events: &mpsc::Sender<ProviderEvent>,
+    event: ProviderEvent,
+) -> Result<(), ProviderError> {
+    events.send(event).await.map_err(|_| ProviderError("cancelled".into()))
 }

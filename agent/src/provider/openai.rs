@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 use shard_protocol::types::{ContentBlock, Usage};
 use tokio::sync::mpsc;
 
-use super::{ProviderError, ProviderEvent, ProviderRequest, api_key, http_client, http_error, sse};
+use super::{
+    ProviderError, ProviderEvent, ProviderRequest, api_key, emit, http_client, open_stream,
+};
 use crate::conversation::{summary_heading, tool_result_text};
 use crate::session_log::EntryBody;
 
@@ -100,19 +102,11 @@ pub async fn stream(
     if let Some(key) = api_key(&request.model)? {
         call = call.bearer_auth(key);
     }
-    let response =
-        call.send().await.map_err(|error| ProviderError(format!("request failed: {error}")))?;
-    if !response.status().is_success() {
-        return Err(http_error(response).await);
-    }
-    let send = |event| {
-        let events = events.clone();
-        async move { events.send(event).await.map_err(|_| ProviderError("cancelled".into())) }
-    };
+    let mut stream = open_stream(call).await?;
+    let send = |event| emit(&events, event);
     // Tool calls are identified by `index` in deltas; only the first carries the id.
     let mut call_ids: HashMap<u64, String> = HashMap::new();
     let mut finished = false;
-    let mut stream = Box::pin(sse::events(response));
     while let Some(event) = stream.next().await {
         let event = event?;
         if event.data.trim() == "[DONE]" {
