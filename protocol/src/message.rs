@@ -16,7 +16,7 @@ use crate::envelope::{MessageSet, Scope, payload};
 use crate::error::WireError;
 use crate::orchestrator::{
     AgentActivity, AgentAttach, AgentCreate, AgentExited, AgentKill, AgentSpawned,
-    AgentStatusChanged, AgentStatusQuery, AgentTarget, DaemonShutdown,
+    AgentStatusChanged, AgentStatusQuery, AgentTarget, DaemonShutdown, RevokeSession,
 };
 use crate::subagent::{
     SubagentCreate, SubagentRelaunch, SubagentRunChanged, SubagentStatus, SubagentSteer,
@@ -113,6 +113,9 @@ message_set! {
         // Shard's own extension (docs/PROTOCOL-NOTES.md): a new browser
         // enrollment URL, for `shard enroll` on the unix socket.
         DaemonEnroll(Empty) = "daemon.enroll", Registry, required;
+        // Shard extensions for `shard sessions list|revoke` (unix socket only).
+        DaemonSessions(Empty) = "daemon.sessions", Registry, required;
+        DaemonRevokeSession(RevokeSession) = "daemon.revoke_session", Registry, required;
         // §10.1a workspaces
         WorkspaceCreate(WorkspaceCreate) = "workspace.create", Registry, required;
         WorkspaceAttach(WorkspaceAttach) = "workspace.attach", Registry, required;

@@ -115,6 +115,66 @@ pub struct EnrollResult {
     pub url: String,
 }
 
+/// `daemon.revoke_session` (a Shard extension): one browser session by id,
+/// or every one with `all: true`; exactly one of the two.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "RawRevokeSession", into = "RawRevokeSession")]
+pub enum RevokeSession {
+    One(String),
+    All,
+}
+
+#[derive(Serialize, Deserialize)]
+struct RawRevokeSession {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    all: Option<bool>,
+}
+
+impl TryFrom<RawRevokeSession> for RevokeSession {
+    type Error = &'static str;
+
+    fn try_from(raw: RawRevokeSession) -> Result<Self, Self::Error> {
+        match (raw.session_id, raw.all) {
+            (Some(id), None | Some(false)) if !id.is_empty() => Ok(Self::One(id)),
+            (None, Some(true)) => Ok(Self::All),
+            _ => Err("needs exactly one of `session_id` or `all: true`"),
+        }
+    }
+}
+
+impl From<RevokeSession> for RawRevokeSession {
+    fn from(revoke: RevokeSession) -> Self {
+        match revoke {
+            RevokeSession::One(id) => Self { session_id: Some(id), all: None },
+            RevokeSession::All => Self { session_id: None, all: Some(true) },
+        }
+    }
+}
+
+/// A browser session as `daemon.sessions` lists it: ids and times only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrowserSession {
+    pub session_id: String,
+    pub principal_id: String,
+    pub created_at: u64,
+    pub last_seen_at: u64,
+    pub expires_at: u64,
+    /// Open WebSockets of this session right now.
+    pub connections: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionsResult {
+    pub sessions: Vec<BrowserSession>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevokeResult {
+    pub revoked: Vec<String>,
+}
+
 /// The data of `agent.list` and `agent.status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentsResult {

@@ -11,7 +11,6 @@
 //! - Tickets live at most [`TICKET_TTL`], are single-use, and are bound to the
 //!   principal, the session and the exact Origin of the `/bootstrap` request.
 
-use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -26,6 +25,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::limiter::Limiter;
+
 pub const STORE_VERSION: u32 = 1;
 /// How long an enrollment code stays valid.
 pub const CODE_TTL: Duration = Duration::from_secs(10 * 60);
@@ -39,6 +40,11 @@ const MAX_TICKETS: usize = 1024;
 /// Wrong enrollment codes allowed per peer address per window (CONTRACT.md).
 const MAX_FAILURES: usize = 10;
 const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+/// Live sessions one principal may hold; the oldest goes first.
+pub const MAX_SESSIONS_PER_PRINCIPAL: usize = 8;
+/// Ended sessions are kept this long in the store (for the audit trail),
+/// then dropped so the store stays small.
+const KEEP_ENDED: Duration = Duration::from_secs(30 * 24 * 3600);
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Principal {
@@ -52,8 +58,30 @@ struct SessionRecord {
     principal_id: String,
     token_sha256: String,
     created_at: u64,
+    /// Last `/bootstrap` (ms); idle expiry counts from here.
+    #[serde(default)]
+    last_seen_at: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     revoked_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expired_at: Option<u64>,
+}
+
+impl SessionRecord {
+    fn live(&self) -> bool {
+        self.revoked_at.is_none() && self.expired_at.is_none()
+    }
+}
+
+/// A session as `shard sessions list` shows it (no secret in it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionView {
+    pub session_id: String,
+    pub principal_id: String,
+    pub created_at: u64,
+    pub last_seen_at: u64,
+    /// When it expires unless used again (the earlier of idle and absolute).
+    pub expires_at: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -83,6 +111,14 @@ pub struct Session {
     pub principal_id: String,
 }
 
+/// Why a cookie does not open a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    Unknown,
+    /// It was live until now: its idle or absolute lifetime ran out.
+    Expired(String),
+}
+
 #[derive(Debug)]
 pub enum EnrollError {
     /// Wrong, used or expired.
@@ -97,7 +133,9 @@ pub struct Auth {
     store: Mutex<Store>,
     codes: Mutex<Vec<Code>>,
     tickets: Mutex<Vec<Ticket>>,
-    failures: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
+    failures: Limiter,
+    idle: Duration,
+    max_age: Duration,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -125,7 +163,7 @@ fn hex(bytes: &[u8]) -> String {
 impl Auth {
     /// Loads `home/security.json` (absent: empty). A store of another version
     /// or readable by others is refused.
-    pub fn load(home: &Path) -> anyhow::Result<Self> {
+    pub fn load(home: &Path, idle: Duration, max_age: Duration) -> anyhow::Result<Self> {
         use std::os::unix::fs::{MetadataExt, PermissionsExt};
         let path = home.join("security.json");
         let store = match std::fs::read(&path) {
@@ -160,7 +198,9 @@ impl Auth {
             store: Mutex::new(store),
             codes: Mutex::new(Vec::new()),
             tickets: Mutex::new(Vec::new()),
-            failures: Mutex::new(HashMap::new()),
+            failures: Limiter::new(MAX_FAILURES, FAILURE_WINDOW),
+            idle,
+            max_age,
         })
     }
 
@@ -192,9 +232,9 @@ impl Auth {
     }
 
     /// Consumes a code and creates a principal and a session: returns the
-    /// principal id and the session token for the cookie.
-    pub fn enroll(&self, code: &str, peer: IpAddr) -> Result<(String, String), EnrollError> {
-        if let Some(wait) = self.rate_limited(peer) {
+    /// session and its token for the cookie.
+    pub fn enroll(&self, code: &str, peer: IpAddr) -> Result<(Session, String), EnrollError> {
+        if let Some(wait) = self.failures.check(peer) {
             return Err(EnrollError::RateLimited(wait));
         }
         let matched = {
@@ -215,7 +255,7 @@ impl Auth {
             found.map(|at| codes.remove(at))
         };
         if matched.is_none() {
-            self.record_failure(peer);
+            self.failures.record(peer);
             return Err(EnrollError::Invalid);
         }
         let now = crate::host::now_ms();
@@ -225,70 +265,136 @@ impl Auth {
         let mut store = lock(&self.store);
         store.principals.push(Principal { principal_id: principal_id.clone(), created_at: now });
         store.sessions.push(SessionRecord {
-            session_id,
+            session_id: session_id.clone(),
             principal_id: principal_id.clone(),
             token_sha256: hex(&sha256(&token)),
             created_at: now,
+            last_seen_at: now,
             revoked_at: None,
+            expired_at: None,
+        });
+        Self::cap_sessions(&mut store, &principal_id, now);
+        let keep_after =
+            now.saturating_sub(u64::try_from(KEEP_ENDED.as_millis()).unwrap_or(u64::MAX));
+        store.sessions.retain(|record| {
+            record.live()
+                || record.revoked_at.or(record.expired_at).is_some_and(|ended| ended > keep_after)
         });
         self.save(&store).map_err(|error| EnrollError::Store(error.to_string()))?;
-        Ok((principal_id, token))
+        Ok((Session { session_id, principal_id }, token))
     }
 
-    fn rate_limited(&self, peer: IpAddr) -> Option<Duration> {
-        let mut failures = lock(&self.failures);
-        let now = Instant::now();
-        let recent = failures.entry(peer).or_default();
-        while recent.front().is_some_and(|at| now.duration_since(*at) >= FAILURE_WINDOW) {
-            recent.pop_front();
+    /// Revokes a principal's oldest live sessions beyond the cap.
+    fn cap_sessions(store: &mut Store, principal_id: &str, now: u64) {
+        let mut live: Vec<usize> = (0..store.sessions.len())
+            .filter(|&at| {
+                store.sessions[at].principal_id == principal_id && store.sessions[at].live()
+            })
+            .collect();
+        live.sort_by_key(|&at| store.sessions[at].created_at);
+        while live.len() > MAX_SESSIONS_PER_PRINCIPAL {
+            let oldest = live.remove(0);
+            store.sessions[oldest].revoked_at = Some(now);
         }
-        if recent.len() >= MAX_FAILURES {
-            let oldest = recent.front().copied().unwrap_or(now);
-            return Some(
-                FAILURE_WINDOW
-                    .saturating_sub(now.duration_since(oldest))
-                    .max(Duration::from_secs(1)),
-            );
-        }
-        None
     }
 
-    fn record_failure(&self, peer: IpAddr) {
-        let mut failures = lock(&self.failures);
-        // Bound the table: forget peers whose window has passed.
-        let now = Instant::now();
-        failures.retain(|_, recent| {
-            recent.back().is_some_and(|at| now.duration_since(*at) < FAILURE_WINDOW)
-        });
-        failures.entry(peer).or_default().push_back(now);
+    fn expires_at(&self, record: &SessionRecord) -> u64 {
+        let millis = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        let seen = record.last_seen_at.max(record.created_at);
+        seen.saturating_add(millis(self.idle))
+            .min(record.created_at.saturating_add(millis(self.max_age)))
     }
 
-    /// The live session a cookie token names.
-    pub fn session(&self, token: &str) -> Option<Session> {
+    /// The live session a cookie token names. A session past its idle or
+    /// absolute lifetime is marked expired (once) and refused.
+    pub fn session(&self, token: &str) -> Result<Session, Refused> {
         let digest = hex(&sha256(token));
-        let store = lock(&self.store);
+        let mut store = lock(&self.store);
         let mut found = None;
-        for record in &store.sessions {
+        for (at, record) in store.sessions.iter().enumerate() {
             let equal: bool = record.token_sha256.as_bytes().ct_eq(digest.as_bytes()).into();
-            if equal && record.revoked_at.is_none() {
-                found = Some(Session {
-                    session_id: record.session_id.clone(),
-                    principal_id: record.principal_id.clone(),
-                });
+            if equal {
+                found = Some(at);
             }
         }
-        found
+        let Some(at) = found else { return Err(Refused::Unknown) };
+        if !store.sessions[at].live() {
+            return Err(Refused::Unknown);
+        }
+        let now = crate::host::now_ms();
+        if now >= self.expires_at(&store.sessions[at]) {
+            store.sessions[at].expired_at = Some(now);
+            let session_id = store.sessions[at].session_id.clone();
+            if let Err(error) = self.save(&store) {
+                tracing::error!(%error, "cannot write the security store");
+            }
+            return Err(Refused::Expired(session_id));
+        }
+        let record = &store.sessions[at];
+        Ok(Session {
+            session_id: record.session_id.clone(),
+            principal_id: record.principal_id.clone(),
+        })
     }
 
-    pub fn revoke(&self, session_id: &str) -> std::io::Result<()> {
+    /// Notes a use of the session (idle expiry counts from the last one).
+    pub fn touch(&self, session_id: &str) {
         let mut store = lock(&self.store);
         let now = crate::host::now_ms();
+        if let Some(record) =
+            store.sessions.iter_mut().find(|record| record.session_id == session_id)
+        {
+            record.last_seen_at = now;
+        }
+        if let Err(error) = self.save(&store) {
+            tracing::error!(%error, "cannot write the security store");
+        }
+    }
+
+    /// Every live session, for `shard sessions list`.
+    pub fn list(&self) -> Vec<SessionView> {
+        let store = lock(&self.store);
+        let now = crate::host::now_ms();
+        store
+            .sessions
+            .iter()
+            .filter(|record| record.live() && self.expires_at(record) > now)
+            .map(|record| SessionView {
+                session_id: record.session_id.clone(),
+                principal_id: record.principal_id.clone(),
+                created_at: record.created_at,
+                last_seen_at: record.last_seen_at.max(record.created_at),
+                expires_at: self.expires_at(record),
+            })
+            .collect()
+    }
+
+    /// Revokes every live session; returns their ids.
+    pub fn revoke_all(&self) -> std::io::Result<Vec<String>> {
+        let mut store = lock(&self.store);
+        let now = crate::host::now_ms();
+        let mut revoked = Vec::new();
+        for record in store.sessions.iter_mut().filter(|record| record.live()) {
+            record.revoked_at = Some(now);
+            revoked.push(record.session_id.clone());
+        }
+        self.save(&store)?;
+        Ok(revoked)
+    }
+
+    /// Revokes one session; `false` when there is no such live session.
+    pub fn revoke(&self, session_id: &str) -> std::io::Result<bool> {
+        let mut store = lock(&self.store);
+        let now = crate::host::now_ms();
+        let mut found = false;
         for record in &mut store.sessions {
-            if record.session_id == session_id && record.revoked_at.is_none() {
+            if record.session_id == session_id && record.live() {
                 record.revoked_at = Some(now);
+                found = true;
             }
         }
-        self.save(&store)
+        self.save(&store)?;
+        Ok(found)
     }
 
     /// A single-use ticket for one WebSocket upgrade from `origin`.
@@ -323,10 +429,12 @@ impl Auth {
             return None;
         }
         let store = lock(&self.store);
-        let live = store
-            .sessions
-            .iter()
-            .any(|record| record.session_id == redeemed.session_id && record.revoked_at.is_none());
+        let now = crate::host::now_ms();
+        let live = store.sessions.iter().any(|record| {
+            record.session_id == redeemed.session_id
+                && record.live()
+                && self.expires_at(record) > now
+        });
         live.then_some(Session {
             session_id: redeemed.session_id,
             principal_id: redeemed.principal_id,
@@ -340,7 +448,8 @@ mod tests {
 
     fn auth() -> (tempfile::TempDir, Auth) {
         let dir = tempfile::tempdir().expect("dir");
-        let auth = Auth::load(dir.path()).expect("load");
+        let auth = Auth::load(dir.path(), Duration::from_secs(3600), Duration::from_secs(7200))
+            .expect("load");
         (dir, auth)
     }
 
@@ -355,8 +464,8 @@ mod tests {
         assert!(matches!(auth.enroll(&code, PEER), Err(EnrollError::Invalid)), "single use");
         let store = std::fs::read_to_string(dir.path().join("security.json")).expect("store");
         assert!(!store.contains(&code) && !store.contains(&token), "only hashes on disk");
-        assert!(auth.session(&token).is_some());
-        assert!(auth.session("not-a-token").is_none());
+        assert!(auth.session(&token).is_ok());
+        assert_eq!(auth.session("not-a-token"), Err(Refused::Unknown));
     }
 
     #[test]
@@ -364,7 +473,7 @@ mod tests {
         let (_dir, auth) = auth();
         let code = auth.new_code();
         let (_, token) = auth.enroll(&code, PEER).expect("enroll");
-        let session = auth.session(&token).expect("session");
+        let (session, token) = (auth.session(&token).expect("session"), token);
         let ticket = auth.issue_ticket(&session, "http://127.0.0.1:1");
         assert!(auth.redeem_ticket(&ticket, "http://evil.example").is_none());
         assert!(
@@ -373,8 +482,8 @@ mod tests {
         );
         let ticket = auth.issue_ticket(&session, "http://127.0.0.1:1");
         assert_eq!(auth.redeem_ticket(&ticket, "http://127.0.0.1:1"), Some(session.clone()));
-        auth.revoke(&session.session_id).expect("revoke");
-        assert!(auth.session(&token).is_none());
+        assert!(auth.revoke(&session.session_id).expect("revoke"));
+        assert_eq!(auth.session(&token), Err(Refused::Unknown));
         let ticket = auth.issue_ticket(&session, "http://127.0.0.1:1");
         assert!(auth.redeem_ticket(&ticket, "http://127.0.0.1:1").is_none(), "revoked session");
     }

@@ -1,7 +1,6 @@
 //! The `shard` command line, as CONTRACT.md pins it. Subcommands arrive with
 //! the issue that implements them, so nothing here is a placeholder.
 
-use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -21,6 +20,9 @@ pub enum Command {
     Daemon(DaemonArgs),
     /// Ask the running daemon for a new browser enrollment URL.
     Enroll,
+    /// List or revoke browser sessions of the running daemon.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
     /// Run one headless agent speaking the per-agent protocol on stdio.
     Agent(AgentArgs),
 }
@@ -46,9 +48,33 @@ pub struct AgentArgs {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct DaemonArgs {
-    /// TCP port on 127.0.0.1; 0 picks a free one.
+    /// TCP port; 0 picks a free one.
     #[arg(long, default_value_t = 8787)]
     pub port: u16,
+    /// The address to listen on (an IP literal). Anything but 127.0.0.1 is
+    /// remote mode: --public-host and --allowed-origin become required.
+    #[arg(long, value_name = "IP")]
+    pub web_host: Option<String>,
+    /// The HOST:PORT browsers use to reach the daemon (remote modes).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub public_host: Option<String>,
+    /// An origin (scheme://host[:port]) allowed to use the daemon (remote
+    /// modes); repeat for several.
+    #[arg(long, value_name = "ORIGIN")]
+    pub allowed_origin: Vec<String>,
+    /// Accept remote access over plain http: the session cookie can then be
+    /// read by anyone on the network path.
+    #[arg(long)]
+    pub allow_insecure_remote: bool,
+    /// Trust X-Forwarded-Proto/-Host from this peer only: `loopback` or one IP.
+    #[arg(long, value_name = "UPSTREAM")]
+    pub trust_proxy: Option<String>,
+    /// The header a trusted proxy sets to the original scheme.
+    #[arg(long, value_name = "NAME", default_value = "X-Forwarded-Proto")]
+    pub forwarded_proto_header: String,
+    /// The header a trusted proxy sets to the original Host.
+    #[arg(long, value_name = "NAME", default_value = "X-Forwarded-Host")]
+    pub forwarded_host_header: String,
     /// Stop an agent's process after this many seconds idle (or in error);
     /// it is restored on attach or new work.
     #[arg(long, value_name = "SECS", default_value_t = 600)]
@@ -57,12 +83,26 @@ pub struct DaemonArgs {
     /// before it is denied.
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     pub headless_timeout: u64,
+    /// A browser session unused this long must enroll again (default 7 days).
+    #[arg(long, value_name = "SECS", default_value_t = 7 * 24 * 3600)]
+    pub session_idle_timeout: u64,
+    /// A browser session ends this long after enrollment (default 30 days).
+    #[arg(long, value_name = "SECS", default_value_t = 30 * 24 * 3600)]
+    pub session_max_age: u64,
 }
 
-impl DaemonArgs {
-    pub fn bind_addr(&self) -> SocketAddr {
-        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
-    }
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// List the live browser sessions.
+    List,
+    /// Revoke one session (its open tabs disconnect at once), or all.
+    Revoke {
+        /// The session id from `shard sessions list`.
+        #[arg(required_unless_present = "all")]
+        session_id: Option<String>,
+        #[arg(long, conflicts_with = "session_id")]
+        all: bool,
+    },
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -80,6 +120,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             let url = runtime.block_on(crate::enroll::request())?;
             println!("enroll: {url}");
             Ok(())
+        }
+        Command::Sessions(command) => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the runtime")?;
+            runtime.block_on(crate::enroll::sessions(command))
         }
         Command::Agent(args) => {
             // One thread is plenty for one agent, and keeps each agent process
@@ -107,7 +154,25 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 /// Logs go to stderr (stdout carries the lines CONTRACT.md pins), filtered by
 /// `SHARD_LOG` (e.g. `SHARD_LOG=debug`), `info` by default.
 fn init_logging() {
-    let filter = EnvFilter::try_from_env("SHARD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let mut filter =
+        EnvFilter::try_from_env("SHARD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    // Log hygiene: the HTTP and WebSocket stacks can print request headers
+    // (Cookie, Set-Cookie, Sec-WebSocket-Protocol with its ticket) at their
+    // most verbose levels; they never get past `info`, whatever SHARD_LOG says.
+    for directive in [
+        "hyper=info",
+        "hyper_util=info",
+        "h2=info",
+        "tungstenite=info",
+        "tokio_tungstenite=info",
+        "axum=info",
+        "tower_http=info",
+        "reqwest=info",
+    ] {
+        if let Ok(directive) = directive.parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
     // A second init (tests calling `run` twice) is harmless: keep the first.
     let _ =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();

@@ -25,6 +25,13 @@ pub trait Daemon: Send + Sync {
     fn enroll(&self) -> String;
     /// Starts the daemon's shutdown.
     fn shutdown(&self, force: bool);
+    /// The live browser sessions (`shard sessions list`).
+    fn sessions(&self) -> Vec<shard_protocol::orchestrator::BrowserSession>;
+    /// Revokes sessions and closes their sockets; returns the revoked ids.
+    fn revoke(
+        &self,
+        target: shard_protocol::orchestrator::RevokeSession,
+    ) -> Result<Vec<String>, WireError>;
 }
 
 pub struct Connection {
@@ -188,9 +195,22 @@ impl Connection {
             ClientMessage::DaemonEnroll(_) if self.local => {
                 ok(EnrollResult { url: self.daemon.enroll() })
             }
-            ClientMessage::DaemonEnroll(_) => Err(WireError::new(
+            ClientMessage::DaemonSessions(_) if self.local => {
+                ok(shard_protocol::orchestrator::SessionsResult {
+                    sessions: self.daemon.sessions(),
+                })
+            }
+            ClientMessage::DaemonRevokeSession(target) if self.local => {
+                match self.daemon.revoke(target) {
+                    Ok(revoked) => ok(shard_protocol::orchestrator::RevokeResult { revoked }),
+                    Err(error) => Err(error),
+                }
+            }
+            ClientMessage::DaemonEnroll(_)
+            | ClientMessage::DaemonSessions(_)
+            | ClientMessage::DaemonRevokeSession(_) => Err(WireError::new(
                 ErrorCode::PermissionDenied,
-                "enrollment URLs are issued on the local unix socket only (`shard enroll`)",
+                "enrollment and session administration are local: use the unix socket (`shard enroll`, `shard sessions`)",
             )),
             other => Err(WireError::new(
                 ErrorCode::InvalidRequest,

@@ -12,14 +12,23 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::Audit;
 use crate::auth::Auth;
 use crate::cli::DaemonArgs;
+use crate::config::WebConfig;
 use crate::connection::Daemon;
 use crate::home::Home;
 use crate::host::Context as HostContext;
 use crate::hub::Hub;
+use crate::limiter::Limiter;
 use crate::registry::Registry;
+use serde_json::json;
+use shard_protocol::orchestrator::{BrowserSession, RevokeSession};
+use shard_protocol::{ErrorCode, WireError};
 
+/// `/bootstrap` calls and WebSocket upgrades allowed per peer per minute: a
+/// tab needs one of each per (re)connection.
+const RATE_PER_MINUTE: usize = 60;
 /// Connections (WebSocket and unix together) served at once.
 const MAX_CONNECTIONS: usize = 256;
 /// On SIGTERM/SIGINT, how long active turns get to finish before agents are
@@ -36,6 +45,8 @@ fn announce(line: &str) {
 struct Shard {
     registry: Registry,
     auth: Arc<Auth>,
+    hub: Arc<Hub>,
+    audit: Arc<Audit>,
     origin: String,
     /// Cancelled once a shutdown was asked for; `force` says how.
     stop: CancellationToken,
@@ -59,14 +70,57 @@ impl Daemon for Shard {
         }
         self.stop.cancel();
     }
+
+    fn sessions(&self) -> Vec<BrowserSession> {
+        self.auth
+            .list()
+            .into_iter()
+            .map(|view| BrowserSession {
+                connections: self.hub.session_connections(&view.session_id),
+                session_id: view.session_id,
+                principal_id: view.principal_id,
+                created_at: view.created_at,
+                last_seen_at: view.last_seen_at,
+                expires_at: view.expires_at,
+            })
+            .collect()
+    }
+
+    fn revoke(&self, target: RevokeSession) -> Result<Vec<String>, WireError> {
+        let store_error = |error: std::io::Error| {
+            WireError::new(ErrorCode::InternalError, format!("security store: {error}"))
+        };
+        let revoked = match target {
+            RevokeSession::All => self.auth.revoke_all().map_err(store_error)?,
+            RevokeSession::One(id) => {
+                if !self.auth.revoke(&id).map_err(store_error)? {
+                    return Err(WireError::new(
+                        ErrorCode::NotFound,
+                        format!("no live session `{id}`"),
+                    ));
+                }
+                vec![id]
+            }
+        };
+        for id in &revoked {
+            self.hub.close_session(id, "session revoked");
+            self.audit.record(
+                "session_revoked",
+                json!({"session_id": id, "by": "shard sessions revoke"}),
+            );
+        }
+        Ok(revoked)
+    }
 }
 
-/// Runs the daemon until a signal or `daemon.shutdown`.
+/// Runs the daemon until a signal or `daemon.shutdown`. The configuration is
+/// validated before anything is bound.
 pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
+    let config = WebConfig::from_args(&args)?;
     let home_path = shard_agent::config::shard_home()?;
     let home = Home::open(&home_path)?;
-    let addr = args.bind_addr();
-    let listener = listen(addr).with_context(|| format!("cannot listen on {addr}"))?;
+    let listener =
+        listen(config.bind).with_context(|| format!("cannot listen on {}", config.bind))?;
     let socket = crate::unix::bind(&home.join("daemon.sock"))?;
     let stop = CancellationToken::new();
     {
@@ -76,7 +130,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
             stop.cancel();
         });
     }
-    run(home, listener, socket, args, stop).await
+    run(home, listener, socket, args, config, stop).await
 }
 
 pub async fn run(
@@ -84,12 +138,25 @@ pub async fn run(
     listener: TcpListener,
     socket: tokio::net::UnixListener,
     args: DaemonArgs,
+    config: WebConfig,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     let local = listener.local_addr().context("listener has no local address")?;
-    let origin = format!("http://{local}");
+    let origin = config.public_origin(local);
     let hub = Arc::new(Hub::default());
-    let auth = Arc::new(Auth::load(&home.path)?);
+    let auth = Arc::new(Auth::load(&home.path, config.session_idle, config.session_max_age)?);
+    let audit = Arc::new(Audit::open(&home.path).context("cannot open the audit log")?);
+    let mut warnings = Vec::new();
+    if config.allow_insecure {
+        let warning = "remote access over plain http: the session cookie can be read by anyone on the network path; use only on a trusted network, VPN or SSH tunnel";
+        tracing::warn!("{warning}");
+        warnings.push(warning);
+    }
+    audit.record(
+        "startup",
+        json!({"mode": config.mode.as_str(), "bind": local.to_string(), "public_host": config.public_host,
+               "allowed_origins": config.allowed_origins, "trust_proxy": args.trust_proxy, "warnings": warnings}),
+    );
     let exe = std::env::current_exe().context("cannot find the shard executable")?;
     let context = Arc::new(HostContext {
         home: home.path.clone(),
@@ -102,19 +169,30 @@ pub async fn run(
     let shard = Arc::new(Shard {
         registry: Registry::load(context),
         auth: auth.clone(),
+        hub: hub.clone(),
+        audit: audit.clone(),
         origin: origin.clone(),
         stop: stop.clone(),
         force: std::sync::atomic::AtomicBool::new(false),
     });
     let daemon: Arc<dyn Daemon> = shard.clone();
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let (expected_host, allowed_origins) = match &config.public_host {
+        Some(host) => (host.clone(), config.allowed_origins.clone()),
+        // §4.1.1: the implicit loopback origin is the only entry.
+        None => (local.to_string(), vec![format!("http://{local}")]),
+    };
     let web = Arc::new(crate::http::Web {
         auth,
         hub: hub.clone(),
         daemon: daemon.clone(),
-        expected_host: local.to_string(),
-        allowed_origins: vec![origin.clone()],
+        audit,
+        config: config.clone(),
+        expected_host,
+        allowed_origins,
         connections: connections.clone(),
+        bootstrap_limit: Limiter::new(RATE_PER_MINUTE, Duration::from_secs(60)),
+        upgrade_limit: Limiter::new(RATE_PER_MINUTE, Duration::from_secs(60)),
     });
     let app = crate::http::router(local, web);
     let unix_stop = CancellationToken::new();
@@ -126,7 +204,7 @@ pub async fn run(
         unix_stop.clone(),
     ));
 
-    announce(&format!("listening on {origin}"));
+    announce(&format!("listening on http://{local}"));
     daemon.enroll();
     tracing::info!(%local, home = %home.path.display(), "daemon ready");
 

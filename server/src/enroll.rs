@@ -1,23 +1,25 @@
-//! `shard enroll`: asks the running daemon, over its unix socket, for a new
-//! single-use browser enrollment URL.
+//! `shard enroll` and `shard sessions`: local administration of the running
+//! daemon over its unix socket (local trust, §4.2).
 
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use shard_protocol::jsonl::{LineDecoder, frame};
 use shard_protocol::message::Response;
-use shard_protocol::orchestrator::EnrollResult;
+use shard_protocol::orchestrator::{EnrollResult, RevokeResult, RevokeSession, SessionsResult};
+
+use crate::cli::SessionsCommand;
 use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-pub async fn request() -> anyhow::Result<String> {
+/// Sends one command and returns its response's data.
+async fn call(command: ClientMessage) -> anyhow::Result<serde_json::Value> {
     let home = shard_agent::config::shard_home()?;
     let path = home.join("daemon.sock");
     let mut stream = tokio::net::UnixStream::connect(&path).await.with_context(|| {
         format!("no daemon is listening on {} (start one with `shard daemon`)", path.display())
     })?;
-    let command = Envelope::new(ClientMessage::DaemonEnroll(Default::default())).with_id("enroll");
-    stream.write_all(&frame(&command.to_json())).await?;
+    stream.write_all(&frame(&Envelope::new(command).with_id("cli").to_json())).await?;
     let mut decoder = LineDecoder::default();
     let mut buffer = vec![0; 16 * 1024];
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -32,14 +34,69 @@ pub async fn request() -> anyhow::Result<String> {
         while let Some(line) = decoder.next_line() {
             let Ok(line) = line else { continue };
             let Ok(envelope) = Envelope::<ServerMessage>::from_json(&line) else { continue };
-            if let (Some("enroll"), ServerMessage::Response(response)) =
+            if let (Some("cli"), ServerMessage::Response(response)) =
                 (envelope.id.as_deref(), envelope.message)
             {
                 let response: Response = response;
-                let result: EnrollResult =
-                    response.data().map_err(|error| anyhow::anyhow!("{error}"))?;
-                return Ok(result.url);
+                return response
+                    .data::<serde_json::Value>()
+                    .map_err(|error| anyhow::anyhow!("{error}"));
             }
         }
     }
+}
+
+pub async fn request() -> anyhow::Result<String> {
+    let data = call(ClientMessage::DaemonEnroll(Default::default())).await?;
+    let result: EnrollResult = serde_json::from_value(data)?;
+    Ok(result.url)
+}
+
+fn when(ms: u64) -> String {
+    let now = crate::host::now_ms();
+    let (delta, suffix) = if ms >= now { (ms - now, "from now") } else { (now - ms, "ago") };
+    let seconds = delta / 1000;
+    let amount = match seconds {
+        0..=119 => format!("{seconds} s"),
+        120..=7199 => format!("{} min", seconds / 60),
+        7200..=172_799 => format!("{} h", seconds / 3600),
+        _ => format!("{} days", seconds / 86_400),
+    };
+    format!("{amount} {suffix}")
+}
+
+pub async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
+    match command {
+        SessionsCommand::List => {
+            let data = call(ClientMessage::DaemonSessions(Default::default())).await?;
+            let result: SessionsResult = serde_json::from_value(data)?;
+            if result.sessions.is_empty() {
+                println!("no browser sessions");
+            }
+            for session in result.sessions {
+                println!(
+                    "{}  {}  created {}  last used {}  expires {}  {} open",
+                    session.session_id,
+                    session.principal_id,
+                    when(session.created_at),
+                    when(session.last_seen_at),
+                    when(session.expires_at),
+                    session.connections
+                );
+            }
+        }
+        SessionsCommand::Revoke { session_id, all } => {
+            let target = match (session_id, all) {
+                (_, true) => RevokeSession::All,
+                (Some(id), false) => RevokeSession::One(id),
+                (None, false) => bail!("name a session id, or --all"),
+            };
+            let data = call(ClientMessage::DaemonRevokeSession(target)).await?;
+            let result: RevokeResult = serde_json::from_value(data)?;
+            for id in &result.revoked {
+                println!("revoked {id}");
+            }
+        }
+    }
+    Ok(())
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, FromRef, Request, State};
+use axum::extract::{ConnectInfo, Extension, FromRef, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -22,9 +22,12 @@ use serde_json::json;
 use shard_app::{App, OUTPUT_NAME, shell};
 use tower_http::set_header::SetResponseHeaderLayer;
 
-use crate::auth::{Auth, EnrollError, TICKET_TTL};
+use crate::audit::Audit;
+use crate::auth::{Auth, EnrollError, Refused, Session, TICKET_TTL};
+use crate::config::WebConfig;
 use crate::connection::Daemon;
 use crate::hub::Hub;
+use crate::limiter::Limiter;
 
 /// `frame-ancestors 'none'`: no other site may frame the client (clickjacking
 /// a permission dialog is the attack this stops).
@@ -39,11 +42,32 @@ pub struct Web {
     pub auth: Arc<Auth>,
     pub hub: Arc<Hub>,
     pub daemon: Arc<dyn Daemon>,
-    /// `127.0.0.1:PORT`: the only Host accepted.
+    pub audit: Arc<Audit>,
+    pub config: WebConfig,
+    /// The Host every request must carry: the pinned public host (remote) or
+    /// `127.0.0.1:PORT`.
     pub expected_host: String,
-    /// `http://127.0.0.1:PORT`: the only Origins accepted.
+    /// Allowed Origins, normalized.
     pub allowed_origins: Vec<String>,
     pub connections: Arc<tokio::sync::Semaphore>,
+    /// `/bootstrap` calls per peer per minute.
+    pub bootstrap_limit: Limiter,
+    /// WebSocket upgrade attempts per peer per minute.
+    pub upgrade_limit: Limiter,
+}
+
+/// How a request reached the daemon, decided once by [`guard`]: the scheme
+/// the browser used (https only through a trusted proxy) and the TCP peer.
+#[derive(Debug, Clone)]
+pub struct Effective {
+    pub https: bool,
+    pub peer: SocketAddr,
+}
+
+impl Effective {
+    pub fn scheme(&self) -> &'static str {
+        if self.https { "https" } else { "http" }
+    }
 }
 
 #[derive(Clone)]
@@ -126,12 +150,12 @@ fn single(headers: &HeaderMap, name: header::HeaderName) -> Result<&str, String>
     value.to_str().map_err(|_| format!("malformed {name} header"))
 }
 
-fn check_host(request: &Request, web: &Web) -> Result<(), String> {
+fn check_host(request: &Request, web: &Web, scheme: &str) -> Result<(), String> {
     if request.uri().scheme().is_some() || request.uri().authority().is_some() {
         return Err("absolute-form request targets are refused".into());
     }
     let host = single(request.headers(), header::HOST)?;
-    if normalize_host(host, "http") != normalize_host(&web.expected_host, "http") {
+    if normalize_host(host, scheme) != normalize_host(&web.expected_host, scheme) {
         return Err(format!("unexpected Host {host:?}"));
     }
     Ok(())
@@ -141,24 +165,83 @@ fn check_origin(request: &Request, web: &Web) -> Result<String, String> {
     let origin = single(request.headers(), header::ORIGIN)
         .map_err(|_| "a single allowed Origin header is required".to_owned())?;
     let normalized = normalize_origin(origin);
-    if !web.allowed_origins.iter().any(|allowed| normalize_origin(allowed) == normalized) {
+    if !web.allowed_origins.contains(&normalized) {
         return Err(format!("Origin {origin:?} is not allowed"));
     }
     Ok(normalized)
 }
 
-/// Host first, then Origin for POSTs and `/ws`; `no-store` on the auth routes.
-async fn guard(State(web): State<Arc<Web>>, request: Request, next: Next) -> Response {
+/// Decides the effective scheme. Forwarded headers count only from the
+/// trusted upstream (§4.1.2 D2); from anyone else they are ignored (and
+/// audited). `X-Forwarded-For` and `Forwarded` are never read.
+fn effective(request: &Request, web: &Web, peer: SocketAddr) -> Result<Effective, String> {
+    let config = &web.config;
+    let headers = request.headers();
+    let present =
+        headers.contains_key(&config.proto_header) || headers.contains_key(&config.host_header);
+    let trusted = config.trust_proxy.is_some_and(|upstream| upstream.matches(peer.ip()));
+    if !trusted {
+        if present {
+            web.audit.record(
+                "forwarded_headers_ignored",
+                json!({"peer": peer.ip().to_string(), "path": request.uri().path()}),
+            );
+        }
+        return Ok(Effective { https: false, peer });
+    }
+    let https = match headers.get_all(&config.proto_header).iter().count() {
+        0 => false,
+        1 => single(headers, config.proto_header.clone())?.trim().eq_ignore_ascii_case("https"),
+        _ => return Err(format!("more than one {} header", config.proto_header)),
+    };
+    let scheme = if https { "https" } else { "http" };
+    if headers.contains_key(&config.host_header) {
+        let forwarded = single(headers, config.host_header.clone())?.trim();
+        if forwarded.is_empty() || forwarded.contains(',') {
+            return Err(format!("{} must be exactly one host", config.host_header));
+        }
+        let pinned = config.public_host.as_deref().unwrap_or(&web.expected_host);
+        // Cross-checked only: the pinned public host is always the expected one.
+        if normalize_host(forwarded, scheme) != normalize_host(pinned, scheme) {
+            return Err(format!(
+                "{} {forwarded:?} does not match the public host",
+                config.host_header
+            ));
+        }
+    }
+    Ok(Effective { https, peer })
+}
+
+/// Forwarded scheme and host, then Host, then Origin for POSTs and `/ws`;
+/// `no-store` on the auth routes. Every rejection is a 400, audited.
+async fn guard(
+    State(web): State<Arc<Web>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let path = request.uri().path().to_owned();
     let sensitive = matches!(path.as_str(), "/enroll" | "/bootstrap" | "/logout" | "/ws");
     let needs_origin = request.method() == Method::POST || path == "/ws";
-    let verdict = check_host(&request, &web).and_then(|()| {
-        if needs_origin { check_origin(&request, &web).map(|_| ()) } else { Ok(()) }
+    let verdict = effective(&request, &web, peer).and_then(|effective| {
+        check_host(&request, &web, effective.scheme())?;
+        if needs_origin {
+            check_origin(&request, &web)?;
+        }
+        Ok(effective)
     });
     let mut response = match verdict {
-        Ok(()) => next.run(request).await,
+        Ok(effective) => {
+            request.extensions_mut().insert(effective);
+            next.run(request).await
+        }
         Err(why) => {
             tracing::info!(%path, reason = %why, "request rejected");
+            let event = if path == "/ws" { "upgrade_rejected" } else { "request_rejected" };
+            web.audit.record(
+                event,
+                json!({"path": path, "status": 400, "reason": why, "peer": peer.ip().to_string()}),
+            );
             (StatusCode::BAD_REQUEST, why).into_response()
         }
     };
@@ -185,10 +268,15 @@ fn check_json(
     if json { Ok(()) } else { Err((StatusCode::UNSUPPORTED_MEDIA_TYPE, "a JSON body is required")) }
 }
 
-fn session_cookie(token: &str, max_age: Option<i64>) -> HeaderValue {
-    let mut cookie = cookie::Cookie::build((COOKIE, token.to_owned()))
+/// The session cookie: `__Host-shard_session; Secure` iff the effective
+/// scheme is https, `shard_session` otherwise; always HttpOnly,
+/// SameSite=Strict, Path=/, never Domain (CONTRACT.md).
+fn session_cookie(https: bool, token: &str, max_age: Option<i64>) -> HeaderValue {
+    let name = if https { SECURE_COOKIE } else { COOKIE };
+    let mut cookie = cookie::Cookie::build((name, token.to_owned()))
         .http_only(true)
         .same_site(cookie::SameSite::Strict)
+        .secure(https)
         .path("/");
     if let Some(seconds) = max_age {
         cookie = cookie.max_age(cookie::time::Duration::seconds(seconds));
@@ -212,6 +300,33 @@ pub fn cookie_token(headers: &HeaderMap) -> Option<(String, bool)> {
         })
 }
 
+/// The session behind the cookie, if the cookie's form fits the scheme: a
+/// Secure-form cookie over http is refused (§4.1.2 D4), and over https only
+/// the Secure form counts.
+fn cookie_session(web: &Web, headers: &HeaderMap, effective: &Effective) -> Option<Session> {
+    let (token, secure_form) = cookie_token(headers)?;
+    if secure_form != effective.https {
+        return None;
+    }
+    match web.auth.session(&token) {
+        Ok(session) => Some(session),
+        Err(Refused::Expired(session_id)) => {
+            web.audit.record("session_expired", json!({"session_id": session_id}));
+            web.hub.close_session(&session_id, "session expired");
+            None
+        }
+        Err(Refused::Unknown) => None,
+    }
+}
+
+pub fn too_many(wait: std::time::Duration) -> Response {
+    let mut response = (StatusCode::TOO_MANY_REQUESTS, "too many requests; wait").into_response();
+    if let Ok(value) = HeaderValue::from_str(&wait.as_secs().max(1).to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
 #[derive(serde::Deserialize)]
 struct EnrollBody {
     code: String,
@@ -219,7 +334,7 @@ struct EnrollBody {
 
 async fn enroll(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Extension(effective): Extension<Effective>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -229,27 +344,37 @@ async fn enroll(
     let Ok(EnrollBody { code }) = serde_json::from_slice::<EnrollBody>(&body) else {
         return (StatusCode::BAD_REQUEST, "the body must be {\"code\": \"...\"}").into_response();
     };
-    let auth = state.web.auth.clone();
+    let web = state.web.clone();
+    let auth = web.auth.clone();
+    let peer = effective.peer.ip();
     // argon2 is deliberately slow: keep it off the async workers.
-    let result = tokio::task::spawn_blocking(move || auth.enroll(&code, peer.ip())).await;
+    let result = tokio::task::spawn_blocking(move || auth.enroll(&code, peer)).await;
     match result {
-        Ok(Ok((principal_id, token))) => {
-            tracing::info!(%principal_id, "browser enrolled");
-            let mut response = axum::Json(json!({"principal_id": principal_id})).into_response();
-            response.headers_mut().insert(header::SET_COOKIE, session_cookie(&token, None));
+        Ok(Ok((session, token))) => {
+            tracing::info!(principal = %session.principal_id, "browser enrolled");
+            web.audit.record(
+                "enrolled",
+                json!({"principal_id": session.principal_id, "session_id": session.session_id,
+                       "peer": peer.to_string(), "secure_cookie": effective.https}),
+            );
+            let mut response =
+                axum::Json(json!({"principal_id": session.principal_id})).into_response();
+            // Over plain http this is never the Secure form.
+            response
+                .headers_mut()
+                .insert(header::SET_COOKIE, session_cookie(effective.https, &token, None));
             response
         }
         Ok(Err(EnrollError::Invalid)) => {
-            tracing::info!(peer = %peer.ip(), "wrong enrollment code");
+            web.audit.record(
+                "enroll_failed",
+                json!({"peer": peer.to_string(), "reason": "invalid, used or expired code"}),
+            );
             (StatusCode::UNAUTHORIZED, "invalid, used or expired enrollment code").into_response()
         }
         Ok(Err(EnrollError::RateLimited(wait))) => {
-            let mut response =
-                (StatusCode::TOO_MANY_REQUESTS, "too many wrong codes; wait").into_response();
-            if let Ok(value) = HeaderValue::from_str(&wait.as_secs().max(1).to_string()) {
-                response.headers_mut().insert(header::RETRY_AFTER, value);
-            }
-            response
+            web.audit.record("rate_limited", json!({"route": "/enroll", "peer": peer.to_string()}));
+            too_many(wait)
         }
         Ok(Err(EnrollError::Store(error))) => {
             tracing::error!(%error, "cannot write the security store");
@@ -259,42 +384,55 @@ async fn enroll(
     }
 }
 
-async fn bootstrap(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn bootstrap(
+    State(state): State<AppState>,
+    Extension(effective): Extension<Effective>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let web = &state.web;
+    if let Some(wait) = web.bootstrap_limit.take(effective.peer.ip()) {
+        web.audit.record(
+            "rate_limited",
+            json!({"route": "/bootstrap", "peer": effective.peer.ip().to_string()}),
+        );
+        return too_many(wait);
+    }
     if let Err(rejection) = check_json(&headers, &body, true) {
         return rejection.into_response();
     }
     let unauthorized = (StatusCode::UNAUTHORIZED, "enroll this browser first").into_response();
-    let Some((token, secure_form)) = cookie_token(&headers) else { return unauthorized };
-    // The effective scheme here is http: a Secure-form cookie must not be
-    // honored over it (§4.1.2 D4).
-    if secure_form {
-        return unauthorized;
-    }
-    let Some(session) = state.web.auth.session(&token) else { return unauthorized };
+    let Some(session) = cookie_session(web, &headers, &effective) else { return unauthorized };
     let Some(origin) = headers.get(header::ORIGIN).and_then(|value| value.to_str().ok()) else {
         return unauthorized;
     };
-    let ticket = state.web.auth.issue_ticket(&session, &normalize_origin(origin));
+    web.auth.touch(&session.session_id);
+    let ticket = web.auth.issue_ticket(&session, &normalize_origin(origin));
     let expires_in_ms = u64::try_from(TICKET_TTL.as_millis()).unwrap_or(u64::MAX);
     axum::Json(json!({"ticket": ticket, "expires_in_ms": expires_in_ms, "protocol": shard_protocol::WS_SUBPROTOCOL}))
         .into_response()
 }
 
-async fn logout(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn logout(
+    State(state): State<AppState>,
+    Extension(effective): Extension<Effective>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let web = &state.web;
     if let Err(rejection) = check_json(&headers, &body, true) {
         return rejection.into_response();
     }
-    if let Some(session) =
-        cookie_token(&headers).and_then(|(token, _)| state.web.auth.session(&token))
-    {
-        if let Err(error) = state.web.auth.revoke(&session.session_id) {
+    if let Some(session) = cookie_session(web, &headers, &effective) {
+        if let Err(error) = web.auth.revoke(&session.session_id) {
             tracing::error!(%error, "cannot write the security store");
             return StatusCode::INTERNAL_SERVER_ERROR.into_response();
         }
-        state.web.hub.close_session(&session.session_id, "logged out");
-        tracing::info!(session = %session.session_id, "browser session revoked");
+        web.hub.close_session(&session.session_id, "logged out");
+        web.audit
+            .record("session_revoked", json!({"session_id": session.session_id, "by": "logout"}));
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
-    response.headers_mut().insert(header::SET_COOKIE, session_cookie("", Some(0)));
+    response.headers_mut().insert(header::SET_COOKIE, session_cookie(effective.https, "", Some(0)));
     response
 }

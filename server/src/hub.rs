@@ -136,6 +136,16 @@ impl Hub {
         }
     }
 
+    /// Open connections of a browser session.
+    pub fn session_connections(&self, session: &str) -> u32 {
+        let count = self
+            .connections()
+            .values()
+            .filter(|(_, owner)| owner.as_deref() == Some(session))
+            .count();
+        u32::try_from(count).unwrap_or(u32::MAX)
+    }
+
     pub fn close_all(&self, reason: &str) {
         for (outbox, _) in self.connections().values() {
             outbox.close(reason);

@@ -5,7 +5,9 @@
 //! - [`cli`]: the `shard` command line (CONTRACT.md).
 //! - [`daemon`]: startup, the listeners, shutdown.
 //! - [`home`]: `$SHARD_HOME`, its lock, private files.
-//! - [`auth`]: enrollment, sessions, tickets; [`http`]: routes and checks.
+//! - [`config`]: loopback, direct and proxy modes, validated before binding.
+//! - [`auth`]: enrollment, sessions, tickets; [`http`]: routes and checks;
+//!   [`limiter`]: per-peer rate limits; [`audit`]: the audit log.
 //! - [`ws`], [`unix`]: the two daemon transports; [`connection`]: the
 //!   protocol session both share; [`hub`]: bounded outboxes and broadcast.
 //! - [`registry`], [`manifest`]: durable agents; [`host`]: one agent's
@@ -14,8 +16,10 @@
 //! - [`enroll`]: `shard enroll`.
 
 pub mod assets;
+pub mod audit;
 pub mod auth;
 pub mod cli;
+pub mod config;
 pub mod connection;
 pub mod daemon;
 pub mod delegation;
@@ -24,6 +28,7 @@ pub mod home;
 pub mod host;
 pub mod http;
 pub mod hub;
+pub mod limiter;
 pub mod manifest;
 pub mod registry;
 pub mod unix;

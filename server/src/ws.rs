@@ -7,16 +7,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
+use serde_json::json;
 use shard_protocol::{WS_SUBPROTOCOL, WS_TICKET_PREFIX};
 
 use crate::auth::Session;
 use crate::connection::Connection;
-use crate::http::{AppState, Web, normalize_origin};
+use crate::http::{AppState, Effective, Web, normalize_origin};
 use crate::hub::{DEFAULT_OUTBOX_BYTES, outbox};
 
 /// How often the server pings (§2.2).
@@ -28,10 +29,16 @@ const MAX_MESSAGE: usize = 16 * 1024 * 1024;
 
 pub async fn upgrade(
     State(state): State<AppState>,
+    Extension(effective): Extension<Effective>,
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response {
     let web = state.web.clone();
+    let peer = effective.peer.ip().to_string();
+    if let Some(wait) = web.upgrade_limit.take(effective.peer.ip()) {
+        web.audit.record("rate_limited", json!({"route": "/ws", "peer": peer}));
+        return crate::http::too_many(wait);
+    }
     let offered: Vec<String> = headers
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
         .iter()
@@ -53,6 +60,15 @@ pub async fn upgrade(
     };
     let Some(session) = session else {
         tracing::info!("websocket upgrade without a valid ticket");
+        let reason = if tickets.is_empty() {
+            "no ticket"
+        } else {
+            "invalid, used, expired or mismatched ticket"
+        };
+        web.audit.record(
+            "upgrade_rejected",
+            json!({"path": "/ws", "status": 401, "reason": reason, "peer": peer}),
+        );
         return (StatusCode::UNAUTHORIZED, "a valid, unused ticket is required").into_response();
     };
     if !offered.iter().any(|protocol| protocol == WS_SUBPROTOCOL) {

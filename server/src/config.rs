@@ -1,0 +1,308 @@
+//! The daemon's web configuration, validated before anything binds
+//! (PROTOCOL.md §4.1.1–§4.1.2, CONTRACT.md "Command line"): loopback by
+//! default; direct non-loopback or behind a trusted reverse proxy only when
+//! asked for, with every unsafe or malformed combination refused, naming the
+//! flag.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
+
+use axum::http::HeaderName;
+
+use crate::cli::DaemonArgs;
+
+/// How the daemon is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// 127.0.0.1 only, plain http (§4.1.1).
+    Loopback,
+    /// A non-loopback address, plain http, on a trusted network.
+    Direct,
+    /// Behind a reverse proxy that terminates TLS.
+    Proxy,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Loopback => "loopback",
+            Self::Direct => "direct",
+            Self::Proxy => "proxy",
+        }
+    }
+}
+
+/// The one peer whose forwarded headers are honored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upstream {
+    /// 127.0.0.1 or ::1.
+    Loopback,
+    Ip(IpAddr),
+}
+
+impl Upstream {
+    pub fn matches(self, peer: IpAddr) -> bool {
+        let peer = match peer {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+            v4 => v4,
+        };
+        match self {
+            Self::Loopback => {
+                peer == IpAddr::V4(Ipv4Addr::LOCALHOST) || peer == IpAddr::V6(Ipv6Addr::LOCALHOST)
+            }
+            Self::Ip(ip) => peer == ip,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct WebConfig {
+    pub bind: SocketAddr,
+    pub mode: Mode,
+    /// The pinned public `host[:port]` (remote modes), normalized.
+    pub public_host: Option<String>,
+    /// Allowed origins, normalized (remote modes; loopback adds its own).
+    pub allowed_origins: Vec<String>,
+    pub trust_proxy: Option<Upstream>,
+    pub allow_insecure: bool,
+    pub proto_header: HeaderName,
+    pub host_header: HeaderName,
+    pub session_idle: Duration,
+    pub session_max_age: Duration,
+}
+
+/// A refused configuration: which flag, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub flag: &'static str,
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.flag, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn refuse(flag: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError { flag, message: message.into() }
+}
+
+/// `host:port` with an explicit port; the host a name or an IP literal.
+fn parse_host_port(value: &str) -> Option<(String, u16)> {
+    if value.is_empty() || value.contains(['/', '?', '#', '@', '*', ' ']) || value.contains("://") {
+        return None;
+    }
+    let (host, port) = value.rsplit_once(':')?;
+    let port: u16 = port.parse().ok().filter(|port| *port > 0)?;
+    let host = host.to_ascii_lowercase();
+    let bracketed = host.starts_with('[') && host.ends_with(']');
+    let valid_name = !host.is_empty()
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-')
+        });
+    let valid_v6 = bracketed && host[1..host.len() - 1].parse::<Ipv6Addr>().is_ok();
+    (valid_name || valid_v6).then_some((host, port))
+}
+
+/// `scheme://host[:port]`: http or https, no path, no trailing slash, no
+/// wildcard, not `null`.
+pub fn parse_origin(value: &str) -> Option<String> {
+    let (scheme, rest) = value.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let default = if scheme == "https" { 443 } else { 80 };
+    let with_port =
+        if rest.rsplit_once(':').is_some_and(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+            && !rest.ends_with(']')
+        {
+            rest.to_owned()
+        } else {
+            format!("{rest}:{default}")
+        };
+    let (host, port) = parse_host_port(&with_port)?;
+    Some(crate::http::normalize_origin(&format!("{scheme}://{host}:{port}")))
+}
+
+impl WebConfig {
+    pub fn from_args(args: &DaemonArgs) -> Result<Self, ConfigError> {
+        let web_host: IpAddr = match &args.web_host {
+            None => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            Some(value) => value.parse().map_err(|_| {
+                refuse(
+                    "--web-host",
+                    format!("{value:?} is not an IP address (hostnames are refused)"),
+                )
+            })?,
+        };
+        let trust_proxy = match args.trust_proxy.as_deref() {
+            None => None,
+            Some("loopback") => Some(Upstream::Loopback),
+            Some(value) => match value.parse::<IpAddr>() {
+                Ok(ip) => Some(Upstream::Ip(ip)),
+                Err(_) => {
+                    return Err(refuse(
+                        "--trust-proxy",
+                        format!(
+                            "{value:?} must be `loopback` or one exact IP address (no hostname, no CIDR)"
+                        ),
+                    ));
+                }
+            },
+        };
+        let remote = web_host != IpAddr::V4(Ipv4Addr::LOCALHOST) || trust_proxy.is_some();
+        let mode = match (remote, trust_proxy) {
+            (false, _) => Mode::Loopback,
+            (true, Some(_)) => Mode::Proxy,
+            (true, None) => Mode::Direct,
+        };
+        let public_host = match &args.public_host {
+            None => None,
+            Some(value) => {
+                let (host, port) = parse_host_port(value).ok_or_else(|| {
+                    refuse("--public-host", format!("{value:?} must be HOST:PORT"))
+                })?;
+                Some(format!("{host}:{port}"))
+            }
+        };
+        let mut allowed_origins = Vec::new();
+        for value in &args.allowed_origin {
+            let origin = parse_origin(value).ok_or_else(|| {
+                refuse("--allowed-origin", format!("{value:?} must be http(s)://HOST[:PORT] with no path, wildcard or trailing slash"))
+            })?;
+            allowed_origins.push(origin);
+        }
+        let header = |flag: &'static str, value: &str| {
+            HeaderName::try_from(value.to_ascii_lowercase())
+                .map_err(|_| refuse(flag, format!("{value:?} is not a header name")))
+        };
+        let proto_header = header("--forwarded-proto-header", &args.forwarded_proto_header)?;
+        let host_header = header("--forwarded-host-header", &args.forwarded_host_header)?;
+        if !remote {
+            for (given, flag) in [
+                (args.public_host.is_some(), "--public-host"),
+                (!args.allowed_origin.is_empty(), "--allowed-origin"),
+                (args.allow_insecure_remote, "--allow-insecure-remote"),
+            ] {
+                if given {
+                    return Err(refuse(
+                        flag,
+                        "only applies in remote mode (--web-host other than 127.0.0.1, or --trust-proxy)",
+                    ));
+                }
+            }
+        } else {
+            if public_host.is_none() {
+                return Err(refuse("--public-host", "is required in remote mode (§4.1.2 D3)"));
+            }
+            if allowed_origins.is_empty() {
+                return Err(refuse("--allowed-origin", "at least one is required in remote mode"));
+            }
+            let plaintext = mode == Mode::Direct
+                || allowed_origins.iter().any(|origin| origin.starts_with("http://"));
+            if plaintext && !args.allow_insecure_remote {
+                return Err(refuse(
+                    "--allow-insecure-remote",
+                    "remote access over plain http exposes the session cookie; add this flag to accept that on a trusted network",
+                ));
+            }
+            if !plaintext && args.allow_insecure_remote {
+                return Err(refuse(
+                    "--allow-insecure-remote",
+                    "every allowed origin is https; this flag would only weaken nothing and is refused to avoid confusion",
+                ));
+            }
+        }
+        if args.session_idle_timeout == 0 || args.session_max_age == 0 {
+            return Err(refuse("--session-idle-timeout", "session lifetimes must be positive"));
+        }
+        Ok(Self {
+            bind: SocketAddr::new(web_host, args.port),
+            mode,
+            public_host,
+            allowed_origins,
+            trust_proxy,
+            allow_insecure: args.allow_insecure_remote,
+            proto_header,
+            host_header,
+            session_idle: Duration::from_secs(args.session_idle_timeout),
+            session_max_age: Duration::from_secs(args.session_max_age),
+        })
+    }
+
+    /// The origin printed in enrollment URLs: the allowed origin of the
+    /// public host (remote), or `http://127.0.0.1:PORT`.
+    pub fn public_origin(&self, local: SocketAddr) -> String {
+        match &self.public_host {
+            None => format!("http://{local}"),
+            Some(host) => self
+                .allowed_origins
+                .iter()
+                .find(|origin| {
+                    let scheme = origin.split("://").next().unwrap_or("http");
+                    crate::http::normalize_host(origin.split("://").nth(1).unwrap_or(""), scheme)
+                        == crate::http::normalize_host(host, scheme)
+                })
+                .or(self.allowed_origins.first())
+                .cloned()
+                .unwrap_or_else(|| format!("http://{host}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_are_strict() {
+        assert_eq!(
+            parse_origin("https://Shard.Example.com").as_deref(),
+            Some("https://shard.example.com")
+        );
+        assert_eq!(
+            parse_origin("https://shard.example.com:443").as_deref(),
+            Some("https://shard.example.com")
+        );
+        assert_eq!(parse_origin("http://10.0.0.5:8787").as_deref(), Some("http://10.0.0.5:8787"));
+        for bad in [
+            "null",
+            "https://*.example.com",
+            "https://a.example/",
+            "https://a.example/path",
+            "ftp://a.example",
+            "a.example",
+            "https://",
+        ] {
+            assert_eq!(parse_origin(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn host_ports_need_a_port() {
+        assert_eq!(
+            parse_host_port("shard.example.com:443"),
+            Some(("shard.example.com".into(), 443))
+        );
+        assert_eq!(parse_host_port("shard.example.com"), None);
+        assert_eq!(parse_host_port("https://x:1"), None);
+        assert_eq!(parse_host_port("x/y:1"), None);
+    }
+
+    #[test]
+    fn upstreams_match_exactly() {
+        assert!(Upstream::Loopback.matches("127.0.0.1".parse().expect("ip")));
+        assert!(Upstream::Loopback.matches("::1".parse().expect("ip")));
+        assert!(!Upstream::Loopback.matches("127.0.0.2".parse().expect("ip")));
+        assert!(
+            Upstream::Ip("10.0.0.1".parse().expect("ip"))
+                .matches("::ffff:10.0.0.1".parse().expect("ip"))
+        );
+    }
+}
