@@ -5,6 +5,7 @@ mod daemon;
 mod lifecycle;
 mod multiplexer;
 mod providers;
+mod remote;
 mod replay;
 mod security;
 mod support;

@@ -40,18 +40,30 @@ impl Daemon {
 
     /// Starts a daemon on an existing `$SHARD_HOME` (a restart).
     pub async fn start_in(home: &Path, extra_args: &[&str]) -> Daemon {
+        Self::start_with(home, extra_args, &[], None).await
+    }
+
+    /// Starts a daemon with extra environment, its stderr kept in a file.
+    pub async fn start_with(
+        home: &Path,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+        stderr: Option<&Path>,
+    ) -> Daemon {
         let cwd = TempDir::new().expect("temp cwd");
         let port: &[&str] = if extra_args.contains(&"--port") { &[] } else { &["--port", "0"] };
+        let stderr = match stderr {
+            Some(path) => Stdio::from(std::fs::File::create(path).expect("stderr file")),
+            None if std::env::var_os("SHARD_TEST_STDERR").is_some() => Stdio::inherit(),
+            None => Stdio::null(),
+        };
         let mut child = shard(home, cwd.path())
             .arg("daemon")
             .args(port)
             .args(extra_args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(if std::env::var_os("SHARD_TEST_STDERR").is_some() {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            })
+            .stderr(stderr)
             .spawn()
             .expect("spawn shard daemon");
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
@@ -126,6 +138,12 @@ pub fn shard(home: &Path, cwd: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_shard"));
     command.env("SHARD_HOME", home).current_dir(cwd).kill_on_drop(true);
     command
+}
+
+/// A port free on `ip` right now.
+pub fn free_port(ip: &str) -> u16 {
+    let probe = std::net::TcpListener::bind((ip, 0)).expect("probe");
+    probe.local_addr().expect("addr").port()
 }
 
 /// The pids of `shard agent` processes whose command line mentions `marker`.
