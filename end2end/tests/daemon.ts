@@ -24,7 +24,8 @@ export type Daemon = {
 export async function startDaemon(extraArgs: string[] = []): Promise<Daemon> {
   const home = mkdtempSync(join(tmpdir(), 'shard-home-'));
   const cwd = mkdtempSync(join(tmpdir(), 'shard-cwd-'));
-  const child = spawn(SHARD_BIN, ['daemon', '--port', '0', ...extraArgs], {
+  const port = extraArgs.includes('--port') ? [] : ['--port', '0'];
+  const child = spawn(SHARD_BIN, ['daemon', ...port, ...extraArgs], {
     cwd,
     env: { SHARD_LOG: 'warn', ...process.env, SHARD_HOME: home },
     stdio: ['ignore', 'pipe', 'inherit'],
