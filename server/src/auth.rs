@@ -489,6 +489,51 @@ mod tests {
     }
 
     #[test]
+    fn a_principal_keeps_at_most_the_newest_sessions() {
+        let mut store = Store { version: STORE_VERSION, ..Store::default() };
+        for at in 0..(MAX_SESSIONS_PER_PRINCIPAL as u64 + 3) {
+            store.sessions.push(SessionRecord {
+                session_id: format!("session-{at}"),
+                principal_id: "principal-1".into(),
+                token_sha256: String::new(),
+                created_at: at,
+                last_seen_at: at,
+                revoked_at: None,
+                expired_at: None,
+            });
+        }
+        Auth::cap_sessions(&mut store, "principal-1", 100);
+        let live: Vec<&str> = store
+            .sessions
+            .iter()
+            .filter(|record| record.live())
+            .map(|record| record.session_id.as_str())
+            .collect();
+        assert_eq!(live.len(), MAX_SESSIONS_PER_PRINCIPAL);
+        assert_eq!(live[0], "session-3", "the three oldest were revoked");
+    }
+
+    #[test]
+    fn sessions_expire_idle_and_at_their_absolute_age() {
+        let dir = tempfile::tempdir().expect("dir");
+        let auth = Auth::load(dir.path(), Duration::from_millis(50), Duration::from_secs(3600))
+            .expect("load");
+        let (session, token) = auth.enroll(&auth.new_code(), PEER).expect("enroll");
+        std::thread::sleep(Duration::from_millis(80));
+        assert_eq!(auth.session(&token), Err(Refused::Expired(session.session_id.clone())));
+        assert_eq!(
+            auth.session(&token),
+            Err(Refused::Unknown),
+            "expired once, then simply unknown"
+        );
+        let auth = Auth::load(dir.path(), Duration::from_secs(3600), Duration::from_millis(50))
+            .expect("load");
+        let (_, token) = auth.enroll(&auth.new_code(), PEER).expect("enroll");
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(matches!(auth.session(&token), Err(Refused::Expired(_))), "absolute age");
+    }
+
+    #[test]
     fn wrong_codes_are_rate_limited_per_peer() {
         let (_dir, auth) = auth();
         for _ in 0..MAX_FAILURES {
