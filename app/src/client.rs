@@ -1,17 +1,24 @@
 //! The browser side of the connection (hydrate only): enroll when opened with
 //! `#enroll=CODE` (then drop the code from the address bar), get a ticket from
-//! `/bootstrap`, open `/ws` with it, and keep the agent list live. A lost
-//! connection is retried with backoff 1 s, 2 s, 4 s … 30 s (§2.2).
+//! `/bootstrap`, open `/ws` with it, keep the agent list live, re-attach the
+//! selected agent after every reconnect (its `sync` brings the transcript and
+//! any open question back), and retry a lost connection with backoff 1 s,
+//! 2 s, 4 s … 30 s (§2.2).
 
 use futures::{SinkExt, StreamExt};
 use gloo_net::http::Request;
 use gloo_net::websocket::Message;
 use gloo_net::websocket::futures::WebSocket;
-use leptos::prelude::{Set, Update};
+use leptos::prelude::{GetUntracked, Set, Update, WithUntracked};
+use serde_json::json;
+use shard_protocol::agent::{
+    DeltaKind, ListModelsResult, ListModesResult, ListReasoningLevelsResult, PendingKind, Sync,
+};
 use shard_protocol::orchestrator::AgentsResult;
+use shard_protocol::types::{AgentStatus, ContentBlock, Message as WireMessage, Role};
 use shard_protocol::{Envelope, ServerMessage};
 
-use crate::state::{ClientState, Connection};
+use crate::state::{Block, ClientState, Connection, Item, Question};
 
 const MAX_BACKOFF_SECONDS: u32 = 30;
 
@@ -38,7 +45,7 @@ fn take_enroll_code() -> Option<String> {
 
 async fn enroll(state: &ClientState, code: String) {
     state.connection.set(Connection::Enrolling);
-    let body = serde_json::json!({ "code": code });
+    let body = json!({ "code": code });
     let enrolled = match Request::post("/enroll").json(&body) {
         Ok(request) => request.send().await.map(|response| response.status()),
         Err(error) => Err(error),
@@ -160,35 +167,46 @@ fn handle(state: &ClientState, text: &str) -> bool {
     let Ok(envelope) = Envelope::<ServerMessage>::from_json(text) else {
         return false; // a newer daemon's message: ignore it
     };
+    let selected = state.selected.get_untracked();
+    let routed = envelope.agent_id.clone();
+    let mine = routed.is_some() && routed == selected;
     match envelope.message {
         ServerMessage::Hello(_) => {
             state.connection.set(Connection::Connected);
-            state.send(serde_json::json!({"id": "list", "type": "agent.list"}).to_string());
+            state.send(json!({"id": "list", "type": "agent.list"}));
+            // Resync: re-attach the agent on screen; its sync brings it all back.
+            if let Some(agent_id) = selected {
+                state.send(json!({"id": "attach", "type": "agent.attach", "agent_id": agent_id, "role": "interactive"}));
+            }
             return true;
         }
         ServerMessage::Response(response) => {
-            let id = envelope.id.unwrap_or_default();
-            if id == "list" {
-                if let Ok(AgentsResult { agents }) = response.data::<AgentsResult>() {
-                    state.agents.set(agents);
-                }
-            } else if id.starts_with("create-") {
-                match response.outcome {
-                    Ok(_) => state.notice.set(None),
-                    Err(error) => state
-                        .notice
-                        .set(Some(format!("Could not create the agent: {}", error.message))),
-                }
-            }
+            response_arrived(state, envelope.id.as_deref().unwrap_or(""), response)
         }
+        // Another agent's sync comes from attaching only to answer: its
+        // questions are already known, and the answer is on its way.
+        ServerMessage::Sync(sync) if mine => apply_sync(state, sync),
         ServerMessage::AgentSpawned(spawned) => state.upsert(spawned.info),
-        ServerMessage::AgentStatusChanged(changed) => state.agents.update(|agents| {
-            if let Some(agent) = agents.iter_mut().find(|agent| agent.agent_id == changed.agent_id)
-            {
-                agent.status = changed.status;
-                agent.runtime_state = changed.runtime_state;
+        ServerMessage::AgentStatusChanged(changed) => {
+            let waiting = matches!(
+                changed.status,
+                AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi
+            );
+            if !waiting && Some(&changed.agent_id) != selected.as_ref() {
+                // Its questions were answered elsewhere (or denied).
+                state.questions.update(|questions| {
+                    questions.retain(|(agent, _), _| *agent != changed.agent_id)
+                });
             }
-        }),
+            state.agents.update(|agents| {
+                if let Some(agent) =
+                    agents.iter_mut().find(|agent| agent.agent_id == changed.agent_id)
+                {
+                    agent.status = changed.status;
+                    agent.runtime_state = changed.runtime_state;
+                }
+            });
+        }
         ServerMessage::AgentExited(exited) => state.agents.update(|agents| {
             if let Some(agent) = agents.iter_mut().find(|agent| agent.agent_id == exited.agent_id) {
                 agent.runtime_state = exited.runtime_state;
@@ -197,7 +215,297 @@ fn handle(state: &ClientState, text: &str) -> bool {
         ServerMessage::AgentActivity(activity) => state.activity.update(|map| {
             map.insert(activity.agent_id, (activity.phase, activity.tool_name));
         }),
+        ServerMessage::PermissionRequest(request) => {
+            if let Some(agent_id) = routed {
+                add_question(
+                    state,
+                    Question { agent_id, request: PendingKind::Permission(request) },
+                );
+            }
+        }
+        ServerMessage::UiRequest(request) => {
+            if let Some(agent_id) = routed {
+                if request.kind == shard_protocol::agent::UiKind::Notify {
+                    let text =
+                        request.message.clone().or(request.title.clone()).unwrap_or_default();
+                    if mine {
+                        state
+                            .transcript
+                            .update(|items| items.push(Item::Notice { text, error: false }));
+                    }
+                } else {
+                    add_question(state, Question { agent_id, request: PendingKind::Ui(request) });
+                }
+            }
+        }
+        ServerMessage::PermissionResolved(resolved) => {
+            remove_question(state, routed.as_deref(), &resolved.request_id);
+        }
+        ServerMessage::UiResolved(resolved) => {
+            remove_question(state, routed.as_deref(), &resolved.request_id)
+        }
+        message if mine => agent_event(state, message),
         _ => {}
     }
     false
+}
+
+fn add_question(state: &ClientState, question: Question) {
+    let key = question.key();
+    let new = state.questions.with_untracked(|questions| !questions.contains_key(&key));
+    state.questions.update(|questions| {
+        questions.insert(key, question.clone());
+    });
+    if new {
+        crate::notify::question(state, &question);
+    }
+}
+
+fn remove_question(state: &ClientState, agent_id: Option<&str>, request_id: &str) {
+    let Some(agent_id) = agent_id else { return };
+    let key = (agent_id.to_owned(), request_id.to_owned());
+    state.questions.update(|questions| {
+        questions.remove(&key);
+    });
+    state.dismissed.update(|dismissed| dismissed.retain(|known| *known != key));
+}
+
+fn response_arrived(state: &ClientState, id: &str, response: shard_protocol::message::Response) {
+    match id {
+        "list" => {
+            if let Ok(AgentsResult { agents }) = response.data::<AgentsResult>() {
+                state.agents.set(agents);
+            }
+        }
+        "modes" => {
+            if let Ok(ListModesResult { modes, active }) = response.data() {
+                state.modes.set(modes);
+                state.mode.set(active);
+            }
+        }
+        "models" => {
+            if let Ok(ListModelsResult { models, active }) = response.data() {
+                state.models.set(models);
+                state.model.set(Some(active));
+            }
+        }
+        "levels" => match response.data::<ListReasoningLevelsResult>() {
+            Ok(result) => {
+                state.levels.set(result.levels);
+                state.level.set(Some(result.active));
+            }
+            Err(_) => state.levels.set(Vec::new()),
+        },
+        id if id.starts_with("create-") => {
+            match response.data::<shard_protocol::orchestrator::AgentCreateResult>() {
+                Ok(created) => {
+                    state.notice.set(None);
+                    state.select(Some(created.agent_id));
+                }
+                Err(error) => {
+                    state.notice.set(Some(format!("Could not create the agent: {}", error.message)))
+                }
+            }
+        }
+        _ => {
+            if let Err(error) = &response.outcome {
+                state.notice.set(Some(format!("{} failed: {}", response.command, error.message)));
+            }
+        }
+    }
+}
+
+fn apply_sync(state: &ClientState, sync: Sync) {
+    state.status.set(sync.status);
+    state.mode.set(sync.mode);
+    let capabilities = sync.capabilities.unwrap_or_default();
+    let has = |name: &str| capabilities.iter().any(|known| known == name);
+    let (modes, models, levels) =
+        (has("mode-catalog"), has("model-catalog"), has("reasoning-catalog"));
+    state.capabilities.set(capabilities.clone());
+    state
+        .transcript
+        .set(transcript_of(&sync.live_window.messages, sync.live_window.compaction_index));
+    let selected = state.selected.get_untracked().unwrap_or_default();
+    // Questions of this agent are exactly the ones the sync re-shows.
+    state.questions.update(|questions| questions.retain(|(agent, _), _| *agent != selected));
+    for pending in sync.pending_requests {
+        let agent_id = pending.agent_id.unwrap_or_else(|| selected.clone());
+        add_question(state, Question { agent_id, request: pending.request });
+    }
+    // Controls exist only for what the runtime advertises (§7, §9.1).
+    if modes {
+        state.to_selected(json!({"id": "modes", "type": "list_modes"}));
+    }
+    if models {
+        state.to_selected(json!({"id": "models", "type": "list_models"}));
+    }
+    if levels {
+        state.to_selected(json!({"id": "levels", "type": "list_reasoning_levels"}));
+    } else {
+        state.levels.set(Vec::new());
+    }
+}
+
+/// The transcript a `sync` window describes.
+fn transcript_of(messages: &[WireMessage], compaction_index: Option<u64>) -> Vec<Item> {
+    let mut items = Vec::new();
+    if let Some(index) = compaction_index {
+        items.push(Item::Compaction { index, tokens_before: 0, tokens_after: 0 });
+    }
+    for message in messages {
+        match message.role {
+            Role::User => {
+                for block in &message.content {
+                    match block {
+                        ContentBlock::Text { text } => {
+                            items.push(Item::User { text: text.clone() })
+                        }
+                        ContentBlock::ToolResult { tool_call_id, content, is_error } => {
+                            let result = shard_protocol::agent::ToolResult {
+                                tool_call_id: tool_call_id.clone(),
+                                content: content.clone(),
+                                is_error: is_error.unwrap_or(false),
+                                exit_code: None,
+                                duration_ms: None,
+                                render: None,
+                            };
+                            set_result(&mut items, result);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => push_assistant(&mut items, &message.id, &message.content),
+        }
+    }
+    items
+}
+
+fn push_assistant(items: &mut Vec<Item>, message_id: &str, content: &[ContentBlock]) {
+    let blocks: Vec<Block> = content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text { text } => Some(Block::Text(text.clone())),
+            ContentBlock::Thinking { text } => Some(Block::Thinking(text.clone())),
+            _ => None,
+        })
+        .collect();
+    match items.iter_mut().find(
+        |item| matches!(item, Item::Assistant { message_id: known, .. } if known == message_id),
+    ) {
+        Some(Item::Assistant { blocks: existing, .. }) => *existing = blocks,
+        _ => items.push(Item::Assistant { message_id: message_id.to_owned(), blocks }),
+    }
+    for block in content {
+        if let ContentBlock::ToolCall { id, name, args } = block {
+            let known = items
+                .iter()
+                .any(|item| matches!(item, Item::Tool { tool_call_id, .. } if tool_call_id == id));
+            if !known {
+                items.push(Item::Tool {
+                    tool_call_id: id.clone(),
+                    name: name.clone(),
+                    args: serde_json::Value::Object(args.clone()),
+                    read_only: None,
+                    start: None,
+                    result: None,
+                });
+            }
+        }
+    }
+}
+
+fn set_result(items: &mut [Item], result: shard_protocol::agent::ToolResult) {
+    for item in items.iter_mut().rev() {
+        if let Item::Tool { tool_call_id, result: slot, .. } = item {
+            if *tool_call_id == result.tool_call_id {
+                *slot = Some(result);
+                return;
+            }
+        }
+    }
+}
+
+/// An event of the selected agent.
+fn agent_event(state: &ClientState, message: ServerMessage) {
+    match message {
+        ServerMessage::Status(status) => state.status.set(status.status),
+        ServerMessage::MessageDelta(delta) => state.transcript.update(|items| {
+            let at = items.iter().position(|item| matches!(item, Item::Assistant { message_id, .. } if *message_id == delta.message_id));
+            let at = at.unwrap_or_else(|| {
+                items.push(Item::Assistant { message_id: delta.message_id.clone(), blocks: Vec::new() });
+                items.len() - 1
+            });
+            if let (Item::Assistant { blocks, .. }, Some(text)) = (&mut items[at], delta.text_delta) {
+                match (blocks.last_mut(), delta.kind) {
+                    (Some(Block::Text(current)), DeltaKind::Text) | (Some(Block::Thinking(current)), DeltaKind::Thinking) => {
+                        current.push_str(&text);
+                    }
+                    (_, DeltaKind::Thinking) => blocks.push(Block::Thinking(text)),
+                    _ => blocks.push(Block::Text(text)),
+                }
+            }
+        }),
+        ServerMessage::MessageComplete(complete) => state.transcript.update(|items| {
+            push_assistant(items, &complete.message_id, &complete.message.content);
+        }),
+        ServerMessage::ToolCall(call) => state.transcript.update(|items| {
+            let existing = items.iter_mut().find(|item| matches!(item, Item::Tool { tool_call_id, .. } if *tool_call_id == call.tool_call_id));
+            match existing {
+                Some(Item::Tool { args, read_only, start, .. }) => {
+                    *args = serde_json::Value::Object(call.args.clone());
+                    *read_only = call.read_only;
+                    start.clone_from(&call.render);
+                }
+                _ => items.push(Item::Tool {
+                    tool_call_id: call.tool_call_id,
+                    name: call.name,
+                    args: serde_json::Value::Object(call.args),
+                    read_only: call.read_only,
+                    start: call.render,
+                    result: None,
+                }),
+            }
+        }),
+        ServerMessage::ToolResult(result) => state.transcript.update(|items| set_result(items, result)),
+        ServerMessage::Compaction(compaction) => state.transcript.update(|items| {
+            items.push(Item::Compaction {
+                index: compaction.index,
+                tokens_before: compaction.tokens_before,
+                tokens_after: compaction.tokens_after,
+            });
+        }),
+        ServerMessage::Error(error) => state.transcript.update(|items| {
+            items.push(Item::Notice { text: format!("{}: {}", error.code, error.message), error: true });
+        }),
+        ServerMessage::ModeChanged(changed) => state.mode.set(changed.mode),
+        ServerMessage::ModelChanged(changed) => {
+            state.model.set(Some(changed.active));
+            if let Some(capabilities) = changed.capabilities {
+                let levels = capabilities.iter().any(|known| known == "reasoning-catalog");
+                state.capabilities.set(capabilities);
+                if levels {
+                    state.to_selected(json!({"id": "levels", "type": "list_reasoning_levels"}));
+                } else {
+                    state.levels.set(Vec::new());
+                }
+            }
+        }
+        ServerMessage::ReasoningLevelChanged(changed) => state.level.set(Some(changed.active)),
+        ServerMessage::Usage(usage) => {
+            let selected = state.selected.get_untracked();
+            state.agents.update(|agents| {
+                if let Some(agent) = agents.iter_mut().find(|agent| Some(&agent.agent_id) == selected.as_ref()) {
+                    let total = agent.usage.get_or_insert_with(Default::default);
+                    total.input += usage.input;
+                    total.output += usage.output;
+                    if let Some(cost) = usage.cost {
+                        total.cost = Some(total.cost.unwrap_or(0.0) + cost);
+                    }
+                }
+            });
+        }
+        _ => {}
+    }
 }

@@ -7,18 +7,23 @@
 //! (the connection, in [`client`]) behind `#[cfg(feature = "hydrate")]`; the
 //! WASM entry point is [`hydrate`] and does nothing else.
 
+// Leptos view types nest deeply; the default limit is too low for a page.
+#![recursion_limit = "512"]
+
 #[cfg(feature = "hydrate")]
 mod client;
+mod markdown;
+mod notify;
 mod state;
+mod views;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::StaticSegment;
 use leptos_router::components::{Route, Router, Routes};
-use shard_protocol::orchestrator::ActivityPhase;
-use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
 
 pub use state::{ClientState, Connection};
+use views::{AgentList, AgentView, CreateAgent, Inbox, QuestionDialog};
 
 /// The name of the bundle's files under `/pkg/` (`shard.js`,
 /// `shard_bg.wasm`, `shard.css`); the daemon and scripts/build agree on it.
@@ -49,7 +54,6 @@ pub fn App() -> impl IntoView {
     provide_meta_context();
     view! {
         <Stylesheet id="shard-css" href="/pkg/shard.css"/>
-        <Title text="Shard"/>
         <Router>
             <Routes fallback=NotFound>
                 <Route path=StaticSegment("") view=Home/>
@@ -58,8 +62,9 @@ pub fn App() -> impl IntoView {
     }
 }
 
-/// The agents page: enrolls this browser when opened with `#enroll=`,
-/// connects, and lists every agent live.
+/// The dashboard: enrolls this browser when opened with `#enroll=`,
+/// connects, lists every agent live, shows the selected one, and keeps every
+/// open question answerable.
 #[component]
 fn Home() -> impl IntoView {
     let state = ClientState::new();
@@ -77,15 +82,29 @@ fn Home() -> impl IntoView {
     });
     let connection = state.connection;
     let notice = state.notice;
+    let questions = state.questions;
+    let pending = move || questions.with(|questions| questions.len());
+    let title = move || match pending() {
+        0 => "Shard".to_owned(),
+        count => format!("({count}) Shard"),
+    };
+    let notify_state = state.clone();
+    let notify_on = state.notify;
     view! {
+        <Title text=title/>
         <header class="topbar">
             <span class="brand">"Shard"</span>
+            <span class=move || { if pending() > 0 { "pending active" } else { "pending" } } title="open questions">
+                {move || format!("{} waiting", pending())}
+            </span>
+            <button class="notify" on:click=move |_| notify::enable(&notify_state) disabled=move || notify_on.get()>
+                {move || if notify_on.get() { "notifications on" } else { "notify me" }}
+            </button>
             <span class="connection" data-state=move || connection.get().key() aria-live="polite">
                 {move || connection.get().label()}
             </span>
         </header>
         <main class="home" data-hydrated=move || hydrated.get().to_string()>
-            <h1>"Agents"</h1>
             {move || notice.get().map(|text| view! { <p class="notice" role="status">{text}</p> })}
             {move || (connection.get() == Connection::NotEnrolled).then(|| view! {
                 <p class="enroll-help">
@@ -93,119 +112,16 @@ fn Home() -> impl IntoView {
                     " on the daemon's machine and open the link it prints."
                 </p>
             })}
-            <CreateAgent state=state.clone()/>
-            <AgentList state=state.clone()/>
+            <div class="layout">
+                <aside class="sidebar">
+                    <Inbox state=state.clone()/>
+                    <CreateAgent state=state.clone()/>
+                    <AgentList state=state.clone()/>
+                </aside>
+                <AgentView state=state.clone()/>
+            </div>
+            <QuestionDialog state=state.clone()/>
         </main>
-    }
-}
-
-#[component]
-fn CreateAgent(state: ClientState) -> impl IntoView {
-    let cwd = RwSignal::new(String::new());
-    let name = RwSignal::new(String::new());
-    let connected = move || state.connection.get() == Connection::Connected;
-    let submit = {
-        let state = state.clone();
-        move |event: leptos::ev::SubmitEvent| {
-            event.prevent_default();
-            let (cwd_value, name_value) = (cwd.get_untracked(), name.get_untracked());
-            if cwd_value.trim().is_empty() {
-                state
-                    .notice
-                    .set(Some("Give the agent a working directory (an absolute path).".to_owned()));
-                return;
-            }
-            state.create_agent(cwd_value.trim(), name_value.trim());
-            name.set(String::new());
-        }
-    };
-    view! {
-        <form class="create" on:submit=submit aria-label="Create an agent">
-            <label>
-                "Working directory"
-                <input name="cwd" type="text" placeholder="/home/me/project" required
-                    prop:value=cwd on:input=move |event| cwd.set(event_target_value(&event))/>
-            </label>
-            <label>
-                "Name"
-                <input name="name" type="text" placeholder="optional"
-                    prop:value=name on:input=move |event| name.set(event_target_value(&event))/>
-            </label>
-            <button type="submit" disabled=move || !connected()>"Create agent"</button>
-        </form>
-    }
-}
-
-fn status_label(status: AgentStatus) -> &'static str {
-    match status {
-        AgentStatus::Idle => "idle",
-        AgentStatus::Streaming => "streaming",
-        AgentStatus::WaitingForPermission => "waiting for permission",
-        AgentStatus::WaitingForUi => "waiting for an answer",
-        AgentStatus::Compacting => "compacting",
-        AgentStatus::Error => "error",
-        AgentStatus::Unknown => "unknown",
-    }
-}
-
-fn runtime_label(state: RuntimeState) -> &'static str {
-    match state {
-        RuntimeState::Starting => "starting",
-        RuntimeState::Running => "running",
-        RuntimeState::Stopped => "stopped",
-        RuntimeState::Failed => "failed",
-        RuntimeState::Unknown => "unknown",
-    }
-}
-
-fn phase_label(phase: ActivityPhase) -> &'static str {
-    match phase {
-        ActivityPhase::Idle => "idle",
-        ActivityPhase::Thinking => "thinking",
-        ActivityPhase::Streaming => "writing",
-        ActivityPhase::Tool => "running a tool",
-        ActivityPhase::Waiting => "waiting",
-        ActivityPhase::Compacting => "compacting",
-        ActivityPhase::Retrying => "retrying",
-        ActivityPhase::Error => "error",
-        ActivityPhase::Unknown => "",
-    }
-}
-
-#[component]
-fn AgentList(state: ClientState) -> impl IntoView {
-    let agents = state.agents;
-    let activity = state.activity;
-    view! {
-        <ul class="agents" aria-label="Agents">
-            {move || {
-                let list = agents.get();
-                if list.is_empty() {
-                    return view! { <li class="empty">"No agents yet."</li> }.into_any();
-                }
-                list.into_iter()
-                    .map(|info: AgentInfo| {
-                        let id = info.agent_id.clone();
-                        let phase = activity.with(|map| map.get(&id).cloned());
-                        let doing = phase.map(|(phase, tool)| match tool {
-                            Some(tool) => format!("{} · {tool}", phase_label(phase)),
-                            None => phase_label(phase).to_owned(),
-                        });
-                        view! {
-                            <li class="agent" data-agent-id=id.clone()>
-                                <span class="name">{info.name.clone().unwrap_or_else(|| id.clone())}</span>
-                                <span class="status" data-status=status_label(info.status)>{status_label(info.status)}</span>
-                                <span class="runtime">{runtime_label(info.runtime_state)}</span>
-                                <span class="activity">{doing}</span>
-                                <span class="cwd" title=info.cwd.clone()>{info.cwd.clone()}</span>
-                                <span class="model">{info.model.clone().unwrap_or_default()}</span>
-                            </li>
-                        }
-                    })
-                    .collect_view()
-                    .into_any()
-            }}
-        </ul>
     }
 }
 

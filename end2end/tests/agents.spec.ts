@@ -2,7 +2,7 @@
 import { mkdtempSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test, expect, newEnrollURL, unixCall } from './daemon';
+import { test, expect, createAgent, newEnrollURL, unixCall } from './daemon';
 
 test('a browser enrolls with the printed URL and sees the agents it creates, live', async ({ page, daemon }, testInfo) => {
   const problems: string[] = [];
@@ -15,9 +15,7 @@ test('a browser enrolls with the printed URL and sees the agents it creates, liv
   expect(page.url()).not.toContain('enroll=');
 
   const project = realpathSync(mkdtempSync(join(tmpdir(), 'shard-project-')));
-  await page.getByLabel('Working directory').fill(project);
-  await page.getByLabel('Name').fill('from the browser');
-  await page.getByRole('button', { name: 'Create agent' }).click();
+  await createAgent(page, project, 'from the browser');
   const created = page.locator('li.agent', { hasText: 'from the browser' });
   await expect(created).toBeVisible();
   await expect(created.locator('.runtime')).toHaveText('running');

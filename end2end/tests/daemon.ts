@@ -105,3 +105,15 @@ export const test = base.extend<{}, { daemon: Daemon }>({
 });
 
 export { expect } from '@playwright/test';
+
+/** Creates an agent through the dashboard's form; resolves once it is listed. */
+export async function createAgent(page: import('@playwright/test').Page, cwd: string, name: string): Promise<void> {
+  const panel = page.locator('details.create-panel');
+  if (!(await panel.evaluate((element) => (element as HTMLDetailsElement).open))) {
+    await panel.locator('summary').click();
+  }
+  await page.getByLabel('Working directory').fill(cwd);
+  await page.getByLabel('Name', { exact: true }).fill(name);
+  await page.getByRole('button', { name: 'Create agent' }).click();
+  await page.locator('li.agent', { hasText: name }).waitFor();
+}

@@ -7,7 +7,7 @@ import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { test, expect } from '@playwright/test';
-import { startDaemon, stopDaemon, type Daemon } from './daemon';
+import { createAgent, startDaemon, stopDaemon, type Daemon } from './daemon';
 
 const NGINX = process.env.NGINX_BIN ?? '/usr/sbin/nginx';
 
@@ -125,9 +125,7 @@ test('through nginx over https: enroll, the __Host- cookie, connect, see the age
   expect(cookies.some((cookie) => cookie.name === 'shard_session')).toBe(false);
 
   const project = realpathSync(mkdtempSync(join(tmpdir(), 'shard-project-')));
-  await page.getByLabel('Working directory').fill(project);
-  await page.getByLabel('Name').fill('behind the proxy');
-  await page.getByRole('button', { name: 'Create agent' }).click();
+  await createAgent(page, project, 'behind the proxy');
   const row = page.locator('li.agent', { hasText: 'behind the proxy' });
   await expect(row).toBeVisible();
   await expect(row.locator('.runtime')).toHaveText('running');

@@ -116,6 +116,9 @@ message_set! {
         // Shard extensions for `shard sessions list|revoke` (unix socket only).
         DaemonSessions(Empty) = "daemon.sessions", Registry, required;
         DaemonRevokeSession(RevokeSession) = "daemon.revoke_session", Registry, required;
+        // Closes browser connections (of one session, or all) without
+        // revoking anything: clients reconnect and resync.
+        DaemonDisconnect(RevokeSession) = "daemon.disconnect", Registry, required;
         // §10.1a workspaces
         WorkspaceCreate(WorkspaceCreate) = "workspace.create", Registry, required;
         WorkspaceAttach(WorkspaceAttach) = "workspace.attach", Registry, required;

@@ -171,6 +171,12 @@ pub struct SessionsResult {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DisconnectResult {
+    /// Connections closed.
+    pub disconnected: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RevokeResult {
     pub revoked: Vec<String>,
 }

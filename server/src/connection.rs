@@ -27,6 +27,8 @@ pub trait Daemon: Send + Sync {
     fn shutdown(&self, force: bool);
     /// The live browser sessions (`shard sessions list`).
     fn sessions(&self) -> Vec<shard_protocol::orchestrator::BrowserSession>;
+    /// Closes browser connections (one session's, or all) without revoking.
+    fn disconnect(&self, target: shard_protocol::orchestrator::RevokeSession) -> u32;
     /// Revokes sessions and closes their sockets; returns the revoked ids.
     fn revoke(
         &self,
@@ -206,9 +208,15 @@ impl Connection {
                     Err(error) => Err(error),
                 }
             }
+            ClientMessage::DaemonDisconnect(target) if self.local => {
+                ok(shard_protocol::orchestrator::DisconnectResult {
+                    disconnected: self.daemon.disconnect(target),
+                })
+            }
             ClientMessage::DaemonEnroll(_)
             | ClientMessage::DaemonSessions(_)
-            | ClientMessage::DaemonRevokeSession(_) => Err(WireError::new(
+            | ClientMessage::DaemonRevokeSession(_)
+            | ClientMessage::DaemonDisconnect(_) => Err(WireError::new(
                 ErrorCode::PermissionDenied,
                 "enrollment and session administration are local: use the unix socket (`shard enroll`, `shard sessions`)",
             )),

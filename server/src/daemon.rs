@@ -86,6 +86,14 @@ impl Daemon for Shard {
             .collect()
     }
 
+    fn disconnect(&self, target: RevokeSession) -> u32 {
+        let session = match &target {
+            RevokeSession::One(id) => Some(id.as_str()),
+            RevokeSession::All => None,
+        };
+        self.hub.close_browsers(session, "disconnected by the daemon; reconnect")
+    }
+
     fn revoke(&self, target: RevokeSession) -> Result<Vec<String>, WireError> {
         let store_error = |error: std::io::Error| {
             WireError::new(ErrorCode::InternalError, format!("security store: {error}"))

@@ -136,6 +136,24 @@ impl Hub {
         }
     }
 
+    /// Closes browser connections: one session's, or every browser's.
+    /// Returns how many.
+    pub fn close_browsers(&self, session: Option<&str>, reason: &str) -> u32 {
+        let mut closed = 0;
+        for (outbox, owner) in self.connections().values() {
+            let matches = match (owner.as_deref(), session) {
+                (Some(owner), Some(session)) => owner == session,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if matches {
+                outbox.close(reason);
+                closed += 1;
+            }
+        }
+        closed
+    }
+
     /// Open connections of a browser session.
     pub fn session_connections(&self, session: &str) -> u32 {
         let count = self

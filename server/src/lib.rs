@@ -15,6 +15,9 @@
 //! - [`assets`]: the browser bundle embedded at build time.
 //! - [`enroll`]: `shard enroll`.
 
+// The web client's view types (rendered here for SSR) nest deeply.
+#![recursion_limit = "512"]
+
 pub mod assets;
 pub mod audit;
 pub mod auth;

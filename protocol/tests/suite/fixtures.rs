@@ -12,8 +12,8 @@ use shard_protocol::agent::{
     ReasoningLevelChange, SessionListResult, SetModeResult, SetModelResult,
 };
 use shard_protocol::orchestrator::{
-    AgentCreateResult, AgentsResult, AttachResult, EnrollResult, RevokeResult, SessionsResult,
-    TerminateResult,
+    AgentCreateResult, AgentsResult, AttachResult, DisconnectResult, EnrollResult, RevokeResult,
+    SessionsResult, TerminateResult,
 };
 use shard_protocol::subagent::{
     SubagentCreateResult, SubagentRelaunchResult, SubagentStatusResult, SubagentSteerResult,
@@ -62,7 +62,7 @@ const SPEC_CLIENT_TYPES: &[&str] = &[
 
 /// Shard's own additions to the client set, pinned in docs/PROTOCOL-NOTES.md.
 const EXTENSION_CLIENT_TYPES: &[&str] =
-    &["daemon.enroll", "daemon.sessions", "daemon.revoke_session"];
+    &["daemon.enroll", "daemon.sessions", "daemon.revoke_session", "daemon.disconnect"];
 
 /// Every server → client `type` PROTOCOL.md names (§9.1, §9.3, §9.4, §9.5,
 /// §10.2, §10.3).
@@ -270,6 +270,7 @@ fn every_result_fixture_decodes_and_round_trips() {
             "daemon.enroll" => round_trip_data::<EnrollResult>(name, data),
             "daemon.sessions" => round_trip_data::<SessionsResult>(name, data),
             "daemon.revoke_session" => round_trip_data::<RevokeResult>(name, data),
+            "daemon.disconnect" => round_trip_data::<DisconnectResult>(name, data),
             "workspace.create" => round_trip_data::<WorkspaceLaunchResult>(name, data),
             "workspace.list" => round_trip_data::<WorkspaceListResult>(name, data),
             "workspace.status" => round_trip_data::<WorkspaceResult>(name, data),
