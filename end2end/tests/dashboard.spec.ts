@@ -1,0 +1,172 @@
+// The dashboard in Chromium against the real daemon and the demo model.
+import { mkdtempSync, realpathSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Browser, BrowserContext, Page } from '@playwright/test';
+import { test, expect, createAgent, newEnrollURL, unixCall, type Daemon } from './daemon';
+
+function project(): string {
+  return realpathSync(mkdtempSync(join(tmpdir(), 'shard-project-')));
+}
+
+/** A fresh, enrolled browser context with one tab open on the dashboard. */
+async function enrolled(browser: Browser, daemon: Daemon, viewport?: { width: number; height: number }): Promise<[BrowserContext, Page]> {
+  const context = await browser.newContext(viewport ? { viewport } : {});
+  const page = await context.newPage();
+  await page.goto(newEnrollURL(daemon));
+  await expect(page.locator('.connection')).toHaveText('connected');
+  return [context, page];
+}
+
+async function openAgent(page: Page, name: string): Promise<void> {
+  await page.locator('li.agent', { hasText: name }).locator('button.open').click();
+  await expect(page.locator('.agent-view h2')).toHaveText(name);
+}
+
+async function prompt(page: Page, text: string): Promise<void> {
+  await page.getByLabel('Message to the agent').fill(text);
+  await page.locator('.prompt button[type="submit"]').click();
+}
+
+test('prompt, stream, a permission asked in two tabs and answered in one, the exit code', async ({ browser, daemon }, testInfo) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'builder');
+  await expect(tab.locator('.agent-view h2')).toHaveText('builder'); // a new agent opens
+
+  await prompt(tab, 'hello there dashboard');
+  await expect(tab.locator('.message.assistant').last()).toHaveText('You said: hello there dashboard');
+
+  const other = await context.newPage();
+  await other.goto(daemon.baseURL);
+  await expect(other.locator('.connection')).toHaveText('connected');
+  await openAgent(other, 'builder');
+
+  await prompt(tab, 'run: echo shard-ok');
+  const dialog = tab.getByRole('dialog');
+  const otherDialog = other.getByRole('dialog');
+  await expect(dialog).toBeVisible();
+  await expect(otherDialog).toBeVisible();
+  await expect(dialog).toContainText('Run `echo shard-ok`?');
+  await expect(dialog).toContainText('echo shard-ok'); // the server's details
+  await expect(dialog.getByRole('button', { name: /Allow once/ })).toBeFocused();
+  await expect(tab).toHaveTitle('(1) Shard');
+  await tab.screenshot({ path: testInfo.outputPath('permission-dialog.png') });
+
+  // The other tab answers with its keyboard shortcut; this tab's dialog goes.
+  await other.keyboard.press('y');
+  await expect(otherDialog).toBeHidden();
+  await expect(dialog).toBeHidden();
+  await expect(tab).toHaveTitle('Shard');
+  const tool = tab.locator('.tool').last();
+  await expect(tool.locator('.tool-footer')).toContainText('exit code 0');
+  await expect(tool).toContainText('shard-ok');
+  await expect(tab.locator('.message.assistant').last()).toContainText('exit code 0');
+  await tab.screenshot({ path: testInfo.outputPath('agent-view.png'), fullPage: true });
+  await context.close();
+});
+
+test('a daemon-side drop with a question open: the page reconnects and the question is back', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'patient');
+  await prompt(tab, 'run: echo after-reconnect');
+  await expect(tab.getByRole('dialog')).toBeVisible();
+
+  const dropped = await unixCall(daemon, { id: 'd', type: 'daemon.disconnect', all: true });
+  expect(dropped.success).toBe(true);
+  expect(dropped.data.disconnected).toBeGreaterThan(0);
+  await expect(tab.locator('.connection')).toHaveText(/reconnecting/);
+  await expect(tab.locator('.connection')).toHaveText('connected', { timeout: 15_000 });
+  const dialog = tab.getByRole('dialog');
+  await expect(dialog).toBeVisible();
+  await expect(dialog).toContainText('echo after-reconnect');
+  await dialog.getByRole('button', { name: /Allow once/ }).click();
+  await expect(tab.locator('.tool').last().locator('.tool-footer')).toContainText('exit code 0');
+  await context.close();
+});
+
+test('the approval inbox answers questions of two agents', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  const first = project();
+  const second = project();
+  await createAgent(tab, first, 'first');
+  await prompt(tab, 'run: touch first.txt');
+  await expect(tab.getByRole('dialog')).toBeVisible();
+  await tab.keyboard.press('Escape'); // later: it stays in the inbox
+  await expect(tab.getByRole('dialog')).toBeHidden();
+
+  await createAgent(tab, second, 'second');
+  await prompt(tab, 'run: touch second.txt');
+  await expect(tab.getByRole('dialog')).toBeVisible();
+  await tab.keyboard.press('Escape');
+
+  const inbox = tab.locator('.inbox');
+  await expect(inbox.locator('.inbox-item')).toHaveCount(2);
+  await expect(inbox.locator('.count')).toHaveText('2');
+  await inbox.locator('.inbox-item', { hasText: 'touch first.txt' }).getByRole('button', { name: /Allow once/ }).click();
+  await inbox.locator('.inbox-item', { hasText: 'touch second.txt' }).getByRole('button', { name: /Allow once/ }).click();
+  await expect(inbox.locator('.inbox-item')).toHaveCount(0);
+  await expect.poll(() => [first, second].map((dir) => require('node:fs').existsSync(join(dir, dir === first ? 'first.txt' : 'second.txt')))).toEqual([true, true]);
+  await context.close();
+});
+
+test('agent output with HTML is shown as text and runs nothing', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  const dialogs: string[] = [];
+  tab.on('dialog', (dialog) => {
+    dialogs.push(dialog.message());
+    void dialog.dismiss();
+  });
+  await createAgent(tab, project(), 'echo');
+  const hostile = '<img src=x onerror=alert(1)> and <script>alert(2)</script> <b style="color:red">bold</b>';
+  await prompt(tab, hostile);
+  const reply = tab.locator('.message.assistant').last();
+  await expect(reply).toContainText('You said:');
+  await expect(reply).toContainText('<img src=x onerror=alert(1)>');
+  await expect(reply).toContainText('<script>alert(2)</script>');
+  await expect(tab.locator('.transcript img')).toHaveCount(0);
+  await expect(tab.locator('.transcript script')).toHaveCount(0);
+  await expect(tab.locator('.transcript b')).toHaveCount(0);
+  await tab.waitForTimeout(300);
+  expect(dialogs).toEqual([]);
+  await context.close();
+});
+
+test('a mode and a model switched in one tab appear in the other', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'switcher');
+  const other = await context.newPage();
+  await other.goto(daemon.baseURL);
+  await openAgent(other, 'switcher');
+  await expect(other.locator('.pickers').getByLabel('Mode', { exact: true })).toHaveValue('build');
+
+  await tab.locator('.pickers').getByLabel('Mode', { exact: true }).selectOption('plan');
+  await expect(other.locator('.pickers').getByLabel('Mode', { exact: true })).toHaveValue('plan');
+  await expect(other.locator('.pickers').getByLabel('Reasoning')).toHaveCount(0); // demo has no levels
+  await tab.locator('.pickers').getByLabel('Model', { exact: true }).selectOption('demo-think');
+  await expect(other.locator('.pickers').getByLabel('Model', { exact: true })).toHaveValue('demo-think');
+  // The new model's reasoning levels appear, from the server's catalog.
+  await expect(other.locator('.pickers').getByLabel('Reasoning')).toHaveValue('medium');
+  await context.close();
+});
+
+test('on a 390×844 screen every action is reachable', async ({ browser, daemon }, testInfo) => {
+  const [context, tab] = await enrolled(browser, daemon, { width: 390, height: 844 });
+  await createAgent(tab, project(), 'pocket');
+  await tab.screenshot({ path: testInfo.outputPath('phone-dashboard.png'), fullPage: true });
+  await prompt(tab, 'run: echo from-a-phone');
+  const dialog = tab.getByRole('dialog');
+  await expect(dialog).toBeVisible();
+  await expect(dialog.getByRole('button', { name: /Allow once/ })).toBeInViewport();
+  await tab.screenshot({ path: testInfo.outputPath('phone-dialog.png') });
+  await dialog.getByRole('button', { name: /Allow once/ }).click();
+  await expect(tab.locator('.tool').last().locator('.tool-footer')).toContainText('exit code 0');
+  await tab.locator('.pickers').getByLabel('Mode', { exact: true }).selectOption('plan');
+  await expect(tab.locator('.pickers').getByLabel('Mode', { exact: true })).toHaveValue('plan');
+  await prompt(tab, 'stream: 200');
+  await tab.getByRole('button', { name: 'Abort' }).click();
+  await expect(tab.locator('.agent-header .status')).toHaveText('idle');
+  await tab.getByRole('button', { name: 'Back to agents' }).click();
+  await expect(tab.locator('li.agent', { hasText: 'pocket' })).toBeVisible();
+  await tab.screenshot({ path: testInfo.outputPath('phone-agent-view.png'), fullPage: true });
+  await context.close();
+});
