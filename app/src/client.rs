@@ -188,6 +188,17 @@ fn handle(state: &ClientState, text: &str) -> bool {
         ServerMessage::Sync(sync) if mine => apply_sync(state, sync),
         ServerMessage::AgentSpawned(spawned) => state.upsert(spawned.info),
         ServerMessage::AgentStatusChanged(changed) => {
+            let started = changed.runtime_state == shard_protocol::types::RuntimeState::Running
+                && state.agents.with_untracked(|agents| {
+                    agents.iter().any(|agent| {
+                        agent.agent_id == changed.agent_id
+                            && agent.runtime_state != changed.runtime_state
+                    })
+                });
+            if started {
+                // A (re)started process knows its model and mode: refresh.
+                state.send(json!({"id": "list", "type": "agent.list"}));
+            }
             let waiting = matches!(
                 changed.status,
                 AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi
@@ -427,6 +438,21 @@ fn set_result(items: &mut [Item], result: shard_protocol::agent::ToolResult) {
     }
 }
 
+/// Changes the selected agent's row in the list.
+fn update_selected(
+    state: &ClientState,
+    change: impl FnOnce(&mut shard_protocol::types::AgentInfo),
+) {
+    let selected = state.selected.get_untracked();
+    state.agents.update(|agents| {
+        if let Some(agent) =
+            agents.iter_mut().find(|agent| Some(&agent.agent_id) == selected.as_ref())
+        {
+            change(agent);
+        }
+    });
+}
+
 /// An event of the selected agent.
 fn agent_event(state: &ClientState, message: ServerMessage) {
     match message {
@@ -479,8 +505,12 @@ fn agent_event(state: &ClientState, message: ServerMessage) {
         ServerMessage::Error(error) => state.transcript.update(|items| {
             items.push(Item::Notice { text: format!("{}: {}", error.code, error.message), error: true });
         }),
-        ServerMessage::ModeChanged(changed) => state.mode.set(changed.mode),
+        ServerMessage::ModeChanged(changed) => {
+            update_selected(state, |agent| agent.mode = Some(changed.mode.clone()));
+            state.mode.set(changed.mode);
+        }
         ServerMessage::ModelChanged(changed) => {
+            update_selected(state, |agent| agent.model = Some(changed.active.id.clone()));
             state.model.set(Some(changed.active));
             if let Some(capabilities) = changed.capabilities {
                 let levels = capabilities.iter().any(|known| known == "reasoning-catalog");

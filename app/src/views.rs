@@ -203,7 +203,7 @@ pub fn AgentList(state: ClientState) -> impl IntoView {
                                 <span class="runtime">{runtime_label(info.runtime_state)}</span>
                                 <span class="activity">{doing}</span>
                                 <span class="cwd" title=info.cwd.clone()>{info.cwd.clone()}</span>
-                                <span class="model">{info.model.clone().unwrap_or_default()}" · "{info.mode.clone().unwrap_or_default()}</span>
+                                <span class="model">{[info.model.clone(), info.mode.clone()].into_iter().flatten().collect::<Vec<_>>().join(" · ")}</span>
                                 <span class="usage">{usage}</span>
                             </li>
                         }
@@ -537,12 +537,26 @@ pub fn AgentView(state: ClientState) -> impl IntoView {
                     move |_| state.select(None)
                 };
                 let status = state.status;
+                let usage = {
+                    let state = state.clone();
+                    move || {
+                        let selected = state.selected.get()?;
+                        state.agents.with(|agents| {
+                            let usage = agents.iter().find(|agent| agent.agent_id == selected)?.usage.clone()?;
+                            Some(match usage.cost {
+                                Some(cost) => format!("{} in · {} out · ${cost:.4}", usage.input, usage.output),
+                                None => format!("{} in · {} out", usage.input, usage.output),
+                            })
+                        })
+                    }
+                };
                 view! {
                     <section class="agent-view" aria-label="Agent">
                         <header class="agent-header">
                             <button class="back" on:click=close aria-label="Back to agents">"←"</button>
                             <h2>{title}</h2>
                             <span class="status" data-status=move || status_label(status.get())>{move || status_label(status.get())}</span>
+                            <span class="usage" title="tokens used">{usage}</span>
                             <Pickers state=state.clone()/>
                             <div class="lifecycle">
                                 <button on:click=terminate>"Terminate"</button>
