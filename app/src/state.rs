@@ -59,6 +59,7 @@ pub enum Block {
 
 /// One line of the transcript.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // short-lived UI state; boxing buys nothing
 pub enum Item {
     User {
         text: String,

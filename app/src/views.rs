@@ -776,10 +776,7 @@ pub fn Inbox(state: ClientState) -> impl IntoView {
         let state = state.clone();
         move || state.questions.with(|questions| questions.values().cloned().collect::<Vec<_>>())
     };
-    let count = {
-        let all = all.clone();
-        move || all().len()
-    };
+    let count = { move || all().len() };
     view! {
         <section class="inbox" aria-label="Approval inbox" class:empty=move || count() == 0>
             <h2>"Inbox " <span class="count">{count}</span></h2>

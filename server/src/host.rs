@@ -135,6 +135,9 @@ struct Proc {
 
 struct Pending {
     request: PendingKind,
+    /// The question as it was sent, tagged: re-sent when the responders
+    /// change (a delegated child's question moving up to an ancestor).
+    announcement: Bytes,
     /// Set when every responder left: answer headless at this instant.
     headless_at: Option<Instant>,
     /// Who answered, once the daemon forwarded an answer.
@@ -785,9 +788,15 @@ impl Host {
 
     async fn raise(&mut self, request: PendingKind, line: &str) {
         let request_id = request.request_id().to_owned();
-        self.pending.push(Pending { request, headless_at: None, source: None });
+        let announcement = tag(self.id(), line);
+        self.pending.push(Pending {
+            request,
+            announcement: announcement.clone(),
+            headless_at: None,
+            source: None,
+        });
         self.publish_pending();
-        self.deliver_question(tag(self.id(), line));
+        self.deliver_question(announcement);
         if self.context.delegation.responders(self.id()).is_empty() {
             // Nobody anywhere in the hierarchy can answer: deny at once.
             self.answer_headless(&request_id).await;
@@ -1036,9 +1045,24 @@ impl Host {
     }
 
     fn detach(&mut self, conn: ConnId) {
-        if self.attached.remove(&conn).is_some() {
+        if let Some((_, role)) = self.attached.remove(&conn) {
             self.context.delegation.detach(self.id(), conn);
             self.responders_changed();
+            if role == AttachRole::Interactive {
+                // Open questions now go to whoever answers instead (an
+                // interactive ancestor, §6.3); clients dedupe by request id.
+                let open: Vec<Bytes> = self
+                    .pending
+                    .iter()
+                    .filter(|pending| pending.source.is_none())
+                    .map(|pending| pending.announcement.clone())
+                    .collect();
+                for announcement in open {
+                    for outbox in self.context.delegation.responders(self.id()) {
+                        outbox.push(announcement.clone());
+                    }
+                }
+            }
         }
         self.inflight
             .retain(|_, inflight| inflight.outbox.as_ref().is_none_or(|outbox| outbox.id != conn));

@@ -246,12 +246,9 @@ async fn nobody_to_answer_is_an_immediate_headless_deny() {
         observer.call("o", json!({"type": "prompt", "agent_id": agent, "message": "hi"})).await;
     assert_eq!(denied["error"]["code"], "PERMISSION_DENIED", "observers never prompt");
     driver.attach(&agent, "interactive").await;
-    driver
-        .call(
-            "p",
-            json!({"type": "prompt", "agent_id": agent, "message": "run: touch headless.txt"}),
-        )
-        .await;
+    // Prompt and detach in one go: the daemon handles both before the agent
+    // can have asked anything.
+    driver.send(json!({"id": "p", "type": "prompt", "agent_id": agent, "message": "run: touch headless.txt"}));
     driver.call("d", json!({"type": "agent.detach", "agent_id": agent})).await;
     // Only an observer is left: it sees the question and its headless end.
     let read = observer.until_agent(&agent, |message| message["type"] == "turn_end").await;
@@ -332,12 +329,9 @@ async fn a_delegated_childs_question_goes_to_the_nearest_interactive_ancestor() 
     parent_client.attach(&parent, "interactive").await;
     let mut driver = Client::unix(&daemon.socket()).await;
     driver.attach(&child, "interactive").await;
-    driver
-        .call(
-            "p",
-            json!({"type": "prompt", "agent_id": child, "message": "run: touch delegated.txt"}),
-        )
-        .await;
+    // Prompt and detach in one go: the daemon handles both before the agent
+    // can have asked anything.
+    driver.send(json!({"id": "p", "type": "prompt", "agent_id": child, "message": "run: touch delegated.txt"}));
     driver.call("d", json!({"type": "agent.detach", "agent_id": child})).await;
     // The parent's client gets the child's question, under the child's id.
     let read = parent_client.until(|message| message["type"] == "permission_request").await;
