@@ -491,15 +491,9 @@ async fn check_permission(
     let request = permission::request(request_id.clone(), name, args, &shared.cwd);
     let answer = shared.ask_permission(request.clone());
     shared.emit(ServerMessage::PermissionRequest(request)).await;
-    shared.set_status(AgentStatus::WaitingForPermission).await;
-    let answer = tokio::select! {
-        answer = answer => answer.ok(),
-        () = cancel.cancelled() => {
-            shared.withdraw(&request_id, "abort").await;
-            None
-        }
-    };
-    shared.set_status(AgentStatus::Streaming).await;
+    let answer =
+        wait_for_answer(shared, cancel, &request_id, AgentStatus::WaitingForPermission, answer)
+            .await;
     match answer.as_ref().map(permission::outcome) {
         Some(Outcome::Allow) => Ok(()),
         Some(Outcome::AllowAlways) => {
@@ -513,6 +507,28 @@ async fn check_permission(
         None if cancel.is_cancelled() => Err("aborted while waiting for permission".to_owned()),
         None => Err("Permission denied: nobody is connected to answer (headless)".to_owned()),
     }
+}
+
+/// Waits for the answer to an open question with the status showing the
+/// wait; on abort the question is withdrawn. `None`: no answer came (aborted,
+/// or withdrawn because nobody can answer).
+async fn wait_for_answer<T>(
+    shared: &Arc<Shared>,
+    cancel: &CancellationToken,
+    request_id: &str,
+    waiting: AgentStatus,
+    answer: tokio::sync::oneshot::Receiver<T>,
+) -> Option<T> {
+    shared.set_status(waiting).await;
+    let answer = tokio::select! {
+        answer = answer => answer.ok(),
+        () = cancel.cancelled() => {
+            shared.withdraw(request_id, "abort").await;
+            None
+        }
+    };
+    shared.set_status(AgentStatus::Streaming).await;
+    answer
 }
 
 async fn recall(shared: &Arc<Shared>, args: &JsonObject) -> ToolOutput {
@@ -614,15 +630,8 @@ async fn ask(shared: &Arc<Shared>, cancel: &CancellationToken, args: &JsonObject
     }
     let answer = shared.ask_ui(request.clone());
     shared.emit(ServerMessage::UiRequest(request)).await;
-    shared.set_status(AgentStatus::WaitingForUi).await;
-    let answer = tokio::select! {
-        answer = answer => answer.ok(),
-        () = cancel.cancelled() => {
-            shared.withdraw(&request_id, "abort").await;
-            None
-        }
-    };
-    shared.set_status(AgentStatus::Streaming).await;
+    let answer =
+        wait_for_answer(shared, cancel, &request_id, AgentStatus::WaitingForUi, answer).await;
     match answer {
         Some(Some(UiValue::Text(text))) => ToolOutput::text(text),
         Some(Some(UiValue::List(items))) => ToolOutput::text(items.join(", ")),
