@@ -83,6 +83,10 @@ pub struct DaemonArgs {
     /// before it is denied.
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     pub headless_timeout: u64,
+    /// Seconds between WebSocket pings; a client silent for 2.5 intervals is
+    /// dropped.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ws_ping_interval: u64,
     /// A browser session unused this long must enroll again (default 7 days).
     #[arg(long, value_name = "SECS", default_value_t = 7 * 24 * 3600)]
     pub session_idle_timeout: u64,

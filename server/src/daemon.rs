@@ -199,6 +199,7 @@ pub async fn run(
         expected_host,
         allowed_origins,
         connections: connections.clone(),
+        ping_interval: Duration::from_secs(args.ws_ping_interval),
         bootstrap_limit: Limiter::new(RATE_PER_MINUTE, Duration::from_secs(60)),
         upgrade_limit: Limiter::new(RATE_PER_MINUTE, Duration::from_secs(60)),
     });

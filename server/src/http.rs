@@ -50,6 +50,8 @@ pub struct Web {
     /// Allowed Origins, normalized.
     pub allowed_origins: Vec<String>,
     pub connections: Arc<tokio::sync::Semaphore>,
+    /// How often WebSocket clients are pinged.
+    pub ping_interval: std::time::Duration,
     /// `/bootstrap` calls per peer per minute.
     pub bootstrap_limit: Limiter,
     /// WebSocket upgrade attempts per peer per minute.

@@ -20,10 +20,11 @@ use crate::connection::Connection;
 use crate::http::{AppState, Effective, Web, normalize_origin};
 use crate::hub::{DEFAULT_OUTBOX_BYTES, outbox};
 
-/// How often the server pings (§2.2).
-const PING_INTERVAL: Duration = Duration::from_secs(30);
-/// A client that has not answered a ping for this long is dead.
-const PONG_DEADLINE: Duration = Duration::from_secs(75);
+/// How often the server pings by default (§2.2: every 30 s).
+pub const PING_INTERVAL: Duration = Duration::from_secs(30);
+/// A client that has answered no ping for this many intervals is dead: one
+/// missed pong may be a busy tab, two and a half are not.
+const PONG_INTERVALS: f64 = 2.5;
 /// The largest message accepted from a client: a prompt with a few images.
 const MAX_MESSAGE: usize = 16 * 1024 * 1024;
 
@@ -102,11 +103,14 @@ async fn serve(socket: WebSocket, web: Arc<Web>, session: Session) {
     let mut connection = Connection::new(outbox.clone(), web.daemon.clone(), "web", false);
     connection.hello("websocket");
     let last_pong = Arc::new(AtomicU64::new(now_ms()));
+    let interval = web.ping_interval;
     let writer = {
         let outbox = outbox.clone();
         let last_pong = last_pong.clone();
         tokio::spawn(async move {
-            let mut ping = tokio::time::interval(PING_INTERVAL);
+            let deadline =
+                u64::try_from(interval.mul_f64(PONG_INTERVALS).as_millis()).unwrap_or(u64::MAX);
+            let mut ping = tokio::time::interval(interval);
             ping.tick().await;
             loop {
                 tokio::select! {
@@ -126,7 +130,7 @@ async fn serve(socket: WebSocket, web: Arc<Web>, session: Session) {
                     }
                     _ = ping.tick() => {
                         let silent = now_ms().saturating_sub(last_pong.load(Ordering::Relaxed));
-                        if silent > u64::try_from(PONG_DEADLINE.as_millis()).unwrap_or(u64::MAX) {
+                        if silent > deadline {
                             tracing::info!("dropping a websocket client that stopped answering pings");
                             let _ = sink.send(Message::Close(Some(CloseFrame { code: 1001, reason: "no pong".into() }))).await;
                             break;

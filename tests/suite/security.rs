@@ -250,3 +250,34 @@ async fn html_cannot_be_framed() {
             .contains("frame-ancestors 'none'")
     );
 }
+
+#[tokio::test]
+async fn a_client_that_stops_answering_pings_is_dropped() {
+    use futures_util::StreamExt;
+    let daemon = Daemon::start(&["--ws-ping-interval", "1"]).await;
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    // A live client: reading answers pings, so it stays.
+    let mut live = browser.connect(&daemon).await;
+    // A dead one: connected, then never read again (so no pong is sent).
+    let ticket = browser.ticket(&daemon).await;
+    let dead = connect_ws(&daemon, Some(&ticket), &daemon.base).await.expect("upgrade");
+    let (_sink, mut stream) = dead.split();
+    tokio::time::sleep(std::time::Duration::from_millis(4500)).await;
+    // Now read what the server sent: pings, then its close.
+    let mut closed = None;
+    while let Ok(Some(message)) =
+        tokio::time::timeout(std::time::Duration::from_secs(5), stream.next()).await
+    {
+        match message {
+            Ok(tokio_tungstenite::tungstenite::Message::Close(frame)) => {
+                closed = frame.map(|frame| (u16::from(frame.code), frame.reason.to_string()));
+                break;
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    assert_eq!(closed, Some((1001, "no pong".to_owned())), "the silent client was dropped");
+    let listed = live.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(listed["success"], true, "the answering client is still there");
+}
