@@ -170,3 +170,16 @@ test('on a 390×844 screen every action is reachable', async ({ browser, daemon 
   await tab.screenshot({ path: testInfo.outputPath('phone-agent-view.png'), fullPage: true });
   await context.close();
 });
+
+test('an ask: question is answered in its dialog', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'curious');
+  await prompt(tab, 'ask: What should I call you?');
+  const dialog = tab.getByRole('dialog');
+  await expect(dialog).toContainText('What should I call you?');
+  await dialog.getByLabel('Answer').fill('Ada');
+  await dialog.getByRole('button', { name: 'Submit' }).click();
+  await expect(dialog).toBeHidden();
+  await expect(tab.locator('.message.assistant').last()).toHaveText('You answered: Ada');
+  await context.close();
+});
