@@ -197,28 +197,7 @@ impl Conversation {
 
     /// Mode, model and reasoning level as last recorded.
     pub fn settings(&self) -> RecordedSettings {
-        let mut settings = RecordedSettings::default();
-        for entry in &self.entries {
-            match &entry.body {
-                EntryBody::Header { model, mode, .. } => {
-                    settings.model = Some(model.clone());
-                    settings.mode = Some(mode.clone());
-                }
-                EntryBody::Settings { mode, model, reasoning_level } => {
-                    if mode.is_some() {
-                        settings.mode.clone_from(mode);
-                    }
-                    if model.is_some() {
-                        settings.model.clone_from(model);
-                    }
-                    if reasoning_level.is_some() {
-                        settings.reasoning_level.clone_from(reasoning_level);
-                    }
-                }
-                _ => {}
-            }
-        }
-        settings
+        settings_of(&self.entries)
     }
 
     /// `(tool_name, fingerprint)` of every `allow_always` grant.
@@ -334,7 +313,7 @@ impl Conversation {
             .ok_or_else(|| SessionError::NotFound(from_entry_id.to_owned()))?;
         let fork_id = format!("fork-{}", new_id());
         let session_id = format!("sess-{}", new_id());
-        let settings = Self::settings_of(&self.entries[..=at]);
+        let settings = settings_of(&self.entries[..=at]);
         let mut rest = vec![EntryBody::Fork {
             artifact_kind: "fork".into(),
             fork_id: fork_id.clone(),
@@ -366,24 +345,6 @@ impl Conversation {
         .await?;
         let head_entry_id = fork.head_entry_id().unwrap_or_default().to_owned();
         Ok(ForkResult { fork_id, session_id, head_entry_id })
-    }
-
-    fn settings_of(entries: &[Entry]) -> RecordedSettings {
-        let mut settings = RecordedSettings::default();
-        for entry in entries {
-            match &entry.body {
-                EntryBody::Header { model, mode, .. } => {
-                    settings.model = Some(model.clone());
-                    settings.mode = Some(mode.clone());
-                }
-                EntryBody::Settings { mode: Some(mode), .. } => settings.mode = Some(mode.clone()),
-                _ => {}
-            }
-            if let EntryBody::Settings { model: Some(model), .. } = &entry.body {
-                settings.model = Some(model.clone());
-            }
-        }
-        settings
     }
 
     /// This session and the forks made from it (`session_op list`).
@@ -440,6 +401,33 @@ pub fn compaction_index_of(entries: &[Entry]) -> Option<u64> {
         EntryBody::Compaction { index, .. } => Some(index),
         _ => None,
     })
+}
+
+/// The mode, model and reasoning level a log records: the header's, then
+/// every later settings change.
+pub fn settings_of(entries: &[Entry]) -> RecordedSettings {
+    let mut settings = RecordedSettings::default();
+    for entry in entries {
+        match &entry.body {
+            EntryBody::Header { model, mode, .. } => {
+                settings.model = Some(model.clone());
+                settings.mode = Some(mode.clone());
+            }
+            EntryBody::Settings { mode, model, reasoning_level } => {
+                if mode.is_some() {
+                    settings.mode.clone_from(mode);
+                }
+                if model.is_some() {
+                    settings.model.clone_from(model);
+                }
+                if reasoning_level.is_some() {
+                    settings.reasoning_level.clone_from(reasoning_level);
+                }
+            }
+            _ => {}
+        }
+    }
+    settings
 }
 
 fn summary_of(entries: &[Entry]) -> Option<SessionSummary> {

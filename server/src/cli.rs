@@ -117,28 +117,17 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             runtime.block_on(crate::daemon::serve(args))
         }
         Command::Enroll => {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("cannot start the runtime")?;
+            let runtime = single_threaded()?;
             let url = runtime.block_on(crate::enroll::request())?;
             println!("enroll: {url}");
             Ok(())
         }
         Command::Sessions(command) => {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("cannot start the runtime")?;
+            let runtime = single_threaded()?;
             runtime.block_on(crate::enroll::sessions(command))
         }
         Command::Agent(args) => {
-            // One thread is plenty for one agent, and keeps each agent process
-            // small when a daemon runs many of them.
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("cannot start the runtime")?;
+            let runtime = single_threaded()?;
             let options = shard_agent::Options {
                 cwd: args.cwd,
                 model: args.model,
@@ -153,6 +142,15 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+/// A one-thread runtime: enough for a command-line client or one agent, and
+/// it keeps each agent process small when a daemon runs many of them.
+fn single_threaded() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")
 }
 
 /// Logs go to stderr (stdout carries the lines CONTRACT.md pins), filtered by

@@ -463,7 +463,11 @@ impl Host {
     }
 
     fn fail_waiting(&mut self, why: &str) {
-        let error = WireError::new(ErrorCode::RuntimeStartFailed, why);
+        self.fail_waiting_with(WireError::new(ErrorCode::RuntimeStartFailed, why));
+    }
+
+    /// Answers every piece of work that was waiting for a ready process.
+    fn fail_waiting_with(&mut self, error: WireError) {
         for waiting in std::mem::take(&mut self.waiting) {
             match waiting {
                 Waiting::Start { reply } => {
@@ -637,7 +641,10 @@ impl Host {
                 )
                 .ok()
                 .and_then(|dir| LogTail::open(&dir.join("session.jsonl")).ok());
-                self.model = self.log.as_ref().and_then(|log| recorded_model(log.entries()));
+                self.model = self
+                    .log
+                    .as_ref()
+                    .and_then(|log| shard_agent::conversation::settings_of(log.entries()).model);
                 if let Some(proc) = &mut self.proc {
                     proc.ready = true;
                 }
@@ -676,33 +683,7 @@ impl Host {
                     },
                     why,
                 );
-                for waiting in std::mem::take(&mut self.waiting) {
-                    match waiting {
-                        Waiting::Start { reply } => {
-                            let _ = reply.send(Err(failure.clone()));
-                        }
-                        Waiting::Attach { outbox, id, .. } => {
-                            respond(
-                                &outbox,
-                                id,
-                                Some(self.id()),
-                                Response::failed("agent.attach", failure.clone()),
-                                false,
-                            );
-                        }
-                        Waiting::Forward { outbox, id, message } => {
-                            let command =
-                                shard_protocol::envelope::MessageSet::type_name(message.as_ref());
-                            respond(
-                                &outbox,
-                                id,
-                                Some(self.id()),
-                                Response::failed(command, failure.clone()),
-                                true,
-                            );
-                        }
-                    }
-                }
+                self.fail_waiting_with(failure);
             }
             _ => {}
         }
@@ -1234,16 +1215,6 @@ fn respond(
 ) {
     let agent_id = if routed { agent_id.map(str::to_owned) } else { None };
     outbox.push(encode(&Envelope { id, agent_id, message: ServerMessage::Response(response) }));
-}
-
-fn recorded_model(entries: &[shard_agent::session_log::Entry]) -> Option<String> {
-    use shard_agent::session_log::EntryBody;
-    entries.iter().rev().find_map(|entry| match &entry.body {
-        EntryBody::Settings { model: Some(model), .. } | EntryBody::Header { model, .. } => {
-            Some(model.clone())
-        }
-        _ => None,
-    })
 }
 
 fn describe_exit(status: std::io::Result<std::process::ExitStatus>) -> (Option<i32>, String) {

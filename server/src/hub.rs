@@ -129,11 +129,7 @@ impl Hub {
 
     /// Closes every connection of a browser session (logout, revocation).
     pub fn close_session(&self, session: &str, reason: &str) {
-        for (outbox, owner) in self.connections().values() {
-            if owner.as_deref() == Some(session) {
-                outbox.close(reason);
-            }
-        }
+        self.close_browsers(Some(session), reason);
     }
 
     /// Closes browser connections: one session's, or every browser's.
