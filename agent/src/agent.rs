@@ -36,11 +36,26 @@ use crate::turn::Ending;
 /// always reads.
 pub const OUTBOUND_QUEUE: usize = 1024;
 
+/// Steer or follow-up messages that may wait for a turn, each queue. A
+/// person steers a few times a turn; a client that queues more is looping.
+pub const MAX_QUEUED_INPUTS: usize = 32;
+/// Bytes of text and images the two queues may hold together: a few large
+/// prompts with screenshots, never unbounded memory.
+pub const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
+
 /// A user message waiting to be delivered.
 #[derive(Debug, Clone)]
 pub struct UserInput {
     pub text: String,
     pub images: Vec<Image>,
+}
+
+impl UserInput {
+    /// What it weighs in memory, near enough to bound a queue.
+    pub fn size(&self) -> usize {
+        self.text.len()
+            + self.images.iter().map(|image| image.data.len() + image.mime_type.len()).sum::<usize>()
+    }
 }
 
 /// A question waiting for its answer.
@@ -478,28 +493,33 @@ impl Agent {
         }
         let queued = {
             let mut state = self.shared.state();
+            let weight: usize =
+                state.steers.iter().chain(state.follow_ups.iter()).map(UserInput::size).sum();
+            let full = |queue: &VecDeque<UserInput>| {
+                queue.len() >= MAX_QUEUED_INPUTS || weight + input.size() > MAX_QUEUED_BYTES
+            };
             match behavior {
+                Some(StreamingBehavior::Steer) if full(&state.steers) => Err(queue_full("steer")),
+                Some(StreamingBehavior::FollowUp) if full(&state.follow_ups) => {
+                    Err(queue_full("follow-up"))
+                }
                 Some(StreamingBehavior::Steer) => {
                     state.steers.push_back(input);
-                    true
+                    Ok(())
                 }
                 Some(StreamingBehavior::FollowUp) => {
                     state.follow_ups.push_back(input);
-                    true
+                    Ok(())
                 }
-                None => false,
-            }
-        };
-        let response = if queued {
-            Response::accepted(command)
-        } else {
-            Response::failed(
-                command,
-                error(
+                None => Err(error(
                     ErrorCode::InvalidRequest,
                     "the agent is mid-turn: set `streaming_behavior` to `steer` or `follow_up`",
-                ),
-            )
+                )),
+            }
+        };
+        let response = match queued {
+            Ok(()) => Response::accepted(command),
+            Err(problem) => Response::failed(command, problem),
         };
         self.shared.respond(id, response).await;
     }
@@ -774,6 +794,17 @@ fn ok(data: impl serde::Serialize) -> Result<Option<serde_json::Value>, WireErro
         .map_err(|problem| error(ErrorCode::InternalError, problem.to_string()))
 }
 
+fn queue_full(which: &str) -> WireError {
+    error(
+        ErrorCode::Conflict,
+        format!(
+            "the {which} queue is full ({MAX_QUEUED_INPUTS} messages or {} MiB wait for this turn); \
+             wait for the turn to take them, or abort",
+            MAX_QUEUED_BYTES / (1024 * 1024)
+        ),
+    )
+}
+
 async fn wait_turn(turn: &mut Option<(JoinHandle<Ending>, CancellationToken)>) -> Ending {
     match turn {
         Some((handle, _)) => handle.await.unwrap_or_else(|problem| {
@@ -787,3 +818,6 @@ async fn wait_turn(turn: &mut Option<(JoinHandle<Ending>, CancellationToken)>) -
 fn to_response(command: &str, result: Result<Option<serde_json::Value>, WireError>) -> Response {
     Response { command: command.to_owned(), outcome: result }
 }
+
+#[cfg(test)]
+mod interleavings;

@@ -9,6 +9,7 @@
 //! - [`tools`]: read, write, edit, bash, grep, find, ls (recall and ask in `turn`).
 //! - [`permission`]: the gate in front of every tool call.
 //! - [`conversation`] and [`session_log`]: the session on disk and its live window.
+//! - [`process_tree`]: the agent as subreaper; nothing it starts outlives it.
 //! - [`config`], [`modes`], [`stdio`].
 
 pub mod agent;
@@ -16,6 +17,7 @@ pub mod config;
 pub mod conversation;
 pub mod modes;
 pub mod permission;
+pub mod process_tree;
 pub mod provider;
 pub mod session_log;
 pub mod stdio;
@@ -58,6 +60,20 @@ pub enum Ending {
 /// Runs one agent on stdin/stdout until stdin closes or a signal arrives.
 pub async fn run_stdio(options: Options) -> anyhow::Result<Ending> {
     die_with_parent()?;
+    // Whatever a tool leaves behind is re-parented here, not to init, so the
+    // exit below can find and kill it (CONTRACT.md "Process lifetime").
+    process_tree::become_subreaper().context("cannot become a subreaper")?;
+    tokio::spawn(reap_orphans());
+    let ending = serve(options).await;
+    let killed = process_tree::kill_tree(std::process::id(), false);
+    if killed > 0 {
+        tracing::info!(killed, "killed processes the agent's tools left behind");
+    }
+    ending
+}
+
+/// The agent itself, from the session's opening to the last flush.
+async fn serve(options: Options) -> anyhow::Result<Ending> {
     let home = config::shard_home()?;
     let config = Config::load(&home)?;
     let cwd = match &options.cwd {
@@ -151,18 +167,24 @@ async fn refuse(out: &mpsc::Sender<Envelope<ServerMessage>>, problem: &SessionEr
 pub const PARENT_PID_ENV: &str = "SHARD_PARENT_PID";
 
 /// A daemon's child must not outlive it, even when the daemon is SIGKILLed:
-/// ask the kernel to kill this process when its parent dies, then make sure
-/// the parent did not already die before that request.
+/// ask the kernel to send SIGTERM when the parent dies (SIGTERM, not
+/// SIGKILL, so that the agent still kills its tools' processes on the way
+/// out), then make sure the parent did not already die before that request.
 fn die_with_parent() -> anyhow::Result<()> {
     let Some(parent) = std::env::var(PARENT_PID_ENV).ok().and_then(|pid| pid.parse::<i32>().ok())
     else {
         return Ok(());
     };
-    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
         .context("cannot ask to die with the daemon")?;
     anyhow::ensure!(nix::unistd::getppid().as_raw() == parent, "the daemon is already gone");
     Ok(())
 }
+
+/// After SIGTERM, how long the agent may take to abort its turn and flush
+/// its log before it kills its tree and exits regardless. An abort takes
+/// milliseconds; this only bounds a wedged disk or a bug.
+const STOP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
 
 async fn stop_on_signal(stop: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
@@ -176,4 +198,21 @@ async fn stop_on_signal(stop: CancellationToken) {
         _ = interrupt.recv() => {}
     }
     stop.cancel();
+    // A plain thread, so it fires even if the runtime is stuck.
+    std::thread::spawn(|| {
+        std::thread::sleep(STOP_DEADLINE);
+        tracing::error!("the agent did not stop in time after a signal; exiting");
+        process_tree::kill_tree(std::process::id(), false);
+        std::process::exit(1);
+    });
+}
+
+/// Collects the orphans this subreaper inherits as they exit, so that a
+/// long-lived agent does not pile up zombies.
+async fn reap_orphans() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut exits) = signal(SignalKind::child()) else { return };
+    while exits.recv().await.is_some() {
+        process_tree::reap_orphans();
+    }
 }

@@ -8,5 +8,6 @@ mod providers;
 mod remote;
 mod replay;
 mod security;
+mod supervision;
 mod support;
 mod web;

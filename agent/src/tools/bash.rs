@@ -1,5 +1,7 @@
 //! `bash`: one command in its own process group, so that a timeout or an
-//! `abort` kills everything it started, and nothing it started outlives it.
+//! `abort` kills everything it started. What escapes the group (`setsid cmd
+//! &`) is still the agent's: the agent is a subreaper and kills its whole
+//! tree when it exits (`process_tree`).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -12,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
 use super::{ToolContext, ToolOutput, required_string};
+use crate::process_tree::Managed;
 
 const DEFAULT_TIMEOUT_SECS: u64 = 120;
 const MAX_TIMEOUT_SECS: u64 = 1800;
@@ -72,6 +75,41 @@ async fn pump(mut reader: impl AsyncRead + Unpin, sender: mpsc::Sender<Vec<u8>>)
     }
 }
 
+/// While alive, the orphan reaper leaves this child to tokio.
+struct ManagedChild(Option<i32>);
+
+impl Drop for ManagedChild {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            Managed::lock().remove(&pid);
+        }
+    }
+}
+
+/// Starts `bash -c command`, registered as managed before any reaper can
+/// look at it.
+fn spawn(
+    command: &str,
+    context: &ToolContext,
+) -> std::io::Result<(tokio::process::Child, ManagedChild)> {
+    let mut managed = Managed::lock();
+    let child = tokio::process::Command::new("bash")
+        .arg("-c")
+        .arg(command)
+        .current_dir(&context.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()?;
+    let pid = child.id().and_then(|pid| i32::try_from(pid).ok());
+    if let Some(pid) = pid {
+        managed.insert(pid);
+    }
+    Ok((child, ManagedChild(pid)))
+}
+
 enum Ending {
     Exited(std::process::ExitStatus),
     TimedOut,
@@ -90,18 +128,8 @@ pub async fn run(args: &JsonObject, context: &ToolContext) -> ToolOutput {
             _ => return ToolOutput::error("`timeout` must be a positive number of seconds"),
         },
     };
-    let spawned = tokio::process::Command::new("bash")
-        .arg("-c")
-        .arg(&command)
-        .current_dir(&context.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn();
-    let mut child = match spawned {
-        Ok(child) => child,
+    let (mut child, _managed) = match spawn(&command, context) {
+        Ok(spawned) => spawned,
         Err(error) => return ToolOutput::error(format!("cannot start bash: {error}")),
     };
     let pid = child.id();

@@ -1,0 +1,291 @@
+//! No lost wake-ups in the controller: seeded random scripts of prompts,
+//! steers, follow-ups, aborts and answers, fired at random moments against
+//! a real [`Agent`] (the demo model, a real session log), must each end with
+//! every command that carried an `id` answered exactly once and the agent
+//! `idle`, without any further input.
+//!
+//! A failure names its seed and script; `SHARD_INTERLEAVING_SEED=N` replays
+//! that seed alone. Interleavings come from the script and from how many
+//! times the driver yields to the scheduler between commands (the runtime
+//! is single-threaded, as the agent's is), so a seed replays the same
+//! schedule up to the timing of file writes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use shard_protocol::types::AgentStatus;
+use shard_protocol::{Envelope, ServerMessage};
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::{Agent, Inbound, Startup};
+use crate::config::Config;
+use crate::conversation::Conversation;
+
+/// Agents per run, and scripts per agent: together a few thousand
+/// interleavings. A fresh agent every few dozen keeps each session short.
+const AGENTS: u64 = 40;
+const SCRIPTS_PER_AGENT: u64 = 60;
+/// Longest a script may take to settle: a lost wake-up hangs forever, a
+/// healthy script settles in milliseconds.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// splitmix64: small, seedable, good enough to pick test actions.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound
+    }
+}
+
+/// What the agent said, as the driver needs it.
+#[derive(Default)]
+struct Observed {
+    responses: HashMap<String, usize>,
+    status: Option<AgentStatus>,
+    open_permissions: Vec<String>,
+    open_questions: Vec<String>,
+}
+
+struct Harness {
+    lines: mpsc::Sender<Inbound>,
+    observed: Arc<Mutex<Observed>>,
+    changed: Arc<Notify>,
+    next_id: u64,
+    sent: Vec<String>,
+    script: Vec<String>,
+}
+
+impl Harness {
+    fn observed(&self) -> std::sync::MutexGuard<'_, Observed> {
+        self.observed.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    async fn send(&mut self, mut command: Value) {
+        self.next_id += 1;
+        let id = format!("c{}", self.next_id);
+        command["id"] = json!(id);
+        self.script.push(command.to_string());
+        self.sent.push(id);
+        let _ = self.lines.send(Inbound::Line(Ok(command.to_string()))).await;
+    }
+
+    /// One random action.
+    async fn act(&mut self, rng: &mut Rng) {
+        let message = match rng.below(5) {
+            0 => "stream: 3".to_owned(),
+            1 => format!("burst: {}", 1 + rng.below(40)),
+            2 => "run: true".to_owned(),
+            3 => "ask: which one?".to_owned(),
+            _ => "hello there".to_owned(),
+        };
+        match rng.below(10) {
+            0..=2 => self.send(json!({"type": "prompt", "message": message})).await,
+            3 => {
+                self.send(json!({"type": "prompt", "message": message, "streaming_behavior": "steer"}))
+                    .await;
+            }
+            4 => {
+                let behavior = "follow_up";
+                self.send(
+                    json!({"type": "prompt", "message": message, "streaming_behavior": behavior}),
+                )
+                .await;
+            }
+            5 => self.send(json!({"type": "steer", "message": message})).await,
+            6 => self.send(json!({"type": "abort"})).await,
+            7 => {
+                let open = self.observed().open_permissions.last().cloned();
+                let request_id = open.unwrap_or_else(|| "perm-unknown".to_owned());
+                let decision = if rng.below(2) == 0 { "allow" } else { "deny" };
+                self.send(json!({"type": "permission_response", "request_id": request_id,
+                                 "decision": decision}))
+                    .await;
+            }
+            8 => {
+                let open = self.observed().open_questions.last().cloned();
+                let request_id = open.unwrap_or_else(|| "ui-unknown".to_owned());
+                self.send(json!({"type": "ui_response", "request_id": request_id, "value": "b"}))
+                    .await;
+            }
+            _ => self.send(json!({"type": "list_modes"})).await,
+        }
+    }
+
+    /// Answers whatever is still open and waits until every id is answered
+    /// and the agent is idle; then proves the controller is free with one
+    /// more command.
+    async fn settle(&mut self) -> Result<(), String> {
+        loop {
+            let (permission, question, done) = {
+                let observed = self.observed();
+                let answered = self.sent.iter().all(|id| observed.responses.contains_key(id));
+                let idle = observed.status.is_none_or(|status| status == AgentStatus::Idle);
+                let quiet = observed.open_permissions.is_empty() && observed.open_questions.is_empty();
+                (
+                    observed.open_permissions.first().cloned(),
+                    observed.open_questions.first().cloned(),
+                    answered && idle && quiet,
+                )
+            };
+            if done {
+                break;
+            }
+            if let Some(request_id) = permission {
+                self.send(json!({"type": "permission_response", "request_id": request_id,
+                                 "decision": "deny"}))
+                    .await;
+            } else if let Some(request_id) = question {
+                self.send(json!({"type": "ui_response", "request_id": request_id, "value": null}))
+                    .await;
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(50), self.changed.notified()).await;
+        }
+        self.send(json!({"type": "list_modes"})).await;
+        let probe = self.sent.last().cloned().unwrap_or_default();
+        while !self.observed().responses.contains_key(&probe) {
+            let _ = tokio::time::timeout(Duration::from_millis(50), self.changed.notified()).await;
+        }
+        let observed = self.observed();
+        if let Some((id, count)) = observed.responses.iter().find(|(_, count)| **count != 1) {
+            return Err(format!("{id} was answered {count} times"));
+        }
+        match observed.status {
+            Some(AgentStatus::Idle) | None => Ok(()),
+            other => Err(format!("settled {other:?}, not idle")),
+        }
+    }
+}
+
+/// Folds the agent's output into what the driver watches.
+async fn observe(
+    mut out: mpsc::Receiver<Envelope<ServerMessage>>,
+    observed: Arc<Mutex<Observed>>,
+    changed: Arc<Notify>,
+) {
+    while let Some(envelope) = out.recv().await {
+        {
+            let mut seen = observed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match envelope.message {
+                ServerMessage::Response(_) => {
+                    if let Some(id) = envelope.id {
+                        *seen.responses.entry(id).or_default() += 1;
+                    }
+                }
+                ServerMessage::Status(status) => seen.status = Some(status.status),
+                ServerMessage::PermissionRequest(request) => {
+                    seen.open_permissions.push(request.request_id)
+                }
+                ServerMessage::PermissionResolved(resolved) => {
+                    seen.open_permissions.retain(|id| *id != resolved.request_id)
+                }
+                ServerMessage::UiRequest(request) => seen.open_questions.push(request.request_id),
+                ServerMessage::UiResolved(resolved) => {
+                    seen.open_questions.retain(|id| *id != resolved.request_id)
+                }
+                _ => {}
+            }
+        }
+        changed.notify_waiters();
+    }
+}
+
+async fn run_agent(seed: u64, scripts: u64) -> Result<(), String> {
+    // tmpfs where there is one: the log's fsyncs cost nothing there.
+    let base = std::path::Path::new("/dev/shm");
+    let home = if base.is_dir() { tempfile::tempdir_in(base) } else { tempfile::tempdir() }
+        .map_err(|problem| problem.to_string())?;
+    let cwd = home.path().join("project");
+    std::fs::create_dir(&cwd).map_err(|problem| problem.to_string())?;
+    let config = Config::load(home.path()).map_err(|problem| problem.to_string())?;
+    let model = config.default_model.clone();
+    let conversation =
+        Conversation::create(home.path(), &cwd.display().to_string(), &model, "build")
+            .await
+            .map_err(|problem| problem.to_string())?;
+    let (out, outbound) = mpsc::channel(super::OUTBOUND_QUEUE);
+    let start = Startup {
+        config,
+        cwd,
+        home: home.path().to_owned(),
+        mode: "build".to_owned(),
+        model,
+        reasoning_level: None,
+    };
+    let agent = Agent::new(start, conversation, out);
+    let (lines, inbound) = mpsc::channel(crate::stdio::INBOUND_QUEUE);
+    let observed = Arc::new(Mutex::new(Observed::default()));
+    let changed = Arc::new(Notify::new());
+    tokio::spawn(observe(outbound, observed.clone(), changed.clone()));
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(agent.run(inbound, stop.clone()));
+    let mut harness =
+        Harness { lines, observed, changed, next_id: 0, sent: Vec::new(), script: Vec::new() };
+    let mut rng = Rng(seed);
+    for script in 0..scripts {
+        harness.script.clear();
+        for _ in 0..1 + rng.below(6) {
+            harness.act(&mut rng).await;
+            match rng.below(4) {
+                0 => {}
+                1 | 2 => {
+                    for _ in 0..rng.below(64) {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                _ => tokio::time::sleep(Duration::from_millis(rng.below(25))).await,
+            }
+        }
+        let settled = tokio::time::timeout(SETTLE_TIMEOUT, harness.settle()).await;
+        let failure = match settled {
+            Ok(Ok(())) => None,
+            Ok(Err(problem)) => Some(problem),
+            Err(_) => {
+                let observed = harness.observed();
+                let missing: Vec<&String> =
+                    harness.sent.iter().filter(|id| !observed.responses.contains_key(*id)).collect();
+                Some(format!(
+                    "did not settle within {SETTLE_TIMEOUT:?}: unanswered {missing:?}, status {:?}",
+                    observed.status
+                ))
+            }
+        };
+        if let Some(problem) = failure {
+            return Err(format!(
+                "seed {seed}, script {script}: {problem}\nscript:\n{}",
+                harness.script.join("\n")
+            ));
+        }
+    }
+    stop.cancel();
+    let _ = running.await;
+    Ok(())
+}
+
+#[test]
+fn every_command_is_answered_and_the_agent_settles_idle_whatever_the_interleaving() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let seeds: Vec<u64> = match std::env::var("SHARD_INTERLEAVING_SEED") {
+        Ok(seed) => vec![seed.parse().expect("a numeric seed")],
+        Err(_) => (1..=AGENTS).collect(),
+    };
+    for seed in seeds {
+        if let Err(problem) = runtime.block_on(run_agent(seed, SCRIPTS_PER_AGENT)) {
+            panic!("{problem}");
+        }
+    }
+}

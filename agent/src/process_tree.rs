@@ -1,0 +1,188 @@
+//! Every process an agent starts dies with it (CONTRACT.md "Process
+//! lifetime"). The agent is a child subreaper: whatever its `bash` commands
+//! leave behind (`cmd &`, `setsid cmd &`, a daemonizing server) is
+//! re-parented to the agent instead of to init, so it stays in the agent's
+//! process tree, where [`kill_tree`] finds it.
+//!
+//! The tree is read from `/proc` (each process's parent), which is what a
+//! subreaper makes complete: an orphan's new parent is the agent itself.
+//! Killing stops every process first (a stopped process cannot fork), then
+//! looks again until no live process is left unstopped, then sends SIGKILL
+//! to all of them: a command that forks in a loop cannot outrun it.
+//!
+//! Orphans that exit on their own become zombies of the agent; [`reap_orphans`]
+//! collects them, leaving alone the children tokio waits for itself (the
+//! `bash` processes, registered in [`Managed`]).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
+
+use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitPidFlag, waitpid};
+use nix::unistd::Pid;
+
+/// Rounds of stop-and-look before giving up on a tree that keeps growing.
+/// Each round stops everything it saw, so only processes forked during the
+/// previous scan are new; real trees settle in two or three.
+const MAX_ROUNDS: usize = 64;
+
+/// One process as `/proc/<pid>/stat` describes it.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    pid: i32,
+    parent: i32,
+    /// Running, sleeping or stopped: not a zombie (`Z`) or dead (`X`).
+    live: bool,
+    stopped: bool,
+}
+
+/// Parses `/proc/<pid>/stat`. The command name is in parentheses and may
+/// itself hold spaces and parentheses, so the fields are read after the last
+/// `)`.
+fn parse_stat(text: &str) -> Option<Entry> {
+    let (head, rest) = text.rsplit_once(')')?;
+    let pid = head.split_whitespace().next()?.parse().ok()?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let parent = fields.next()?.parse().ok()?;
+    Some(Entry {
+        pid,
+        parent,
+        live: !matches!(state, 'Z' | 'X' | 'x'),
+        stopped: matches!(state, 'T' | 't'),
+    })
+}
+
+fn processes() -> Vec<Entry> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .filter_map(|text| parse_stat(&text))
+        .collect()
+}
+
+/// Every process below `root` (not `root` itself), nearest first.
+fn descendants_in(table: &[Entry], root: i32) -> Vec<Entry> {
+    let mut children: HashMap<i32, Vec<Entry>> = HashMap::new();
+    for entry in table {
+        children.entry(entry.parent).or_default().push(*entry);
+    }
+    let mut found = Vec::new();
+    let mut queue = vec![root];
+    let mut seen = HashSet::from([root]);
+    while let Some(pid) = queue.pop() {
+        for child in children.get(&pid).into_iter().flatten() {
+            if seen.insert(child.pid) {
+                found.push(*child);
+                queue.push(child.pid);
+            }
+        }
+    }
+    found
+}
+
+/// The live processes below `root`.
+pub fn descendants(root: u32) -> Vec<u32> {
+    let Ok(root) = i32::try_from(root) else { return Vec::new() };
+    descendants_in(&processes(), root)
+        .into_iter()
+        .filter(|entry| entry.live)
+        .filter_map(|entry| u32::try_from(entry.pid).ok())
+        .collect()
+}
+
+/// Kills every live process below `root`, and `root` too when
+/// `include_root`. Returns how many processes were killed.
+pub fn kill_tree(root: u32, include_root: bool) -> usize {
+    let Ok(root) = i32::try_from(root) else { return 0 };
+    let mut doomed: HashSet<i32> = HashSet::new();
+    if include_root {
+        // Stopped first, so it cannot start anything while its tree is read.
+        let _ = kill(Pid::from_raw(root), Signal::SIGSTOP);
+        doomed.insert(root);
+    }
+    for _ in 0..MAX_ROUNDS {
+        let table = processes();
+        let running: Vec<i32> = descendants_in(&table, root)
+            .into_iter()
+            .filter(|entry| entry.live && !(entry.stopped && doomed.contains(&entry.pid)))
+            .map(|entry| entry.pid)
+            .collect();
+        if running.is_empty() {
+            break;
+        }
+        for pid in running {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
+            doomed.insert(pid);
+        }
+    }
+    for pid in &doomed {
+        let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+    }
+    doomed.len()
+}
+
+/// Children whose exit tokio collects itself (the `bash` processes): the
+/// orphan reaper must never take their exit status.
+pub struct Managed(Mutex<BTreeSet<i32>>);
+
+static MANAGED: Managed = Managed(Mutex::new(BTreeSet::new()));
+
+impl Managed {
+    /// Held while a managed child is spawned and registered, and while the
+    /// reaper looks for orphans, so that a child that exits at once is never
+    /// taken for an orphan.
+    pub fn lock() -> MutexGuard<'static, BTreeSet<i32>> {
+        MANAGED.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Reaps zombie children of this process that nobody else waits for: the
+/// orphans a subreaper inherits. Returns how many were reaped.
+pub fn reap_orphans() -> usize {
+    let managed = Managed::lock();
+    let me = std::process::id();
+    let Ok(me) = i32::try_from(me) else { return 0 };
+    let mut reaped = 0;
+    for entry in processes() {
+        if entry.parent != me || entry.live || managed.contains(&entry.pid) {
+            continue;
+        }
+        if waitpid(Pid::from_raw(entry.pid), Some(WaitPidFlag::WNOHANG)).is_ok() {
+            reaped += 1;
+        }
+    }
+    reaped
+}
+
+/// Makes this process the subreaper of everything it starts.
+pub fn become_subreaper() -> nix::Result<()> {
+    nix::sys::prctl::set_child_subreaper(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_with_odd_command_names_parse() {
+        let entry = parse_stat("4242 (a (b) c) S 17 4242 4242 0 -1").expect("parses");
+        assert_eq!((entry.pid, entry.parent, entry.live, entry.stopped), (4242, 17, true, false));
+        let zombie = parse_stat("7 (sleep) Z 1 7 7").expect("parses");
+        assert!(!zombie.live);
+        let stopped = parse_stat("8 (sleep) T 1 8 8").expect("parses");
+        assert!(stopped.live && stopped.stopped);
+        assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn descendants_follow_parents_down_only() {
+        let entry = |pid, parent| Entry { pid, parent, live: true, stopped: false };
+        let table = [entry(1, 0), entry(10, 1), entry(11, 10), entry(12, 11), entry(20, 1)];
+        let mut below: Vec<i32> = descendants_in(&table, 10).iter().map(|e| e.pid).collect();
+        below.sort_unstable();
+        assert_eq!(below, [11, 12]);
+    }
+}

@@ -1,0 +1,326 @@
+//! Supervision that leaves nothing behind and backpressure that cannot leak
+//! (CONTRACT.md "Process lifetime", revised 2026-12-01): graceful and forced
+//! kills answer promptly, nothing an agent's `bash` starts outlives the agent
+//! however it ends, a client that stops reading is let go with its socket,
+//! local administration keeps working when browsers hold every slot, and a
+//! browser cannot stop the daemon.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use super::client::{Browser, Client, connect_ws};
+use super::support::{Daemon, agent_pids, shard};
+
+async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < Duration::from_secs(15), "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A number no other test's `sleep` uses, so `pgrep` finds only ours.
+fn unique_seconds() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let salt = u64::from(std::process::id() % 1000) * 1000;
+    7_000_000 + salt + NEXT.fetch_add(10, Ordering::Relaxed)
+}
+
+/// Live processes whose command line holds `pattern`.
+fn running(pattern: &str) -> Vec<String> {
+    let output = std::process::Command::new("pgrep")
+        .args(["-a", "-f", pattern])
+        .output()
+        .expect("pgrep");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| {
+            // Zombies are gone already; only a live process counts.
+            let pid = line.split_whitespace().next().unwrap_or("");
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim().to_owned()))
+                .is_some_and(|rest| !rest.starts_with('Z'))
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A command that leaves three processes behind: one in its own process
+/// group, one in a new session (`setsid`), one `nohup`ed, and keeps a fourth
+/// running in the foreground.
+fn escaping_command(base: u64) -> String {
+    format!(
+        "run: sleep {a} & setsid sleep {b} & nohup sleep {c} >/dev/null 2>&1 & sleep {d}",
+        a = base,
+        b = base + 1,
+        c = base + 2,
+        d = base + 3
+    )
+}
+
+fn pattern(base: u64) -> String {
+    format!("sleep {}", base / 10)
+}
+
+/// Starts the escaping command on an attached agent and waits until all of
+/// its processes run.
+async fn start_escaping_command(client: &mut Client, agent: &str, base: u64) {
+    client
+        .call("run", json!({"type": "prompt", "agent_id": agent, "message": escaping_command(base)}))
+        .await;
+    let asked = client
+        .until_agent(agent, |message| message["type"] == "permission_request")
+        .await
+        .pop()
+        .expect("a question");
+    let answer = json!({"type": "permission_response", "agent_id": agent,
+                        "request_id": asked["request_id"], "decision": "allow"});
+    client.call("allow", answer).await;
+    let expected = 4;
+    wait_until("every process of the command to start", || {
+        running(&pattern(base))
+            .iter()
+            .filter(|line| line.split_whitespace().nth(1) == Some("sleep"))
+            .count()
+            >= expected
+    })
+    .await;
+}
+
+async fn agent_with_client(daemon: &Daemon, project: &TempDir) -> (Client, String, String) {
+    let marker = project.path().canonicalize().expect("path").display().to_string();
+    let mut client = Client::unix(&daemon.socket()).await;
+    let agent = client.create(project.path(), "supervised").await;
+    client.attach(&agent, "interactive").await;
+    (client, agent, marker)
+}
+
+#[tokio::test]
+async fn a_graceful_kill_of_an_idle_agent_answers_at_once() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let (mut client, agent, marker) = agent_with_client(&daemon, &project).await;
+    client.call("p", json!({"type": "prompt", "agent_id": agent, "message": "hello"})).await;
+    client.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    let started = Instant::now();
+    let killed = client.call("k", json!({"type": "agent.kill", "agent_id": agent})).await;
+    let took = started.elapsed();
+    assert_eq!(killed["success"], true, "{killed}");
+    assert!(took < Duration::from_secs(2), "a graceful kill of an idle agent took {took:?}");
+    assert!(agent_pids(&marker).is_empty(), "gone when kill answers");
+    // Its log was flushed: the history is there on restore.
+    let sync = client.attach(&agent, "interactive").await;
+    let messages = sync["live_window"]["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 2, "{sync}");
+}
+
+#[tokio::test]
+async fn nothing_bash_started_survives_a_graceful_kill() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let (mut client, agent, _) = agent_with_client(&daemon, &project).await;
+    let base = unique_seconds();
+    start_escaping_command(&mut client, &agent, base).await;
+    let killed = client.call("k", json!({"type": "agent.kill", "agent_id": agent})).await;
+    assert_eq!(killed["success"], true, "{killed}");
+    wait_until("every process of the command to die", || running(&pattern(base)).is_empty())
+        .await;
+}
+
+#[tokio::test]
+async fn nothing_bash_started_survives_a_forced_kill() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let (mut client, agent, marker) = agent_with_client(&daemon, &project).await;
+    let base = unique_seconds();
+    start_escaping_command(&mut client, &agent, base).await;
+    let killed =
+        client.call("k", json!({"type": "agent.kill", "agent_id": agent, "force": true})).await;
+    assert_eq!(killed["success"], true, "{killed}");
+    assert!(agent_pids(&marker).is_empty(), "the agent is gone when kill answers");
+    assert_eq!(running(&pattern(base)), Vec::<String>::new(), "gone when kill answers");
+}
+
+#[tokio::test]
+async fn nothing_bash_left_in_the_background_survives_the_agent_stopping() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let (mut client, agent, marker) = agent_with_client(&daemon, &project).await;
+    let base = unique_seconds();
+    // This time the foreground part ends, and with it its process group:
+    // only what left the group (a new session) is still running.
+    let command = format!("run: setsid sleep {base} & sleep 0.5; echo left");
+    client.call("run", json!({"type": "prompt", "agent_id": agent, "message": command})).await;
+    let asked = client
+        .until_agent(&agent, |message| message["type"] == "permission_request")
+        .await
+        .pop()
+        .expect("a question");
+    client
+        .call("allow", json!({"type": "permission_response", "agent_id": agent,
+                              "request_id": asked["request_id"], "decision": "allow"}))
+        .await;
+    client.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    // It outlives its command (the agent is a subreaper) ...
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let escaped = running(&pattern(base));
+    assert_eq!(escaped.len(), 1, "the escaped process outlives its command: {escaped:?}");
+    // ... but not the agent's exit (terminate: stdin closes, the agent exits).
+    let terminated = client.call("t", json!({"type": "agent.terminate", "agent_id": agent})).await;
+    assert_eq!(terminated["data"]["deferred"], false, "{terminated}");
+    wait_until("the agent to exit", || agent_pids(&marker).is_empty()).await;
+    wait_until("the escaped process to die", || running(&pattern(base)).is_empty()).await;
+}
+
+#[tokio::test]
+async fn nothing_bash_started_survives_a_sigkilled_daemon() {
+    let mut daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let (mut client, agent, marker) = agent_with_client(&daemon, &project).await;
+    let base = unique_seconds();
+    start_escaping_command(&mut client, &agent, base).await;
+    daemon.signal("KILL").await;
+    wait_until("the agent to die with the daemon", || agent_pids(&marker).is_empty()).await;
+    wait_until("every process of the command to die", || running(&pattern(base)).is_empty())
+        .await;
+}
+
+/// The daemon's open file descriptors.
+fn open_fds(daemon: &Daemon) -> usize {
+    let pid = daemon.child.id().expect("running");
+    std::fs::read_dir(format!("/proc/{pid}/fd")).expect("fd table").count()
+}
+
+#[tokio::test]
+async fn clients_that_stop_reading_are_closed_and_released_while_a_reader_gets_everything() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let (mut reader, agent, _) = agent_with_client(&daemon, &project).await;
+    let baseline = open_fds(&daemon);
+
+    // A unix client and a browser that attach, then never read again.
+    let (stop_unix, gate) = tokio::sync::watch::channel(true);
+    let mut stalled_unix = Client::unix_paced(&daemon.socket(), Some(gate)).await;
+    stalled_unix.attach(&agent, "observer").await;
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    let ticket = browser.ticket(&daemon).await;
+    let mut stalled_ws = connect_ws(&daemon, Some(&ticket), &daemon.base).await.expect("upgrade");
+    {
+        use futures_util::{SinkExt, StreamExt};
+        let attach = json!({"id": "a", "type": "agent.attach", "agent_id": agent, "role": "observer"});
+        stalled_ws
+            .send(tokio_tungstenite::tungstenite::Message::text(attach.to_string()))
+            .await
+            .expect("send attach");
+        // Read up to the sync, then never again.
+        loop {
+            let message = stalled_ws.next().await.expect("a message").expect("ok");
+            if message.to_text().is_ok_and(|text| text.contains("\"sync\"")) {
+                break;
+            }
+        }
+    }
+    stop_unix.send(false).expect("stall the unix client");
+    assert!(open_fds(&daemon) >= baseline + 2, "two more sockets");
+
+    // Far more than any socket buffer plus the outbox budget.
+    let deltas = 100_000;
+    reader
+        .call("p", json!({"type": "prompt", "agent_id": agent, "message": format!("burst: {deltas}")}))
+        .await;
+    let turn = reader.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    let received = turn.iter().filter(|message| message["type"] == "message_delta").count();
+    assert_eq!(received, deltas, "the reading client got every delta");
+    let complete = turn.iter().find(|message| message["type"] == "message_complete").expect("complete");
+    let text = complete["message"]["content"][0]["text"].as_str().unwrap_or("");
+    let streamed: String = turn
+        .iter()
+        .filter(|message| message["type"] == "message_delta")
+        .filter_map(|message| message["text_delta"].as_str())
+        .collect();
+    assert_eq!(streamed, text, "in order, none lost");
+
+    // Both stalled sockets are closed by the daemon and their descriptors
+    // released, though neither client ever reads again.
+    wait_until("the daemon to release both stalled sockets", || open_fds(&daemon) <= baseline).await;
+    drop(stalled_ws);
+    drop(stalled_unix);
+    // The daemon still serves.
+    let listed = reader.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(listed["success"], true);
+}
+
+#[tokio::test]
+async fn local_administration_works_when_browsers_hold_every_slot() {
+    let daemon = Daemon::start(&["--max-connections", "2"]).await;
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    let _first = browser.connect(&daemon).await;
+    let _second = browser.connect(&daemon).await;
+    let ticket = browser.ticket(&daemon).await;
+    let refused = connect_ws(&daemon, Some(&ticket), &daemon.base).await;
+    match refused {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 503, "the cap holds for browsers");
+        }
+        other => panic!("a third browser socket must be refused: {:?}", other.map(|_| ())),
+    }
+    let output =
+        shard(&daemon.home, daemon.cwd.path()).args(["sessions", "list"]).output().await.expect("run");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let listing = String::from_utf8_lossy(&output.stdout);
+    assert!(listing.contains("2 open"), "{listing}");
+    let output = shard(&daemon.home, daemon.cwd.path()).arg("enroll").output().await.expect("run");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+#[tokio::test]
+async fn a_browser_cannot_shut_the_daemon_down() {
+    let mut daemon = Daemon::start(&[]).await;
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    let mut web = browser.connect(&daemon).await;
+    for force in [false, true] {
+        let refused =
+            web.call("x", json!({"type": "daemon.shutdown", "force": force})).await;
+        assert_eq!(refused["success"], false, "{refused}");
+        assert_eq!(refused["error"]["code"], "PERMISSION_DENIED", "{refused}");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(daemon.child.try_wait().expect("status").is_none(), "the daemon keeps running");
+    let listed = web.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(listed["success"], true);
+}
+
+/// Reads until the response to `id`; panics if it does not come.
+async fn response_to(client: &mut Client, id: &str) -> Value {
+    client.until(|message| message["type"] == "response" && message["id"] == id).await.pop().expect("response")
+}
+
+#[tokio::test]
+async fn an_abort_the_instant_streaming_starts_is_answered_and_the_agent_settles() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let (mut client, agent, _) = agent_with_client(&daemon, &project).await;
+    for round in 0..10 {
+        let prompt = format!("p{round}");
+        client.send(json!({"id": prompt, "type": "prompt", "agent_id": agent, "message": "stream: 3000"}));
+        client
+            .until_agent(&agent, |message| message["type"] == "status" && message["status"] == "streaming")
+            .await;
+        let abort = format!("a{round}");
+        client.send(json!({"id": abort, "type": "abort", "agent_id": agent}));
+        let before = client.seen.len();
+        let answered = response_to(&mut client, &abort).await;
+        assert_eq!(answered["success"], true, "{answered}");
+        // The agent winds the turn down, settles idle, then answers.
+        let settled = client.seen[before..].iter().any(|message| {
+            message["type"] == "status" && message["status"] == "idle" && message["agent_id"] == agent
+        });
+        assert!(settled, "idle before the abort's answer: {:#?}", &client.seen[before..]);
+    }
+    let status = client.call("s", json!({"type": "agent.status", "agent_id": agent})).await;
+    assert_eq!(status["data"]["agents"][0]["status"], "idle", "{status}");
+}
