@@ -54,7 +54,11 @@ impl UserInput {
     /// What it weighs in memory, near enough to bound a queue.
     pub fn size(&self) -> usize {
         self.text.len()
-            + self.images.iter().map(|image| image.data.len() + image.mime_type.len()).sum::<usize>()
+            + self
+                .images
+                .iter()
+                .map(|image| image.data.len() + image.mime_type.len())
+                .sum::<usize>()
     }
 }
 

@@ -20,6 +20,7 @@ pub mod permission;
 pub mod process_tree;
 pub mod provider;
 pub mod session_log;
+pub mod session_view;
 pub mod stdio;
 pub mod tools;
 pub mod turn;

@@ -17,12 +17,12 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start the daemon: serves the web client on loopback.
-    Daemon(DaemonArgs),
+    Daemon(crate::daemon::DaemonArgs),
     /// Ask the running daemon for a new browser enrollment URL.
     Enroll,
     /// List or revoke browser sessions of the running daemon.
     #[command(subcommand)]
-    Sessions(SessionsCommand),
+    Sessions(crate::admin::SessionsCommand),
     /// Run one headless agent speaking the per-agent protocol on stdio.
     Agent(AgentArgs),
 }
@@ -46,69 +46,6 @@ pub struct AgentArgs {
     pub session: Option<String>,
 }
 
-#[derive(Debug, Clone, clap::Args)]
-pub struct DaemonArgs {
-    /// TCP port; 0 picks a free one.
-    #[arg(long, default_value_t = 8787)]
-    pub port: u16,
-    /// The address to listen on (an IP literal). Anything but 127.0.0.1 is
-    /// remote mode: --public-host and --allowed-origin become required.
-    #[arg(long, value_name = "IP")]
-    pub web_host: Option<String>,
-    /// The HOST:PORT browsers use to reach the daemon (remote modes).
-    #[arg(long, value_name = "HOST:PORT")]
-    pub public_host: Option<String>,
-    /// An origin (scheme://host[:port]) allowed to use the daemon (remote
-    /// modes); repeat for several.
-    #[arg(long, value_name = "ORIGIN")]
-    pub allowed_origin: Vec<String>,
-    /// Accept remote access over plain http: the session cookie can then be
-    /// read by anyone on the network path.
-    #[arg(long)]
-    pub allow_insecure_remote: bool,
-    /// Trust X-Forwarded-Proto/-Host from this peer only: `loopback` or one IP.
-    #[arg(long, value_name = "UPSTREAM")]
-    pub trust_proxy: Option<String>,
-    /// The header a trusted proxy sets to the original scheme.
-    #[arg(long, value_name = "NAME", default_value = "X-Forwarded-Proto")]
-    pub forwarded_proto_header: String,
-    /// The header a trusted proxy sets to the original Host.
-    #[arg(long, value_name = "NAME", default_value = "X-Forwarded-Host")]
-    pub forwarded_host_header: String,
-    /// Stop an agent's process after this many seconds idle (or in error);
-    /// it is restored on attach or new work.
-    #[arg(long, value_name = "SECS", default_value_t = 600)]
-    pub idle_runtime_timeout: u64,
-    /// How long a question stays open once nobody is attached to answer it,
-    /// before it is denied.
-    #[arg(long, value_name = "SECS", default_value_t = 300)]
-    pub headless_timeout: u64,
-    /// Seconds between WebSocket pings; a client silent for 2.5 intervals is
-    /// dropped.
-    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
-    pub ws_ping_interval: u64,
-    /// A browser session unused this long must enroll again (default 7 days).
-    #[arg(long, value_name = "SECS", default_value_t = 7 * 24 * 3600)]
-    pub session_idle_timeout: u64,
-    /// A browser session ends this long after enrollment (default 30 days).
-    #[arg(long, value_name = "SECS", default_value_t = 30 * 24 * 3600)]
-    pub session_max_age: u64,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum SessionsCommand {
-    /// List the live browser sessions.
-    List,
-    /// Revoke one session (its open tabs disconnect at once), or all.
-    Revoke {
-        /// The session id from `shard sessions list`.
-        #[arg(required_unless_present = "all")]
-        session_id: Option<String>,
-        #[arg(long, conflicts_with = "session_id")]
-        all: bool,
-    },
-}
-
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     init_logging();
     match cli.command {
@@ -118,13 +55,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Enroll => {
             let runtime = single_threaded()?;
-            let url = runtime.block_on(crate::enroll::request())?;
+            let url = runtime.block_on(crate::admin::request())?;
             println!("enroll: {url}");
             Ok(())
         }
         Command::Sessions(command) => {
             let runtime = single_threaded()?;
-            runtime.block_on(crate::enroll::sessions(command))
+            runtime.block_on(crate::admin::sessions(command))
         }
         Command::Agent(args) => {
             let runtime = single_threaded()?;
@@ -134,7 +71,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 mode: args.mode,
                 session: args.session,
             };
-            match runtime.block_on(shard_agent::run_stdio(options))? {
+            let ending = runtime.block_on(shard_agent::run_stdio(options));
+            // The log is flushed and the tree killed: do not wait for the
+            // blocking stdin read, which only ends when the other side
+            // writes or closes (a SIGTERM would otherwise hang here).
+            runtime.shutdown_background();
+            match ending? {
                 shard_agent::Ending::Clean => Ok(()),
                 shard_agent::Ending::SessionRefused => {
                     anyhow::bail!("the session could not be opened (see the error event)")

@@ -1,6 +1,8 @@
 //! The daemon's life: take `$SHARD_HOME`, load the security store and the
 //! registry, open the unix socket and the HTTP port, announce, serve, and on
-//! shutdown stop every agent process before exiting.
+//! shutdown stop every agent process before exiting. A first SIGINT/SIGTERM
+//! (or `daemon.shutdown`) lets active turns finish; a second one, or
+//! `force`, kills every agent's process tree at once.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -12,16 +14,17 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::Audit;
-use crate::auth::Auth;
-use crate::cli::DaemonArgs;
-use crate::config::WebConfig;
-use crate::connection::Daemon;
+use crate::agents::host::Context as HostContext;
+use crate::agents::host::process::ProcessSpawner;
+use crate::agents::registry::Registry;
+use crate::clients::Limits;
+use crate::clients::connection::Daemon;
+use crate::clients::hub::Hub;
 use crate::home::Home;
-use crate::host::Context as HostContext;
-use crate::hub::Hub;
-use crate::limiter::Limiter;
-use crate::registry::Registry;
+use crate::web::audit::Audit;
+use crate::web::auth::Auth;
+use crate::web::config::{WebArgs, WebConfig};
+use crate::web::limiter::Limiter;
 use serde_json::json;
 use shard_protocol::orchestrator::{BrowserSession, RevokeSession};
 use shard_protocol::{ErrorCode, WireError};
@@ -29,11 +32,33 @@ use shard_protocol::{ErrorCode, WireError};
 /// `/bootstrap` calls and WebSocket upgrades allowed per peer per minute: a
 /// tab needs one of each per (re)connection.
 const RATE_PER_MINUTE: usize = 60;
-/// Connections (WebSocket and unix together) served at once.
-const MAX_CONNECTIONS: usize = 256;
 /// On SIGTERM/SIGINT, how long active turns get to finish before agents are
 /// killed.
 const SIGNAL_GRACE: Duration = Duration::from_secs(10);
+
+/// `shard daemon`'s flags (CONTRACT.md "Command line").
+#[derive(Debug, Clone, clap::Args)]
+pub struct DaemonArgs {
+    #[command(flatten)]
+    pub web: WebArgs,
+    /// Stop an agent's process after this many seconds idle (or in error);
+    /// it is restored on attach or new work.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub idle_runtime_timeout: u64,
+    /// How long a question stays open once nobody is attached to answer it,
+    /// before it is denied.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub headless_timeout: u64,
+    /// Seconds between WebSocket pings; a client silent for 2.5 intervals is
+    /// dropped.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ws_ping_interval: u64,
+    /// Browser (WebSocket) connections served at once; local (unix socket)
+    /// clients have 64 slots of their own, so `shard enroll` and `shard
+    /// sessions` always get through.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+}
 
 /// Prints one line on stdout, where scripts read them (logs go to stderr).
 fn announce(line: &str) {
@@ -48,9 +73,8 @@ struct Shard {
     hub: Arc<Hub>,
     audit: Arc<Audit>,
     origin: String,
-    /// Cancelled once a shutdown was asked for; `force` says how.
-    stop: CancellationToken,
-    force: std::sync::atomic::AtomicBool,
+    /// Cancelled once a shutdown was asked for, and how.
+    stop: Stop,
 }
 
 impl Daemon for Shard {
@@ -66,9 +90,9 @@ impl Daemon for Shard {
 
     fn shutdown(&self, force: bool) {
         if force {
-            self.force.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.stop.force.cancel();
         }
-        self.stop.cancel();
+        self.stop.graceful.cancel();
     }
 
     fn sessions(&self) -> Vec<BrowserSession> {
@@ -124,21 +148,23 @@ impl Daemon for Shard {
 /// Runs the daemon until a signal or `daemon.shutdown`. The configuration is
 /// validated before anything is bound.
 pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
-    let config = WebConfig::from_args(&args)?;
+    let config = WebConfig::from_args(&args.web)?;
     let home_path = shard_agent::config::shard_home()?;
     let home = Home::open(&home_path)?;
     let listener =
         listen(config.bind).with_context(|| format!("cannot listen on {}", config.bind))?;
-    let socket = crate::unix::bind(&home.join("daemon.sock"))?;
+    let socket = crate::clients::unix::bind(&home.join("daemon.sock"))?;
     let stop = CancellationToken::new();
-    {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            shutdown_signal().await;
-            stop.cancel();
-        });
-    }
-    run(home, listener, socket, args, config, stop).await
+    let force = CancellationToken::new();
+    tokio::spawn(on_signals(stop.clone(), force.clone()));
+    run(home, listener, socket, args, config, Stop { graceful: stop, force }).await
+}
+
+/// How the daemon is asked to stop: gracefully, then perhaps by force.
+#[derive(Clone)]
+pub struct Stop {
+    pub graceful: CancellationToken,
+    pub force: CancellationToken,
 }
 
 pub async fn run(
@@ -147,7 +173,7 @@ pub async fn run(
     socket: tokio::net::UnixListener,
     args: DaemonArgs,
     config: WebConfig,
-    stop: CancellationToken,
+    stop: Stop,
 ) -> anyhow::Result<()> {
     let local = listener.local_addr().context("listener has no local address")?;
     let origin = config.public_origin(local);
@@ -163,13 +189,13 @@ pub async fn run(
     audit.record(
         "startup",
         json!({"mode": config.mode.as_str(), "bind": local.to_string(), "public_host": config.public_host,
-               "allowed_origins": config.allowed_origins, "trust_proxy": args.trust_proxy, "warnings": warnings}),
+               "allowed_origins": config.allowed_origins, "trust_proxy": args.web.trust_proxy, "warnings": warnings}),
     );
     let exe = std::env::current_exe().context("cannot find the shard executable")?;
     let context = Arc::new(HostContext {
         home: home.path.clone(),
-        exe,
-        hub: hub.clone(),
+        spawner: Arc::new(ProcessSpawner { exe, home: home.path.clone() }),
+        broadcast: hub.clone(),
         delegation: Arc::default(),
         idle_timeout: Duration::from_secs(args.idle_runtime_timeout),
         headless_timeout: Duration::from_secs(args.headless_timeout),
@@ -181,16 +207,17 @@ pub async fn run(
         audit: audit.clone(),
         origin: origin.clone(),
         stop: stop.clone(),
-        force: std::sync::atomic::AtomicBool::new(false),
     });
     let daemon: Arc<dyn Daemon> = shard.clone();
-    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let limits = Limits::default();
+    let max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
+    let connections = Arc::new(Semaphore::new(max_connections));
     let (expected_host, allowed_origins) = match &config.public_host {
         Some(host) => (host.clone(), config.allowed_origins.clone()),
         // §4.1.1: the implicit loopback origin is the only entry.
         None => (local.to_string(), vec![format!("http://{local}")]),
     };
-    let web = Arc::new(crate::http::Web {
+    let web = Arc::new(crate::web::Web {
         auth,
         hub: hub.clone(),
         daemon: daemon.clone(),
@@ -198,18 +225,19 @@ pub async fn run(
         config: config.clone(),
         expected_host,
         allowed_origins,
-        connections: connections.clone(),
+        connections,
         ping_interval: Duration::from_secs(args.ws_ping_interval),
+        limits,
         bootstrap_limit: Limiter::new(RATE_PER_MINUTE, Duration::from_secs(60)),
         upgrade_limit: Limiter::new(RATE_PER_MINUTE, Duration::from_secs(60)),
     });
-    let app = crate::http::router(local, web);
+    let app = crate::web::router(local, web);
     let unix_stop = CancellationToken::new();
-    tokio::spawn(crate::unix::serve(
+    tokio::spawn(crate::clients::unix::serve(
         socket,
         daemon.clone(),
         hub.clone(),
-        connections,
+        limits,
         unix_stop.clone(),
     ));
 
@@ -226,14 +254,23 @@ pub async fn run(
                 .await
         })
     };
-    stop.cancelled().await;
-    let force = shard.force.load(std::sync::atomic::Ordering::SeqCst);
-    tracing::info!(force, "shutting down");
+    stop.graceful.cancelled().await;
+    tracing::info!(force = stop.force.is_cancelled(), "shutting down");
     unix_stop.cancel();
-    // Agents first: graceful lets active turns finish, bounded for signals.
-    let graceful = shard.registry.shutdown(force);
-    if tokio::time::timeout(SIGNAL_GRACE, graceful).await.is_err() {
-        tracing::warn!("agents did not stop in time; killing them");
+    // Agents first: graceful lets active turns finish, bounded, and a
+    // second signal (or `force`) cuts it short.
+    let graceful = async {
+        if !stop.force.is_cancelled() {
+            shard.registry.shutdown(false).await;
+        }
+    };
+    let stopped = tokio::select! {
+        () = graceful => true,
+        () = stop.force.cancelled() => false,
+        () = tokio::time::sleep(SIGNAL_GRACE) => false,
+    };
+    if !stopped {
+        tracing::warn!("killing every agent");
         shard.registry.shutdown(true).await;
     }
     hub.close_all("the daemon is shutting down");
@@ -258,17 +295,19 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(1024)
 }
 
-/// Completes on the first SIGINT (Ctrl-C) or SIGTERM.
-async fn shutdown_signal() {
+/// The first SIGINT (Ctrl-C) or SIGTERM stops gracefully, the second forces.
+async fn on_signals(graceful: CancellationToken, force: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut terminate), Ok(mut interrupt)) =
         (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
     else {
-        std::future::pending::<()>().await;
         return;
     };
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
+    for token in [graceful, force] {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+        token.cancel();
     }
 }

@@ -780,3 +780,25 @@ async fn a_crash_mid_turn_loses_only_the_unfinished_turn() {
     let turn = resumed.turn("and on we go").await;
     assert_eq!(streamed_text(&turn), "You said: and on we go");
 }
+
+#[tokio::test]
+async fn an_abort_the_instant_streaming_starts_is_answered_and_settles_idle() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    for round in 0..20 {
+        let prompt = format!("p{round}");
+        let response =
+            agent.call(&prompt, json!({"type": "prompt", "message": "stream: 3000"})).await;
+        assert_eq!(response["success"], true, "{response}");
+        agent
+            .until_match(|message| message["type"] == "status" && message["status"] == "streaming")
+            .await;
+        let (response, before) =
+            agent.call_during(&format!("a{round}"), json!({"type": "abort"})).await;
+        assert_eq!(response["success"], true, "{response}");
+        let settled = shape(&before);
+        assert_eq!(settled.last().map(String::as_str), Some("status:idle"), "{settled:?}");
+        assert!(settled.contains(&"turn_end".to_owned()), "{settled:?}");
+    }
+    agent.silent_for(200).await;
+}

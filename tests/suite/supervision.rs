@@ -31,10 +31,8 @@ fn unique_seconds() -> u64 {
 
 /// Live processes whose command line holds `pattern`.
 fn running(pattern: &str) -> Vec<String> {
-    let output = std::process::Command::new("pgrep")
-        .args(["-a", "-f", pattern])
-        .output()
-        .expect("pgrep");
+    let output =
+        std::process::Command::new("pgrep").args(["-a", "-f", pattern]).output().expect("pgrep");
     String::from_utf8_lossy(&output.stdout)
         .lines()
         .filter(|line| {
@@ -70,7 +68,10 @@ fn pattern(base: u64) -> String {
 /// its processes run.
 async fn start_escaping_command(client: &mut Client, agent: &str, base: u64) {
     client
-        .call("run", json!({"type": "prompt", "agent_id": agent, "message": escaping_command(base)}))
+        .call(
+            "run",
+            json!({"type": "prompt", "agent_id": agent, "message": escaping_command(base)}),
+        )
         .await;
     let asked = client
         .until_agent(agent, |message| message["type"] == "permission_request")
@@ -127,8 +128,7 @@ async fn nothing_bash_started_survives_a_graceful_kill() {
     start_escaping_command(&mut client, &agent, base).await;
     let killed = client.call("k", json!({"type": "agent.kill", "agent_id": agent})).await;
     assert_eq!(killed["success"], true, "{killed}");
-    wait_until("every process of the command to die", || running(&pattern(base)).is_empty())
-        .await;
+    wait_until("every process of the command to die", || running(&pattern(base)).is_empty()).await;
 }
 
 #[tokio::test]
@@ -161,8 +161,11 @@ async fn nothing_bash_left_in_the_background_survives_the_agent_stopping() {
         .pop()
         .expect("a question");
     client
-        .call("allow", json!({"type": "permission_response", "agent_id": agent,
-                              "request_id": asked["request_id"], "decision": "allow"}))
+        .call(
+            "allow",
+            json!({"type": "permission_response", "agent_id": agent,
+                              "request_id": asked["request_id"], "decision": "allow"}),
+        )
         .await;
     client.until_agent(&agent, |message| message["type"] == "turn_end").await;
     // It outlives its command (the agent is a subreaper) ...
@@ -185,8 +188,7 @@ async fn nothing_bash_started_survives_a_sigkilled_daemon() {
     start_escaping_command(&mut client, &agent, base).await;
     daemon.signal("KILL").await;
     wait_until("the agent to die with the daemon", || agent_pids(&marker).is_empty()).await;
-    wait_until("every process of the command to die", || running(&pattern(base)).is_empty())
-        .await;
+    wait_until("every process of the command to die", || running(&pattern(base)).is_empty()).await;
 }
 
 /// The daemon's open file descriptors.
@@ -211,7 +213,8 @@ async fn clients_that_stop_reading_are_closed_and_released_while_a_reader_gets_e
     let mut stalled_ws = connect_ws(&daemon, Some(&ticket), &daemon.base).await.expect("upgrade");
     {
         use futures_util::{SinkExt, StreamExt};
-        let attach = json!({"id": "a", "type": "agent.attach", "agent_id": agent, "role": "observer"});
+        let attach =
+            json!({"id": "a", "type": "agent.attach", "agent_id": agent, "role": "observer"});
         stalled_ws
             .send(tokio_tungstenite::tungstenite::Message::text(attach.to_string()))
             .await
@@ -230,12 +233,16 @@ async fn clients_that_stop_reading_are_closed_and_released_while_a_reader_gets_e
     // Far more than any socket buffer plus the outbox budget.
     let deltas = 100_000;
     reader
-        .call("p", json!({"type": "prompt", "agent_id": agent, "message": format!("burst: {deltas}")}))
+        .call(
+            "p",
+            json!({"type": "prompt", "agent_id": agent, "message": format!("burst: {deltas}")}),
+        )
         .await;
     let turn = reader.until_agent(&agent, |message| message["type"] == "turn_end").await;
     let received = turn.iter().filter(|message| message["type"] == "message_delta").count();
     assert_eq!(received, deltas, "the reading client got every delta");
-    let complete = turn.iter().find(|message| message["type"] == "message_complete").expect("complete");
+    let complete =
+        turn.iter().find(|message| message["type"] == "message_complete").expect("complete");
     let text = complete["message"]["content"][0]["text"].as_str().unwrap_or("");
     let streamed: String = turn
         .iter()
@@ -246,7 +253,8 @@ async fn clients_that_stop_reading_are_closed_and_released_while_a_reader_gets_e
 
     // Both stalled sockets are closed by the daemon and their descriptors
     // released, though neither client ever reads again.
-    wait_until("the daemon to release both stalled sockets", || open_fds(&daemon) <= baseline).await;
+    wait_until("the daemon to release both stalled sockets", || open_fds(&daemon) <= baseline)
+        .await;
     drop(stalled_ws);
     drop(stalled_unix);
     // The daemon still serves.
@@ -268,8 +276,11 @@ async fn local_administration_works_when_browsers_hold_every_slot() {
         }
         other => panic!("a third browser socket must be refused: {:?}", other.map(|_| ())),
     }
-    let output =
-        shard(&daemon.home, daemon.cwd.path()).args(["sessions", "list"]).output().await.expect("run");
+    let output = shard(&daemon.home, daemon.cwd.path())
+        .args(["sessions", "list"])
+        .output()
+        .await
+        .expect("run");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let listing = String::from_utf8_lossy(&output.stdout);
     assert!(listing.contains("2 open"), "{listing}");
@@ -283,8 +294,7 @@ async fn a_browser_cannot_shut_the_daemon_down() {
     let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
     let mut web = browser.connect(&daemon).await;
     for force in [false, true] {
-        let refused =
-            web.call("x", json!({"type": "daemon.shutdown", "force": force})).await;
+        let refused = web.call("x", json!({"type": "daemon.shutdown", "force": force})).await;
         assert_eq!(refused["success"], false, "{refused}");
         assert_eq!(refused["error"]["code"], "PERMISSION_DENIED", "{refused}");
     }
@@ -296,7 +306,11 @@ async fn a_browser_cannot_shut_the_daemon_down() {
 
 /// Reads until the response to `id`; panics if it does not come.
 async fn response_to(client: &mut Client, id: &str) -> Value {
-    client.until(|message| message["type"] == "response" && message["id"] == id).await.pop().expect("response")
+    client
+        .until(|message| message["type"] == "response" && message["id"] == id)
+        .await
+        .pop()
+        .expect("response")
 }
 
 #[tokio::test]
@@ -306,9 +320,13 @@ async fn an_abort_the_instant_streaming_starts_is_answered_and_the_agent_settles
     let (mut client, agent, _) = agent_with_client(&daemon, &project).await;
     for round in 0..10 {
         let prompt = format!("p{round}");
-        client.send(json!({"id": prompt, "type": "prompt", "agent_id": agent, "message": "stream: 3000"}));
+        client.send(
+            json!({"id": prompt, "type": "prompt", "agent_id": agent, "message": "stream: 3000"}),
+        );
         client
-            .until_agent(&agent, |message| message["type"] == "status" && message["status"] == "streaming")
+            .until_agent(&agent, |message| {
+                message["type"] == "status" && message["status"] == "streaming"
+            })
             .await;
         let abort = format!("a{round}");
         client.send(json!({"id": abort, "type": "abort", "agent_id": agent}));
@@ -317,7 +335,9 @@ async fn an_abort_the_instant_streaming_starts_is_answered_and_the_agent_settles
         assert_eq!(answered["success"], true, "{answered}");
         // The agent winds the turn down, settles idle, then answers.
         let settled = client.seen[before..].iter().any(|message| {
-            message["type"] == "status" && message["status"] == "idle" && message["agent_id"] == agent
+            message["type"] == "status"
+                && message["status"] == "idle"
+                && message["agent_id"] == agent
         });
         assert!(settled, "idle before the abort's answer: {:#?}", &client.seen[before..]);
     }

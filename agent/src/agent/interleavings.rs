@@ -93,8 +93,10 @@ impl Harness {
         match rng.below(10) {
             0..=2 => self.send(json!({"type": "prompt", "message": message})).await,
             3 => {
-                self.send(json!({"type": "prompt", "message": message, "streaming_behavior": "steer"}))
-                    .await;
+                self.send(
+                    json!({"type": "prompt", "message": message, "streaming_behavior": "steer"}),
+                )
+                .await;
             }
             4 => {
                 let behavior = "follow_up";
@@ -132,7 +134,8 @@ impl Harness {
                 let observed = self.observed();
                 let answered = self.sent.iter().all(|id| observed.responses.contains_key(id));
                 let idle = observed.status.is_none_or(|status| status == AgentStatus::Idle);
-                let quiet = observed.open_permissions.is_empty() && observed.open_questions.is_empty();
+                let quiet =
+                    observed.open_permissions.is_empty() && observed.open_questions.is_empty();
                 (
                     observed.open_permissions.first().cloned(),
                     observed.open_questions.first().cloned(),
@@ -253,8 +256,11 @@ async fn run_agent(seed: u64, scripts: u64) -> Result<(), String> {
             Ok(Err(problem)) => Some(problem),
             Err(_) => {
                 let observed = harness.observed();
-                let missing: Vec<&String> =
-                    harness.sent.iter().filter(|id| !observed.responses.contains_key(*id)).collect();
+                let missing: Vec<&String> = harness
+                    .sent
+                    .iter()
+                    .filter(|id| !observed.responses.contains_key(*id))
+                    .collect();
                 Some(format!(
                     "did not settle within {SETTLE_TIMEOUT:?}: unanswered {missing:?}, status {:?}",
                     observed.status
@@ -275,10 +281,8 @@ async fn run_agent(seed: u64, scripts: u64) -> Result<(), String> {
 
 #[test]
 fn every_command_is_answered_and_the_agent_settles_idle_whatever_the_interleaving() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let seeds: Vec<u64> = match std::env::var("SHARD_INTERLEAVING_SEED") {
         Ok(seed) => vec![seed.parse().expect("a numeric seed")],
         Err(_) => (1..=AGENTS).collect(),

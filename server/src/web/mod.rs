@@ -1,5 +1,9 @@
 //! The daemon's HTTP surface (CONTRACT.md "HTTP routes"): the Leptos app and
-//! its bundle, `/enroll`, `/bootstrap`, `/logout` and the `/ws` upgrade.
+//! its bundle, `/enroll`, `/bootstrap`, `/logout` and the `/ws` upgrade, with
+//! what guards them: [`auth`] (enrollment, sessions, tickets), [`limiter`]
+//! (rate limits), [`audit`] (the audit log), [`config`] (loopback, direct
+//! and proxy modes, validated before binding), [`assets`] (the embedded
+//! bundle) and [`ws`] (the upgrade; the socket is then `clients`').
 //!
 //! Every request passes [`guard`] first: the Host must be exactly the
 //! expected one (DNS rebinding), and state-changing requests and `/ws` must
@@ -22,12 +26,20 @@ use serde_json::json;
 use shard_app::{App, OUTPUT_NAME, shell};
 use tower_http::set_header::SetResponseHeaderLayer;
 
-use crate::audit::Audit;
-use crate::auth::{Auth, EnrollError, Refused, Session, TICKET_TTL};
-use crate::config::WebConfig;
-use crate::connection::Daemon;
-use crate::hub::Hub;
-use crate::limiter::Limiter;
+pub mod assets;
+pub mod audit;
+pub mod auth;
+pub mod config;
+pub mod limiter;
+pub mod ws;
+
+use self::audit::Audit;
+use self::auth::{Auth, EnrollError, Refused, Session, TICKET_TTL};
+use self::config::WebConfig;
+use self::limiter::Limiter;
+use crate::clients::Limits;
+use crate::clients::connection::Daemon;
+use crate::clients::hub::Hub;
 
 /// `frame-ancestors 'none'`: no other site may frame the client (clickjacking
 /// a permission dialog is the attack this stops).
@@ -49,9 +61,13 @@ pub struct Web {
     pub expected_host: String,
     /// Allowed Origins, normalized.
     pub allowed_origins: Vec<String>,
+    /// Browser connection slots (`--max-connections`); local clients have
+    /// their own.
     pub connections: Arc<tokio::sync::Semaphore>,
     /// How often WebSocket clients are pinged.
     pub ping_interval: std::time::Duration,
+    /// Outbox budget and write deadline of each connection.
+    pub limits: Limits,
     /// `/bootstrap` calls per peer per minute.
     pub bootstrap_limit: Limiter,
     /// WebSocket upgrade attempts per peer per minute.
@@ -98,12 +114,12 @@ pub fn router(local: SocketAddr, web: Arc<Web>) -> Router {
             let options = options.clone();
             move || shell(options.clone())
         })
-        .route("/pkg/{*path}", get(crate::assets::pkg))
-        .route("/favicon.ico", get(crate::assets::favicon))
+        .route("/pkg/{*path}", get(assets::pkg))
+        .route("/favicon.ico", get(assets::favicon))
         .route("/enroll", post(enroll))
         .route("/bootstrap", post(bootstrap))
         .route("/logout", post(logout))
-        .route("/ws", get(crate::ws::upgrade))
+        .route("/ws", get(ws::upgrade))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(web, guard))
         .layer(SetResponseHeaderLayer::overriding(

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use shard_protocol::agent::{PendingKind, PendingRequest};
 
-use crate::hub::{ConnId, Outbox};
+use super::{Sub, SubscriberId};
 
 #[derive(Default)]
 pub struct Delegation {
@@ -19,7 +19,7 @@ pub struct Delegation {
 #[derive(Default)]
 struct State {
     parents: HashMap<String, String>,
-    interactive: HashMap<String, HashMap<ConnId, Outbox>>,
+    interactive: HashMap<String, HashMap<SubscriberId, Sub>>,
     /// Each agent's open questions, so an ancestor's `sync` can re-show them.
     pending: HashMap<String, Vec<PendingKind>>,
 }
@@ -40,15 +40,15 @@ impl Delegation {
         };
     }
 
-    pub fn attach(&self, agent: &str, outbox: &Outbox) {
+    pub fn attach(&self, agent: &str, subscriber: &Sub) {
         self.state()
             .interactive
             .entry(agent.to_owned())
             .or_default()
-            .insert(outbox.id, outbox.clone());
+            .insert(subscriber.id(), subscriber.clone());
     }
 
-    pub fn detach(&self, agent: &str, conn: ConnId) {
+    pub fn detach(&self, agent: &str, conn: SubscriberId) {
         let mut state = self.state();
         if let Some(connections) = state.interactive.get_mut(agent) {
             connections.remove(&conn);
@@ -69,7 +69,7 @@ impl Delegation {
 
     /// The connections that answer `agent`'s questions: its own interactive
     /// attachments, else the nearest ancestor's. Empty: nobody (headless).
-    pub fn responders(&self, agent: &str) -> Vec<Outbox> {
+    pub fn responders(&self, agent: &str) -> Vec<Sub> {
         let state = self.state();
         for member in Self::lineage(&state, agent) {
             if let Some(connections) = state.interactive.get(&member) {
@@ -82,7 +82,7 @@ impl Delegation {
     }
 
     /// Whether `conn` is interactive on `agent` or one of its ancestors.
-    pub fn may_answer(&self, conn: ConnId, agent: &str) -> bool {
+    pub fn may_answer(&self, conn: SubscriberId, agent: &str) -> bool {
         let state = self.state();
         Self::lineage(&state, agent).iter().any(|member| {
             state.interactive.get(member).is_some_and(|connections| connections.contains_key(&conn))

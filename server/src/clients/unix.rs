@@ -2,7 +2,9 @@
 //! socket is 0600 and every peer's uid is checked against the daemon's. A
 //! stale socket left by a dead daemon is removed; anything else at that path
 //! (a live daemon, a file that is not a socket, a socket of another user) is
-//! refused and never deleted.
+//! refused and never deleted. Local clients have connection slots of their
+//! own, so `shard enroll` and `shard sessions` get through however many
+//! browsers are connected.
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -12,13 +14,21 @@ use anyhow::{Context, bail};
 use shard_protocol::agent::ErrorEvent;
 use shard_protocol::jsonl::{LineDecoder, frame};
 use shard_protocol::{Envelope, ErrorCode, ServerMessage};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::UnixListener;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::{Connection, Daemon};
-use crate::hub::{DEFAULT_OUTBOX_BYTES, Hub, outbox};
+use super::connection::{Daemon, Transport};
+use super::hub::Hub;
+use super::writer::{Frame, FrameSink, Goodbye};
+use super::{FrameSource, Incoming, Limits, Setup};
+
+/// Local connections served at once, apart from the browsers' slots.
+pub const LOCAL_CONNECTIONS: usize = 64;
+/// Bytes asked of the socket per read.
+const READ_CHUNK: usize = 64 * 1024;
 
 /// Binds the socket, cleaning up only what is provably a dead daemon's.
 pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
@@ -56,9 +66,10 @@ pub async fn serve(
     listener: UnixListener,
     daemon: Arc<dyn Daemon>,
     hub: Arc<Hub>,
-    limit: Arc<Semaphore>,
+    limits: Limits,
     shutdown: CancellationToken,
 ) {
+    let slots = Arc::new(Semaphore::new(LOCAL_CONNECTIONS));
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -80,77 +91,79 @@ pub async fn serve(
                 continue;
             }
         }
-        let Ok(permit) = limit.clone().try_acquire_owned() else {
-            tracing::warn!("too many connections; refused a unix client");
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            tracing::warn!("too many local connections; refused a unix client");
             continue;
         };
-        let daemon = daemon.clone();
-        let hub = hub.clone();
+        let setup = Setup {
+            daemon: daemon.clone(),
+            hub: hub.clone(),
+            transport: Transport::Unix,
+            session: None,
+            limits,
+            ping_interval: None,
+        };
         tokio::spawn(async move {
-            connection(stream, daemon, hub).await;
+            let (reader, writer) = stream.into_split();
+            let source =
+                Lines { reader, decoder: LineDecoder::default(), buffer: vec![0; READ_CHUNK] };
+            super::serve(source, Sink(BufWriter::new(writer)), setup).await;
             drop(permit);
         });
     }
 }
 
-async fn connection(stream: UnixStream, daemon: Arc<dyn Daemon>, hub: Arc<Hub>) {
-    let (mut reader, writer) = stream.into_split();
-    let (outbox, mut queue) = outbox(hub.next_id(), DEFAULT_OUTBOX_BYTES);
-    hub.register(outbox.clone(), None);
-    let mut connection = Connection::new(outbox.clone(), daemon, "unix", true);
-    connection.hello("unix");
-    let closing = outbox.closing.clone();
-    let writing = {
-        let outbox = outbox.clone();
-        tokio::spawn(async move {
-            let mut writer = tokio::io::BufWriter::new(writer);
-            loop {
-                tokio::select! {
-                    bytes = queue.recv() => {
-                        let Some(bytes) = bytes else { break };
-                        if writer.write_all(&bytes).await.is_err() || writer.write_all(b"\n").await.is_err() {
-                            break;
-                        }
-                        if queue.is_empty() && writer.flush().await.is_err() {
-                            break;
-                        }
-                    }
-                    () = outbox.closing.cancelled() => {
-                        // The reason goes out as a last, fatal error line.
-                        let reason = outbox.close_reason().unwrap_or_else(|| "closing".to_owned());
-                        let event = ErrorEvent { code: ErrorCode::ProtocolError, message: reason, fatal: Some(true) };
-                        let line = frame(&Envelope::new(ServerMessage::Error(event)).to_json());
-                        let _ = writer.write_all(&line).await;
-                        let _ = writer.flush().await;
-                        break;
-                    }
-                }
+/// JSONL in: one message per line.
+struct Lines {
+    reader: OwnedReadHalf,
+    decoder: LineDecoder,
+    buffer: Vec<u8>,
+}
+
+impl FrameSource for Lines {
+    async fn next(&mut self) -> Incoming {
+        loop {
+            if let Some(line) = self.decoder.next_line() {
+                return match line {
+                    Ok(line) => Incoming::Text(line),
+                    Err(problem) => Incoming::Invalid(problem.to_string()),
+                };
             }
-        })
-    };
-    let mut decoder = LineDecoder::default();
-    let mut buffer = vec![0; 64 * 1024];
-    loop {
-        let read = tokio::select! {
-            read = reader.read(&mut buffer) => read,
-            () = closing.cancelled() => break,
-        };
-        match read {
-            Ok(0) | Err(_) => break,
-            Ok(read) => decoder.feed(&buffer[..read]),
-        }
-        while let Some(line) = decoder.next_line() {
-            match line {
-                Ok(line) => connection.frame(&line).await,
-                Err(problem) => connection.frame_error(&problem.to_string()),
+            match self.reader.read(&mut self.buffer).await {
+                Ok(0) | Err(_) => return Incoming::End,
+                Ok(read) => self.decoder.feed(&self.buffer[..read]),
             }
         }
     }
-    connection.closed().await;
-    hub.unregister(outbox.id);
-    if outbox.closing.is_cancelled() {
-        let _ = writing.await; // let the reason reach the client
-    } else {
-        writing.abort();
+}
+
+/// JSONL out, buffered and flushed when the outbox is empty.
+struct Sink(BufWriter<OwnedWriteHalf>);
+
+impl FrameSink for Sink {
+    async fn feed(&mut self, frame: Frame) -> std::io::Result<()> {
+        match frame {
+            Frame::Data(bytes) => {
+                self.0.write_all(&bytes).await?;
+                self.0.write_all(b"\n").await
+            }
+            Frame::Ping => Ok(()),
+        }
+    }
+
+    async fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush().await
+    }
+
+    /// The reason goes out as a last, fatal error line.
+    async fn close(&mut self, goodbye: Goodbye) -> std::io::Result<()> {
+        let message = match goodbye {
+            Goodbye::Policy(reason) => reason,
+            Goodbye::Silent => "no answer".to_owned(),
+        };
+        let event = ErrorEvent { code: ErrorCode::ProtocolError, message, fatal: Some(true) };
+        self.0.write_all(&frame(&Envelope::new(ServerMessage::Error(event)).to_json())).await?;
+        self.0.flush().await?;
+        self.0.shutdown().await
     }
 }

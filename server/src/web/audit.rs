@@ -37,7 +37,7 @@ impl Audit {
     /// logged and the request goes on.
     pub fn record(&self, event: &str, fields: Value) {
         let mut line = Map::new();
-        line.insert("ts".into(), json!(crate::host::now_ms()));
+        line.insert("ts".into(), json!(crate::clock::now_ms()));
         line.insert("event".into(), json!(event));
         if let Value::Object(fields) = fields {
             line.extend(fields);

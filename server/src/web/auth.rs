@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::limiter::Limiter;
+use super::limiter::Limiter;
 
 pub const STORE_VERSION: u32 = 1;
 /// How long an enrollment code stays valid.
@@ -258,9 +258,9 @@ impl Auth {
             self.failures.record(peer);
             return Err(EnrollError::Invalid);
         }
-        let now = crate::host::now_ms();
-        let principal_id = format!("principal-{}", crate::registry::random_hex());
-        let session_id = format!("session-{}", crate::registry::random_hex());
+        let now = crate::clock::now_ms();
+        let principal_id = format!("principal-{}", crate::id::random_hex());
+        let session_id = format!("session-{}", crate::id::random_hex());
         let token = random_token(32);
         let mut store = lock(&self.store);
         store.principals.push(Principal { principal_id: principal_id.clone(), created_at: now });
@@ -321,7 +321,7 @@ impl Auth {
         if !store.sessions[at].live() {
             return Err(Refused::Unknown);
         }
-        let now = crate::host::now_ms();
+        let now = crate::clock::now_ms();
         if now >= self.expires_at(&store.sessions[at]) {
             store.sessions[at].expired_at = Some(now);
             let session_id = store.sessions[at].session_id.clone();
@@ -340,7 +340,7 @@ impl Auth {
     /// Notes a use of the session (idle expiry counts from the last one).
     pub fn touch(&self, session_id: &str) {
         let mut store = lock(&self.store);
-        let now = crate::host::now_ms();
+        let now = crate::clock::now_ms();
         if let Some(record) =
             store.sessions.iter_mut().find(|record| record.session_id == session_id)
         {
@@ -354,7 +354,7 @@ impl Auth {
     /// Every live session, for `shard sessions list`.
     pub fn list(&self) -> Vec<SessionView> {
         let store = lock(&self.store);
-        let now = crate::host::now_ms();
+        let now = crate::clock::now_ms();
         store
             .sessions
             .iter()
@@ -372,7 +372,7 @@ impl Auth {
     /// Revokes every live session; returns their ids.
     pub fn revoke_all(&self) -> std::io::Result<Vec<String>> {
         let mut store = lock(&self.store);
-        let now = crate::host::now_ms();
+        let now = crate::clock::now_ms();
         let mut revoked = Vec::new();
         for record in store.sessions.iter_mut().filter(|record| record.live()) {
             record.revoked_at = Some(now);
@@ -385,7 +385,7 @@ impl Auth {
     /// Revokes one session; `false` when there is no such live session.
     pub fn revoke(&self, session_id: &str) -> std::io::Result<bool> {
         let mut store = lock(&self.store);
-        let now = crate::host::now_ms();
+        let now = crate::clock::now_ms();
         let mut found = false;
         for record in &mut store.sessions {
             if record.session_id == session_id && record.live() {
@@ -429,7 +429,7 @@ impl Auth {
             return None;
         }
         let store = lock(&self.store);
-        let now = crate::host::now_ms();
+        let now = crate::clock::now_ms();
         let live = store.sessions.iter().any(|record| {
             record.session_id == redeemed.session_id
                 && record.live()

@@ -8,9 +8,22 @@ use shard_protocol::jsonl::{LineDecoder, frame};
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{EnrollResult, RevokeResult, RevokeSession, SessionsResult};
 
-use crate::cli::SessionsCommand;
 use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum SessionsCommand {
+    /// List the live browser sessions.
+    List,
+    /// Revoke one session (its open tabs disconnect at once), or all.
+    Revoke {
+        /// The session id from `shard sessions list`.
+        #[arg(required_unless_present = "all")]
+        session_id: Option<String>,
+        #[arg(long, conflicts_with = "session_id")]
+        all: bool,
+    },
+}
 
 /// Sends one command and returns its response's data.
 async fn call(command: ClientMessage) -> anyhow::Result<serde_json::Value> {
@@ -53,7 +66,7 @@ pub async fn request() -> anyhow::Result<String> {
 }
 
 fn when(ms: u64) -> String {
-    let now = crate::host::now_ms();
+    let now = crate::clock::now_ms();
     let (delta, suffix) = if ms >= now { (ms - now, "from now") } else { (now - ms, "ago") };
     let seconds = delta / 1000;
     let amount = match seconds {

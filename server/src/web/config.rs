@@ -9,7 +9,43 @@ use std::time::Duration;
 
 use axum::http::HeaderName;
 
-use crate::cli::DaemonArgs;
+/// The web half of `shard daemon`'s flags (CONTRACT.md "Command line").
+#[derive(Debug, Clone, clap::Args)]
+pub struct WebArgs {
+    /// TCP port; 0 picks a free one.
+    #[arg(long, default_value_t = 8787)]
+    pub port: u16,
+    /// The address to listen on (an IP literal). Anything but 127.0.0.1 is
+    /// remote mode: --public-host and --allowed-origin become required.
+    #[arg(long, value_name = "IP")]
+    pub web_host: Option<String>,
+    /// The HOST:PORT browsers use to reach the daemon (remote modes).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub public_host: Option<String>,
+    /// An origin (scheme://host[:port]) allowed to use the daemon (remote
+    /// modes); repeat for several.
+    #[arg(long, value_name = "ORIGIN")]
+    pub allowed_origin: Vec<String>,
+    /// Accept remote access over plain http: the session cookie can then be
+    /// read by anyone on the network path.
+    #[arg(long)]
+    pub allow_insecure_remote: bool,
+    /// Trust X-Forwarded-Proto/-Host from this peer only: `loopback` or one IP.
+    #[arg(long, value_name = "UPSTREAM")]
+    pub trust_proxy: Option<String>,
+    /// The header a trusted proxy sets to the original scheme.
+    #[arg(long, value_name = "NAME", default_value = "X-Forwarded-Proto")]
+    pub forwarded_proto_header: String,
+    /// The header a trusted proxy sets to the original Host.
+    #[arg(long, value_name = "NAME", default_value = "X-Forwarded-Host")]
+    pub forwarded_host_header: String,
+    /// A browser session unused this long must enroll again (default 7 days).
+    #[arg(long, value_name = "SECS", default_value_t = 7 * 24 * 3600)]
+    pub session_idle_timeout: u64,
+    /// A browser session ends this long after enrollment (default 30 days).
+    #[arg(long, value_name = "SECS", default_value_t = 30 * 24 * 3600)]
+    pub session_max_age: u64,
+}
 
 /// How the daemon is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,11 +163,11 @@ pub fn parse_origin(value: &str) -> Option<String> {
             format!("{rest}:{default}")
         };
     let (host, port) = parse_host_port(&with_port)?;
-    Some(crate::http::normalize_origin(&format!("{scheme}://{host}:{port}")))
+    Some(super::normalize_origin(&format!("{scheme}://{host}:{port}")))
 }
 
 impl WebConfig {
-    pub fn from_args(args: &DaemonArgs) -> Result<Self, ConfigError> {
+    pub fn from_args(args: &WebArgs) -> Result<Self, ConfigError> {
         let web_host: IpAddr = match &args.web_host {
             None => IpAddr::V4(Ipv4Addr::LOCALHOST),
             Some(value) => value.parse().map_err(|_| {
@@ -246,8 +282,8 @@ impl WebConfig {
                 .iter()
                 .find(|origin| {
                     let scheme = origin.split("://").next().unwrap_or("http");
-                    crate::http::normalize_host(origin.split("://").nth(1).unwrap_or(""), scheme)
-                        == crate::http::normalize_host(host, scheme)
+                    super::normalize_host(origin.split("://").nth(1).unwrap_or(""), scheme)
+                        == super::normalize_host(host, scheme)
                 })
                 .or(self.allowed_origins.first())
                 .cloned()

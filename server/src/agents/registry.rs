@@ -7,15 +7,14 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use shard_agent::config::Config;
-use shard_agent::conversation::Conversation;
-use shard_agent::session_log::{SessionError, find_session, read_log};
+use shard_agent::session_view::{self, SessionError};
 use shard_protocol::orchestrator::{AgentCreate, AgentSpawned};
 use shard_protocol::types::AgentInfo;
 use shard_protocol::{Envelope, ErrorCode, ServerMessage, WireError};
 use tokio::sync::oneshot;
 
-use crate::host::{self, Context, HostCommand, HostHandle};
-use crate::manifest::{MANIFEST_VERSION, Manifest};
+use super::host::{self, Context, HostCommand, HostHandle};
+use super::manifest::{MANIFEST_VERSION, Manifest};
 
 /// The longest agent name accepted.
 const MAX_NAME: usize = 200;
@@ -23,7 +22,9 @@ const MAX_NAME: usize = 200;
 pub struct Registry {
     pub context: Arc<Context>,
     hosts: Mutex<BTreeMap<String, HostHandle>>,
-    /// Serializes creation so two adoptions of one session cannot race.
+    /// Serializes the checks and the manifest write of a creation, so two
+    /// adoptions of one session cannot race. Held for milliseconds, never
+    /// while a process starts.
     creating: tokio::sync::Mutex<()>,
 }
 
@@ -56,9 +57,42 @@ impl Registry {
     }
 
     /// `agent.create`: validate everything, write the manifest, start the
-    /// process and wait until it is ready.
+    /// process and wait until it is ready. Creations run side by side: only
+    /// the checks and the manifest write are one at a time.
     pub async fn create(&self, request: AgentCreate) -> Result<String, WireError> {
-        let _one_at_a_time = self.creating.lock().await;
+        let handle = {
+            let _one_at_a_time = self.creating.lock().await;
+            self.register(&request).await?
+        };
+        let agent_id = handle.info().agent_id;
+        // Announced first, then its process starts (agent_status_changed).
+        let mut info = handle.info();
+        info.runtime_state = shard_protocol::types::RuntimeState::Starting;
+        let spawned = AgentSpawned { agent_id: agent_id.clone(), info };
+        self.context.broadcast.broadcast(&bytes::Bytes::from(
+            Envelope::new(ServerMessage::AgentSpawned(spawned)).to_json(),
+        ));
+        let (reply, started) = oneshot::channel();
+        let _ = handle.commands.send(HostCommand::Start { reply }).await;
+        let result = started.await.unwrap_or_else(|_| {
+            Err(WireError::new(ErrorCode::RuntimeStartFailed, "the agent host stopped"))
+        });
+        match result {
+            Ok(()) => Ok(agent_id),
+            // The identity stays: a retry (attach or new work) starts it again.
+            Err(error) => Err(WireError::new(
+                ErrorCode::RuntimeStartFailed,
+                format!(
+                    "agent {agent_id} was created but its process did not start: {}",
+                    error.message
+                ),
+            )
+            .with_data(serde_json::json!({"agent_id": agent_id}))),
+        }
+    }
+
+    /// Checks a creation, writes its manifest and starts its host.
+    async fn register(&self, request: &AgentCreate) -> Result<HostHandle, WireError> {
         let home = self.context.home.clone();
         let cwd = validate_cwd(&request.cwd)?;
         let config = Config::load(&home)
@@ -90,25 +124,23 @@ impl Registry {
                 let model = request.model.clone().unwrap_or_else(|| config.default_model.clone());
                 let mode =
                     request.mode.clone().unwrap_or_else(|| shard_agent::modes::BUILD.to_owned());
-                let conversation =
-                    Conversation::create(&home, &cwd, &model, &mode).await.map_err(|error| {
-                        WireError::new(
-                            ErrorCode::InternalError,
-                            format!("cannot create the session: {error}"),
-                        )
-                    })?;
-                conversation.session_id.clone()
+                session_view::create(&home, &cwd, &model, &mode).await.map_err(|error| {
+                    WireError::new(
+                        ErrorCode::InternalError,
+                        format!("cannot create the session: {error}"),
+                    )
+                })?
             }
         };
         let manifest = Manifest {
             version: MANIFEST_VERSION,
-            agent_id: format!("agent-{}", random_hex()),
+            agent_id: format!("agent-{}", crate::id::random_hex()),
             name: request.name.clone(),
             cwd,
             model: request.model.clone(),
             mode: request.mode.clone(),
             session_id,
-            created_at: host::now_ms(),
+            created_at: crate::clock::now_ms(),
             parent_agent_id: request.parent_agent_id.clone(),
             alias: request.alias.clone(),
             definition_name: request.definition_name.clone(),
@@ -122,41 +154,21 @@ impl Registry {
         })?;
         let agent_id = manifest.agent_id.clone();
         let handle = host::spawn(self.context.clone(), manifest);
-        self.hosts().insert(agent_id.clone(), handle.clone());
-        // Announced first, then its process starts (agent_status_changed).
-        let mut info = handle.info();
-        info.runtime_state = shard_protocol::types::RuntimeState::Starting;
-        let spawned = AgentSpawned { agent_id: agent_id.clone(), info };
-        self.context.hub.broadcast(&bytes::Bytes::from(
-            Envelope::new(ServerMessage::AgentSpawned(spawned)).to_json(),
-        ));
-        let (reply, started) = oneshot::channel();
-        let _ = handle.commands.send(HostCommand::Start { reply }).await;
-        let result = started.await.unwrap_or_else(|_| {
-            Err(WireError::new(ErrorCode::RuntimeStartFailed, "the agent host stopped"))
-        });
-        match result {
-            Ok(()) => Ok(agent_id),
-            // The identity stays: a retry (attach or new work) starts it again.
-            Err(error) => Err(WireError::new(
-                ErrorCode::RuntimeStartFailed,
-                format!(
-                    "agent {agent_id} was created but its process did not start: {}",
-                    error.message
-                ),
-            )
-            .with_data(serde_json::json!({"agent_id": agent_id}))),
-        }
+        self.hosts().insert(agent_id, handle.clone());
+        Ok(handle)
     }
 
     /// A legacy session may be adopted once, if it exists and reads cleanly.
     fn adoptable(&self, session_id: &str) -> Result<String, WireError> {
         let home = &self.context.home;
-        let dir = find_session(home, session_id).map_err(|_| {
-            WireError::new(ErrorCode::NotFound, format!("no session `{session_id}`"))
-        })?;
-        match read_log(&dir.join("session.jsonl")) {
-            Ok(_) => {}
+        match session_view::check(home, session_id) {
+            Ok(()) => {}
+            Err(SessionError::NotFound(_)) => {
+                return Err(WireError::new(
+                    ErrorCode::NotFound,
+                    format!("no session `{session_id}`"),
+                ));
+            }
             Err(SessionError::Corrupt { why, .. }) => {
                 return Err(WireError::new(
                     ErrorCode::SessionCorrupt,
@@ -206,11 +218,4 @@ fn validate_cwd(cwd: &str) -> Result<String, WireError> {
         return Err(invalid(format!("`cwd` {cwd} is owned by another user")));
     }
     Ok(canonical.display().to_string())
-}
-
-/// 48 random bits as hex: an opaque id, not a secret.
-pub fn random_hex() -> String {
-    let mut bytes = [0u8; 6];
-    let _ = getrandom::fill(&mut bytes);
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }

@@ -1,0 +1,290 @@
+//! The host's dispatch: what each command from a connection and each line
+//! from the agent process does. Work that needs a ready process waits in
+//! `waiting` and starts one (restore on demand, §6.4); the attach sequence
+//! is the `response`, then the `sync`, then live events (CONTRACT.md).
+
+use shard_protocol::agent::{PendingKind, UiKind};
+use shard_protocol::message::Response;
+use shard_protocol::orchestrator::{AttachResult, AttachRole, TerminateResult};
+use shard_protocol::types::RuntimeState;
+use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
+use tokio::time::Instant;
+
+use super::process::ChildEvent;
+use super::projection::{respond, tag};
+use super::{Host, HostCommand, Inflight, Waiting};
+use crate::agents::{Sub, SubscriberId};
+
+impl Host {
+    pub fn command(&mut self, command: HostCommand, now: Instant) {
+        match command {
+            HostCommand::Attach { subscriber, role, id } => {
+                if self.ready() {
+                    self.attach(subscriber, role, id, now);
+                } else {
+                    self.waiting.push(Waiting::Attach { subscriber, role, id });
+                    self.ensure_process(now);
+                }
+            }
+            HostCommand::Detach { subscriber, id } => {
+                self.detach(subscriber.id(), now);
+                respond(&subscriber, id, None, Response::accepted("agent.detach"));
+            }
+            HostCommand::Forward { subscriber, id, message } => {
+                self.route(subscriber, id, message, now)
+            }
+            HostCommand::Answer { subscriber, id, message, source } => {
+                self.answer(&subscriber, id, message, source)
+            }
+            HostCommand::Disconnected { subscriber } => self.detach(subscriber, now),
+            HostCommand::Start { reply } => {
+                if self.ready() {
+                    let _ = reply.send(Ok(()));
+                } else {
+                    self.waiting.push(Waiting::Start { reply });
+                    self.ensure_process(now);
+                }
+            }
+            HostCommand::Terminate { reply } => {
+                let active = self.status.is_active() && self.generation.is_some();
+                if active {
+                    self.terminate_when_inactive = true;
+                } else {
+                    self.stop_process();
+                }
+                let _ = reply.send(TerminateResult { deferred: active });
+            }
+            HostCommand::Kill { force, reply } => {
+                if self.generation.is_none() {
+                    let _ = reply.send(());
+                    return;
+                }
+                self.kill_waiters.push(reply);
+                self.kill_process(force, now);
+            }
+            HostCommand::Shutdown { force, reply } => {
+                self.fail_waiting_with(WireError::new(
+                    ErrorCode::RuntimeStartFailed,
+                    "the daemon is shutting down",
+                ));
+                if self.generation.is_none() {
+                    let _ = reply.send(());
+                    self.shutdown.get_or_insert((force, Vec::new()));
+                    return;
+                }
+                let (_, waiters) = self.shutdown.get_or_insert((force, Vec::new()));
+                waiters.push(reply);
+                if force {
+                    self.kill_process(true, now);
+                } else if !self.status.is_active() {
+                    self.stop_process();
+                }
+            }
+        }
+    }
+
+    pub fn child_event(&mut self, event: ChildEvent, now: Instant) {
+        let current =
+            |epoch| self.generation.as_ref().is_some_and(|generation| generation.epoch == epoch);
+        match event {
+            // A superseded generation's lines and exit are history.
+            ChildEvent::Line { epoch, .. } | ChildEvent::Exited { epoch, .. }
+                if !current(epoch) => {}
+            ChildEvent::Line { line: Ok(line), .. } => self.child_line(line, now),
+            ChildEvent::Line { line: Err(problem), .. } => {
+                tracing::warn!(agent = %self.id(), %problem, "bad line from agent")
+            }
+            ChildEvent::Exited { code, description, .. } => {
+                self.process_exited(code, description, now)
+            }
+        }
+    }
+
+    fn attach(&mut self, subscriber: Sub, role: AttachRole, id: Option<String>, now: Instant) {
+        let result = AttachResult { status: self.status, info: self.current_info() };
+        // §6.4: the response, then the sync, then live events.
+        respond(&subscriber, id, None, Response::ok("agent.attach", result));
+        subscriber.push(self.sync_bytes());
+        if role == AttachRole::Interactive {
+            self.context.delegation.attach(self.id(), &subscriber);
+        }
+        self.attached.insert(subscriber.id(), (subscriber, role));
+        self.responders_changed(now);
+    }
+
+    fn detach(&mut self, subscriber: SubscriberId, now: Instant) {
+        if let Some((_, role)) = self.attached.remove(&subscriber) {
+            self.context.delegation.detach(self.id(), subscriber);
+            self.responders_changed(now);
+            if role == AttachRole::Interactive {
+                self.reannounce();
+            }
+        }
+        self.inflight.retain(|_, inflight| {
+            inflight.subscriber.as_ref().is_none_or(|owner| owner.id() != subscriber)
+        });
+    }
+
+    /// Per-agent commands other than answers.
+    fn route(&mut self, subscriber: Sub, id: Option<String>, message: ClientMessage, now: Instant) {
+        if self.ready() {
+            self.forward(subscriber, id, message, now);
+            return;
+        }
+        let command = shard_protocol::envelope::MessageSet::type_name(&message);
+        let stopped = self.generation.is_none();
+        match message {
+            // Listing never wakes a stopped runtime (§9.2).
+            ClientMessage::ListModes(_)
+            | ClientMessage::ListModels(_)
+            | ClientMessage::ListReasoningLevels(_)
+                if stopped =>
+            {
+                let error = WireError::new(
+                    ErrorCode::Conflict,
+                    "the agent's runtime is stopped; send work or re-attach to restore it",
+                );
+                respond(&subscriber, id, Some(self.id()), Response::failed(command, error));
+            }
+            ClientMessage::Abort(_) if stopped => {
+                respond(&subscriber, id, Some(self.id()), Response::accepted(command));
+            }
+            message => {
+                self.waiting.push(Waiting::Forward { subscriber, id, message: Box::new(message) });
+                let stopping =
+                    self.generation.as_ref().is_some_and(|generation| generation.stopping);
+                if !stopping {
+                    self.ensure_process(now);
+                }
+            }
+        }
+    }
+
+    fn forward(
+        &mut self,
+        subscriber: Sub,
+        id: Option<String>,
+        message: ClientMessage,
+        now: Instant,
+    ) {
+        let internal = self.internal_id();
+        let command = shard_protocol::envelope::MessageSet::type_name(&message);
+        if !self.send_to_child(&Envelope::new(message).with_id(internal.clone())) {
+            let error = WireError::new(
+                ErrorCode::Conflict,
+                "the agent is not reading its input fast enough; retry in a moment",
+            );
+            respond(&subscriber, id, Some(self.id()), Response::failed(command, error));
+            return;
+        }
+        self.inflight
+            .insert(internal, Inflight { subscriber: Some(subscriber), client_id: id, command });
+        self.last_active = now;
+    }
+
+    pub(super) fn internal_id(&mut self) -> String {
+        self.next_internal += 1;
+        format!("d-{}", self.next_internal)
+    }
+
+    fn child_line(&mut self, line: String, now: Instant) {
+        let envelope = match Envelope::<ServerMessage>::from_json(&line) {
+            Ok(envelope) => envelope,
+            Err(problem) => {
+                tracing::warn!(agent = %self.id(), %problem, "unreadable event from agent");
+                return;
+            }
+        };
+        if !self.generation.as_ref().is_some_and(|generation| generation.ready) {
+            self.startup_message(envelope, now);
+            return;
+        }
+        self.last_active = now;
+        match envelope.message {
+            ServerMessage::Response(response) => self.child_response(envelope.id, response),
+            ServerMessage::Hello(_) | ServerMessage::Sync(_) => {}
+            ServerMessage::PermissionRequest(request) => {
+                self.raise(PendingKind::Permission(request), &line);
+            }
+            ServerMessage::UiRequest(request) if request.kind != UiKind::Notify => {
+                self.raise(PendingKind::Ui(request), &line);
+            }
+            message @ (ServerMessage::PermissionResolved(_) | ServerMessage::UiResolved(_)) => {
+                self.resolved(message, &line);
+            }
+            other => {
+                self.observe(&other);
+                self.fan_out(tag(self.id(), &line));
+            }
+        }
+    }
+
+    /// `hello` then `sync` from a new process.
+    fn startup_message(&mut self, envelope: Envelope<ServerMessage>, now: Instant) {
+        match envelope.message {
+            ServerMessage::Hello(hello) => {
+                self.capabilities = Some(hello.capabilities);
+                if let Some(generation) = &mut self.generation {
+                    generation.saw_hello = true;
+                }
+            }
+            ServerMessage::Sync(sync)
+                if self.generation.as_ref().is_some_and(|generation| generation.saw_hello) =>
+            {
+                self.status = sync.status;
+                self.mode = Some(sync.mode);
+                if sync.capabilities.is_some() {
+                    self.capabilities = sync.capabilities;
+                }
+                self.session = shard_agent::session_view::SessionView::open(
+                    &self.context.home,
+                    &self.manifest.session_id,
+                )
+                .ok();
+                self.model = self.session.as_ref().and_then(|session| session.model());
+                if let Some(generation) = &mut self.generation {
+                    generation.ready = true;
+                }
+                self.last_active = now;
+                self.set_runtime_state(RuntimeState::Running);
+                self.emit_activity();
+                // §9.1: a replacement generation re-syncs existing attachments.
+                if self.generations > 1 {
+                    let sync = self.sync_bytes();
+                    self.fan_out(sync);
+                }
+                for waiting in std::mem::take(&mut self.waiting) {
+                    match waiting {
+                        Waiting::Start { reply } => {
+                            let _ = reply.send(Ok(()));
+                        }
+                        Waiting::Attach { subscriber, role, id } => {
+                            self.attach(subscriber, role, id, now)
+                        }
+                        Waiting::Forward { subscriber, id, message } => {
+                            self.forward(subscriber, id, *message, now)
+                        }
+                    }
+                }
+            }
+            ServerMessage::Error(error) => {
+                tracing::error!(agent = %self.id(), code = %error.code, message = %error.message, "agent refused to start");
+                let code = if error.code == ErrorCode::SessionCorrupt {
+                    ErrorCode::SessionCorrupt
+                } else {
+                    ErrorCode::RuntimeStartFailed
+                };
+                let why = format!("{}: {}", error.code, error.message);
+                self.fail_waiting_with(WireError::new(code, why));
+            }
+            _ => {}
+        }
+    }
+
+    fn child_response(&mut self, id: Option<String>, response: Response) {
+        let Some(inflight) = id.and_then(|id| self.inflight.remove(&id)) else { return };
+        if let Some(subscriber) = inflight.subscriber {
+            respond(&subscriber, inflight.client_id, Some(self.id()), response);
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! One agent's host: an actor that owns the agent's process generations,
+//! its open questions and the projection of its state for `sync` and the
+//! registry, and multiplexes its events to every attached connection
+//! (PROTOCOL.md §6, §10.1).
+//!
+//! The host is a synchronous state machine run by a thin async shell
+//! ([`run`]): every decision (who answers a question, when one resolves
+//! headless, when a runtime is reaped or killed, what `sync` holds) is a
+//! plain method of [`Host`] that takes the current time, so unit tests drive
+//! it with an injected clock and fake processes ([`process::Spawner`]).
+//! Everything about one agent happens in this one task, in order, so the
+//! attach sequence is exact: the `response`, then the `sync`, then every
+//! later event once.
+//!
+//! - [`dispatch`]: commands from connections and lines from the process.
+//! - [`process`]: starting, feeding, stopping and killing a generation.
+//! - [`questions`]: permission and UI requests, first answer wins (§6.3).
+//! - [`projection`]: `sync`, `AgentInfo`, status and activity events.
+
+mod dispatch;
+pub mod process;
+mod projection;
+mod questions;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use shard_agent::session_view::SessionView;
+use shard_protocol::ClientMessage;
+use shard_protocol::WireError;
+use shard_protocol::agent::PendingKind;
+use shard_protocol::orchestrator::{ActivityPhase, AttachRole, TerminateResult};
+use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState, Usage};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use self::process::{ChildEvent, Generation, Spawner};
+use super::delegation::Delegation;
+use super::manifest::Manifest;
+use super::{Broadcast, Sub, SubscriberId};
+
+/// Commands queued for a host. A connection that finds it full gets an
+/// error instead of waiting: hosts answer in microseconds, so a full queue
+/// means a flood, and waiting would stall that client's reader.
+pub const HOST_QUEUE: usize = 256;
+/// Child lines buffered between its stdout reader and the host. A full
+/// buffer pushes back on the agent's stdout, never grows.
+const CHILD_LINES: usize = 1024;
+
+/// What hosts share: the daemon's home, how processes start, where registry
+/// events go, and the delegation map.
+pub struct Context {
+    pub home: PathBuf,
+    pub spawner: Arc<dyn Spawner>,
+    pub broadcast: Arc<dyn Broadcast>,
+    pub delegation: Arc<Delegation>,
+    pub idle_timeout: Duration,
+    pub headless_timeout: Duration,
+}
+
+pub enum HostCommand {
+    Attach {
+        subscriber: Sub,
+        role: AttachRole,
+        id: Option<String>,
+    },
+    Detach {
+        subscriber: Sub,
+        id: Option<String>,
+    },
+    /// A per-agent command (not an answer) to forward to the agent.
+    Forward {
+        subscriber: Sub,
+        id: Option<String>,
+        message: ClientMessage,
+    },
+    /// A `permission_response` or `ui_response`; `source` names the answerer.
+    Answer {
+        subscriber: Sub,
+        id: Option<String>,
+        message: ClientMessage,
+        source: String,
+    },
+    Disconnected {
+        subscriber: SubscriberId,
+    },
+    /// Start a process now (a new agent); replies once it is ready or failed.
+    Start {
+        reply: oneshot::Sender<Result<(), WireError>>,
+    },
+    Terminate {
+        reply: oneshot::Sender<TerminateResult>,
+    },
+    /// Replies once the process has exited (at once when there is none).
+    Kill {
+        force: bool,
+        reply: oneshot::Sender<()>,
+    },
+    /// Daemon shutdown: stop when inactive (graceful) or now (force).
+    Shutdown {
+        force: bool,
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// The registry's handle to a host.
+#[derive(Clone)]
+pub struct HostHandle {
+    pub commands: mpsc::Sender<HostCommand>,
+    info: Arc<Mutex<AgentInfo>>,
+}
+
+impl HostHandle {
+    /// The agent as `agent.list` shows it, as of the host's last change.
+    pub fn info(&self) -> AgentInfo {
+        self.info.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+}
+
+/// One open question of this agent.
+struct Pending {
+    request: PendingKind,
+    /// The question as it was sent, tagged: re-sent when the responders
+    /// change (a delegated child's question moving up to an ancestor).
+    announcement: bytes::Bytes,
+    /// Set when every responder left: answer headless at this instant.
+    headless_at: Option<Instant>,
+    /// Who answered, once the daemon forwarded an answer.
+    source: Option<String>,
+}
+
+/// A command forwarded to the agent, waiting for its response.
+struct Inflight {
+    /// `None`: the daemon's own command (its response is swallowed).
+    subscriber: Option<Sub>,
+    client_id: Option<String>,
+    command: &'static str,
+}
+
+/// Deferred work that needs a ready process.
+enum Waiting {
+    Attach { subscriber: Sub, role: AttachRole, id: Option<String> },
+    Forward { subscriber: Sub, id: Option<String>, message: Box<ClientMessage> },
+    Start { reply: oneshot::Sender<Result<(), WireError>> },
+}
+
+/// The coarse activity last broadcast: phase, tool name, status.
+type Activity = (ActivityPhase, Option<String>, AgentStatus);
+
+pub struct Host {
+    context: Arc<Context>,
+    manifest: Manifest,
+    info: Arc<Mutex<AgentInfo>>,
+    /// The running (or starting, or stopping) generation.
+    generation: Option<Generation>,
+    /// Generations started so far; the current one's `runtime_epoch` is this
+    /// minus one.
+    generations: u64,
+    runtime_state: RuntimeState,
+    status: AgentStatus,
+    mode: Option<String>,
+    model: Option<String>,
+    capabilities: Option<Vec<String>>,
+    usage: Usage,
+    session: Option<SessionView>,
+    pending: Vec<Pending>,
+    attached: HashMap<SubscriberId, (Sub, AttachRole)>,
+    inflight: HashMap<String, Inflight>,
+    next_internal: u64,
+    waiting: Vec<Waiting>,
+    terminate_when_inactive: bool,
+    shutdown: Option<(bool, Vec<oneshot::Sender<()>>)>,
+    kill_waiters: Vec<oneshot::Sender<()>>,
+    last_active: Instant,
+    activity: Activity,
+    /// Where this host's processes send their lines and exits.
+    events: mpsc::Sender<ChildEvent>,
+}
+
+impl Host {
+    /// A host for `manifest` whose process is stopped until needed, and
+    /// the receiver its processes' events arrive on.
+    pub fn new(
+        context: Arc<Context>,
+        manifest: Manifest,
+        now: Instant,
+    ) -> (Self, mpsc::Receiver<ChildEvent>) {
+        let info = Arc::new(Mutex::new(projection::initial_info(&manifest)));
+        let (events, child_events) = mpsc::channel(CHILD_LINES);
+        context.delegation.set_parent(&manifest.agent_id, manifest.parent_agent_id.as_deref());
+        let host = Self {
+            context,
+            manifest,
+            info,
+            generation: None,
+            generations: 0,
+            runtime_state: RuntimeState::Stopped,
+            status: AgentStatus::Idle,
+            mode: None,
+            model: None,
+            capabilities: None,
+            usage: Usage::default(),
+            session: None,
+            pending: Vec::new(),
+            attached: HashMap::new(),
+            inflight: HashMap::new(),
+            next_internal: 0,
+            waiting: Vec::new(),
+            terminate_when_inactive: false,
+            shutdown: None,
+            kill_waiters: Vec::new(),
+            last_active: now,
+            activity: (ActivityPhase::Idle, None, AgentStatus::Idle),
+            events,
+        };
+        (host, child_events)
+    }
+
+    fn id(&self) -> &str {
+        &self.manifest.agent_id
+    }
+
+    /// The next instant at which [`Host::timers`] has something to do.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let mut deadlines = Vec::new();
+        if let Some(generation) = &self.generation {
+            if !generation.ready {
+                deadlines.push(generation.started + process::START_TIMEOUT);
+            } else if self.reapable() {
+                deadlines.push(self.last_active + self.context.idle_timeout);
+            }
+            deadlines.extend(generation.kill_at);
+        }
+        deadlines.extend(self.pending.iter().filter_map(|pending| pending.headless_at));
+        deadlines.into_iter().min()
+    }
+
+    /// Everything due at `now`: start timeouts, kill grace, idle reaping,
+    /// headless answers.
+    pub fn timers(&mut self, now: Instant) {
+        self.process_timers(now);
+        self.question_timers(now);
+    }
+}
+
+/// Starts the host actor for `manifest`.
+pub fn spawn(context: Arc<Context>, manifest: Manifest) -> HostHandle {
+    let (host, child_events) = Host::new(context, manifest, Instant::now());
+    let (commands, inbox) = mpsc::channel(HOST_QUEUE);
+    let handle = HostHandle { commands, info: host.info.clone() };
+    tokio::spawn(run(host, inbox, child_events));
+    handle
+}
+
+/// The async shell: waits for a command, a line from the process or the
+/// next deadline, and hands it to the synchronous host with the time.
+async fn run(
+    mut host: Host,
+    mut inbox: mpsc::Receiver<HostCommand>,
+    mut child: mpsc::Receiver<ChildEvent>,
+) {
+    loop {
+        let deadline = host.next_deadline();
+        tokio::select! {
+            command = inbox.recv() => match command {
+                Some(command) => host.command(command, Instant::now()),
+                None => break,
+            },
+            Some(event) = child.recv() => host.child_event(event, Instant::now()),
+            () = sleep_until(deadline) => host.timers(Instant::now()),
+        }
+    }
+    host.abandon();
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}

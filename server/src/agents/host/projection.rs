@@ -1,0 +1,240 @@
+//! The host's projection of its agent: the daemon's own `sync` (§6.4, §9.1),
+//! the `AgentInfo` that `agent.list` reads, and the registry events that
+//! follow status, runtime state and coarse activity.
+
+use bytes::Bytes;
+use serde_json::Value;
+use shard_protocol::agent::{PendingRequest, Sync};
+use shard_protocol::message::Response;
+use shard_protocol::orchestrator::{ActivityPhase, AgentActivity, AgentStatusChanged};
+use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
+use shard_protocol::{Envelope, ServerMessage};
+
+use super::Host;
+use crate::agents::Sub;
+use crate::agents::manifest::Manifest;
+
+/// The agent as listed before any process ran.
+pub(super) fn initial_info(manifest: &Manifest) -> AgentInfo {
+    AgentInfo {
+        agent_id: manifest.agent_id.clone(),
+        name: manifest.name.clone(),
+        cwd: manifest.cwd.clone(),
+        model: manifest.model.clone(),
+        provider: None,
+        mode: manifest.mode.clone(),
+        status: AgentStatus::Idle,
+        runtime_state: RuntimeState::Stopped,
+        created_at: manifest.created_at,
+        usage: None,
+        parent_agent_id: manifest.parent_agent_id.clone(),
+        alias: manifest.alias.clone(),
+        definition_name: manifest.definition_name.clone(),
+        display_name: manifest.display_name.clone(),
+    }
+}
+
+/// `{"agent_id":"…",` spliced in front of a child's serialized event: the
+/// line is tagged without being decoded and encoded again.
+pub(super) fn tag(agent_id: &str, line: &str) -> Bytes {
+    let quoted = Value::String(agent_id.to_owned()).to_string();
+    let rest = line.trim_start().strip_prefix('{').unwrap_or(line);
+    let separator = if rest.trim_start().starts_with('}') { "" } else { "," };
+    Bytes::from(format!("{{\"agent_id\":{quoted}{separator}{rest}"))
+}
+
+pub(super) fn encode(envelope: &Envelope<ServerMessage>) -> Bytes {
+    Bytes::from(envelope.to_json())
+}
+
+/// Sends a response; `agent_id` is the routing tag (none for registry
+/// commands such as `agent.attach`).
+pub(super) fn respond(
+    subscriber: &Sub,
+    id: Option<String>,
+    agent_id: Option<&str>,
+    response: Response,
+) {
+    let agent_id = agent_id.map(str::to_owned);
+    subscriber.push(encode(&Envelope { id, agent_id, message: ServerMessage::Response(response) }));
+}
+
+impl Host {
+    /// The daemon's own `sync`, projected from the child (§6.4, §9.1): the
+    /// live window from the session log, open questions (this agent's and
+    /// those of the descendants it answers for), status and mode.
+    pub(super) fn daemon_sync(&mut self) -> Sync {
+        let live_window = match &mut self.session {
+            Some(session) => {
+                let (window, problem) = session.live_window();
+                if let Some(problem) = problem {
+                    tracing::warn!(agent = %self.manifest.agent_id, %problem, "cannot read the session log");
+                }
+                window
+            }
+            None => Default::default(),
+        };
+        let mut pending_requests: Vec<PendingRequest> = self
+            .pending
+            .iter()
+            .filter(|pending| pending.source.is_none())
+            .map(|pending| PendingRequest { agent_id: None, request: pending.request.clone() })
+            .collect();
+        pending_requests.extend(self.context.delegation.delegated_pending(self.id()));
+        Sync {
+            status: self.status,
+            mode: self.mode.clone().unwrap_or_else(|| shard_agent::modes::BUILD.to_owned()),
+            capabilities: self.capabilities.clone(),
+            runtime_epoch: Some(self.generations.saturating_sub(1)),
+            live_window,
+            pending_requests,
+        }
+    }
+
+    pub(super) fn sync_bytes(&mut self) -> Bytes {
+        let sync = self.daemon_sync();
+        encode(&Envelope::new(ServerMessage::Sync(sync)).for_agent(self.id()))
+    }
+
+    pub(super) fn current_info(&self) -> AgentInfo {
+        let mut info = initial_info(&self.manifest);
+        info.status = self.status;
+        info.runtime_state = self.runtime_state;
+        info.mode = self.mode.clone().or(info.mode);
+        info.model = self.model.clone().or(info.model);
+        info.provider = info.model.as_deref().map(|model| {
+            if model.starts_with("demo") { "builtin" } else { "configured" }.to_owned()
+        });
+        info.usage = (self.usage.input + self.usage.output > 0).then(|| self.usage.clone());
+        info
+    }
+
+    pub(super) fn publish_info(&self) {
+        let info = self.current_info();
+        *self.info.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = info;
+    }
+
+    pub(super) fn set_runtime_state(&mut self, state: RuntimeState) {
+        if self.runtime_state == state {
+            return;
+        }
+        self.runtime_state = state;
+        self.publish_info();
+        self.broadcast_status(None);
+    }
+
+    /// `agent_status_changed` with the current status and runtime state.
+    pub(super) fn broadcast_status(&self, detail: Option<String>) {
+        let event = AgentStatusChanged {
+            agent_id: self.id().to_owned(),
+            status: self.status,
+            runtime_state: self.runtime_state,
+            detail,
+        };
+        self.context
+            .broadcast
+            .broadcast(&encode(&Envelope::new(ServerMessage::AgentStatusChanged(event))));
+    }
+
+    pub(super) fn set_activity(&mut self, phase: ActivityPhase, tool: Option<String>) {
+        if self.activity.0 == phase && self.activity.1 == tool && self.activity.2 == self.status {
+            return;
+        }
+        self.activity = (phase, tool, self.status);
+        self.broadcast_activity();
+    }
+
+    /// The phase implied by the status (used on status changes).
+    pub(super) fn emit_activity(&mut self) {
+        let phase = match self.status {
+            AgentStatus::Idle => ActivityPhase::Idle,
+            AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi => ActivityPhase::Waiting,
+            AgentStatus::Compacting => ActivityPhase::Compacting,
+            AgentStatus::Error => ActivityPhase::Error,
+            AgentStatus::Streaming | AgentStatus::Unknown => {
+                if matches!(self.activity.0, ActivityPhase::Tool | ActivityPhase::Thinking) {
+                    self.activity.0
+                } else {
+                    ActivityPhase::Streaming
+                }
+            }
+        };
+        let tool = if phase == ActivityPhase::Tool { self.activity.1.clone() } else { None };
+        self.set_activity(phase, tool);
+    }
+
+    /// `agent_activity`: coarse and sanitized — a phase, the status and at
+    /// most a tool's name; never text, arguments, results or paths.
+    fn broadcast_activity(&self) {
+        let event = AgentActivity {
+            agent_id: self.id().to_owned(),
+            timestamp: crate::agents::now_ms(),
+            phase: self.activity.0,
+            status: self.status,
+            tool_name: self.activity.1.clone(),
+        };
+        self.context
+            .broadcast
+            .broadcast(&encode(&Envelope::new(ServerMessage::AgentActivity(event))));
+    }
+
+    /// Keeps the projection current from one of the agent's events.
+    pub(super) fn observe(&mut self, message: &ServerMessage) {
+        match message {
+            ServerMessage::Status(status) => {
+                let changed = self.status != status.status;
+                self.status = status.status;
+                if changed {
+                    self.publish_info();
+                    self.broadcast_status(status.detail.clone());
+                }
+                self.emit_activity();
+                let stop_when_inactive =
+                    self.terminate_when_inactive || matches!(self.shutdown, Some((false, _)));
+                if stop_when_inactive && !self.status.is_active() {
+                    self.stop_process();
+                }
+            }
+            ServerMessage::ModeChanged(changed) => {
+                self.mode = Some(changed.mode.clone());
+                self.publish_info();
+            }
+            ServerMessage::ModelChanged(changed) => {
+                self.model = Some(changed.active.id.clone());
+                if changed.capabilities.is_some() {
+                    self.capabilities.clone_from(&changed.capabilities);
+                }
+                self.publish_info();
+            }
+            ServerMessage::Usage(usage) => {
+                self.usage.input += usage.input;
+                self.usage.output += usage.output;
+                if let Some(cost) = usage.cost {
+                    self.usage.cost = Some(self.usage.cost.unwrap_or(0.0) + cost);
+                }
+                self.usage.context_tokens = usage.context_tokens.or(self.usage.context_tokens);
+                self.usage.model.clone_from(&usage.model);
+                self.publish_info();
+            }
+            ServerMessage::MessageDelta(delta) => {
+                let phase = match delta.kind {
+                    shard_protocol::agent::DeltaKind::Thinking => ActivityPhase::Thinking,
+                    _ => ActivityPhase::Streaming,
+                };
+                self.set_activity(phase, None);
+            }
+            ServerMessage::ToolCall(call) => {
+                self.set_activity(ActivityPhase::Tool, Some(call.name.clone()))
+            }
+            ServerMessage::ToolResult(_) => self.set_activity(ActivityPhase::Streaming, None),
+            _ => {}
+        }
+    }
+
+    /// Sends bytes to every attached connection.
+    pub(super) fn fan_out(&self, bytes: Bytes) {
+        for (subscriber, _) in self.attached.values() {
+            subscriber.push(bytes.clone());
+        }
+    }
+}

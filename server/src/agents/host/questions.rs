@@ -1,0 +1,242 @@
+//! Permission and UI questions (PROTOCOL.md §6.3): each goes to every
+//! attachment of the agent and to whoever answers for it (its own
+//! interactive clients, else the nearest interactive ancestor's); the first
+//! valid answer wins and is forwarded, later ones are dropped. With nobody
+//! to answer anywhere in the hierarchy a question resolves at once to deny
+//! (`source: "headless"`); one left open when the last responder leaves
+//! waits `--headless-timeout`, then resolves the same way (CONTRACT.md).
+
+use std::collections::HashSet;
+
+use bytes::Bytes;
+use serde_json::Value;
+use shard_protocol::agent::{
+    Decision, PendingKind, PermissionAnswer, PermissionResolved, PermissionResponse, UiResolved,
+    UiResponse,
+};
+use shard_protocol::message::Response;
+use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
+use tokio::time::Instant;
+
+use super::projection::{encode, respond, tag};
+use super::{Host, Inflight, Pending};
+use crate::agents::Sub;
+
+impl Host {
+    /// A question from the agent: announce it, and answer it headless at
+    /// once if nobody anywhere can.
+    pub(super) fn raise(&mut self, request: PendingKind, line: &str) {
+        let request_id = request.request_id().to_owned();
+        let announcement = tag(self.id(), line);
+        self.pending.push(Pending {
+            request,
+            announcement: announcement.clone(),
+            headless_at: None,
+            source: None,
+        });
+        self.publish_pending();
+        self.deliver_question(announcement);
+        if self.context.delegation.responders(self.id()).is_empty() {
+            self.answer_headless(&request_id);
+        }
+    }
+
+    /// Sends a question (or its resolution) to every attachment of this agent
+    /// and to the responders it is delegated to, each connection once.
+    pub(super) fn deliver_question(&self, bytes: Bytes) {
+        let mut sent = HashSet::new();
+        let responders = self.context.delegation.responders(self.id());
+        let attached = self.attached.values().map(|(subscriber, _)| subscriber);
+        for subscriber in attached.chain(responders.iter()) {
+            if sent.insert(subscriber.id()) {
+                subscriber.push(bytes.clone());
+            }
+        }
+    }
+
+    /// The agent says a question is closed: forward the resolution with who
+    /// answered it.
+    pub(super) fn resolved(&mut self, message: ServerMessage, line: &str) {
+        let bytes = match message {
+            ServerMessage::PermissionResolved(mut resolved) => {
+                let source = self.settle(&resolved.request_id);
+                if resolved.source.is_none() {
+                    resolved.source = source;
+                }
+                encode(
+                    &Envelope::new(ServerMessage::PermissionResolved(resolved))
+                        .for_agent(self.id()),
+                )
+            }
+            ServerMessage::UiResolved(resolved) => {
+                self.settle(&resolved.request_id);
+                tag(self.id(), line)
+            }
+            _ => return,
+        };
+        self.deliver_question(bytes);
+    }
+
+    /// Removes a settled question; returns who answered it, if known.
+    fn settle(&mut self, request_id: &str) -> Option<String> {
+        let at =
+            self.pending.iter().position(|pending| pending.request.request_id() == request_id)?;
+        let pending = self.pending.remove(at);
+        self.publish_pending();
+        self.emit_activity();
+        pending.source
+    }
+
+    fn publish_pending(&self) {
+        let open = self.pending.iter().map(|pending| pending.request.clone()).collect();
+        self.context.delegation.set_pending(self.id(), open);
+    }
+
+    /// The headless answer: deny, or a null UI value (CONTRACT.md).
+    pub(super) fn answer_headless(&mut self, request_id: &str) {
+        let Some(pending) =
+            self.pending.iter_mut().find(|pending| pending.request.request_id() == request_id)
+        else {
+            return;
+        };
+        if pending.source.is_some() {
+            return;
+        }
+        pending.source = Some("headless".to_owned());
+        pending.headless_at = None;
+        let message = match &pending.request {
+            PendingKind::Permission(_) => ClientMessage::PermissionResponse(PermissionResponse {
+                request_id: request_id.to_owned(),
+                answer: PermissionAnswer::Decision(Decision::Deny),
+                reason: Some("no interactive client is attached".to_owned()),
+            }),
+            PendingKind::Ui(_) => ClientMessage::UiResponse(UiResponse {
+                request_id: request_id.to_owned(),
+                value: None,
+            }),
+        };
+        self.forward_own(message);
+    }
+
+    /// Sends the daemon's own command to the agent; its response is dropped.
+    fn forward_own(&mut self, message: ClientMessage) -> bool {
+        let id = self.internal_id();
+        let command = shard_protocol::envelope::MessageSet::type_name(&message);
+        self.inflight.insert(id.clone(), Inflight { subscriber: None, client_id: None, command });
+        let sent = self.send_to_child(&Envelope::new(message).with_id(id.clone()));
+        if !sent {
+            self.inflight.remove(&id);
+        }
+        sent
+    }
+
+    /// A client's answer: the first valid one wins and is forwarded; later or
+    /// invalid ones are dropped silently (§6.3, §9.5). The daemon
+    /// acknowledges every answer itself.
+    pub(super) fn answer(
+        &mut self,
+        subscriber: &Sub,
+        id: Option<String>,
+        message: ClientMessage,
+        source: String,
+    ) {
+        let command = shard_protocol::envelope::MessageSet::type_name(&message);
+        let request_id = match &message {
+            ClientMessage::PermissionResponse(response) => response.request_id.clone(),
+            ClientMessage::UiResponse(response) => response.request_id.clone(),
+            _ => return,
+        };
+        let winner = self.pending.iter().position(|pending| {
+            pending.request.request_id() == request_id
+                && pending.source.is_none()
+                && match (&pending.request, &message) {
+                    (
+                        PendingKind::Permission(request),
+                        ClientMessage::PermissionResponse(answer),
+                    ) => request.accepts(&answer.answer),
+                    (PendingKind::Ui(_), ClientMessage::UiResponse(_)) => true,
+                    _ => false,
+                }
+        });
+        let Some(at) = winner else {
+            // Unknown, already answered, or not a valid choice: not an answer.
+            respond(subscriber, id, None, Response::accepted(command));
+            return;
+        };
+        if !self.forward_own(message) {
+            let error = WireError::new(
+                ErrorCode::Conflict,
+                "the agent's input queue is full; answer again in a moment",
+            );
+            respond(subscriber, id, None, Response::failed(command, error));
+            return;
+        }
+        let pending = &mut self.pending[at];
+        pending.source = Some(source);
+        pending.headless_at = None;
+        respond(subscriber, id, None, Response::accepted(command));
+    }
+
+    /// Resolutions for every open question of a process that is gone.
+    pub(super) fn questions_orphaned(&mut self) {
+        for pending in std::mem::take(&mut self.pending) {
+            let request_id = pending.request.request_id().to_owned();
+            self.broadcast_resolution(&pending.request, &request_id, "runtime_exited");
+        }
+        self.publish_pending();
+    }
+
+    fn broadcast_resolution(&self, request: &PendingKind, request_id: &str, source: &str) {
+        let message = match request {
+            PendingKind::Permission(_) => ServerMessage::PermissionResolved(PermissionResolved {
+                request_id: request_id.to_owned(),
+                answer: PermissionAnswer::Decision(Decision::Deny),
+                source: Some(source.to_owned()),
+            }),
+            PendingKind::Ui(_) => ServerMessage::UiResolved(UiResolved {
+                request_id: request_id.to_owned(),
+                value: Value::Null,
+            }),
+        };
+        self.deliver_question(encode(&Envelope::new(message).for_agent(self.id())));
+    }
+
+    /// After a responder came or left: questions nobody can answer any more
+    /// start their headless timeout; those that can be answered again stop
+    /// it.
+    pub(super) fn responders_changed(&mut self, now: Instant) {
+        let nobody = self.context.delegation.responders(self.id()).is_empty();
+        let timeout = self.context.headless_timeout;
+        for pending in &mut self.pending {
+            if pending.source.is_some() {
+                continue;
+            }
+            pending.headless_at =
+                if nobody { Some(pending.headless_at.unwrap_or(now + timeout)) } else { None };
+        }
+    }
+
+    /// Open questions go again to whoever answers them now (an interactive
+    /// ancestor once the agent's own client left, §6.3); clients dedupe by
+    /// request id.
+    pub(super) fn reannounce(&self) {
+        let responders = self.context.delegation.responders(self.id());
+        for pending in self.pending.iter().filter(|pending| pending.source.is_none()) {
+            for subscriber in &responders {
+                subscriber.push(pending.announcement.clone());
+            }
+        }
+    }
+
+    pub(super) fn question_timers(&mut self, now: Instant) {
+        let expired: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|pending| pending.headless_at.is_some_and(|at| now >= at))
+            .map(|pending| pending.request.request_id().to_owned())
+            .collect();
+        for request_id in expired {
+            self.answer_headless(&request_id);
+        }
+    }
+}

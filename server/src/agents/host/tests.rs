@@ -1,0 +1,442 @@
+//! The host's decisions under an injected clock, with fake agent processes:
+//! the test plays the agent's side of the pipe line by line and moves time
+//! by hand.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use shard_protocol::orchestrator::AttachRole;
+use shard_protocol::{ClientMessage, Envelope};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::process::{ChildEvent, InputFull, Runtime, SpawnRequest, Spawner};
+use super::{Context, Host, HostCommand};
+use crate::agents::delegation::Delegation;
+use crate::agents::manifest::{MANIFEST_VERSION, Manifest};
+use crate::agents::{Broadcast, Sub, Subscriber, SubscriberId};
+
+/// A client connection that keeps what it was sent.
+struct Recorder {
+    id: SubscriberId,
+    seen: Mutex<Vec<Value>>,
+}
+
+impl Recorder {
+    fn new(id: SubscriberId) -> Arc<Self> {
+        Arc::new(Self { id, seen: Mutex::new(Vec::new()) })
+    }
+
+    fn take(&self) -> Vec<Value> {
+        std::mem::take(&mut *self.seen.lock().expect("lock"))
+    }
+
+    fn types(&self) -> Vec<String> {
+        self.take()
+            .iter()
+            .map(|message| message["type"].as_str().unwrap_or("?").to_owned())
+            .collect()
+    }
+}
+
+impl Subscriber for Recorder {
+    fn id(&self) -> SubscriberId {
+        self.id
+    }
+
+    fn push(&self, bytes: Bytes) -> bool {
+        let value = serde_json::from_slice(&bytes).expect("JSON");
+        self.seen.lock().expect("lock").push(value);
+        true
+    }
+}
+
+#[derive(Default)]
+struct Nowhere;
+
+impl Broadcast for Nowhere {
+    fn broadcast(&self, _: &Bytes) {}
+}
+
+/// What the fake process was told.
+#[derive(Default)]
+struct Pipe {
+    stdin: Vec<Value>,
+    input_closed: bool,
+    terminated: bool,
+    killed: bool,
+}
+
+/// Every generation the host started, in order.
+#[derive(Default)]
+struct FakeSpawner {
+    generations: Mutex<Vec<Arc<Mutex<Pipe>>>>,
+}
+
+struct FakeRuntime(Arc<Mutex<Pipe>>);
+
+impl Runtime for FakeRuntime {
+    fn send(&mut self, line: Bytes) -> Result<(), InputFull> {
+        let value = serde_json::from_slice(&line).expect("JSON line");
+        self.0.lock().expect("lock").stdin.push(value);
+        Ok(())
+    }
+    fn close_input(&mut self) {
+        self.0.lock().expect("lock").input_closed = true;
+    }
+    fn terminate(&mut self) {
+        self.0.lock().expect("lock").terminated = true;
+    }
+    fn kill(&mut self) {
+        self.0.lock().expect("lock").killed = true;
+    }
+}
+
+impl Spawner for FakeSpawner {
+    fn spawn(
+        &self,
+        _: &SpawnRequest<'_>,
+        _: mpsc::Sender<ChildEvent>,
+    ) -> std::io::Result<Box<dyn Runtime>> {
+        let pipe = Arc::new(Mutex::new(Pipe::default()));
+        self.generations.lock().expect("lock").push(pipe.clone());
+        Ok(Box::new(FakeRuntime(pipe)))
+    }
+}
+
+impl FakeSpawner {
+    fn count(&self) -> usize {
+        self.generations.lock().expect("lock").len()
+    }
+
+    fn last(&self) -> Arc<Mutex<Pipe>> {
+        self.generations.lock().expect("lock").last().cloned().expect("a generation")
+    }
+}
+
+const HEADLESS: Duration = Duration::from_secs(300);
+const IDLE: Duration = Duration::from_secs(600);
+
+struct World {
+    spawner: Arc<FakeSpawner>,
+    context: Arc<Context>,
+    _home: tempfile::TempDir,
+}
+
+fn world() -> World {
+    let home = tempfile::tempdir().expect("home");
+    let spawner = Arc::new(FakeSpawner::default());
+    let context = Arc::new(Context {
+        home: home.path().to_owned(),
+        spawner: spawner.clone(),
+        broadcast: Arc::new(Nowhere),
+        delegation: Arc::new(Delegation::default()),
+        idle_timeout: IDLE,
+        headless_timeout: HEADLESS,
+    });
+    World { spawner, context, _home: home }
+}
+
+fn manifest(agent_id: &str, parent: Option<&str>) -> Manifest {
+    Manifest {
+        version: MANIFEST_VERSION,
+        agent_id: agent_id.to_owned(),
+        name: None,
+        cwd: "/".to_owned(),
+        model: None,
+        mode: None,
+        session_id: format!("sess-{agent_id}"),
+        created_at: 0,
+        parent_agent_id: parent.map(str::to_owned),
+        alias: None,
+        definition_name: None,
+        display_name: None,
+    }
+}
+
+/// The agent's side: one line from generation `epoch`.
+fn says(host: &mut Host, epoch: u64, line: Value, now: Instant) {
+    host.child_event(ChildEvent::Line { epoch, line: Ok(line.to_string()) }, now);
+}
+
+/// The current generation becomes ready: `hello`, then `sync`.
+fn ready(host: &mut Host, epoch: u64, now: Instant) {
+    says(
+        host,
+        epoch,
+        json!({"type": "hello", "protocol_version": "0.1", "server_version": "fake", "capabilities": []}),
+        now,
+    );
+    says(
+        host,
+        epoch,
+        json!({"type": "sync", "status": "idle", "mode": "build",
+                             "live_window": {"messages": []}, "pending_requests": []}),
+        now,
+    );
+}
+
+fn attach(host: &mut Host, client: &Arc<Recorder>, role: AttachRole, now: Instant) {
+    let subscriber: Sub = client.clone();
+    host.command(HostCommand::Attach { subscriber, role, id: Some("attach".into()) }, now);
+}
+
+fn permission_request(request_id: &str) -> Value {
+    json!({"type": "permission_request", "request_id": request_id, "tool_name": "bash",
+           "input": {"command": "true"}, "prompt": "run true", "options": ["allow", "deny"]})
+}
+
+fn answer(host: &mut Host, client: &Arc<Recorder>, request_id: &str, decision: &str, now: Instant) {
+    let text = if decision == "nonsense" {
+        json!({"type": "permission_response", "request_id": request_id, "choice_id": "no-such-choice"})
+    } else {
+        json!({"type": "permission_response", "request_id": request_id, "decision": decision})
+    };
+    let message =
+        Envelope::<ClientMessage>::from_json(&text.to_string()).expect("an answer").message;
+    let subscriber: Sub = client.clone();
+    host.command(
+        HostCommand::Answer {
+            subscriber,
+            id: Some("answer".into()),
+            message,
+            source: "test".into(),
+        },
+        now,
+    );
+}
+
+/// Answers the agent received on stdin, as `(request_id, decision)`.
+fn forwarded(pipe: &Arc<Mutex<Pipe>>) -> Vec<(String, String)> {
+    pipe.lock()
+        .expect("lock")
+        .stdin
+        .iter()
+        .filter(|line| line["type"] == "permission_response")
+        .map(|line| {
+            (
+                line["request_id"].as_str().unwrap_or("").to_owned(),
+                line["decision"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// An attached, ready agent and its interactive client.
+fn running(world: &World, agent: &str, now: Instant) -> (Host, Arc<Recorder>) {
+    let (mut host, _) = Host::new(world.context.clone(), manifest(agent, None), now);
+    let client = Recorder::new(1);
+    attach(&mut host, &client, AttachRole::Interactive, now);
+    ready(&mut host, 0, now);
+    assert_eq!(client.types(), ["response", "sync"]);
+    (host, client)
+}
+
+#[test]
+fn the_first_valid_answer_wins_and_later_ones_are_dropped() {
+    let world = world();
+    let now = Instant::now();
+    let (mut host, first) = running(&world, "agent-a", now);
+    let second = Recorder::new(2);
+    attach(&mut host, &second, AttachRole::Interactive, now);
+    second.take();
+    says(&mut host, 0, permission_request("perm-1"), now);
+    assert_eq!(first.types(), ["permission_request"]);
+    assert_eq!(second.types(), ["permission_request"]);
+
+    // An unknown choice is not an answer; then two clients race.
+    answer(&mut host, &second, "perm-1", "nonsense", now);
+    answer(&mut host, &first, "perm-1", "allow", now);
+    answer(&mut host, &second, "perm-1", "deny", now);
+    let pipe = world.spawner.last();
+    assert_eq!(forwarded(&pipe), [("perm-1".to_owned(), "allow".to_owned())], "only the first");
+    // Every answer is acknowledged; the resolution names the winner.
+    assert_eq!(first.types(), ["response"]);
+    assert_eq!(second.types(), ["response", "response"]);
+    says(
+        &mut host,
+        0,
+        json!({"type": "permission_resolved", "request_id": "perm-1", "decision": "allow"}),
+        now,
+    );
+    let resolved = first.take();
+    assert_eq!(resolved[0]["type"], "permission_resolved");
+    assert_eq!(resolved[0]["source"], "test");
+    assert_eq!(second.take()[0]["type"], "permission_resolved", "every tab's dialog closes");
+}
+
+#[test]
+fn a_question_nobody_can_answer_is_denied_at_once() {
+    let world = world();
+    let now = Instant::now();
+    let (mut host, _) = Host::new(world.context.clone(), manifest("agent-h", None), now);
+    let watcher = Recorder::new(1);
+    attach(&mut host, &watcher, AttachRole::Observer, now);
+    ready(&mut host, 0, now);
+    watcher.take();
+    says(&mut host, 0, permission_request("perm-1"), now);
+    let pipe = world.spawner.last();
+    assert_eq!(forwarded(&pipe), [("perm-1".to_owned(), "deny".to_owned())], "headless deny");
+    says(
+        &mut host,
+        0,
+        json!({"type": "permission_resolved", "request_id": "perm-1", "decision": "deny"}),
+        now,
+    );
+    let seen = watcher.take();
+    assert_eq!(seen.last().expect("resolved")["source"], "headless", "{seen:?}");
+}
+
+#[test]
+fn a_question_left_alone_is_denied_after_the_headless_timeout_and_not_before() {
+    let world = world();
+    let start = Instant::now();
+    let (mut host, client) = running(&world, "agent-t", start);
+    says(&mut host, 0, permission_request("perm-1"), start);
+    let left = start + Duration::from_secs(10);
+    host.command(HostCommand::Disconnected { subscriber: client.id }, left);
+    assert_eq!(host.next_deadline(), Some(left + HEADLESS));
+    let pipe = world.spawner.last();
+    host.timers(left + HEADLESS - Duration::from_millis(1));
+    assert!(forwarded(&pipe).is_empty(), "still open just before the timeout");
+    host.timers(left + HEADLESS);
+    assert_eq!(forwarded(&pipe), [("perm-1".to_owned(), "deny".to_owned())]);
+
+    // A responder that comes back in time stops the clock.
+    let later = left + HEADLESS + Duration::from_secs(1);
+    let back = Recorder::new(3);
+    attach(&mut host, &back, AttachRole::Interactive, later);
+    says(&mut host, 0, permission_request("perm-2"), later);
+    host.command(HostCommand::Disconnected { subscriber: back.id }, later);
+    assert_eq!(host.next_deadline(), Some(later + HEADLESS));
+    let again = Recorder::new(4);
+    attach(&mut host, &again, AttachRole::Interactive, later + HEADLESS / 2);
+    assert_eq!(host.next_deadline(), None, "answerable again: no headless clock");
+    host.timers(later + HEADLESS * 2);
+    assert_eq!(forwarded(&pipe).len(), 1, "perm-2 waits for its answer");
+}
+
+#[test]
+fn a_childs_question_goes_to_the_nearest_interactive_ancestor_when_its_own_client_leaves() {
+    let world = world();
+    let now = Instant::now();
+    let (mut root, root_client) = running(&world, "agent-root", now);
+    let (mut middle, _) =
+        Host::new(world.context.clone(), manifest("agent-mid", Some("agent-root")), now);
+    let (mut child, _) =
+        Host::new(world.context.clone(), manifest("agent-kid", Some("agent-mid")), now);
+    // The middle agent has only an observer: it never answers.
+    let watcher = Recorder::new(7);
+    attach(&mut middle, &watcher, AttachRole::Observer, now);
+    ready(&mut middle, 0, now);
+    let child_client = Recorder::new(8);
+    attach(&mut child, &child_client, AttachRole::Interactive, now);
+    ready(&mut child, 0, now);
+    says(&mut child, 0, permission_request("perm-kid"), now);
+    assert_eq!(child_client.types(), ["response", "sync", "permission_request"]);
+    assert!(root_client.take().is_empty(), "the child answers for itself while attached");
+
+    child.command(HostCommand::Disconnected { subscriber: child_client.id }, now);
+    let moved = root_client.take();
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert_eq!(moved[0]["type"], "permission_request");
+    assert_eq!(moved[0]["agent_id"], "agent-kid", "it keeps the child's id");
+    assert!(watcher.take().iter().all(|message| message["type"] != "permission_request"));
+    assert_eq!(child.next_deadline(), None, "an ancestor can answer: no headless clock");
+    // The ancestor's sync re-shows it, and its answer is the child's.
+    let sync = root.daemon_sync();
+    assert_eq!(sync.pending_requests.len(), 1);
+    assert_eq!(sync.pending_requests[0].agent_id.as_deref(), Some("agent-kid"));
+    answer(&mut child, &root_client, "perm-kid", "allow", now);
+    let pipe = world.spawner.last();
+    assert_eq!(forwarded(&pipe), [("perm-kid".to_owned(), "allow".to_owned())]);
+}
+
+#[test]
+fn an_active_runtime_is_never_reaped_and_an_idle_one_is() {
+    let world = world();
+    let start = Instant::now();
+    let (mut host, client) = running(&world, "agent-r", start);
+    let pipe = world.spawner.last();
+    host.command(HostCommand::Disconnected { subscriber: client.id }, start);
+    says(&mut host, 0, json!({"type": "status", "status": "streaming"}), start);
+    host.timers(start + IDLE * 10);
+    assert!(!pipe.lock().expect("lock").input_closed, "never while streaming");
+    assert_eq!(host.next_deadline(), None);
+
+    let done = start + IDLE * 10;
+    says(&mut host, 0, json!({"type": "status", "status": "idle"}), done);
+    assert_eq!(host.next_deadline(), Some(done + IDLE));
+    host.timers(done + IDLE - Duration::from_millis(1));
+    assert!(!pipe.lock().expect("lock").input_closed);
+    host.timers(done + IDLE);
+    assert!(pipe.lock().expect("lock").input_closed, "reaped once idle long enough");
+}
+
+#[test]
+fn a_runtime_with_work_in_flight_is_not_reaped() {
+    let world = world();
+    let start = Instant::now();
+    let (mut host, client) = running(&world, "agent-w", start);
+    let pipe = world.spawner.last();
+    let text = json!({"type": "list_modes"}).to_string();
+    let message = Envelope::<ClientMessage>::from_json(&text).expect("command").message;
+    let subscriber: Sub = client.clone();
+    host.command(HostCommand::Forward { subscriber, id: Some("m".into()), message }, start);
+    host.timers(start + IDLE * 2);
+    assert!(!pipe.lock().expect("lock").input_closed, "a command is in flight");
+}
+
+#[test]
+fn attaching_to_a_stopped_agent_restores_it_with_the_next_epoch() {
+    let world = world();
+    let start = Instant::now();
+    let (mut host, client) = running(&world, "agent-s", start);
+    host.command(HostCommand::Disconnected { subscriber: client.id }, start);
+    host.timers(start + IDLE);
+    host.child_event(
+        ChildEvent::Exited { epoch: 0, code: Some(0), description: "exited".into() },
+        start + IDLE,
+    );
+    assert_eq!(host.current_info().runtime_state, shard_protocol::types::RuntimeState::Stopped);
+    assert_eq!(world.spawner.count(), 1);
+
+    let later = start + IDLE * 2;
+    let returning = Recorder::new(5);
+    attach(&mut host, &returning, AttachRole::Interactive, later);
+    assert_eq!(world.spawner.count(), 2, "attach started a new generation");
+    assert!(returning.take().is_empty(), "nothing until it is ready");
+    // A line of the old generation is history.
+    says(&mut host, 0, json!({"type": "status", "status": "streaming"}), later);
+    ready(&mut host, 1, later);
+    let seen = returning.take();
+    assert_eq!(seen[0]["type"], "response");
+    assert_eq!(seen[0]["success"], true);
+    assert_eq!(seen[1]["type"], "sync");
+    assert_eq!(seen[1]["runtime_epoch"], 1);
+    assert_eq!(seen[1]["status"], "idle");
+}
+
+#[test]
+fn a_graceful_kill_becomes_a_forced_one_after_the_grace() {
+    let world = world();
+    let start = Instant::now();
+    let (mut host, _) = running(&world, "agent-k", start);
+    let pipe = world.spawner.last();
+    let (reply, mut done) = oneshot::channel();
+    host.command(HostCommand::Kill { force: false, reply }, start);
+    assert!(pipe.lock().expect("lock").terminated);
+    assert!(!pipe.lock().expect("lock").killed);
+    let grace = start + super::process::KILL_GRACE;
+    assert_eq!(host.next_deadline(), Some(grace));
+    host.timers(grace);
+    assert!(pipe.lock().expect("lock").killed, "killed after the grace");
+    assert!(done.try_recv().is_err(), "answers only once the process is gone");
+    host.child_event(
+        ChildEvent::Exited { epoch: 0, code: None, description: "killed".into() },
+        grace,
+    );
+    assert!(done.try_recv().is_ok());
+}

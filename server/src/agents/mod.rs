@@ -1,0 +1,37 @@
+//! Agents as the daemon keeps them: the [`registry`] of durable agents and
+//! their [`manifest`]s, one [`host`] actor per agent (its process
+//! generations, open questions and the projection that builds `sync`), and
+//! [`delegation`], who answers whose questions (PROTOCOL.md §6, §10.1).
+//!
+//! This folder knows nothing of sockets or browsers. It hands serialized
+//! events to [`Subscriber`]s and registry events to a [`Broadcast`]; the
+//! `clients` folder implements both with its bounded outboxes.
+
+pub mod delegation;
+pub mod host;
+pub mod manifest;
+pub mod registry;
+
+use bytes::Bytes;
+
+/// Names one client connection for as long as it lives.
+pub type SubscriberId = u64;
+
+/// One client connection as an agent sees it: a queue that never blocks.
+pub trait Subscriber: Send + Sync {
+    fn id(&self) -> SubscriberId;
+    /// Queues one serialized message without waiting. `false` when the
+    /// connection is closing (and, if it was too slow, closes it).
+    fn push(&self, bytes: Bytes) -> bool;
+}
+
+/// A shared handle to a subscriber.
+pub type Sub = std::sync::Arc<dyn Subscriber>;
+
+/// Registry events (`agent_spawned`, `agent_status_changed`, …) go to every
+/// connection, attached or not.
+pub trait Broadcast: Send + Sync {
+    fn broadcast(&self, bytes: &Bytes);
+}
+
+pub use crate::clock::now_ms;

@@ -1,0 +1,439 @@
+//! One client connection speaking the daemon protocol, whatever carries it:
+//! decodes frames, answers registry commands, checks attachments and roles,
+//! and hands per-agent commands to the agent's host. Every answer goes
+//! through the connection's outbox, in order.
+//!
+//! Handling a frame never waits: per-agent commands are queued to their
+//! host without blocking (a full host queue is an error), and the slow
+//! registry commands (`agent.create`, `agent.kill`, `agent.terminate`) run
+//! as their own tasks, a bounded number per connection, answering when they
+//! finish. So the reader keeps reading (pongs included) however busy the
+//! agents are.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use shard_protocol::agent::{ErrorEvent, Hello};
+use shard_protocol::envelope::{MessageSet, Scope};
+use shard_protocol::message::Response;
+use shard_protocol::orchestrator::{
+    AgentCreateResult, AgentsResult, AttachRole, BrowserSession, DisconnectResult, EnrollResult,
+    RevokeResult, RevokeSession, SessionsResult,
+};
+use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
+use tokio::sync::{Semaphore, oneshot};
+
+use super::outbox::Outbox;
+use crate::agents::Sub;
+use crate::agents::host::{HostCommand, HostHandle};
+use crate::agents::registry::Registry;
+
+/// Slow registry commands one connection may have running at once. A
+/// person creates or kills a handful of agents at a time; more is a script
+/// that should wait for its answers.
+const BACKGROUND_COMMANDS: usize = 16;
+
+/// What a connection may reach besides the registry: the daemon's own
+/// controls (enrollment, sessions, shutdown).
+pub trait Daemon: Send + Sync {
+    fn registry(&self) -> &Registry;
+    /// A new single-use enrollment URL (also printed on the daemon's stdout).
+    fn enroll(&self) -> String;
+    /// Starts the daemon's shutdown.
+    fn shutdown(&self, force: bool);
+    /// The live browser sessions (`shard sessions list`).
+    fn sessions(&self) -> Vec<BrowserSession>;
+    /// Closes browser connections (one session's, or all) without revoking.
+    fn disconnect(&self, target: RevokeSession) -> u32;
+    /// Revokes sessions and closes their sockets; returns the revoked ids.
+    fn revoke(&self, target: RevokeSession) -> Result<Vec<String>, WireError>;
+}
+
+/// The transport a connection came in on, and the trust that goes with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// The unix socket: local trust (§4.2); may administer the daemon.
+    Unix,
+    /// A browser's WebSocket.
+    WebSocket,
+}
+
+impl Transport {
+    /// The capability `hello` names (§9.1).
+    fn capability(self) -> &'static str {
+        match self {
+            Self::Unix => "unix",
+            Self::WebSocket => "websocket",
+        }
+    }
+
+    /// Names this client in `permission_resolved.source`.
+    fn source(self) -> &'static str {
+        match self {
+            Self::Unix => "unix",
+            Self::WebSocket => "web",
+        }
+    }
+
+    fn local(self) -> bool {
+        self == Self::Unix
+    }
+}
+
+pub struct Connection {
+    outbox: Arc<Outbox>,
+    daemon: Arc<dyn Daemon>,
+    attached: HashMap<String, AttachRole>,
+    transport: Transport,
+    background: Arc<Semaphore>,
+}
+
+fn encode(envelope: Envelope<ServerMessage>) -> Bytes {
+    Bytes::from(envelope.to_json())
+}
+
+/// A response (success or failure) ready to send.
+type Answer = Result<Option<serde_json::Value>, WireError>;
+
+impl Connection {
+    pub fn new(outbox: Arc<Outbox>, daemon: Arc<dyn Daemon>, transport: Transport) -> Self {
+        Self {
+            outbox,
+            daemon,
+            attached: HashMap::new(),
+            transport,
+            background: Arc::new(Semaphore::new(BACKGROUND_COMMANDS)),
+        }
+    }
+
+    fn subscriber(&self) -> Sub {
+        self.outbox.clone()
+    }
+
+    /// `hello` (§9.1): transport-scoped capabilities only; each runtime's
+    /// own arrive in its `sync`.
+    pub fn hello(&self) {
+        let hello = Hello {
+            protocol_version: shard_protocol::PROTOCOL_VERSION.to_owned(),
+            server_version: format!("shard {}", env!("CARGO_PKG_VERSION")),
+            capabilities: vec![
+                self.transport.capability().to_owned(),
+                "streaming-deltas".to_owned(),
+            ],
+        };
+        self.outbox.push(encode(Envelope::new(ServerMessage::Hello(hello))));
+    }
+
+    /// A frame the transport could not even split out (too long, not UTF-8).
+    pub fn frame_error(&self, why: &str) {
+        reject(&self.outbox, None, None, None, WireError::new(ErrorCode::InvalidRequest, why));
+    }
+
+    pub fn frame(&mut self, text: &str) {
+        match Envelope::<ClientMessage>::from_json(text) {
+            Ok(envelope) => self.handle(envelope),
+            Err(problem) => {
+                let id = problem.id().map(str::to_owned);
+                reject(&self.outbox, id, problem.type_name(), None, problem.to_wire_error());
+            }
+        }
+    }
+
+    fn handle(&mut self, envelope: Envelope<ClientMessage>) {
+        let Envelope { id, agent_id, message } = envelope;
+        let command = message.type_name();
+        if ClientMessage::scope_of(command) == Some(Scope::Routed) {
+            return self.per_agent(id, agent_id, message);
+        }
+        let registry = self.daemon.registry();
+        let local = self.transport.local();
+        let answer: Answer = match message {
+            ClientMessage::AgentList(_) => ok(AgentsResult { agents: registry.list() }),
+            ClientMessage::AgentStatus(query) => match query.agent_id {
+                None => ok(AgentsResult { agents: registry.list() }),
+                Some(agent_id) => match registry.get(&agent_id) {
+                    Some(host) => ok(AgentsResult { agents: vec![host.info()] }),
+                    None => Err(not_found(&agent_id)),
+                },
+            },
+            ClientMessage::AgentCreate(request) => {
+                let daemon = self.daemon.clone();
+                return self.in_background(id, command, async move {
+                    let agent_id = daemon.registry().create(request).await?;
+                    ok(AgentCreateResult { agent_id })
+                });
+            }
+            ClientMessage::AgentAttach(attach) => {
+                let Some(host) = registry.get(&attach.agent_id) else {
+                    return reject(
+                        &self.outbox,
+                        id,
+                        Some(command),
+                        None,
+                        not_found(&attach.agent_id),
+                    );
+                };
+                let role = attach.role.unwrap_or_default();
+                let subscriber = self.subscriber();
+                // The host answers: response, sync, then live events.
+                if self.to_host(&host, HostCommand::Attach { subscriber, role, id: id.clone() }) {
+                    self.attached.insert(attach.agent_id, role);
+                } else {
+                    reject(&self.outbox, id, Some(command), None, busy());
+                }
+                return;
+            }
+            ClientMessage::AgentDetach(target) => {
+                let Some(host) = registry.get(&target.agent_id) else {
+                    return reject(
+                        &self.outbox,
+                        id,
+                        Some(command),
+                        None,
+                        not_found(&target.agent_id),
+                    );
+                };
+                self.attached.remove(&target.agent_id);
+                let subscriber = self.subscriber();
+                if !self.to_host(&host, HostCommand::Detach { subscriber, id: id.clone() }) {
+                    reject(&self.outbox, id, Some(command), None, busy());
+                }
+                return;
+            }
+            ClientMessage::AgentTerminate(target) => match registry.get(&target.agent_id) {
+                None => Err(not_found(&target.agent_id)),
+                Some(host) => {
+                    let (reply, done) = oneshot::channel();
+                    if !self.to_host(&host, HostCommand::Terminate { reply }) {
+                        return reject(&self.outbox, id, Some(command), None, busy());
+                    }
+                    return self.in_background(id, command, async move {
+                        ok(done.await.map_err(|_| host_gone())?)
+                    });
+                }
+            },
+            ClientMessage::AgentKill(kill) => match registry.get(&kill.agent_id) {
+                None => Err(not_found(&kill.agent_id)),
+                Some(host) => {
+                    let (reply, done) = oneshot::channel();
+                    let force = kill.force.unwrap_or(false);
+                    if !self.to_host(&host, HostCommand::Kill { force, reply }) {
+                        return reject(&self.outbox, id, Some(command), None, busy());
+                    }
+                    // Answers once the process is gone.
+                    return self.in_background(id, command, async move {
+                        done.await.map_err(|_| host_gone())?;
+                        Ok(None)
+                    });
+                }
+            },
+            // CONTRACT.md (revised 2026-12-01): local only.
+            ClientMessage::DaemonShutdown(shutdown) if local => {
+                respond(&self.outbox, id, None, Response::accepted(command));
+                self.daemon.shutdown(shutdown.force.unwrap_or(false));
+                return;
+            }
+            ClientMessage::DaemonEnroll(_) if local => {
+                ok(EnrollResult { url: self.daemon.enroll() })
+            }
+            ClientMessage::DaemonSessions(_) if local => {
+                ok(SessionsResult { sessions: self.daemon.sessions() })
+            }
+            ClientMessage::DaemonRevokeSession(target) if local => {
+                self.daemon.revoke(target).and_then(|revoked| ok(RevokeResult { revoked }))
+            }
+            ClientMessage::DaemonDisconnect(target) if local => {
+                ok(DisconnectResult { disconnected: self.daemon.disconnect(target) })
+            }
+            ClientMessage::DaemonShutdown(_) => Err(WireError::new(
+                ErrorCode::PermissionDenied,
+                "the daemon is stopped locally: use the unix socket or a signal",
+            )),
+            ClientMessage::DaemonEnroll(_)
+            | ClientMessage::DaemonSessions(_)
+            | ClientMessage::DaemonRevokeSession(_)
+            | ClientMessage::DaemonDisconnect(_) => Err(WireError::new(
+                ErrorCode::PermissionDenied,
+                "enrollment and session administration are local: use the unix socket (`shard enroll`, `shard sessions`)",
+            )),
+            other => Err(WireError::new(
+                ErrorCode::InvalidRequest,
+                format!("`{}` is not available in this daemon yet", other.type_name()),
+            )),
+        };
+        finish(&self.outbox, id, command, answer);
+    }
+
+    /// Runs a slow command as its own task; its answer is sent when it ends.
+    fn in_background(
+        &self,
+        id: Option<String>,
+        command: &'static str,
+        work: impl Future<Output = Answer> + Send + 'static,
+    ) {
+        let Ok(permit) = self.background.clone().try_acquire_owned() else {
+            let error = WireError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "{BACKGROUND_COMMANDS} slow commands are already running on this connection; wait for their answers"
+                ),
+            );
+            return reject(&self.outbox, id, Some(command), None, error);
+        };
+        let outbox = self.outbox.clone();
+        tokio::spawn(async move {
+            let answer = work.await;
+            finish(&outbox, id, command, answer);
+            drop(permit);
+        });
+    }
+
+    /// Queues a command for a host without waiting; `false` if it is full.
+    fn to_host(&self, host: &HostHandle, command: HostCommand) -> bool {
+        host.commands.try_send(command).is_ok()
+    }
+
+    fn per_agent(&mut self, id: Option<String>, agent_id: Option<String>, message: ClientMessage) {
+        let command = message.type_name();
+        let Some(agent_id) = agent_id else {
+            let error = WireError::new(
+                ErrorCode::NotAttached,
+                format!("`{command}` needs the `agent_id` of an attached agent"),
+            );
+            return reject(&self.outbox, id, Some(command), None, error);
+        };
+        let refuse = |error: WireError| {
+            reject(&self.outbox, id.clone(), Some(command), Some(agent_id.clone()), error)
+        };
+        let answer =
+            matches!(message, ClientMessage::PermissionResponse(_) | ClientMessage::UiResponse(_));
+        let role = self.attached.get(&agent_id).copied();
+        // An answer may come from the agent's own interactive client or, for
+        // a delegated child, from an interactive ancestor's (§6.3).
+        let delegate = answer
+            && self.daemon.registry().context.delegation.may_answer(self.outbox.id(), &agent_id);
+        match role {
+            None if !delegate => {
+                return refuse(WireError::new(
+                    ErrorCode::NotAttached,
+                    format!("not attached to `{agent_id}`"),
+                ));
+            }
+            Some(AttachRole::Observer) if answer && !delegate => {
+                return refuse(WireError::new(
+                    ErrorCode::PermissionDenied,
+                    "an observer never answers requests",
+                ));
+            }
+            Some(AttachRole::Observer) if !answer && !read_only(&message) => {
+                return refuse(WireError::new(
+                    ErrorCode::PermissionDenied,
+                    "an observer only watches",
+                ));
+            }
+            _ => {}
+        }
+        let Some(host) = self.daemon.registry().get(&agent_id) else {
+            return refuse(not_found(&agent_id));
+        };
+        let subscriber = self.subscriber();
+        let queued = if answer {
+            let source = self.transport.source().to_owned();
+            HostCommand::Answer { subscriber, id: id.clone(), message, source }
+        } else {
+            HostCommand::Forward { subscriber, id: id.clone(), message }
+        };
+        if !self.to_host(&host, queued) {
+            refuse(busy());
+        }
+    }
+
+    /// Tells every host this connection was attached to that it is gone.
+    /// This one waits for room in the hosts' queues: the connection is over,
+    /// and the host must learn it.
+    pub async fn closed(&mut self) {
+        let registry = self.daemon.registry();
+        for agent_id in self.attached.keys() {
+            if let Some(host) = registry.get(agent_id) {
+                let gone = HostCommand::Disconnected { subscriber: self.outbox.id() };
+                let _ = host.commands.send(gone).await;
+            }
+        }
+        self.attached.clear();
+    }
+}
+
+fn respond(outbox: &Outbox, id: Option<String>, agent_id: Option<String>, response: Response) {
+    outbox.push(encode(Envelope { id, agent_id, message: ServerMessage::Response(response) }));
+}
+
+fn finish(outbox: &Outbox, id: Option<String>, command: &str, answer: Answer) {
+    match answer {
+        Ok(data) => {
+            respond(outbox, id, None, Response { command: command.to_owned(), outcome: Ok(data) })
+        }
+        Err(error) => reject(outbox, id, Some(command), None, error),
+    }
+}
+
+/// An error answer: a `response` when there is an id, else an `error`.
+fn reject(
+    outbox: &Outbox,
+    id: Option<String>,
+    command: Option<&str>,
+    agent_id: Option<String>,
+    error: WireError,
+) {
+    match id {
+        Some(id) => respond(
+            outbox,
+            Some(id),
+            agent_id,
+            Response::failed(command.unwrap_or("unknown"), error),
+        ),
+        None => {
+            let event = ErrorEvent { code: error.code, message: error.message, fatal: Some(false) };
+            outbox.push(encode(Envelope {
+                id: None,
+                agent_id,
+                message: ServerMessage::Error(event),
+            }));
+        }
+    }
+}
+
+/// Commands an observer may send: they read, never change anything.
+fn read_only(message: &ClientMessage) -> bool {
+    matches!(
+        message,
+        ClientMessage::ListModes(_)
+            | ClientMessage::ListModels(_)
+            | ClientMessage::ListReasoningLevels(_)
+            | ClientMessage::SessionOp(shard_protocol::agent::SessionOp::List)
+    )
+}
+
+fn not_found(agent_id: &str) -> WireError {
+    WireError::new(ErrorCode::NotFound, format!("no agent `{agent_id}`"))
+}
+
+fn busy() -> WireError {
+    WireError::new(
+        ErrorCode::Conflict,
+        format!(
+            "the agent has {} commands waiting already; retry when it has answered some",
+            crate::agents::host::HOST_QUEUE
+        ),
+    )
+}
+
+fn host_gone() -> WireError {
+    WireError::new(ErrorCode::InternalError, "the agent host stopped")
+}
+
+fn ok(data: impl serde::Serialize) -> Answer {
+    serde_json::to_value(data)
+        .map(Some)
+        .map_err(|error| WireError::new(ErrorCode::InternalError, error.to_string()))
+}

@@ -1,0 +1,164 @@
+//! A connection's outbox: the queue between everything that sends to one
+//! client (hosts, the registry, the connection itself) and its writer. It is
+//! bounded in bytes and never blocks the sender: a client that falls behind
+//! its budget is closed with a reason, and may reconnect and resync. A slow
+//! client never slows an agent or another client (STYLE.md, PROTOCOL.md P2).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::agents::{Subscriber, SubscriberId};
+
+/// Default bytes a client may have queued before it is dropped: several
+/// seconds of a fast stream, far more than a healthy tab ever holds.
+pub const DEFAULT_OUTBOX_BYTES: usize = 4 * 1024 * 1024;
+
+/// The sending side of one connection's queue.
+pub struct Outbox {
+    id: SubscriberId,
+    sender: mpsc::UnboundedSender<Bytes>,
+    queued: Arc<AtomicUsize>,
+    limit: usize,
+    /// Cancelled when the connection must close (slow, stalled, logged out,
+    /// shutdown); the reader and the writer both watch it.
+    closing: CancellationToken,
+    /// Cancelled when the client has left: nothing more is queued, and the
+    /// writer ends once it has sent what already was.
+    sealed: CancellationToken,
+    reason: Mutex<Option<String>>,
+}
+
+/// The receiving side, owned by the connection's writer.
+pub struct OutboxReceiver {
+    receiver: mpsc::UnboundedReceiver<Bytes>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl OutboxReceiver {
+    pub fn is_empty(&self) -> bool {
+        self.receiver.is_empty()
+    }
+
+    pub async fn recv(&mut self) -> Option<Bytes> {
+        let bytes = self.receiver.recv().await?;
+        self.queued.fetch_sub(bytes.len(), Ordering::AcqRel);
+        Some(bytes)
+    }
+}
+
+/// A new outbox of `limit` bytes for connection `id`.
+pub fn outbox(id: SubscriberId, limit: usize) -> (Arc<Outbox>, OutboxReceiver) {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let queued = Arc::new(AtomicUsize::new(0));
+    let outbox = Outbox {
+        id,
+        sender,
+        queued: queued.clone(),
+        limit,
+        closing: CancellationToken::new(),
+        sealed: CancellationToken::new(),
+        reason: Mutex::new(None),
+    };
+    (Arc::new(outbox), OutboxReceiver { receiver, queued })
+}
+
+impl Outbox {
+    pub fn id(&self) -> SubscriberId {
+        self.id
+    }
+
+    /// Queues one serialized message. Returns `false` (and closes the
+    /// connection) when the client is too far behind.
+    pub fn push(&self, bytes: Bytes) -> bool {
+        if self.closing.is_cancelled() || self.sealed.is_cancelled() {
+            return false;
+        }
+        let size = bytes.len();
+        let before = self.queued.fetch_add(size, Ordering::AcqRel);
+        if before + size > self.limit {
+            self.queued.fetch_sub(size, Ordering::AcqRel);
+            self.close(format!(
+                "client too slow: more than {} bytes queued; reconnect and re-attach to resync",
+                self.limit
+            ));
+            return false;
+        }
+        self.sender.send(bytes).is_ok()
+    }
+
+    /// Asks the connection to close, keeping the first reason given.
+    pub fn close(&self, reason: impl Into<String>) {
+        let mut current = self.reason.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if current.is_none() {
+            *current = Some(reason.into());
+        }
+        self.closing.cancel();
+    }
+
+    /// The client left: queue nothing more, send what is queued, then stop.
+    pub fn seal(&self) {
+        self.sealed.cancel();
+    }
+
+    /// Completes once the outbox is sealed.
+    pub async fn sealed(&self) {
+        self.sealed.cancelled().await;
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.closing.is_cancelled()
+    }
+
+    /// Completes once the connection must close.
+    pub async fn closed(&self) {
+        self.closing.cancelled().await;
+    }
+
+    pub fn close_reason(&self) -> String {
+        self.reason
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(|| "closing".to_owned())
+    }
+}
+
+impl Subscriber for Outbox {
+    fn id(&self) -> SubscriberId {
+        self.id
+    }
+
+    fn push(&self, bytes: Bytes) -> bool {
+        Outbox::push(self, bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_full_outbox_closes_the_connection_instead_of_blocking() {
+        let (outbox, mut receiver) = outbox(1, 10);
+        assert!(outbox.push(Bytes::from_static(b"12345")));
+        assert!(outbox.push(Bytes::from_static(b"12345")));
+        assert!(!outbox.push(Bytes::from_static(b"1")), "over the budget");
+        assert!(outbox.is_closing());
+        assert!(outbox.close_reason().contains("too slow"));
+        assert_eq!(receiver.recv().await.as_deref(), Some(&b"12345"[..]));
+    }
+
+    #[tokio::test]
+    async fn draining_frees_the_budget() {
+        let (outbox, mut receiver) = outbox(1, 10);
+        for _ in 0..10 {
+            assert!(outbox.push(Bytes::from_static(b"1234567")));
+            receiver.recv().await;
+        }
+        assert!(!outbox.is_closing());
+    }
+}
