@@ -802,3 +802,32 @@ async fn an_abort_the_instant_streaming_starts_is_answered_and_settles_idle() {
     }
     agent.silent_for(200).await;
 }
+
+#[tokio::test]
+async fn steer_and_follow_up_queues_are_bounded_and_say_so() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.call("p", json!({"type": "prompt", "message": "stream: 3000"})).await;
+    agent
+        .until_match(|message| message["type"] == "status" && message["status"] == "streaming")
+        .await;
+    // One model call streams for 30 s: no boundary takes the queued steers.
+    for behavior in ["steer", "follow_up"] {
+        for index in 0..32 {
+            let command = json!({"type": "prompt", "message": format!("more {index}"),
+                                 "streaming_behavior": behavior});
+            let (response, _) = agent.call_during(&format!("{behavior}-{index}"), command).await;
+            assert_eq!(response["success"], true, "{response}");
+        }
+        let command =
+            json!({"type": "prompt", "message": "one too many", "streaming_behavior": behavior});
+        let (refused, _) = agent.call_during(&format!("{behavior}-full"), command).await;
+        assert_eq!(refused["success"], false, "{refused}");
+        assert_eq!(refused["error"]["code"], "CONFLICT", "{refused}");
+        assert!(refused["error"]["message"].as_str().unwrap_or("").contains("queue is full"));
+    }
+    let (aborted, _) = agent.call_during("a", json!({"type": "abort"})).await;
+    assert_eq!(aborted["success"], true, "an abort clears both queues");
+    let turn = agent.turn("still there?").await;
+    assert_eq!(streamed_text(&turn), "You said: still there?");
+}

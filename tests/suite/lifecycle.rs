@@ -8,15 +8,7 @@ use serde_json::json;
 use tempfile::TempDir;
 
 use super::client::{Browser, Client, post};
-use super::support::{Daemon, agent_pids, shard};
-
-async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
-    let started = std::time::Instant::now();
-    while !check() {
-        assert!(started.elapsed() < Duration::from_secs(15), "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+use super::support::{Daemon, agent_pids, shard, wait_until};
 
 #[tokio::test]
 async fn a_crashed_agent_is_reported_and_restored_with_its_session() {

@@ -11,15 +11,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 
 use super::client::{Browser, Client, connect_ws};
-use super::support::{Daemon, agent_pids, shard};
-
-async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !check() {
-        assert!(started.elapsed() < Duration::from_secs(15), "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+use super::support::{Daemon, agent_pids, shard, wait_until};
 
 /// A number no other test's `sleep` uses, so `pgrep` finds only ours.
 fn unique_seconds() -> u64 {
@@ -343,4 +335,24 @@ async fn an_abort_the_instant_streaming_starts_is_answered_and_the_agent_settles
     }
     let status = client.call("s", json!({"type": "agent.status", "agent_id": agent})).await;
     assert_eq!(status["data"]["agents"][0]["status"], "idle", "{status}");
+}
+
+#[tokio::test]
+async fn a_second_signal_stops_the_daemon_without_waiting_for_turns() {
+    let mut daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let (mut client, agent, marker) = agent_with_client(&daemon, &project).await;
+    client.call("p", json!({"type": "prompt", "agent_id": agent, "message": "stream: 3000"})).await;
+    client.until_agent(&agent, |message| message["type"] == "message_delta").await;
+    // The first signal lets the 30 s turn run on (for up to 10 s) ...
+    daemon.send_signal("TERM");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(daemon.child.try_wait().expect("status").is_none(), "graceful: still finishing");
+    assert_eq!(agent_pids(&marker).len(), 1, "the turn still runs");
+    // ... the second stops everything now.
+    let started = Instant::now();
+    let status = daemon.signal("TERM").await;
+    assert!(status.success(), "{status}");
+    assert!(started.elapsed() < Duration::from_secs(5), "forced, not after the grace");
+    assert!(agent_pids(&marker).is_empty(), "no agent left");
 }

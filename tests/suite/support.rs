@@ -127,9 +127,28 @@ impl Daemon {
             .expect("wait for daemon")
     }
 
+    /// Sends a signal without waiting for the daemon to exit.
+    pub fn send_signal(&self, signal: &str) {
+        let pid = self.child.id().expect("daemon still running");
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     pub async fn terminate(mut self) -> std::process::ExitStatus {
         self.signal("TERM").await
+    }
+}
+
+/// Polls `check` every 50 ms until it holds; fails after 15 s.
+pub async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !check() {
+        assert!(started.elapsed() < Duration::from_secs(15), "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

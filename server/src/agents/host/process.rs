@@ -479,3 +479,19 @@ fn stderr_log(home: &Path, agent_id: &str) -> Stdio {
         Err(_) => Stdio::null(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stdin_queue_is_bounded_in_bytes_but_always_takes_one_message() {
+        let (input, mut feed) = input_queue(10);
+        assert!(input.push(Bytes::from_static(b"0123456789abcdef")).is_ok(), "one always fits");
+        assert!(input.push(Bytes::from_static(b"x")).is_err(), "then the budget holds");
+        assert!(feed.receiver.try_recv().is_ok());
+        feed.queued.fetch_sub(16, Ordering::AcqRel);
+        assert!(input.push(Bytes::from_static(b"0123456789")).is_ok(), "written bytes free room");
+        assert!(input.push(Bytes::from_static(b"x")).is_err());
+    }
+}
