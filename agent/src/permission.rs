@@ -148,14 +148,15 @@ pub fn request(request_id: String, name: &str, args: &JsonObject, cwd: &Path) ->
         }
     };
     details.push(detail("working directory", cwd.display().to_string(), DetailFormat::Path));
-    let choice =
-        |id: &str, label: &str, description: Option<&str>, key: &str, intent| PermissionChoice {
+    let choice = |id: &str, label: &str, description: Option<&str>, key: Option<&str>, intent| {
+        PermissionChoice {
             id: id.to_owned(),
             label: label.to_owned(),
             description: description.map(str::to_owned),
-            accelerator: Some(key.to_owned()),
+            accelerator: key.map(str::to_owned),
             intent,
-        };
+        }
+    };
     PermissionRequest {
         request_id,
         tool_name: name.to_owned(),
@@ -164,15 +165,16 @@ pub fn request(request_id: String, name: &str, args: &JsonObject, cwd: &Path) ->
         options: vec![Decision::Allow, Decision::AllowAlways, Decision::Deny],
         details: Some(details),
         choices: Some(vec![
-            choice(CHOICE_ALLOW, "Allow once", None, "y", ChoiceIntent::Allow),
+            choice(CHOICE_ALLOW, "Allow once", None, Some("y"), ChoiceIntent::Allow),
             choice(
                 CHOICE_ALWAYS,
                 "Always allow this exact call",
                 Some("Remembered for this session; only identical calls"),
-                "a",
+                // Never a single keystroke: a grant outlives this question.
+                None,
                 ChoiceIntent::Persist,
             ),
-            choice(CHOICE_DENY, "Deny", None, "n", ChoiceIntent::Deny),
+            choice(CHOICE_DENY, "Deny", None, Some("n"), ChoiceIntent::Deny),
         ]),
     }
 }

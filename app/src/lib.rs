@@ -12,6 +12,7 @@
 
 #[cfg(feature = "hydrate")]
 mod client;
+mod guard;
 mod markdown;
 mod notify;
 mod state;

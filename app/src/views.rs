@@ -12,6 +12,7 @@ use shard_protocol::types::{
     AgentInfo, AgentStatus, RenderDescriptor, RuntimeState, ToolResultContent,
 };
 
+use crate::guard;
 use crate::markdown::Markdown;
 use crate::state::{Block, ClientState, Connection, Item, Question};
 
@@ -576,18 +577,20 @@ pub fn AgentView(state: ClientState) -> impl IntoView {
 // Questions
 // ---------------------------------------------------------------------------
 
-/// The answer buttons of a permission request: the server's choices, or the
-/// legacy options.
+/// The answers a permission request offers: the server's choices, else the
+/// legacy options. "Always allow" (intent `persist`) never gets a shortcut
+/// (crate::guard).
 fn permission_answers(request: &PermissionRequest) -> Vec<(String, String, Option<String>, Value)> {
     match &request.choices {
         Some(choices) if !choices.is_empty() => choices
             .iter()
             .map(|choice| {
                 let intent = format!("{:?}", choice.intent).to_lowercase();
+                let key = if intent == "persist" { None } else { choice.accelerator.clone() };
                 (
                     choice.label.clone(),
                     intent,
-                    choice.accelerator.clone(),
+                    key,
                     json!({"type": "permission_response", "choice_id": choice.id}),
                 )
             })
@@ -597,14 +600,14 @@ fn permission_answers(request: &PermissionRequest) -> Vec<(String, String, Optio
             .iter()
             .map(|option| {
                 let (label, intent, key, decision) = match option {
-                    Decision::Allow => ("Allow", "allow", "y", "allow"),
-                    Decision::AllowAlways => ("Always allow", "persist", "a", "allow_always"),
-                    Decision::Deny => ("Deny", "deny", "n", "deny"),
+                    Decision::Allow => ("Allow", "allow", Some("y"), "allow"),
+                    Decision::AllowAlways => ("Always allow", "persist", None, "allow_always"),
+                    Decision::Deny => ("Deny", "deny", Some("n"), "deny"),
                 };
                 (
                     label.to_owned(),
                     intent.to_owned(),
-                    Some(key.to_owned()),
+                    key.map(str::to_owned),
                     json!({"type": "permission_response", "decision": decision}),
                 )
             })
@@ -612,13 +615,47 @@ fn permission_answers(request: &PermissionRequest) -> Vec<(String, String, Optio
     }
 }
 
+/// The answer a key press gives to `question`, if the guard lets it.
+fn shortcut_answer(
+    question: &Question,
+    event: &leptos::ev::KeyboardEvent,
+    shown_at: f64,
+) -> Option<Value> {
+    let PendingKind::Permission(request) = &question.request else { return None };
+    let answers = permission_answers(request);
+    let keys: Vec<String> = answers.iter().filter_map(|(_, _, key, _)| key.clone()).collect();
+    let key = event.key();
+    let press = guard::Press {
+        key: &key,
+        ctrl: event.ctrl_key(),
+        alt: event.alt_key(),
+        meta: event.meta_key(),
+        shift: event.shift_key(),
+        repeat: event.repeat(),
+    };
+    let pressed = guard::shortcut(&press, &keys, shown_at, guard::now_ms())?;
+    answers
+        .into_iter()
+        .find(|(_, _, key, _)| key.as_deref() == Some(pressed))
+        .map(|(_, _, _, answer)| answer)
+}
+
 /// A question's body and answer controls (shared by the dialog and the inbox).
+/// Nothing answers before the question is armed (`shown_at`, crate::guard).
 #[component]
-pub fn QuestionBody(
-    state: ClientState,
-    question: Question,
-    #[prop(optional)] first: Option<NodeRef<html::Button>>,
-) -> impl IntoView {
+pub fn QuestionBody(state: ClientState, question: Question, shown_at: f64) -> impl IntoView {
+    // The answers are disabled until armed, so they look it too. An effect,
+    // so the timer only ever runs in the browser.
+    let armed = RwSignal::new(false);
+    Effect::new(move |_| {
+        let wait = (guard::ARM_DELAY_MS - (guard::now_ms() - shown_at)).max(0.0);
+        set_timeout(
+            move || {
+                armed.try_set(true);
+            },
+            std::time::Duration::from_millis(wait as u64),
+        );
+    });
     match question.request.clone() {
         PendingKind::Permission(request) => {
             let details = request.details.clone().unwrap_or_default();
@@ -632,33 +669,52 @@ pub fn QuestionBody(
                     }).collect_view()}
                 </dl>
                 <div class="answers">
-                    {answers.into_iter().enumerate().map(|(at, (label, intent, key, answer))| {
+                    {answers.into_iter().map(|(label, intent, key, answer)| {
                         let state = state.clone();
                         let question = question.clone();
-                        let node = match (at, first) {
-                            (0, Some(first)) => first,
-                            _ => NodeRef::new(),
-                        };
+                        // "Always allow" takes a second, separate activation.
+                        let persist = intent == "persist";
+                        let confirming = RwSignal::new(false);
                         let text = match &key { Some(key) => format!("{label} ({key})"), None => label.clone() };
+                        let shown = move || if confirming.get() { format!("Confirm: {}", label.to_lowercase()) } else { text.clone() };
+                        let click = move |_| {
+                            if !guard::armed(shown_at, guard::now_ms()) {
+                                return;
+                            }
+                            if persist && !confirming.get_untracked() {
+                                confirming.set(true);
+                                return;
+                            }
+                            state.answer(&question, answer.clone());
+                        };
                         view! {
-                            <button class="answer" node_ref=node data-intent=intent data-key=key.unwrap_or_default()
-                                on:click=move |_| state.answer(&question, answer.clone())>{text}</button>
+                            <button class="answer" data-intent=intent data-key=key.unwrap_or_default()
+                                prop:disabled=move || !armed.get() class:confirming=move || confirming.get()
+                                on:click=click>{shown}</button>
                         }
                     }).collect_view()}
                 </div>
             }.into_any()
         }
         PendingKind::Ui(request) => {
-            view! { <UiBody state=state question=question request=request/> }.into_any()
+            view! { <UiBody state=state question=question request=request shown_at=shown_at armed=armed/> }.into_any()
         }
     }
 }
 
 #[component]
-fn UiBody(state: ClientState, question: Question, request: UiRequest) -> impl IntoView {
+fn UiBody(
+    state: ClientState,
+    question: Question,
+    request: UiRequest,
+    shown_at: f64,
+    armed: RwSignal<bool>,
+) -> impl IntoView {
     let value = RwSignal::new(request.prefill.clone().unwrap_or_default());
     let respond = move |answer: Value| {
-        state.answer(&question, json!({"type": "ui_response", "value": answer}))
+        if guard::armed(shown_at, guard::now_ms()) {
+            state.answer(&question, json!({"type": "ui_response", "value": answer}))
+        }
     };
     let message = request.message.clone().or(request.title.clone()).unwrap_or_default();
     let body = match request.kind {
@@ -667,21 +723,21 @@ fn UiBody(state: ClientState, question: Question, request: UiRequest) -> impl In
             request.options.clone().unwrap_or_default().into_iter().map(|option| {
                 let respond = respond.clone();
                 let label = option.clone();
-                view! { <button class="answer" on:click=move |_| respond(json!(option.clone()))>{label}</button> }
+                view! { <button class="answer" prop:disabled=move || !armed.get() on:click=move |_| respond(json!(option.clone()))>{label}</button> }
             }).collect_view().into_any()
         }
         UiKind::Confirm => {
             let (yes, no) = (respond.clone(), respond.clone());
             view! {
-                <button class="answer" data-intent="allow" on:click=move |_| yes(json!("yes"))>"Yes"</button>
-                <button class="answer" data-intent="deny" on:click=move |_| no(json!("no"))>"No"</button>
+                <button class="answer" prop:disabled=move || !armed.get() data-intent="allow" on:click=move |_| yes(json!("yes"))>"Yes"</button>
+                <button class="answer" prop:disabled=move || !armed.get() data-intent="deny" on:click=move |_| no(json!("no"))>"No"</button>
             }.into_any()
         }
         UiKind::Editor => {
             let submit = respond.clone();
             view! {
                 <textarea aria-label="Answer" rows="6" prop:value=value on:input=move |event| value.set(event_target_value(&event))></textarea>
-                <button class="answer" on:click=move |_| submit(json!(value.get_untracked()))>"Submit"</button>
+                <button class="answer" prop:disabled=move || !armed.get() on:click=move |_| submit(json!(value.get_untracked()))>"Submit"</button>
             }.into_any()
         }
         _ => {
@@ -689,20 +745,22 @@ fn UiBody(state: ClientState, question: Question, request: UiRequest) -> impl In
             let placeholder = request.placeholder.clone().unwrap_or_default();
             view! {
                 <input type="text" aria-label="Answer" placeholder=placeholder prop:value=value on:input=move |event| value.set(event_target_value(&event))/>
-                <button class="answer" on:click=move |_| submit(json!(value.get_untracked()))>"Submit"</button>
+                <button class="answer" prop:disabled=move || !armed.get() on:click=move |_| submit(json!(value.get_untracked()))>"Submit"</button>
             }.into_any()
         }
     };
     let dismiss = respond.clone();
     view! {
         <p class="question-prompt">{message}</p>
-        <div class="answers">{body}<button class="answer" data-intent="deny" on:click=move |_| dismiss(Value::Null)>"Dismiss"</button></div>
+        <div class="answers">{body}<button class="answer" prop:disabled=move || !armed.get() data-intent="deny" on:click=move |_| dismiss(Value::Null)>"Dismiss"</button></div>
     }
 }
 
-/// The dialog for the selected agent's first open question: focus moves into
-/// it, Tab stays inside it, the choices' keys answer, Escape closes it
-/// (the question stays in the inbox).
+/// The dialog for the selected agent's first open question. It takes focus
+/// only when the user is not typing, and then onto itself, never onto an
+/// answer; its shortcuts work only while it has focus, once armed; Tab stays
+/// inside it; Escape or "Later" closes it and the question stays in the inbox
+/// (crate::guard).
 #[component]
 pub fn QuestionDialog(state: ClientState) -> impl IntoView {
     let current = {
@@ -715,11 +773,14 @@ pub fn QuestionDialog(state: ClientState) -> impl IntoView {
     view! {
         {move || current.get().map(|question| {
             let state = state.clone();
-            let first: NodeRef<html::Button> = NodeRef::new();
-            let last: NodeRef<html::Button> = NodeRef::new();
+            let shown_at = guard::now_ms();
+            let dialog: NodeRef<html::Div> = NodeRef::new();
+            let later: NodeRef<html::Button> = NodeRef::new();
             Effect::new(move |_| {
-                if let Some(button) = first.get() {
-                    let _ = button.focus();
+                if let Some(dialog) = dialog.get() {
+                    if !guard::typing() {
+                        let _ = dialog.focus();
+                    }
                 }
             });
             let key = question.key();
@@ -733,17 +794,14 @@ pub fn QuestionDialog(state: ClientState) -> impl IntoView {
                 let question = question.clone();
                 let dismiss = dismiss.clone();
                 move |event: leptos::ev::KeyboardEvent| {
-                    let pressed = event.key();
-                    if pressed == "Escape" {
+                    if event.key() == "Escape" {
                         event.prevent_default();
                         dismiss();
                         return;
                     }
-                    if let PendingKind::Permission(request) = &question.request {
-                        if let Some((_, _, _, answer)) = permission_answers(request).into_iter().find(|(_, _, key, _)| key.as_deref() == Some(pressed.as_str())) {
-                            event.prevent_default();
-                            state.answer(&question, answer);
-                        }
+                    if let Some(answer) = shortcut_answer(&question, &event, shown_at) {
+                        event.prevent_default();
+                        state.answer(&question, answer);
                     }
                 }
             };
@@ -753,15 +811,16 @@ pub fn QuestionDialog(state: ClientState) -> impl IntoView {
                 PendingKind::Ui(_) => format!("{agent} asks you"),
             };
             let close = dismiss.clone();
+            let to_dialog = move |_| { if let Some(dialog) = dialog.get() { let _ = dialog.focus(); } };
             view! {
                 <div class="overlay">
-                    <div class="dialog" role="dialog" aria-modal="true" aria-labelledby="question-title" on:keydown=on_key
-                        data-request-id=question.request.request_id().to_owned()>
-                        <span tabindex="0" on:focus=move |_| { if let Some(button) = last.get() { let _ = button.focus(); } }></span>
+                    <div class="dialog" role="dialog" aria-labelledby="question-title" tabindex="-1" node_ref=dialog
+                        on:keydown=on_key data-request-id=question.request.request_id().to_owned()>
+                        <span tabindex="0" on:focus=move |_| { if let Some(button) = later.get() { let _ = button.focus(); } }></span>
                         <h2 id="question-title">{title}</h2>
-                        <QuestionBody state=state.clone() question=question.clone() first=first/>
-                        <button class="later" node_ref=last on:click=move |_| close()>"Later (Esc)"</button>
-                        <span tabindex="0" on:focus=move |_| { if let Some(button) = first.get() { let _ = button.focus(); } }></span>
+                        <QuestionBody state=state.clone() question=question.clone() shown_at=shown_at/>
+                        <button class="later" node_ref=later on:click=move |_| close()>"Later (Esc)"</button>
+                        <span tabindex="0" on:focus=to_dialog></span>
                     </div>
                 </div>
             }
@@ -776,25 +835,45 @@ pub fn Inbox(state: ClientState) -> impl IntoView {
         let state = state.clone();
         move || state.questions.with(|questions| questions.values().cloned().collect::<Vec<_>>())
     };
-    let count = { move || all().len() };
+    let count = move || all().len();
     view! {
         <section class="inbox" aria-label="Approval inbox" class:empty=move || count() == 0>
             <h2>"Inbox " <span class="count">{count}</span></h2>
             <ul>
-                {move || all().into_iter().map(|question| {
-                    let name = state.agent_name(&question.agent_id);
-                    let open = {
-                        let state = state.clone();
-                        let agent = question.agent_id.clone();
-                        move |_| state.select(Some(agent.clone()))
-                    };
-                    view! {
-                        <li class="inbox-item" data-agent-id=question.agent_id.clone() data-request-id=question.request.request_id().to_owned()>
-                            <button class="agent-link" on:click=open>{name}</button>
-                            <QuestionBody state=state.clone() question=question.clone()/>
-                        </li>
+                // Keyed: an entry (and an answer being typed in it) stays as
+                // other questions come and go.
+                <For each=all key=Question::key let:question>
+                    {
+                        let name = state.agent_name(&question.agent_id);
+                        let shown_at = guard::now_ms();
+                        let open = {
+                            let state = state.clone();
+                            let agent = question.agent_id.clone();
+                            move |_| state.select(Some(agent.clone()))
+                        };
+                        let on_key = {
+                            let state = state.clone();
+                            let question = question.clone();
+                            move |event: leptos::ev::KeyboardEvent| {
+                                // Only the entry itself, not a field inside it.
+                                let on_entry = event.target() == event.current_target();
+                                if on_entry {
+                                    if let Some(answer) = shortcut_answer(&question, &event, shown_at) {
+                                        event.prevent_default();
+                                        state.answer(&question, answer);
+                                    }
+                                }
+                            }
+                        };
+                        view! {
+                            <li class="inbox-item" tabindex="0" on:keydown=on_key data-agent-id=question.agent_id.clone()
+                                data-request-id=question.request.request_id().to_owned()>
+                                <button class="agent-link" on:click=open>{name}</button>
+                                <QuestionBody state=state.clone() question=question.clone() shown_at=shown_at/>
+                            </li>
+                        }
                     }
-                }).collect_view()}
+                </For>
             </ul>
         </section>
     }

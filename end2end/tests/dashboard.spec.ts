@@ -48,11 +48,16 @@ test('prompt, stream, a permission asked in two tabs and answered in one, the ex
   await expect(otherDialog).toBeVisible();
   await expect(dialog).toContainText('Run `echo shard-ok`?');
   await expect(dialog).toContainText('echo shard-ok'); // the server's details
-  await expect(dialog.getByRole('button', { name: /Allow once/ })).toBeFocused();
+  // Nobody was typing: focus moves to the dialog itself, never onto an answer.
+  await expect(dialog).toBeFocused();
+  await expect(dialog.getByRole('button', { name: /Allow once/ })).not.toBeFocused();
   await expect(tab).toHaveTitle('(1) Shard');
   await tab.screenshot({ path: testInfo.outputPath('permission-dialog.png') });
 
-  // The other tab answers with its keyboard shortcut; this tab's dialog goes.
+  // The other tab answers with its keyboard shortcut once the dialog is
+  // armed (crate::guard, 800 ms); this tab's dialog goes.
+  await expect(otherDialog).toBeFocused();
+  await other.waitForTimeout(900);
   await other.keyboard.press('y');
   await expect(otherDialog).toBeHidden();
   await expect(dialog).toBeHidden();
@@ -181,5 +186,55 @@ test('an ask: question is answered in its dialog', async ({ browser, daemon }) =
   await dialog.getByRole('button', { name: 'Submit' }).click();
   await expect(dialog).toBeHidden();
   await expect(tab.locator('.message.assistant').last()).toHaveText('You answered: Ada');
+  await context.close();
+});
+
+test('typing in the message box never answers a question that arrives meanwhile', async ({ browser, daemon }, testInfo) => {
+  const [context, typist] = await enrolled(browser, daemon);
+  const dir = project();
+  await createAgent(typist, dir, 'careful');
+  const other = await context.newPage();
+  await other.goto(daemon.baseURL);
+  await expect(other.locator('.connection')).toHaveText('connected');
+  await openAgent(other, 'careful');
+
+  const box = typist.getByLabel('Message to the agent');
+  await box.click();
+  await box.pressSequentially('yes, ', { delay: 40 });
+  // Another tab starts a command that needs permission while this one types.
+  await prompt(other, 'run: touch typed-into.txt');
+  const dialog = typist.getByRole('dialog');
+  // Keep typing through the question's arrival: y, a, n, Enter and Space.
+  await typist.keyboard.type('and always allow, yes no y a n', { delay: 40 });
+  await expect(dialog).toBeVisible();
+  for (const key of ['Enter', 'Space', 'y', 'a', 'n', 'Enter', 'Space']) {
+    await typist.keyboard.press(key);
+  }
+  // Long after the question is armed, typing into the box still answers nothing.
+  await typist.waitForTimeout(1200);
+  for (const key of ['y', 'a', 'Enter', 'Space']) {
+    await typist.keyboard.press(key);
+  }
+  // The question is still open, in both tabs, and nothing ran.
+  await expect(dialog).toBeVisible();
+  await expect(dialog).toContainText('touch typed-into.txt');
+  await expect(box).toBeFocused();
+  await expect(box).toHaveValue('yes, and always allow, yes no y a n\n yan\n ya\n ');
+  await expect(other.getByRole('dialog')).toBeVisible();
+  expect(require('node:fs').existsSync(join(dir, 'typed-into.txt'))).toBe(false);
+  await typist.screenshot({ path: testInfo.outputPath('typing-while-asked.png') });
+
+  // "Always allow" is never one activation: the first asks to confirm.
+  const always = dialog.getByRole('button', { name: /Always allow|always/i });
+  if (await always.count() > 0) {
+    await always.click();
+    await expect(dialog).toBeVisible();
+    await expect(always).toHaveText(/Confirm/);
+  }
+  // A deliberate answer still works: deny from the dialog.
+  await dialog.getByRole('button', { name: /Deny|Reject/ }).first().click();
+  await expect(dialog).toBeHidden();
+  await expect(other.getByRole('dialog')).toBeHidden();
+  expect(require('node:fs').existsSync(join(dir, 'typed-into.txt'))).toBe(false);
   await context.close();
 });
