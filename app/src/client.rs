@@ -6,7 +6,7 @@
 //! 2 s, 4 s … 30 s (§2.2).
 
 use futures::{SinkExt, StreamExt};
-use gloo_net::http::Request;
+use gloo_net::http::Request as Http;
 use gloo_net::websocket::Message;
 use gloo_net::websocket::futures::WebSocket;
 use leptos::prelude::{GetUntracked, Set, Update, WithUntracked};
@@ -14,11 +14,12 @@ use serde_json::json;
 use shard_protocol::agent::{
     DeltaKind, ListModelsResult, ListModesResult, ListReasoningLevelsResult, PendingKind, Sync,
 };
+use shard_protocol::message::Response;
 use shard_protocol::orchestrator::AgentsResult;
 use shard_protocol::types::{AgentStatus, ContentBlock, Message as WireMessage, Role};
 use shard_protocol::{Envelope, ServerMessage};
 
-use crate::state::{Block, ClientState, Connection, Item, Question};
+use crate::state::{Block, ClientState, Connection, Item, Question, Request};
 
 const MAX_BACKOFF_SECONDS: u32 = 30;
 
@@ -27,6 +28,8 @@ enum Ended {
     NotEnrolled,
     /// The connection failed or dropped; `connected` if it had worked.
     Dropped { connected: bool },
+    /// The daemon speaks another protocol version.
+    Mismatch,
 }
 
 /// The code from `#enroll=…`, removed from the address bar at once so it is
@@ -46,7 +49,7 @@ fn take_enroll_code() -> Option<String> {
 async fn enroll(state: &ClientState, code: String) {
     state.connection.set(Connection::Enrolling);
     let body = json!({ "code": code });
-    let enrolled = match Request::post("/enroll").json(&body) {
+    let enrolled = match Http::post("/enroll").json(&body) {
         Ok(request) => request.send().await.map(|response| response.status()),
         Err(error) => Err(error),
     };
@@ -95,8 +98,15 @@ pub async fn run(state: ClientState) {
                     state.connection.set(Connection::NotEnrolled);
                     break;
                 }
+                Ended::Mismatch => {
+                    // Reconnecting cannot help; a reload (of a new page) can.
+                    *state.sender.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                    return;
+                }
                 Ended::Dropped { connected } => {
                     *state.sender.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                    // Answers to what was sent on that connection never come.
+                    state.requests().clear();
                     if connected {
                         backoff = 1;
                     }
@@ -113,7 +123,7 @@ pub async fn run(state: ClientState) {
 
 async fn connect(state: &ClientState) -> Ended {
     let dropped = Ended::Dropped { connected: false };
-    let response = match Request::post("/bootstrap").send().await {
+    let response = match Http::post("/bootstrap").send().await {
         Ok(response) => response,
         Err(_) => return dropped,
     };
@@ -150,11 +160,11 @@ async fn connect(state: &ClientState) -> Ended {
     let mut connected = false;
     while let Some(message) = reader.next().await {
         match message {
-            Ok(Message::Text(text)) => {
-                if handle(state, &text) {
-                    connected = true;
-                }
-            }
+            Ok(Message::Text(text)) => match handle(state, &text) {
+                Greeted::Yes => connected = true,
+                Greeted::Mismatch => return Ended::Mismatch,
+                Greeted::No => {}
+            },
             Ok(Message::Bytes(_)) => {}
             Err(_) => break,
         }
@@ -162,26 +172,43 @@ async fn connect(state: &ClientState) -> Ended {
     Ended::Dropped { connected }
 }
 
-/// Applies one message; returns whether it was the `hello`.
-fn handle(state: &ClientState, text: &str) -> bool {
+/// Whether a message was the daemon's greeting, and whether it fit.
+enum Greeted {
+    Yes,
+    No,
+    Mismatch,
+}
+
+/// Applies one message.
+fn handle(state: &ClientState, text: &str) -> Greeted {
     let Ok(envelope) = Envelope::<ServerMessage>::from_json(text) else {
-        return false; // a newer daemon's message: ignore it
+        return Greeted::No; // a newer daemon's message: ignore it
     };
     let selected = state.selected.get_untracked();
     let routed = envelope.agent_id.clone();
     let mine = routed.is_some() && routed == selected;
     match envelope.message {
-        ServerMessage::Hello(_) => {
+        ServerMessage::Hello(hello) => {
+            // §7: another major version speaks another protocol.
+            let ours = shard_protocol::PROTOCOL_VERSION;
+            if major(&hello.protocol_version) != major(ours) {
+                let newer = version(&hello.protocol_version) > version(ours);
+                state.connection.set(Connection::Mismatch { newer });
+                return Greeted::Mismatch;
+            }
             state.connection.set(Connection::Connected);
-            state.send(json!({"id": "list", "type": "agent.list"}));
+            state.list_agents();
             // Resync: re-attach the agent on screen; its sync brings it all back.
             if let Some(agent_id) = selected {
-                state.send(json!({"id": "attach", "type": "agent.attach", "agent_id": agent_id, "role": "interactive"}));
+                state.attach(&agent_id, Request::Attach);
             }
-            return true;
+            return Greeted::Yes;
         }
         ServerMessage::Response(response) => {
-            response_arrived(state, envelope.id.as_deref().unwrap_or(""), response)
+            let request = envelope.id.as_deref().and_then(|id| state.requests().close(id));
+            if let Some(request) = request {
+                response_arrived(state, request, response);
+            }
         }
         // Another agent's sync comes from attaching only to answer: its
         // questions are already known, and the answer is on its way.
@@ -197,7 +224,7 @@ fn handle(state: &ClientState, text: &str) -> bool {
                 });
             if started {
                 // A (re)started process knows its model and mode: refresh.
-                state.send(json!({"id": "list", "type": "agent.list"}));
+                state.list_agents();
             }
             let waiting = matches!(
                 changed.status,
@@ -258,7 +285,19 @@ fn handle(state: &ClientState, text: &str) -> bool {
         message if mine => agent_event(state, message),
         _ => {}
     }
-    false
+    Greeted::No
+}
+
+/// A version's numbers, for comparing (`0.1.0` → `[0, 1, 0]`).
+fn version(text: &str) -> Vec<u64> {
+    text.split('.').map(|part| part.parse().unwrap_or(0)).collect()
+}
+
+/// The part of a version that must match: the major, or for 0.x the minor.
+fn major(text: &str) -> Vec<u64> {
+    let numbers = version(text);
+    let significant = if numbers.first() == Some(&0) { 2 } else { 1 };
+    numbers.into_iter().take(significant).collect()
 }
 
 fn add_question(state: &ClientState, question: Question) {
@@ -281,44 +320,67 @@ fn remove_question(state: &ClientState, agent_id: Option<&str>, request_id: &str
     state.dismissed.update(|dismissed| dismissed.retain(|known| *known != key));
 }
 
-fn response_arrived(state: &ClientState, id: &str, response: shard_protocol::message::Response) {
-    match id {
-        "list" => {
+fn response_arrived(state: &ClientState, request: Request, response: Response) {
+    let current = state.epoch.get_untracked();
+    match request {
+        Request::List => {
             if let Ok(AgentsResult { agents }) = response.data::<AgentsResult>() {
                 state.agents.set(agents);
             }
         }
-        "modes" => {
+        // A superseded runtime's catalog is no longer the agent's.
+        Request::Modes { epoch } | Request::Models { epoch } | Request::Levels { epoch }
+            if epoch != current => {}
+        Request::Modes { .. } => {
             if let Ok(ListModesResult { modes, active }) = response.data() {
                 state.modes.set(modes);
                 state.mode.set(active);
             }
         }
-        "models" => {
+        Request::Models { .. } => {
             if let Ok(ListModelsResult { models, active }) = response.data() {
                 state.models.set(models);
                 state.model.set(Some(active));
             }
         }
-        "levels" => match response.data::<ListReasoningLevelsResult>() {
+        Request::Levels { .. } => match response.data::<ListReasoningLevelsResult>() {
             Ok(result) => {
                 state.levels.set(result.levels);
                 state.level.set(Some(result.active));
             }
             Err(_) => state.levels.set(Vec::new()),
         },
-        id if id.starts_with("create-") => {
-            match response.data::<shard_protocol::orchestrator::AgentCreateResult>() {
-                Ok(created) => {
-                    state.notice.set(None);
-                    state.select(Some(created.agent_id));
+        Request::Create => match response.data::<shard_protocol::orchestrator::AgentCreateResult>()
+        {
+            Ok(created) => {
+                state.notice.set(None);
+                state.select(Some(created.agent_id));
+            }
+            Err(error) => {
+                state.notice.set(Some(format!("Could not create the agent: {}", error.message)))
+            }
+        },
+        Request::Prompt { agent_id, text } => {
+            let shown = state.selected.get_untracked().as_deref() == Some(agent_id.as_str());
+            match &response.outcome {
+                // Accepted: now it is part of the conversation.
+                Ok(_) if shown => {
+                    state.transcript.update(|items| items.push(Item::User { text }));
+                }
+                Ok(_) => {}
+                Err(error) if shown => {
+                    // Back into the box, unless something new is being written.
+                    if state.draft.with_untracked(|draft| draft.trim().is_empty()) {
+                        state.draft.set(text);
+                    }
+                    state.prompt_error.set(Some(format!("Not sent: {}", error.message)));
                 }
                 Err(error) => {
-                    state.notice.set(Some(format!("Could not create the agent: {}", error.message)))
+                    state.notice.set(Some(format!("A prompt was not sent: {}", error.message)))
                 }
             }
         }
-        _ => {
+        Request::Attach | Request::Borrow | Request::Detach | Request::Command => {
             if let Err(error) = &response.outcome {
                 state.notice.set(Some(format!("{} failed: {}", response.command, error.message)));
             }
@@ -327,6 +389,7 @@ fn response_arrived(state: &ClientState, id: &str, response: shard_protocol::mes
 }
 
 fn apply_sync(state: &ClientState, sync: Sync) {
+    state.epoch.set(sync.runtime_epoch);
     state.status.set(sync.status);
     state.mode.set(sync.mode);
     let capabilities = sync.capabilities.unwrap_or_default();
@@ -345,17 +408,7 @@ fn apply_sync(state: &ClientState, sync: Sync) {
         add_question(state, Question { agent_id, request: pending.request });
     }
     // Controls exist only for what the runtime advertises (§7, §9.1).
-    if modes {
-        state.to_selected(json!({"id": "modes", "type": "list_modes"}));
-    }
-    if models {
-        state.to_selected(json!({"id": "models", "type": "list_models"}));
-    }
-    if levels {
-        state.to_selected(json!({"id": "levels", "type": "list_reasoning_levels"}));
-    } else {
-        state.levels.set(Vec::new());
-    }
+    state.query_catalogs(modes, models, levels);
 }
 
 /// The transcript a `sync` window describes.
@@ -515,11 +568,7 @@ fn agent_event(state: &ClientState, message: ServerMessage) {
             if let Some(capabilities) = changed.capabilities {
                 let levels = capabilities.iter().any(|known| known == "reasoning-catalog");
                 state.capabilities.set(capabilities);
-                if levels {
-                    state.to_selected(json!({"id": "levels", "type": "list_reasoning_levels"}));
-                } else {
-                    state.levels.set(Vec::new());
-                }
+                state.query_catalogs(false, false, levels);
             }
         }
         ServerMessage::ReasoningLevelChanged(changed) => state.level.set(Some(changed.active)),

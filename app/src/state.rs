@@ -1,18 +1,25 @@
 //! What the page knows, as signals shared by the components and the
 //! connection task: the connection, every agent and its activity, the
 //! selected agent's transcript, catalogs and capabilities, and every open
-//! question this tab has seen.
+//! question this tab has seen. Everything the page sends is a
+//! `ClientMessage` from the protocol crate, with a request id the page
+//! mints and a table of what each id was for ([`Request`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use leptos::prelude::*;
-use serde_json::{Value, json};
-use shard_protocol::agent::{PendingKind, ToolResult};
-use shard_protocol::orchestrator::ActivityPhase;
+use serde_json::Value;
+use shard_protocol::agent::{
+    Empty, PendingKind, Prompt, SetMode, SetModel, SetReasoningLevel, StreamingBehavior, ToolResult,
+};
+use shard_protocol::orchestrator::{
+    ActivityPhase, AgentAttach, AgentCreate, AgentKill, AgentTarget, AttachRole,
+};
 use shard_protocol::types::{
     AgentInfo, AgentStatus, ModeDescriptor, ModelDescriptor, ReasoningLevel, RenderDescriptor,
 };
+use shard_protocol::{ClientMessage, Envelope};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Connection {
@@ -24,6 +31,11 @@ pub enum Connection {
     Connected,
     /// Lost; trying again in this many seconds (§2.2 backoff).
     Retrying(u32),
+    /// The daemon speaks another protocol version than this page (§7):
+    /// `newer` when the daemon's is the newer one.
+    Mismatch {
+        newer: bool,
+    },
 }
 
 impl Connection {
@@ -35,6 +47,7 @@ impl Connection {
             Self::Connecting => "connecting",
             Self::Connected => "connected",
             Self::Retrying(_) => "retrying",
+            Self::Mismatch { .. } => "mismatch",
         }
     }
 
@@ -46,6 +59,12 @@ impl Connection {
             Self::Connecting => "connecting…".to_owned(),
             Self::Connected => "connected".to_owned(),
             Self::Retrying(seconds) => format!("reconnecting in {seconds} s"),
+            Self::Mismatch { newer: true } => {
+                "this page is older than the daemon; reload the page".to_owned()
+            }
+            Self::Mismatch { newer: false } => {
+                "this page is newer than the daemon; reload once the daemon is updated".to_owned()
+            }
         }
     }
 }
@@ -103,6 +122,70 @@ impl Question {
 /// Sends a text frame on the current connection, if any.
 pub type Sender = Arc<Mutex<Option<Box<dyn Fn(String) + Send + Sync>>>>;
 
+/// What a request id was for: its response is routed by this, not by the
+/// id's spelling.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    List,
+    Create,
+    /// Attaching the agent on screen (its `sync` follows).
+    Attach,
+    /// A short attachment to answer another agent's question, and its end.
+    Borrow,
+    Detach,
+    /// Catalog queries, tagged with the runtime generation they asked: an
+    /// answer from a superseded runtime is dropped.
+    Modes {
+        epoch: Option<u64>,
+    },
+    Models {
+        epoch: Option<u64>,
+    },
+    Levels {
+        epoch: Option<u64>,
+    },
+    /// A prompt, shown in the transcript only once the agent accepted it.
+    Prompt {
+        agent_id: String,
+        text: String,
+    },
+    /// Anything else: only a failure is worth telling.
+    Command,
+}
+
+/// Requests waiting for their responses, oldest first. Bounded: the oldest
+/// entries go once there are this many (their answers are then ignored).
+const MAX_PENDING_REQUESTS: usize = 512;
+
+#[derive(Default)]
+pub struct Requests {
+    next: u64,
+    waiting: BTreeMap<u64, Request>,
+}
+
+impl Requests {
+    /// A new id for `request`.
+    pub fn open(&mut self, request: Request) -> String {
+        self.next += 1;
+        self.waiting.insert(self.next, request);
+        while self.waiting.len() > MAX_PENDING_REQUESTS {
+            self.waiting.pop_first();
+        }
+        format!("r-{}", self.next)
+    }
+
+    /// What `id` was for, once: a second response to it is ignored.
+    pub fn close(&mut self, id: &str) -> Option<Request> {
+        let number = id.strip_prefix("r-")?.parse().ok()?;
+        self.waiting.remove(&number)
+    }
+
+    /// Every request of a dropped connection is void.
+    pub fn clear(&mut self) {
+        self.waiting.clear();
+    }
+}
+
 #[derive(Clone)]
 pub struct ClientState {
     pub connection: RwSignal<Connection>,
@@ -125,8 +208,14 @@ pub struct ClientState {
     /// Questions the user closed without answering (they stay in the inbox).
     pub dismissed: RwSignal<Vec<(String, String)>>,
     pub notify: RwSignal<bool>,
+    /// The selected agent's runtime generation, from its last `sync`.
+    pub epoch: RwSignal<Option<u64>>,
+    /// The prompt being written, and why the last one was refused: both
+    /// outlive a reconnect and a failed send.
+    pub draft: RwSignal<String>,
+    pub prompt_error: RwSignal<Option<String>>,
     pub sender: Sender,
-    next_id: Arc<Mutex<u64>>,
+    pub requests: Arc<Mutex<Requests>>,
 }
 
 impl ClientState {
@@ -149,24 +238,30 @@ impl ClientState {
             questions: RwSignal::new(BTreeMap::new()),
             dismissed: RwSignal::new(Vec::new()),
             notify: RwSignal::new(false),
+            epoch: RwSignal::new(None),
+            draft: RwSignal::new(String::new()),
+            prompt_error: RwSignal::new(None),
             sender: Arc::new(Mutex::new(None)),
-            next_id: Arc::new(Mutex::new(0)),
+            requests: Arc::new(Mutex::new(Requests::default())),
         }
     }
 
-    pub fn request_id(&self, prefix: &str) -> String {
-        let mut next = self.next_id.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        *next += 1;
-        format!("{prefix}-{next}")
+    pub fn requests(&self) -> std::sync::MutexGuard<'_, Requests> {
+        self.requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Sends a message now, or tells the user there is no connection.
-    pub fn send(&self, message: Value) {
+    /// Sends `message` (routed to `agent_id` if it is a per-agent command)
+    /// with a new request id recorded as `request`. `false`, with a notice,
+    /// when there is no connection.
+    pub fn send(&self, message: ClientMessage, agent_id: Option<String>, request: Request) -> bool {
         let sender = self.sender.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        match sender.as_ref() {
-            Some(send) => send(message.to_string()),
-            None => self.notice.set(Some("Not connected; try again in a moment.".to_owned())),
-        }
+        let Some(send) = sender.as_ref() else {
+            self.notice.set(Some("Not connected; try again in a moment.".to_owned()));
+            return false;
+        };
+        let id = self.requests().open(request);
+        send(Envelope { id: Some(id), agent_id, message }.to_json());
+        true
     }
 
     pub fn has_capability(&self, capability: &str) -> bool {
@@ -174,14 +269,84 @@ impl ClientState {
     }
 
     pub fn create_agent(&self, cwd: &str, name: &str, model: &str, mode: &str) {
-        let mut command =
-            json!({"id": self.request_id("create"), "type": "agent.create", "cwd": cwd});
-        for (key, value) in [("name", name), ("model", model), ("mode", mode)] {
-            if !value.is_empty() {
-                command[key] = Value::String(value.to_owned());
-            }
+        let given = |value: &str| (!value.is_empty()).then(|| value.to_owned());
+        let create = AgentCreate {
+            cwd: cwd.to_owned(),
+            name: given(name),
+            model: given(model),
+            mode: given(mode),
+            ..AgentCreate::default()
+        };
+        self.send(ClientMessage::AgentCreate(create), None, Request::Create);
+    }
+
+    /// Attaches interactively to `agent_id`.
+    pub fn attach(&self, agent_id: &str, request: Request) {
+        let attach =
+            AgentAttach { agent_id: agent_id.to_owned(), role: Some(AttachRole::Interactive) };
+        self.send(ClientMessage::AgentAttach(attach), None, request);
+    }
+
+    fn detach(&self, agent_id: &str, request: Request) {
+        let target = AgentTarget { agent_id: agent_id.to_owned() };
+        self.send(ClientMessage::AgentDetach(target), None, request);
+    }
+
+    pub fn list_agents(&self) {
+        self.send(ClientMessage::AgentList(Empty {}), None, Request::List);
+    }
+
+    pub fn terminate_selected(&self) {
+        if let Some(agent_id) = self.selected.get_untracked() {
+            self.send(
+                ClientMessage::AgentTerminate(AgentTarget { agent_id }),
+                None,
+                Request::Command,
+            );
         }
-        self.send(command);
+    }
+
+    pub fn kill_selected(&self) {
+        if let Some(agent_id) = self.selected.get_untracked() {
+            let kill = AgentKill { agent_id, force: Some(true) };
+            self.send(ClientMessage::AgentKill(kill), None, Request::Command);
+        }
+    }
+
+    pub fn set_mode(&self, mode: String) {
+        self.to_selected(ClientMessage::SetMode(SetMode { mode }), Request::Command);
+    }
+
+    pub fn set_model(&self, model: String) {
+        self.to_selected(ClientMessage::SetModel(SetModel { model }), Request::Command);
+    }
+
+    pub fn set_reasoning_level(&self, model: String, effort: String) {
+        let set = SetReasoningLevel { model, effort };
+        self.to_selected(ClientMessage::SetReasoningLevel(set), Request::Command);
+    }
+
+    pub fn abort(&self) {
+        self.to_selected(ClientMessage::Abort(Empty {}), Request::Command);
+    }
+
+    /// Asks the selected runtime for its catalogs, as its capabilities allow.
+    pub fn query_catalogs(&self, modes: bool, models: bool, levels: bool) {
+        let epoch = self.epoch.get_untracked();
+        if modes {
+            self.to_selected(ClientMessage::ListModes(Empty {}), Request::Modes { epoch });
+        }
+        if models {
+            self.to_selected(ClientMessage::ListModels(Empty {}), Request::Models { epoch });
+        }
+        if levels {
+            self.to_selected(
+                ClientMessage::ListReasoningLevels(Empty {}),
+                Request::Levels { epoch },
+            );
+        } else {
+            self.levels.set(Vec::new());
+        }
     }
 
     /// Shows an agent: it becomes this tab's one interactive attachment.
@@ -191,51 +356,63 @@ impl ClientState {
             return;
         }
         if let Some(previous) = previous {
-            self.send(json!({"id": self.request_id("detach"), "type": "agent.detach", "agent_id": previous}));
+            self.detach(&previous, Request::Detach);
         }
         self.transcript.set(Vec::new());
         self.capabilities.set(Vec::new());
         self.modes.set(Vec::new());
         self.models.set(Vec::new());
         self.levels.set(Vec::new());
+        self.epoch.set(None);
+        self.prompt_error.set(None);
         self.selected.set(agent_id.clone());
         if let Some(agent_id) = agent_id {
-            self.send(json!({"id": "attach", "type": "agent.attach", "agent_id": agent_id, "role": "interactive"}));
+            self.attach(&agent_id, Request::Attach);
         }
     }
 
-    /// Sends to the selected agent.
-    pub fn to_selected(&self, mut message: Value) {
-        let Some(agent_id) = self.selected.get_untracked() else { return };
-        message["agent_id"] = Value::String(agent_id);
-        if message.get("id").is_none() {
-            message["id"] = Value::String(self.request_id("cmd"));
-        }
-        self.send(message);
+    /// Sends a per-agent command to the selected agent.
+    pub fn to_selected(&self, message: ClientMessage, request: Request) -> bool {
+        let Some(agent_id) = self.selected.get_untracked() else { return false };
+        self.send(message, Some(agent_id), request)
     }
 
-    pub fn prompt(&self, text: &str, behavior: Option<&str>) {
-        let mut message = json!({"type": "prompt", "message": text});
-        if let Some(behavior) = behavior {
-            message["streaming_behavior"] = Value::String(behavior.to_owned());
-        }
-        self.transcript.update(|items| items.push(Item::User { text: text.to_owned() }));
-        self.to_selected(message);
+    /// Sends a prompt; it joins the transcript once the agent accepts it,
+    /// and a refused one goes back into the box with its reason. `false`
+    /// when it could not be sent at all.
+    pub fn prompt(&self, text: &str, behavior: Option<StreamingBehavior>) -> bool {
+        let Some(agent_id) = self.selected.get_untracked() else { return false };
+        self.prompt_error.set(None);
+        let prompt =
+            Prompt { message: text.to_owned(), images: None, streaming_behavior: behavior };
+        let request = Request::Prompt { agent_id: agent_id.clone(), text: text.to_owned() };
+        self.send(ClientMessage::Prompt(prompt), Some(agent_id), request)
     }
 
     /// Answers a question of any agent. For an agent other than the selected
     /// one the tab attaches interactively just long enough to answer.
-    pub fn answer(&self, question: &Question, mut answer: Value) {
+    pub fn answer(&self, question: &Question, answer: Answer) {
         let agent_id = question.agent_id.clone();
         let selected = self.selected.get_untracked().as_deref() == Some(agent_id.as_str());
         if !selected {
-            self.send(json!({"id": self.request_id("answer-attach"), "type": "agent.attach", "agent_id": agent_id, "role": "interactive"}));
+            self.attach(&agent_id, Request::Borrow);
         }
-        answer["agent_id"] = Value::String(agent_id.clone());
-        answer["request_id"] = Value::String(question.request.request_id().to_owned());
-        self.send(answer);
+        let request_id = question.request.request_id().to_owned();
+        let message = match answer {
+            Answer::Permission(answer) => {
+                ClientMessage::PermissionResponse(shard_protocol::agent::PermissionResponse {
+                    request_id,
+                    answer,
+                    reason: None,
+                })
+            }
+            Answer::Ui(value) => {
+                ClientMessage::UiResponse(shard_protocol::agent::UiResponse { request_id, value })
+            }
+        };
+        self.send(message, Some(agent_id.clone()), Request::Command);
         if !selected {
-            self.send(json!({"id": self.request_id("answer-detach"), "type": "agent.detach", "agent_id": agent_id}));
+            self.detach(&agent_id, Request::Borrow);
         }
         self.questions.update(|questions| {
             questions.remove(&question.key());
@@ -278,6 +455,14 @@ impl ClientState {
                 .collect()
         })
     }
+}
+
+/// An answer to a question, as the page builds it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    Permission(shard_protocol::agent::PermissionAnswer),
+    /// `None`: dismissed (the agent gets a null value).
+    Ui(Option<shard_protocol::agent::UiValue>),
 }
 
 impl Default for ClientState {

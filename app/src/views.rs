@@ -3,9 +3,10 @@
 
 use leptos::html;
 use leptos::prelude::*;
-use serde_json::{Value, json};
+use serde_json::Value;
 use shard_protocol::agent::{
-    Decision, PendingKind, PermissionRequest, ToolResult, UiKind, UiRequest,
+    Decision, PendingKind, PermissionAnswer, PermissionRequest, StreamingBehavior, ToolResult,
+    UiKind, UiRequest, UiValue,
 };
 use shard_protocol::orchestrator::ActivityPhase;
 use shard_protocol::types::{
@@ -14,7 +15,7 @@ use shard_protocol::types::{
 
 use crate::guard;
 use crate::markdown::Markdown;
-use crate::state::{Block, ClientState, Connection, Item, Question};
+use crate::state::{Answer, Block, ClientState, Connection, Item, Question};
 
 pub fn status_label(status: AgentStatus) -> &'static str {
     match status {
@@ -400,7 +401,7 @@ fn Pickers(state: ClientState) -> impl IntoView {
                 <label>"Mode"
                     <select aria-label="Mode" on:change={
                         let state = s2.clone();
-                        move |event| state.to_selected(json!({"type": "set_mode", "mode": event_target_value(&event)}))
+                        move |event| state.set_mode(event_target_value(&event))
                     }>
                         {let state = s2.clone(); move || state.modes.get().into_iter().map(|mode| {
                             let current = state.mode.get() == mode.name;
@@ -413,7 +414,7 @@ fn Pickers(state: ClientState) -> impl IntoView {
                 <label>"Model"
                     <select aria-label="Model" on:change={
                         let state = s4.clone();
-                        move |event| state.to_selected(json!({"type": "set_model", "model": event_target_value(&event)}))
+                        move |event| state.set_model(event_target_value(&event))
                     }>
                         {let state = s4.clone(); move || {
                             let active = state.model.get().map(|model| model.id);
@@ -431,7 +432,7 @@ fn Pickers(state: ClientState) -> impl IntoView {
                         let state = s6.clone();
                         move |event| {
                             let model = state.model.get_untracked().map(|model| model.id).unwrap_or_default();
-                            state.to_selected(json!({"type": "set_reasoning_level", "model": model, "effort": event_target_value(&event)}));
+                            state.set_reasoning_level(model, event_target_value(&event));
                         }
                     }>
                         {let state = s6.clone(); move || {
@@ -450,36 +451,40 @@ fn Pickers(state: ClientState) -> impl IntoView {
 
 #[component]
 fn PromptBox(state: ClientState) -> impl IntoView {
-    let text = RwSignal::new(String::new());
+    // The draft lives in the state: it survives a reconnect, and a refused
+    // prompt comes back into it.
+    let text = state.draft;
+    let error = state.prompt_error;
     let busy = {
         let status = state.status;
         move || !matches!(status.get(), AgentStatus::Idle | AgentStatus::Error)
     };
     let send = {
         let state = state.clone();
-        move |behavior: Option<&str>| {
+        move |behavior: Option<StreamingBehavior>| {
             let message = text.get_untracked();
             if message.trim().is_empty() {
                 return;
             }
-            state.prompt(&message, behavior);
-            text.set(String::new());
+            if state.prompt(&message, behavior) {
+                text.set(String::new());
+            }
         }
     };
     let on_submit = {
         let send = send.clone();
         move |event: leptos::ev::SubmitEvent| {
             event.prevent_default();
-            send(if busy() { Some("follow_up") } else { None });
+            send(busy().then_some(StreamingBehavior::FollowUp));
         }
     };
     let steer = {
         let send = send.clone();
-        move |_| send(Some("steer"))
+        move |_| send(Some(StreamingBehavior::Steer))
     };
     let abort = {
         let state = state.clone();
-        move |_| state.to_selected(json!({"type": "abort"}))
+        move |_| state.abort()
     };
     let on_key = {
         let send = send.clone();
@@ -487,7 +492,7 @@ fn PromptBox(state: ClientState) -> impl IntoView {
             // Ctrl/Cmd+Enter sends.
             if event.key() == "Enter" && (event.ctrl_key() || event.meta_key()) {
                 event.prevent_default();
-                send(if busy() { Some("follow_up") } else { None });
+                send(busy().then_some(StreamingBehavior::FollowUp));
             }
         }
     };
@@ -495,6 +500,7 @@ fn PromptBox(state: ClientState) -> impl IntoView {
         <form class="prompt" on:submit=on_submit aria-label="Prompt">
             <textarea name="prompt" rows="3" aria-label="Message to the agent" placeholder="Message (Ctrl+Enter to send)"
                 prop:value=text on:input=move |event| text.set(event_target_value(&event)) on:keydown=on_key></textarea>
+            {move || error.get().map(|why| view! { <p class="prompt-error" role="alert">{why}</p> })}
             <div class="prompt-actions">
                 <button type="submit">{move || if busy() { "Queue follow-up" } else { "Send" }}</button>
                 <Show when=busy>
@@ -520,17 +526,13 @@ pub fn AgentView(state: ClientState) -> impl IntoView {
                 let terminate = {
                     let state = state.clone();
                     move |_| {
-                        if let Some(agent_id) = state.selected.get_untracked() {
-                            state.send(json!({"id": state.request_id("terminate"), "type": "agent.terminate", "agent_id": agent_id}));
-                        }
+                        state.terminate_selected();
                     }
                 };
                 let kill = {
                     let state = state.clone();
                     move |_| {
-                        if let Some(agent_id) = state.selected.get_untracked() {
-                            state.send(json!({"id": state.request_id("kill"), "type": "agent.kill", "agent_id": agent_id, "force": true}));
-                        }
+                        state.kill_selected();
                     }
                 };
                 let close = {
@@ -580,7 +582,9 @@ pub fn AgentView(state: ClientState) -> impl IntoView {
 /// The answers a permission request offers: the server's choices, else the
 /// legacy options. "Always allow" (intent `persist`) never gets a shortcut
 /// (crate::guard).
-fn permission_answers(request: &PermissionRequest) -> Vec<(String, String, Option<String>, Value)> {
+fn permission_answers(
+    request: &PermissionRequest,
+) -> Vec<(String, String, Option<String>, Answer)> {
     match &request.choices {
         Some(choices) if !choices.is_empty() => choices
             .iter()
@@ -591,7 +595,7 @@ fn permission_answers(request: &PermissionRequest) -> Vec<(String, String, Optio
                     choice.label.clone(),
                     intent,
                     key,
-                    json!({"type": "permission_response", "choice_id": choice.id}),
+                    Answer::Permission(PermissionAnswer::Choice(choice.id.clone())),
                 )
             })
             .collect(),
@@ -599,16 +603,16 @@ fn permission_answers(request: &PermissionRequest) -> Vec<(String, String, Optio
             .options
             .iter()
             .map(|option| {
-                let (label, intent, key, decision) = match option {
-                    Decision::Allow => ("Allow", "allow", Some("y"), "allow"),
-                    Decision::AllowAlways => ("Always allow", "persist", None, "allow_always"),
-                    Decision::Deny => ("Deny", "deny", Some("n"), "deny"),
+                let (label, intent, key) = match option {
+                    Decision::Allow => ("Allow", "allow", Some("y")),
+                    Decision::AllowAlways => ("Always allow", "persist", None),
+                    Decision::Deny => ("Deny", "deny", Some("n")),
                 };
                 (
                     label.to_owned(),
                     intent.to_owned(),
                     key.map(str::to_owned),
-                    json!({"type": "permission_response", "decision": decision}),
+                    Answer::Permission(PermissionAnswer::Decision(*option)),
                 )
             })
             .collect(),
@@ -620,7 +624,7 @@ fn shortcut_answer(
     question: &Question,
     event: &leptos::ev::KeyboardEvent,
     shown_at: f64,
-) -> Option<Value> {
+) -> Option<Answer> {
     let PendingKind::Permission(request) = &question.request else { return None };
     let answers = permission_answers(request);
     let keys: Vec<String> = answers.iter().filter_map(|(_, _, key, _)| key.clone()).collect();
@@ -711,9 +715,9 @@ fn UiBody(
     armed: RwSignal<bool>,
 ) -> impl IntoView {
     let value = RwSignal::new(request.prefill.clone().unwrap_or_default());
-    let respond = move |answer: Value| {
+    let respond = move |answer: Option<UiValue>| {
         if guard::armed(shown_at, guard::now_ms()) {
-            state.answer(&question, json!({"type": "ui_response", "value": answer}))
+            state.answer(&question, Answer::Ui(answer))
         }
     };
     let message = request.message.clone().or(request.title.clone()).unwrap_or_default();
@@ -723,21 +727,21 @@ fn UiBody(
             request.options.clone().unwrap_or_default().into_iter().map(|option| {
                 let respond = respond.clone();
                 let label = option.clone();
-                view! { <button class="answer" prop:disabled=move || !armed.get() on:click=move |_| respond(json!(option.clone()))>{label}</button> }
+                view! { <button class="answer" prop:disabled=move || !armed.get() on:click=move |_| respond(Some(UiValue::Text(option.clone())))>{label}</button> }
             }).collect_view().into_any()
         }
         UiKind::Confirm => {
             let (yes, no) = (respond.clone(), respond.clone());
             view! {
-                <button class="answer" prop:disabled=move || !armed.get() data-intent="allow" on:click=move |_| yes(json!("yes"))>"Yes"</button>
-                <button class="answer" prop:disabled=move || !armed.get() data-intent="deny" on:click=move |_| no(json!("no"))>"No"</button>
+                <button class="answer" prop:disabled=move || !armed.get() data-intent="allow" on:click=move |_| yes(Some(UiValue::Text("yes".to_owned())))>"Yes"</button>
+                <button class="answer" prop:disabled=move || !armed.get() data-intent="deny" on:click=move |_| no(Some(UiValue::Text("no".to_owned())))>"No"</button>
             }.into_any()
         }
         UiKind::Editor => {
             let submit = respond.clone();
             view! {
                 <textarea aria-label="Answer" rows="6" prop:value=value on:input=move |event| value.set(event_target_value(&event))></textarea>
-                <button class="answer" prop:disabled=move || !armed.get() on:click=move |_| submit(json!(value.get_untracked()))>"Submit"</button>
+                <button class="answer" prop:disabled=move || !armed.get() on:click=move |_| submit(Some(UiValue::Text(value.get_untracked())))>"Submit"</button>
             }.into_any()
         }
         _ => {
@@ -745,14 +749,14 @@ fn UiBody(
             let placeholder = request.placeholder.clone().unwrap_or_default();
             view! {
                 <input type="text" aria-label="Answer" placeholder=placeholder prop:value=value on:input=move |event| value.set(event_target_value(&event))/>
-                <button class="answer" prop:disabled=move || !armed.get() on:click=move |_| submit(json!(value.get_untracked()))>"Submit"</button>
+                <button class="answer" prop:disabled=move || !armed.get() on:click=move |_| submit(Some(UiValue::Text(value.get_untracked())))>"Submit"</button>
             }.into_any()
         }
     };
     let dismiss = respond.clone();
     view! {
         <p class="question-prompt">{message}</p>
-        <div class="answers">{body}<button class="answer" prop:disabled=move || !armed.get() data-intent="deny" on:click=move |_| dismiss(Value::Null)>"Dismiss"</button></div>
+        <div class="answers">{body}<button class="answer" prop:disabled=move || !armed.get() data-intent="deny" on:click=move |_| dismiss(None)>"Dismiss"</button></div>
     }
 }
 

@@ -238,3 +238,31 @@ test('typing in the message box never answers a question that arrives meanwhile'
   expect(require('node:fs').existsSync(join(dir, 'typed-into.txt'))).toBe(false);
   await context.close();
 });
+
+test('a prompt joins the transcript only once accepted; a refused one stays in the box with its reason', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  const dir = project();
+  await createAgent(tab, dir, 'homeless');
+  await expect(tab.locator('.agent-view h2')).toHaveText('homeless');
+  const listed = await unixCall(daemon, { id: 'l', type: 'agent.list' });
+  const agent = listed.data.agents.find((known: any) => known.name === 'homeless');
+  // Its process is gone and cannot come back: its directory is missing.
+  const killed = await unixCall(daemon, { id: 'k', type: 'agent.kill', agent_id: agent.agent_id, force: true });
+  expect(killed.success).toBe(true);
+  require('node:fs').rmdirSync(dir);
+
+  const box = tab.getByLabel('Message to the agent');
+  await prompt(tab, 'will this arrive?');
+  await expect(tab.locator('.prompt-error')).toContainText('Not sent');
+  await expect(box).toHaveValue('will this arrive?');
+  await expect(tab.locator('.message.user', { hasText: 'will this arrive?' })).toHaveCount(0);
+
+  // Once the agent can start again, the same text goes through.
+  require('node:fs').mkdirSync(dir);
+  await tab.locator('.prompt button[type="submit"]').click();
+  await expect(tab.locator('.message.user').last()).toHaveText('will this arrive?');
+  await expect(box).toHaveValue('');
+  await expect(tab.locator('.prompt-error')).toHaveCount(0);
+  await expect(tab.locator('.message.assistant').last()).toHaveText('You said: will this arrive?');
+  await context.close();
+});
