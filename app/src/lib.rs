@@ -15,6 +15,7 @@ mod client;
 mod guard;
 mod markdown;
 mod notify;
+mod reducer;
 mod state;
 mod views;
 

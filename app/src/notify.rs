@@ -5,7 +5,6 @@
 use leptos::prelude::*;
 
 use crate::state::ClientState;
-#[cfg(feature = "hydrate")]
 use crate::state::Question;
 
 #[cfg(feature = "hydrate")]
@@ -37,6 +36,11 @@ pub fn question(state: &ClientState, question: &Question) {
     let title = format!("{} needs an answer", state.agent_name(&question.agent_id));
     let _ = web_sys::Notification::new_with_options(&title, &options);
 }
+
+/// Outside the browser there is nothing to notify.
+#[cfg(not(feature = "hydrate"))]
+#[allow(dead_code)] // called by the reducer, which only the browser feeds
+pub fn question(_: &ClientState, _: &Question) {}
 
 /// Asks for notification permission (from a click) and turns them on.
 pub fn enable(state: &ClientState) {

@@ -84,7 +84,11 @@ pub enum Item {
         text: String,
     },
     Assistant {
+        /// The id its deltas carried (a `sync` has none: the entry id then).
         message_id: String,
+        /// The session entry it became, once complete: a `sync` and a late
+        /// `message_complete` name the same message by it.
+        entry_id: Option<String>,
         blocks: Vec<Block>,
     },
     Tool {

@@ -363,7 +363,7 @@ fn Transcript(state: ClientState) -> impl IntoView {
         <div class="transcript" aria-live="polite">
             {move || items.get().into_iter().map(|item| match item {
                 Item::User { text } => view! { <div class="message user"><Markdown text=text/></div> }.into_any(),
-                Item::Assistant { message_id, blocks } => view! {
+                Item::Assistant { message_id, blocks, .. } => view! {
                     <div class="message assistant" data-message-id=message_id>
                         {blocks.into_iter().map(|block| match block {
                             Block::Text(text) => view! { <Markdown text=text/> }.into_any(),

@@ -1,0 +1,458 @@
+//! How each message from the daemon changes what the page knows: the
+//! client's reducer. It lives outside the browser-only code so that native
+//! unit tests drive it with the daemon's own frames; the connection
+//! (`client`) only feeds it.
+
+// Only the browser build has a connection to feed it; the daemon's (ssr)
+// build compiles it for the tests.
+#![cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+
+use leptos::prelude::{GetUntracked, Set, Update, WithUntracked};
+use shard_protocol::agent::{
+    DeltaKind, ListModelsResult, ListModesResult, ListReasoningLevelsResult, PendingKind, Sync,
+};
+use shard_protocol::message::Response;
+use shard_protocol::orchestrator::AgentsResult;
+use shard_protocol::types::{AgentStatus, ContentBlock, Message as WireMessage, Role};
+use shard_protocol::{Envelope, ServerMessage};
+
+use crate::state::{Block, ClientState, Connection, Item, Question, Request};
+
+/// Whether a message was the daemon's greeting, and whether it fit.
+pub enum Greeted {
+    Yes,
+    No,
+    Mismatch,
+}
+
+/// Applies one message.
+pub fn handle(state: &ClientState, text: &str) -> Greeted {
+    let Ok(envelope) = Envelope::<ServerMessage>::from_json(text) else {
+        return Greeted::No; // a newer daemon's message: ignore it
+    };
+    let selected = state.selected.get_untracked();
+    let routed = envelope.agent_id.clone();
+    let mine = routed.is_some() && routed == selected;
+    match envelope.message {
+        ServerMessage::Hello(hello) => {
+            // §7: another major version speaks another protocol.
+            let ours = shard_protocol::PROTOCOL_VERSION;
+            if major(&hello.protocol_version) != major(ours) {
+                let newer = version(&hello.protocol_version) > version(ours);
+                state.connection.set(Connection::Mismatch { newer });
+                return Greeted::Mismatch;
+            }
+            state.connection.set(Connection::Connected);
+            state.list_agents();
+            // Resync: re-attach the agent on screen; its sync brings it all back.
+            if let Some(agent_id) = selected {
+                state.attach(&agent_id, Request::Attach);
+            }
+            return Greeted::Yes;
+        }
+        ServerMessage::Response(response) => {
+            let request = envelope.id.as_deref().and_then(|id| state.requests().close(id));
+            if let Some(request) = request {
+                response_arrived(state, request, response);
+            }
+        }
+        // Another agent's sync comes from attaching only to answer: its
+        // questions are already known, and the answer is on its way.
+        ServerMessage::Sync(sync) if mine => apply_sync(state, sync),
+        ServerMessage::AgentSpawned(spawned) => state.upsert(spawned.info),
+        ServerMessage::AgentStatusChanged(changed) => {
+            let started = changed.runtime_state == shard_protocol::types::RuntimeState::Running
+                && state.agents.with_untracked(|agents| {
+                    agents.iter().any(|agent| {
+                        agent.agent_id == changed.agent_id
+                            && agent.runtime_state != changed.runtime_state
+                    })
+                });
+            if started {
+                // A (re)started process knows its model and mode: refresh.
+                state.list_agents();
+            }
+            let waiting = matches!(
+                changed.status,
+                AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi
+            );
+            if !waiting && Some(&changed.agent_id) != selected.as_ref() {
+                // Its questions were answered elsewhere (or denied).
+                state.questions.update(|questions| {
+                    questions.retain(|(agent, _), _| *agent != changed.agent_id)
+                });
+            }
+            state.agents.update(|agents| {
+                if let Some(agent) =
+                    agents.iter_mut().find(|agent| agent.agent_id == changed.agent_id)
+                {
+                    agent.status = changed.status;
+                    agent.runtime_state = changed.runtime_state;
+                }
+            });
+        }
+        ServerMessage::AgentExited(exited) => state.agents.update(|agents| {
+            if let Some(agent) = agents.iter_mut().find(|agent| agent.agent_id == exited.agent_id) {
+                agent.runtime_state = exited.runtime_state;
+            }
+        }),
+        ServerMessage::AgentActivity(activity) => state.activity.update(|map| {
+            map.insert(activity.agent_id, (activity.phase, activity.tool_name));
+        }),
+        ServerMessage::PermissionRequest(request) => {
+            if let Some(agent_id) = routed {
+                add_question(
+                    state,
+                    Question { agent_id, request: PendingKind::Permission(request) },
+                );
+            }
+        }
+        ServerMessage::UiRequest(request) => {
+            if let Some(agent_id) = routed {
+                if request.kind == shard_protocol::agent::UiKind::Notify {
+                    let text =
+                        request.message.clone().or(request.title.clone()).unwrap_or_default();
+                    if mine {
+                        state
+                            .transcript
+                            .update(|items| items.push(Item::Notice { text, error: false }));
+                    }
+                } else {
+                    add_question(state, Question { agent_id, request: PendingKind::Ui(request) });
+                }
+            }
+        }
+        ServerMessage::PermissionResolved(resolved) => {
+            remove_question(state, routed.as_deref(), &resolved.request_id);
+        }
+        ServerMessage::UiResolved(resolved) => {
+            remove_question(state, routed.as_deref(), &resolved.request_id)
+        }
+        message if mine => agent_event(state, message),
+        _ => {}
+    }
+    Greeted::No
+}
+
+/// A version's numbers, for comparing (`0.1.0` → `[0, 1, 0]`).
+fn version(text: &str) -> Vec<u64> {
+    text.split('.').map(|part| part.parse().unwrap_or(0)).collect()
+}
+
+/// The part of a version that must match: the major, or for 0.x the minor.
+fn major(text: &str) -> Vec<u64> {
+    let numbers = version(text);
+    let significant = if numbers.first() == Some(&0) { 2 } else { 1 };
+    numbers.into_iter().take(significant).collect()
+}
+
+fn add_question(state: &ClientState, question: Question) {
+    let key = question.key();
+    let new = state.questions.with_untracked(|questions| !questions.contains_key(&key));
+    state.questions.update(|questions| {
+        questions.insert(key, question.clone());
+    });
+    if new {
+        crate::notify::question(state, &question);
+    }
+}
+
+fn remove_question(state: &ClientState, agent_id: Option<&str>, request_id: &str) {
+    let Some(agent_id) = agent_id else { return };
+    let key = (agent_id.to_owned(), request_id.to_owned());
+    state.questions.update(|questions| {
+        questions.remove(&key);
+    });
+    state.dismissed.update(|dismissed| dismissed.retain(|known| *known != key));
+}
+
+fn response_arrived(state: &ClientState, request: Request, response: Response) {
+    let current = state.epoch.get_untracked();
+    match request {
+        Request::List => {
+            if let Ok(AgentsResult { agents }) = response.data::<AgentsResult>() {
+                state.agents.set(agents);
+            }
+        }
+        // A superseded runtime's catalog is no longer the agent's.
+        Request::Modes { epoch } | Request::Models { epoch } | Request::Levels { epoch }
+            if epoch != current => {}
+        Request::Modes { .. } => {
+            if let Ok(ListModesResult { modes, active }) = response.data() {
+                state.modes.set(modes);
+                state.mode.set(active);
+            }
+        }
+        Request::Models { .. } => {
+            if let Ok(ListModelsResult { models, active }) = response.data() {
+                state.models.set(models);
+                state.model.set(Some(active));
+            }
+        }
+        Request::Levels { .. } => match response.data::<ListReasoningLevelsResult>() {
+            Ok(result) => {
+                state.levels.set(result.levels);
+                state.level.set(Some(result.active));
+            }
+            Err(_) => state.levels.set(Vec::new()),
+        },
+        Request::Create => match response.data::<shard_protocol::orchestrator::AgentCreateResult>()
+        {
+            Ok(created) => {
+                state.notice.set(None);
+                state.select(Some(created.agent_id));
+            }
+            Err(error) => {
+                state.notice.set(Some(format!("Could not create the agent: {}", error.message)))
+            }
+        },
+        Request::Prompt { agent_id, text } => {
+            let shown = state.selected.get_untracked().as_deref() == Some(agent_id.as_str());
+            match &response.outcome {
+                // Accepted: now it is part of the conversation.
+                Ok(_) if shown => {
+                    state.transcript.update(|items| items.push(Item::User { text }));
+                }
+                Ok(_) => {}
+                Err(error) if shown => {
+                    // Back into the box, unless something new is being written.
+                    if state.draft.with_untracked(|draft| draft.trim().is_empty()) {
+                        state.draft.set(text);
+                    }
+                    state.prompt_error.set(Some(format!("Not sent: {}", error.message)));
+                }
+                Err(error) => {
+                    state.notice.set(Some(format!("A prompt was not sent: {}", error.message)))
+                }
+            }
+        }
+        Request::Attach | Request::Borrow | Request::Detach | Request::Command => {
+            if let Err(error) = &response.outcome {
+                state.notice.set(Some(format!("{} failed: {}", response.command, error.message)));
+            }
+        }
+    }
+}
+
+fn apply_sync(state: &ClientState, sync: Sync) {
+    state.epoch.set(sync.runtime_epoch);
+    state.status.set(sync.status);
+    state.mode.set(sync.mode);
+    let capabilities = sync.capabilities.unwrap_or_default();
+    let has = |name: &str| capabilities.iter().any(|known| known == name);
+    let (modes, models, levels) =
+        (has("mode-catalog"), has("model-catalog"), has("reasoning-catalog"));
+    state.capabilities.set(capabilities.clone());
+    state
+        .transcript
+        .set(transcript_of(&sync.live_window.messages, sync.live_window.compaction_index));
+    let selected = state.selected.get_untracked().unwrap_or_default();
+    // Questions of this agent are exactly the ones the sync re-shows.
+    state.questions.update(|questions| questions.retain(|(agent, _), _| *agent != selected));
+    for pending in sync.pending_requests {
+        let agent_id = pending.agent_id.unwrap_or_else(|| selected.clone());
+        add_question(state, Question { agent_id, request: pending.request });
+    }
+    // Controls exist only for what the runtime advertises (§7, §9.1).
+    state.query_catalogs(modes, models, levels);
+}
+
+/// The transcript a `sync` window describes.
+fn transcript_of(messages: &[WireMessage], compaction_index: Option<u64>) -> Vec<Item> {
+    let mut items = Vec::new();
+    if let Some(index) = compaction_index {
+        items.push(Item::Compaction { index, tokens_before: 0, tokens_after: 0 });
+    }
+    for message in messages {
+        match message.role {
+            Role::User => {
+                for block in &message.content {
+                    match block {
+                        ContentBlock::Text { text } => {
+                            items.push(Item::User { text: text.clone() })
+                        }
+                        ContentBlock::ToolResult { tool_call_id, content, is_error } => {
+                            let result = shard_protocol::agent::ToolResult {
+                                tool_call_id: tool_call_id.clone(),
+                                content: content.clone(),
+                                is_error: is_error.unwrap_or(false),
+                                exit_code: None,
+                                duration_ms: None,
+                                render: None,
+                            };
+                            set_result(&mut items, result);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => push_assistant(&mut items, &message.id, &message.id, &message.content),
+        }
+    }
+    items
+}
+
+/// A complete assistant message: replaces the item streamed under
+/// `message_id`, or the one a sync already holds as `entry_id`, else joins
+/// the transcript.
+fn push_assistant(
+    items: &mut Vec<Item>,
+    message_id: &str,
+    entry_id: &str,
+    content: &[ContentBlock],
+) {
+    let blocks: Vec<Block> = content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text { text } => Some(Block::Text(text.clone())),
+            ContentBlock::Thinking { text } => Some(Block::Thinking(text.clone())),
+            _ => None,
+        })
+        .collect();
+    let same = |item: &Item| match item {
+        Item::Assistant { message_id: known, entry_id: entry, .. } => {
+            known == message_id || known == entry_id || entry.as_deref() == Some(entry_id)
+        }
+        _ => false,
+    };
+    match items.iter_mut().find(|item| same(item)) {
+        Some(Item::Assistant { blocks: existing, entry_id: entry, .. }) => {
+            *existing = blocks;
+            *entry = Some(entry_id.to_owned());
+        }
+        _ => items.push(Item::Assistant {
+            message_id: message_id.to_owned(),
+            entry_id: Some(entry_id.to_owned()),
+            blocks,
+        }),
+    }
+    for block in content {
+        if let ContentBlock::ToolCall { id, name, args } = block {
+            let known = items
+                .iter()
+                .any(|item| matches!(item, Item::Tool { tool_call_id, .. } if tool_call_id == id));
+            if !known {
+                items.push(Item::Tool {
+                    tool_call_id: id.clone(),
+                    name: name.clone(),
+                    args: serde_json::Value::Object(args.clone()),
+                    read_only: None,
+                    start: None,
+                    result: None,
+                });
+            }
+        }
+    }
+}
+
+fn set_result(items: &mut [Item], result: shard_protocol::agent::ToolResult) {
+    for item in items.iter_mut().rev() {
+        if let Item::Tool { tool_call_id, result: slot, .. } = item {
+            if *tool_call_id == result.tool_call_id {
+                *slot = Some(result);
+                return;
+            }
+        }
+    }
+}
+
+/// Changes the selected agent's row in the list.
+fn update_selected(
+    state: &ClientState,
+    change: impl FnOnce(&mut shard_protocol::types::AgentInfo),
+) {
+    let selected = state.selected.get_untracked();
+    state.agents.update(|agents| {
+        if let Some(agent) =
+            agents.iter_mut().find(|agent| Some(&agent.agent_id) == selected.as_ref())
+        {
+            change(agent);
+        }
+    });
+}
+
+/// An event of the selected agent.
+fn agent_event(state: &ClientState, message: ServerMessage) {
+    match message {
+        ServerMessage::Status(status) => state.status.set(status.status),
+        ServerMessage::MessageDelta(delta) => state.transcript.update(|items| {
+            let at = items.iter().position(|item| matches!(item, Item::Assistant { message_id, .. } if *message_id == delta.message_id));
+            let at = at.unwrap_or_else(|| {
+                items.push(Item::Assistant { message_id: delta.message_id.clone(), entry_id: None, blocks: Vec::new() });
+                items.len() - 1
+            });
+            if let (Item::Assistant { blocks, .. }, Some(text)) = (&mut items[at], delta.text_delta) {
+                match (blocks.last_mut(), delta.kind) {
+                    (Some(Block::Text(current)), DeltaKind::Text) | (Some(Block::Thinking(current)), DeltaKind::Thinking) => {
+                        current.push_str(&text);
+                    }
+                    (_, DeltaKind::Thinking) => blocks.push(Block::Thinking(text)),
+                    _ => blocks.push(Block::Text(text)),
+                }
+            }
+        }),
+        ServerMessage::MessageComplete(complete) => state.transcript.update(|items| {
+            push_assistant(items, &complete.message_id, &complete.message.id, &complete.message.content);
+        }),
+        ServerMessage::ToolCall(call) => state.transcript.update(|items| {
+            let existing = items.iter_mut().find(|item| matches!(item, Item::Tool { tool_call_id, .. } if *tool_call_id == call.tool_call_id));
+            match existing {
+                Some(Item::Tool { args, read_only, start, .. }) => {
+                    *args = serde_json::Value::Object(call.args.clone());
+                    *read_only = call.read_only;
+                    start.clone_from(&call.render);
+                }
+                _ => items.push(Item::Tool {
+                    tool_call_id: call.tool_call_id,
+                    name: call.name,
+                    args: serde_json::Value::Object(call.args),
+                    read_only: call.read_only,
+                    start: call.render,
+                    result: None,
+                }),
+            }
+        }),
+        ServerMessage::ToolResult(result) => state.transcript.update(|items| set_result(items, result)),
+        ServerMessage::Compaction(compaction) => state.transcript.update(|items| {
+            items.push(Item::Compaction {
+                index: compaction.index,
+                tokens_before: compaction.tokens_before,
+                tokens_after: compaction.tokens_after,
+            });
+        }),
+        ServerMessage::Error(error) => state.transcript.update(|items| {
+            items.push(Item::Notice { text: format!("{}: {}", error.code, error.message), error: true });
+        }),
+        ServerMessage::ModeChanged(changed) => {
+            update_selected(state, |agent| agent.mode = Some(changed.mode.clone()));
+            state.mode.set(changed.mode);
+        }
+        ServerMessage::ModelChanged(changed) => {
+            update_selected(state, |agent| agent.model = Some(changed.active.id.clone()));
+            state.model.set(Some(changed.active));
+            if let Some(capabilities) = changed.capabilities {
+                let levels = capabilities.iter().any(|known| known == "reasoning-catalog");
+                state.capabilities.set(capabilities);
+                state.query_catalogs(false, false, levels);
+            }
+        }
+        ServerMessage::ReasoningLevelChanged(changed) => state.level.set(Some(changed.active)),
+        ServerMessage::Usage(usage) => {
+            let selected = state.selected.get_untracked();
+            state.agents.update(|agents| {
+                if let Some(agent) = agents.iter_mut().find(|agent| Some(&agent.agent_id) == selected.as_ref()) {
+                    let total = agent.usage.get_or_insert_with(Default::default);
+                    total.input += usage.input;
+                    total.output += usage.output;
+                    if let Some(cost) = usage.cost {
+                        total.cost = Some(total.cost.unwrap_or(0.0) + cost);
+                    }
+                }
+            });
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests;

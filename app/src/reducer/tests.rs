@@ -1,0 +1,247 @@
+//! The reducer, fed the daemon's frames natively: what the page would show
+//! after each, and what it sent back.
+
+use std::sync::{Arc, Mutex};
+
+use leptos::prelude::{GetUntracked, Set, WithUntracked};
+use serde_json::{Value, json};
+
+use super::{Greeted, handle};
+use crate::state::{Block, ClientState, Connection, Item};
+
+const AGENT: &str = "agent-a";
+const OTHER: &str = "agent-b";
+
+/// A page with a connection that records every frame it sends.
+fn page() -> (ClientState, Arc<Mutex<Vec<Value>>>) {
+    let state = ClientState::new();
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let capture = sent.clone();
+    *state.sender.lock().expect("lock") = Some(Box::new(move |text: String| {
+        capture.lock().expect("lock").push(serde_json::from_str(&text).expect("JSON frame"));
+    }));
+    (state, sent)
+}
+
+fn feed(state: &ClientState, frame: Value) -> Greeted {
+    handle(state, &frame.to_string())
+}
+
+fn take(sent: &Arc<Mutex<Vec<Value>>>) -> Vec<Value> {
+    std::mem::take(&mut *sent.lock().expect("lock"))
+}
+
+/// Answers the last frame of `type` the page sent, as the daemon would.
+fn answer(state: &ClientState, sent: &[Value], kind: &str, outcome: Value) {
+    let frame = sent.iter().rev().find(|frame| frame["type"] == kind).expect("sent");
+    let mut response = json!({"type": "response", "id": frame["id"], "command": kind});
+    match outcome.get("error") {
+        Some(error) => {
+            response["success"] = json!(false);
+            response["error"] = error.clone();
+        }
+        None => {
+            response["success"] = json!(true);
+            response["data"] = outcome;
+        }
+    }
+    feed(state, response);
+}
+
+fn user(text: &str) -> Value {
+    json!({"id": format!("u-{text}"), "role": "user", "content": [{"type": "text", "text": text}]})
+}
+
+fn assistant(id: &str, text: &str) -> Value {
+    json!({"id": id, "role": "assistant", "content": [{"type": "text", "text": text}]})
+}
+
+fn sync(epoch: u64, messages: Vec<Value>, pending: Vec<Value>) -> Value {
+    json!({"type": "sync", "agent_id": AGENT, "status": "idle", "mode": "build", "runtime_epoch": epoch,
+           "capabilities": ["mode-catalog"], "live_window": {"messages": messages}, "pending_requests": pending})
+}
+
+fn permission(agent: &str, request_id: &str) -> Value {
+    json!({"type": "permission_request", "agent_id": agent, "request_id": request_id, "tool_name": "bash",
+           "input": {"command": "true"}, "prompt": "run true", "options": ["allow", "deny"]})
+}
+
+fn texts(state: &ClientState) -> Vec<String> {
+    state.transcript.with_untracked(|items| {
+        items
+            .iter()
+            .map(|item| match item {
+                Item::User { text } => format!("user: {text}"),
+                Item::Assistant { blocks, .. } => {
+                    let text: String = blocks
+                        .iter()
+                        .map(|block| match block {
+                            Block::Text(text) | Block::Thinking(text) => text.as_str(),
+                        })
+                        .collect();
+                    format!("assistant: {text}")
+                }
+                other => format!("{other:?}"),
+            })
+            .collect()
+    })
+}
+
+fn hello(version: &str) -> Value {
+    json!({"type": "hello", "protocol_version": version, "server_version": "shard", "capabilities": ["websocket"]})
+}
+
+/// A connected page looking at AGENT.
+fn attached() -> (ClientState, Arc<Mutex<Vec<Value>>>) {
+    let (state, sent) = page();
+    assert!(matches!(feed(&state, hello(shard_protocol::PROTOCOL_VERSION)), Greeted::Yes));
+    state.select(Some(AGENT.to_owned()));
+    take(&sent);
+    (state, sent)
+}
+
+#[test]
+fn a_sync_replaces_the_transcript_and_the_agents_questions() {
+    let (state, sent) = attached();
+    feed(&state, sync(0, vec![user("one"), assistant("e-2", "first")], vec![]));
+    assert_eq!(texts(&state), ["user: one", "assistant: first"]);
+    assert_eq!(state.epoch.get_untracked(), Some(0));
+    let asked = take(&sent);
+    assert!(asked.iter().any(|frame| frame["type"] == "list_modes" && frame["agent_id"] == AGENT));
+    // A question of this agent, then a resync that no longer holds it but a
+    // new one: the sync is the truth.
+    feed(&state, permission(AGENT, "perm-1"));
+    let pending = json!({"type": "permission_request", "request_id": "perm-2", "tool_name": "bash",
+                         "input": {}, "prompt": "again", "options": ["allow", "deny"]});
+    feed(&state, sync(1, vec![user("one"), assistant("e-2", "first"), user("two")], vec![pending]));
+    assert_eq!(
+        texts(&state),
+        ["user: one", "assistant: first", "user: two"],
+        "replaced, not appended"
+    );
+    let open: Vec<String> = state
+        .questions
+        .with_untracked(|questions| questions.keys().map(|(_, request)| request.clone()).collect());
+    assert_eq!(open, ["perm-2"]);
+    assert_eq!(state.epoch.get_untracked(), Some(1));
+}
+
+#[test]
+fn deltas_are_reconciled_by_their_complete_message_and_never_doubled() {
+    let (state, _) = attached();
+    feed(&state, sync(0, vec![user("hi")], vec![]));
+    for piece in ["You ", "said"] {
+        feed(
+            &state,
+            json!({"type": "message_delta", "agent_id": AGENT, "message_id": "msg-1",
+                            "block_index": 0, "kind": "text", "text_delta": piece}),
+        );
+    }
+    assert_eq!(texts(&state), ["user: hi", "assistant: You said"]);
+    feed(
+        &state,
+        json!({"type": "message_complete", "agent_id": AGENT, "message_id": "msg-1",
+                        "message": assistant("e-2", "You said: hi")}),
+    );
+    assert_eq!(texts(&state), ["user: hi", "assistant: You said: hi"], "one message, final text");
+    // A reconnect's sync already holds it; a late complete must not add it again.
+    feed(&state, sync(0, vec![user("hi"), assistant("e-2", "You said: hi")], vec![]));
+    feed(
+        &state,
+        json!({"type": "message_complete", "agent_id": AGENT, "message_id": "msg-1",
+                        "message": assistant("e-2", "You said: hi")}),
+    );
+    assert_eq!(texts(&state), ["user: hi", "assistant: You said: hi"]);
+}
+
+#[test]
+fn questions_come_from_any_agent_and_go_when_resolved_elsewhere() {
+    let (state, _) = attached();
+    feed(&state, sync(0, vec![], vec![]));
+    feed(&state, permission(AGENT, "perm-1"));
+    feed(&state, permission(OTHER, "perm-9"));
+    assert_eq!(state.questions.with_untracked(|questions| questions.len()), 2);
+    // Another tab answered this agent's: its resolution closes it here.
+    feed(
+        &state,
+        json!({"type": "permission_resolved", "agent_id": AGENT, "request_id": "perm-1",
+                        "decision": "allow", "source": "web"}),
+    );
+    // The other agent, not attached here, went back to work: answered elsewhere.
+    feed(
+        &state,
+        json!({"type": "agent_status_changed", "agent_id": OTHER, "status": "streaming",
+                        "runtime_state": "running"}),
+    );
+    assert_eq!(state.questions.with_untracked(|questions| questions.len()), 0);
+}
+
+#[test]
+fn a_reconnect_lists_and_reattaches_and_old_answers_are_void() {
+    let (state, sent) = attached();
+    feed(&state, sync(0, vec![], vec![]));
+    let before = take(&sent);
+    let modes = before.iter().find(|frame| frame["type"] == "list_modes").expect("asked").clone();
+    // The connection drops: what it was waiting for will never be answered.
+    state.requests().clear();
+    assert!(matches!(feed(&state, hello(shard_protocol::PROTOCOL_VERSION)), Greeted::Yes));
+    let again = take(&sent);
+    let kinds: Vec<&str> = again.iter().filter_map(|frame| frame["type"].as_str()).collect();
+    assert_eq!(kinds, ["agent.list", "agent.attach"]);
+    assert_eq!(again[1]["agent_id"], AGENT);
+    assert_eq!(state.connection.get_untracked(), Connection::Connected);
+    // A stray answer to the old connection's request changes nothing.
+    state.mode.set("build".to_owned());
+    feed(
+        &state,
+        json!({"type": "response", "id": modes["id"], "command": "list_modes", "success": true,
+                        "data": {"modes": [], "active": "plan"}}),
+    );
+    assert_eq!(state.mode.get_untracked(), "build");
+}
+
+#[test]
+fn another_protocol_version_stops_the_page_with_a_reason() {
+    let (state, sent) = page();
+    assert!(matches!(feed(&state, hello("9.0.0")), Greeted::Mismatch));
+    assert_eq!(state.connection.get_untracked(), Connection::Mismatch { newer: true });
+    assert!(state.connection.get_untracked().label().contains("reload"));
+    assert!(take(&sent).is_empty(), "nothing is sent to a daemon it cannot speak to");
+}
+
+#[test]
+fn a_superseded_runtimes_catalog_is_dropped() {
+    let (state, sent) = attached();
+    feed(&state, sync(0, vec![], vec![]));
+    let old = take(&sent);
+    feed(&state, sync(1, vec![], vec![]));
+    let new = take(&sent);
+    let modes = json!({"modes": [{"name": "plan", "description": "read only"}], "active": "plan"});
+    answer(&state, &old, "list_modes", modes.clone());
+    assert_eq!(state.mode.get_untracked(), "build", "epoch 0's answer is history");
+    answer(&state, &new, "list_modes", modes);
+    assert_eq!(state.mode.get_untracked(), "plan");
+}
+
+#[test]
+fn a_prompt_is_shown_once_accepted_and_a_refused_one_returns_to_the_box() {
+    let (state, sent) = attached();
+    feed(&state, sync(0, vec![], vec![]));
+    take(&sent);
+    assert!(state.prompt("first", None));
+    assert!(texts(&state).is_empty(), "not shown before it is accepted");
+    answer(&state, &take(&sent), "prompt", json!(null));
+    assert_eq!(texts(&state), ["user: first"]);
+
+    assert!(state.prompt("second", None));
+    let frames = take(&sent);
+    answer(
+        &state,
+        &frames,
+        "prompt",
+        json!({"error": {"code": "RUNTIME_START_FAILED", "message": "no cwd"}}),
+    );
+    assert_eq!(texts(&state), ["user: first"]);
+    assert_eq!(state.draft.get_untracked(), "second");
+    assert!(state.prompt_error.get_untracked().unwrap_or_default().contains("no cwd"));
+}
