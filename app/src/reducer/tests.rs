@@ -12,8 +12,14 @@ use crate::state::{Block, ClientState, Connection, Item};
 const AGENT: &str = "agent-a";
 const OTHER: &str = "agent-b";
 
-/// A page with a connection that records every frame it sends.
+/// A page with a connection that records every frame it sends. Its signals
+/// live under a root owner of their own (the daemon's build sandboxes
+/// reactive arenas, as a browser tab has one).
 fn page() -> (ClientState, Arc<Mutex<Vec<Value>>>) {
+    let owner = leptos::prelude::Owner::new_root(None);
+    owner.set();
+    // The test's thread keeps it for the test's life.
+    std::mem::forget(owner);
     let state = ClientState::new();
     let sent = Arc::new(Mutex::new(Vec::new()));
     let capture = sent.clone();
