@@ -115,12 +115,7 @@ impl Daemon {
 
     /// Sends a signal and waits for the exit status.
     pub async fn signal(&mut self, signal: &str) -> std::process::ExitStatus {
-        let pid = self.child.id().expect("daemon still running");
-        let status = std::process::Command::new("kill")
-            .args([&format!("-{signal}"), &pid.to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -{signal} failed");
+        self.send_signal(signal);
         tokio::time::timeout(Duration::from_secs(20), self.child.wait())
             .await
             .expect("daemon did not stop in time")
