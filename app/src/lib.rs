@@ -15,8 +15,11 @@ mod client;
 mod guard;
 mod markdown;
 mod notify;
+#[cfg(feature = "hydrate")]
+mod persist;
 mod reducer;
 mod state;
+mod transcript;
 mod views;
 
 use leptos::prelude::*;
@@ -70,6 +73,7 @@ pub fn App() -> impl IntoView {
 #[component]
 fn Home() -> impl IntoView {
     let state = ClientState::new();
+    provide_context(state.clone());
     // Effects run only in the browser, so this flips once hydration is done;
     // the server-rendered HTML always says "false".
     let hydrated = RwSignal::new(false);
@@ -79,7 +83,12 @@ fn Home() -> impl IntoView {
         move |_| {
             hydrated.set(true);
             #[cfg(feature = "hydrate")]
-            leptos::task::spawn_local(client::run(state.clone()));
+            {
+                persist::restore(&state);
+                persist::keep(&state);
+                notify::restore(&state);
+                leptos::task::spawn_local(client::run(state.clone()));
+            }
         }
     });
     let connection = state.connection;
@@ -116,13 +125,13 @@ fn Home() -> impl IntoView {
             })}
             <div class="layout">
                 <aside class="sidebar">
-                    <Inbox state=state.clone()/>
-                    <CreateAgent state=state.clone()/>
-                    <AgentList state=state.clone()/>
+                    <Inbox/>
+                    <CreateAgent/>
+                    <AgentList/>
                 </aside>
-                <AgentView state=state.clone()/>
+                <AgentView/>
             </div>
-            <QuestionDialog state=state.clone()/>
+            <QuestionDialog/>
         </main>
     }
 }

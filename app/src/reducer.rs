@@ -9,14 +9,15 @@
 
 use leptos::prelude::{GetUntracked, Set, Update, WithUntracked};
 use shard_protocol::agent::{
-    DeltaKind, ListModelsResult, ListModesResult, ListReasoningLevelsResult, PendingKind, Sync,
+    ListModelsResult, ListModesResult, ListReasoningLevelsResult, PendingKind, Sync,
 };
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::AgentsResult;
 use shard_protocol::types::{AgentStatus, ContentBlock, Message as WireMessage, Role};
 use shard_protocol::{Envelope, ServerMessage};
 
-use crate::state::{Block, ClientState, Connection, Item, Question, Request};
+use crate::state::{ClientState, Connection, Item, Question, Request};
+use crate::transcript;
 
 /// Whether a message was the daemon's greeting, and whether it fit.
 pub enum Greeted {
@@ -76,7 +77,21 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
                 changed.status,
                 AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi
             );
-            if !waiting && Some(&changed.agent_id) != selected.as_ref() {
+            let on_screen = Some(&changed.agent_id) == selected.as_ref();
+            let was_busy = state.agents.with_untracked(|agents| {
+                agents.iter().any(|agent| {
+                    agent.agent_id == changed.agent_id
+                        && !matches!(agent.status, AgentStatus::Idle | AgentStatus::Unknown)
+                })
+            });
+            let settled = matches!(changed.status, AgentStatus::Idle | AgentStatus::Error);
+            if !on_screen && was_busy && settled {
+                // A turn ended off screen: there is something to read.
+                state.unread.update(|unread| {
+                    unread.insert(changed.agent_id.clone());
+                });
+            }
+            if !waiting && !on_screen {
                 // Its questions were answered elsewhere (or denied).
                 state.questions.update(|questions| {
                     questions.retain(|(agent, _), _| *agent != changed.agent_id)
@@ -113,9 +128,7 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
                     let text =
                         request.message.clone().or(request.title.clone()).unwrap_or_default();
                     if mine {
-                        state
-                            .transcript
-                            .update(|items| items.push(Item::Notice { text, error: false }));
+                        transcript::push(state.transcript, Item::Notice { text, error: false });
                     }
                 } else {
                     add_question(state, Question { agent_id, request: PendingKind::Ui(request) });
@@ -211,7 +224,9 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
             match &response.outcome {
                 // Accepted: now it is part of the conversation.
                 Ok(_) if shown => {
-                    state.transcript.update(|items| items.push(Item::User { text }));
+                    transcript::push(state.transcript, Item::User { entry_id: None, text });
+                    state.window_start.set(None);
+                    state.scroll_to_end.update(|bump| *bump += 1);
                 }
                 Ok(_) => {}
                 Err(error) if shown => {
@@ -222,11 +237,27 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
                     state.prompt_error.set(Some(format!("Not sent: {}", error.message)));
                 }
                 Err(error) => {
-                    state.notice.set(Some(format!("A prompt was not sent: {}", error.message)))
+                    // Kept as that agent's draft, for when it is opened again.
+                    state.drafts.update(|drafts| {
+                        drafts.entry(agent_id.clone()).or_insert(text);
+                    });
+                    let name = state.agent_name(&agent_id);
+                    state
+                        .notice
+                        .set(Some(format!("A prompt to {name} was not sent: {}", error.message)))
                 }
             }
         }
-        Request::Attach | Request::Borrow | Request::Detach | Request::Command => {
+        Request::Attach => {
+            if let Err(error) = &response.outcome {
+                // The agent on screen is gone (or was never there: a stale
+                // tab): show none rather than a ghost.
+                state.selected.set(None);
+                state.transcript.set(Vec::new());
+                state.notice.set(Some(format!("Could not open the agent: {}", error.message)));
+            }
+        }
+        Request::Borrow | Request::Detach | Request::Command => {
             if let Err(error) = &response.outcome {
                 state.notice.set(Some(format!("{} failed: {}", response.command, error.message)));
             }
@@ -243,9 +274,15 @@ fn apply_sync(state: &ClientState, sync: Sync) {
     let (modes, models, levels) =
         (has("mode-catalog"), has("model-catalog"), has("reasoning-catalog"));
     state.capabilities.set(capabilities.clone());
-    state
-        .transcript
-        .set(transcript_of(&sync.live_window.messages, sync.live_window.compaction_index));
+    // A first sync of the agent just opened shows its end; a resync leaves
+    // the view where the user has it.
+    if state.transcript.with_untracked(Vec::is_empty) {
+        state.scroll_to_end.update(|bump| *bump += 1);
+    }
+    transcript::reconcile(
+        state.transcript,
+        transcript_of(&sync.live_window.messages, sync.live_window.compaction_index),
+    );
     let selected = state.selected.get_untracked().unwrap_or_default();
     // Questions of this agent are exactly the ones the sync re-shows.
     state.questions.update(|questions| questions.retain(|(agent, _), _| *agent != selected));
@@ -268,9 +305,10 @@ fn transcript_of(messages: &[WireMessage], compaction_index: Option<u64>) -> Vec
             Role::User => {
                 for block in &message.content {
                     match block {
-                        ContentBlock::Text { text } => {
-                            items.push(Item::User { text: text.clone() })
-                        }
+                        ContentBlock::Text { text } => items.push(Item::User {
+                            entry_id: Some(message.id.clone()),
+                            text: text.clone(),
+                        }),
                         ContentBlock::ToolResult { tool_call_id, content, is_error } => {
                             let result = shard_protocol::agent::ToolResult {
                                 tool_call_id: tool_call_id.clone(),
@@ -280,80 +318,44 @@ fn transcript_of(messages: &[WireMessage], compaction_index: Option<u64>) -> Vec
                                 duration_ms: None,
                                 render: None,
                             };
-                            set_result(&mut items, result);
+                            let call = items.iter_mut().rev().find_map(|item| match item {
+                                Item::Tool { tool_call_id: id, result, .. }
+                                    if *id == *tool_call_id =>
+                                {
+                                    Some(result)
+                                }
+                                _ => None,
+                            });
+                            if let Some(slot) = call {
+                                *slot = Some(result);
+                            }
                         }
                         _ => {}
                     }
                 }
             }
-            _ => push_assistant(&mut items, &message.id, &message.id, &message.content),
+            _ => {
+                items.push(Item::Assistant {
+                    message_id: message.id.clone(),
+                    entry_id: Some(message.id.clone()),
+                    blocks: transcript::blocks_of(&message.content),
+                });
+                for block in &message.content {
+                    if let ContentBlock::ToolCall { id, name, args } = block {
+                        items.push(Item::Tool {
+                            tool_call_id: id.clone(),
+                            name: name.clone(),
+                            args: serde_json::Value::Object(args.clone()),
+                            read_only: None,
+                            start: None,
+                            result: None,
+                        });
+                    }
+                }
+            }
         }
     }
     items
-}
-
-/// A complete assistant message: replaces the item streamed under
-/// `message_id`, or the one a sync already holds as `entry_id`, else joins
-/// the transcript.
-fn push_assistant(
-    items: &mut Vec<Item>,
-    message_id: &str,
-    entry_id: &str,
-    content: &[ContentBlock],
-) {
-    let blocks: Vec<Block> = content
-        .iter()
-        .filter_map(|block| match block {
-            ContentBlock::Text { text } => Some(Block::Text(text.clone())),
-            ContentBlock::Thinking { text } => Some(Block::Thinking(text.clone())),
-            _ => None,
-        })
-        .collect();
-    let same = |item: &Item| match item {
-        Item::Assistant { message_id: known, entry_id: entry, .. } => {
-            known == message_id || known == entry_id || entry.as_deref() == Some(entry_id)
-        }
-        _ => false,
-    };
-    match items.iter_mut().find(|item| same(item)) {
-        Some(Item::Assistant { blocks: existing, entry_id: entry, .. }) => {
-            *existing = blocks;
-            *entry = Some(entry_id.to_owned());
-        }
-        _ => items.push(Item::Assistant {
-            message_id: message_id.to_owned(),
-            entry_id: Some(entry_id.to_owned()),
-            blocks,
-        }),
-    }
-    for block in content {
-        if let ContentBlock::ToolCall { id, name, args } = block {
-            let known = items
-                .iter()
-                .any(|item| matches!(item, Item::Tool { tool_call_id, .. } if tool_call_id == id));
-            if !known {
-                items.push(Item::Tool {
-                    tool_call_id: id.clone(),
-                    name: name.clone(),
-                    args: serde_json::Value::Object(args.clone()),
-                    read_only: None,
-                    start: None,
-                    result: None,
-                });
-            }
-        }
-    }
-}
-
-fn set_result(items: &mut [Item], result: shard_protocol::agent::ToolResult) {
-    for item in items.iter_mut().rev() {
-        if let Item::Tool { tool_call_id, result: slot, .. } = item {
-            if *tool_call_id == result.tool_call_id {
-                *slot = Some(result);
-                return;
-            }
-        }
-    }
 }
 
 /// Changes the selected agent's row in the list.
@@ -375,54 +377,31 @@ fn update_selected(
 fn agent_event(state: &ClientState, message: ServerMessage) {
     match message {
         ServerMessage::Status(status) => state.status.set(status.status),
-        ServerMessage::MessageDelta(delta) => state.transcript.update(|items| {
-            let at = items.iter().position(|item| matches!(item, Item::Assistant { message_id, .. } if *message_id == delta.message_id));
-            let at = at.unwrap_or_else(|| {
-                items.push(Item::Assistant { message_id: delta.message_id.clone(), entry_id: None, blocks: Vec::new() });
-                items.len() - 1
-            });
-            if let (Item::Assistant { blocks, .. }, Some(text)) = (&mut items[at], delta.text_delta) {
-                match (blocks.last_mut(), delta.kind) {
-                    (Some(Block::Text(current)), DeltaKind::Text) | (Some(Block::Thinking(current)), DeltaKind::Thinking) => {
-                        current.push_str(&text);
-                    }
-                    (_, DeltaKind::Thinking) => blocks.push(Block::Thinking(text)),
-                    _ => blocks.push(Block::Text(text)),
-                }
+        ServerMessage::MessageDelta(delta) => {
+            if let Some(text) = &delta.text_delta {
+                transcript::delta(state.transcript, &delta.message_id, delta.kind, text);
             }
-        }),
-        ServerMessage::MessageComplete(complete) => state.transcript.update(|items| {
-            push_assistant(items, &complete.message_id, &complete.message.id, &complete.message.content);
-        }),
-        ServerMessage::ToolCall(call) => state.transcript.update(|items| {
-            let existing = items.iter_mut().find(|item| matches!(item, Item::Tool { tool_call_id, .. } if *tool_call_id == call.tool_call_id));
-            match existing {
-                Some(Item::Tool { args, read_only, start, .. }) => {
-                    *args = serde_json::Value::Object(call.args.clone());
-                    *read_only = call.read_only;
-                    start.clone_from(&call.render);
-                }
-                _ => items.push(Item::Tool {
-                    tool_call_id: call.tool_call_id,
-                    name: call.name,
-                    args: serde_json::Value::Object(call.args),
-                    read_only: call.read_only,
-                    start: call.render,
-                    result: None,
-                }),
-            }
-        }),
-        ServerMessage::ToolResult(result) => state.transcript.update(|items| set_result(items, result)),
-        ServerMessage::Compaction(compaction) => state.transcript.update(|items| {
-            items.push(Item::Compaction {
+        }
+        ServerMessage::MessageComplete(complete) => transcript::complete(
+            state.transcript,
+            &complete.message_id,
+            &complete.message.id,
+            &complete.message.content,
+        ),
+        ServerMessage::ToolCall(call) => transcript::tool_call(state.transcript, call),
+        ServerMessage::ToolResult(result) => transcript::tool_result(state.transcript, result),
+        ServerMessage::Compaction(compaction) => transcript::push(
+            state.transcript,
+            Item::Compaction {
                 index: compaction.index,
                 tokens_before: compaction.tokens_before,
                 tokens_after: compaction.tokens_after,
-            });
-        }),
-        ServerMessage::Error(error) => state.transcript.update(|items| {
-            items.push(Item::Notice { text: format!("{}: {}", error.code, error.message), error: true });
-        }),
+            },
+        ),
+        ServerMessage::Error(error) => transcript::push(
+            state.transcript,
+            Item::Notice { text: format!("{}: {}", error.code, error.message), error: true },
+        ),
         ServerMessage::ModeChanged(changed) => {
             update_selected(state, |agent| agent.mode = Some(changed.mode.clone()));
             state.mode.set(changed.mode);
@@ -440,7 +419,9 @@ fn agent_event(state: &ClientState, message: ServerMessage) {
         ServerMessage::Usage(usage) => {
             let selected = state.selected.get_untracked();
             state.agents.update(|agents| {
-                if let Some(agent) = agents.iter_mut().find(|agent| Some(&agent.agent_id) == selected.as_ref()) {
+                if let Some(agent) =
+                    agents.iter_mut().find(|agent| Some(&agent.agent_id) == selected.as_ref())
+                {
                     let total = agent.usage.get_or_insert_with(Default::default);
                     total.input += usage.input;
                     total.output += usage.output;

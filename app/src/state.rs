@@ -5,7 +5,7 @@
 //! `ClientMessage` from the protocol crate, with a request id the page
 //! mints and a table of what each id was for ([`Request`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use leptos::prelude::*;
@@ -81,6 +81,8 @@ pub enum Block {
 #[allow(clippy::large_enum_variant)] // short-lived UI state; boxing buys nothing
 pub enum Item {
     User {
+        /// Its session entry, when known (a `sync` says; a live prompt does not).
+        entry_id: Option<String>,
         text: String,
     },
     Assistant {
@@ -198,7 +200,13 @@ pub struct ClientState {
     pub notice: RwSignal<Option<String>>,
     /// The agent shown (and the only interactive attachment).
     pub selected: RwSignal<Option<String>>,
-    pub transcript: RwSignal<Vec<Item>>,
+    pub transcript: crate::transcript::Rows,
+    /// The first transcript row on the page, when the user paged back;
+    /// `None` follows the end (crate::views::transcript).
+    pub window_start: RwSignal<Option<usize>>,
+    /// Bumped to bring the transcript's end into view (an agent opened, a
+    /// prompt sent).
+    pub scroll_to_end: RwSignal<u64>,
     pub status: RwSignal<AgentStatus>,
     pub mode: RwSignal<String>,
     pub capabilities: RwSignal<Vec<String>>,
@@ -214,9 +222,13 @@ pub struct ClientState {
     pub notify: RwSignal<bool>,
     /// The selected agent's runtime generation, from its last `sync`.
     pub epoch: RwSignal<Option<u64>>,
-    /// The prompt being written, and why the last one was refused: both
-    /// outlive a reconnect and a failed send.
+    /// The prompt being written to the agent on screen, and why the last
+    /// one was refused: both outlive a reconnect and a failed send.
     pub draft: RwSignal<String>,
+    /// Half-written prompts to the agents not on screen.
+    pub drafts: RwSignal<BTreeMap<String, String>>,
+    /// Agents that did something while not on screen.
+    pub unread: RwSignal<BTreeSet<String>>,
     pub prompt_error: RwSignal<Option<String>>,
     pub sender: Sender,
     pub requests: Arc<Mutex<Requests>>,
@@ -231,6 +243,8 @@ impl ClientState {
             notice: RwSignal::new(None),
             selected: RwSignal::new(None),
             transcript: RwSignal::new(Vec::new()),
+            window_start: RwSignal::new(None),
+            scroll_to_end: RwSignal::new(0),
             status: RwSignal::new(AgentStatus::Idle),
             mode: RwSignal::new(String::new()),
             capabilities: RwSignal::new(Vec::new()),
@@ -244,6 +258,8 @@ impl ClientState {
             notify: RwSignal::new(false),
             epoch: RwSignal::new(None),
             draft: RwSignal::new(String::new()),
+            drafts: RwSignal::new(BTreeMap::new()),
+            unread: RwSignal::new(BTreeSet::new()),
             prompt_error: RwSignal::new(None),
             sender: Arc::new(Mutex::new(None)),
             requests: Arc::new(Mutex::new(Requests::default())),
@@ -359,10 +375,31 @@ impl ClientState {
         if previous == agent_id {
             return;
         }
+        // Each agent keeps its own half-written prompt.
+        let draft = self.draft.get_untracked();
+        self.drafts.update(|drafts| {
+            if let Some(previous) = &previous {
+                if draft.is_empty() {
+                    drafts.remove(previous);
+                } else {
+                    drafts.insert(previous.clone(), draft);
+                }
+            }
+        });
+        let draft = agent_id.as_ref().and_then(|agent_id| {
+            self.drafts.with_untracked(|drafts| drafts.get(agent_id).cloned())
+        });
+        self.draft.set(draft.unwrap_or_default());
         if let Some(previous) = previous {
             self.detach(&previous, Request::Detach);
         }
+        if let Some(agent_id) = &agent_id {
+            self.unread.update(|unread| {
+                unread.remove(agent_id);
+            });
+        }
         self.transcript.set(Vec::new());
+        self.window_start.set(None);
         self.capabilities.set(Vec::new());
         self.modes.set(Vec::new());
         self.models.set(Vec::new());

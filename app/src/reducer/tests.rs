@@ -73,24 +73,22 @@ fn permission(agent: &str, request_id: &str) -> Value {
 }
 
 fn texts(state: &ClientState) -> Vec<String> {
-    state.transcript.with_untracked(|items| {
-        items
-            .iter()
-            .map(|item| match item {
-                Item::User { text } => format!("user: {text}"),
-                Item::Assistant { blocks, .. } => {
-                    let text: String = blocks
-                        .iter()
-                        .map(|block| match block {
-                            Block::Text(text) | Block::Thinking(text) => text.as_str(),
-                        })
-                        .collect();
-                    format!("assistant: {text}")
-                }
-                other => format!("{other:?}"),
-            })
-            .collect()
-    })
+    crate::transcript::items(state.transcript)
+        .iter()
+        .map(|item| match item {
+            Item::User { text, .. } => format!("user: {text}"),
+            Item::Assistant { blocks, .. } => {
+                let text: String = blocks
+                    .iter()
+                    .map(|block| match block {
+                        Block::Text(text) | Block::Thinking(text) => text.as_str(),
+                    })
+                    .collect();
+                format!("assistant: {text}")
+            }
+            other => format!("{other:?}"),
+        })
+        .collect()
 }
 
 fn hello(version: &str) -> Value {

@@ -1,0 +1,551 @@
+//! The transcript of the agent on screen, shaped so that rendering it stays
+//! cheap at any length:
+//!
+//! - it is a list of [`Row`]s, each with a key that never changes, so the view
+//!   (a keyed `<For>`) creates a row's DOM once and keeps it;
+//! - what changes inside a row lives in its own signals: a `message_delta`
+//!   appends to the last chunk of one block of one message and notifies
+//!   nothing else; the list itself changes only when a row is added;
+//! - streamed text is held in chunks of at most [`CHUNK_BYTES`], so a delta
+//!   rewrites one small text node however long the message grows;
+//! - a message's markdown is parsed once, when it is complete;
+//! - a `sync` is reconciled into the rows already there (same message, same
+//!   key), so a reconnect keeps the DOM, the scroll position and every open
+//!   `<details>`.
+//!
+//! [`Item`] is the same transcript as plain data: what a `sync` describes,
+//! and what tests compare.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use leptos::prelude::{ArcRwSignal, GetUntracked, Set, Update, With, WithUntracked};
+use serde_json::Value;
+use shard_protocol::agent::{DeltaKind, ToolResult};
+use shard_protocol::types::{ContentBlock, RenderDescriptor};
+
+use crate::state::{Block, Item};
+
+/// The most text one streamed chunk holds: a delta rewrites at most this
+/// much of the page.
+pub const CHUNK_BYTES: usize = 2048;
+
+fn next_key() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// One line of the transcript, with the key it keeps for its whole life.
+#[derive(Clone)]
+pub struct Row {
+    pub key: u64,
+    pub kind: RowKind,
+}
+
+#[derive(Clone)]
+pub enum RowKind {
+    User { entry_id: Option<Arc<str>>, text: Arc<str> },
+    Assistant(Message),
+    Tool(Tool),
+    Compaction { index: u64, tokens_before: u64, tokens_after: u64 },
+    Notice { text: Arc<str>, error: bool },
+}
+
+/// An assistant message, streaming or complete.
+#[derive(Clone)]
+pub struct Message {
+    /// The id its deltas carry (for a synced message, its entry id).
+    pub message_id: Arc<str>,
+    /// The session entry it became, once complete.
+    pub entry_id: ArcRwSignal<Option<String>>,
+    pub blocks: ArcRwSignal<Vec<TextBlock>>,
+}
+
+/// One text or thinking block of a message.
+#[derive(Clone)]
+pub struct TextBlock {
+    /// Unique: a message whose blocks are replaced renders the new ones.
+    pub key: u64,
+    pub thinking: bool,
+    /// The text as streamed, in chunks of at most [`CHUNK_BYTES`].
+    pub chunks: ArcRwSignal<Vec<ArcRwSignal<String>>>,
+    /// The whole text once the message is complete: rendered once.
+    pub done: ArcRwSignal<Option<Arc<str>>>,
+    /// Whether the user opened it (a thinking block's `<details>`); kept
+    /// across a completion and a resync.
+    pub open: ArcRwSignal<bool>,
+}
+
+/// A tool call and, once it has one, its result.
+#[derive(Clone)]
+pub struct Tool {
+    pub tool_call_id: Arc<str>,
+    pub call: ArcRwSignal<ToolCall>,
+    /// Whether the user opened its raw output.
+    pub open: ArcRwSignal<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub name: String,
+    pub args: Value,
+    pub read_only: Option<bool>,
+    pub start: Option<RenderDescriptor>,
+    pub result: Option<ToolResult>,
+}
+
+/// Sets `signal` only when the value differs, so nothing re-renders for an
+/// update that changes nothing (a resync of what is already shown).
+fn set_if_changed<T: PartialEq + Send + Sync + 'static>(signal: &ArcRwSignal<T>, value: T) {
+    if signal.with_untracked(|current| *current != value) {
+        signal.set(value);
+    }
+}
+
+impl TextBlock {
+    fn streaming(thinking: bool, text: String) -> Self {
+        Self {
+            key: next_key(),
+            thinking,
+            chunks: ArcRwSignal::new(vec![ArcRwSignal::new(text)]),
+            done: ArcRwSignal::new(None),
+            open: ArcRwSignal::new(false),
+        }
+    }
+
+    fn complete(block: &Block) -> Self {
+        let (thinking, text) = match block {
+            Block::Text(text) => (false, text),
+            Block::Thinking(text) => (true, text),
+        };
+        Self {
+            key: next_key(),
+            thinking,
+            chunks: ArcRwSignal::new(Vec::new()),
+            done: ArcRwSignal::new(Some(Arc::from(text.as_str()))),
+            open: ArcRwSignal::new(false),
+        }
+    }
+
+    /// Appends streamed text: to the last chunk while it has room, else as
+    /// a new chunk (the only case that changes the chunk list).
+    fn append(&self, text: &str) {
+        let last = self.chunks.with_untracked(|chunks| chunks.last().cloned());
+        match last {
+            Some(last) if last.with_untracked(String::len) < CHUNK_BYTES => {
+                last.update(|chunk| chunk.push_str(text))
+            }
+            _ => self.chunks.update(|chunks| chunks.push(ArcRwSignal::new(text.to_owned()))),
+        }
+    }
+
+    /// The text so far (untracked).
+    pub fn text(&self) -> String {
+        if let Some(done) = self.done.get_untracked() {
+            return done.to_string();
+        }
+        self.chunks.with_untracked(|chunks| {
+            chunks.iter().map(|chunk| chunk.get_untracked()).collect::<String>()
+        })
+    }
+
+    fn as_block(&self) -> Block {
+        if self.thinking { Block::Thinking(self.text()) } else { Block::Text(self.text()) }
+    }
+
+    /// The block's final text: shown as such from now on, its chunks freed.
+    fn finish(&self, text: &str) {
+        if self.done.with_untracked(|done| done.as_deref() != Some(text)) {
+            self.done.set(Some(Arc::from(text)));
+        }
+        if self.chunks.with_untracked(|chunks| !chunks.is_empty()) {
+            self.chunks.set(Vec::new());
+        }
+    }
+}
+
+impl Message {
+    fn new(message_id: &str, entry_id: Option<String>, blocks: Vec<TextBlock>) -> Self {
+        Self {
+            message_id: Arc::from(message_id),
+            entry_id: ArcRwSignal::new(entry_id),
+            blocks: ArcRwSignal::new(blocks),
+        }
+    }
+
+    fn is(&self, message_id: &str, entry_id: &str) -> bool {
+        *self.message_id == *message_id
+            || *self.message_id == *entry_id
+            || self.entry_id.with_untracked(|entry| entry.as_deref() == Some(entry_id))
+    }
+
+    /// The message is complete with `blocks`: a streamed block of the same
+    /// kind keeps its DOM (and an open thinking block stays open) and only
+    /// switches to the final text.
+    fn complete(&self, entry_id: &str, blocks: &[Block]) {
+        set_if_changed(&self.entry_id, Some(entry_id.to_owned()));
+        let same_shape = self.blocks.with_untracked(|known| {
+            known.len() == blocks.len()
+                && known
+                    .iter()
+                    .zip(blocks)
+                    .all(|(known, block)| known.thinking == matches!(block, Block::Thinking(_)))
+        });
+        if same_shape {
+            self.blocks.with_untracked(|known| {
+                for (known, block) in known.iter().zip(blocks) {
+                    let (Block::Text(text) | Block::Thinking(text)) = block;
+                    known.finish(text);
+                }
+            });
+        } else {
+            self.blocks.set(blocks.iter().map(TextBlock::complete).collect());
+        }
+    }
+
+    fn delta(&self, kind: DeltaKind, text: &str) {
+        let thinking = kind == DeltaKind::Thinking;
+        let last = self.blocks.with_untracked(|blocks| blocks.last().cloned());
+        match last {
+            Some(block)
+                if block.thinking == thinking && block.done.with_untracked(Option::is_none) =>
+            {
+                block.append(text)
+            }
+            _ => self
+                .blocks
+                .update(|blocks| blocks.push(TextBlock::streaming(thinking, text.to_owned()))),
+        }
+    }
+}
+
+impl Tool {
+    fn new(tool_call_id: &str, call: ToolCall) -> Self {
+        Self {
+            tool_call_id: Arc::from(tool_call_id),
+            call: ArcRwSignal::new(call),
+            open: ArcRwSignal::new(false),
+        }
+    }
+}
+
+impl Row {
+    pub fn new(item: Item) -> Self {
+        let kind = match item {
+            Item::User { entry_id, text } => {
+                RowKind::User { entry_id: entry_id.map(Arc::from), text: Arc::from(text) }
+            }
+            Item::Assistant { message_id, entry_id, blocks } => {
+                let blocks = blocks.iter().map(TextBlock::complete).collect();
+                RowKind::Assistant(Message::new(&message_id, entry_id, blocks))
+            }
+            Item::Tool { tool_call_id, name, args, read_only, start, result } => RowKind::Tool(
+                Tool::new(&tool_call_id, ToolCall { name, args, read_only, start, result }),
+            ),
+            Item::Compaction { index, tokens_before, tokens_after } => {
+                RowKind::Compaction { index, tokens_before, tokens_after }
+            }
+            Item::Notice { text, error } => RowKind::Notice { text: Arc::from(text), error },
+        };
+        Self { key: next_key(), kind }
+    }
+
+    /// The row as plain data, as it is now (untracked).
+    pub fn item(&self) -> Item {
+        match &self.kind {
+            RowKind::User { entry_id, text } => Item::User {
+                entry_id: entry_id.as_deref().map(str::to_owned),
+                text: text.to_string(),
+            },
+            RowKind::Assistant(message) => Item::Assistant {
+                message_id: message.message_id.to_string(),
+                entry_id: message.entry_id.get_untracked(),
+                blocks: message
+                    .blocks
+                    .with_untracked(|blocks| blocks.iter().map(TextBlock::as_block).collect()),
+            },
+            RowKind::Tool(tool) => {
+                let call = tool.call.get_untracked();
+                Item::Tool {
+                    tool_call_id: tool.tool_call_id.to_string(),
+                    name: call.name,
+                    args: call.args,
+                    read_only: call.read_only,
+                    start: call.start,
+                    result: call.result,
+                }
+            }
+            RowKind::Compaction { index, tokens_before, tokens_after } => Item::Compaction {
+                index: *index,
+                tokens_before: *tokens_before,
+                tokens_after: *tokens_after,
+            },
+            RowKind::Notice { text, error } => {
+                Item::Notice { text: text.to_string(), error: *error }
+            }
+        }
+    }
+}
+
+/// The transcript's operations, on the rows signal. Each looks rows up from
+/// the end, where the streaming message and running tools are, so finding
+/// them costs nothing at any length.
+pub type Rows = leptos::prelude::RwSignal<Vec<Row>>;
+
+pub fn push(rows: Rows, item: Item) {
+    rows.update(|rows| rows.push(Row::new(item)));
+}
+
+fn find<T>(rows: Rows, pick: impl Fn(&RowKind) -> Option<T>) -> Option<T> {
+    rows.with_untracked(|rows| rows.iter().rev().find_map(|row| pick(&row.kind)))
+}
+
+fn find_message(rows: Rows, message_id: &str, entry_id: &str) -> Option<Message> {
+    find(rows, |kind| match kind {
+        RowKind::Assistant(message) if message.is(message_id, entry_id) => Some(message.clone()),
+        _ => None,
+    })
+}
+
+fn find_tool(rows: Rows, tool_call_id: &str) -> Option<Tool> {
+    find(rows, |kind| match kind {
+        RowKind::Tool(tool) if *tool.tool_call_id == *tool_call_id => Some(tool.clone()),
+        _ => None,
+    })
+}
+
+/// A `message_delta`: one block of one message grows.
+pub fn delta(rows: Rows, message_id: &str, kind: DeltaKind, text: &str) {
+    match find_message(rows, message_id, message_id) {
+        Some(message) => message.delta(kind, text),
+        None => {
+            let thinking = kind == DeltaKind::Thinking;
+            let block = TextBlock::streaming(thinking, text.to_owned());
+            let message = Message::new(message_id, None, vec![block]);
+            rows.update(|rows| {
+                rows.push(Row { key: next_key(), kind: RowKind::Assistant(message) })
+            });
+        }
+    }
+}
+
+/// The text and thinking blocks of a message's content.
+pub fn blocks_of(content: &[ContentBlock]) -> Vec<Block> {
+    content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text { text } => Some(Block::Text(text.clone())),
+            ContentBlock::Thinking { text } => Some(Block::Thinking(text.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A complete assistant message: it replaces what streamed under
+/// `message_id`, or the message a sync holds as `entry_id`, else joins the
+/// transcript; its tool calls follow it.
+pub fn complete(rows: Rows, message_id: &str, entry_id: &str, content: &[ContentBlock]) {
+    let blocks = blocks_of(content);
+    match find_message(rows, message_id, entry_id) {
+        Some(message) => message.complete(entry_id, &blocks),
+        None => push(
+            rows,
+            Item::Assistant {
+                message_id: message_id.to_owned(),
+                entry_id: Some(entry_id.to_owned()),
+                blocks,
+            },
+        ),
+    }
+    for block in content {
+        if let ContentBlock::ToolCall { id, name, args } = block {
+            if find_tool(rows, id).is_none() {
+                push(rows, tool_item(id, name, Value::Object(args.clone())));
+            }
+        }
+    }
+}
+
+fn tool_item(tool_call_id: &str, name: &str, args: Value) -> Item {
+    Item::Tool {
+        tool_call_id: tool_call_id.to_owned(),
+        name: name.to_owned(),
+        args,
+        read_only: None,
+        start: None,
+        result: None,
+    }
+}
+
+/// A `tool_call`: the call's row, made or brought up to date.
+pub fn tool_call(rows: Rows, call: shard_protocol::agent::ToolCall) {
+    match find_tool(rows, &call.tool_call_id) {
+        Some(tool) => tool.call.update(|known| {
+            known.args = Value::Object(call.args);
+            known.read_only = call.read_only;
+            known.start = call.render;
+        }),
+        None => push(
+            rows,
+            Item::Tool {
+                tool_call_id: call.tool_call_id,
+                name: call.name,
+                args: Value::Object(call.args),
+                read_only: call.read_only,
+                start: call.render,
+                result: None,
+            },
+        ),
+    }
+}
+
+/// A `tool_result`, onto its call.
+pub fn tool_result(rows: Rows, result: ToolResult) {
+    if let Some(tool) = find_tool(rows, &result.tool_call_id) {
+        tool.call.update(|call| call.result = Some(result));
+    }
+}
+
+/// What says two rows are the same line of the conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Identity {
+    Entry(String),
+    Tool(String),
+    /// A prompt shown before its entry id was known.
+    Said(String),
+    Compaction(u64),
+}
+
+fn identities(row: &Row) -> Vec<Identity> {
+    match &row.kind {
+        RowKind::User { entry_id: Some(entry_id), .. } => {
+            vec![Identity::Entry(entry_id.to_string())]
+        }
+        RowKind::User { entry_id: None, text } => vec![Identity::Said(text.to_string())],
+        RowKind::Assistant(message) => {
+            let mut ids = vec![Identity::Entry(message.message_id.to_string())];
+            if let Some(entry_id) = message.entry_id.get_untracked() {
+                if *entry_id != *message.message_id {
+                    ids.push(Identity::Entry(entry_id));
+                }
+            }
+            ids
+        }
+        RowKind::Tool(tool) => vec![Identity::Tool(tool.tool_call_id.to_string())],
+        RowKind::Compaction { index, .. } => vec![Identity::Compaction(*index)],
+        RowKind::Notice { .. } => Vec::new(),
+    }
+}
+
+fn wanted(item: &Item) -> Vec<Identity> {
+    match item {
+        Item::User { entry_id, text } => entry_id
+            .iter()
+            .map(|entry_id| Identity::Entry(entry_id.clone()))
+            .chain([Identity::Said(text.clone())])
+            .collect(),
+        Item::Assistant { message_id, entry_id, .. } => [Some(message_id), entry_id.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|id| Identity::Entry(id.clone()))
+            .collect(),
+        Item::Tool { tool_call_id, .. } => vec![Identity::Tool(tool_call_id.clone())],
+        Item::Compaction { index, .. } => vec![Identity::Compaction(*index)],
+        Item::Notice { .. } => Vec::new(),
+    }
+}
+
+/// Brings `row` (the same line as `item`) up to date with it, keeping its
+/// key and signals.
+fn refresh(row: &Row, item: Item) -> Row {
+    match (&row.kind, item) {
+        (RowKind::Assistant(message), Item::Assistant { entry_id, blocks, message_id }) => {
+            message.complete(entry_id.as_deref().unwrap_or(&message_id), &blocks);
+            row.clone()
+        }
+        (RowKind::Tool(tool), Item::Tool { name, args, read_only, start, result, .. }) => {
+            // A sync knows less of a call than its live events did.
+            let known = tool.call.get_untracked();
+            let call = ToolCall {
+                name,
+                args,
+                read_only: read_only.or(known.read_only),
+                start: start.or(known.start),
+                result: known.result.or(result),
+            };
+            set_if_changed(&tool.call, call);
+            row.clone()
+        }
+        (RowKind::User { text, .. }, Item::User { entry_id, .. }) => Row {
+            key: row.key,
+            kind: RowKind::User { entry_id: entry_id.map(Arc::from), text: text.clone() },
+        },
+        _ => row.clone(),
+    }
+}
+
+/// A `sync`'s transcript, reconciled into the rows already shown: a line
+/// that is already there keeps its row (its key, DOM and open state), in
+/// the sync's order; the rest are new; rows the sync no longer holds go.
+pub fn reconcile(rows: Rows, items: Vec<Item>) {
+    let old = rows.with_untracked(Clone::clone);
+    let mut at: HashMap<Identity, VecDeque<usize>> = HashMap::new();
+    for (index, row) in old.iter().enumerate() {
+        for identity in identities(row) {
+            at.entry(identity).or_default().push_back(index);
+        }
+    }
+    let mut used = vec![false; old.len()];
+    let mut next = 0;
+    let mut reconciled = Vec::with_capacity(items.len());
+    for item in items {
+        // The first unused row, in order, that is this line.
+        let mut matched = None;
+        for identity in wanted(&item) {
+            if let Some(queue) = at.get_mut(&identity) {
+                while let Some(&index) = queue.front() {
+                    if index < next || used[index] {
+                        queue.pop_front();
+                        continue;
+                    }
+                    matched = Some(index);
+                    break;
+                }
+            }
+            if matched.is_some() {
+                break;
+            }
+        }
+        match matched {
+            Some(index) => {
+                used[index] = true;
+                next = index + 1;
+                reconciled.push(refresh(&old[index], item));
+            }
+            None => reconciled.push(Row::new(item)),
+        }
+    }
+    let unchanged = reconciled.len() == old.len()
+        && reconciled.iter().zip(&old).all(|(new, old)| new.key == old.key);
+    if !unchanged {
+        rows.set(reconciled);
+    }
+}
+
+/// The rows as plain data (untracked), for tests.
+#[cfg(test)]
+pub fn items(rows: Rows) -> Vec<Item> {
+    rows.with_untracked(|rows| rows.iter().map(Row::item).collect())
+}
+
+/// Tracks `rows` and returns the ones in `range`.
+pub fn window(rows: Rows, range: std::ops::Range<usize>) -> Vec<Row> {
+    rows.with(|rows| {
+        let end = range.end.min(rows.len());
+        rows[range.start.min(end)..end].to_vec()
+    })
+}
+
+#[cfg(test)]
+mod tests;

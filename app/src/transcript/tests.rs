@@ -1,0 +1,162 @@
+//! The transcript's rows under a stream, a completion and a resync: what
+//! changes, and above all what does not.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use leptos::prelude::{ArcMemo, Get, GetUntracked, RwSignal, Set, With, WithUntracked};
+use shard_protocol::agent::DeltaKind;
+use shard_protocol::types::ContentBlock;
+
+use super::{CHUNK_BYTES, Row, RowKind, Rows, complete, delta, items, reconcile};
+use crate::state::{Block, Item};
+
+fn rows() -> Rows {
+    let owner = leptos::prelude::Owner::new_root(None);
+    owner.set();
+    std::mem::forget(owner);
+    RwSignal::new(Vec::new())
+}
+
+/// How many times `read` was evaluated so far: a memo over it re-runs only
+/// when something it read was notified.
+fn watch(read: impl Fn() -> usize + Send + Sync + 'static) -> (ArcMemo<usize>, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let memo = ArcMemo::new(move |_| {
+        counter.fetch_add(1, Ordering::Relaxed);
+        read()
+    });
+    memo.get();
+    (memo, runs)
+}
+
+fn text(content: &str) -> Vec<ContentBlock> {
+    vec![ContentBlock::Text { text: content.to_owned() }]
+}
+
+fn message(rows: Rows, at: usize) -> super::Message {
+    rows.with_untracked(|rows| match &rows[at].kind {
+        RowKind::Assistant(message) => message.clone(),
+        _ => panic!("row {at} is not a message"),
+    })
+}
+
+fn synced(items: &[(&str, &str)]) -> Vec<Item> {
+    items
+        .iter()
+        .map(|(id, said)| match id.strip_prefix("u-") {
+            Some(_) => Item::User { entry_id: Some((*id).to_owned()), text: (*said).to_owned() },
+            None => Item::Assistant {
+                message_id: (*id).to_owned(),
+                entry_id: Some((*id).to_owned()),
+                blocks: vec![Block::Text((*said).to_owned())],
+            },
+        })
+        .collect()
+}
+
+#[test]
+fn a_delta_touches_one_block_of_one_message_and_nothing_else() {
+    let rows = rows();
+    reconcile(rows, synced(&[("u-1", "hi"), ("e-1", "earlier answer")]));
+    delta(rows, "m-2", DeltaKind::Text, "tick-1 ");
+    let earlier = message(rows, 1);
+    let streaming = message(rows, 2);
+    let (list, list_runs) = watch(move || rows.with(Vec::len));
+    let other = earlier.blocks.clone();
+    let (_, other_runs) = watch(move || other.with(Vec::len));
+    let blocks = streaming.blocks.clone();
+    let (_, block_runs) = watch(move || blocks.with(Vec::len));
+    for index in 2..=2_000 {
+        delta(rows, "m-2", DeltaKind::Text, &format!("tick-{index} "));
+    }
+    assert_eq!(list.get(), 3);
+    assert_eq!(list_runs.load(Ordering::Relaxed), 1, "the row list was never notified");
+    assert_eq!(other_runs.load(Ordering::Relaxed), 1, "another message was never notified");
+    assert_eq!(block_runs.load(Ordering::Relaxed), 1, "no block was added to the message");
+    let block = streaming.blocks.with_untracked(|blocks| blocks[0].clone());
+    let chunks = block.chunks.get_untracked();
+    assert!(chunks.len() > 1, "long text is split into chunks");
+    for chunk in &chunks {
+        assert!(chunk.with_untracked(String::len) < CHUNK_BYTES + 16, "a chunk stays small");
+    }
+    let expected: String = (1..=2_000).map(|index| format!("tick-{index} ")).collect();
+    assert_eq!(block.text(), expected, "nothing lost or reordered across chunks");
+}
+
+#[test]
+fn completing_a_streamed_message_keeps_its_row_and_blocks() {
+    let rows = rows();
+    delta(rows, "m-1", DeltaKind::Thinking, "let me ");
+    delta(rows, "m-1", DeltaKind::Thinking, "think");
+    delta(rows, "m-1", DeltaKind::Text, "**done**");
+    let streamed = message(rows, 0);
+    let keys: Vec<u64> =
+        streamed.blocks.with_untracked(|blocks| blocks.iter().map(|b| b.key).collect());
+    // The user opened the thinking block while it streamed.
+    streamed.blocks.with_untracked(|blocks| blocks[0].open.set(true));
+    let key = rows.with_untracked(|rows| rows[0].key);
+    let content = vec![
+        ContentBlock::Thinking { text: "let me think".to_owned() },
+        ContentBlock::Text { text: "**done**".to_owned() },
+    ];
+    complete(rows, "m-1", "e-1", &content);
+    assert_eq!(rows.with_untracked(|rows| (rows.len(), rows[0].key)), (1, key));
+    let finished = message(rows, 0);
+    let after: Vec<u64> =
+        finished.blocks.with_untracked(|blocks| blocks.iter().map(|b| b.key).collect());
+    assert_eq!(after, keys, "same blocks, so the same DOM");
+    finished.blocks.with_untracked(|blocks| {
+        assert!(blocks[0].open.get_untracked(), "the open thinking block stays open");
+        assert_eq!(blocks[1].done.get_untracked().as_deref(), Some("**done**"));
+        assert!(blocks[1].chunks.with_untracked(Vec::is_empty), "the streamed chunks are freed");
+    });
+    assert_eq!(finished.entry_id.get_untracked().as_deref(), Some("e-1"));
+}
+
+#[test]
+fn a_resync_keeps_the_rows_it_already_shows() {
+    let rows = rows();
+    // Live: a prompt shown on acceptance (no entry id yet), a streamed reply.
+    super::push(rows, Item::User { entry_id: None, text: "hi".to_owned() });
+    delta(rows, "m-1", DeltaKind::Text, "You said");
+    complete(rows, "m-1", "e-2", &text("You said: hi"));
+    let before: Vec<u64> = rows.with_untracked(|rows| rows.iter().map(|row| row.key).collect());
+    let (list, list_runs) = watch(move || rows.with(Vec::len));
+    // A reconnect's sync holds the same two lines.
+    reconcile(rows, synced(&[("u-1", "hi"), ("e-2", "You said: hi")]));
+    let after: Vec<u64> = rows.with_untracked(|rows| rows.iter().map(|row| row.key).collect());
+    assert_eq!(after, before, "same rows, same keys");
+    list.get();
+    assert_eq!(list_runs.load(Ordering::Relaxed), 1, "nothing to re-render");
+    // A longer one adds only what is new, after them.
+    reconcile(rows, synced(&[("u-1", "hi"), ("e-2", "You said: hi"), ("u-3", "more")]));
+    let grown: Vec<u64> = rows.with_untracked(|rows| rows.iter().map(|row| row.key).collect());
+    assert_eq!(&grown[..2], &before[..]);
+    assert_eq!(grown.len(), 3);
+    // One that no longer holds a line drops it and keeps the rest.
+    reconcile(rows, synced(&[("e-2", "You said: hi"), ("u-3", "more")]));
+    let kept: Vec<u64> = rows.with_untracked(|rows| rows.iter().map(|row| row.key).collect());
+    assert_eq!(kept, &grown[1..]);
+    assert_eq!(items(rows).len(), 2);
+}
+
+#[test]
+fn a_sync_of_another_transcript_replaces_every_row() {
+    let rows = rows();
+    reconcile(rows, synced(&[("u-1", "hi"), ("e-1", "hello")]));
+    let before: Vec<Row> = rows.get_untracked();
+    reconcile(rows, synced(&[("u-7", "other"), ("e-8", "agent")]));
+    let after = rows.get_untracked();
+    assert!(after.iter().all(|row| before.iter().all(|old| old.key != row.key)));
+    let texts: Vec<String> = items(rows)
+        .into_iter()
+        .map(|item| match item {
+            Item::User { text, .. } => text,
+            Item::Assistant { blocks, .. } => format!("{blocks:?}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(texts, ["other", "[Text(\"agent\")]"]);
+}

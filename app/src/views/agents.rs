@@ -1,0 +1,205 @@
+//! The agent list (one keyed row per agent, each updating on its own) and
+//! the form that creates an agent.
+
+use leptos::prelude::*;
+use shard_protocol::types::AgentInfo;
+
+use super::{phase_label, runtime_label, state, status_label, waiting};
+use crate::state::Connection;
+
+#[component]
+pub fn CreateAgent() -> impl IntoView {
+    let state = state();
+    let cwd = RwSignal::new(String::new());
+    let name = RwSignal::new(String::new());
+    let model = RwSignal::new(String::new());
+    let mode = RwSignal::new(String::new());
+    let connected = move || state.connection.get() == Connection::Connected;
+    let submit = {
+        let state = state.clone();
+        move |event: leptos::ev::SubmitEvent| {
+            event.prevent_default();
+            let cwd_value = cwd.get_untracked();
+            if cwd_value.trim().is_empty() {
+                state
+                    .notice
+                    .set(Some("Give the agent a working directory (an absolute path).".to_owned()));
+                return;
+            }
+            state.create_agent(
+                cwd_value.trim(),
+                name.get_untracked().trim(),
+                model.get_untracked().trim(),
+                &mode.get_untracked(),
+            );
+            name.set(String::new());
+        }
+    };
+    view! {
+        <details class="create-panel">
+            <summary>"New agent"</summary>
+            <form class="create" on:submit=submit aria-label="Create an agent">
+                <label>"Working directory"
+                    <input name="cwd" type="text" placeholder="/home/me/project" required
+                        prop:value=cwd on:input=move |event| cwd.set(event_target_value(&event))/>
+                </label>
+                <label>"Name"
+                    <input name="name" type="text" placeholder="optional"
+                        prop:value=name on:input=move |event| name.set(event_target_value(&event))/>
+                </label>
+                <label>"Model"
+                    <input name="model" type="text" placeholder="default"
+                        prop:value=model on:input=move |event| model.set(event_target_value(&event))/>
+                </label>
+                <label>"Mode"
+                    <select name="mode" on:change=move |event| mode.set(event_target_value(&event))>
+                        <option value="">"default"</option>
+                        <option value="build">"build"</option>
+                        <option value="plan">"plan"</option>
+                    </select>
+                </label>
+                <button type="submit" disabled=move || !connected()>"Create agent"</button>
+            </form>
+        </details>
+    }
+}
+
+/// How the list is sorted.
+fn sorted(mut list: Vec<AgentInfo>, sort: &str) -> Vec<AgentInfo> {
+    match sort {
+        "name" => list.sort_by_key(|agent| agent.name.clone().unwrap_or_default().to_lowercase()),
+        "status" => list.sort_by_key(|agent| (!waiting(agent.status), status_label(agent.status))),
+        "cost" => list.sort_by(|a, b| {
+            let cost = |agent: &AgentInfo| {
+                agent.usage.as_ref().map_or(0, |usage| usage.input + usage.output)
+            };
+            cost(b).cmp(&cost(a))
+        }),
+        _ => {}
+    }
+    list
+}
+
+fn matches(agent: &AgentInfo, needle: &str) -> bool {
+    needle.is_empty()
+        || [
+            agent.name.as_deref().unwrap_or(""),
+            &agent.cwd,
+            &agent.agent_id,
+            agent.model.as_deref().unwrap_or(""),
+        ]
+        .iter()
+        .any(|field| field.to_lowercase().contains(needle))
+}
+
+/// Every agent, filtered and sorted. Rows are keyed by agent: a change to
+/// one agent updates its row only.
+#[component]
+pub fn AgentList() -> impl IntoView {
+    let state = state();
+    let filter = RwSignal::new(String::new());
+    let sort = RwSignal::new("created".to_owned());
+    let agents = state.agents;
+    // The ids in order: the list itself changes only when this does.
+    let order = Memo::new(move |_| {
+        let needle = filter.get().to_lowercase();
+        let list = agents.with(|agents| {
+            agents.iter().filter(|agent| matches(agent, &needle)).cloned().collect()
+        });
+        sorted(list, &sort.get()).into_iter().map(|agent| agent.agent_id).collect::<Vec<_>>()
+    });
+    let none = move || agents.with(Vec::is_empty);
+    let no_match = move || !none() && order.with(Vec::is_empty);
+    view! {
+        <section class="agent-list" aria-label="Agents">
+            <div class="list-tools">
+                <input type="search" class="filter" placeholder="Filter agents" aria-label="Filter agents"
+                    prop:value=filter on:input=move |event| filter.set(event_target_value(&event))/>
+                <label class="sort">"Sort"
+                    <select aria-label="Sort agents" on:change=move |event| sort.set(event_target_value(&event))>
+                        <option value="created">"created"</option>
+                        <option value="name">"name"</option>
+                        <option value="status">"needs me"</option>
+                        <option value="cost">"usage"</option>
+                    </select>
+                </label>
+            </div>
+            <ul class="agents">
+                <Show when=none><li class="empty">"No agents yet."</li></Show>
+                <Show when=no_match><li class="empty">"No agent matches."</li></Show>
+                <For each=move || order.get() key=String::clone let:agent_id>
+                    <AgentRow agent_id=agent_id/>
+                </For>
+            </ul>
+        </section>
+    }
+}
+
+/// One agent's row: its name, badges, status, activity, place and usage.
+#[component]
+fn AgentRow(agent_id: String) -> impl IntoView {
+    let state = state();
+    let info = {
+        let agents = state.agents;
+        let agent_id = agent_id.clone();
+        Memo::new(move |_| {
+            agents.with(|agents| agents.iter().find(|agent| agent.agent_id == agent_id).cloned())
+        })
+    };
+    let field = move |read: fn(&AgentInfo) -> String| {
+        move || info.with(|info| info.as_ref().map(read).unwrap_or_default())
+    };
+    let doing = {
+        let activity = state.activity;
+        let agent_id = agent_id.clone();
+        Memo::new(move |_| {
+            activity.with(|map| {
+                map.get(&agent_id).map(|(phase, tool)| match tool {
+                    Some(tool) => format!("{} · {tool}", phase_label(*phase)),
+                    None => phase_label(*phase).to_owned(),
+                })
+            })
+        })
+    };
+    let unread = {
+        let unread = state.unread;
+        let agent_id = agent_id.clone();
+        Memo::new(move |_| unread.with(|unread| unread.contains(&agent_id)))
+    };
+    let needs_you =
+        move || info.with(|info| info.as_ref().is_some_and(|info| waiting(info.status)));
+    let is_selected = {
+        let selected = state.selected;
+        let agent_id = agent_id.clone();
+        move || selected.with(|selected| selected.as_deref() == Some(agent_id.as_str()))
+    };
+    let name = field(|info| info.name.clone().unwrap_or_else(|| info.agent_id.clone()));
+    let status = field(|info| status_label(info.status).to_owned());
+    let select = {
+        let state = state.clone();
+        let agent_id = agent_id.clone();
+        move |_| state.select(Some(agent_id.clone()))
+    };
+    view! {
+        <li class="agent" class:selected=is_selected class:unread=move || unread.get() data-agent-id=agent_id>
+            <button class="open" on:click=select aria-label=move || format!("Open {}", name())>
+                <span class="name">{name}</span>
+                <Show when=needs_you>
+                    <span class="badge waiting" title="a question is waiting for you">"waiting for you"</span>
+                </Show>
+                <Show when=move || unread.get()>
+                    <span class="badge unread" title="new activity since you last looked">"new"</span>
+                </Show>
+            </button>
+            <span class="status" data-status=status>{status}</span>
+            <span class="runtime">{field(|info| runtime_label(info.runtime_state).to_owned())}</span>
+            <span class="activity">{move || doing.get()}</span>
+            <span class="cwd" title=field(|info| info.cwd.clone())>{field(|info| info.cwd.clone())}</span>
+            <span class="model">{field(|info| [info.model.clone(), info.mode.clone()].into_iter().flatten().collect::<Vec<_>>().join(" · "))}</span>
+            <span class="usage">{field(|info| info.usage.as_ref().map(|usage| match usage.cost {
+                Some(cost) => format!("{} tok · ${cost:.4}", usage.input + usage.output),
+                None => format!("{} tok", usage.input + usage.output),
+            }).unwrap_or_default())}</span>
+        </li>
+    }
+}

@@ -1,0 +1,90 @@
+//! The dashboard's components, by what they show: the agent list
+//! ([`agents`]), the agent on screen with its pickers and prompt box
+//! ([`agent`]), its transcript ([`transcript`]) and tool calls ([`tools`]),
+//! and the questions: the dialog and the approval inbox ([`questions`]).
+//! Every component takes the page's [`ClientState`](crate::state::ClientState)
+//! from context ([`state`]).
+
+mod agent;
+mod agents;
+mod questions;
+mod tools;
+mod transcript;
+
+use leptos::html;
+use leptos::prelude::*;
+use shard_protocol::orchestrator::ActivityPhase;
+use shard_protocol::types::{AgentStatus, RuntimeState};
+
+pub use agent::AgentView;
+pub use agents::{AgentList, CreateAgent};
+pub use questions::{Inbox, QuestionDialog};
+
+use crate::state::ClientState;
+
+/// A `<details>` whose open state lives in `open`, so that it stays as the
+/// user left it when its content is rendered again.
+#[component]
+fn Details(
+    #[prop(into)] class: String,
+    open: ArcRwSignal<bool>,
+    children: Children,
+) -> impl IntoView {
+    let element: NodeRef<html::Details> = NodeRef::new();
+    let toggled = open.clone();
+    view! {
+        <details class=class node_ref=element prop:open=open.get_untracked()
+            on:toggle=move |_| {
+                if let Some(element) = element.get_untracked() {
+                    toggled.set(element.open());
+                }
+            }>
+            {children()}
+        </details>
+    }
+}
+
+/// The page's state, provided once by the dashboard.
+fn state() -> ClientState {
+    expect_context::<ClientState>()
+}
+
+pub(crate) fn status_label(status: AgentStatus) -> &'static str {
+    match status {
+        AgentStatus::Idle => "idle",
+        AgentStatus::Streaming => "streaming",
+        AgentStatus::WaitingForPermission => "waiting for permission",
+        AgentStatus::WaitingForUi => "waiting for an answer",
+        AgentStatus::Compacting => "compacting",
+        AgentStatus::Error => "error",
+        AgentStatus::Unknown => "unknown",
+    }
+}
+
+pub(crate) fn runtime_label(state: RuntimeState) -> &'static str {
+    match state {
+        RuntimeState::Starting => "starting",
+        RuntimeState::Running => "running",
+        RuntimeState::Stopped => "stopped",
+        RuntimeState::Failed => "failed",
+        RuntimeState::Unknown => "unknown",
+    }
+}
+
+pub(crate) fn phase_label(phase: ActivityPhase) -> &'static str {
+    match phase {
+        ActivityPhase::Idle => "idle",
+        ActivityPhase::Thinking => "thinking",
+        ActivityPhase::Streaming => "writing",
+        ActivityPhase::Tool => "running a tool",
+        ActivityPhase::Waiting => "waiting",
+        ActivityPhase::Compacting => "compacting",
+        ActivityPhase::Retrying => "retrying",
+        ActivityPhase::Error => "error",
+        ActivityPhase::Unknown => "",
+    }
+}
+
+pub(crate) fn waiting(status: AgentStatus) -> bool {
+    matches!(status, AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi)
+}

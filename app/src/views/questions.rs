@@ -1,0 +1,322 @@
+//! Questions: the dialog for the agent on screen and the approval inbox for
+//! every agent, both built so that nothing answers by accident
+//! (crate::guard): no focus onto an answer, shortcuts only on the focused
+//! question, nothing before it is armed, "Always allow" never one keystroke.
+
+use leptos::html;
+use leptos::prelude::*;
+use shard_protocol::agent::{
+    Decision, PendingKind, PermissionAnswer, PermissionRequest, UiKind, UiRequest, UiValue,
+};
+
+use super::state;
+use crate::guard;
+use crate::state::{Answer, Question};
+
+/// The answers a permission request offers: the server's choices, else the
+/// legacy options. "Always allow" (intent `persist`) never gets a shortcut
+/// (crate::guard).
+fn permission_answers(
+    request: &PermissionRequest,
+) -> Vec<(String, String, Option<String>, Answer)> {
+    match &request.choices {
+        Some(choices) if !choices.is_empty() => choices
+            .iter()
+            .map(|choice| {
+                let intent = format!("{:?}", choice.intent).to_lowercase();
+                let key = if intent == "persist" { None } else { choice.accelerator.clone() };
+                (
+                    choice.label.clone(),
+                    intent,
+                    key,
+                    Answer::Permission(PermissionAnswer::Choice(choice.id.clone())),
+                )
+            })
+            .collect(),
+        _ => request
+            .options
+            .iter()
+            .map(|option| {
+                let (label, intent, key) = match option {
+                    Decision::Allow => ("Allow", "allow", Some("y")),
+                    Decision::AllowAlways => ("Always allow", "persist", None),
+                    Decision::Deny => ("Deny", "deny", Some("n")),
+                };
+                (
+                    label.to_owned(),
+                    intent.to_owned(),
+                    key.map(str::to_owned),
+                    Answer::Permission(PermissionAnswer::Decision(*option)),
+                )
+            })
+            .collect(),
+    }
+}
+
+/// The answer a key press gives to `question`, if the guard lets it.
+fn shortcut_answer(
+    question: &Question,
+    event: &leptos::ev::KeyboardEvent,
+    shown_at: f64,
+) -> Option<Answer> {
+    let PendingKind::Permission(request) = &question.request else { return None };
+    let answers = permission_answers(request);
+    let keys: Vec<String> = answers.iter().filter_map(|(_, _, key, _)| key.clone()).collect();
+    let key = event.key();
+    let press = guard::Press {
+        key: &key,
+        ctrl: event.ctrl_key(),
+        alt: event.alt_key(),
+        meta: event.meta_key(),
+        shift: event.shift_key(),
+        repeat: event.repeat(),
+    };
+    let pressed = guard::shortcut(&press, &keys, shown_at, guard::now_ms())?;
+    answers
+        .into_iter()
+        .find(|(_, _, key, _)| key.as_deref() == Some(pressed))
+        .map(|(_, _, _, answer)| answer)
+}
+
+/// A question's body and answer controls (shared by the dialog and the inbox).
+/// Nothing answers before the question is armed (`shown_at`, crate::guard).
+#[component]
+pub fn QuestionBody(question: Question, shown_at: f64) -> impl IntoView {
+    let state = state();
+    // The answers are disabled until armed, so they look it too. An effect,
+    // so the timer only ever runs in the browser.
+    let armed = RwSignal::new(false);
+    Effect::new(move |_| {
+        let wait = (guard::ARM_DELAY_MS - (guard::now_ms() - shown_at)).max(0.0);
+        set_timeout(
+            move || {
+                armed.try_set(true);
+            },
+            std::time::Duration::from_millis(wait as u64),
+        );
+    });
+    match question.request.clone() {
+        PendingKind::Permission(request) => {
+            let details = request.details.clone().unwrap_or_default();
+            let answers = permission_answers(&request);
+            view! {
+                <p class="question-prompt">{request.prompt.clone()}</p>
+                <dl class="details">
+                    {details.into_iter().map(|detail| {
+                        let format = detail.format.map(|format| format!("{format:?}").to_lowercase()).unwrap_or_default();
+                        view! { <dt>{detail.label.unwrap_or_default()}</dt><dd data-format=format><pre>{detail.value}</pre></dd> }
+                    }).collect_view()}
+                </dl>
+                <div class="answers">
+                    {answers.into_iter().map(|(label, intent, key, answer)| {
+                        let state = state.clone();
+                        let question = question.clone();
+                        // "Always allow" takes a second, separate activation.
+                        let persist = intent == "persist";
+                        let confirming = RwSignal::new(false);
+                        let text = match &key { Some(key) => format!("{label} ({key})"), None => label.clone() };
+                        let shown = move || if confirming.get() { format!("Confirm: {}", label.to_lowercase()) } else { text.clone() };
+                        let click = move |_| {
+                            if !guard::armed(shown_at, guard::now_ms()) {
+                                return;
+                            }
+                            if persist && !confirming.get_untracked() {
+                                confirming.set(true);
+                                return;
+                            }
+                            state.answer(&question, answer.clone());
+                        };
+                        view! {
+                            <button class="answer" data-intent=intent data-key=key.unwrap_or_default()
+                                prop:disabled=move || !armed.get() class:confirming=move || confirming.get()
+                                on:click=click>{shown}</button>
+                        }
+                    }).collect_view()}
+                </div>
+            }.into_any()
+        }
+        PendingKind::Ui(request) => {
+            view! { <UiBody question=question request=request shown_at=shown_at armed=armed/> }
+                .into_any()
+        }
+    }
+}
+
+#[component]
+fn UiBody(
+    question: Question,
+    request: UiRequest,
+    shown_at: f64,
+    armed: RwSignal<bool>,
+) -> impl IntoView {
+    let state = state();
+    let value = RwSignal::new(request.prefill.clone().unwrap_or_default());
+    let respond = move |answer: Option<UiValue>| {
+        if guard::armed(shown_at, guard::now_ms()) {
+            state.answer(&question, Answer::Ui(answer))
+        }
+    };
+    let message = request.message.clone().or(request.title.clone()).unwrap_or_default();
+    let body = match request.kind {
+        UiKind::Select => {
+            let respond = respond.clone();
+            request.options.clone().unwrap_or_default().into_iter().map(|option| {
+                let respond = respond.clone();
+                let label = option.clone();
+                view! { <button class="answer" prop:disabled=move || !armed.get() on:click=move |_| respond(Some(UiValue::Text(option.clone())))>{label}</button> }
+            }).collect_view().into_any()
+        }
+        UiKind::Confirm => {
+            let (yes, no) = (respond.clone(), respond.clone());
+            view! {
+                <button class="answer" prop:disabled=move || !armed.get() data-intent="allow" on:click=move |_| yes(Some(UiValue::Text("yes".to_owned())))>"Yes"</button>
+                <button class="answer" prop:disabled=move || !armed.get() data-intent="deny" on:click=move |_| no(Some(UiValue::Text("no".to_owned())))>"No"</button>
+            }.into_any()
+        }
+        UiKind::Editor => {
+            let submit = respond.clone();
+            view! {
+                <textarea aria-label="Answer" rows="6" prop:value=value on:input=move |event| value.set(event_target_value(&event))></textarea>
+                <button class="answer" prop:disabled=move || !armed.get() on:click=move |_| submit(Some(UiValue::Text(value.get_untracked())))>"Submit"</button>
+            }.into_any()
+        }
+        _ => {
+            let submit = respond.clone();
+            let placeholder = request.placeholder.clone().unwrap_or_default();
+            view! {
+                <input type="text" aria-label="Answer" placeholder=placeholder prop:value=value on:input=move |event| value.set(event_target_value(&event))/>
+                <button class="answer" prop:disabled=move || !armed.get() on:click=move |_| submit(Some(UiValue::Text(value.get_untracked())))>"Submit"</button>
+            }.into_any()
+        }
+    };
+    let dismiss = respond.clone();
+    view! {
+        <p class="question-prompt">{message}</p>
+        <div class="answers">{body}<button class="answer" prop:disabled=move || !armed.get() data-intent="deny" on:click=move |_| dismiss(None)>"Dismiss"</button></div>
+    }
+}
+
+/// The dialog for the selected agent's first open question. It takes focus
+/// only when the user is not typing, and then onto itself, never onto an
+/// answer; its shortcuts work only while it has focus, once armed; Tab stays
+/// inside it; Escape or "Later" closes it and the question stays in the inbox
+/// (crate::guard).
+#[component]
+pub fn QuestionDialog() -> impl IntoView {
+    let state = state();
+    let current = {
+        let state = state.clone();
+        Memo::new(move |_| {
+            let selected = state.selected.get()?;
+            state.open_questions().into_iter().find(|question| question.agent_id == selected)
+        })
+    };
+    view! {
+        {move || current.get().map(|question| {
+            let state = state.clone();
+            let shown_at = guard::now_ms();
+            let dialog: NodeRef<html::Div> = NodeRef::new();
+            let later: NodeRef<html::Button> = NodeRef::new();
+            Effect::new(move |_| {
+                if let Some(dialog) = dialog.get() {
+                    if !guard::typing() {
+                        let _ = dialog.focus();
+                    }
+                }
+            });
+            let key = question.key();
+            let dismiss = {
+                let state = state.clone();
+                let key = key.clone();
+                move || state.dismissed.update(|dismissed| dismissed.push(key.clone()))
+            };
+            let on_key = {
+                let state = state.clone();
+                let question = question.clone();
+                let dismiss = dismiss.clone();
+                move |event: leptos::ev::KeyboardEvent| {
+                    if event.key() == "Escape" {
+                        event.prevent_default();
+                        dismiss();
+                        return;
+                    }
+                    if let Some(answer) = shortcut_answer(&question, &event, shown_at) {
+                        event.prevent_default();
+                        state.answer(&question, answer);
+                    }
+                }
+            };
+            let agent = state.agent_name(&question.agent_id);
+            let title = match &question.request {
+                PendingKind::Permission(request) => format!("{agent} asks to use {}", request.tool_name),
+                PendingKind::Ui(_) => format!("{agent} asks you"),
+            };
+            let close = dismiss.clone();
+            let to_dialog = move |_| { if let Some(dialog) = dialog.get() { let _ = dialog.focus(); } };
+            view! {
+                <div class="overlay">
+                    <div class="dialog" role="dialog" aria-labelledby="question-title" tabindex="-1" node_ref=dialog
+                        on:keydown=on_key data-request-id=question.request.request_id().to_owned()>
+                        <span tabindex="0" on:focus=move |_| { if let Some(button) = later.get() { let _ = button.focus(); } }></span>
+                        <h2 id="question-title">{title}</h2>
+                        <QuestionBody question=question.clone() shown_at=shown_at/>
+                        <button class="later" node_ref=later on:click=move |_| close()>"Later (Esc)"</button>
+                        <span tabindex="0" on:focus=to_dialog></span>
+                    </div>
+                </div>
+            }
+        })}
+    }
+}
+
+/// Every open question of every agent this tab knows, answerable here.
+#[component]
+pub fn Inbox() -> impl IntoView {
+    let state = state();
+    let all = {
+        let state = state.clone();
+        move || state.questions.with(|questions| questions.values().cloned().collect::<Vec<_>>())
+    };
+    let count = move || all().len();
+    view! {
+        <section class="inbox" aria-label="Approval inbox" class:empty=move || count() == 0>
+            <h2>"Inbox " <span class="count">{count}</span></h2>
+            <ul>
+                // Keyed: an entry (and an answer being typed in it) stays as
+                // other questions come and go.
+                <For each=all key=Question::key let:question>
+                    {
+                        let name = state.agent_name(&question.agent_id);
+                        let shown_at = guard::now_ms();
+                        let open = {
+                            let state = state.clone();
+                            let agent = question.agent_id.clone();
+                            move |_| state.select(Some(agent.clone()))
+                        };
+                        let on_key = {
+                            let state = state.clone();
+                            let question = question.clone();
+                            move |event: leptos::ev::KeyboardEvent| {
+                                // Only the entry itself, not a field inside it.
+                                let on_entry = event.target() == event.current_target();
+                                if on_entry {
+                                    if let Some(answer) = shortcut_answer(&question, &event, shown_at) {
+                                        event.prevent_default();
+                                        state.answer(&question, answer);
+                                    }
+                                }
+                            }
+                        };
+                        view! {
+                            <li class="inbox-item" tabindex="0" on:keydown=on_key data-agent-id=question.agent_id.clone()
+                                data-request-id=question.request.request_id().to_owned()>
+                                <button class="agent-link" on:click=open>{name}</button>
+                                <QuestionBody question=question.clone() shown_at=shown_at/>
+                            </li>
+                        }
+                    }
+                </For>
+            </ul>
+        </section>
+    }
+}

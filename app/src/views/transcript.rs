@@ -1,0 +1,151 @@
+//! The transcript on screen: a keyed, windowed list of rows
+//! (crate::transcript). At most [`WINDOW_ROWS`] rows are in the DOM; while
+//! the user follows the end the window slides with it, and "Show earlier" /
+//! "Show later" page it by [`PAGE_ROWS`]. A streaming block is its chunks as
+//! text nodes (a delta rewrites one); a complete text block is markdown,
+//! rendered once. The view sticks to the bottom while the user is there by
+//! CSS scroll anchoring (an anchor row after the rows), with no work per delta.
+
+use leptos::html;
+use leptos::prelude::*;
+
+use super::tools::ToolView;
+use super::{Details, state};
+use crate::markdown::Markdown;
+use crate::transcript::{self, Message, Row, RowKind, TextBlock};
+
+/// The most rows in the DOM at once.
+pub const WINDOW_ROWS: usize = 300;
+/// How far "Show earlier" and "Show later" move the window.
+pub const PAGE_ROWS: usize = 100;
+
+#[component]
+pub fn Transcript() -> impl IntoView {
+    let state = state();
+    let rows = state.transcript;
+    let start = state.window_start;
+    let range = Memo::new(move |_| {
+        let len = rows.with(Vec::len);
+        match start.get() {
+            None => len.saturating_sub(WINDOW_ROWS)..len,
+            Some(first) => {
+                let first = first.min(len);
+                first..(first + WINDOW_ROWS).min(len)
+            }
+        }
+    });
+    let earlier = move || range.get().start;
+    let later = move || rows.with(Vec::len).saturating_sub(range.get().end);
+    let show_earlier =
+        move |_| start.set(Some(range.get_untracked().start.saturating_sub(PAGE_ROWS)));
+    let show_later = move |_| {
+        let shown = range.get_untracked();
+        let len = rows.with_untracked(Vec::len);
+        start.set((shown.end + PAGE_ROWS < len).then_some(shown.start + PAGE_ROWS));
+    };
+    let scroller: NodeRef<html::Div> = NodeRef::new();
+    // Opening an agent, or sending a prompt, shows the end.
+    let to_end = state.scroll_to_end;
+    Effect::new(move |_| {
+        to_end.track();
+        request_animation_frame(move || {
+            if let Some(scroller) = scroller.get_untracked() {
+                scroller.set_scroll_top(scroller.scroll_height());
+            }
+        });
+    });
+    view! {
+        <div class="transcript" node_ref=scroller data-rows=move || rows.with(Vec::len).to_string()>
+            <div class="rows">
+                <Show when=move || { earlier() > 0 }>
+                    <button class="page earlier" on:click=show_earlier>
+                        {move || format!("Show earlier ({} more)", earlier())}
+                    </button>
+                </Show>
+                <For each=move || transcript::window(rows, range.get()) key=|row| row.key let:row>
+                    <RowView row=row/>
+                </For>
+                <Show when=move || { later() > 0 }>
+                    <div class="page later">
+                        <button on:click=show_later>{move || format!("Show later ({} more)", later())}</button>
+                        <button on:click=move |_| start.set(None)>"Jump to the latest"</button>
+                    </div>
+                </Show>
+            </div>
+            <div class="anchor" aria-hidden="true"></div>
+        </div>
+    }
+}
+
+#[component]
+fn RowView(row: Row) -> impl IntoView {
+    match row.kind {
+        RowKind::User { text, .. } => {
+            view! { <div class="message user"><Markdown text=text.to_string()/></div> }.into_any()
+        }
+        RowKind::Assistant(message) => view! { <MessageView message=message/> }.into_any(),
+        RowKind::Tool(tool) => view! { <ToolView tool=tool/> }.into_any(),
+        RowKind::Compaction { index, tokens_before, tokens_after } => {
+            let text = if tokens_before > 0 {
+                format!("compacted (#{index}): {tokens_before} → {tokens_after} tokens")
+            } else {
+                format!("earlier conversation summarized (#{index})")
+            };
+            view! { <div class="compaction" role="separator">{text}</div> }.into_any()
+        }
+        RowKind::Notice { text, error } => {
+            view! { <div class="notice-line" class:error=error>{text.to_string()}</div> }.into_any()
+        }
+    }
+}
+
+#[component]
+fn MessageView(message: Message) -> impl IntoView {
+    let blocks = message.blocks.clone();
+    let entry = message.entry_id.clone();
+    view! {
+        <div class="message assistant" data-message-id=message.message_id.to_string()
+            data-complete=move || entry.with(Option::is_some).to_string()>
+            <For each=move || blocks.get() key=|block| block.key let:block>
+                <BlockView block=block/>
+            </For>
+        </div>
+    }
+}
+
+/// A block's text: its chunks while it streams, then its final text once.
+fn block_text(block: &TextBlock) -> impl IntoView + use<> {
+    let (done, chunks, thinking) = (block.done.clone(), block.chunks.clone(), block.thinking);
+    move || match done.get() {
+        Some(text) if thinking => text.to_string().into_any(),
+        Some(text) => view! { <Markdown text=text.to_string()/> }.into_any(),
+        None => {
+            let chunks = chunks.clone();
+            let each = move || chunks.get().into_iter().enumerate().collect::<Vec<_>>();
+            let streamed = view! {
+                <For each=each key=|(index, _)| *index children=|(_, chunk)| move || chunk.get()/>
+            };
+            if thinking {
+                streamed.into_any()
+            } else {
+                view! { <div class="markdown streaming"><p>{streamed}</p></div> }.into_any()
+            }
+        }
+    }
+}
+
+#[component]
+fn BlockView(block: TextBlock) -> impl IntoView {
+    let text = block_text(&block);
+    if block.thinking {
+        view! {
+            <Details class="thinking" open=block.open.clone()>
+                <summary>"thinking"</summary>
+                <div class="thinking-text">{text}</div>
+            </Details>
+        }
+        .into_any()
+    } else {
+        text.into_any()
+    }
+}
