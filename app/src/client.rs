@@ -100,7 +100,7 @@ pub async fn run(state: ClientState) {
                 Ended::Dropped { connected } => {
                     *state.sender.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
                     // Answers to what was sent on that connection never come.
-                    state.requests().clear();
+                    state.connection_lost();
                     if connected {
                         backoff = 1;
                     }

@@ -12,6 +12,8 @@
 
 #[cfg(feature = "hydrate")]
 mod client;
+#[cfg(feature = "hydrate")]
+mod follow;
 mod guard;
 mod markdown;
 mod notify;

@@ -60,6 +60,16 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
         // Another agent's sync comes from attaching only to answer: its
         // questions are already known, and the answer is on its way.
         ServerMessage::Sync(sync) if mine => apply_sync(state, sync),
+        ServerMessage::Sync(sync) => {
+            let Some(agent_id) = routed else { return Greeted::No };
+            if state.peeking().contains(&agent_id) {
+                for pending in sync.pending_requests {
+                    let agent_id = pending.agent_id.unwrap_or_else(|| agent_id.clone());
+                    add_question(state, Question { agent_id, request: pending.request });
+                }
+                state.end_peek(&agent_id);
+            }
+        }
         ServerMessage::AgentSpawned(spawned) => state.upsert(spawned.info),
         ServerMessage::AgentStatusChanged(changed) => {
             let started = changed.runtime_state == shard_protocol::types::RuntimeState::Running
@@ -90,6 +100,9 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
                 state.unread.update(|unread| {
                     unread.insert(changed.agent_id.clone());
                 });
+            }
+            if waiting && !on_screen {
+                state.peek(&changed.agent_id);
             }
             if !waiting && !on_screen {
                 // Its questions were answered elsewhere (or denied).
@@ -184,7 +197,20 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
     match request {
         Request::List => {
             if let Ok(AgentsResult { agents }) = response.data::<AgentsResult>() {
+                let waiting: Vec<String> = agents
+                    .iter()
+                    .filter(|agent| {
+                        matches!(
+                            agent.status,
+                            AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi
+                        )
+                    })
+                    .map(|agent| agent.agent_id.clone())
+                    .collect();
                 state.agents.set(agents);
+                for agent_id in waiting {
+                    state.peek(&agent_id);
+                }
             }
         }
         // A superseded runtime's catalog is no longer the agent's.
@@ -255,6 +281,11 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
                 state.selected.set(None);
                 state.transcript.set(Vec::new());
                 state.notice.set(Some(format!("Could not open the agent: {}", error.message)));
+            }
+        }
+        Request::Peek { agent_id } => {
+            if response.outcome.is_err() {
+                state.peeking().remove(&agent_id);
             }
         }
         Request::Borrow | Request::Detach | Request::Command => {

@@ -138,6 +138,11 @@ pub enum Request {
     Attach,
     /// A short attachment to answer another agent's question, and its end.
     Borrow,
+    /// A short observer attachment whose `sync` brings another agent's open
+    /// questions into the inbox.
+    Peek {
+        agent_id: String,
+    },
     Detach,
     /// Catalog queries, tagged with the runtime generation they asked: an
     /// answer from a superseded runtime is dropped.
@@ -232,6 +237,8 @@ pub struct ClientState {
     pub prompt_error: RwSignal<Option<String>>,
     pub sender: Sender,
     pub requests: Arc<Mutex<Requests>>,
+    /// Agents whose questions a peek is fetching.
+    pub peeking: Arc<Mutex<BTreeSet<String>>>,
 }
 
 impl ClientState {
@@ -263,11 +270,48 @@ impl ClientState {
             prompt_error: RwSignal::new(None),
             sender: Arc::new(Mutex::new(None)),
             requests: Arc::new(Mutex::new(Requests::default())),
+            peeking: Arc::new(Mutex::new(BTreeSet::new())),
         }
     }
 
     pub fn requests(&self) -> std::sync::MutexGuard<'_, Requests> {
         self.requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn peeking(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.peeking.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The connection is gone: nothing sent on it will be answered.
+    pub fn connection_lost(&self) {
+        self.requests().clear();
+        self.peeking().clear();
+    }
+
+    /// Brings the open questions of `agent_id` (not on screen) into the
+    /// inbox: the tab receives questions only from agents it is attached
+    /// to, so it attaches as an observer just long enough for the `sync`.
+    pub fn peek(&self, agent_id: &str) {
+        let on_screen =
+            self.selected.with_untracked(|selected| selected.as_deref() == Some(agent_id));
+        let known = self
+            .questions
+            .with_untracked(|questions| questions.keys().any(|(agent, _)| agent == agent_id));
+        if on_screen || known || !self.peeking().insert(agent_id.to_owned()) {
+            return;
+        }
+        let attach =
+            AgentAttach { agent_id: agent_id.to_owned(), role: Some(AttachRole::Observer) };
+        let request = Request::Peek { agent_id: agent_id.to_owned() };
+        if !self.send(ClientMessage::AgentAttach(attach), None, request) {
+            self.peeking().remove(agent_id);
+        }
+    }
+
+    /// The peek of `agent_id` is over: detach.
+    pub fn end_peek(&self, agent_id: &str) {
+        self.peeking().remove(agent_id);
+        self.detach(agent_id, Request::Detach);
     }
 
     /// Sends `message` (routed to `agent_id` if it is a per-agent command)

@@ -117,3 +117,77 @@ export async function createAgent(page: import('@playwright/test').Page, cwd: st
   await page.getByRole('button', { name: 'Create agent' }).click();
   await page.locator('li.agent', { hasText: name }).waitFor();
 }
+
+/**
+ * A lasting connection to the daemon's unix socket, as a local tool would
+ * hold one: requests answered by id, and every event kept for `waitFor`.
+ */
+export class UnixClient {
+  private socket: import('node:net').Socket;
+  private buffer = '';
+  private next = 0;
+  private waiting = new Map<string, (message: any) => void>();
+  private watchers: Array<{ match: (message: any) => boolean; done: (message: any) => void }> = [];
+
+  private constructor(socket: import('node:net').Socket) {
+    this.socket = socket;
+    socket.on('data', (chunk) => {
+      this.buffer += chunk.toString();
+      let newline;
+      while ((newline = this.buffer.indexOf('\n')) >= 0) {
+        const message = JSON.parse(this.buffer.slice(0, newline));
+        this.buffer = this.buffer.slice(newline + 1);
+        if (message.type === 'response' && this.waiting.has(message.id)) {
+          this.waiting.get(message.id)!(message);
+          this.waiting.delete(message.id);
+        }
+        this.watchers = this.watchers.filter((watcher) => {
+          if (!watcher.match(message)) return true;
+          watcher.done(message);
+          return false;
+        });
+      }
+    });
+  }
+
+  static open(daemon: Daemon): Promise<UnixClient> {
+    return new Promise((opened, failed) => {
+      const socket = connect(join(daemon.home, 'daemon.sock'), () => opened(new UnixClient(socket)));
+      socket.once('error', failed);
+    });
+  }
+
+  /** Sends `command` and resolves with its response (failing on an error response). */
+  async call(command: Record<string, unknown>): Promise<any> {
+    const id = `u-${++this.next}`;
+    const answered = new Promise<any>((done) => this.waiting.set(id, done));
+    this.socket.write(JSON.stringify({ ...command, id }) + '\n');
+    const response = await answered;
+    if (!response.success) throw new Error(`${command.type} failed: ${JSON.stringify(response.error)}`);
+    return response;
+  }
+
+  /** Resolves with the next message that `match` accepts. */
+  waitFor(match: (message: any) => boolean): Promise<any> {
+    return new Promise((done) => this.watchers.push({ match, done }));
+  }
+
+  /** Prompts `agentId` (attached) and resolves when its turn is over. */
+  async turn(agentId: string, message: string): Promise<void> {
+    const idle = this.waitFor((event) => event.type === 'status' && event.agent_id === agentId && event.status === 'idle');
+    await this.call({ type: 'prompt', agent_id: agentId, message });
+    await idle;
+  }
+
+  close(): void {
+    this.socket.end();
+  }
+}
+
+/** The id of the agent called `name`. */
+export async function agentId(daemon: Daemon, name: string): Promise<string> {
+  const listed = await unixCall(daemon, { id: 'l', type: 'agent.list' });
+  const agent = listed.data.agents.find((known: any) => known.name === name);
+  if (!agent) throw new Error(`no agent called ${name}`);
+  return agent.agent_id;
+}

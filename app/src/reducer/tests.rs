@@ -187,7 +187,7 @@ fn a_reconnect_lists_and_reattaches_and_old_answers_are_void() {
     let before = take(&sent);
     let modes = before.iter().find(|frame| frame["type"] == "list_modes").expect("asked").clone();
     // The connection drops: what it was waiting for will never be answered.
-    state.requests().clear();
+    state.connection_lost();
     assert!(matches!(feed(&state, hello(shard_protocol::PROTOCOL_VERSION)), Greeted::Yes));
     let again = take(&sent);
     let kinds: Vec<&str> = again.iter().filter_map(|frame| frame["type"].as_str()).collect();
@@ -248,4 +248,50 @@ fn a_prompt_is_shown_once_accepted_and_a_refused_one_returns_to_the_box() {
     assert_eq!(texts(&state), ["user: first"]);
     assert_eq!(state.draft.get_untracked(), "second");
     assert!(state.prompt_error.get_untracked().unwrap_or_default().contains("no cwd"));
+}
+
+#[test]
+fn another_agent_waiting_is_peeked_at_for_its_questions() {
+    let (state, sent) = attached();
+    feed(&state, sync(0, vec![], vec![]));
+    take(&sent);
+    // OTHER, not on screen and not attached here, now waits for an answer.
+    feed(
+        &state,
+        json!({"type": "agent_status_changed", "agent_id": OTHER, "status": "waiting_for_permission",
+               "runtime_state": "running"}),
+    );
+    let frames = take(&sent);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0]["type"], "agent.attach");
+    assert_eq!(frames[0]["agent_id"], OTHER);
+    assert_eq!(frames[0]["role"], "observer", "a peek never answers or prompts");
+    // A second change while the peek is out asks nothing more.
+    feed(
+        &state,
+        json!({"type": "agent_status_changed", "agent_id": OTHER, "status": "waiting_for_permission",
+               "runtime_state": "running"}),
+    );
+    assert!(take(&sent).is_empty());
+    // Its sync brings the question; the transcript on screen is untouched.
+    feed(
+        &state,
+        json!({"type": "message_delta", "agent_id": AGENT, "message_id": "m-1",
+                        "block_index": 0, "kind": "text", "text_delta": "mine"}),
+    );
+    let pending = json!({"type": "permission_request", "request_id": "perm-7", "tool_name": "bash",
+                         "input": {}, "prompt": "run it", "options": ["allow", "deny"]});
+    let mut other = sync(0, vec![user("theirs")], vec![pending]);
+    other["agent_id"] = json!(OTHER);
+    feed(&state, other);
+    let open: Vec<(String, String)> =
+        state.questions.with_untracked(|questions| questions.keys().cloned().collect());
+    assert_eq!(open, [(OTHER.to_owned(), "perm-7".to_owned())]);
+    assert_eq!(texts(&state), ["assistant: mine"]);
+    let frames = take(&sent);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(
+        (frames[0]["type"].as_str(), frames[0]["agent_id"].as_str()),
+        (Some("agent.detach"), Some(OTHER))
+    );
 }

@@ -143,9 +143,20 @@ pub fn AgentView() -> impl IntoView {
         <Show when=move || s.selected.get().is_some() fallback=|| view! { <section class="agent-view empty"><p>"Select an agent to see its work."</p></section> }>
             {
                 let state = state.clone();
+                // Tracked: after a reload the agent is on screen before the
+                // list that names it has arrived.
                 let title = {
-                    let state = state.clone();
-                    move || state.selected.get().map(|id| state.agent_name(&id)).unwrap_or_default()
+                    let (selected, agents) = (state.selected, state.agents);
+                    move || {
+                        let id = selected.get().unwrap_or_default();
+                        agents.with(|agents| {
+                            agents
+                                .iter()
+                                .find(|agent| agent.agent_id == id)
+                                .and_then(|agent| agent.name.clone())
+                                .unwrap_or(id)
+                        })
+                    }
                 };
                 let terminate = {
                     let state = state.clone();

@@ -3,8 +3,8 @@
 //! the user follows the end the window slides with it, and "Show earlier" /
 //! "Show later" page it by [`PAGE_ROWS`]. A streaming block is its chunks as
 //! text nodes (a delta rewrites one); a complete text block is markdown,
-//! rendered once. The view sticks to the bottom while the user is there by
-//! CSS scroll anchoring (an anchor row after the rows), with no work per delta.
+//! rendered once. The view stays at the end while the user is there
+//! (crate::follow), with no work per delta.
 
 use leptos::html;
 use leptos::prelude::*;
@@ -44,6 +44,20 @@ pub fn Transcript() -> impl IntoView {
         start.set((shown.end + PAGE_ROWS < len).then_some(shown.start + PAGE_ROWS));
     };
     let scroller: NodeRef<html::Div> = NodeRef::new();
+    let content: NodeRef<html::Div> = NodeRef::new();
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |done: Option<bool>| {
+        if done == Some(true) {
+            return true;
+        }
+        match (scroller.get(), content.get()) {
+            (Some(scroller), Some(content)) => {
+                crate::follow::stick_to_end(scroller, content);
+                true
+            }
+            _ => false,
+        }
+    });
     // Opening an agent, or sending a prompt, shows the end.
     let to_end = state.scroll_to_end;
     Effect::new(move |_| {
@@ -56,7 +70,7 @@ pub fn Transcript() -> impl IntoView {
     });
     view! {
         <div class="transcript" node_ref=scroller data-rows=move || rows.with(Vec::len).to_string()>
-            <div class="rows">
+            <div class="rows" node_ref=content>
                 <Show when=move || { earlier() > 0 }>
                     <button class="page earlier" on:click=show_earlier>
                         {move || format!("Show earlier ({} more)", earlier())}
@@ -72,7 +86,6 @@ pub fn Transcript() -> impl IntoView {
                     </div>
                 </Show>
             </div>
-            <div class="anchor" aria-hidden="true"></div>
         </div>
     }
 }

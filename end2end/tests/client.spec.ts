@@ -1,0 +1,259 @@
+// The web client's core in Chromium against the real daemon: a transcript
+// that keeps its DOM while it streams and stays bounded at any length, what
+// survives a reconnect and a reload, per-agent badges, and notifications.
+import { mkdtempSync, realpathSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Browser, BrowserContext, Page } from '@playwright/test';
+import { test, expect, createAgent, newEnrollURL, unixCall, agentId, UnixClient, type Daemon } from './daemon';
+
+function project(): string {
+  return realpathSync(mkdtempSync(join(tmpdir(), 'shard-project-')));
+}
+
+async function enrolled(browser: Browser, daemon: Daemon, init?: () => void): Promise<[BrowserContext, Page]> {
+  const context = await browser.newContext();
+  if (init) await context.addInitScript(init);
+  const page = await context.newPage();
+  await page.goto(newEnrollURL(daemon));
+  await expect(page.locator('.connection')).toHaveText('connected');
+  return [context, page];
+}
+
+async function prompt(page: Page, text: string): Promise<void> {
+  await page.getByLabel('Message to the agent').fill(text);
+  await page.locator('.prompt button[type="submit"]').click();
+}
+
+async function openAgent(page: Page, name: string): Promise<void> {
+  await page.locator('li.agent', { hasText: name }).locator('button.open').click();
+  await expect(page.locator('.agent-view h2')).toHaveText(name);
+}
+
+/** A unix client attached to `name`, for driving it from outside the page. */
+async function driver(daemon: Daemon, name: string): Promise<[UnixClient, string]> {
+  const id = await agentId(daemon, name);
+  const client = await UnixClient.open(daemon);
+  await client.call({ type: 'agent.attach', agent_id: id, role: 'interactive' });
+  return [client, id];
+}
+
+test('a streamed message keeps its element from first delta to last, and an opened thinking block stays open', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await tab.locator('details.create-panel summary').click();
+  await tab.getByLabel('Model').fill('demo-think');
+  await createAgent(tab, project(), 'thinker');
+  await prompt(tab, 'stream: 150');
+  const message = tab.locator('.message.assistant').last();
+  const thinking = message.locator('details.thinking');
+  await expect(thinking).toBeVisible();
+  await thinking.locator('summary').click();
+  // Mark the elements: a re-render would replace them and lose the marks.
+  await message.evaluate((element) => ((element as any).shardMark = 'kept'));
+  await expect(message).toContainText('tick-20 ');
+  await expect(thinking).toHaveJSProperty('open', true);
+  await expect(message).toContainText('tick-100 ');
+  await expect(thinking).toHaveJSProperty('open', true);
+  await expect(message).toHaveAttribute('data-complete', 'true', { timeout: 20_000 });
+  await expect(message).toContainText('tick-150');
+  await expect(thinking).toHaveJSProperty('open', true);
+  expect(await message.evaluate((element) => (element as any).shardMark)).toBe('kept');
+  await context.close();
+});
+
+test('a long transcript keeps at most 300 rows in the DOM and pages back to the first', async ({ browser, daemon }) => {
+  test.setTimeout(180_000);
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'chatty');
+  const [client, id] = await driver(daemon, 'chatty');
+  for (let turn = 1; turn <= 340; turn++) {
+    await client.turn(id, `m-${turn}`);
+  }
+  client.close();
+  const transcript = tab.locator('.transcript');
+  await expect(transcript).toHaveAttribute('data-rows', '340');
+  await expect(transcript.locator('.message.assistant').last()).toHaveText('You said: m-340');
+  expect(await transcript.locator('.rows > .message').count()).toBe(300);
+  await expect(transcript.locator('.message', { hasText: 'You said: m-40' })).toHaveCount(0);
+  // The end is in view: the anchor kept the view at the bottom as it grew.
+  const atBottom = () => transcript.evaluate((element) => element.scrollHeight - element.scrollTop - element.clientHeight < 4);
+  expect(await atBottom()).toBe(true);
+
+  await transcript.getByRole('button', { name: 'Show earlier (40 more)' }).click();
+  await expect(transcript.locator('.message').first()).toHaveText('You said: m-1');
+  expect(await transcript.locator('.rows > .message').count()).toBe(300);
+  await expect(transcript.locator('.message', { hasText: 'You said: m-340' })).toHaveCount(0);
+  await transcript.getByRole('button', { name: 'Jump to the latest' }).click();
+  await expect(transcript.locator('.message.assistant').last()).toHaveText('You said: m-340');
+  await context.close();
+});
+
+test('the agent on screen, the scroll position and a half-written prompt survive a reconnect and a reload', async ({ browser, daemon }) => {
+  test.setTimeout(120_000);
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'steady');
+  await createAgent(tab, project(), 'elsewhere');
+  await openAgent(tab, 'steady');
+  const transcript = tab.locator('.transcript');
+  for (let turn = 1; turn <= 30; turn++) {
+    await prompt(tab, `line ${turn}\n\nwith a second paragraph so that the transcript scrolls`);
+    await expect(transcript.locator('.message.assistant[data-complete="true"]')).toHaveCount(turn);
+  }
+  await expect(transcript).toHaveAttribute('data-rows', '60');
+  const box = tab.getByLabel('Message to the agent');
+  await box.fill('half a thought');
+  // Somewhere in the middle, on purpose.
+  await transcript.evaluate((element) => (element.scrollTop = Math.floor(element.scrollHeight / 3)));
+  const before = await transcript.evaluate((element) => element.scrollTop);
+  expect(before).toBeGreaterThan(100);
+  const marked = tab.locator('.message.assistant').nth(10);
+  await marked.evaluate((element) => ((element as any).shardMark = 'kept'));
+
+  const dropped = await unixCall(daemon, { id: 'd', type: 'daemon.disconnect', all: true });
+  expect(dropped.data.disconnected).toBeGreaterThan(0);
+  await expect(tab.locator('.connection')).toHaveText(/reconnecting/);
+  await expect(tab.locator('.connection')).toHaveText('connected', { timeout: 15_000 });
+  // The resync came and went: same agent, same rows (the same elements),
+  // same place, same draft.
+  await expect(tab.locator('.agent-view h2')).toHaveText('steady');
+  await expect(transcript).toHaveAttribute('data-rows', '60');
+  await tab.waitForTimeout(300);
+  expect(await marked.evaluate((element) => (element as any).shardMark)).toBe('kept');
+  expect(Math.abs((await transcript.evaluate((element) => element.scrollTop)) - before)).toBeLessThan(2);
+  await expect(box).toHaveValue('half a thought');
+
+  // A draft belongs to its agent: another agent has its own box.
+  await openAgent(tab, 'elsewhere');
+  await expect(box).toHaveValue('');
+  await box.fill('for elsewhere');
+  await openAgent(tab, 'steady');
+  await expect(box).toHaveValue('half a thought');
+
+  // A reload of the tab comes back to the same agent and drafts.
+  await tab.reload();
+  await expect(tab.locator('.connection')).toHaveText('connected');
+  await expect(tab.locator('.agent-view h2')).toHaveText('steady');
+  await expect(box).toHaveValue('half a thought');
+  await expect(transcript.locator('.message.assistant').last()).toContainText('line 30');
+  await openAgent(tab, 'elsewhere');
+  await expect(box).toHaveValue('for elsewhere');
+  await context.close();
+});
+
+test('agents off screen show unread activity and a waiting question; opening one clears it', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'watched');
+  await createAgent(tab, project(), 'busy');
+  await openAgent(tab, 'watched');
+  const busyRow = tab.locator('li.agent', { hasText: 'busy' });
+  const watchedRow = tab.locator('li.agent', { hasText: 'watched' });
+  await expect(busyRow.locator('.badge')).toHaveCount(0);
+
+  const [client, id] = await driver(daemon, 'busy');
+  await client.turn(id, 'did some work');
+  await expect(busyRow.locator('.badge.unread')).toHaveText('new');
+  await expect(watchedRow.locator('.badge')).toHaveCount(0);
+
+  await client.call({ type: 'prompt', agent_id: id, message: 'run: echo wait-for-me' });
+  await expect(busyRow.locator('.badge.waiting')).toHaveText('waiting for you');
+  await expect(tab).toHaveTitle('(1) Shard');
+  await openAgent(tab, 'busy');
+  await expect(busyRow.locator('.badge.unread')).toHaveCount(0);
+  const dialog = tab.getByRole('dialog');
+  await expect(dialog).toContainText('echo wait-for-me');
+  await tab.waitForTimeout(900);
+  await dialog.getByRole('button', { name: /Deny/ }).click();
+  await expect(busyRow.locator('.badge.waiting')).toHaveCount(0);
+  await expect(tab).toHaveTitle('Shard');
+  client.close();
+  await context.close();
+});
+
+test('a question notifies after a short delay, unless its agent is on screen or it was answered first', async ({ browser, daemon }) => {
+  // Record notifications instead of showing them; permission is granted.
+  const [context, tab] = await enrolled(browser, daemon, () => {
+    const shown: string[] = [];
+    (window as any).shownNotifications = shown;
+    class Recorded {
+      static permission = 'granted';
+      static requestPermission() { return Promise.resolve('granted'); }
+      onclick: (() => void) | null = null;
+      constructor(title: string) { shown.push(title); }
+      close() {}
+    }
+    (window as any).Notification = Recorded;
+  });
+  const shown = () => tab.evaluate(() => (window as any).shownNotifications as string[]);
+  await createAgent(tab, project(), 'front');
+  await createAgent(tab, project(), 'back');
+  await expect(tab.locator('button.notify')).toHaveText('notifications on');
+
+  // On screen: the dialog is enough.
+  await openAgent(tab, 'front');
+  await prompt(tab, 'run: echo on-screen');
+  await expect(tab.getByRole('dialog')).toBeVisible();
+  await tab.waitForTimeout(3_800);
+  expect(await shown()).toEqual([]);
+  await tab.getByRole('dialog').getByRole('button', { name: /Deny/ }).click();
+
+  // Off screen and still waiting after the delay: one notification.
+  const [client, id] = await driver(daemon, 'back');
+  const asked = Date.now();
+  await client.call({ type: 'prompt', agent_id: id, message: 'run: echo off-screen' });
+  await expect(tab.locator('.inbox-item', { hasText: 'echo off-screen' })).toBeVisible();
+  expect(await shown()).toEqual([]);
+  await expect.poll(shown, { timeout: 10_000 }).toEqual(['back needs an answer']);
+  expect(Date.now() - asked).toBeGreaterThanOrEqual(2_900);
+  const settled = client.waitFor((event) => event.type === 'status' && event.agent_id === id && event.status === 'idle');
+  await tab.locator('.inbox-item', { hasText: 'echo off-screen' }).getByRole('button', { name: /Deny/ }).click();
+  await settled;
+
+  // Answered before the delay is over: none.
+  await client.call({ type: 'prompt', agent_id: id, message: 'run: echo answered-fast' });
+  const fast = tab.locator('.inbox-item', { hasText: 'echo answered-fast' });
+  await expect(fast).toBeVisible();
+  await tab.waitForTimeout(900);
+  await fast.getByRole('button', { name: /Deny/ }).click();
+  await tab.waitForTimeout(3_500);
+  expect(await shown()).toEqual(['back needs an answer']);
+  client.close();
+  await context.close();
+});
+
+test('an answer being typed in the inbox survives other questions arriving and going', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'asker');
+  await createAgent(tab, project(), 'noisy');
+  await createAgent(tab, project(), 'viewer');
+  await openAgent(tab, 'viewer');
+  const [asker, askerId] = await driver(daemon, 'asker');
+  await asker.call({ type: 'prompt', agent_id: askerId, message: 'ask: What is the plan?' });
+  const entry = tab.locator('.inbox-item', { hasText: 'What is the plan?' });
+  const field = entry.getByLabel('Answer');
+  await field.fill('first we');
+  await field.press('End');
+  await field.pressSequentially(' measure');
+  await field.evaluate((element) => ((element as any).shardMark = 'kept'));
+  // Another agent's question comes and is answered while this one is typed.
+  const [noisy, noisyId] = await driver(daemon, 'noisy');
+  await noisy.call({ type: 'prompt', agent_id: noisyId, message: 'run: echo noise' });
+  const noise = tab.locator('.inbox-item', { hasText: 'echo noise' });
+  await expect(noise).toBeVisible();
+  await expect(field).toHaveValue('first we measure');
+  await tab.waitForTimeout(900);
+  await noise.getByRole('button', { name: /Deny/ }).click();
+  await expect(noise).toHaveCount(0);
+  await expect(field).toHaveValue('first we measure');
+  // The same element, not a new one with the old value copied in.
+  expect(await field.evaluate((element) => (element as any).shardMark)).toBe('kept');
+  await field.press('End');
+  await field.pressSequentially(', then cut');
+  const answered = asker.waitFor((event) => event.type === 'message_complete' && event.agent_id === askerId
+    && JSON.stringify(event.message.content).includes('You answered'));
+  await entry.getByRole('button', { name: 'Submit' }).click();
+  await expect(entry).toHaveCount(0);
+  expect(JSON.stringify((await answered).message.content)).toContain('first we measure, then cut');
+  asker.close();
+  noisy.close();
+  await context.close();
+});
