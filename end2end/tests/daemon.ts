@@ -174,9 +174,20 @@ export class UnixClient {
 
   /** Prompts `agentId` (attached) and resolves when its turn is over. */
   async turn(agentId: string, message: string): Promise<void> {
-    const idle = this.waitFor((event) => event.type === 'status' && event.agent_id === agentId && event.status === 'idle');
-    await this.call({ type: 'prompt', agent_id: agentId, message });
-    await idle;
+    // An agent may still be busy after a turn (compacting its context):
+    // then the prompt is refused as mid-turn and sent again once it settles.
+    for (;;) {
+      const idle = this.waitFor((event) => event.type === 'status' && event.agent_id === agentId && event.status === 'idle');
+      try {
+        await this.call({ type: 'prompt', agent_id: agentId, message });
+      } catch (error) {
+        if (!String(error).includes('mid-turn')) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        continue;
+      }
+      await idle;
+      return;
+    }
   }
 
   close(): void {
