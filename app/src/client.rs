@@ -10,7 +10,7 @@ use gloo_net::http::Request as Http;
 use gloo_net::websocket::Message;
 use gloo_net::websocket::futures::WebSocket;
 use leptos::prelude::Set;
-use serde_json::json;
+use shard_protocol::web::{Bootstrap, EnrollRequest};
 
 use crate::reducer::{Greeted, handle};
 use crate::state::{ClientState, Connection};
@@ -42,7 +42,7 @@ fn take_enroll_code() -> Option<String> {
 
 async fn enroll(state: &ClientState, code: String) {
     state.connection.set(Connection::Enrolling);
-    let body = json!({ "code": code });
+    let body = EnrollRequest { code };
     let enrolled = match Http::post("/enroll").json(&body) {
         Ok(request) => request.send().await.map(|response| response.status()),
         Err(error) => Err(error),
@@ -127,8 +127,7 @@ async fn connect(state: &ClientState) -> Ended {
     if response.status() != 200 {
         return dropped;
     }
-    let Ok(body) = response.json::<serde_json::Value>().await else { return dropped };
-    let Some(ticket) = body["ticket"].as_str() else { return dropped };
+    let Ok(Bootstrap { ticket, .. }) = response.json::<Bootstrap>().await else { return dropped };
     let Some(location) = web_sys::window().map(|window| window.location()) else { return dropped };
     let (Ok(protocol), Ok(host)) = (location.protocol(), location.host()) else { return dropped };
     let scheme = if protocol == "https:" { "wss" } else { "ws" };

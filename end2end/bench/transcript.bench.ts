@@ -9,15 +9,9 @@
 // - per delta: main-thread time per delta of a `burst: 5000` turn on an
 //   empty transcript and on one that already holds 5,000 messages; the
 //   second must stay within 2x of the first.
-import { mkdtempSync, realpathSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
 import type { CDPSession, Page } from '@playwright/test';
-import { test, createAgent, newEnrollURL, agentId, UnixClient, type Daemon } from '../tests/daemon';
-
-function project(): string {
-  return realpathSync(mkdtempSync(join(tmpdir(), 'shard-bench-')));
-}
+import { test, createAgent, enrolled, agentId, project, UnixClient, type Daemon } from '../tests/daemon';
 
 async function mainThreadSeconds(cdp: CDPSession): Promise<number> {
   const { metrics } = await cdp.send('Performance.getMetrics');
@@ -69,10 +63,7 @@ async function floorMs(daemon: Daemon, name: string, text: string): Promise<numb
 }
 
 async function openPage(browser: import('@playwright/test').Browser, daemon: Daemon) {
-  const context = await browser.newContext();
-  const page = await context.newPage();
-  await page.goto(newEnrollURL(daemon));
-  await page.locator('.connection', { hasText: /^connected$/ }).waitFor();
+  const [context, page] = await enrolled(browser, daemon);
   const cdp = await context.newCDPSession(page);
   await cdp.send('Performance.enable');
   return { context, page, cdp };

@@ -3,7 +3,7 @@
 // from the binary itself), and tells the tests its base URL.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { connect } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -104,7 +104,8 @@ export const test = base.extend<{}, { daemon: Daemon }>({
   baseURL: async ({ daemon }, use) => use(daemon.baseURL),
 });
 
-export { expect } from '@playwright/test';
+import { expect } from '@playwright/test';
+export { expect };
 
 /** Creates an agent through the dashboard's form; resolves once it is listed. */
 export async function createAgent(page: import('@playwright/test').Page, cwd: string, name: string): Promise<void> {
@@ -201,4 +202,38 @@ export async function agentId(daemon: Daemon, name: string): Promise<string> {
   const agent = listed.data.agents.find((known: any) => known.name === name);
   if (!agent) throw new Error(`no agent called ${name}`);
   return agent.agent_id;
+}
+
+/** A fresh project directory for an agent to work in. */
+export function project(): string {
+  return realpathSync(mkdtempSync(join(tmpdir(), 'shard-project-')));
+}
+
+/**
+ * A fresh, enrolled browser context with one tab open on the dashboard;
+ * `init` runs in every page before the app (to stand in for browser APIs).
+ */
+export async function enrolled(
+  browser: import('@playwright/test').Browser,
+  daemon: Daemon,
+  options: { viewport?: { width: number; height: number }; init?: () => void } = {},
+): Promise<[import('@playwright/test').BrowserContext, import('@playwright/test').Page]> {
+  const context = await browser.newContext(options.viewport ? { viewport: options.viewport } : {});
+  if (options.init) await context.addInitScript(options.init);
+  const page = await context.newPage();
+  await page.goto(newEnrollURL(daemon));
+  await expect(page.locator('.connection')).toHaveText('connected');
+  return [context, page];
+}
+
+/** Opens the agent called `name` from the list. */
+export async function openAgent(page: import('@playwright/test').Page, name: string): Promise<void> {
+  await page.locator('li.agent', { hasText: name }).locator('button.open').click();
+  await expect(page.locator('.agent-view h2')).toHaveText(name);
+}
+
+/** Types `text` into the message box and sends it. */
+export async function prompt(page: import('@playwright/test').Page, text: string): Promise<void> {
+  await page.getByLabel('Message to the agent').fill(text);
+  await page.locator('.prompt button[type="submit"]').click();
 }

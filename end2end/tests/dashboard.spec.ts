@@ -1,32 +1,6 @@
 // The dashboard in Chromium against the real daemon and the demo model.
-import { mkdtempSync, realpathSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Browser, BrowserContext, Page } from '@playwright/test';
-import { test, expect, createAgent, newEnrollURL, unixCall, type Daemon } from './daemon';
-
-function project(): string {
-  return realpathSync(mkdtempSync(join(tmpdir(), 'shard-project-')));
-}
-
-/** A fresh, enrolled browser context with one tab open on the dashboard. */
-async function enrolled(browser: Browser, daemon: Daemon, viewport?: { width: number; height: number }): Promise<[BrowserContext, Page]> {
-  const context = await browser.newContext(viewport ? { viewport } : {});
-  const page = await context.newPage();
-  await page.goto(newEnrollURL(daemon));
-  await expect(page.locator('.connection')).toHaveText('connected');
-  return [context, page];
-}
-
-async function openAgent(page: Page, name: string): Promise<void> {
-  await page.locator('li.agent', { hasText: name }).locator('button.open').click();
-  await expect(page.locator('.agent-view h2')).toHaveText(name);
-}
-
-async function prompt(page: Page, text: string): Promise<void> {
-  await page.getByLabel('Message to the agent').fill(text);
-  await page.locator('.prompt button[type="submit"]').click();
-}
+import { test, expect, createAgent, enrolled, openAgent, project, prompt, unixCall } from './daemon';
 
 test('prompt, stream, a permission asked in two tabs and answered in one, the exit code', async ({ browser, daemon }, testInfo) => {
   const [context, tab] = await enrolled(browser, daemon);
@@ -155,7 +129,7 @@ test('a mode and a model switched in one tab appear in the other', async ({ brow
 });
 
 test('on a 390×844 screen every action is reachable', async ({ browser, daemon }, testInfo) => {
-  const [context, tab] = await enrolled(browser, daemon, { width: 390, height: 844 });
+  const [context, tab] = await enrolled(browser, daemon, { viewport: { width: 390, height: 844 } });
   await createAgent(tab, project(), 'pocket');
   await tab.screenshot({ path: testInfo.outputPath('phone-dashboard.png'), fullPage: true });
   await prompt(tab, 'run: echo from-a-phone');

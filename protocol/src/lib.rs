@@ -14,6 +14,7 @@
 //! - [`types`]: the shared types of §11.
 //! - [`error`]: the §8 error registry and the `{code, message}` shape.
 //! - [`jsonl`]: the §2.1 line framing for stdio and the unix socket.
+//! - [`web`]: the bodies of the browser's JSON HTTP routes (`/enroll`, `/bootstrap`).
 //!
 //! Wire types are forward compatible: unknown fields are ignored, optional
 //! fields default, and enums read from a peer keep an `Unknown` arm where a
@@ -29,6 +30,7 @@ pub mod message;
 pub mod orchestrator;
 pub mod subagent;
 pub mod types;
+pub mod web;
 pub mod workspace;
 
 pub use envelope::{DecodeError, Envelope, Scope};

@@ -24,6 +24,7 @@ use leptos::prelude::LeptosOptions;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use serde_json::json;
 use shard_app::{App, OUTPUT_NAME, shell};
+use shard_protocol::web::{Bootstrap, EnrollRequest};
 use tower_http::set_header::SetResponseHeaderLayer;
 
 pub mod assets;
@@ -345,11 +346,6 @@ pub fn too_many(wait: std::time::Duration) -> Response {
     response
 }
 
-#[derive(serde::Deserialize)]
-struct EnrollBody {
-    code: String,
-}
-
 async fn enroll(
     State(state): State<AppState>,
     Extension(effective): Extension<Effective>,
@@ -359,7 +355,7 @@ async fn enroll(
     if let Err(rejection) = check_json(&headers, &body, false) {
         return rejection.into_response();
     }
-    let Ok(EnrollBody { code }) = serde_json::from_slice::<EnrollBody>(&body) else {
+    let Ok(EnrollRequest { code }) = serde_json::from_slice::<EnrollRequest>(&body) else {
         return (StatusCode::BAD_REQUEST, "the body must be {\"code\": \"...\"}").into_response();
     };
     let web = state.web.clone();
@@ -427,8 +423,9 @@ async fn bootstrap(
     web.auth.touch(&session.session_id);
     let ticket = web.auth.issue_ticket(&session, &normalize_origin(origin));
     let expires_in_ms = u64::try_from(TICKET_TTL.as_millis()).unwrap_or(u64::MAX);
-    axum::Json(json!({"ticket": ticket, "expires_in_ms": expires_in_ms, "protocol": shard_protocol::WS_SUBPROTOCOL}))
-        .into_response()
+    let answer =
+        Bootstrap { ticket, expires_in_ms, protocol: shard_protocol::WS_SUBPROTOCOL.to_owned() };
+    axum::Json(answer).into_response()
 }
 
 async fn logout(

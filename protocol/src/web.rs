@@ -1,0 +1,20 @@
+//! The bodies of the browser's two JSON HTTP routes (CONTRACT.md): what the
+//! page posts to `/enroll`, and what `/bootstrap` answers. Shared like every
+//! other message, so the page and the daemon cannot disagree on them either.
+
+use serde::{Deserialize, Serialize};
+
+/// `POST /enroll`: the single-use code from an enrollment link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnrollRequest {
+    pub code: String,
+}
+
+/// `POST /bootstrap`'s answer: a short-lived, single-use WebSocket ticket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bootstrap {
+    pub ticket: String,
+    pub expires_in_ms: u64,
+    /// The WebSocket subprotocol to offer with the ticket.
+    pub protocol: String,
+}
