@@ -1,0 +1,153 @@
+//! One client connection, over WebSocket or the unix socket: send a JSON
+//! value, read the next message as text. Both carry one JSON message per
+//! frame or line, so the scenarios read them the same way.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpSocket, TcpStream, UnixStream};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+/// How long any one read may wait before the run is called broken.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub enum Conn {
+    Ws(Box<WebSocketStream<TcpStream>>),
+    Unix { lines: BufReader<OwnedReadHalf>, writer: OwnedWriteHalf, line: String },
+}
+
+impl Conn {
+    /// A WebSocket to `addr` from the local address `from` (spreading many
+    /// clients over loopback addresses), offering `protocols`, with the
+    /// `Origin` and `Host` a page of `origin` would send.
+    pub async fn websocket(
+        addr: SocketAddr,
+        from: IpAddr,
+        protocols: Option<&str>,
+        origin: Option<&str>,
+    ) -> Result<Conn> {
+        let socket = TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::new(from, 0))?;
+        let stream = socket.connect(addr).await.context("connecting")?;
+        stream.set_nodelay(true)?;
+        let mut request = format!("ws://{addr}/ws").into_client_request()?;
+        let headers = request.headers_mut();
+        if let Some(protocols) = protocols {
+            headers.insert("sec-websocket-protocol", protocols.parse()?);
+        }
+        if let Some(origin) = origin {
+            headers.insert("origin", origin.parse()?);
+        }
+        let (socket, _) =
+            tokio_tungstenite::client_async(request, stream).await.context("WebSocket upgrade")?;
+        Ok(Conn::Ws(Box::new(socket)))
+    }
+
+    pub async fn unix(path: &Path) -> Result<Conn> {
+        let stream = UnixStream::connect(path).await.context("connecting to the unix socket")?;
+        let (reader, writer) = stream.into_split();
+        Ok(Conn::Unix { lines: BufReader::new(reader), writer, line: String::new() })
+    }
+
+    pub async fn send(&mut self, value: &Value) -> Result<()> {
+        let text = value.to_string();
+        match self {
+            Conn::Ws(socket) => socket.send(Message::text(text)).await?,
+            Conn::Unix { writer, .. } => {
+                writer.write_all(text.as_bytes()).await?;
+                writer.write_all(b"\n").await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The next message's text; an error when the peer closed or went quiet.
+    pub async fn recv(&mut self) -> Result<String> {
+        match tokio::time::timeout(READ_TIMEOUT, self.next()).await {
+            Ok(result) => result,
+            Err(_) => bail!("no message for {} s", READ_TIMEOUT.as_secs()),
+        }
+    }
+
+    async fn next(&mut self) -> Result<String> {
+        match self {
+            Conn::Ws(socket) => loop {
+                match socket.next().await {
+                    Some(Ok(Message::Text(text))) => return Ok(text.as_str().to_owned()),
+                    Some(Ok(Message::Close(frame))) => bail!("closed: {frame:?}"),
+                    Some(Ok(_)) => continue,
+                    Some(Err(error)) => return Err(error.into()),
+                    None => bail!("closed"),
+                }
+            },
+            Conn::Unix { lines, line, .. } => {
+                line.clear();
+                if lines.read_line(line).await? == 0 {
+                    bail!("closed");
+                }
+                Ok(line.trim_end().to_owned())
+            }
+        }
+    }
+
+    /// Reads until a message `matches`; returns it parsed.
+    pub async fn until(&mut self, matches: impl Fn(&Value) -> bool) -> Result<Value> {
+        loop {
+            let text = self.recv().await?;
+            let value: Value = serde_json::from_str(&text).context("a message that is not JSON")?;
+            if matches(&value) {
+                return Ok(value);
+            }
+        }
+    }
+
+    /// Sends a command with `id` and waits for its successful response.
+    pub async fn call(&mut self, mut command: Value, id: &str) -> Result<Value> {
+        command["id"] = Value::from(id);
+        self.send(&command).await?;
+        let response =
+            self.until(|message| message["type"] == "response" && message["id"] == id).await?;
+        if response["success"] != true {
+            bail!("{} failed: {}", command["type"], response["error"]);
+        }
+        Ok(response)
+    }
+}
+
+/// What one reader saw of a `burst:` turn.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Seen {
+    pub deltas: u64,
+    /// Bytes of the delta messages as received (frame payloads or lines).
+    pub delta_bytes: u64,
+    /// Whether every delta came, in order.
+    pub in_order: bool,
+}
+
+/// Reads one `burst:` turn to its complete message, checking the deltas
+/// `tick-1 `, `tick-2 `, … arrive in order.
+pub async fn read_burst(conn: &mut Conn) -> Result<Seen> {
+    let mut seen = Seen { in_order: true, ..Seen::default() };
+    loop {
+        let text = conn.recv().await?;
+        if text.contains("\"message_delta\"") {
+            let value: Value = serde_json::from_str(&text)?;
+            seen.deltas += 1;
+            seen.delta_bytes += text.len() as u64;
+            let expected = format!("tick-{} ", seen.deltas);
+            if value["text_delta"].as_str() != Some(expected.as_str()) {
+                seen.in_order = false;
+            }
+        } else if text.contains("\"message_complete\"") {
+            return Ok(seen);
+        }
+    }
+}

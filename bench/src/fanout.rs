@@ -1,0 +1,136 @@
+//! S1 fan-out (and S7 wire, from the same turns): one agent streams a
+//! `burst:` turn to N attached clients; every client must get every delta
+//! in order. Deliveries per second = N × deltas / the time from the prompt
+//! to the last client's complete message.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use serde_json::json;
+
+use crate::conn::{Conn, Seen, read_burst};
+use crate::relay::Relay;
+use crate::shard::{Shard, attach};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    WebSocket,
+    Unix,
+}
+
+/// One run's figures.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome {
+    pub clients: usize,
+    pub deltas: u64,
+    pub elapsed: Duration,
+    /// Every client got every delta, in order.
+    pub complete: bool,
+    /// Bytes per delta message as one client received it.
+    pub bytes_per_delta: f64,
+}
+
+impl Outcome {
+    pub fn deliveries_per_second(&self) -> f64 {
+        (self.clients as f64 * self.deltas as f64) / self.elapsed.as_secs_f64()
+    }
+}
+
+/// A loopback address for the next browser connection. The daemon limits
+/// bootstraps and upgrades per client address (CONTRACT.md), as it should;
+/// a benchmark that opens a thousand tabs spreads them over 127.0.0.0/8 the
+/// way a thousand browsers would come from their own addresses.
+fn next_loopback() -> IpAddr {
+    static OPENED: AtomicUsize = AtomicUsize::new(0);
+    let index = OPENED.fetch_add(1, Ordering::Relaxed) / 40;
+    let [b, c] = [(index / 250) as u8, (index % 250) as u8 + 2];
+    IpAddr::V4(Ipv4Addr::new(127, 1 + b, 0, c))
+}
+
+async fn collect(readers: Vec<Conn>, start: Instant) -> Result<(Vec<Seen>, Duration)> {
+    let tasks: Vec<_> = readers
+        .into_iter()
+        .map(|mut conn| {
+            tokio::spawn(async move {
+                let seen = read_burst(&mut conn).await;
+                (seen, start.elapsed())
+            })
+        })
+        .collect();
+    let mut seen = Vec::with_capacity(tasks.len());
+    let mut last = Duration::ZERO;
+    for task in tasks {
+        let (outcome, at) = task.await?;
+        seen.push(outcome?);
+        last = last.max(at);
+    }
+    Ok((seen, last))
+}
+
+fn outcome(clients: usize, deltas: u64, seen: &[Seen], elapsed: Duration) -> Outcome {
+    let complete = seen.iter().all(|seen| seen.deltas == deltas && seen.in_order);
+    let first = seen.first().copied().unwrap_or_default();
+    let bytes_per_delta = first.delta_bytes as f64 / first.deltas.max(1) as f64;
+    Outcome { clients, deltas, elapsed, complete, bytes_per_delta }
+}
+
+/// The turn through Shard, to `clients` observers over `transport`.
+pub async fn shard(
+    shard: &Shard,
+    clients: usize,
+    deltas: u64,
+    transport: Transport,
+) -> Result<Outcome> {
+    let mut control = shard.unix().await?;
+    let agent = shard.create_agent(&mut control).await?;
+    attach(&mut control, &agent, "interactive").await?;
+    let mut readers = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        let mut conn = match transport {
+            Transport::WebSocket => shard.websocket(next_loopback()).await?,
+            Transport::Unix => shard.unix().await?,
+        };
+        attach(&mut conn, &agent, "observer").await?;
+        readers.push(conn);
+    }
+    let start = Instant::now();
+    let running = tokio::spawn(collect(readers, start));
+    let prompt =
+        json!({"type": "prompt", "agent_id": agent, "message": format!("burst: {deltas}")});
+    control.call(prompt, "prompt").await?;
+    // The controller reads its own copy too, so it is never the slow one.
+    read_burst(&mut control).await?;
+    let (seen, elapsed) = running.await??;
+    let _ =
+        control.call(json!({"type": "agent.kill", "agent_id": agent, "force": true}), "kill").await;
+    Ok(outcome(clients, deltas, &seen, elapsed))
+}
+
+/// The same turn through the bare relay, to `clients` WebSocket clients.
+pub async fn relay(bin: &std::path::Path, clients: usize, deltas: u64) -> Result<Outcome> {
+    let relay = Relay::start(bin).await?;
+    let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let mut control = Conn::websocket(relay.addr, local, None, None).await?;
+    let mut readers = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        readers.push(Conn::websocket(relay.addr, local, None, None).await?);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while relay.connected() < clients + 1 {
+        if Instant::now() > deadline {
+            bail!("the relay registered {} of {} clients", relay.connected(), clients + 1);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let start = Instant::now();
+    let running = tokio::spawn(collect(readers, start));
+    control
+        .send(&json!({"type": "prompt", "id": "p", "message": format!("burst: {deltas}")}))
+        .await?;
+    read_burst(&mut control).await?;
+    let (seen, elapsed) = running.await??;
+    relay.stop().await;
+    Ok(outcome(clients, deltas, &seen, elapsed))
+}

@@ -1,0 +1,104 @@
+//! `shard-bench`: the real `shard` binary against a bare relay, measured in
+//! the same run with the same client code (docs/PERFORMANCE.md). Run it with
+//! `scripts/bench` (or `scripts/bench --short`, CI's mode). It prints each
+//! scenario's figures for both, with their ratio, and fails only when a run
+//! breaks (a client missed an event, a process did not start), never on a
+//! timing.
+
+mod conn;
+mod fanout;
+mod relay;
+mod shard;
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use clap::Parser;
+
+use fanout::Transport;
+
+#[derive(Parser)]
+#[command(about = "Benchmarks of shard against a bare relay, in one run")]
+struct Args {
+    /// Small counts (CI): the whole run stays well under a minute.
+    #[arg(long)]
+    short: bool,
+    /// The `shard` binary to measure (and whose agent the relay runs).
+    #[arg(long, default_value = "target/release/shard")]
+    shard: PathBuf,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(run(args))
+}
+
+fn ratio(shard: f64, baseline: f64) -> String {
+    if baseline > 0.0 { format!("{:.2}x", shard / baseline) } else { "-".to_owned() }
+}
+
+fn per_second(value: f64) -> String {
+    if value >= 1e6 { format!("{:.2} M/s", value / 1e6) } else { format!("{:.0} k/s", value / 1e3) }
+}
+
+async fn run(args: Args) -> Result<()> {
+    let Ok(bin) = args.shard.canonicalize() else {
+        bail!("{} is missing: run scripts/build first", args.shard.display());
+    };
+    let args = Args { shard: bin, ..args };
+    let (counts, deltas): (&[usize], u64) =
+        if args.short { (&[1, 10, 50], 2_000) } else { (&[1, 10, 100, 1_000], 10_000) };
+    let max_clients = counts.iter().copied().max().unwrap_or(1);
+    let daemon = shard::Shard::start(&args.shard, 2 * max_clients + 64).await?;
+    println!(
+        "shard-bench: {} · {} cores",
+        args.shard.display(),
+        std::thread::available_parallelism()?
+    );
+    println!();
+    println!(
+        "S1 fan-out: one agent's `burst: {deltas}` turn to N clients (deliveries/s; every client must get every delta)"
+    );
+    println!(
+        "{:>6} | {:>12} | {:>12} | {:>12} | {:>6} | all delivered",
+        "N", "shard ws", "relay ws", "shard unix", "ratio"
+    );
+    let mut broken = false;
+    let mut wire = None;
+    for &clients in counts {
+        let over_ws = fanout::shard(&daemon, clients, deltas, Transport::WebSocket).await?;
+        let over_unix = fanout::shard(&daemon, clients, deltas, Transport::Unix).await?;
+        let baseline = fanout::relay(&args.shard, clients, deltas).await?;
+        let all = over_ws.complete && over_unix.complete && baseline.complete;
+        broken |= !all;
+        println!(
+            "{clients:>6} | {:>12} | {:>12} | {:>12} | {:>6} | {}",
+            per_second(over_ws.deliveries_per_second()),
+            per_second(baseline.deliveries_per_second()),
+            per_second(over_unix.deliveries_per_second()),
+            ratio(over_ws.deliveries_per_second(), baseline.deliveries_per_second()),
+            if all { "yes" } else { "NO" },
+        );
+        wire.get_or_insert((over_ws, over_unix, baseline));
+    }
+    if let Some((over_ws, over_unix, baseline)) = wire {
+        println!();
+        println!("S7 wire: bytes per delta as a client reads it, against the agent's own line");
+        println!("  agent line (what the relay sends): {:.1} B", baseline.bytes_per_delta);
+        println!(
+            "  shard over WebSocket: {:.1} B ({})",
+            over_ws.bytes_per_delta,
+            ratio(over_ws.bytes_per_delta, baseline.bytes_per_delta)
+        );
+        println!(
+            "  shard over unix:      {:.1} B ({})",
+            over_unix.bytes_per_delta,
+            ratio(over_unix.bytes_per_delta, baseline.bytes_per_delta)
+        );
+    }
+    daemon.stop().await?;
+    if broken {
+        bail!("a client missed events: the run is broken");
+    }
+    Ok(())
+}

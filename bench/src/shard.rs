@@ -1,0 +1,144 @@
+//! The system under test: the real `shard daemon`, in a home of its own,
+//! reached as a browser reaches it (enroll, bootstrap, single-use ticket,
+//! `/ws`) and as a local tool does (the unix socket).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::conn::Conn;
+
+pub struct Shard {
+    child: Child,
+    home: PathBuf,
+    addr: SocketAddr,
+    base: String,
+    cookie: String,
+}
+
+/// A fresh directory under the system's temporary one.
+pub fn scratch(what: &str) -> Result<PathBuf> {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos();
+    let dir =
+        std::env::temp_dir().join(format!("shard-bench-{what}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+impl Shard {
+    /// Starts the daemon on a free loopback port and enrolls one browser.
+    pub async fn start(bin: &Path, max_connections: usize) -> Result<Shard> {
+        let home = scratch("home")?;
+        let mut child = Command::new(bin)
+            .args(["daemon", "--port", "0", "--max-connections", &max_connections.to_string()])
+            .env("SHARD_HOME", &home)
+            .env("SHARD_LOG", "error")
+            .current_dir(&home)
+            .stdout(Stdio::piped())
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let stdout = child.stdout.take().context("stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let (mut base, mut code) = (None, None);
+        while base.is_none() || code.is_none() {
+            let Some(line) = lines.next_line().await? else { bail!("the daemon exited at start") };
+            if let Some(url) = line.strip_prefix("listening on ") {
+                base = Some(url.trim().to_owned());
+            }
+            if let Some(url) = line.strip_prefix("enroll: ") {
+                code = url.split("#enroll=").nth(1).map(str::to_owned);
+            }
+        }
+        // Keep reading so the daemon never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let base = base.context("listening line")?;
+        let addr: SocketAddr = base.trim_start_matches("http://").parse()?;
+        let mut shard = Shard { child, home, addr, base, cookie: String::new() };
+        shard.cookie = shard.enroll(&code.context("enroll line")?).await?;
+        Ok(shard)
+    }
+
+    async fn enroll(&self, code: &str) -> Result<String> {
+        let response = reqwest::Client::new()
+            .post(format!("{}/enroll", self.base))
+            .header("origin", &self.base)
+            .header("content-type", "application/json")
+            .body(json!({ "code": code }).to_string())
+            .send()
+            .await?;
+        if response.status() != 200 {
+            bail!("enrollment answered {}", response.status());
+        }
+        let cookie = response
+            .headers()
+            .get("set-cookie")
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.split(';').next())
+            .context("no session cookie")?;
+        Ok(cookie.to_owned())
+    }
+
+    /// A browser's WebSocket: a ticket from `/bootstrap`, then `/ws` with
+    /// it, from the loopback address `from`.
+    pub async fn websocket(&self, from: IpAddr) -> Result<Conn> {
+        let response = reqwest::Client::builder()
+            .local_address(from)
+            .build()?
+            .post(format!("{}/bootstrap", self.base))
+            .header("origin", &self.base)
+            .header("cookie", &self.cookie)
+            .send()
+            .await?;
+        if response.status() != 200 {
+            bail!("bootstrap answered {}", response.status());
+        }
+        let body: Value = response.json().await?;
+        let ticket = body["ticket"].as_str().context("no ticket")?;
+        let protocols = format!("shard.v1, shard.ticket.{ticket}");
+        let mut conn = Conn::websocket(self.addr, from, Some(&protocols), Some(&self.base)).await?;
+        conn.until(|message| message["type"] == "hello").await?;
+        Ok(conn)
+    }
+
+    /// A local tool's connection.
+    pub async fn unix(&self) -> Result<Conn> {
+        let mut conn = Conn::unix(&self.home.join("daemon.sock")).await?;
+        conn.until(|message| message["type"] == "hello").await?;
+        Ok(conn)
+    }
+
+    /// A new agent working in a fresh directory; its id.
+    pub async fn create_agent(&self, control: &mut Conn) -> Result<String> {
+        let cwd = scratch("cwd")?;
+        let response = control
+            .call(json!({"type": "agent.create", "cwd": cwd, "name": "bench"}), "create")
+            .await?;
+        Ok(response["data"]["agent_id"].as_str().context("agent_id")?.to_owned())
+    }
+
+    pub async fn stop(mut self) -> Result<()> {
+        if let Some(pid) = self.child.id() {
+            // SIGTERM: the daemon stops its agents and exits.
+            let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+        }
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(15), self.child.wait()).await;
+        let _ = self.child.kill().await;
+        let _ = std::fs::remove_dir_all(&self.home);
+        Ok(())
+    }
+}
+
+/// Attaches `conn` to `agent_id` and waits for its sync.
+pub async fn attach(conn: &mut Conn, agent_id: &str, role: &str) -> Result<()> {
+    let command = json!({"type": "agent.attach", "agent_id": agent_id, "role": role});
+    conn.call(command, "attach").await?;
+    conn.until(|message| message["type"] == "sync").await?;
+    Ok(())
+}
