@@ -7,6 +7,7 @@
 
 mod conn;
 mod fanout;
+mod lifecycle;
 mod relay;
 mod shard;
 
@@ -37,6 +38,10 @@ fn ratio(shard: f64, baseline: f64) -> String {
     if baseline > 0.0 { format!("{:.2}x", shard / baseline) } else { "-".to_owned() }
 }
 
+fn ms(duration: std::time::Duration) -> f64 {
+    duration.as_secs_f64() * 1e3
+}
+
 fn per_second(value: f64) -> String {
     if value >= 1e6 { format!("{:.2} M/s", value / 1e6) } else { format!("{:.0} k/s", value / 1e3) }
 }
@@ -49,7 +54,7 @@ async fn run(args: Args) -> Result<()> {
     let (counts, deltas): (&[usize], u64) =
         if args.short { (&[1, 10, 50], 2_000) } else { (&[1, 10, 100, 1_000], 10_000) };
     let max_clients = counts.iter().copied().max().unwrap_or(1);
-    let daemon = shard::Shard::start(&args.shard, 2 * max_clients + 64).await?;
+    let daemon = shard::Shard::start(&args.shard, 2 * max_clients + 64, None).await?;
     println!(
         "shard-bench: {} · {} cores",
         args.shard.display(),
@@ -96,7 +101,40 @@ async fn run(args: Args) -> Result<()> {
             ratio(over_unix.bytes_per_delta, baseline.bytes_per_delta)
         );
     }
+
+    let agents = if args.short { 10 } else { 100 };
+    let mut spawn = lifecycle::spawn(&daemon, &args.shard, agents).await?;
+    let (create50, create99) =
+        (lifecycle::quantile(&mut spawn.create, 0.5), lifecycle::quantile(&mut spawn.create, 0.99));
+    let (bare50, bare99) =
+        (lifecycle::quantile(&mut spawn.bare, 0.5), lifecycle::quantile(&mut spawn.bare, 0.99));
+    println!();
+    println!("S5 spawn: {agents} agents, until ready (p50 / p99)");
+    println!("  shard agent.create:           {:>7.1} ms / {:>7.1} ms", ms(create50), ms(create99));
+    println!("  bare `shard agent --stdio`:   {:>7.1} ms / {:>7.1} ms", ms(bare50), ms(bare99));
+    println!(
+        "  p50 over the bare spawn: {:+.1} ms (target: at most +5 ms)",
+        ms(create50) - ms(bare50)
+    );
     daemon.stop().await?;
+
+    let turns = if args.short { 250 } else { 5_000 };
+    let quiet =
+        shard::Shard::start(&args.shard, 64, Some("[compaction]\nenabled = false\n")).await?;
+    let mut resync = lifecycle::resync(&quiet, turns, 20).await?;
+    println!();
+    println!(
+        "S6 attach-resync: a session of {} messages (filled in {:.1} s)",
+        resync.messages,
+        resync.fill.as_secs_f64()
+    );
+    println!(
+        "  attach to the end of sync: p50 {:.1} ms, max {:.1} ms (target: under 30 ms for 10,000); sync {:.1} KB on the wire",
+        ms(lifecycle::quantile(&mut resync.attach, 0.5)),
+        ms(lifecycle::quantile(&mut resync.attach, 1.0)),
+        resync.sync_bytes as f64 / 1024.0,
+    );
+    quiet.stop().await?;
     if broken {
         bail!("a client missed events: the run is broken");
     }

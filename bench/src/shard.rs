@@ -32,8 +32,11 @@ pub fn scratch(what: &str) -> Result<PathBuf> {
 
 impl Shard {
     /// Starts the daemon on a free loopback port and enrolls one browser.
-    pub async fn start(bin: &Path, max_connections: usize) -> Result<Shard> {
+    pub async fn start(bin: &Path, max_connections: usize, config: Option<&str>) -> Result<Shard> {
         let home = scratch("home")?;
+        if let Some(config) = config {
+            std::fs::write(home.join("config.toml"), config)?;
+        }
         let mut child = Command::new(bin)
             .args(["daemon", "--port", "0", "--max-connections", &max_connections.to_string()])
             .env("SHARD_HOME", &home)
