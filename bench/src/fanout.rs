@@ -42,7 +42,7 @@ impl Outcome {
 /// bootstraps and upgrades per client address (CONTRACT.md), as it should;
 /// a benchmark that opens a thousand tabs spreads them over 127.0.0.0/8 the
 /// way a thousand browsers would come from their own addresses.
-fn next_loopback() -> IpAddr {
+pub fn next_loopback() -> IpAddr {
     static OPENED: AtomicUsize = AtomicUsize::new(0);
     let index = OPENED.fetch_add(1, Ordering::Relaxed) / 40;
     let [b, c] = [(index / 250) as u8, (index % 250) as u8 + 2];

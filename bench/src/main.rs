@@ -7,6 +7,7 @@
 
 mod conn;
 mod fanout;
+mod idle;
 mod lifecycle;
 mod relay;
 mod shard;
@@ -115,6 +116,40 @@ async fn run(args: Args) -> Result<()> {
     println!(
         "  p50 over the bare spawn: {:+.1} ms (target: at most +5 ms)",
         ms(create50) - ms(bare50)
+    );
+
+    let (connections, idle_agents) = if args.short { (100, 10) } else { (1_000, 200) };
+    let idle = idle::idle(&daemon, connections, idle_agents, fanout::next_loopback).await?;
+    let agent_rss: Vec<f64> = idle.per_agent.iter().map(|bytes| *bytes as f64 / 1e6).collect();
+    let mean = agent_rss.iter().sum::<f64>() / agent_rss.len().max(1) as f64;
+    let most = agent_rss.iter().copied().fold(0.0, f64::max);
+    println!();
+    println!("S4 idle scale");
+    println!(
+        "  {} idle WebSocket connections: {:.1} KB of daemon RSS each (target: at most 16 KB)",
+        idle.connections,
+        idle.per_connection / 1024.0
+    );
+    println!(
+        "  {} idle agents: {:.1} MB RSS each on average, {:.1} MB at most (target: at most 8 MB)",
+        idle.agents, mean, most
+    );
+
+    println!();
+    println!("First page load (asking for br, gzip as a browser does)");
+    let mut total = (0, 0);
+    for (path, raw, wire, encoding) in idle::first_load(&daemon).await? {
+        println!(
+            "  {path:<24} {:>8.1} KB raw, {:>8.1} KB on the wire ({encoding})",
+            raw as f64 / 1024.0,
+            wire as f64 / 1024.0
+        );
+        total = (total.0 + raw, total.1 + wire);
+    }
+    println!(
+        "  total                    {:>8.1} KB raw, {:>8.1} KB on the wire (target: at most 300 KB)",
+        total.0 as f64 / 1024.0,
+        total.1 as f64 / 1024.0
     );
     daemon.stop().await?;
 

@@ -126,6 +126,14 @@ impl Shard {
         Ok(response["data"]["agent_id"].as_str().context("agent_id")?.to_owned())
     }
 
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
     pub async fn stop(mut self) -> Result<()> {
         if let Some(pid) = self.child.id() {
             // SIGTERM: the daemon stops its agents and exits.

@@ -1,0 +1,107 @@
+//! S4 idle scale: what idle connections and idle agents cost. The daemon's
+//! resident memory (`VmRSS`) before and after opening idle WebSocket
+//! connections, per connection; and each idle agent process's own RSS.
+//! Also the first page load: what a browser transfers for `/` and the
+//! assets it names, asking for compression as browsers do.
+
+use std::net::IpAddr;
+
+use anyhow::{Context, Result};
+use serde_json::json;
+
+use crate::conn::Conn;
+use crate::shard::Shard;
+
+/// The resident set of process `pid`, in bytes.
+pub fn rss(pid: u32) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:")).context("no VmRSS")?;
+    let kb: u64 = line.split_whitespace().nth(1).context("VmRSS value")?.parse()?;
+    Ok(kb * 1024)
+}
+
+/// The processes whose parent is `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat")).ok().is_some_and(|stat| {
+                // After the command's closing parenthesis: state, then ppid.
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(pid)
+            })
+        })
+        .collect()
+}
+
+pub struct Idle {
+    pub connections: usize,
+    pub per_connection: f64,
+    pub agents: usize,
+    pub per_agent: Vec<u64>,
+}
+
+pub async fn idle(
+    shard: &Shard,
+    connections: usize,
+    agents: usize,
+    next_ip: impl Fn() -> IpAddr,
+) -> Result<Idle> {
+    let pid = shard.pid().context("daemon pid")?;
+    // Warm: the first connection pays for one-time allocations.
+    let warm = shard.websocket(next_ip()).await?;
+    let before = rss(pid)?;
+    let mut open = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        open.push(shard.websocket(next_ip()).await?);
+    }
+    let after = rss(pid)?;
+    let per_connection = after.saturating_sub(before) as f64 / connections as f64;
+    drop(open);
+    drop(warm);
+
+    let mut control: Conn = shard.unix().await?;
+    let mut ids = Vec::with_capacity(agents);
+    for _ in 0..agents {
+        ids.push(shard.create_agent(&mut control).await?);
+    }
+    let per_agent = children(pid).into_iter().filter_map(|child| rss(child).ok()).collect();
+    for (index, id) in ids.iter().enumerate() {
+        let kill = json!({"type": "agent.kill", "agent_id": id, "force": true});
+        control.call(kill, &format!("idle-kill-{index}")).await?;
+    }
+    Ok(Idle { connections, per_connection, agents, per_agent })
+}
+
+/// Bytes on the wire for a first page load: (raw, as transferred).
+pub async fn first_load(shard: &Shard) -> Result<Vec<(String, u64, u64, String)>> {
+    let client = reqwest::Client::new();
+    let page = client.get(format!("{}/", shard.base())).send().await?.text().await?;
+    let mut paths = vec!["/".to_owned()];
+    for marker in ["href=\"/", "src=\"/", "from \"/", "import(\"/", "'/pkg/"] {
+        for piece in page.split(marker).skip(1) {
+            let end = piece.find(['"', '\'', ' ', '>']).unwrap_or(piece.len());
+            let path = format!("/{}", &piece[..end]);
+            if !paths.contains(&path) && !path.contains("favicon") {
+                paths.push(path);
+            }
+        }
+    }
+    let mut sizes = Vec::new();
+    for path in paths {
+        let url = format!("{}{path}", shard.base());
+        let raw = client.get(&url).send().await?.bytes().await?.len() as u64;
+        let response = client.get(&url).header("accept-encoding", "br, gzip").send().await?;
+        let encoding = response
+            .headers()
+            .get("content-encoding")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or("identity")
+            .to_owned();
+        let wire = response.bytes().await?.len() as u64;
+        sizes.push((path, raw, wire, encoding));
+    }
+    Ok(sizes)
+}
