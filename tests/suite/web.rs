@@ -2,7 +2,10 @@
 //! embedded bundle, from a working directory that has no project files.
 
 use reqwest::StatusCode;
-use reqwest::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use reqwest::header::{
+    ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG,
+    IF_NONE_MATCH, VARY,
+};
 
 use super::support::Daemon;
 
@@ -58,6 +61,40 @@ async fn serves_the_embedded_bundle_from_any_directory() {
         assert_eq!(header(&response, CACHE_CONTROL), "no-cache", "{path}");
     }
     assert_eq!(get(&daemon.url("/pkg/nope.js")).await.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn the_bundle_is_served_precompressed_as_the_browser_accepts() {
+    let daemon = Daemon::start(&[]).await;
+    let fetch = |accept: Option<&'static str>| {
+        let mut request = reqwest::Client::new().get(daemon.url("/pkg/shard_bg.wasm"));
+        if let Some(accept) = accept {
+            request = request.header(ACCEPT_ENCODING, accept);
+        }
+        async move { request.send().await.expect("GET") }
+    };
+    let plain = fetch(None).await;
+    assert!(plain.headers().get(CONTENT_ENCODING).is_none(), "no Accept-Encoding: identity");
+    assert_eq!(header(&plain, VARY), "accept-encoding");
+    let raw = plain.bytes().await.expect("body");
+    assert_eq!(&raw[..4], b"\0asm");
+
+    let gzip = fetch(Some("gzip")).await;
+    assert_eq!(header(&gzip, CONTENT_ENCODING), "gzip");
+    assert_eq!(header(&gzip, CONTENT_TYPE), "application/wasm");
+    let gzipped = gzip.bytes().await.expect("body");
+    assert_eq!(&gzipped[..2], [0x1f, 0x8b], "a gzip stream");
+    assert!(gzipped.len() * 2 < raw.len(), "{} of {} bytes", gzipped.len(), raw.len());
+
+    // A browser's header: brotli when the build had it, else gzip.
+    let best = fetch(Some("gzip, deflate, br, zstd")).await;
+    let encoding = header(&best, CONTENT_ENCODING).to_owned();
+    assert!(encoding == "br" || encoding == "gzip", "{encoding}");
+    let best = best.bytes().await.expect("body");
+    assert!(best.len() <= gzipped.len());
+
+    let refused = fetch(Some("gzip;q=0")).await;
+    assert!(refused.headers().get(CONTENT_ENCODING).is_none(), "q=0 refuses it");
 }
 
 #[tokio::test]
