@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use crate::conn::{Conn, Seen, read_burst};
@@ -28,6 +28,8 @@ pub struct Outcome {
     pub elapsed: Duration,
     /// Every client got every delta, in order.
     pub complete: bool,
+    /// Clients that got less (closed by the server as too slow, or worse).
+    pub short: usize,
     /// Bytes per delta message as one client received it.
     pub bytes_per_delta: f64,
 }
@@ -63,17 +65,19 @@ async fn collect(readers: Vec<Conn>, start: Instant) -> Result<(Vec<Seen>, Durat
     let mut last = Duration::ZERO;
     for task in tasks {
         let (outcome, at) = task.await?;
-        seen.push(outcome?);
+        // A client the server closed (too slow to keep up) got less than all.
+        seen.push(outcome.unwrap_or_default());
         last = last.max(at);
     }
     Ok((seen, last))
 }
 
 fn outcome(clients: usize, deltas: u64, seen: &[Seen], elapsed: Duration) -> Outcome {
-    let complete = seen.iter().all(|seen| seen.deltas == deltas && seen.in_order);
+    let short = seen.iter().filter(|seen| seen.deltas != deltas || !seen.in_order).count();
+    let complete = short == 0;
     let first = seen.first().copied().unwrap_or_default();
     let bytes_per_delta = first.delta_bytes as f64 / first.deltas.max(1) as f64;
-    Outcome { clients, deltas, elapsed, complete, bytes_per_delta }
+    Outcome { clients, deltas, elapsed, complete, short, bytes_per_delta }
 }
 
 /// The turn through Shard, to `clients` observers over `transport`.
@@ -92,16 +96,16 @@ pub async fn shard(
             Transport::WebSocket => shard.websocket(next_loopback()).await?,
             Transport::Unix => shard.unix().await?,
         };
-        attach(&mut conn, &agent, "observer").await?;
+        attach(&mut conn, &agent, "observer").await.context("attaching a reader")?;
         readers.push(conn);
     }
     let start = Instant::now();
     let running = tokio::spawn(collect(readers, start));
     let prompt =
         json!({"type": "prompt", "agent_id": agent, "message": format!("burst: {deltas}")});
-    control.call(prompt, "prompt").await?;
+    control.call(prompt, "prompt").await.context("prompting")?;
     // The controller reads its own copy too, so it is never the slow one.
-    read_burst(&mut control).await?;
+    read_burst(&mut control).await.context("the controller's copy")?;
     let (seen, elapsed) = running.await??;
     let _ =
         control.call(json!({"type": "agent.kill", "agent_id": agent, "force": true}), "kill").await;

@@ -18,8 +18,9 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
-/// Frames queued per client before it counts as stalled.
-const QUEUE: usize = 1 << 16;
+/// Frames queued per client before it counts as stalled: about the 4 MiB
+/// the daemon allows a connection, at this agent's ~110 bytes a delta.
+const QUEUE: usize = 1 << 15;
 
 type Clients = Arc<Mutex<Vec<mpsc::Sender<Utf8Bytes>>>>;
 

@@ -113,7 +113,9 @@ impl Shard {
     /// A local tool's connection.
     pub async fn unix(&self) -> Result<Conn> {
         let mut conn = Conn::unix(&self.home.join("daemon.sock")).await?;
-        conn.until(|message| message["type"] == "hello").await?;
+        conn.until(|message| message["type"] == "hello")
+            .await
+            .context("waiting for hello on the unix socket")?;
         Ok(conn)
     }
 

@@ -19,6 +19,11 @@ use crate::clients::connection::Transport;
 
 /// The largest message accepted from a client: a prompt with a few images.
 const MAX_MESSAGE: usize = 16 * 1024 * 1024;
+/// Bytes read from a socket at a time (see the upgrade below).
+const READ_BUFFER: usize = 4 * 1024;
+/// Outgoing bytes buffered before a write reaches the socket; the writer
+/// flushes whenever its outbox is empty anyway (clients::writer).
+const WRITE_BUFFER: usize = 32 * 1024;
 
 pub async fn upgrade(
     State(state): State<AppState>,
@@ -78,6 +83,11 @@ pub async fn upgrade(
         .protocols([WS_SUBPROTOCOL])
         .max_message_size(MAX_MESSAGE)
         .max_frame_size(MAX_MESSAGE)
+        // tungstenite's default read buffer is a zeroed 128 KiB per
+        // connection, the most of an idle connection's memory; browsers send
+        // small frames, and larger ones are still read whole, in more reads.
+        .read_buffer_size(READ_BUFFER)
+        .write_buffer_size(WRITE_BUFFER)
         .on_upgrade(move |socket| async move {
             serve(socket, web, session).await;
             drop(permit);
