@@ -138,3 +138,13 @@ pub async fn relay(bin: &std::path::Path, clients: usize, deltas: u64) -> Result
     relay.stop().await;
     Ok(outcome(clients, deltas, &seen, elapsed))
 }
+
+/// Of several runs of one point, the median by throughput; complete only if
+/// every run was, and short by the worst run's count.
+pub fn median(mut runs: Vec<Outcome>) -> Option<Outcome> {
+    let complete = runs.iter().all(|run| run.complete);
+    let short = runs.iter().map(|run| run.short).max().unwrap_or(0);
+    runs.sort_by(|a, b| a.deliveries_per_second().total_cmp(&b.deliveries_per_second()));
+    let middle = runs.get(runs.len() / 2).copied()?;
+    Some(Outcome { complete, short, ..middle })
+}

@@ -14,7 +14,7 @@ mod shard;
 
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::Parser;
 
 use fanout::Transport;
@@ -63,7 +63,7 @@ async fn run(args: Args) -> Result<()> {
     );
     println!();
     println!(
-        "S1 fan-out: one agent's `burst: {deltas}` turn to N clients (deliveries/s; every client must get every delta)"
+        "S1 fan-out: one agent's `burst: {deltas}` turn to N clients (deliveries/s, the median of 3; every client must get every delta)"
     );
     println!(
         "{:>6} | {:>12} | {:>12} | {:>12} | {:>6} | all delivered",
@@ -72,15 +72,20 @@ async fn run(args: Args) -> Result<()> {
     let mut broken = false;
     let mut wire = None;
     for &clients in counts {
-        let over_ws = fanout::shard(&daemon, clients, deltas, Transport::WebSocket).await?;
-        // The daemon takes at most 64 local connections (one is the
-        // controller's): beyond that the unix column stays empty.
-        let over_unix = if clients < 64 {
-            Some(fanout::shard(&daemon, clients, deltas, Transport::Unix).await?)
-        } else {
-            None
-        };
-        let baseline = fanout::relay(&args.shard, clients, deltas).await?;
+        // Each point is the median of three turns: one turn is noisy.
+        let (mut ws_runs, mut unix_runs, mut relay_runs) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..3 {
+            ws_runs.push(fanout::shard(&daemon, clients, deltas, Transport::WebSocket).await?);
+            // The daemon takes at most 64 local connections (one is the
+            // controller's): beyond that the unix column stays empty.
+            if clients < 64 {
+                unix_runs.push(fanout::shard(&daemon, clients, deltas, Transport::Unix).await?);
+            }
+            relay_runs.push(fanout::relay(&args.shard, clients, deltas).await?);
+        }
+        let over_ws = fanout::median(ws_runs).context("runs")?;
+        let over_unix = fanout::median(unix_runs);
+        let baseline = fanout::median(relay_runs).context("runs")?;
         let unix_complete = over_unix.is_none_or(|outcome| outcome.complete);
         let all = over_ws.complete && unix_complete && baseline.complete;
         broken |= !all;
