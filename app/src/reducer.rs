@@ -16,7 +16,7 @@ use shard_protocol::orchestrator::AgentsResult;
 use shard_protocol::types::{AgentStatus, ContentBlock, Message as WireMessage, Role};
 use shard_protocol::{Envelope, ServerMessage};
 
-use crate::state::{ClientState, Connection, Item, Question, Request};
+use crate::state::{ClientState, Connection, Item, Question, Request, waiting};
 use crate::transcript;
 
 /// Whether a message was the daemon's greeting, and whether it fit.
@@ -72,27 +72,22 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
         }
         ServerMessage::AgentSpawned(spawned) => state.upsert(spawned.info),
         ServerMessage::AgentStatusChanged(changed) => {
+            let known = state.agents.with_untracked(|agents| {
+                agents
+                    .iter()
+                    .find(|agent| agent.agent_id == changed.agent_id)
+                    .map(|agent| (agent.status, agent.runtime_state))
+            });
             let started = changed.runtime_state == shard_protocol::types::RuntimeState::Running
-                && state.agents.with_untracked(|agents| {
-                    agents.iter().any(|agent| {
-                        agent.agent_id == changed.agent_id
-                            && agent.runtime_state != changed.runtime_state
-                    })
-                });
+                && known.is_some_and(|(_, runtime)| runtime != changed.runtime_state);
             if started {
                 // A (re)started process knows its model and mode: refresh.
                 state.list_agents();
             }
-            let waiting = matches!(
-                changed.status,
-                AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi
-            );
+            let asks = waiting(changed.status);
             let on_screen = Some(&changed.agent_id) == selected.as_ref();
-            let was_busy = state.agents.with_untracked(|agents| {
-                agents.iter().any(|agent| {
-                    agent.agent_id == changed.agent_id
-                        && !matches!(agent.status, AgentStatus::Idle | AgentStatus::Unknown)
-                })
+            let was_busy = known.is_some_and(|(status, _)| {
+                !matches!(status, AgentStatus::Idle | AgentStatus::Unknown)
             });
             let settled = matches!(changed.status, AgentStatus::Idle | AgentStatus::Error);
             if !on_screen && was_busy && settled {
@@ -101,10 +96,10 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
                     unread.insert(changed.agent_id.clone());
                 });
             }
-            if waiting && !on_screen {
+            if asks && !on_screen {
                 state.peek(&changed.agent_id);
             }
-            if !waiting && !on_screen {
+            if !asks && !on_screen {
                 // Its questions were answered elsewhere (or denied).
                 state.questions.update(|questions| {
                     questions.retain(|(agent, _), _| *agent != changed.agent_id)
@@ -199,12 +194,7 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
             if let Ok(AgentsResult { agents }) = response.data::<AgentsResult>() {
                 let waiting: Vec<String> = agents
                     .iter()
-                    .filter(|agent| {
-                        matches!(
-                            agent.status,
-                            AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi
-                        )
-                    })
+                    .filter(|agent| waiting(agent.status))
                     .map(|agent| agent.agent_id.clone())
                     .collect();
                 state.agents.set(agents);
@@ -373,14 +363,7 @@ fn transcript_of(messages: &[WireMessage], compaction_index: Option<u64>) -> Vec
                 });
                 for block in &message.content {
                     if let ContentBlock::ToolCall { id, name, args } = block {
-                        items.push(Item::Tool {
-                            tool_call_id: id.clone(),
-                            name: name.clone(),
-                            args: serde_json::Value::Object(args.clone()),
-                            read_only: None,
-                            start: None,
-                            result: None,
-                        });
+                        items.push(transcript::tool_item(id, name, args));
                     }
                 }
             }
@@ -447,21 +430,14 @@ fn agent_event(state: &ClientState, message: ServerMessage) {
             }
         }
         ServerMessage::ReasoningLevelChanged(changed) => state.level.set(Some(changed.active)),
-        ServerMessage::Usage(usage) => {
-            let selected = state.selected.get_untracked();
-            state.agents.update(|agents| {
-                if let Some(agent) =
-                    agents.iter_mut().find(|agent| Some(&agent.agent_id) == selected.as_ref())
-                {
-                    let total = agent.usage.get_or_insert_with(Default::default);
-                    total.input += usage.input;
-                    total.output += usage.output;
-                    if let Some(cost) = usage.cost {
-                        total.cost = Some(total.cost.unwrap_or(0.0) + cost);
-                    }
-                }
-            });
-        }
+        ServerMessage::Usage(usage) => update_selected(state, |agent| {
+            let total = agent.usage.get_or_insert_with(Default::default);
+            total.input += usage.input;
+            total.output += usage.output;
+            if let Some(cost) = usage.cost {
+                total.cost = Some(total.cost.unwrap_or(0.0) + cost);
+            }
+        }),
         _ => {}
     }
 }

@@ -69,6 +69,11 @@ impl Connection {
     }
 }
 
+/// Whether an agent in `status` waits for an answer from a person.
+pub fn waiting(status: AgentStatus) -> bool {
+    matches!(status, AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi)
+}
+
 /// One piece of an assistant message as it streams.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {

@@ -361,17 +361,18 @@ pub fn complete(rows: Rows, message_id: &str, entry_id: &str, content: &[Content
     for block in content {
         if let ContentBlock::ToolCall { id, name, args } = block {
             if find_tool(rows, id).is_none() {
-                push(rows, tool_item(id, name, Value::Object(args.clone())));
+                push(rows, tool_item(id, name, args));
             }
         }
     }
 }
 
-fn tool_item(tool_call_id: &str, name: &str, args: Value) -> Item {
+/// A tool call as a message's content names it, before it has run.
+pub fn tool_item(tool_call_id: &str, name: &str, args: &serde_json::Map<String, Value>) -> Item {
     Item::Tool {
         tool_call_id: tool_call_id.to_owned(),
         name: name.to_owned(),
-        args,
+        args: Value::Object(args.clone()),
         read_only: None,
         start: None,
         result: None,
@@ -496,22 +497,18 @@ pub fn reconcile(rows: Rows, items: Vec<Item>) {
             at.entry(identity).or_default().push_back(index);
         }
     }
-    let mut used = vec![false; old.len()];
+    // Matches only move forward, so every row before `next` is taken.
     let mut next = 0;
     let mut reconciled = Vec::with_capacity(items.len());
     for item in items {
-        // The first unused row, in order, that is this line.
+        // The first row after the last match that is this line.
         let mut matched = None;
         for identity in wanted(&item) {
             if let Some(queue) = at.get_mut(&identity) {
-                while let Some(&index) = queue.front() {
-                    if index < next || used[index] {
-                        queue.pop_front();
-                        continue;
-                    }
-                    matched = Some(index);
-                    break;
+                while queue.front().is_some_and(|&index| index < next) {
+                    queue.pop_front();
                 }
+                matched = queue.front().copied();
             }
             if matched.is_some() {
                 break;
@@ -519,7 +516,6 @@ pub fn reconcile(rows: Rows, items: Vec<Item>) {
         }
         match matched {
             Some(index) => {
-                used[index] = true;
                 next = index + 1;
                 reconciled.push(refresh(&old[index], item));
             }

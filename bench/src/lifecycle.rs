@@ -100,7 +100,7 @@ pub async fn resync(shard: &Shard, turns: usize, attaches: usize) -> Result<Resy
         client.send(&command).await?;
         loop {
             let text = client.recv().await?;
-            if text.starts_with("{\"type\":\"sync\"") || text.contains("\"type\":\"sync\"") {
+            if text.contains("\"type\":\"sync\"") {
                 times.push(started.elapsed());
                 sync_bytes = text.len();
                 let sync: serde_json::Value = serde_json::from_str(&text)?;

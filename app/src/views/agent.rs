@@ -146,16 +146,10 @@ pub fn AgentView() -> impl IntoView {
                 // Tracked: after a reload the agent is on screen before the
                 // list that names it has arrived.
                 let title = {
-                    let (selected, agents) = (state.selected, state.agents);
+                    let state = state.clone();
                     move || {
-                        let id = selected.get().unwrap_or_default();
-                        agents.with(|agents| {
-                            agents
-                                .iter()
-                                .find(|agent| agent.agent_id == id)
-                                .and_then(|agent| agent.name.clone())
-                                .unwrap_or(id)
-                        })
+                        state.agents.track();
+                        state.selected.get().map(|id| state.agent_name(&id)).unwrap_or_default()
                     }
                 };
                 let terminate = {

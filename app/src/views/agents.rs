@@ -4,8 +4,8 @@
 use leptos::prelude::*;
 use shard_protocol::types::AgentInfo;
 
-use super::{phase_label, runtime_label, state, status_label, waiting};
-use crate::state::Connection;
+use super::{phase_label, runtime_label, state, status_label};
+use crate::state::{Connection, waiting};
 
 #[component]
 pub fn CreateAgent() -> impl IntoView {

@@ -84,7 +84,3 @@ pub(crate) fn phase_label(phase: ActivityPhase) -> &'static str {
         ActivityPhase::Unknown => "",
     }
 }
-
-pub(crate) fn waiting(status: AgentStatus) -> bool {
-    matches!(status, AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi)
-}
