@@ -26,7 +26,8 @@ use crate::web::auth::Auth;
 use crate::web::config::{WebArgs, WebConfig};
 use crate::web::limiter::Limiter;
 use serde_json::json;
-use shard_protocol::orchestrator::{BrowserSession, RevokeSession};
+use shard_protocol::orchestrator::{BrowserSession, RevokeSession, StatsResult};
+use shard_protocol::types::RuntimeState;
 use shard_protocol::{ErrorCode, WireError};
 
 /// `/bootstrap` calls and WebSocket upgrades allowed per peer per minute: a
@@ -108,6 +109,18 @@ impl Daemon for Shard {
                 expires_at: view.expires_at,
             })
             .collect()
+    }
+
+    fn stats(&self) -> StatsResult {
+        let agents = self.registry.list();
+        let running =
+            agents.iter().filter(|agent| agent.runtime_state == RuntimeState::Running).count();
+        StatsResult {
+            tasks: tokio::runtime::Handle::current().metrics().num_alive_tasks() as u64,
+            connections: u32::try_from(self.hub.count()).unwrap_or(u32::MAX),
+            agents: u32::try_from(agents.len()).unwrap_or(u32::MAX),
+            running_agents: u32::try_from(running).unwrap_or(u32::MAX),
+        }
     }
 
     fn disconnect(&self, target: RevokeSession) -> u32 {
@@ -249,6 +262,10 @@ pub async fn run(
     let server = {
         let http_stop = http_stop.clone();
         tokio::spawn(async move {
+            // Events are small and streamed: no Nagle delay on any of them.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
                 .with_graceful_shutdown(async move { http_stop.cancelled().await })
                 .await

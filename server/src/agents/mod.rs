@@ -12,7 +12,10 @@ pub mod host;
 pub mod manifest;
 pub mod registry;
 
-use bytes::Bytes;
+/// One serialized message as it goes to clients: JSON text, shared by
+/// every connection it goes to (a clone is a reference count) and UTF-8 by
+/// construction, so that no transport has to check it again per client.
+pub type Wire = axum::extract::ws::Utf8Bytes;
 
 /// Names one client connection for as long as it lives.
 pub type SubscriberId = u64;
@@ -22,7 +25,7 @@ pub trait Subscriber: Send + Sync {
     fn id(&self) -> SubscriberId;
     /// Queues one serialized message without waiting. `false` when the
     /// connection is closing (and, if it was too slow, closes it).
-    fn push(&self, bytes: Bytes) -> bool;
+    fn push(&self, bytes: Wire) -> bool;
 }
 
 /// A shared handle to a subscriber.
@@ -31,7 +34,7 @@ pub type Sub = std::sync::Arc<dyn Subscriber>;
 /// Registry events (`agent_spawned`, `agent_status_changed`, …) go to every
 /// connection, attached or not.
 pub trait Broadcast: Send + Sync {
-    fn broadcast(&self, bytes: &Bytes);
+    fn broadcast(&self, bytes: &Wire);
 }
 
 pub use crate::clock::now_ms;

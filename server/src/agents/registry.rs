@@ -69,7 +69,7 @@ impl Registry {
         let mut info = handle.info();
         info.runtime_state = shard_protocol::types::RuntimeState::Starting;
         let spawned = AgentSpawned { agent_id: agent_id.clone(), info };
-        self.context.broadcast.broadcast(&bytes::Bytes::from(
+        self.context.broadcast.broadcast(&super::Wire::from(
             Envelope::new(ServerMessage::AgentSpawned(spawned)).to_json(),
         ));
         let (reply, started) = oneshot::channel();

@@ -13,13 +13,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use bytes::Bytes;
+use crate::agents::Wire;
 use shard_protocol::agent::{ErrorEvent, Hello};
 use shard_protocol::envelope::{MessageSet, Scope};
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{
     AgentCreateResult, AgentsResult, AttachRole, BrowserSession, DisconnectResult, EnrollResult,
-    RevokeResult, RevokeSession, SessionsResult,
+    RevokeResult, RevokeSession, SessionsResult, StatsResult,
 };
 use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
 use tokio::sync::{Semaphore, oneshot};
@@ -44,6 +44,8 @@ pub trait Daemon: Send + Sync {
     fn shutdown(&self, force: bool);
     /// The live browser sessions (`shard sessions list`).
     fn sessions(&self) -> Vec<BrowserSession>;
+    /// What the daemon holds right now (`daemon.stats`).
+    fn stats(&self) -> StatsResult;
     /// Closes browser connections (one session's, or all) without revoking.
     fn disconnect(&self, target: RevokeSession) -> u32;
     /// Revokes sessions and closes their sockets; returns the revoked ids.
@@ -89,8 +91,8 @@ pub struct Connection {
     background: Arc<Semaphore>,
 }
 
-fn encode(envelope: Envelope<ServerMessage>) -> Bytes {
-    Bytes::from(envelope.to_json())
+fn encode(envelope: Envelope<ServerMessage>) -> Wire {
+    Wire::from(envelope.to_json())
 }
 
 /// A response (success or failure) ready to send.
@@ -240,6 +242,7 @@ impl Connection {
             ClientMessage::DaemonSessions(_) if local => {
                 ok(SessionsResult { sessions: self.daemon.sessions() })
             }
+            ClientMessage::DaemonStats(_) if local => ok(self.daemon.stats()),
             ClientMessage::DaemonRevokeSession(target) if local => {
                 self.daemon.revoke(target).and_then(|revoked| ok(RevokeResult { revoked }))
             }
@@ -252,6 +255,7 @@ impl Connection {
             )),
             ClientMessage::DaemonEnroll(_)
             | ClientMessage::DaemonSessions(_)
+            | ClientMessage::DaemonStats(_)
             | ClientMessage::DaemonRevokeSession(_)
             | ClientMessage::DaemonDisconnect(_) => Err(WireError::new(
                 ErrorCode::PermissionDenied,

@@ -6,10 +6,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-
 use super::outbox::Outbox;
-use crate::agents::{Broadcast, SubscriberId};
+use crate::agents::{Broadcast, SubscriberId, Wire};
 
 /// Each connection's outbox and, for a browser, its session id.
 type Connections = HashMap<SubscriberId, (Arc<Outbox>, Option<String>)>;
@@ -83,7 +81,7 @@ impl Hub {
 
 impl Broadcast for Hub {
     /// Sends the same bytes to every connection.
-    fn broadcast(&self, bytes: &Bytes) {
+    fn broadcast(&self, bytes: &Wire) {
         for (outbox, _) in self.connections().values() {
             outbox.push(bytes.clone());
         }

@@ -4,14 +4,13 @@
 //! its budget is closed with a reason, and may reconnect and resync. A slow
 //! client never slows an agent or another client (STYLE.md, PROTOCOL.md P2).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::agents::{Subscriber, SubscriberId};
+use crate::agents::{Subscriber, SubscriberId, Wire};
 
 /// Default bytes a client may have queued before it is dropped: several
 /// seconds of a fast stream, far more than a healthy tab ever holds.
@@ -20,7 +19,7 @@ pub const DEFAULT_OUTBOX_BYTES: usize = 4 * 1024 * 1024;
 /// The sending side of one connection's queue.
 pub struct Outbox {
     id: SubscriberId,
-    sender: mpsc::UnboundedSender<Bytes>,
+    sender: mpsc::UnboundedSender<Wire>,
     queued: Arc<AtomicUsize>,
     limit: usize,
     /// Cancelled when the connection must close (slow, stalled, logged out,
@@ -29,12 +28,15 @@ pub struct Outbox {
     /// Cancelled when the client has left: nothing more is queued, and the
     /// writer ends once it has sent what already was.
     sealed: CancellationToken,
+    /// Either token is cancelled: checked on every push, which a token
+    /// alone would answer under its lock.
+    shut: AtomicBool,
     reason: Mutex<Option<String>>,
 }
 
 /// The receiving side, owned by the connection's writer.
 pub struct OutboxReceiver {
-    receiver: mpsc::UnboundedReceiver<Bytes>,
+    receiver: mpsc::UnboundedReceiver<Wire>,
     queued: Arc<AtomicUsize>,
 }
 
@@ -43,8 +45,15 @@ impl OutboxReceiver {
         self.receiver.is_empty()
     }
 
-    pub async fn recv(&mut self) -> Option<Bytes> {
+    pub async fn recv(&mut self) -> Option<Wire> {
         let bytes = self.receiver.recv().await?;
+        self.queued.fetch_sub(bytes.len(), Ordering::AcqRel);
+        Some(bytes)
+    }
+
+    /// The next queued message, if one is waiting.
+    pub fn try_recv(&mut self) -> Option<Wire> {
+        let bytes = self.receiver.try_recv().ok()?;
         self.queued.fetch_sub(bytes.len(), Ordering::AcqRel);
         Some(bytes)
     }
@@ -61,6 +70,7 @@ pub fn outbox(id: SubscriberId, limit: usize) -> (Arc<Outbox>, OutboxReceiver) {
         limit,
         closing: CancellationToken::new(),
         sealed: CancellationToken::new(),
+        shut: AtomicBool::new(false),
         reason: Mutex::new(None),
     };
     (Arc::new(outbox), OutboxReceiver { receiver, queued })
@@ -73,8 +83,8 @@ impl Outbox {
 
     /// Queues one serialized message. Returns `false` (and closes the
     /// connection) when the client is too far behind.
-    pub fn push(&self, bytes: Bytes) -> bool {
-        if self.closing.is_cancelled() || self.sealed.is_cancelled() {
+    pub fn push(&self, bytes: Wire) -> bool {
+        if self.shut.load(Ordering::Acquire) {
             return false;
         }
         let size = bytes.len();
@@ -96,11 +106,13 @@ impl Outbox {
         if current.is_none() {
             *current = Some(reason.into());
         }
+        self.shut.store(true, Ordering::Release);
         self.closing.cancel();
     }
 
     /// The client left: queue nothing more, send what is queued, then stop.
     pub fn seal(&self) {
+        self.shut.store(true, Ordering::Release);
         self.sealed.cancel();
     }
 
@@ -132,7 +144,7 @@ impl Subscriber for Outbox {
         self.id
     }
 
-    fn push(&self, bytes: Bytes) -> bool {
+    fn push(&self, bytes: Wire) -> bool {
         Outbox::push(self, bytes)
     }
 }
@@ -144,19 +156,19 @@ mod tests {
     #[tokio::test]
     async fn a_full_outbox_closes_the_connection_instead_of_blocking() {
         let (outbox, mut receiver) = outbox(1, 10);
-        assert!(outbox.push(Bytes::from_static(b"12345")));
-        assert!(outbox.push(Bytes::from_static(b"12345")));
-        assert!(!outbox.push(Bytes::from_static(b"1")), "over the budget");
+        assert!(outbox.push(Wire::from_static("12345")));
+        assert!(outbox.push(Wire::from_static("12345")));
+        assert!(!outbox.push(Wire::from_static("1")), "over the budget");
         assert!(outbox.is_closing());
         assert!(outbox.close_reason().contains("too slow"));
-        assert_eq!(receiver.recv().await.as_deref(), Some(&b"12345"[..]));
+        assert_eq!(receiver.recv().await.as_deref(), Some("12345"));
     }
 
     #[tokio::test]
     async fn draining_frees_the_budget() {
         let (outbox, mut receiver) = outbox(1, 10);
         for _ in 0..10 {
-            assert!(outbox.push(Bytes::from_static(b"1234567")));
+            assert!(outbox.push(Wire::from_static("1234567")));
             receiver.recv().await;
         }
         assert!(!outbox.is_closing());

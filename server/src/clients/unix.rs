@@ -144,7 +144,7 @@ impl FrameSink for Sink {
     async fn feed(&mut self, frame: Frame) -> std::io::Result<()> {
         match frame {
             Frame::Data(bytes) => {
-                self.0.write_all(&bytes).await?;
+                self.0.write_all(bytes.as_bytes()).await?;
                 self.0.write_all(b"\n").await
             }
             Frame::Ping => Ok(()),

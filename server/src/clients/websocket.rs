@@ -3,7 +3,7 @@
 //! them is dropped. The upgrade itself (ticket, Host, Origin) is the web
 //! folder's.
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 
@@ -49,10 +49,7 @@ impl FrameSink for Sink {
     async fn feed(&mut self, frame: Frame) -> std::io::Result<()> {
         let message = match frame {
             // Every frame is one serialized message, so always UTF-8.
-            Frame::Data(bytes) => match Utf8Bytes::try_from(bytes) {
-                Ok(text) => Message::Text(text),
-                Err(_) => return Ok(()),
-            },
+            Frame::Data(text) => Message::Text(text),
             Frame::Ping => Message::Ping(Default::default()),
         };
         self.0.feed(message).await.map_err(lost)

@@ -13,15 +13,21 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::outbox::{Outbox, OutboxReceiver};
+use crate::agents::Wire;
 
-/// How long one write may wait for the client by default. A healthy client
-/// on a slow link drains a socket buffer in well under this; one that has
-/// not in this long has stopped reading.
+/// How long one write (a batch of queued messages) may wait for the client
+/// by default. A healthy client on a slow link drains a socket buffer in
+/// well under this; one that has not in this long has stopped reading.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most messages, and about the most bytes, written between two looks
+/// at the connection's close, its pings and a fresh deadline. Larger
+/// batches than this buy nothing: the transport flushes its own buffer
+/// (32 KiB for WebSocket) as it fills.
+const BATCH_FRAMES: usize = 256;
+const BATCH_BYTES: usize = 64 * 1024;
 /// Once a connection is closing: how long the write in progress, then the
 /// last words (the close frame or final error line), may take.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
@@ -31,7 +37,7 @@ const PONG_INTERVALS: f64 = 2.5;
 
 /// What the writer sends.
 pub enum Frame {
-    Data(Bytes),
+    Data(Wire),
     Ping,
 }
 
@@ -117,15 +123,9 @@ pub async fn run(
                 Frame::Ping
             }
         };
-        match raced(&outbox, write_timeout, sink.feed(frame)).await {
+        match raced(&outbox, write_timeout, write_batch(&mut sink, frame, &mut queue)).await {
             Written::Done => {}
             Written::Stop { goodbye } => break goodbye,
-        }
-        if queue.is_empty() {
-            match raced(&outbox, write_timeout, sink.flush()).await {
-                Written::Done => {}
-                Written::Stop { goodbye } => break goodbye,
-            }
         }
     };
     if say_goodbye {
@@ -137,6 +137,29 @@ pub async fn run(
     // Dropping the sink (and the reader its half) releases the socket.
 }
 
+/// Writes `first` and what else is already queued, up to a batch, then
+/// flushes if that emptied the queue. One deadline, one look at the close
+/// and one wake-up serve the whole batch, so a busy connection pays them
+/// per batch rather than per message.
+async fn write_batch(
+    sink: &mut impl FrameSink,
+    first: Frame,
+    queue: &mut OutboxReceiver,
+) -> std::io::Result<()> {
+    sink.feed(first).await?;
+    let (mut frames, mut bytes) = (1, 0);
+    while frames < BATCH_FRAMES && bytes < BATCH_BYTES {
+        let Some(next) = queue.try_recv() else { break };
+        frames += 1;
+        bytes += next.len();
+        sink.feed(Frame::Data(next)).await?;
+    }
+    if queue.is_empty() {
+        sink.flush().await?;
+    }
+    Ok(())
+}
+
 /// One write, raced against its deadline and the connection's close.
 async fn raced(
     outbox: &Outbox,
@@ -144,18 +167,23 @@ async fn raced(
     write: impl Future<Output = std::io::Result<()>>,
 ) -> Written {
     tokio::pin!(write);
-    let outcome = tokio::select! {
-        biased;
-        written = tokio::time::timeout(deadline, &mut write) => written,
-        () = outbox.closed() => {
-            // Closing for another reason: the write in progress gets a short
-            // grace, so the last words can follow a frame cut in half only
-            // if the client is still reading.
-            return match tokio::time::timeout(CLOSE_GRACE, &mut write).await {
-                Ok(Ok(())) => Written::Stop { goodbye: true },
-                _ => Written::Stop { goodbye: false },
-            };
-        }
+    // Most writes complete at once, into the socket's buffer: those need
+    // neither a timer nor a look at the close (the writer's loop looks).
+    let outcome = match futures_util::poll!(&mut write) {
+        std::task::Poll::Ready(written) => Ok(written),
+        std::task::Poll::Pending => tokio::select! {
+            biased;
+            written = tokio::time::timeout(deadline, &mut write) => written,
+            () = outbox.closed() => {
+                // Closing for another reason: the write in progress gets a
+                // short grace, so the last words can follow a frame cut in
+                // half only if the client is still reading.
+                return match tokio::time::timeout(CLOSE_GRACE, &mut write).await {
+                    Ok(Ok(())) => Written::Stop { goodbye: true },
+                    _ => Written::Stop { goodbye: false },
+                };
+            }
+        },
     };
     match outcome {
         Ok(Ok(())) => Written::Done,
@@ -191,7 +219,7 @@ mod tests {
     /// A sink whose every write either succeeds or hangs forever, as a
     /// client that stopped reading makes it.
     struct Stuck {
-        written: Arc<Mutex<Vec<Bytes>>>,
+        written: Arc<Mutex<Vec<Wire>>>,
         hang_after: usize,
         goodbye: Arc<Mutex<Option<String>>>,
     }
@@ -233,7 +261,7 @@ mod tests {
             .expect("the writer did not panic");
     }
 
-    type Sent = Arc<Mutex<Vec<Bytes>>>;
+    type Sent = Arc<Mutex<Vec<Wire>>>;
     type LastWords = Arc<Mutex<Option<String>>>;
 
     fn stuck(hang_after: usize) -> (Stuck, Sent, LastWords) {
@@ -248,7 +276,7 @@ mod tests {
         let (sink, written, goodbye) = stuck(2);
         let writer = tokio::spawn(run(sink, queue, outbox.clone(), SHORT, None));
         for _ in 0..3 {
-            outbox.push(Bytes::from_static(b"event"));
+            outbox.push(Wire::from_static("event"));
         }
         // The third write hangs until the deadline.
         ends(writer).await;
@@ -265,7 +293,7 @@ mod tests {
         // The deadline is far: only the close can end the stuck write.
         let writer =
             tokio::spawn(run(sink, queue, outbox.clone(), Duration::from_secs(3600), None));
-        outbox.push(Bytes::from_static(b"event"));
+        outbox.push(Wire::from_static("event"));
         tokio::task::yield_now().await;
         outbox.close("session revoked");
         ends(writer).await;
@@ -277,7 +305,7 @@ mod tests {
         let (outbox, queue) = outbox(1, 1024);
         let (sink, written, goodbye) = stuck(usize::MAX);
         let writer = tokio::spawn(run(sink, queue, outbox.clone(), SHORT, None));
-        outbox.push(Bytes::from_static(b"event"));
+        outbox.push(Wire::from_static("event"));
         tokio::task::yield_now().await;
         outbox.close("logged out");
         ends(writer).await;

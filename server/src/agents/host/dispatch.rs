@@ -3,7 +3,7 @@
 //! `waiting` and starts one (restore on demand, §6.4); the attach sequence
 //! is the `response`, then the `sync`, then live events (CONTRACT.md).
 
-use shard_protocol::agent::{PendingKind, UiKind};
+use shard_protocol::agent::{DeltaKind, PendingKind, UiKind};
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{AttachResult, AttachRole, TerminateResult};
 use shard_protocol::types::RuntimeState;
@@ -188,6 +188,15 @@ impl Host {
     }
 
     fn child_line(&mut self, line: String, now: Instant) {
+        let ready = self.generation.as_ref().is_some_and(|generation| generation.ready);
+        // Deltas are nearly all of an agent's traffic, and all the host
+        // needs of one is its kind: it goes out tagged, never decoded.
+        if let Some(kind) = ready.then(|| streamed_delta(&line)).flatten() {
+            self.last_active = now;
+            self.observe_delta(kind);
+            self.fan_out(tag(self.id(), &line));
+            return;
+        }
         let envelope = match Envelope::<ServerMessage>::from_json(&line) {
             Ok(envelope) => envelope,
             Err(problem) => {
@@ -195,7 +204,7 @@ impl Host {
                 return;
             }
         };
-        if !self.generation.as_ref().is_some_and(|generation| generation.ready) {
+        if !ready {
             self.startup_message(envelope, now);
             return;
         }
@@ -287,4 +296,18 @@ impl Host {
             respond(&subscriber, inflight.client_id, Some(self.id()), response);
         }
     }
+}
+
+/// The kind of a `message_delta` line, read without decoding the rest of
+/// it; `None` for any other line (or one that is not even that much JSON),
+/// which then takes the full decode.
+fn streamed_delta(line: &str) -> Option<DeltaKind> {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(rename = "type", borrow)]
+        type_name: std::borrow::Cow<'a, str>,
+        kind: Option<DeltaKind>,
+    }
+    let head: Head = serde_json::from_str(line).ok()?;
+    if head.type_name == "message_delta" { head.kind } else { None }
 }

@@ -50,6 +50,9 @@ pub const HOST_QUEUE: usize = 256;
 /// Child lines buffered between its stdout reader and the host. A full
 /// buffer pushes back on the agent's stdout, never grows.
 const CHILD_LINES: usize = 1024;
+/// Lines handled in one turn of the host's loop before it looks at its
+/// commands and deadlines again.
+const CHILD_BATCH: usize = 64;
 
 /// What hosts share: the daemon's home, how processes start, where registry
 /// events go, and the delegation map.
@@ -126,7 +129,7 @@ struct Pending {
     request: PendingKind,
     /// The question as it was sent, tagged: re-sent when the responders
     /// change (a delegated child's question moving up to an ancestor).
-    announcement: bytes::Bytes,
+    announcement: super::Wire,
     /// Set when every responder left: answer headless at this instant.
     headless_at: Option<Instant>,
     /// Who answered, once the daemon forwarded an answer.
@@ -270,7 +273,16 @@ async fn run(
                 Some(command) => host.command(command, Instant::now()),
                 None => break,
             },
-            Some(event) = child.recv() => host.child_event(event, Instant::now()),
+            Some(event) = child.recv() => {
+                // A burst of lines is handled in one go: one wake-up, one
+                // clock read and one new deadline per batch, not per line.
+                let now = Instant::now();
+                host.child_event(event, now);
+                for _ in 1..CHILD_BATCH {
+                    let Ok(event) = child.try_recv() else { break };
+                    host.child_event(event, now);
+                }
+            }
             () = sleep_until(deadline) => host.timers(Instant::now()),
         }
     }

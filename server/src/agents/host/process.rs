@@ -220,6 +220,9 @@ impl Host {
 
     pub(super) fn process_exited(&mut self, code: Option<i32>, description: String, now: Instant) {
         let Some(generation) = self.generation.take() else { return };
+        // The session's entries are read again when a process next starts:
+        // a stopped agent holds none of them (a daemon lists many).
+        self.session = None;
         let expected = generation.stopping || self.shutdown.is_some();
         if !generation.ready {
             self.fail_waiting(&format!(

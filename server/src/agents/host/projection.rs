@@ -2,17 +2,16 @@
 //! the `AgentInfo` that `agent.list` reads, and the registry events that
 //! follow status, runtime state and coarse activity.
 
-use bytes::Bytes;
 use serde_json::Value;
-use shard_protocol::agent::{PendingRequest, Sync};
+use shard_protocol::agent::{DeltaKind, PendingRequest, Sync};
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{ActivityPhase, AgentActivity, AgentStatusChanged};
 use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
 use shard_protocol::{Envelope, ServerMessage};
 
 use super::Host;
-use crate::agents::Sub;
 use crate::agents::manifest::Manifest;
+use crate::agents::{Sub, Wire};
 
 /// The agent as listed before any process ran.
 pub(super) fn initial_info(manifest: &Manifest) -> AgentInfo {
@@ -36,15 +35,15 @@ pub(super) fn initial_info(manifest: &Manifest) -> AgentInfo {
 
 /// `{"agent_id":"…",` spliced in front of a child's serialized event: the
 /// line is tagged without being decoded and encoded again.
-pub(super) fn tag(agent_id: &str, line: &str) -> Bytes {
+pub(super) fn tag(agent_id: &str, line: &str) -> Wire {
     let quoted = Value::String(agent_id.to_owned()).to_string();
     let rest = line.trim_start().strip_prefix('{').unwrap_or(line);
     let separator = if rest.trim_start().starts_with('}') { "" } else { "," };
-    Bytes::from(format!("{{\"agent_id\":{quoted}{separator}{rest}"))
+    Wire::from(format!("{{\"agent_id\":{quoted}{separator}{rest}"))
 }
 
-pub(super) fn encode(envelope: &Envelope<ServerMessage>) -> Bytes {
-    Bytes::from(envelope.to_json())
+pub(super) fn encode(envelope: &Envelope<ServerMessage>) -> Wire {
+    Wire::from(envelope.to_json())
 }
 
 /// Sends a response; `agent_id` is the routing tag (none for registry
@@ -91,7 +90,7 @@ impl Host {
         }
     }
 
-    pub(super) fn sync_bytes(&mut self) -> Bytes {
+    pub(super) fn sync_bytes(&mut self) -> Wire {
         let sync = self.daemon_sync();
         encode(&Envelope::new(ServerMessage::Sync(sync)).for_agent(self.id()))
     }
@@ -216,13 +215,7 @@ impl Host {
                 self.usage.model.clone_from(&usage.model);
                 self.publish_info();
             }
-            ServerMessage::MessageDelta(delta) => {
-                let phase = match delta.kind {
-                    shard_protocol::agent::DeltaKind::Thinking => ActivityPhase::Thinking,
-                    _ => ActivityPhase::Streaming,
-                };
-                self.set_activity(phase, None);
-            }
+            ServerMessage::MessageDelta(delta) => self.observe_delta(delta.kind),
             ServerMessage::ToolCall(call) => {
                 self.set_activity(ActivityPhase::Tool, Some(call.name.clone()))
             }
@@ -231,8 +224,17 @@ impl Host {
         }
     }
 
+    /// A streamed delta says what the agent is doing now.
+    pub(super) fn observe_delta(&mut self, kind: DeltaKind) {
+        let phase = match kind {
+            DeltaKind::Thinking => ActivityPhase::Thinking,
+            _ => ActivityPhase::Streaming,
+        };
+        self.set_activity(phase, None);
+    }
+
     /// Sends bytes to every attached connection.
-    pub(super) fn fan_out(&self, bytes: Bytes) {
+    pub(super) fn fan_out(&self, bytes: Wire) {
         for (subscriber, _) in self.attached.values() {
             subscriber.push(bytes.clone());
         }

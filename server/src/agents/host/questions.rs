@@ -8,7 +8,6 @@
 
 use std::collections::HashSet;
 
-use bytes::Bytes;
 use serde_json::Value;
 use shard_protocol::agent::{
     Decision, PendingKind, PermissionAnswer, PermissionResolved, PermissionResponse, UiResolved,
@@ -20,7 +19,7 @@ use tokio::time::Instant;
 
 use super::projection::{encode, respond, tag};
 use super::{Host, Inflight, Pending};
-use crate::agents::Sub;
+use crate::agents::{Sub, Wire};
 
 impl Host {
     /// A question from the agent: announce it, and answer it headless at
@@ -43,7 +42,7 @@ impl Host {
 
     /// Sends a question (or its resolution) to every attachment of this agent
     /// and to the responders it is delegated to, each connection once.
-    pub(super) fn deliver_question(&self, bytes: Bytes) {
+    pub(super) fn deliver_question(&self, bytes: Wire) {
         let mut sent = HashSet::new();
         let responders = self.context.delegation.responders(self.id());
         let attached = self.attached.values().map(|(subscriber, _)| subscriber);

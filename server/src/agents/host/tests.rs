@@ -16,7 +16,7 @@ use super::process::{ChildEvent, InputFull, Runtime, SpawnRequest, Spawner};
 use super::{Context, Host, HostCommand};
 use crate::agents::delegation::Delegation;
 use crate::agents::manifest::{MANIFEST_VERSION, Manifest};
-use crate::agents::{Broadcast, Sub, Subscriber, SubscriberId};
+use crate::agents::{Broadcast, Sub, Subscriber, SubscriberId, Wire};
 
 /// A client connection that keeps what it was sent.
 struct Recorder {
@@ -46,8 +46,8 @@ impl Subscriber for Recorder {
         self.id
     }
 
-    fn push(&self, bytes: Bytes) -> bool {
-        let value = serde_json::from_slice(&bytes).expect("JSON");
+    fn push(&self, bytes: Wire) -> bool {
+        let value = serde_json::from_str(&bytes).expect("JSON");
         self.seen.lock().expect("lock").push(value);
         true
     }
@@ -57,7 +57,7 @@ impl Subscriber for Recorder {
 struct Nowhere;
 
 impl Broadcast for Nowhere {
-    fn broadcast(&self, _: &Bytes) {}
+    fn broadcast(&self, _: &Wire) {}
 }
 
 /// What the fake process was told.
