@@ -115,6 +115,9 @@ message_set! {
         DaemonEnroll(Empty) = "daemon.enroll", Registry, required;
         // Shard extensions for `shard sessions list|revoke` (unix socket only).
         DaemonSessions(Empty) = "daemon.sessions", Registry, required;
+        // What the daemon holds right now (unix socket only): for
+        // operators, and for the benchmark's soak to see that nothing leaks.
+        DaemonStats(Empty) = "daemon.stats", Registry, required;
         DaemonRevokeSession(RevokeSession) = "daemon.revoke_session", Registry, required;
         // Closes browser connections (of one session, or all) without
         // revoking anything: clients reconnect and resync.

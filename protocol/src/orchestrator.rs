@@ -170,6 +170,19 @@ pub struct SessionsResult {
     pub sessions: Vec<BrowserSession>,
 }
 
+/// `daemon.stats` (Shard extension): what the daemon holds right now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatsResult {
+    /// Tasks alive in the daemon's runtime.
+    pub tasks: u64,
+    /// Client connections open (browsers and local tools).
+    pub connections: u32,
+    /// Agents listed (durable, whatever their state).
+    pub agents: u32,
+    /// Agents whose process is running.
+    pub running_agents: u32,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DisconnectResult {
     /// Connections closed.

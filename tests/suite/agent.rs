@@ -831,3 +831,34 @@ async fn steer_and_follow_up_queues_are_bounded_and_say_so() {
     let turn = agent.turn("still there?").await;
     assert_eq!(streamed_text(&turn), "You said: still there?");
 }
+
+#[tokio::test]
+async fn pace_streams_deltas_at_a_rate_each_stamped_with_the_time_it_was_made() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    let micros = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_micros() as u64
+    };
+    let before = micros();
+    let turn = agent.turn("pace: 20 200").await;
+    let after = micros();
+    let stamps: Vec<(u64, u64)> = streamed_text(&turn)
+        .split_whitespace()
+        .map(|tick| {
+            let (index, stamp) =
+                tick.strip_prefix("tick-").and_then(|rest| rest.split_once('@')).expect(tick);
+            (index.parse().expect("index"), stamp.parse().expect("stamp"))
+        })
+        .collect();
+    let indices: Vec<u64> = stamps.iter().map(|(index, _)| *index).collect();
+    assert_eq!(indices, (1..=20).collect::<Vec<_>>());
+    assert!(stamps.windows(2).all(|pair| pair[0].1 <= pair[1].1), "stamps only grow");
+    assert!(stamps.iter().all(|(_, stamp)| (before..=after).contains(stamp)));
+    // 20 deltas at 200 a second: the first is at once, the last 19 ticks
+    // (95 ms) later, never sooner.
+    let span = stamps[19].1 - stamps[0].1;
+    assert!(span >= 90_000, "paced, not burst: {span} µs");
+}

@@ -195,7 +195,15 @@ async fn two_clients_race_a_permission_answer_and_the_first_wins() {
     }
     assert_eq!(project.path().join("raced.txt").exists(), winner == "allow");
 
-    // A late answer is dropped silently: acknowledged, nothing else happens.
+    // The agent settles (its idle status follows turn_end), then a late
+    // answer is dropped silently: acknowledged, nothing else happens.
+    local
+        .until(|message| {
+            message["type"] == "agent_status_changed"
+                && message["agent_id"] == agent
+                && message["status"] == "idle"
+        })
+        .await;
     let late = local
         .call("late", json!({"type": "permission_response", "agent_id": agent, "request_id": request_id, "decision": "allow"}))
         .await;

@@ -356,3 +356,29 @@ async fn a_second_signal_stops_the_daemon_without_waiting_for_turns() {
     assert!(started.elapsed() < Duration::from_secs(5), "forced, not after the grace");
     assert!(agent_pids(&marker).is_empty(), "no agent left");
 }
+
+#[tokio::test]
+async fn daemon_stats_count_what_the_daemon_holds_and_are_local_only() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let (mut local, agent, _) = agent_with_client(&daemon, &project).await;
+    let stats = |response: &Value| response["data"].clone();
+    let before = stats(&local.call("s1", json!({"type": "daemon.stats"})).await);
+    assert_eq!(before["agents"], 1, "{before}");
+    assert_eq!(before["running_agents"], 1, "{before}");
+    assert!(before["tasks"].as_u64().expect("tasks") > 0, "{before}");
+    let connections = before["connections"].as_u64().expect("connections");
+
+    // A browser connects: one more connection. It may not ask.
+    let mut web = Browser::enroll(&daemon, &daemon.enroll_code()).await.connect(&daemon).await;
+    let refused = web.call("s", json!({"type": "daemon.stats"})).await;
+    assert_eq!(refused["error"]["code"], "PERMISSION_DENIED");
+    let with_web = stats(&local.call("s2", json!({"type": "daemon.stats"})).await);
+    assert_eq!(with_web["connections"].as_u64(), Some(connections + 1), "{with_web}");
+
+    // The agent killed: still listed, no longer running.
+    local.call("k", json!({"type": "agent.kill", "agent_id": agent, "force": true})).await;
+    let killed = stats(&local.call("s3", json!({"type": "daemon.stats"})).await);
+    assert_eq!(killed["agents"], 1, "{killed}");
+    assert_eq!(killed["running_agents"], 0, "{killed}");
+}

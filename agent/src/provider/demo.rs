@@ -17,6 +17,7 @@
 //! | `ask: QUESTION` | calls `ask` (a `ui_request` of kind input), then repeats the answer |
 //! | `stream: N` | N text deltas, 10 ms apart |
 //! | `burst: N` | N text deltas as fast as possible |
+//! | `pace: N RATE` | N text deltas at RATE a second, each `tick-I@MICROS ` stamped with the wall clock |
 //! | `fail: MESSAGE` | a few deltas, then a provider error |
 //! | anything else | `You said: <message>`, word by word |
 
@@ -32,8 +33,10 @@ use crate::session_log::{Entry, EntryBody};
 
 /// Delay between `stream:` deltas: long enough to steer or abort mid-reply.
 const STREAM_INTERVAL: Duration = Duration::from_millis(10);
-/// The most deltas `stream:` or `burst:` produce.
+/// The most deltas `stream:`, `burst:` or `pace:` produce.
 const MAX_DELTAS: u64 = 100_000;
+/// The fastest `pace:` (deltas a second).
+const MAX_RATE: u64 = 100_000;
 
 struct Out {
     events: mpsc::Sender<ProviderEvent>,
@@ -49,6 +52,22 @@ impl Out {
             _ => {}
         }
         self.events.send(event).await.map_err(|_| ProviderError("cancelled".into()))
+    }
+
+    /// `count` deltas at `rate` a second, on a fixed schedule (a late tick
+    /// is caught up, so the mean rate holds). Each carries the wall-clock
+    /// time it was produced, in microseconds since the Unix epoch, so a
+    /// client on the same machine can measure the delivery latency.
+    async fn paced(&mut self, count: u64, rate: u64) -> Result<(), ProviderError> {
+        let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
+        for index in 1..=count {
+            ticks.tick().await;
+            let micros = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_micros());
+            self.send(ProviderEvent::Text(format!("tick-{index}@{micros} "))).await?;
+        }
+        Ok(())
     }
 
     async fn words(&mut self, text: &str) -> Result<(), ProviderError> {
@@ -240,6 +259,12 @@ async fn respond(out: &mut Out, prompt: &str, call_id: String) -> Result<(), Pro
                     out.send(ProviderEvent::Text(format!("tick-{index} "))).await?;
                 }
                 return Ok(());
+            }
+            "pace" => {
+                let mut words = argument.split_whitespace();
+                let count = words.next().and_then(|word| word.parse::<u64>().ok()).unwrap_or(10);
+                let rate = words.next().and_then(|word| word.parse::<u64>().ok()).unwrap_or(100);
+                return out.paced(count.min(MAX_DELTAS), rate.clamp(1, MAX_RATE)).await;
             }
             "fail" => {
                 out.words("Starting, then failing.").await?;
