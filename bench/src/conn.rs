@@ -27,14 +27,20 @@ pub enum Conn {
 impl Conn {
     /// A WebSocket to `addr` from the local address `from` (spreading many
     /// clients over loopback addresses), offering `protocols`, with the
-    /// `Origin` and `Host` a page of `origin` would send.
+    /// `Origin` and `Host` a page of `origin` would send. `receive_buffer`
+    /// shrinks the socket's kernel buffer (a stalled client that should be
+    /// noticed soon, not after megabytes).
     pub async fn websocket(
         addr: SocketAddr,
         from: IpAddr,
         protocols: Option<&str>,
         origin: Option<&str>,
+        receive_buffer: Option<u32>,
     ) -> Result<Conn> {
         let socket = TcpSocket::new_v4()?;
+        if let Some(bytes) = receive_buffer {
+            socket.set_recv_buffer_size(bytes)?;
+        }
         socket.bind(SocketAddr::new(from, 0))?;
         let stream = socket.connect(addr).await.context("connecting")?;
         stream.set_nodelay(true)?;
@@ -130,6 +136,8 @@ pub struct Seen {
     pub delta_bytes: u64,
     /// Whether every delta came, in order.
     pub in_order: bool,
+    /// When the first delta arrived.
+    pub first: Option<std::time::Instant>,
 }
 
 /// Reads one `burst:` turn to its complete message, checking the deltas
@@ -142,6 +150,7 @@ pub async fn read_burst(conn: &mut Conn) -> Result<Seen> {
     loop {
         let text = conn.recv().await?;
         if text.contains("\"message_delta\"") {
+            seen.first.get_or_insert_with(std::time::Instant::now);
             seen.deltas += 1;
             seen.delta_bytes += text.len() as u64;
             expected.clear();

@@ -1,16 +1,19 @@
 //! S1 fan-out (and S7 wire, from the same turns): one agent streams a
 //! `burst:` turn to N attached clients; every client must get every delta
-//! in order. Deliveries per second = N × deltas / the time from the prompt
-//! to the last client's complete message.
+//! in order. Deliveries per second = N × deltas / the time from the first
+//! delta any client read to the last client's complete message: the rate
+//! of the stream itself. The time from the prompt to that first delta (the
+//! turn's start, through the daemon or the relay) is reported beside it.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde_json::json;
 
 use crate::conn::{Conn, Seen, read_burst};
+use crate::procfs;
 use crate::relay::Relay;
 use crate::shard::{Shard, attach};
 
@@ -25,13 +28,51 @@ pub enum Transport {
 pub struct Outcome {
     pub clients: usize,
     pub deltas: u64,
+    /// From the first delta read to the last client's last.
     pub elapsed: Duration,
+    /// From the prompt to the first delta read.
+    pub to_first: Duration,
     /// Every client got every delta, in order.
     pub complete: bool,
     /// Clients that got less (closed by the server as too slow, or worse).
     pub short: usize,
     /// Bytes per delta message as one client received it.
     pub bytes_per_delta: f64,
+    /// CPU time spent over the turn.
+    pub cpu: Cpu,
+}
+
+/// CPU time over one turn, by process, in nanoseconds. With client, daemon
+/// and agent on the same cores, throughput follows the total.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cpu {
+    /// The daemon (none for the relay, which runs inside the benchmark).
+    pub server: u64,
+    pub agent: u64,
+    /// The benchmark process: the clients, and for the baseline the relay.
+    pub clients: u64,
+}
+
+impl Cpu {
+    fn sample(server: Option<u32>, agents: &[u32]) -> Cpu {
+        Cpu {
+            server: server.map_or(0, procfs::cpu_ns),
+            agent: agents.iter().copied().map(procfs::cpu_ns).sum(),
+            clients: procfs::cpu_ns(std::process::id()),
+        }
+    }
+
+    fn since(self, before: Cpu) -> Cpu {
+        Cpu {
+            server: self.server.saturating_sub(before.server),
+            agent: self.agent.saturating_sub(before.agent),
+            clients: self.clients.saturating_sub(before.clients),
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.server + self.agent + self.clients
+    }
 }
 
 impl Outcome {
@@ -51,18 +92,18 @@ pub fn next_loopback() -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 1 + b, 0, c))
 }
 
-async fn collect(readers: Vec<Conn>, start: Instant) -> Result<(Vec<Seen>, Duration)> {
+async fn collect(readers: Vec<Conn>, start: Instant) -> Result<(Vec<Seen>, Instant)> {
     let tasks: Vec<_> = readers
         .into_iter()
         .map(|mut conn| {
             tokio::spawn(async move {
                 let seen = read_burst(&mut conn).await;
-                (seen, start.elapsed())
+                (seen, Instant::now())
             })
         })
         .collect();
     let mut seen = Vec::with_capacity(tasks.len());
-    let mut last = Duration::ZERO;
+    let mut last = start;
     for task in tasks {
         let (outcome, at) = task.await?;
         // A client the server closed (too slow to keep up) got less than all.
@@ -72,12 +113,24 @@ async fn collect(readers: Vec<Conn>, start: Instant) -> Result<(Vec<Seen>, Durat
     Ok((seen, last))
 }
 
-fn outcome(clients: usize, deltas: u64, seen: &[Seen], elapsed: Duration) -> Outcome {
+fn outcome(clients: usize, deltas: u64, seen: &[Seen], start: Instant, last: Instant) -> Outcome {
+    let first_delta = seen.iter().filter_map(|seen| seen.first).min().unwrap_or(start);
+    let elapsed = last.saturating_duration_since(first_delta);
+    let to_first = first_delta.saturating_duration_since(start);
     let short = seen.iter().filter(|seen| seen.deltas != deltas || !seen.in_order).count();
     let complete = short == 0;
     let first = seen.first().copied().unwrap_or_default();
     let bytes_per_delta = first.delta_bytes as f64 / first.deltas.max(1) as f64;
-    Outcome { clients, deltas, elapsed, complete, short, bytes_per_delta }
+    Outcome {
+        clients,
+        deltas,
+        elapsed,
+        to_first,
+        complete,
+        short,
+        bytes_per_delta,
+        cpu: Cpu::default(),
+    }
 }
 
 /// The turn through Shard, to `clients` observers over `transport`.
@@ -99,6 +152,9 @@ pub async fn shard(
         attach(&mut conn, &agent, "observer").await.context("attaching a reader")?;
         readers.push(conn);
     }
+    let daemon = shard.pid();
+    let agents = daemon.map(procfs::children).unwrap_or_default();
+    let before = Cpu::sample(daemon, &agents);
     let start = Instant::now();
     let running = tokio::spawn(collect(readers, start));
     let prompt =
@@ -106,37 +162,35 @@ pub async fn shard(
     control.call(prompt, "prompt").await.context("prompting")?;
     // The controller reads its own copy too, so it is never the slow one.
     read_burst(&mut control).await.context("the controller's copy")?;
-    let (seen, elapsed) = running.await??;
+    let (seen, last) = running.await??;
+    let cpu = Cpu::sample(daemon, &agents).since(before);
     let _ =
         control.call(json!({"type": "agent.kill", "agent_id": agent, "force": true}), "kill").await;
-    Ok(outcome(clients, deltas, &seen, elapsed))
+    Ok(Outcome { cpu, ..outcome(clients, deltas, &seen, start, last) })
 }
 
 /// The same turn through the bare relay, to `clients` WebSocket clients.
 pub async fn relay(bin: &std::path::Path, clients: usize, deltas: u64) -> Result<Outcome> {
-    let relay = Relay::start(bin).await?;
+    let relay = Relay::start(bin, 1).await?;
     let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    let mut control = Conn::websocket(relay.addr, local, None, None).await?;
+    let mut control = Conn::websocket(relay.addr, local, None, None, None).await?;
     let mut readers = Vec::with_capacity(clients);
     for _ in 0..clients {
-        readers.push(Conn::websocket(relay.addr, local, None, None).await?);
+        readers.push(Conn::websocket(relay.addr, local, None, None, None).await?);
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while relay.connected() < clients + 1 {
-        if Instant::now() > deadline {
-            bail!("the relay registered {} of {} clients", relay.connected(), clients + 1);
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    relay.wait_for(clients + 1).await?;
+    let agents = relay.agent_pids();
+    let before = Cpu::sample(None, &agents);
     let start = Instant::now();
     let running = tokio::spawn(collect(readers, start));
     control
         .send(&json!({"type": "prompt", "id": "p", "message": format!("burst: {deltas}")}))
         .await?;
     read_burst(&mut control).await?;
-    let (seen, elapsed) = running.await??;
+    let (seen, last) = running.await??;
+    let cpu = Cpu::sample(None, &agents).since(before);
     relay.stop().await;
-    Ok(outcome(clients, deltas, &seen, elapsed))
+    Ok(Outcome { cpu, ..outcome(clients, deltas, &seen, start, last) })
 }
 
 /// Of several runs of one point, the median by throughput; complete only if

@@ -1,6 +1,7 @@
 //! S4 idle scale: what idle connections and idle agents cost. The daemon's
 //! resident memory (`VmRSS`) before and after opening idle WebSocket
-//! connections, per connection; and each idle agent process's own RSS.
+//! connections, per connection; and each idle agent process's RSS, with
+//! how much of it is its own (anonymous) and its proportional share.
 //! Also the first page load: what a browser transfers for `/` and the
 //! assets it names, asking for compression as browsers do.
 
@@ -10,37 +11,14 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use crate::conn::Conn;
+use crate::procfs::{Memory, children, memory, rss};
 use crate::shard::Shard;
-
-/// The resident set of process `pid`, in bytes.
-pub fn rss(pid: u32) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status.lines().find(|line| line.starts_with("VmRSS:")).context("no VmRSS")?;
-    let kb: u64 = line.split_whitespace().nth(1).context("VmRSS value")?.parse()?;
-    Ok(kb * 1024)
-}
-
-/// The processes whose parent is `pid`.
-fn children(pid: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|child| {
-            std::fs::read_to_string(format!("/proc/{child}/stat")).ok().is_some_and(|stat| {
-                // After the command's closing parenthesis: state, then ppid.
-                stat.rsplit_once(')')
-                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
-                    == Some(pid)
-            })
-        })
-        .collect()
-}
 
 pub struct Idle {
     pub connections: usize,
     pub per_connection: f64,
     pub agents: usize,
-    pub per_agent: Vec<u64>,
+    pub per_agent: Vec<Memory>,
 }
 
 pub async fn idle(
@@ -67,7 +45,8 @@ pub async fn idle(
     for _ in 0..agents {
         ids.push(shard.create_agent(&mut control).await?);
     }
-    let per_agent = children(pid).into_iter().filter_map(|child| rss(child).ok()).collect();
+    // Measured with all of them up, so that shared pages are shared.
+    let per_agent = children(pid).into_iter().filter_map(|child| memory(child).ok()).collect();
     for (index, id) in ids.iter().enumerate() {
         let kill = json!({"type": "agent.kill", "agent_id": id, "force": true});
         control.call(kill, &format!("idle-kill-{index}")).await?;

@@ -1,9 +1,10 @@
-//! The baseline: the least a daemon of this kind could do. One child
-//! process (`shard agent --stdio`, the same agent runtime), its stdout read
+//! The baseline: the least a daemon of this kind could do. Child processes
+//! (`shard agent --stdio`, the same agent runtime), each one's stdout read
 //! line by line, each line sent unchanged as one WebSocket text frame to
 //! every client through a bounded queue per client (a client whose queue
-//! is full is dropped), and every frame a client sends written to the
-//! child's stdin. No enrollment, no routing, no projection, no log.
+//! is full is no longer fed), and every frame a client sends written to the
+//! stdin of the child it names. No enrollment, no tagging, no projection,
+//! no log, no deadlines.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -27,58 +28,69 @@ type Clients = Arc<Mutex<Vec<mpsc::Sender<Utf8Bytes>>>>;
 pub struct Relay {
     pub addr: SocketAddr,
     clients: Clients,
-    child: Child,
+    children: Vec<Child>,
     home: std::path::PathBuf,
 }
 
 impl Relay {
-    pub async fn start(bin: &Path) -> Result<Relay> {
+    /// A relay of `agents` children: every child's lines go to every
+    /// client. A client's frame goes to the child its `"agent"` field
+    /// names (an index; the first child without one), unchanged.
+    pub async fn start(bin: &Path, agents: usize) -> Result<Relay> {
         let home = crate::shard::scratch("relay")?;
-        let mut child = Command::new(bin)
-            .args(["agent", "--stdio", "--cwd"])
-            .arg(&home)
-            .env("SHARD_HOME", &home)
-            .env("SHARD_LOG", "error")
-            .current_dir(&home)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .context("starting the relay's agent")?;
-        let mut stdin = child.stdin.take().context("stdin")?;
-        let stdout = child.stdout.take().context("stdout")?;
         let clients: Clients = Arc::default();
+        let mut children = Vec::with_capacity(agents);
+        let mut inputs = Vec::with_capacity(agents);
+        for index in 0..agents {
+            let cwd = home.join(format!("agent-{index}"));
+            std::fs::create_dir_all(&cwd)?;
+            let mut child = Command::new(bin)
+                .args(["agent", "--stdio", "--cwd"])
+                .arg(&cwd)
+                .env("SHARD_HOME", &cwd)
+                .env("SHARD_LOG", "error")
+                .current_dir(&cwd)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .context("starting the relay's agent")?;
+            let mut stdin = child.stdin.take().context("stdin")?;
+            let stdout = child.stdout.take().context("stdout")?;
+            children.push(child);
+
+            // The child's lines, each to every client.
+            let fan = clients.clone();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stdout).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let frame = Utf8Bytes::from(line);
+                    let mut clients = fan.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    clients.retain(|client| client.try_send(frame.clone()).is_ok());
+                }
+            });
+
+            // What clients send it, to its stdin.
+            let (input, mut lines) = mpsc::channel::<String>(64);
+            tokio::spawn(async move {
+                while let Some(line) = lines.recv().await {
+                    if stdin.write_all(line.as_bytes()).await.is_err()
+                        || stdin.write_all(b"\n").await.is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+            inputs.push(input);
+        }
+        let inputs = Arc::new(inputs);
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-
-        // The child's lines, each to every client.
-        let fan = clients.clone();
         let counted = clients.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let frame = Utf8Bytes::from(line);
-                let mut clients = fan.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                clients.retain(|client| client.try_send(frame.clone()).is_ok());
-            }
-        });
-
-        // What clients send, to the child's stdin.
-        let (input, mut inputs) = mpsc::channel::<String>(64);
-        tokio::spawn(async move {
-            while let Some(line) = inputs.recv().await {
-                if stdin.write_all(line.as_bytes()).await.is_err()
-                    || stdin.write_all(b"\n").await.is_err()
-                {
-                    break;
-                }
-            }
-        });
-
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let _ = stream.set_nodelay(true);
-                let (clients, input) = (clients.clone(), input.clone());
+                let (clients, inputs) = (clients.clone(), inputs.clone());
                 tokio::spawn(async move {
                     let Ok(socket) = tokio_tungstenite::accept_async(stream).await else { return };
                     let (mut writer, mut reader) = socket.split();
@@ -103,6 +115,11 @@ impl Relay {
                     });
                     while let Some(Ok(message)) = reader.next().await {
                         if let Message::Text(text) = message {
+                            let index = serde_json::from_str::<serde_json::Value>(&text)
+                                .ok()
+                                .and_then(|value| value["agent"].as_u64())
+                                .unwrap_or(0) as usize;
+                            let Some(input) = inputs.get(index) else { continue };
                             if input.send(text.as_str().to_owned()).await.is_err() {
                                 break;
                             }
@@ -111,7 +128,12 @@ impl Relay {
                 });
             }
         });
-        Ok(Relay { addr, clients: counted, child, home })
+        Ok(Relay { addr, clients: counted, children, home })
+    }
+
+    /// The agents' process ids.
+    pub fn agent_pids(&self) -> Vec<u32> {
+        self.children.iter().filter_map(Child::id).collect()
     }
 
     /// Clients connected and receiving.
@@ -119,8 +141,22 @@ impl Relay {
         self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
     }
 
+    /// Waits until `clients` clients are registered.
+    pub async fn wait_for(&self, clients: usize) -> Result<()> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while self.connected() < clients {
+            if std::time::Instant::now() > deadline {
+                anyhow::bail!("the relay registered {} of {clients} clients", self.connected());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        Ok(())
+    }
+
     pub async fn stop(mut self) {
-        let _ = self.child.kill().await;
+        for child in &mut self.children {
+            let _ = child.kill().await;
+        }
         let _ = std::fs::remove_dir_all(&self.home);
     }
 }

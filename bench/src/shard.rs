@@ -91,6 +91,11 @@ impl Shard {
     /// A browser's WebSocket: a ticket from `/bootstrap`, then `/ws` with
     /// it, from the loopback address `from`.
     pub async fn websocket(&self, from: IpAddr) -> Result<Conn> {
+        self.websocket_with(from, None).await
+    }
+
+    /// The same, with a kernel receive buffer of `receive_buffer` bytes.
+    pub async fn websocket_with(&self, from: IpAddr, receive_buffer: Option<u32>) -> Result<Conn> {
         let response = reqwest::Client::builder()
             .local_address(from)
             .build()?
@@ -105,7 +110,9 @@ impl Shard {
         let body: Value = response.json().await?;
         let ticket = body["ticket"].as_str().context("no ticket")?;
         let protocols = format!("shard.v1, shard.ticket.{ticket}");
-        let mut conn = Conn::websocket(self.addr, from, Some(&protocols), Some(&self.base)).await?;
+        let mut conn =
+            Conn::websocket(self.addr, from, Some(&protocols), Some(&self.base), receive_buffer)
+                .await?;
         conn.until(|message| message["type"] == "hello").await?;
         Ok(conn)
     }

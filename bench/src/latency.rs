@@ -1,0 +1,328 @@
+//! S2 latency and S3 slow client. Agents stream `pace: N RATE` turns (the
+//! demo model stamps each delta with the wall-clock time it made it); every
+//! client reads them and takes, per delta, the time from that stamp to its
+//! own read. Client and agents share the machine's clock.
+//!
+//! - S2: `agents` agents at a fixed total rate to `clients` clients, each
+//!   client attached to every agent (a dashboard watching them all).
+//! - S3: one agent to `clients` readers, with and without one more client
+//!   that never reads. The readers must not notice it; the daemon must drop
+//!   it, and its memory must stay bounded meanwhile.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use serde_json::json;
+
+use crate::conn::Conn;
+use crate::fanout::next_loopback;
+use crate::procfs;
+use crate::relay::Relay;
+use crate::shard::{Shard, attach};
+
+/// The paced turn one point runs: how many agents, at what total rate, for
+/// how long, to how many clients.
+#[derive(Debug, Clone, Copy)]
+pub struct Load {
+    pub agents: usize,
+    pub clients: usize,
+    /// Deltas a second, all agents together.
+    pub rate: u64,
+    pub seconds: f64,
+}
+
+impl Load {
+    fn per_agent_rate(&self) -> u64 {
+        (self.rate / self.agents as u64).max(1)
+    }
+
+    /// Deltas each agent streams.
+    pub fn per_agent(&self) -> u64 {
+        ((self.per_agent_rate() as f64 * self.seconds).round() as u64).max(1)
+    }
+
+    fn prompt(&self) -> String {
+        format!("pace: {} {}", self.per_agent(), self.per_agent_rate())
+    }
+}
+
+/// What one client read of the paced turns.
+#[derive(Debug, Default)]
+pub struct Paced {
+    /// Microseconds from each delta's stamp to its read.
+    pub latencies: Vec<u32>,
+    pub first: Option<Instant>,
+    pub last: Option<Instant>,
+}
+
+impl Paced {
+    fn rate(&self) -> f64 {
+        match (self.first, self.last) {
+            (Some(first), Some(last)) if last > first => {
+                self.latencies.len() as f64 / (last - first).as_secs_f64()
+            }
+            _ => 0.0,
+        }
+    }
+}
+
+fn now_micros() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_micros() as u64)
+}
+
+/// The stamp of a `tick-I@MICROS ` delta.
+fn stamp(text: &str) -> Option<u64> {
+    let start = text.find("\"text_delta\":\"tick-")?;
+    let rest = &text[start..];
+    let at = rest.find('@')?;
+    let digits = &rest[at + 1..];
+    let end = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
+    digits[..end].parse().ok()
+}
+
+/// Reads until `turns` messages are complete.
+pub async fn read_paced(conn: &mut Conn, turns: usize) -> Result<Paced> {
+    let mut paced = Paced::default();
+    let mut complete = 0;
+    while complete < turns {
+        let text = conn.recv().await?;
+        if text.contains("\"message_delta\"") {
+            let now = now_micros();
+            let at = Instant::now();
+            let stamp = stamp(&text).context("a paced delta without its stamp")?;
+            paced.latencies.push(now.saturating_sub(stamp).min(u64::from(u32::MAX)) as u32);
+            paced.first.get_or_insert(at);
+            paced.last = Some(at);
+        } else if text.contains("\"message_complete\"") {
+            complete += 1;
+        }
+    }
+    Ok(paced)
+}
+
+/// One point's figures, over every reading client.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Figures {
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// The median client's deltas a second.
+    pub per_client: f64,
+    /// Clients that got fewer deltas than were sent (or were cut off).
+    pub short: usize,
+}
+
+fn figures(reads: &[Option<Paced>], expected: u64) -> Figures {
+    let mut all: Vec<u32> =
+        reads.iter().flatten().flat_map(|paced| paced.latencies.iter().copied()).collect();
+    all.sort_unstable();
+    let at = |q: f64| {
+        all.get(((all.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0) as f64 / 1e3
+    };
+    let mut rates: Vec<f64> = reads.iter().flatten().map(Paced::rate).collect();
+    rates.sort_by(f64::total_cmp);
+    let short = reads
+        .iter()
+        .filter(|read| read.as_ref().is_none_or(|paced| paced.latencies.len() as u64 != expected))
+        .count();
+    Figures {
+        p50_ms: at(0.5),
+        p99_ms: at(0.99),
+        max_ms: at(1.0),
+        per_client: rates.get(rates.len() / 2).copied().unwrap_or(0.0),
+        short,
+    }
+}
+
+async fn read_all(readers: Vec<Conn>, turns: usize) -> Vec<Option<Paced>> {
+    let tasks: Vec<_> = readers
+        .into_iter()
+        .map(|mut conn| tokio::spawn(async move { read_paced(&mut conn, turns).await.ok() }))
+        .collect();
+    let mut reads = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        reads.push(task.await.ok().flatten());
+    }
+    reads
+}
+
+/// S2 through Shard: `load.clients` browsers, each attached to every agent.
+pub async fn shard(shard: &Shard, load: Load) -> Result<Figures> {
+    let mut control = shard.unix().await?;
+    let mut agents = Vec::with_capacity(load.agents);
+    for _ in 0..load.agents {
+        let agent = shard.create_agent(&mut control).await?;
+        attach(&mut control, &agent, "interactive").await?;
+        agents.push(agent);
+    }
+    let mut readers = Vec::with_capacity(load.clients);
+    for _ in 0..load.clients {
+        let mut conn = shard.websocket(next_loopback()).await?;
+        for agent in &agents {
+            attach(&mut conn, agent, "observer").await.context("attaching a reader")?;
+        }
+        readers.push(conn);
+    }
+    let reading = tokio::spawn(read_all(readers, load.agents));
+    for agent in &agents {
+        let prompt = json!({"type": "prompt", "agent_id": agent, "message": load.prompt()});
+        control.call(prompt, "prompt").await.context("prompting")?;
+    }
+    // The controller drains its own copy, so it is never the slow one.
+    read_paced(&mut control, load.agents).await.context("the controller's copy")?;
+    let reads = reading.await?;
+    for agent in &agents {
+        let kill = json!({"type": "agent.kill", "agent_id": agent, "force": true});
+        let _ = control.call(kill, "kill").await;
+    }
+    Ok(figures(&reads, load.per_agent() * load.agents as u64))
+}
+
+/// S2 through the bare relay: one relay of `load.agents` children.
+pub async fn relay(bin: &std::path::Path, load: Load) -> Result<Figures> {
+    let relay = Relay::start(bin, load.agents).await?;
+    let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let mut control = Conn::websocket(relay.addr, local, None, None, None).await?;
+    let mut readers = Vec::with_capacity(load.clients);
+    for _ in 0..load.clients {
+        readers.push(Conn::websocket(relay.addr, local, None, None, None).await?);
+    }
+    relay.wait_for(load.clients + 1).await?;
+    let reading = tokio::spawn(read_all(readers, load.agents));
+    for agent in 0..load.agents {
+        let prompt = json!({"type": "prompt", "id": format!("p{agent}"), "agent": agent, "message": load.prompt()});
+        control.send(&prompt).await?;
+    }
+    read_paced(&mut control, load.agents).await.context("the controller's copy")?;
+    let reads = reading.await?;
+    relay.stop().await;
+    Ok(figures(&reads, load.per_agent() * load.agents as u64))
+}
+
+/// How a stalled client ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stalled {
+    /// The daemon closed it.
+    Dropped,
+    /// It got the whole turn: the socket buffers held everything.
+    Complete,
+    /// Neither: its connection stayed open with nothing more to read.
+    Stuck,
+}
+
+/// One S3 run: the readers' figures, and with a stalled client, how it
+/// ended and the daemon's memory over the run.
+#[derive(Debug, Clone, Copy)]
+pub struct SlowRun {
+    pub readers: Figures,
+    pub stalled: Option<Stalled>,
+    pub rss_before: u64,
+    pub rss_peak: u64,
+}
+
+/// S3 through Shard: one agent's paced turn to `load.clients` readers,
+/// and, if `stall`, one more client that never reads (with a small kernel
+/// buffer, as a frozen tab's socket fills).
+pub async fn slow_shard(shard: &Shard, load: Load, stall: bool) -> Result<SlowRun> {
+    let mut control = shard.unix().await?;
+    let agent = shard.create_agent(&mut control).await?;
+    attach(&mut control, &agent, "interactive").await?;
+    let mut readers = Vec::with_capacity(load.clients);
+    for _ in 0..load.clients {
+        let mut conn = shard.websocket(next_loopback()).await?;
+        attach(&mut conn, &agent, "observer").await?;
+        readers.push(conn);
+    }
+    let mut stalled = None;
+    if stall {
+        let mut conn = shard.websocket_with(next_loopback(), Some(4096)).await?;
+        attach(&mut conn, &agent, "observer").await?;
+        stalled = Some(conn);
+    }
+    let pid = shard.pid().context("the daemon's pid")?;
+    let rss_before = procfs::rss(pid)?;
+    let (peak, sampling) = (Arc::new(AtomicU64::new(rss_before)), Arc::new(AtomicBool::new(true)));
+    let sampler = {
+        let (peak, sampling) = (peak.clone(), sampling.clone());
+        tokio::spawn(async move {
+            while sampling.load(Ordering::Relaxed) {
+                if let Ok(rss) = procfs::rss(pid) {
+                    peak.fetch_max(rss, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let reading = tokio::spawn(read_all(readers, 1));
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": load.prompt()});
+    control.call(prompt, "prompt").await?;
+    read_paced(&mut control, 1).await.context("the controller's copy")?;
+    let reads = reading.await?;
+    let ended = match stalled {
+        Some(mut conn) => Some(drain(&mut conn).await),
+        None => None,
+    };
+    sampling.store(false, Ordering::Relaxed);
+    let _ = sampler.await;
+    let kill = json!({"type": "agent.kill", "agent_id": agent, "force": true});
+    let _ = control.call(kill, "kill").await;
+    Ok(SlowRun {
+        readers: figures(&reads, load.per_agent()),
+        stalled: ended,
+        rss_before,
+        rss_peak: peak.load(Ordering::Relaxed),
+    })
+}
+
+/// S3 through the relay, for the readers' figures alone: the relay stops
+/// feeding a client whose queue is full but has no deadline to close it.
+pub async fn slow_relay(bin: &std::path::Path, load: Load, stall: bool) -> Result<Figures> {
+    let relay = Relay::start(bin, 1).await?;
+    let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let mut control = Conn::websocket(relay.addr, local, None, None, None).await?;
+    let mut readers = Vec::with_capacity(load.clients);
+    for _ in 0..load.clients {
+        readers.push(Conn::websocket(relay.addr, local, None, None, None).await?);
+    }
+    let stalled = if stall {
+        Some(Conn::websocket(relay.addr, local, None, None, Some(4096)).await?)
+    } else {
+        None
+    };
+    relay.wait_for(load.clients + 1 + usize::from(stall)).await?;
+    let reading = tokio::spawn(read_all(readers, 1));
+    control.send(&json!({"type": "prompt", "id": "p", "message": load.prompt()})).await?;
+    read_paced(&mut control, 1).await?;
+    let reads = reading.await?;
+    drop(stalled);
+    relay.stop().await;
+    Ok(figures(&reads, load.per_agent()))
+}
+
+/// Reads what a stalled client was sent until the daemon's close, or the
+/// end of the turn if everything fit in the buffers.
+async fn drain(conn: &mut Conn) -> Stalled {
+    loop {
+        match conn.recv().await {
+            Ok(text) if text.contains("\"message_complete\"") => return Stalled::Complete,
+            Ok(_) => {}
+            Err(error) if error.to_string().starts_with("no message") => return Stalled::Stuck,
+            Err(_) => return Stalled::Dropped,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamp_is_read_from_the_delta_text() {
+        let line = r#"{"agent_id":"a","type":"message_delta","message_id":"m","block_index":0,"kind":"text","text_delta":"tick-12@1764600000123456 "}"#;
+        assert_eq!(stamp(line), Some(1_764_600_000_123_456));
+        assert_eq!(stamp(r#"{"type":"message_delta","text_delta":"hello"}"#), None);
+    }
+}

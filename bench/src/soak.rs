@@ -1,0 +1,270 @@
+//! S8 soak: steady load with churn for a while, then a look at what the
+//! daemon still holds. Two agents stream paced turns to a few browsers that
+//! stay; meanwhile browsers keep connecting, attaching, reading a little and
+//! leaving (half detach first, half just drop), and agents keep being
+//! created, prompted and killed. The daemon's RSS, open descriptors,
+//! threads, tasks, connections and agent processes are sampled throughout;
+//! once the churn stops, everything it used must be given back.
+//!
+//! Killed agents stay listed (CONTRACT.md: durable, restorable), so each
+//! created agent keeps its host task and a little memory by design: that is
+//! reported per agent, apart from what must return to where it started.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde_json::json;
+
+use crate::conn::Conn;
+use crate::fanout::next_loopback;
+use crate::latency::read_paced;
+use crate::procfs;
+use crate::shard::{Shard, attach};
+
+/// One steady turn: 500 deltas at 200 a second, 2.5 s.
+const TURN_DELTAS: u64 = 500;
+const TURN_RATE: u64 = 200;
+const TURN: Duration = Duration::from_millis(2_500);
+/// Browsers that stay attached to both steady agents all along.
+const STEADY_READERS: usize = 4;
+
+/// What the daemon held at one moment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sample {
+    pub at: Duration,
+    pub rss: u64,
+    pub fds: usize,
+    pub threads: usize,
+    pub tasks: u64,
+    pub connections: u64,
+    pub agents: u64,
+    pub running_agents: u64,
+    /// Agent processes (the daemon's children).
+    pub processes: usize,
+}
+
+pub struct Soak {
+    /// Before anything ran; with the steady load on, before the churn; and
+    /// once everything had stopped and settled (the steady agents killed).
+    pub base: Sample,
+    pub start: Sample,
+    pub end: Sample,
+    /// The largest RSS seen while it ran.
+    pub peak_rss: u64,
+    /// Every sample, in order.
+    pub samples: Vec<Sample>,
+    pub attaches: u64,
+    pub created: u64,
+    /// Deltas each steady reader got, against what the agents streamed.
+    pub steady_deltas: Vec<u64>,
+    pub streamed: u64,
+}
+
+async fn sample(shard: &Shard, control: &mut Conn, began: Instant) -> Result<Sample> {
+    let pid = shard.pid().context("the daemon's pid")?;
+    let stats = control.call(json!({"type": "daemon.stats"}), "stats").await?;
+    let count = |field: &str| stats["data"][field].as_u64().unwrap_or(0);
+    Ok(Sample {
+        at: began.elapsed(),
+        rss: procfs::rss(pid)?,
+        fds: procfs::fds(pid),
+        threads: procfs::threads(pid),
+        tasks: count("tasks"),
+        // The sampler's own connection is not the churn's.
+        connections: count("connections").saturating_sub(1),
+        agents: count("agents"),
+        running_agents: count("running_agents"),
+        processes: procfs::children(pid).len(),
+    })
+}
+
+/// Browsers come and go: connect, attach, read a little, leave.
+async fn attach_churn(shard: &Shard, agent: &str, stop: &AtomicBool) -> Result<u64> {
+    let mut attaches = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let mut conn = shard.websocket(next_loopback()).await?;
+        attach(&mut conn, agent, "observer").await?;
+        // A little of the stream (there is none between turns).
+        let reading = async {
+            for _ in 0..5 {
+                conn.recv().await?;
+            }
+            anyhow::Ok(())
+        };
+        if let Ok(read) = tokio::time::timeout(Duration::from_millis(200), reading).await {
+            read?;
+        }
+        if attaches % 2 == 0 {
+            let detach = json!({"type": "agent.detach", "agent_id": agent});
+            conn.call(detach, "detach").await?;
+        }
+        drop(conn);
+        attaches += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(attaches)
+}
+
+/// Agents come and go: create, prompt, kill.
+async fn agent_churn(shard: &Shard, stop: &AtomicBool) -> Result<u64> {
+    let mut control = shard.unix().await?;
+    let mut created = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let agent = shard.create_agent(&mut control).await?;
+        attach(&mut control, &agent, "interactive").await?;
+        let prompt = json!({"type": "prompt", "agent_id": agent, "message": "hello there"});
+        control.call(prompt, "prompt").await?;
+        control
+            .until(|message| message["type"] == "turn_end" && message["agent_id"] == agent)
+            .await?;
+        let kill = json!({"type": "agent.kill", "agent_id": agent, "force": true});
+        control.call(kill, "kill").await?;
+        created += 1;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(created)
+}
+
+/// Runs the soak for about `duration`, sampling every `every`.
+pub async fn soak(shard: &Shard, duration: Duration, every: Duration) -> Result<Soak> {
+    let began = Instant::now();
+    let mut sampler = shard.unix().await?;
+    let base = sample(shard, &mut sampler, began).await?;
+    let mut control = shard.unix().await?;
+    let mut steady = Vec::new();
+    for _ in 0..2 {
+        let agent = shard.create_agent(&mut control).await?;
+        attach(&mut control, &agent, "interactive").await?;
+        steady.push(agent);
+    }
+    // One turn more than the churn lasts, so that it always has a stream.
+    let turns = (duration.as_secs_f64() / TURN.as_secs_f64()).ceil() as usize + 1;
+    let mut readers = Vec::new();
+    for _ in 0..STEADY_READERS {
+        let mut conn = shard.websocket(next_loopback()).await?;
+        for agent in &steady {
+            attach(&mut conn, agent, "observer").await?;
+        }
+        readers.push(tokio::spawn(async move {
+            read_paced(&mut conn, 2 * turns).await.map(|paced| paced.latencies.len() as u64)
+        }));
+    }
+    let start = sample(shard, &mut sampler, began).await?;
+
+    // The steady load: both agents' turns, back to back.
+    let streaming = {
+        let steady = steady.clone();
+        tokio::spawn(async move {
+            for turn in 0..turns {
+                for agent in &steady {
+                    let message = format!("pace: {TURN_DELTAS} {TURN_RATE}");
+                    // A follow-up if the last turn is still ending.
+                    let prompt = json!({"type": "prompt", "agent_id": agent, "message": message, "streaming_behavior": "follow_up"});
+                    control.call(prompt, &format!("p{turn}")).await?;
+                }
+                read_paced(&mut control, 2).await?;
+            }
+            anyhow::Ok(control)
+        })
+    };
+    let stop = AtomicBool::new(false);
+    let mut samples = vec![start];
+    let sampling = async {
+        while began.elapsed() < duration {
+            tokio::time::sleep(every.min(duration.saturating_sub(began.elapsed()))).await;
+            match sample(shard, &mut sampler, began).await {
+                Ok(now) => samples.push(now),
+                Err(problem) => {
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(problem);
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        Ok(())
+    };
+    // A churn that fails stops the others too.
+    let stopping = |result: Result<u64>| {
+        if result.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        result
+    };
+    let (sampled, attaches, created) = tokio::join!(
+        sampling,
+        async { stopping(attach_churn(shard, &steady[0], &stop).await) },
+        async { stopping(agent_churn(shard, &stop).await) },
+    );
+    sampled?;
+    let (attaches, created) = (attaches.context("attach churn")?, created.context("agent churn")?);
+    let mut control = streaming.await??;
+    let streamed = turns as u64 * 2 * TURN_DELTAS;
+    let mut steady_deltas = Vec::new();
+    for reader in readers {
+        steady_deltas.push(reader.await??);
+    }
+    for agent in &steady {
+        let kill = json!({"type": "agent.kill", "agent_id": agent, "force": true});
+        control.call(kill, "kill").await?;
+    }
+    drop(control);
+    // Let closed connections and killed agents finish going away.
+    let settle = Instant::now();
+    let mut end = sample(shard, &mut sampler, began).await?;
+    while settle.elapsed() < Duration::from_secs(5)
+        && (end.connections > base.connections || end.processes > base.processes)
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        end = sample(shard, &mut sampler, began).await?;
+    }
+    Ok(Soak {
+        base,
+        start,
+        end,
+        peak_rss: samples.iter().map(|sample| sample.rss).max().unwrap_or(0).max(end.rss),
+        samples,
+        attaches,
+        created,
+        steady_deltas,
+        streamed,
+    })
+}
+
+impl Soak {
+    /// What did not come back, as the run's breakage.
+    pub fn leaks(&self) -> Vec<String> {
+        let (start, end) = (&self.base, &self.end);
+        let mut leaks = Vec::new();
+        if end.connections != start.connections {
+            leaks.push(format!("connections {} → {}", start.connections, end.connections));
+        }
+        if end.running_agents != start.running_agents {
+            leaks.push(format!("running agents {} → {}", start.running_agents, end.running_agents));
+        }
+        if end.processes != start.processes {
+            leaks.push(format!("agent processes {} → {}", start.processes, end.processes));
+        }
+        if end.fds > start.fds {
+            leaks.push(format!("descriptors {} → {}", start.fds, end.fds));
+        }
+        if end.threads > start.threads + 2 {
+            leaks.push(format!("threads {} → {}", start.threads, end.threads));
+        }
+        // One host task per listed agent is the design; nothing else may stay.
+        let expected_tasks = start.tasks + (end.agents - start.agents);
+        if end.tasks > expected_tasks {
+            leaks.push(format!(
+                "tasks {} → {} ({} expected for the agents now listed)",
+                start.tasks, end.tasks, expected_tasks
+            ));
+        }
+        if self.steady_deltas.iter().any(|&deltas| deltas != self.streamed) {
+            leaks.push(format!(
+                "steady readers got {:?} of {} deltas",
+                self.steady_deltas, self.streamed
+            ));
+        }
+        leaks
+    }
+}
