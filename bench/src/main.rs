@@ -50,6 +50,18 @@ impl Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    // A thousand clients need more descriptors than the usual soft limit.
+    if let Ok((soft, hard)) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+    {
+        if soft < hard {
+            let _ = nix::sys::resource::setrlimit(
+                nix::sys::resource::Resource::RLIMIT_NOFILE,
+                hard,
+                hard,
+            );
+        }
+    }
     tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(run(args))
 }
 
@@ -399,8 +411,9 @@ async fn spawn(args: &Args) -> Result<()> {
 async fn idle_scale(args: &Args) -> Result<()> {
     let (connections, idle_agents) = if args.short { (100, 10) } else { (1_000, 200) };
     // A daemon of its own, fresh: one that served other runs keeps their
-    // freed memory, which idle connections would reuse unseen.
-    let fresh = shard::Shard::start(&args.shard, connections + 64, None).await?;
+    // freed memory, which idle connections would reuse unseen. With its
+    // default connection cap, which must fit this.
+    let fresh = shard::Shard::start(&args.shard, None, None).await?;
     let idle = idle::idle(&fresh, connections, idle_agents, fanout::next_loopback).await?;
     fresh.stop().await?;
     let mean = |of: fn(&procfs::Memory) -> u64| {

@@ -31,14 +31,23 @@ pub fn scratch(what: &str) -> Result<PathBuf> {
 }
 
 impl Shard {
-    /// Starts the daemon on a free loopback port and enrolls one browser.
-    pub async fn start(bin: &Path, max_connections: usize, config: Option<&str>) -> Result<Shard> {
+    /// Starts the daemon on a free loopback port and enrolls one browser;
+    /// `max_connections` of `None` keeps the daemon's default.
+    pub async fn start(
+        bin: &Path,
+        max_connections: impl Into<Option<usize>>,
+        config: Option<&str>,
+    ) -> Result<Shard> {
         let home = scratch("home")?;
         if let Some(config) = config {
             std::fs::write(home.join("config.toml"), config)?;
         }
-        let mut child = Command::new(bin)
-            .args(["daemon", "--port", "0", "--max-connections", &max_connections.to_string()])
+        let mut command = Command::new(bin);
+        command.args(["daemon", "--port", "0"]);
+        if let Some(max) = max_connections.into() {
+            command.args(["--max-connections", &max.to_string()]);
+        }
+        let mut child = command
             .env("SHARD_HOME", &home)
             .env("SHARD_LOG", "error")
             .current_dir(&home)

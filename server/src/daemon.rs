@@ -56,9 +56,40 @@ pub struct DaemonArgs {
     pub ws_ping_interval: u64,
     /// Browser (WebSocket) connections served at once; local (unix socket)
     /// clients have 64 slots of their own, so `shard enroll` and `shard
-    /// sessions` always get through.
-    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    /// sessions` always get through. An idle one costs about 13 KB of
+    /// memory and one file descriptor (docs/PERFORMANCE.md, S4).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
+}
+
+/// Browser connections by default: a thousand idle tabs (S4) fit, in about
+/// 13 MB.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 1024;
+/// Descriptors the daemon needs beside one per browser connection: local
+/// clients, three pipes per running agent, files, listeners.
+const SPARE_DESCRIPTORS: u64 = 1024;
+
+/// Raises the soft limit on open files to the hard one, as far as the
+/// connections asked for need: the usual soft default (1024) would refuse
+/// connections long before `--max-connections`. Warns if even the hard
+/// limit is too low.
+fn raise_open_files(max_connections: u32) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let wanted = u64::from(max_connections) + SPARE_DESCRIPTORS;
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return };
+    let target = wanted.min(hard);
+    if target > soft {
+        if let Err(problem) = setrlimit(Resource::RLIMIT_NOFILE, target, hard) {
+            tracing::warn!(%problem, soft, "cannot raise the open-files limit");
+        }
+    }
+    if hard < wanted {
+        tracing::warn!(
+            limit = hard,
+            wanted,
+            "the open-files limit is below what --max-connections needs: connections will be refused earlier"
+        );
+    }
 }
 
 /// Prints one line on stdout, where scripts read them (logs go to stderr).
@@ -223,6 +254,7 @@ pub async fn run(
     });
     let daemon: Arc<dyn Daemon> = shard.clone();
     let limits = Limits::default();
+    raise_open_files(args.max_connections);
     let max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
     let connections = Arc::new(Semaphore::new(max_connections));
     let (expected_host, allowed_origins) = match &config.public_host {

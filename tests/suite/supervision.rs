@@ -382,3 +382,35 @@ async fn daemon_stats_count_what_the_daemon_holds_and_are_local_only() {
     assert_eq!(killed["agents"], 1, "{killed}");
     assert_eq!(killed["running_agents"], 0, "{killed}");
 }
+
+#[tokio::test]
+async fn the_daemon_raises_its_open_files_limit_to_fit_its_connections() {
+    use tokio::io::AsyncBufReadExt;
+    let home = TempDir::new().expect("home");
+    // A soft limit of 256, as some systems start services with; the hard
+    // limit stays what it is.
+    let mut child = tokio::process::Command::new("prlimit")
+        .args(["--nofile=256:", "--", env!("CARGO_BIN_EXE_shard"), "daemon", "--port", "0"])
+        .env("SHARD_HOME", home.path())
+        .current_dir(home.path())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("prlimit");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    loop {
+        let line = lines.next_line().await.expect("read").expect("the daemon started");
+        if line.starts_with("listening on ") {
+            break;
+        }
+    }
+    let pid = child.id().expect("pid");
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).expect("limits");
+    let line = limits.lines().find(|line| line.starts_with("Max open files")).expect("row");
+    let fields: Vec<u64> = line.split_whitespace().filter_map(|field| field.parse().ok()).collect();
+    let (soft, hard) = (fields[0], fields[1]);
+    // The default 1,024 browser connections and room for agents and files,
+    // as far as the hard limit allows.
+    assert_eq!(soft, hard.min(2048), "{line}");
+    let _ = child.kill().await;
+}
