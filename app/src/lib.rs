@@ -25,9 +25,6 @@ mod transcript;
 mod views;
 
 use leptos::prelude::*;
-use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
-use leptos_router::StaticSegment;
-use leptos_router::components::{Route, Router, Routes};
 
 pub use state::{ClientState, Connection};
 use views::{AgentList, AgentView, CreateAgent, Inbox, QuestionDialog};
@@ -36,18 +33,18 @@ use views::{AgentList, AgentView, CreateAgent, Inbox, QuestionDialog};
 /// `shard_bg.wasm`, `shard.css`); the daemon and scripts/build agree on it.
 pub const OUTPUT_NAME: &str = "shard";
 
-/// The HTML document around the app, rendered by the daemon.
+/// The HTML document around the app, rendered by the daemon for `/`.
+///
+/// The app is one page, so there is no router: a router (and the meta
+/// crate for the title) would be a fifth of the WASM bundle for one route.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     view! {
         <!DOCTYPE html>
         <html lang="en">
             <head>
-                <meta charset="utf-8"/>
-                <meta name="viewport" content="width=device-width, initial-scale=1"/>
-                <meta name="color-scheme" content="light dark"/>
-                <link rel="icon" href="/favicon.ico"/>
+                <Head/>
+                <title>"Shard"</title>
                 <HydrationScripts options/>
-                <MetaTags/>
             </head>
             <body>
                 <App/>
@@ -56,16 +53,35 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     }
 }
 
+/// What every page's head holds.
 #[component]
-pub fn App() -> impl IntoView {
-    provide_meta_context();
+fn Head() -> impl IntoView {
     view! {
-        <Stylesheet id="shard-css" href="/pkg/shard.css"/>
-        <Router>
-            <Routes fallback=NotFound>
-                <Route path=StaticSegment("") view=Home/>
-            </Routes>
-        </Router>
+        <meta charset="utf-8"/>
+        <meta name="viewport" content="width=device-width, initial-scale=1"/>
+        <meta name="color-scheme" content="light dark"/>
+        <link rel="icon" href="/favicon.ico"/>
+        <link rel="stylesheet" id="shard-css" href="/pkg/shard.css"/>
+    }
+}
+
+/// The page for any other path: plain HTML (nothing to hydrate), answered
+/// as a 404 by the daemon.
+pub fn not_found_shell() -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <Head/>
+                <title>"Not found · Shard"</title>
+            </head>
+            <body>
+                <main class="home">
+                    <h1>"Not found"</h1>
+                    <p><a href="/">"Back to Shard"</a></p>
+                </main>
+            </body>
+        </html>
     }
 }
 
@@ -73,7 +89,7 @@ pub fn App() -> impl IntoView {
 /// connects, lists every agent live, shows the selected one, and keeps every
 /// open question answerable.
 #[component]
-fn Home() -> impl IntoView {
+pub fn App() -> impl IntoView {
     let state = ClientState::new();
     provide_context(state.clone());
     // Effects run only in the browser, so this flips once hydration is done;
@@ -103,8 +119,12 @@ fn Home() -> impl IntoView {
     };
     let notify_state = state.clone();
     let notify_on = state.notify;
+    // The tab's title counts open questions; the server renders "Shard".
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| document().set_title(&title()));
+    #[cfg(not(feature = "hydrate"))]
+    let _ = title;
     view! {
-        <Title text=title/>
         <header class="topbar">
             <span class="brand">"Shard"</span>
             <span class=move || { if pending() > 0 { "pending active" } else { "pending" } } title="open questions">
@@ -134,16 +154,6 @@ fn Home() -> impl IntoView {
                 <AgentView/>
             </div>
             <QuestionDialog/>
-        </main>
-    }
-}
-
-#[component]
-fn NotFound() -> impl IntoView {
-    view! {
-        <main class="home">
-            <h1>"Not found"</h1>
-            <p><a href="/">"Back to Shard"</a></p>
         </main>
     }
 }

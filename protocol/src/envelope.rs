@@ -36,10 +36,7 @@ pub trait MessageSet: Sized {
     /// Whether the spec writes `id: string` (required) for this command.
     fn requires_id(type_name: &str) -> bool;
     /// Deserializes the payload of a `type`; `None` if the set has no such type.
-    fn decode_payload(
-        type_name: &str,
-        payload: Value,
-    ) -> Option<Result<Self, serde_path_to_error::Error<serde_json::Error>>>;
+    fn decode_payload(type_name: &str, payload: Value) -> Option<Result<Self, PayloadError>>;
     fn type_name(&self) -> &'static str;
 }
 
@@ -118,13 +115,7 @@ impl<M: MessageSet> Envelope<M> {
         match M::decode_payload(&type_name, Value::Object(map)) {
             None => Err(DecodeError::UnknownType { type_name, id }),
             Some(Ok(message)) => Ok(Self { id, agent_id, message }),
-            Some(Err(error)) => {
-                let path = error.path().to_string();
-                let inner = error.into_inner();
-                let message =
-                    if path == "." { inner.to_string() } else { format!("{path}: {inner}") };
-                Err(DecodeError::invalid(Some(type_name), id, message))
-            }
+            Some(Err(error)) => Err(DecodeError::invalid(Some(type_name), id, error.to_string())),
         }
     }
 }
@@ -231,9 +222,34 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
+/// Why a payload did not decode, and where when that is tracked.
+#[derive(Debug)]
+pub struct PayloadError {
+    /// The field path (`messages[3].role`); `.` for the payload itself.
+    path: Option<String>,
+    inner: serde_json::Error,
+}
+
+impl std::fmt::Display for PayloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.path.as_deref() {
+            Some(path) if path != "." => write!(f, "{path}: {}", self.inner),
+            _ => write!(f, "{}", self.inner),
+        }
+    }
+}
+
 /// Deserializes a payload with its field path tracked.
-pub(crate) fn payload<T: DeserializeOwned>(
-    value: Value,
-) -> Result<T, serde_path_to_error::Error<serde_json::Error>> {
-    serde_path_to_error::deserialize(value)
+#[cfg(feature = "field-paths")]
+pub(crate) fn payload<T: DeserializeOwned>(value: Value) -> Result<T, PayloadError> {
+    serde_path_to_error::deserialize(value).map_err(|error| PayloadError {
+        path: Some(error.path().to_string()),
+        inner: error.into_inner(),
+    })
+}
+
+/// Deserializes a payload (its field path untracked: see the feature).
+#[cfg(not(feature = "field-paths"))]
+pub(crate) fn payload<T: DeserializeOwned>(value: Value) -> Result<T, PayloadError> {
+    T::deserialize(value).map_err(|inner| PayloadError { path: None, inner })
 }

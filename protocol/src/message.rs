@@ -12,7 +12,7 @@ use crate::agent::{
     SessionOp, SetMode, SetModel, SetReasoningLevel, Status, Steer, Sync, ToolCall, ToolResult,
     TurnEnd, TurnStart, UiRequest, UiResolved, UiResponse,
 };
-use crate::envelope::{MessageSet, Scope, payload};
+use crate::envelope::{MessageSet, PayloadError, Scope, payload};
 use crate::error::WireError;
 use crate::orchestrator::{
     AgentActivity, AgentAttach, AgentCreate, AgentExited, AgentKill, AgentSpawned,
@@ -65,7 +65,7 @@ macro_rules! message_set {
             fn decode_payload(
                 type_name: &str,
                 value: Value,
-            ) -> Option<Result<Self, serde_path_to_error::Error<serde_json::Error>>> {
+            ) -> Option<Result<Self, PayloadError>> {
                 match type_name {
                     $( $tag => Some(payload(value).map(Self::$variant)), )*
                     _ => None,

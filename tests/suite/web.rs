@@ -61,6 +61,13 @@ async fn serves_the_embedded_bundle_from_any_directory() {
         assert_eq!(header(&response, CACHE_CONTROL), "no-cache", "{path}");
     }
     assert_eq!(get(&daemon.url("/pkg/nope.js")).await.status(), StatusCode::NOT_FOUND);
+
+    // Any other page: a plain 404 page, with nothing for the bundle to hydrate.
+    let missing = get(&daemon.url("/no/such/page")).await;
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let body = missing.text().await.expect("body");
+    assert!(body.contains("Not found"), "{body}");
+    assert!(!body.contains("shard.js"), "no hydration scripts: {body}");
 }
 
 #[tokio::test]

@@ -61,8 +61,13 @@ const SPEC_CLIENT_TYPES: &[&str] = &[
 ];
 
 /// Shard's own additions to the client set, pinned in docs/PROTOCOL-NOTES.md.
-const EXTENSION_CLIENT_TYPES: &[&str] =
-    &["daemon.enroll", "daemon.sessions", "daemon.revoke_session", "daemon.disconnect"];
+const EXTENSION_CLIENT_TYPES: &[&str] = &[
+    "daemon.enroll",
+    "daemon.sessions",
+    "daemon.stats",
+    "daemon.revoke_session",
+    "daemon.disconnect",
+];
 
 /// Every server → client `type` PROTOCOL.md names (§9.1, §9.3, §9.4, §9.5,
 /// §10.2, §10.3).
@@ -378,6 +383,9 @@ fn every_shared_type_variant_of_the_spec_has_a_fixture() {
     assert!(absent.is_empty(), "state values without a fixture: {absent:?}");
 }
 
+/// Field paths are the `field-paths` feature's (the browser bundle goes
+/// without them).
+#[cfg(feature = "field-paths")]
 #[test]
 fn invalid_messages_are_rejected_naming_the_field() {
     for case in load("invalid.json") {

@@ -21,9 +21,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use leptos::prelude::LeptosOptions;
-use leptos_axum::{LeptosRoutes, generate_route_list};
 use serde_json::json;
-use shard_app::{App, OUTPUT_NAME, shell};
+use shard_app::{OUTPUT_NAME, not_found_shell, shell};
 use shard_protocol::web::{Bootstrap, EnrollRequest};
 use tower_http::set_header::SetResponseHeaderLayer;
 
@@ -108,13 +107,11 @@ pub fn router(local: SocketAddr, web: Arc<Web>) -> Router {
         .site_pkg_dir("pkg")
         .site_addr(local)
         .build();
-    let routes = generate_route_list(App);
-    let state = AppState { options: options.clone(), web: web.clone() };
+    // Server rendering spawns its tasks on whatever executor Leptos is given.
+    let _ = any_spawner::Executor::init_tokio();
+    let state = AppState { options, web: web.clone() };
     Router::new()
-        .leptos_routes(&state, routes, {
-            let options = options.clone();
-            move || shell(options.clone())
-        })
+        .route("/", get(home))
         .route("/pkg/{*path}", get(assets::pkg))
         .route("/favicon.ico", get(assets::favicon))
         .route("/enroll", post(enroll))
@@ -134,10 +131,16 @@ pub fn router(local: SocketAddr, web: Arc<Web>) -> Router {
         .with_state(state)
 }
 
-/// Any other path: the app renders its not-found view, answered as a 404.
-async fn not_found(State(options): State<LeptosOptions>, request: Request) -> Response {
+/// The dashboard, rendered for the browser to hydrate.
+async fn home(State(options): State<LeptosOptions>, request: Request) -> Response {
     let render = leptos_axum::render_app_to_stream(move || shell(options.clone()));
-    let mut response = render(request).await;
+    render(request).await.into_response()
+}
+
+/// Any other path: a plain not-found page, answered as a 404.
+async fn not_found(request: Request) -> Response {
+    let render = leptos_axum::render_app_to_stream(not_found_shell);
+    let mut response = render(request).await.into_response();
     if response.status() == StatusCode::OK {
         *response.status_mut() = StatusCode::NOT_FOUND;
     }
