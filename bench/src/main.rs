@@ -122,10 +122,13 @@ async fn run(args: Args) -> Result<()> {
 async fn fan_out(args: &Args) -> Result<Vec<String>> {
     let mut counts: &[usize] = if args.short { &[1, 10, 50] } else { &[1, 10, 100, 1_000] };
     // Long enough turns that a run measures the stream, not the scheduler:
-    // 50,000 deltas; 10,000 for a thousand clients (still 10 M deliveries).
+    // 50,000 deltas. From 100 clients on, 10,000 (still 1 M deliveries and
+    // more): there the benchmark's own readers, sharing the cores, fall
+    // behind a longer burst by more than the 4 MiB a connection may have
+    // queued, and the daemon rightly drops them as too slow.
     let deltas = |clients: usize| match (args.short, clients) {
         (true, _) => 2_000,
-        (false, ..1_000) => 50_000,
+        (false, ..100) => 50_000,
         (false, _) => 10_000,
     };
     let runs = if args.short { 3 } else { 5 };

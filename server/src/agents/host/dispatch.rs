@@ -88,11 +88,17 @@ impl Host {
             |epoch| self.generation.as_ref().is_some_and(|generation| generation.epoch == epoch);
         match event {
             // A superseded generation's lines and exit are history.
-            ChildEvent::Line { epoch, .. } | ChildEvent::Exited { epoch, .. }
+            ChildEvent::Lines { epoch, .. } | ChildEvent::Exited { epoch, .. }
                 if !current(epoch) => {}
-            ChildEvent::Line { line: Ok(line), .. } => self.child_line(line, now),
-            ChildEvent::Line { line: Err(problem), .. } => {
-                tracing::warn!(agent = %self.id(), %problem, "bad line from agent")
+            ChildEvent::Lines { lines, .. } => {
+                for line in lines {
+                    match line {
+                        Ok(line) => self.child_line(line, now),
+                        Err(problem) => {
+                            tracing::warn!(agent = %self.id(), %problem, "bad line from agent")
+                        }
+                    }
+                }
             }
             ChildEvent::Exited { code, description, .. } => {
                 self.process_exited(code, description, now)

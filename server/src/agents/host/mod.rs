@@ -47,12 +47,13 @@ use super::{Broadcast, Sub, SubscriberId};
 /// error instead of waiting: hosts answer in microseconds, so a full queue
 /// means a flood, and waiting would stall that client's reader.
 pub const HOST_QUEUE: usize = 256;
-/// Child lines buffered between its stdout reader and the host. A full
+/// Reads of the child's stdout (each at most 64 KiB of lines, or one longer
+/// line) buffered between its reader and the host: about 4 MiB. A full
 /// buffer pushes back on the agent's stdout, never grows.
-const CHILD_LINES: usize = 1024;
-/// Lines handled in one turn of the host's loop before it looks at its
+const CHILD_READS: usize = 64;
+/// Reads handled in one turn of the host's loop before it looks at its
 /// commands and deadlines again.
-const CHILD_BATCH: usize = 64;
+const CHILD_BATCH: usize = 8;
 
 /// What hosts share: the daemon's home, how processes start, where registry
 /// events go, and the delegation map.
@@ -193,7 +194,7 @@ impl Host {
         now: Instant,
     ) -> (Self, mpsc::Receiver<ChildEvent>) {
         let info = Arc::new(Mutex::new(projection::initial_info(&manifest)));
-        let (events, child_events) = mpsc::channel(CHILD_LINES);
+        let (events, child_events) = mpsc::channel(CHILD_READS);
         context.delegation.set_parent(&manifest.agent_id, manifest.parent_agent_id.as_deref());
         let host = Self {
             context,
@@ -274,8 +275,8 @@ async fn run(
                 None => break,
             },
             Some(event) = child.recv() => {
-                // A burst of lines is handled in one go: one wake-up, one
-                // clock read and one new deadline per batch, not per line.
+                // A burst is handled in one go: one wake-up, one clock
+                // read and one new deadline per batch, not per line.
                 let now = Instant::now();
                 host.child_event(event, now);
                 for _ in 1..CHILD_BATCH {

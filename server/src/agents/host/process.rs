@@ -45,8 +45,16 @@ pub struct SpawnRequest<'a> {
 
 /// Lines and the exit of a generation, as its reader and waiter see them.
 pub enum ChildEvent {
-    Line { epoch: u64, line: Result<String, LineError> },
-    Exited { epoch: u64, code: Option<i32>, description: String },
+    /// The lines one read of the child's stdout completed, in order.
+    Lines {
+        epoch: u64,
+        lines: Vec<Result<String, LineError>>,
+    },
+    Exited {
+        epoch: u64,
+        code: Option<i32>,
+        description: String,
+    },
 }
 
 /// Starts agent processes.
@@ -415,10 +423,11 @@ async fn read_lines(
             Ok(read) => read,
         };
         decoder.feed(&buffer[..read]);
-        while let Some(line) = decoder.next_line() {
-            if events.send(ChildEvent::Line { epoch, line }).await.is_err() {
-                return;
-            }
+        // One message per read, not per line: a burst of small lines costs
+        // the channel (and the host's wake-up) once.
+        let lines: Vec<_> = std::iter::from_fn(|| decoder.next_line()).collect();
+        if !lines.is_empty() && events.send(ChildEvent::Lines { epoch, lines }).await.is_err() {
+            return;
         }
     }
 }

@@ -158,7 +158,7 @@ fn manifest(agent_id: &str, parent: Option<&str>) -> Manifest {
 
 /// The agent's side: one line from generation `epoch`.
 fn says(host: &mut Host, epoch: u64, line: Value, now: Instant) {
-    host.child_event(ChildEvent::Line { epoch, line: Ok(line.to_string()) }, now);
+    host.child_event(ChildEvent::Lines { epoch, lines: vec![Ok(line.to_string())] }, now);
 }
 
 /// The current generation becomes ready: `hello`, then `sync`.
