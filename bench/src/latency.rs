@@ -98,6 +98,8 @@ pub async fn read_paced(conn: &mut Conn, turns: usize) -> Result<Paced> {
             paced.last = Some(at);
         } else if text.contains("\"message_complete\"") {
             complete += 1;
+        } else if text.contains("\"fatal\":true") {
+            anyhow::bail!("the daemon closed the connection: {text}");
         }
     }
     Ok(paced)
@@ -171,8 +173,11 @@ pub async fn shard(shard: &Shard, load: Load) -> Result<Figures> {
         let prompt = json!({"type": "prompt", "agent_id": agent, "message": load.prompt()});
         control.call(prompt, "prompt").await.context("prompting")?;
     }
-    // The controller drains its own copy, so it is never the slow one.
-    read_paced(&mut control, load.agents).await.context("the controller's copy")?;
+    // The controller leaves once the turns run: only the readers read.
+    for agent in &agents {
+        let detach = json!({"type": "agent.detach", "agent_id": agent});
+        control.call(detach, "detach").await.context("detaching the controller")?;
+    }
     let reads = reading.await?;
     for agent in &agents {
         let kill = json!({"type": "agent.kill", "agent_id": agent, "force": true});
@@ -196,7 +201,8 @@ pub async fn relay(bin: &std::path::Path, load: Load) -> Result<Figures> {
         let prompt = json!({"type": "prompt", "id": format!("p{agent}"), "agent": agent, "message": load.prompt()});
         control.send(&prompt).await?;
     }
-    read_paced(&mut control, load.agents).await.context("the controller's copy")?;
+    // As through Shard, the controller leaves: only the readers read.
+    drop(control);
     let reads = reading.await?;
     relay.stop().await;
     Ok(figures(&reads, load.per_agent() * load.agents as u64))

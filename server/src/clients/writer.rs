@@ -103,16 +103,21 @@ pub async fn run(
         ticks
     });
     let mut goodbye = Goodbye::Policy(String::new());
+    // Made once, not per message: each registers a waiter, and a writer
+    // woken for every message of a trickle would pay that every time.
+    let closed = outbox.closed();
+    let sealed = outbox.sealed();
+    tokio::pin!(closed, sealed);
     let say_goodbye = loop {
         let frame = tokio::select! {
             biased;
-            () = outbox.closed() => break true,
+            () = &mut closed => break true,
             bytes = queue.recv() => match bytes {
                 Some(bytes) => Frame::Data(bytes),
                 None => break true,
             },
             // The client left and everything queued went out.
-            () = outbox.sealed(), if queue.is_empty() => break false,
+            () = &mut sealed, if queue.is_empty() => break false,
             () = tick(&mut ping) => {
                 if liveness.as_ref().is_some_and(Liveness::silent) {
                     tracing::info!("dropping a websocket client that stopped answering pings");
