@@ -160,8 +160,9 @@ pub async fn shard(
     let prompt =
         json!({"type": "prompt", "agent_id": agent, "message": format!("burst: {deltas}")});
     control.call(prompt, "prompt").await.context("prompting")?;
-    // The controller reads its own copy too, so it is never the slow one.
-    read_burst(&mut control).await.context("the controller's copy")?;
+    // The controller leaves once the turn runs: only the readers read.
+    let detach = json!({"type": "agent.detach", "agent_id": agent});
+    control.call(detach, "detach").await.context("detaching the controller")?;
     let (seen, last) = running.await??;
     let cpu = Cpu::sample(daemon, &agents).since(before);
     let _ =
@@ -186,7 +187,8 @@ pub async fn relay(bin: &std::path::Path, clients: usize, deltas: u64) -> Result
     control
         .send(&json!({"type": "prompt", "id": "p", "message": format!("burst: {deltas}")}))
         .await?;
-    read_burst(&mut control).await?;
+    // As through Shard, the controller leaves: only the readers read.
+    drop(control);
     let (seen, last) = running.await??;
     let cpu = Cpu::sample(None, &agents).since(before);
     relay.stop().await;

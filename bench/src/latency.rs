@@ -265,7 +265,8 @@ pub async fn slow_shard(shard: &Shard, load: Load, stall: bool) -> Result<SlowRu
     let reading = tokio::spawn(read_all(readers, 1));
     let prompt = json!({"type": "prompt", "agent_id": agent, "message": load.prompt()});
     control.call(prompt, "prompt").await?;
-    read_paced(&mut control, 1).await.context("the controller's copy")?;
+    // The controller leaves once the turn runs: only the readers read.
+    control.call(json!({"type": "agent.detach", "agent_id": agent}), "detach").await?;
     let reads = reading.await?;
     let ended = match stalled {
         Some(mut conn) => Some(drain(&mut conn).await),
@@ -301,7 +302,7 @@ pub async fn slow_relay(bin: &std::path::Path, load: Load, stall: bool) -> Resul
     relay.wait_for(load.clients + 1 + usize::from(stall)).await?;
     let reading = tokio::spawn(read_all(readers, 1));
     control.send(&json!({"type": "prompt", "id": "p", "message": load.prompt()})).await?;
-    read_paced(&mut control, 1).await?;
+    drop(control);
     let reads = reading.await?;
     drop(stalled);
     relay.stop().await;
