@@ -188,7 +188,7 @@ pub async fn relay(bin: &std::path::Path, clients: usize, deltas: u64) -> Result
         .send(&json!({"type": "prompt", "id": "p", "message": format!("burst: {deltas}")}))
         .await?;
     // As through Shard, the controller leaves: only the readers read.
-    drop(control);
+    crate::latency::leave(control, 1).await?;
     let (seen, last) = running.await??;
     let cpu = Cpu::sample(None, &agents).since(before);
     relay.stop().await;

@@ -202,10 +202,23 @@ pub async fn relay(bin: &std::path::Path, load: Load) -> Result<Figures> {
         control.send(&prompt).await?;
     }
     // As through Shard, the controller leaves: only the readers read.
-    drop(control);
+    leave(control, load.agents).await?;
     let reads = reading.await?;
     relay.stop().await;
     Ok(figures(&reads, load.per_agent() * load.agents as u64))
+}
+
+/// A relay controller leaves once its `turns` turns have started: closing
+/// a socket with unread data resets it, which could lose prompts the relay
+/// had not read yet.
+pub async fn leave(mut control: Conn, turns: usize) -> Result<()> {
+    let mut started = 0;
+    while started < turns {
+        if control.recv().await?.contains("\"turn_start\"") {
+            started += 1;
+        }
+    }
+    Ok(())
 }
 
 /// How a stalled client ended.
@@ -302,7 +315,7 @@ pub async fn slow_relay(bin: &std::path::Path, load: Load, stall: bool) -> Resul
     relay.wait_for(load.clients + 1 + usize::from(stall)).await?;
     let reading = tokio::spawn(read_all(readers, 1));
     control.send(&json!({"type": "prompt", "id": "p", "message": load.prompt()})).await?;
-    drop(control);
+    leave(control, 1).await?;
     let reads = reading.await?;
     drop(stalled);
     relay.stop().await;
