@@ -312,11 +312,12 @@ async fn slow_client(args: &Args) -> Result<Vec<String>> {
         change(stormy.readers.p99_ms, calm.readers.p99_ms),
     );
     println!(
-        "  the stalled client: {:?}; daemon RSS {:.1} MB before, {:.1} MB at most during the run ({:+.1} MB; its outbox is capped at 4 MiB)",
+        "  the stalled client: {:?}; daemon RSS {:.1} MB before, {:.1} MB at most during the run ({:+.1} MB; its outbox is capped at 4 MiB); without it {:+.1} MB",
         stormy.stalled,
         stormy.rss_before as f64 / 1e6,
         stormy.rss_peak as f64 / 1e6,
         (stormy.rss_peak as f64 - stormy.rss_before as f64) / 1e6,
+        (calm.rss_peak as f64 - calm.rss_before as f64) / 1e6,
     );
     let mut broken = Vec::new();
     if calm.readers.short + stormy.readers.short > 0 {
