@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use crate::conn::Conn;
 use crate::fanout::next_loopback;
 use crate::latency::read_paced;
 use crate::procfs;
@@ -61,9 +60,15 @@ pub struct Soak {
     pub streamed: u64,
 }
 
-async fn sample(shard: &Shard, control: &mut Conn, began: Instant) -> Result<Sample> {
+/// One sample, over a connection of its own: one held open between samples
+/// would collect every registry event meanwhile without reading it, and be
+/// dropped as too slow, rightly.
+async fn sample(shard: &Shard, began: Instant) -> Result<Sample> {
     let pid = shard.pid().context("the daemon's pid")?;
-    let stats = control.call(json!({"type": "daemon.stats"}), "stats").await?;
+    let mut control = shard.unix().await.context("connecting to sample")?;
+    let stats =
+        control.call(json!({"type": "daemon.stats"}), "stats").await.context("daemon.stats")?;
+    drop(control);
     let count = |field: &str| stats["data"][field].as_u64().unwrap_or(0);
     Ok(Sample {
         at: began.elapsed(),
@@ -71,7 +76,7 @@ async fn sample(shard: &Shard, control: &mut Conn, began: Instant) -> Result<Sam
         fds: procfs::fds(pid),
         threads: procfs::threads(pid),
         tasks: count("tasks"),
-        // The sampler's own connection is not the churn's.
+        // The sample's own connection is not the churn's.
         connections: count("connections").saturating_sub(1),
         agents: count("agents"),
         running_agents: count("running_agents"),
@@ -129,8 +134,7 @@ async fn agent_churn(shard: &Shard, stop: &AtomicBool) -> Result<u64> {
 /// Runs the soak for about `duration`, sampling every `every`.
 pub async fn soak(shard: &Shard, duration: Duration, every: Duration) -> Result<Soak> {
     let began = Instant::now();
-    let mut sampler = shard.unix().await?;
-    let base = sample(shard, &mut sampler, began).await?;
+    let base = sample(shard, began).await?;
     let mut control = shard.unix().await?;
     let mut steady = Vec::new();
     for _ in 0..2 {
@@ -150,7 +154,7 @@ pub async fn soak(shard: &Shard, duration: Duration, every: Duration) -> Result<
             read_paced(&mut conn, 2 * turns).await.map(|paced| paced.latencies.len() as u64)
         }));
     }
-    let start = sample(shard, &mut sampler, began).await?;
+    let start = sample(shard, began).await?;
 
     // The steady load: both agents' turns, back to back.
     let streaming = {
@@ -173,7 +177,7 @@ pub async fn soak(shard: &Shard, duration: Duration, every: Duration) -> Result<
     let sampling = async {
         while began.elapsed() < duration {
             tokio::time::sleep(every.min(duration.saturating_sub(began.elapsed()))).await;
-            match sample(shard, &mut sampler, began).await {
+            match sample(shard, began).await {
                 Ok(now) => samples.push(now),
                 Err(problem) => {
                     stop.store(true, Ordering::Relaxed);
@@ -196,13 +200,13 @@ pub async fn soak(shard: &Shard, duration: Duration, every: Duration) -> Result<
         async { stopping(attach_churn(shard, &steady[0], &stop).await) },
         async { stopping(agent_churn(shard, &stop).await) },
     );
-    sampled?;
+    sampled.context("sampling")?;
     let (attaches, created) = (attaches.context("attach churn")?, created.context("agent churn")?);
-    let mut control = streaming.await??;
+    let mut control = streaming.await?.context("the steady turns")?;
     let streamed = turns as u64 * 2 * TURN_DELTAS;
     let mut steady_deltas = Vec::new();
     for reader in readers {
-        steady_deltas.push(reader.await??);
+        steady_deltas.push(reader.await?.context("a steady reader")?);
     }
     for agent in &steady {
         let kill = json!({"type": "agent.kill", "agent_id": agent, "force": true});
@@ -211,12 +215,12 @@ pub async fn soak(shard: &Shard, duration: Duration, every: Duration) -> Result<
     drop(control);
     // Let closed connections and killed agents finish going away.
     let settle = Instant::now();
-    let mut end = sample(shard, &mut sampler, began).await?;
+    let mut end = sample(shard, began).await?;
     while settle.elapsed() < Duration::from_secs(5)
         && (end.connections > base.connections || end.processes > base.processes)
     {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        end = sample(shard, &mut sampler, began).await?;
+        end = sample(shard, began).await?;
     }
     Ok(Soak {
         base,
