@@ -65,22 +65,26 @@ pub struct Soak {
 /// dropped as too slow, rightly.
 async fn sample(shard: &Shard, began: Instant) -> Result<Sample> {
     let pid = shard.pid().context("the daemon's pid")?;
+    // The process first, before this sample's connection adds a descriptor.
+    let (at, rss, fds, threads) =
+        (began.elapsed(), procfs::rss(pid)?, procfs::fds(pid), procfs::threads(pid));
+    let processes = procfs::children(pid).len();
     let mut control = shard.unix().await.context("connecting to sample")?;
     let stats =
         control.call(json!({"type": "daemon.stats"}), "stats").await.context("daemon.stats")?;
     drop(control);
     let count = |field: &str| stats["data"][field].as_u64().unwrap_or(0);
     Ok(Sample {
-        at: began.elapsed(),
-        rss: procfs::rss(pid)?,
-        fds: procfs::fds(pid),
-        threads: procfs::threads(pid),
+        at,
+        rss,
+        fds,
+        threads,
+        // The sample's own connection (and its tasks) are not the churn's.
         tasks: count("tasks"),
-        // The sample's own connection is not the churn's.
         connections: count("connections").saturating_sub(1),
         agents: count("agents"),
         running_agents: count("running_agents"),
-        processes: procfs::children(pid).len(),
+        processes,
     })
 }
 
@@ -216,9 +220,13 @@ pub async fn soak(shard: &Shard, duration: Duration, every: Duration) -> Result<
     // Let closed connections and killed agents finish going away.
     let settle = Instant::now();
     let mut end = sample(shard, began).await?;
-    while settle.elapsed() < Duration::from_secs(5)
-        && (end.connections > base.connections || end.processes > base.processes)
-    {
+    let settled = |end: &Sample| {
+        end.connections <= base.connections
+            && end.processes <= base.processes
+            && end.fds <= base.fds
+            && end.tasks <= base.tasks + (end.agents - base.agents)
+    };
+    while settle.elapsed() < Duration::from_secs(5) && !settled(&end) {
         tokio::time::sleep(Duration::from_millis(200)).await;
         end = sample(shard, began).await?;
     }
