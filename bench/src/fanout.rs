@@ -173,11 +173,10 @@ pub async fn shard(
 /// The same turn through the bare relay, to `clients` WebSocket clients.
 pub async fn relay(bin: &std::path::Path, clients: usize, deltas: u64) -> Result<Outcome> {
     let relay = Relay::start(bin, 1).await?;
-    let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    let mut control = Conn::websocket(relay.addr, local, None, None, None).await?;
+    let mut control = relay.client(None).await?;
     let mut readers = Vec::with_capacity(clients);
     for _ in 0..clients {
-        readers.push(Conn::websocket(relay.addr, local, None, None, None).await?);
+        readers.push(relay.client(None).await?);
     }
     relay.wait_for(clients + 1).await?;
     let agents = relay.agent_pids();

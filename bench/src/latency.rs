@@ -9,7 +9,6 @@
 //!   that never reads. The readers must not notice it; the daemon must drop
 //!   it, and its memory must stay bounded meanwhile.
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -189,11 +188,10 @@ pub async fn shard(shard: &Shard, load: Load) -> Result<Figures> {
 /// S2 through the bare relay: one relay of `load.agents` children.
 pub async fn relay(bin: &std::path::Path, load: Load) -> Result<Figures> {
     let relay = Relay::start(bin, load.agents).await?;
-    let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    let mut control = Conn::websocket(relay.addr, local, None, None, None).await?;
+    let mut control = relay.client(None).await?;
     let mut readers = Vec::with_capacity(load.clients);
     for _ in 0..load.clients {
-        readers.push(Conn::websocket(relay.addr, local, None, None, None).await?);
+        readers.push(relay.client(None).await?);
     }
     relay.wait_for(load.clients + 1).await?;
     let reading = tokio::spawn(read_all(readers, load.agents));
@@ -301,17 +299,12 @@ pub async fn slow_shard(shard: &Shard, load: Load, stall: bool) -> Result<SlowRu
 /// feeding a client whose queue is full but has no deadline to close it.
 pub async fn slow_relay(bin: &std::path::Path, load: Load, stall: bool) -> Result<Figures> {
     let relay = Relay::start(bin, 1).await?;
-    let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    let mut control = Conn::websocket(relay.addr, local, None, None, None).await?;
+    let mut control = relay.client(None).await?;
     let mut readers = Vec::with_capacity(load.clients);
     for _ in 0..load.clients {
-        readers.push(Conn::websocket(relay.addr, local, None, None, None).await?);
+        readers.push(relay.client(None).await?);
     }
-    let stalled = if stall {
-        Some(Conn::websocket(relay.addr, local, None, None, Some(4096)).await?)
-    } else {
-        None
-    };
+    let stalled = if stall { Some(relay.client(Some(4096)).await?) } else { None };
     relay.wait_for(load.clients + 1 + usize::from(stall)).await?;
     let reading = tokio::spawn(read_all(readers, 1));
     control.send(&json!({"type": "prompt", "id": "p", "message": load.prompt()})).await?;

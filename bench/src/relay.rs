@@ -131,6 +131,13 @@ impl Relay {
         Ok(Relay { addr, clients: counted, children, home })
     }
 
+    /// A client's WebSocket to the relay; `receive_buffer` as for
+    /// [`crate::conn::Conn::websocket`].
+    pub async fn client(&self, receive_buffer: Option<u32>) -> Result<crate::conn::Conn> {
+        let local = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+        crate::conn::Conn::websocket(self.addr, local, None, None, receive_buffer).await
+    }
+
     /// The agents' process ids.
     pub fn agent_pids(&self) -> Vec<u32> {
         self.children.iter().filter_map(Child::id).collect()
