@@ -304,11 +304,25 @@ async fn a_stalled_client_is_dropped_while_a_fast_one_keeps_up() {
     slow.attach(&agent, "observer").await;
     fast.attach(&agent, "interactive").await;
     open_gate.send(false).expect("stall"); // the slow client stops reading
-    fast.call("p", json!({"type": "prompt", "agent_id": agent, "message": "burst: 60000"})).await;
-    let turn = fast.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    // Paced so that the fast client keeps up on a loaded machine: one that
+    // falls the whole budget behind an unpaced burst is dropped too (P2).
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": "pace: 60000 20000"});
+    fast.call("p", prompt).await;
+    // The daemon queues each delta for both clients before the fast one
+    // reads it, so once the fast one has read 5 MB (4 MiB of outbox and a
+    // socket buffer, and a margin) the slow one is over its budget. It
+    // reads again then, soon enough for the daemon's last words to reach it.
+    let tick = |message: &Value| {
+        let text = message["text_delta"].as_str().unwrap_or("");
+        text.strip_prefix("tick-")
+            .and_then(|rest| rest.split('@').next())
+            .and_then(|index| index.parse::<u64>().ok())
+    };
+    let mut turn = fast.until_agent(&agent, |message| tick(message) >= Some(31_000)).await;
+    open_gate.send(true).expect("resume");
+    turn.extend(fast.until_agent(&agent, |message| message["type"] == "turn_end").await);
     let deltas = turn.iter().filter(|message| message["type"] == "message_delta").count();
     assert_eq!(deltas, 60000, "the fast client got every delta");
-    open_gate.send(true).expect("resume");
     // The slow one was disconnected with a reason, after what it had queued.
     match slow.ended().await {
         Ended::Eof => {}

@@ -222,12 +222,16 @@ async fn clients_that_stop_reading_are_closed_and_released_while_a_reader_gets_e
     stop_unix.send(false).expect("stall the unix client");
     assert!(open_fds(&daemon) >= baseline + 2, "two more sockets");
 
-    // Far more than any socket buffer plus the outbox budget.
+    // Far more than any socket buffer plus the outbox budget, at a pace a
+    // reading client keeps up with on a loaded machine: a reader that falls
+    // more than the budget behind is dropped too, by design (PROTOCOL P2), and
+    // an unpaced burst outruns a JSON-parsing test client under CI's load.
     let deltas = 100_000;
+    let rate = 30_000;
     reader
         .call(
             "p",
-            json!({"type": "prompt", "agent_id": agent, "message": format!("burst: {deltas}")}),
+            json!({"type": "prompt", "agent_id": agent, "message": format!("pace: {deltas} {rate}")}),
         )
         .await;
     let turn = reader.until_agent(&agent, |message| message["type"] == "turn_end").await;
