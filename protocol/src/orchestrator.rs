@@ -181,6 +181,10 @@ pub struct StatsResult {
     pub agents: u32,
     /// Agents whose process is running.
     pub running_agents: u32,
+    /// Agents whose host is awake (a task with its queues): running,
+    /// attached or with work open. The rest are dormant and cost a record.
+    #[serde(default)]
+    pub awake_agents: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

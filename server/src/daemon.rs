@@ -151,6 +151,7 @@ impl Daemon for Shard {
             connections: u32::try_from(self.hub.count()).unwrap_or(u32::MAX),
             agents: u32::try_from(agents.len()).unwrap_or(u32::MAX),
             running_agents: u32::try_from(running).unwrap_or(u32::MAX),
+            awake_agents: u32::try_from(self.registry.awake()).unwrap_or(u32::MAX),
         }
     }
 

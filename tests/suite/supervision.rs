@@ -388,6 +388,68 @@ async fn daemon_stats_count_what_the_daemon_holds_and_are_local_only() {
 }
 
 #[tokio::test]
+async fn an_agent_with_nothing_to_do_holds_no_task_and_wakes_when_asked() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let mut local = Client::unix(&daemon.socket()).await;
+    let stats = |response: Value| response["data"].clone();
+    let idle = stats(local.call("s0", json!({"type": "daemon.stats"})).await);
+    let mut agents = Vec::new();
+    for name in ["one", "two", "three"] {
+        let agent = local.create(project.path(), name).await;
+        local.attach(&agent, "interactive").await;
+        local.call("p", json!({"type": "prompt", "agent_id": agent, "message": "hello"})).await;
+        local.until_agent(&agent, |message| message["type"] == "turn_end").await;
+        agents.push(agent);
+    }
+    let busy = stats(local.call("s1", json!({"type": "daemon.stats"})).await);
+    assert_eq!(busy["awake_agents"], 3, "{busy}");
+
+    // Stopped and left alone, each goes dormant and gives its tasks back.
+    for agent in &agents {
+        local.call("k", json!({"type": "agent.kill", "agent_id": agent, "force": true})).await;
+        local.call("d", json!({"type": "agent.detach", "agent_id": agent})).await;
+    }
+    let mut dormant = Value::Null;
+    for _ in 0..300 {
+        dormant = stats(local.call("s2", json!({"type": "daemon.stats"})).await);
+        if dormant["awake_agents"] == 0 && dormant["tasks"] == idle["tasks"] {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(dormant["awake_agents"], 0, "{dormant}");
+    assert_eq!(dormant["agents"], 3, "still listed: {dormant}");
+    assert_eq!(dormant["tasks"], idle["tasks"], "every task given back: {idle} {dormant}");
+    let listed = local.call("l", json!({"type": "agent.list"})).await;
+    let runtime: Vec<&Value> = listed["data"]["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .map(|a| &a["runtime_state"])
+        .collect();
+    assert!(runtime.iter().all(|state| *state == "stopped"), "{listed}");
+
+    // Asked again, it wakes with everything it had: its transcript, its
+    // usage, the count of its generations.
+    let status = local.call("st", json!({"type": "agent.status", "agent_id": agents[1]})).await;
+    assert_eq!(status["data"]["agents"][0]["name"], "two", "{status}");
+    let sync = local.attach(&agents[1], "interactive").await;
+    let texts: Vec<&str> = sync["live_window"]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|message| message["content"][0]["text"].as_str())
+        .collect();
+    assert_eq!(texts, ["hello", "You said: hello"]);
+    local.call("p2", json!({"type": "prompt", "agent_id": agents[1], "message": "again"})).await;
+    local.until_agent(&agents[1], |message| message["type"] == "turn_end").await;
+    let woken = stats(local.call("s3", json!({"type": "daemon.stats"})).await);
+    assert_eq!(woken["awake_agents"], 1, "{woken}");
+    assert_eq!(woken["running_agents"], 1, "{woken}");
+}
+
+#[tokio::test]
 async fn the_daemon_raises_its_open_files_limit_to_fit_its_connections() {
     use tokio::io::AsyncBufReadExt;
     let home = TempDir::new().expect("home");

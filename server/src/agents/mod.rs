@@ -1,6 +1,7 @@
 //! Agents as the daemon keeps them: the [`registry`] of durable agents and
-//! their [`manifest`]s, one [`host`] actor per agent (its process
-//! generations, open questions and the projection that builds `sync`), and
+//! their [`manifest`]s, one [`host`] per agent (its process generations,
+//! open questions and the projection that builds `sync`), an actor while it
+//! has something to do and dormant state in [`hosts`] while it has not, and
 //! [`delegation`], who answers whose questions (PROTOCOL.md §6, §10.1).
 //!
 //! This folder knows nothing of sockets or browsers. It hands serialized
@@ -9,6 +10,7 @@
 
 pub mod delegation;
 pub mod host;
+pub mod hosts;
 pub mod manifest;
 pub mod registry;
 

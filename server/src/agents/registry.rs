@@ -2,9 +2,8 @@
 //! listed, its process stopped until needed), creates agents, and answers the
 //! registry commands of §10.1 that are not about one attachment.
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use shard_agent::config::Config;
 use shard_agent::session_view::{self, SessionError};
@@ -13,7 +12,8 @@ use shard_protocol::types::AgentInfo;
 use shard_protocol::{Envelope, ErrorCode, ServerMessage, WireError};
 use tokio::sync::oneshot;
 
-use super::host::{self, Context, HostCommand, HostHandle};
+use super::host::{Context, Host, HostCommand};
+use super::hosts::{Hosts, Refused};
 use super::manifest::{MANIFEST_VERSION, Manifest};
 
 /// The longest agent name accepted.
@@ -21,7 +21,7 @@ const MAX_NAME: usize = 200;
 
 pub struct Registry {
     pub context: Arc<Context>,
-    hosts: Mutex<BTreeMap<String, HostHandle>>,
+    hosts: Arc<Hosts>,
     /// Serializes the checks and the manifest write of a creation, so two
     /// adoptions of one session cannot race. Held for milliseconds, never
     /// while a process starts.
@@ -33,25 +33,42 @@ fn invalid(message: impl Into<String>) -> WireError {
 }
 
 impl Registry {
-    /// Every agent in `$SHARD_HOME/agents`, listed with its process stopped.
+    /// Every agent in `$SHARD_HOME/agents`, listed, dormant, its process
+    /// stopped until needed.
     pub fn load(context: Arc<Context>) -> Self {
-        let hosts = Manifest::load_all(&context.home)
-            .into_iter()
-            .map(|manifest| (manifest.agent_id.clone(), host::spawn(context.clone(), manifest)))
-            .collect();
-        Self { context, hosts: Mutex::new(hosts), creating: tokio::sync::Mutex::new(()) }
+        let hosts = Arc::new(Hosts::default());
+        let now = tokio::time::Instant::now();
+        for manifest in Manifest::load_all(&context.home) {
+            hosts.insert(Box::new(Host::dormant(context.clone(), manifest, now)));
+        }
+        Self { context, hosts, creating: tokio::sync::Mutex::new(()) }
     }
 
-    fn hosts(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, HostHandle>> {
-        self.hosts.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    pub fn contains(&self, agent_id: &str) -> bool {
+        self.hosts.contains(agent_id)
     }
 
-    pub fn get(&self, agent_id: &str) -> Option<HostHandle> {
-        self.hosts().get(agent_id).cloned()
+    pub fn info(&self, agent_id: &str) -> Option<AgentInfo> {
+        self.hosts.info(agent_id)
+    }
+
+    /// Queues a command for an agent without waiting, waking it if needed.
+    pub fn send(&self, agent_id: &str, command: HostCommand) -> Result<(), Refused> {
+        self.hosts.send(agent_id, command)
+    }
+
+    /// Queues a command for an agent, waiting for room in its queue.
+    pub async fn send_waiting(&self, agent_id: &str, command: HostCommand) -> Result<(), Refused> {
+        self.hosts.send_waiting(agent_id, command).await
+    }
+
+    /// Agents whose host is awake: doing something, or attached.
+    pub fn awake(&self) -> usize {
+        self.hosts.awake()
     }
 
     pub fn list(&self) -> Vec<AgentInfo> {
-        let mut agents: Vec<AgentInfo> = self.hosts().values().map(HostHandle::info).collect();
+        let mut agents: Vec<AgentInfo> = self.hosts.list();
         agents.sort_by(|a, b| (a.created_at, &a.agent_id).cmp(&(b.created_at, &b.agent_id)));
         agents
     }
@@ -60,20 +77,19 @@ impl Registry {
     /// process and wait until it is ready. Creations run side by side: only
     /// the checks and the manifest write are one at a time.
     pub async fn create(&self, request: AgentCreate) -> Result<String, WireError> {
-        let handle = {
+        let mut info = {
             let _one_at_a_time = self.creating.lock().await;
             self.register(&request).await?
         };
-        let agent_id = handle.info().agent_id;
+        let agent_id = info.agent_id.clone();
         // Announced first, then its process starts (agent_status_changed).
-        let mut info = handle.info();
         info.runtime_state = shard_protocol::types::RuntimeState::Starting;
         let spawned = AgentSpawned { agent_id: agent_id.clone(), info };
         self.context.broadcast.broadcast(&super::Wire::from(
             Envelope::new(ServerMessage::AgentSpawned(spawned)).to_json(),
         ));
         let (reply, started) = oneshot::channel();
-        let _ = handle.commands.send(HostCommand::Start { reply }).await;
+        let _ = self.send_waiting(&agent_id, HostCommand::Start { reply }).await;
         let result = started.await.unwrap_or_else(|_| {
             Err(WireError::new(ErrorCode::RuntimeStartFailed, "the agent host stopped"))
         });
@@ -91,8 +107,8 @@ impl Registry {
         }
     }
 
-    /// Checks a creation, writes its manifest and starts its host.
-    async fn register(&self, request: &AgentCreate) -> Result<HostHandle, WireError> {
+    /// Checks a creation, writes its manifest and lists its host.
+    async fn register(&self, request: &AgentCreate) -> Result<AgentInfo, WireError> {
         let home = self.context.home.clone();
         let cwd = validate_cwd(&request.cwd)?;
         let config = Config::load(&home)
@@ -114,7 +130,7 @@ impl Registry {
             return Err(invalid(format!("`name` is longer than {MAX_NAME} characters")));
         }
         if let Some(parent) = &request.parent_agent_id {
-            if self.get(parent).is_none() {
+            if !self.contains(parent) {
                 return Err(WireError::new(ErrorCode::NotFound, format!("no agent `{parent}`")));
             }
         }
@@ -152,10 +168,10 @@ impl Registry {
                 format!("cannot write the manifest: {error:#}"),
             )
         })?;
-        let agent_id = manifest.agent_id.clone();
-        let handle = host::spawn(self.context.clone(), manifest);
-        self.hosts().insert(agent_id, handle.clone());
-        Ok(handle)
+        let host = Host::dormant(self.context.clone(), manifest, tokio::time::Instant::now());
+        let info = host.info();
+        self.hosts.insert(Box::new(host));
+        Ok(info)
     }
 
     /// A legacy session may be adopted once, if it exists and reads cleanly.
@@ -186,12 +202,13 @@ impl Registry {
     }
 
     /// Stops every process: gracefully (active turns finish) or now.
+    /// Dormant agents have none; one woken from now on starts none.
     pub async fn shutdown(&self, force: bool) {
-        let hosts: Vec<HostHandle> = self.hosts().values().cloned().collect();
         let mut waits = Vec::new();
-        for host in hosts {
+        for agent_id in self.hosts.shutting_down(force) {
             let (reply, done) = oneshot::channel();
-            if host.commands.send(HostCommand::Shutdown { force, reply }).await.is_ok() {
+            let command = HostCommand::Shutdown { force, reply };
+            if self.send_waiting(&agent_id, command).await.is_ok() {
                 waits.push(done);
             }
         }

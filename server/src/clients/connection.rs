@@ -26,7 +26,8 @@ use tokio::sync::{Semaphore, oneshot};
 
 use super::outbox::Outbox;
 use crate::agents::Sub;
-use crate::agents::host::{HostCommand, HostHandle};
+use crate::agents::host::HostCommand;
+use crate::agents::hosts::Refused;
 use crate::agents::registry::Registry;
 
 /// Slow registry commands one connection may have running at once. A
@@ -154,8 +155,8 @@ impl Connection {
             ClientMessage::AgentList(_) => ok(AgentsResult { agents: registry.list() }),
             ClientMessage::AgentStatus(query) => match query.agent_id {
                 None => ok(AgentsResult { agents: registry.list() }),
-                Some(agent_id) => match registry.get(&agent_id) {
-                    Some(host) => ok(AgentsResult { agents: vec![host.info()] }),
+                Some(agent_id) => match registry.info(&agent_id) {
+                    Some(info) => ok(AgentsResult { agents: vec![info] }),
                     None => Err(not_found(&agent_id)),
                 },
             },
@@ -167,69 +168,62 @@ impl Connection {
                 });
             }
             ClientMessage::AgentAttach(attach) => {
-                let Some(host) = registry.get(&attach.agent_id) else {
-                    return reject(
-                        &self.outbox,
-                        id,
-                        Some(command),
-                        None,
-                        not_found(&attach.agent_id),
-                    );
-                };
                 let role = attach.role.unwrap_or_default();
                 let subscriber = self.subscriber();
                 // The host answers: response, sync, then live events.
-                if self.to_host(&host, HostCommand::Attach { subscriber, role, id: id.clone() }) {
-                    self.attached.insert(attach.agent_id, role);
-                } else {
-                    reject(&self.outbox, id, Some(command), None, busy());
+                let attaching = HostCommand::Attach { subscriber, role, id: id.clone() };
+                match registry.send(&attach.agent_id, attaching) {
+                    Ok(()) => {
+                        self.attached.insert(attach.agent_id, role);
+                    }
+                    Err(refused) => {
+                        let error = refused_error(refused, &attach.agent_id);
+                        reject(&self.outbox, id, Some(command), None, error);
+                    }
                 }
                 return;
             }
             ClientMessage::AgentDetach(target) => {
-                let Some(host) = registry.get(&target.agent_id) else {
-                    return reject(
-                        &self.outbox,
-                        id,
-                        Some(command),
-                        None,
-                        not_found(&target.agent_id),
-                    );
-                };
+                if !registry.contains(&target.agent_id) {
+                    let error = not_found(&target.agent_id);
+                    return reject(&self.outbox, id, Some(command), None, error);
+                }
                 self.attached.remove(&target.agent_id);
                 let subscriber = self.subscriber();
-                if !self.to_host(&host, HostCommand::Detach { subscriber, id: id.clone() }) {
-                    reject(&self.outbox, id, Some(command), None, busy());
+                let detaching = HostCommand::Detach { subscriber, id: id.clone() };
+                if let Err(refused) = registry.send(&target.agent_id, detaching) {
+                    let error = refused_error(refused, &target.agent_id);
+                    reject(&self.outbox, id, Some(command), None, error);
                 }
                 return;
             }
-            ClientMessage::AgentTerminate(target) => match registry.get(&target.agent_id) {
-                None => Err(not_found(&target.agent_id)),
-                Some(host) => {
-                    let (reply, done) = oneshot::channel();
-                    if !self.to_host(&host, HostCommand::Terminate { reply }) {
-                        return reject(&self.outbox, id, Some(command), None, busy());
-                    }
-                    return self.in_background(id, command, async move {
-                        ok(done.await.map_err(|_| host_gone())?)
-                    });
+            ClientMessage::AgentTerminate(target) => {
+                let (reply, done) = oneshot::channel();
+                if let Err(refused) =
+                    registry.send(&target.agent_id, HostCommand::Terminate { reply })
+                {
+                    let error = refused_error(refused, &target.agent_id);
+                    return reject(&self.outbox, id, Some(command), None, error);
                 }
-            },
-            ClientMessage::AgentKill(kill) => match registry.get(&kill.agent_id) {
-                None => Err(not_found(&kill.agent_id)),
-                Some(host) => {
-                    let (reply, done) = oneshot::channel();
-                    let force = kill.force.unwrap_or(false);
-                    if !self.to_host(&host, HostCommand::Kill { force, reply }) {
-                        return reject(&self.outbox, id, Some(command), None, busy());
-                    }
-                    // Answers once the process is gone.
-                    return self.in_background(id, command, async move {
-                        done.await.map_err(|_| host_gone())?;
-                        Ok(None)
-                    });
+                return self.in_background(id, command, async move {
+                    ok(done.await.map_err(|_| host_gone())?)
+                });
+            }
+            ClientMessage::AgentKill(kill) => {
+                let (reply, done) = oneshot::channel();
+                let force = kill.force.unwrap_or(false);
+                if let Err(refused) =
+                    registry.send(&kill.agent_id, HostCommand::Kill { force, reply })
+                {
+                    let error = refused_error(refused, &kill.agent_id);
+                    return reject(&self.outbox, id, Some(command), None, error);
                 }
-            },
+                // Answers once the process is gone.
+                return self.in_background(id, command, async move {
+                    done.await.map_err(|_| host_gone())?;
+                    Ok(None)
+                });
+            }
             // CONTRACT.md (revised 2026-12-01): local only.
             ClientMessage::DaemonShutdown(shutdown) if local => {
                 respond(&self.outbox, id, None, Response::accepted(command));
@@ -293,11 +287,6 @@ impl Connection {
         });
     }
 
-    /// Queues a command for a host without waiting; `false` if it is full.
-    fn to_host(&self, host: &HostHandle, command: HostCommand) -> bool {
-        host.commands.try_send(command).is_ok()
-    }
-
     fn per_agent(&mut self, id: Option<String>, agent_id: Option<String>, message: ClientMessage) {
         let command = message.type_name();
         let Some(agent_id) = agent_id else {
@@ -338,9 +327,6 @@ impl Connection {
             }
             _ => {}
         }
-        let Some(host) = self.daemon.registry().get(&agent_id) else {
-            return refuse(not_found(&agent_id));
-        };
         let subscriber = self.subscriber();
         let queued = if answer {
             let source = self.transport.source().to_owned();
@@ -348,8 +334,8 @@ impl Connection {
         } else {
             HostCommand::Forward { subscriber, id: id.clone(), message }
         };
-        if !self.to_host(&host, queued) {
-            refuse(busy());
+        if let Err(refused) = self.daemon.registry().send(&agent_id, queued) {
+            refuse(refused_error(refused, &agent_id));
         }
     }
 
@@ -359,10 +345,8 @@ impl Connection {
     pub async fn closed(&mut self) {
         let registry = self.daemon.registry();
         for agent_id in self.attached.keys() {
-            if let Some(host) = registry.get(agent_id) {
-                let gone = HostCommand::Disconnected { subscriber: self.outbox.id() };
-                let _ = host.commands.send(gone).await;
-            }
+            let gone = HostCommand::Disconnected { subscriber: self.outbox.id() };
+            let _ = registry.send_waiting(agent_id, gone).await;
         }
         self.attached.clear();
     }
@@ -420,6 +404,14 @@ fn read_only(message: &ClientMessage) -> bool {
 
 fn not_found(agent_id: &str) -> WireError {
     WireError::new(ErrorCode::NotFound, format!("no agent `{agent_id}`"))
+}
+
+fn refused_error(refused: Refused, agent_id: &str) -> WireError {
+    match refused {
+        Refused::NotFound => not_found(agent_id),
+        Refused::Busy => busy(),
+        Refused::Gone => host_gone(),
+    }
 }
 
 fn busy() -> WireError {

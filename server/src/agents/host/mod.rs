@@ -40,6 +40,7 @@ use tokio::time::Instant;
 
 use self::process::{ChildEvent, Generation, Spawner};
 use super::delegation::Delegation;
+use super::hosts::Hosts;
 use super::manifest::Manifest;
 use super::{Broadcast, Sub, SubscriberId};
 
@@ -181,8 +182,9 @@ pub struct Host {
     kill_waiters: Vec<oneshot::Sender<()>>,
     last_active: Instant,
     activity: Activity,
-    /// Where this host's processes send their lines and exits.
-    events: mpsc::Sender<ChildEvent>,
+    /// Where this host's processes send their lines and exits; none while
+    /// it is dormant.
+    events: Option<mpsc::Sender<ChildEvent>>,
 }
 
 impl Host {
@@ -193,10 +195,17 @@ impl Host {
         manifest: Manifest,
         now: Instant,
     ) -> (Self, mpsc::Receiver<ChildEvent>) {
+        let mut host = Self::dormant(context, manifest, now);
+        let child_events = host.wire();
+        (host, child_events)
+    }
+
+    /// A host for `manifest` with no process and no queues: what a listed
+    /// agent is until something is asked of it.
+    pub fn dormant(context: Arc<Context>, manifest: Manifest, now: Instant) -> Self {
         let info = Arc::new(Mutex::new(projection::initial_info(&manifest)));
-        let (events, child_events) = mpsc::channel(CHILD_READS);
         context.delegation.set_parent(&manifest.agent_id, manifest.parent_agent_id.as_deref());
-        let host = Self {
+        Self {
             context,
             manifest,
             info,
@@ -219,13 +228,53 @@ impl Host {
             kill_waiters: Vec::new(),
             last_active: now,
             activity: (ActivityPhase::Idle, None, AgentStatus::Idle),
-            events,
-        };
-        (host, child_events)
+            events: None,
+        }
+    }
+
+    /// A fresh queue for this host's processes' events.
+    fn wire(&mut self) -> mpsc::Receiver<ChildEvent> {
+        let (events, child_events) = mpsc::channel(CHILD_READS);
+        self.events = Some(events);
+        child_events
     }
 
     fn id(&self) -> &str {
         &self.manifest.agent_id
+    }
+
+    pub fn agent_id(&self) -> &str {
+        self.id()
+    }
+
+    /// The agent as `agent.list` shows it.
+    pub fn info(&self) -> AgentInfo {
+        self.info.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Nothing running, nobody attached, nothing open, waiting or due: the
+    /// host may go dormant, to be woken by the next command.
+    pub fn idle_for_good(&self) -> bool {
+        self.generation.is_none()
+            && self.attached.is_empty()
+            && self.pending.is_empty()
+            && self.inflight.is_empty()
+            && self.waiting.is_empty()
+            && self.kill_waiters.is_empty()
+            && self.shutdown.is_none()
+            && !self.terminate_when_inactive
+            && self.next_deadline().is_none()
+    }
+
+    /// Gives back what only an awake host needs: its queue's sender and the
+    /// room its maps and lists grew to.
+    pub(super) fn shed(&mut self) {
+        self.events = None;
+        self.attached = HashMap::new();
+        self.inflight = HashMap::new();
+        self.pending = Vec::new();
+        self.waiting = Vec::new();
+        self.kill_waiters = Vec::new();
     }
 
     /// The next instant at which [`Host::timers`] has something to do.
@@ -251,23 +300,31 @@ impl Host {
     }
 }
 
-/// Starts the host actor for `manifest`.
-pub fn spawn(context: Arc<Context>, manifest: Manifest) -> HostHandle {
-    let (host, child_events) = Host::new(context, manifest, Instant::now());
+/// Starts the actor of a dormant host; it goes dormant again in `hosts`
+/// once it has nothing left to do.
+pub fn wake(mut host: Box<Host>, hosts: Arc<Hosts>) -> HostHandle {
+    let child_events = host.wire();
     let (commands, inbox) = mpsc::channel(HOST_QUEUE);
     let handle = HostHandle { commands, info: host.info.clone() };
-    tokio::spawn(run(host, inbox, child_events));
+    tokio::spawn(run(host, inbox, child_events, hosts));
     handle
 }
 
 /// The async shell: waits for a command, a line from the process or the
 /// next deadline, and hands it to the synchronous host with the time.
 async fn run(
-    mut host: Host,
+    mut host: Box<Host>,
     mut inbox: mpsc::Receiver<HostCommand>,
     mut child: mpsc::Receiver<ChildEvent>,
+    hosts: Arc<Hosts>,
 ) {
     loop {
+        if host.idle_for_good() {
+            match hosts.retire(host, &inbox) {
+                Ok(()) => return,
+                Err(awake) => host = awake,
+            }
+        }
         let deadline = host.next_deadline();
         tokio::select! {
             command = inbox.recv() => match command {

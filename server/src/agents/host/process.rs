@@ -31,6 +31,9 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// The agent itself exits within a few seconds of SIGTERM whatever it was
 /// doing; this only catches one that is wedged.
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
+/// After a process exits, how long its stdout reader may take to hand over
+/// what is left in the pipe (a host that is not reading holds it up).
+const READER_DRAIN: Duration = Duration::from_secs(5);
 /// Bytes that may wait for one agent's stdin: room for a few of the largest
 /// messages a client may send (a prompt with images, 16 MiB), never more.
 pub const INPUT_BYTES: usize = 48 * 1024 * 1024;
@@ -108,6 +111,11 @@ impl Host {
             self.fail_waiting("the daemon is shutting down");
             return;
         }
+        // Only a dormant host has no queue, and a dormant host runs nothing.
+        let Some(events) = self.events.clone() else {
+            self.fail_waiting("the agent's host is not running");
+            return;
+        };
         let epoch = self.generations;
         self.generations += 1;
         let request = SpawnRequest {
@@ -116,7 +124,7 @@ impl Host {
             session_id: &self.manifest.session_id,
             epoch,
         };
-        let runtime = match self.context.spawner.spawn(&request, self.events.clone()) {
+        let runtime = match self.context.spawner.spawn(&request, events) {
             Ok(runtime) => runtime,
             Err(error) => {
                 tracing::error!(agent = %self.id(), %error, "cannot start the agent process");
@@ -320,11 +328,12 @@ impl Spawner for ProcessSpawner {
         if let Some(stdin) = child.stdin.take() {
             tokio::spawn(feed.feed(stdin));
         }
-        if let Some(stdout) = child.stdout.take() {
-            tokio::spawn(read_lines(stdout, epoch, events.clone()));
-        }
+        let reader = child
+            .stdout
+            .take()
+            .map(|stdout| tokio::spawn(read_lines(stdout, epoch, events.clone())));
         let kill = CancellationToken::new();
-        tokio::spawn(wait(child, pid, epoch, kill.clone(), events));
+        tokio::spawn(wait(child, pid, epoch, reader, kill.clone(), events));
         Ok(Box::new(Process { pid, input: Some(input), kill }))
     }
 }
@@ -433,11 +442,14 @@ async fn read_lines(
 }
 
 /// Waits for the process to exit, killing its whole tree when asked to, and
-/// reports the exit once.
+/// reports the exit once, after every line it wrote: the host drops what a
+/// finished generation says, and the last lines are often the ones that
+/// matter (a turn's end, an abort).
 async fn wait(
     mut child: tokio::process::Child,
     pid: Option<u32>,
     epoch: u64,
+    reader: Option<tokio::task::JoinHandle<()>>,
     kill: CancellationToken,
     events: mpsc::Sender<ChildEvent>,
 ) {
@@ -456,6 +468,14 @@ async fn wait(
             child.wait().await
         }
     };
+    if let Some(mut reader) = reader {
+        // Its stdout ends with it, unless something it started still holds
+        // the pipe: that gets a moment, not forever.
+        if tokio::time::timeout(READER_DRAIN, &mut reader).await.is_err() {
+            tracing::warn!("an agent's stdout stayed open after it exited; its reader was stopped");
+            reader.abort();
+        }
+    }
     let (code, description) = describe_exit(status);
     let _ = events.send(ChildEvent::Exited { epoch, code, description }).await;
 }
@@ -495,6 +515,35 @@ fn stderr_log(home: &Path, agent_id: &str) -> Stdio {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process that writes a lot and exits at once: its exit must come
+    /// after every line it wrote, however far behind its reader is, or the
+    /// host (which drops a finished generation's lines) loses its last words.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_process_exit_is_reported_after_every_line_it_wrote() {
+        use std::os::unix::fs::PermissionsExt;
+        const LINES: usize = 50_000;
+        let home = tempfile::tempdir().expect("home");
+        let exe = home.path().join("fake-agent");
+        std::fs::write(&exe, format!("#!/bin/sh\nseq 1 {LINES}\n")).expect("script");
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("mode");
+        let spawner = ProcessSpawner { exe, home: home.path().to_owned() };
+        for epoch in 0..3 {
+            // A small queue, read slowly: the reader is always behind.
+            let (events, mut received) = mpsc::channel(1);
+            let request = SpawnRequest { agent_id: "agent-x", cwd: "/", session_id: "s", epoch };
+            let _runtime = spawner.spawn(&request, events).expect("spawn");
+            let mut lines = 0;
+            loop {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                match received.recv().await.expect("an exit at the end") {
+                    ChildEvent::Lines { lines: read, .. } => lines += read.len(),
+                    ChildEvent::Exited { .. } => break,
+                }
+            }
+            assert_eq!(lines, LINES, "generation {epoch}: every line before the exit");
+        }
+    }
 
     #[test]
     fn the_stdin_queue_is_bounded_in_bytes_but_always_takes_one_message() {

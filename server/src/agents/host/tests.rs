@@ -440,3 +440,99 @@ fn a_graceful_kill_becomes_a_forced_one_after_the_grace() {
     );
     assert!(done.try_recv().is_ok());
 }
+
+/// No lost wake-ups between a host going dormant and commands sent to it:
+/// seeded random scripts of senders, each command awaiting its answer,
+/// with random yields between them so that sends land before, during and
+/// after each retirement. `SHARD_INTERLEAVING_SEED=N` replays one seed.
+#[test]
+fn commands_racing_a_host_going_dormant_are_all_answered() {
+    use crate::agents::hosts::Hosts;
+    const SENDERS: usize = 3;
+    const STEPS: usize = 200;
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let seeds: Vec<u64> = match std::env::var("SHARD_INTERLEAVING_SEED") {
+        Ok(seed) => vec![seed.parse().expect("a numeric seed")],
+        Err(_) => (1..=20).collect(),
+    };
+    for seed in seeds {
+        runtime.block_on(async {
+            let world = world();
+            let hosts = Arc::new(Hosts::default());
+            let now = Instant::now();
+            hosts.insert(Box::new(Host::dormant(world.context.clone(), manifest("agent-d", None), now)));
+            let mut senders = Vec::new();
+            for sender in 0..SENDERS {
+                let hosts = hosts.clone();
+                let mut rng = fastrand::Rng::with_seed(seed * 100 + sender as u64);
+                senders.push(tokio::spawn(async move {
+                    for step in 0..STEPS {
+                        for _ in 0..rng.usize(0..4) {
+                            tokio::task::yield_now().await;
+                        }
+                        let (reply, answered) = oneshot::channel();
+                        let sent = match rng.usize(0..3) {
+                            0 => hosts.send("agent-d", HostCommand::Kill { force: false, reply }),
+                            1 => {
+                                let (terminated, answered) = oneshot::channel();
+                                drop(reply);
+                                let command = HostCommand::Terminate { reply: terminated };
+                                let sent = hosts.send_waiting("agent-d", command).await;
+                                let waited = tokio::time::timeout(Duration::from_secs(5), answered);
+                                assert!(
+                                    matches!(waited.await, Ok(Ok(_))),
+                                    "seed {seed}, sender {sender}, step {step}: terminate unanswered"
+                                );
+                                sent.map(|_| ())?;
+                                continue;
+                            }
+                            _ => {
+                                assert!(hosts.info("agent-d").is_some(), "listed throughout");
+                                drop(reply);
+                                continue;
+                            }
+                        };
+                        sent.map_err(|refused| format!("{refused:?}"))
+                            .unwrap_or_else(|refused| panic!("seed {seed}: refused {refused}"));
+                        let waited = tokio::time::timeout(Duration::from_secs(5), answered).await;
+                        assert!(
+                            matches!(waited, Ok(Ok(()))),
+                            "seed {seed}, sender {sender}, step {step}: kill unanswered"
+                        );
+                    }
+                    Ok::<(), crate::agents::hosts::Refused>(())
+                }));
+            }
+            // Counts the host's trips to dormancy while the senders run.
+            let running = Arc::new(std::sync::atomic::AtomicBool::new(true));
+            let watcher = {
+                let (hosts, running) = (hosts.clone(), running.clone());
+                tokio::spawn(async move {
+                    let (mut trips, mut was_awake) = (0, false);
+                    while running.load(std::sync::atomic::Ordering::Relaxed) {
+                        let awake = hosts.awake() == 1;
+                        trips += usize::from(was_awake && !awake);
+                        was_awake = awake;
+                        tokio::task::yield_now().await;
+                    }
+                    trips
+                })
+            };
+            for sender in senders {
+                sender.await.expect("a sender panicked").expect("refused");
+            }
+            running.store(false, std::sync::atomic::Ordering::Relaxed);
+            let trips = watcher.await.expect("the watcher");
+            assert!(trips >= STEPS / 10, "seed {seed}: only {trips} trips to dormancy");
+            // With nothing left to do, it settles dormant.
+            for _ in 0..1000 {
+                if hosts.awake() == 0 {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(hosts.awake(), 0, "seed {seed}: the host went dormant at the end");
+        });
+    }
+}
