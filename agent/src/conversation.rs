@@ -375,20 +375,30 @@ impl Conversation {
 /// The live window of a log: the latest compaction (if any), then every
 /// message from its first kept entry on.
 pub fn window_of(entries: &[Entry]) -> Vec<&Entry> {
-    let last_compaction =
-        entries.iter().rposition(|entry| matches!(entry.body, EntryBody::Compaction { .. }));
-    let (summary, start) = match last_compaction {
-        Some(at) => {
-            let EntryBody::Compaction { first_kept_entry_id, .. } = &entries[at].body else {
-                unreachable!("rposition matched a compaction")
-            };
-            let start =
-                entries.iter().position(|entry| &entry.id == first_kept_entry_id).unwrap_or(at);
-            (Some(&entries[at]), start)
-        }
+    let (summary, start) = match window_bounds(entries) {
+        Some((at, start)) => (Some(&entries[at]), start),
         None => (None, 0),
     };
     summary.into_iter().chain(entries[start..].iter().filter(|entry| is_message(entry))).collect()
+}
+
+/// Where the live window starts: the latest compaction's position and that
+/// of the first entry it kept (none before the first compaction).
+fn window_bounds(entries: &[Entry]) -> Option<(usize, usize)> {
+    let at =
+        entries.iter().rposition(|entry| matches!(entry.body, EntryBody::Compaction { .. }))?;
+    let EntryBody::Compaction { first_kept_entry_id, .. } = &entries[at].body else {
+        unreachable!("rposition matched a compaction")
+    };
+    let start = entries.iter().position(|entry| &entry.id == first_kept_entry_id).unwrap_or(at);
+    Some((at, start))
+}
+
+/// How many leading entries no live window will read again: everything
+/// before the latest compaction's first kept entry (and before the
+/// compaction itself). A later compaction only keeps entries after it.
+pub fn forgettable_prefix(entries: &[Entry]) -> usize {
+    window_bounds(entries).map_or(0, |(at, start)| at.min(start))
 }
 
 /// The live window as wire messages (what `sync` carries).
@@ -408,26 +418,33 @@ pub fn compaction_index_of(entries: &[Entry]) -> Option<u64> {
 pub fn settings_of(entries: &[Entry]) -> RecordedSettings {
     let mut settings = RecordedSettings::default();
     for entry in entries {
+        settings.apply(entry);
+    }
+    settings
+}
+
+impl RecordedSettings {
+    /// Folds in one entry: the header sets, settings changes override.
+    pub fn apply(&mut self, entry: &Entry) {
         match &entry.body {
             EntryBody::Header { model, mode, .. } => {
-                settings.model = Some(model.clone());
-                settings.mode = Some(mode.clone());
+                self.model = Some(model.clone());
+                self.mode = Some(mode.clone());
             }
             EntryBody::Settings { mode, model, reasoning_level } => {
                 if mode.is_some() {
-                    settings.mode.clone_from(mode);
+                    self.mode.clone_from(mode);
                 }
                 if model.is_some() {
-                    settings.model.clone_from(model);
+                    self.model.clone_from(model);
                 }
                 if reasoning_level.is_some() {
-                    settings.reasoning_level.clone_from(reasoning_level);
+                    self.reasoning_level.clone_from(reasoning_level);
                 }
             }
             _ => {}
         }
     }
-    settings
 }
 
 fn summary_of(entries: &[Entry]) -> Option<SessionSummary> {

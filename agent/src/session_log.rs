@@ -315,6 +315,12 @@ impl LogTail {
     pub fn entries(&self) -> &[Entry] {
         &self.entries
     }
+
+    /// Drops the first `count` entries (a reader that needs only the end),
+    /// handing them over once more.
+    pub fn forget(&mut self, count: usize) -> std::vec::Drain<'_, Entry> {
+        self.entries.drain(..count.min(self.entries.len()))
+    }
 }
 
 #[cfg(test)]

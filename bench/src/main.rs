@@ -62,7 +62,12 @@ fn main() -> Result<()> {
             );
         }
     }
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(run(args))
+    let _scratch = shard::ScratchRoot;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let result = runtime.block_on(run(args));
+    // Every daemon and agent is gone before their directories are.
+    drop(runtime);
+    result
 }
 
 fn ratio(shard: f64, baseline: f64) -> String {
@@ -336,16 +341,17 @@ async fn soak(args: &Args) -> Result<Vec<String>> {
     let daemon = shard::Shard::start(&args.shard, 256, None).await?;
     println!();
     println!(
-        "S8 soak: {seconds} s of two agents streaming to {} steady browsers, with browsers attaching and leaving and agents created and killed throughout",
+        "S8 soak: {seconds} s of two agents streaming to {} steady browsers, with browsers attaching and leaving and agents created (up to a working set), restored and killed throughout",
         4
     );
     let soak = soak::soak(&daemon, std::time::Duration::from_secs(seconds), every).await?;
     daemon.stop().await?;
     let (base, start, end) = (&soak.base, &soak.start, &soak.end);
     println!(
-        "  churn: {} browser attachments, {} agents created and killed; {} samples",
+        "  churn: {} browser attachments, {} agents created, {} restored, each prompted and killed; {} samples",
         soak.attaches,
         soak.created,
+        soak.restored,
         soak.samples.len()
     );
     let timeline: Vec<String> = soak
@@ -353,22 +359,32 @@ async fn soak(args: &Args) -> Result<Vec<String>> {
         .iter()
         .map(|sample| {
             format!(
-                "{:.0}s {:.1}MB/{}t/{}fd",
+                "{:.0}s {:.1}MB({:.1})/{}t/{}fd",
                 sample.at.as_secs_f64(),
                 sample.rss as f64 / 1e6,
+                sample.anon as f64 / 1e6,
                 sample.tasks,
                 sample.fds
             )
         })
         .collect();
-    println!("  over time: {}", timeline.join(", "));
+    println!("  over time (RSS (of it anonymous)/tasks/descriptors): {}", timeline.join(", "));
     println!(
-        "  {:>16} | {:>9} | {:>5} | {:>7} | {:>5} | {:>11} | {:>6} | {:>7} | {:>9}",
-        "", "RSS MB", "fds", "threads", "tasks", "connections", "agents", "running", "processes"
+        "  {:>16} | {:>9} | {:>5} | {:>7} | {:>5} | {:>11} | {:>6} | {:>7} | {:>5} | {:>9}",
+        "",
+        "RSS MB",
+        "fds",
+        "threads",
+        "tasks",
+        "connections",
+        "agents",
+        "running",
+        "awake",
+        "processes"
     );
     for (name, sample) in [("at start", base), ("steady, no churn", start), ("at the end", end)] {
         println!(
-            "  {name:>16} | {:>9.1} | {:>5} | {:>7} | {:>5} | {:>11} | {:>6} | {:>7} | {:>9}",
+            "  {name:>16} | {:>9.1} | {:>5} | {:>7} | {:>5} | {:>11} | {:>6} | {:>7} | {:>5} | {:>9}",
             sample.rss as f64 / 1e6,
             sample.fds,
             sample.threads,
@@ -376,15 +392,21 @@ async fn soak(args: &Args) -> Result<Vec<String>> {
             sample.connections,
             sample.agents,
             sample.running_agents,
+            sample.awake_agents,
             sample.processes
         );
     }
-    let listed = end.agents.saturating_sub(start.agents).max(1);
+    // The second half against the first: a leak keeps growing, a warm-up
+    // (allocator arenas, the working set's records) does not.
+    let half = soak.samples.len() / 2;
+    let (middle, last) = (&soak.samples[half], soak.samples.last().unwrap_or(end));
     println!(
-        "  RSS at most {:.1} MB; at the end {:+.1} MB over the steady start, {:.1} KB per agent the churn left listed (killed agents stay listed, by design)",
+        "  RSS at most {:.1} MB; at the end {:+.1} MB over the steady start ({:+.1} MB anonymous), {:+.1} MB over the run's second half ({:+.1} MB anonymous)",
         soak.peak_rss as f64 / 1e6,
         (end.rss as f64 - start.rss as f64) / 1e6,
-        (end.rss as f64 - start.rss as f64) / 1024.0 / listed as f64,
+        (end.anon as f64 - start.anon as f64) / 1e6,
+        (last.rss as f64 - middle.rss as f64) / 1e6,
+        (last.anon as f64 - middle.anon as f64) / 1e6,
     );
     let leaks = soak.leaks();
     if leaks.is_empty() {

@@ -21,13 +21,28 @@ pub struct Shard {
     cookie: String,
 }
 
-/// A fresh directory under the system's temporary one.
+/// This run's folder under the system's temporary one: every scratch
+/// directory (daemon homes, agents' working directories) goes in it, and
+/// [`ScratchRoot`] removes it when the run ends.
+fn scratch_root() -> PathBuf {
+    std::env::temp_dir().join(format!("shard-bench-{}", std::process::id()))
+}
+
+/// A fresh directory in this run's scratch folder.
 pub fn scratch(what: &str) -> Result<PathBuf> {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos();
-    let dir =
-        std::env::temp_dir().join(format!("shard-bench-{what}-{}-{nanos}", std::process::id()));
+    let dir = scratch_root().join(format!("{what}-{nanos}"));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
+}
+
+/// Removes this run's scratch folder when dropped, however the run ended.
+pub struct ScratchRoot;
+
+impl Drop for ScratchRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(scratch_root());
+    }
 }
 
 impl Shard {

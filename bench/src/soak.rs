@@ -2,14 +2,18 @@
 //! daemon still holds. Two agents stream paced turns to a few browsers that
 //! stay; meanwhile browsers keep connecting, attaching, reading a little and
 //! leaving (half detach first, half just drop), and agents keep being
-//! created, prompted and killed. The daemon's RSS, open descriptors,
-//! threads, tasks, connections and agent processes are sampled throughout;
-//! once the churn stops, everything it used must be given back.
+//! created or restored, prompted and killed. The daemon's RSS, open
+//! descriptors, threads, tasks, connections and agent processes are sampled
+//! throughout; once the churn stops, everything it used must be given back.
 //!
-//! Killed agents stay listed (CONTRACT.md: durable, restorable), so each
-//! created agent keeps its host task and a little memory by design: that is
-//! reported per agent, apart from what must return to where it started.
+//! Killed agents stay listed (CONTRACT.md: durable, restorable; the protocol
+//! never deletes one), so the agent churn works as a user's day does: it
+//! creates agents up to a working set, then keeps restoring the least
+//! recently used one (a new process from its durable identity), prompting it
+//! and killing it. What a listed agent costs on its own (a dormant record)
+//! is S4's to measure.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -27,18 +31,25 @@ const TURN_RATE: u64 = 200;
 const TURN: Duration = Duration::from_millis(2_500);
 /// Browsers that stay attached to both steady agents all along.
 const STEADY_READERS: usize = 4;
+/// Agents the churn creates before it restores old ones instead.
+const WORKING_SET: usize = 64;
 
 /// What the daemon held at one moment.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Sample {
     pub at: Duration,
     pub rss: u64,
+    /// Of the RSS, the daemon's own memory (heap, stacks), not the pages of
+    /// its executable and libraries.
+    pub anon: u64,
     pub fds: usize,
     pub threads: usize,
     pub tasks: u64,
     pub connections: u64,
     pub agents: u64,
     pub running_agents: u64,
+    /// Agents whose host is awake (the rest are dormant records).
+    pub awake_agents: u64,
     /// Agent processes (the daemon's children).
     pub processes: usize,
 }
@@ -55,6 +66,8 @@ pub struct Soak {
     pub samples: Vec<Sample>,
     pub attaches: u64,
     pub created: u64,
+    /// Stopped agents brought back (a new process each) and killed again.
+    pub restored: u64,
     /// Deltas each steady reader got, against what the agents streamed.
     pub steady_deltas: Vec<u64>,
     pub streamed: u64,
@@ -66,8 +79,9 @@ pub struct Soak {
 async fn sample(shard: &Shard, began: Instant) -> Result<Sample> {
     let pid = shard.pid().context("the daemon's pid")?;
     // The process first, before this sample's connection adds a descriptor.
-    let (at, rss, fds, threads) =
-        (began.elapsed(), procfs::rss(pid)?, procfs::fds(pid), procfs::threads(pid));
+    let (at, memory, fds, threads) =
+        (began.elapsed(), procfs::memory(pid)?, procfs::fds(pid), procfs::threads(pid));
+    let (rss, anon) = (memory.rss, memory.anon);
     let processes = procfs::children(pid).len();
     let mut control = shard.unix().await.context("connecting to sample")?;
     let stats =
@@ -77,6 +91,7 @@ async fn sample(shard: &Shard, began: Instant) -> Result<Sample> {
     Ok(Sample {
         at,
         rss,
+        anon,
         fds,
         threads,
         // The sample's own connection (and its tasks) are not the churn's.
@@ -84,6 +99,7 @@ async fn sample(shard: &Shard, began: Instant) -> Result<Sample> {
         connections: count("connections").saturating_sub(1),
         agents: count("agents"),
         running_agents: count("running_agents"),
+        awake_agents: count("awake_agents"),
         processes,
     })
 }
@@ -115,12 +131,21 @@ async fn attach_churn(shard: &Shard, agent: &str, stop: &AtomicBool) -> Result<u
     Ok(attaches)
 }
 
-/// Agents come and go: create, prompt, kill.
-async fn agent_churn(shard: &Shard, stop: &AtomicBool) -> Result<u64> {
+/// Agents come and go: created (or, once the working set is full, the
+/// least recently used one restored), prompted, killed, left.
+async fn agent_churn(shard: &Shard, stop: &AtomicBool) -> Result<(u64, u64)> {
     let mut control = shard.unix().await?;
-    let mut created = 0;
+    let mut working_set = VecDeque::new();
+    let (mut created, mut restored) = (0, 0);
     while !stop.load(Ordering::Relaxed) {
-        let agent = shard.create_agent(&mut control).await?;
+        let agent = if working_set.len() < WORKING_SET {
+            created += 1;
+            shard.create_agent(&mut control).await?
+        } else {
+            restored += 1;
+            working_set.pop_front().context("a full working set")?
+        };
+        // Attaching restores a stopped agent's process.
         attach(&mut control, &agent, "interactive").await?;
         let prompt = json!({"type": "prompt", "agent_id": agent, "message": "hello there"});
         control.call(prompt, "prompt").await?;
@@ -129,10 +154,11 @@ async fn agent_churn(shard: &Shard, stop: &AtomicBool) -> Result<u64> {
             .await?;
         let kill = json!({"type": "agent.kill", "agent_id": agent, "force": true});
         control.call(kill, "kill").await?;
-        created += 1;
+        control.call(json!({"type": "agent.detach", "agent_id": agent}), "detach").await?;
+        working_set.push_back(agent);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    Ok(created)
+    Ok((created, restored))
 }
 
 /// Runs the soak for about `duration`, sampling every `every`.
@@ -193,19 +219,20 @@ pub async fn soak(shard: &Shard, duration: Duration, every: Duration) -> Result<
         Ok(())
     };
     // A churn that fails stops the others too.
-    let stopping = |result: Result<u64>| {
+    fn stopping<T>(stop: &AtomicBool, result: Result<T>) -> Result<T> {
         if result.is_err() {
             stop.store(true, Ordering::Relaxed);
         }
         result
-    };
+    }
     let (sampled, attaches, created) = tokio::join!(
         sampling,
-        async { stopping(attach_churn(shard, &steady[0], &stop).await) },
-        async { stopping(agent_churn(shard, &stop).await) },
+        async { stopping(&stop, attach_churn(shard, &steady[0], &stop).await) },
+        async { stopping(&stop, agent_churn(shard, &stop).await) },
     );
     sampled.context("sampling")?;
-    let (attaches, created) = (attaches.context("attach churn")?, created.context("agent churn")?);
+    let attaches = attaches.context("attach churn")?;
+    let (created, restored) = created.context("agent churn")?;
     let mut control = streaming.await?.context("the steady turns")?;
     let streamed = turns as u64 * 2 * TURN_DELTAS;
     let mut steady_deltas = Vec::new();
@@ -224,7 +251,8 @@ pub async fn soak(shard: &Shard, duration: Duration, every: Duration) -> Result<
         end.connections <= base.connections
             && end.processes <= base.processes
             && end.fds <= base.fds
-            && end.tasks <= base.tasks + (end.agents - base.agents)
+            && end.tasks <= base.tasks
+            && end.awake_agents <= base.awake_agents
     };
     while settle.elapsed() < Duration::from_secs(5) && !settled(&end) {
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -238,6 +266,7 @@ pub async fn soak(shard: &Shard, duration: Duration, every: Duration) -> Result<
         samples,
         attaches,
         created,
+        restored,
         steady_deltas,
         streamed,
     })
@@ -263,12 +292,13 @@ impl Soak {
         if end.threads > start.threads + 2 {
             leaks.push(format!("threads {} → {}", start.threads, end.threads));
         }
-        // One host task per listed agent is the design; nothing else may stay.
-        let expected_tasks = start.tasks + (end.agents - start.agents);
-        if end.tasks > expected_tasks {
+        if end.tasks > start.tasks {
+            leaks.push(format!("tasks {} → {}", start.tasks, end.tasks));
+        }
+        if end.awake_agents > start.awake_agents {
             leaks.push(format!(
-                "tasks {} → {} ({} expected for the agents now listed)",
-                start.tasks, end.tasks, expected_tasks
+                "agents awake with nothing to do {} → {}",
+                start.awake_agents, end.awake_agents
             ));
         }
         if self.steady_deltas.iter().any(|&deltas| deltas != self.streamed) {
