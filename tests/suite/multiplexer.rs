@@ -294,6 +294,34 @@ async fn a_question_left_alone_is_denied_after_the_headless_timeout() {
 }
 
 #[tokio::test]
+async fn a_browser_gets_messages_far_larger_than_a_frame_whole() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    let mut web = browser.connect(&daemon).await;
+    let agent = web.create(project.path(), "wordy").await;
+    web.attach(&agent, "interactive").await;
+    // 20,000 deltas: a `message_complete` of some 150 KB, sent in fragments.
+    web.call("p", json!({"type": "prompt", "agent_id": agent, "message": "burst: 20000"})).await;
+    let turn = web.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    let streamed: String = turn
+        .iter()
+        .filter(|message| message["type"] == "message_delta")
+        .filter_map(|message| message["text_delta"].as_str())
+        .collect();
+    let complete =
+        turn.iter().find(|message| message["type"] == "message_complete").expect("complete");
+    let text = complete["message"]["content"][0]["text"].as_str().expect("text");
+    assert!(text.len() > 100_000, "{} bytes", text.len());
+    assert_eq!(text, streamed);
+    // And a `sync` as large, on a second attach.
+    let mut again = browser.connect(&daemon).await;
+    let sync = again.attach(&agent, "observer").await;
+    let messages = sync["live_window"]["messages"].as_array().expect("messages");
+    assert_eq!(messages.last().expect("the reply")["content"][0]["text"], text);
+}
+
+#[tokio::test]
 async fn a_stalled_client_is_dropped_while_a_fast_one_keeps_up() {
     let daemon = Daemon::start(&[]).await;
     let project = TempDir::new().expect("project");

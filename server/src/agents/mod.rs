@@ -17,7 +17,7 @@ pub mod registry;
 /// One serialized message as it goes to clients: JSON text, shared by
 /// every connection it goes to (a clone is a reference count) and UTF-8 by
 /// construction, so that no transport has to check it again per client.
-pub type Wire = axum::extract::ws::Utf8Bytes;
+pub type Wire = tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// Names one client connection for as long as it lives.
 pub type SubscriberId = u64;

@@ -1,11 +1,22 @@
 //! The WebSocket transport (§2.2) after the upgrade: one JSON message per
-//! text frame, pings from the server, and a client that stops answering
+//! text message, pings from the server, and a client that stops answering
 //! them is dropped. The upgrade itself (ticket, Host, Origin) is the web
 //! folder's.
+//!
+//! A message larger than [`FRAGMENT`] goes out in fragments of that size
+//! (RFC 6455 §5.4; browsers reassemble them): the socket's write buffer then
+//! never holds more than a fragment and a batch, however large the message
+//! (a long `message_complete`, a `sync` of a long session). Sent whole, it
+//! would grow to the largest message the connection ever carried, and stay
+//! that size as long as the connection lives.
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use bytes::Bytes;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::Frame as WireFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
 
 use super::writer::{Frame, FrameSink, Goodbye};
 use super::{FrameSource, Incoming, Setup};
@@ -16,14 +27,20 @@ const POLICY: u16 = 1008;
 const GOING_AWAY: u16 = 1001;
 /// Close reasons must fit a control frame (123 bytes).
 const MAX_REASON_CHARS: usize = 120;
+/// The largest frame written: larger messages are fragmented.
+pub const FRAGMENT: usize = 16 * 1024;
+
+/// An upgraded socket.
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>;
 
 /// Serves an upgraded socket until it ends.
-pub async fn serve(socket: WebSocket, setup: Setup) {
+pub async fn serve(socket: Socket, setup: Setup) {
     let (sink, stream) = socket.split();
     super::serve(Frames(stream), Sink(sink), setup).await;
 }
 
-struct Frames(SplitStream<WebSocket>);
+struct Frames(SplitStream<Socket>);
 
 impl FrameSource for Frames {
     async fn next(&mut self) -> Incoming {
@@ -33,26 +50,44 @@ impl FrameSource for Frames {
                 Incoming::Invalid("binary frames are not used; send JSON text frames".to_owned())
             }
             Some(Ok(Message::Pong(_))) => Incoming::Pong,
-            Some(Ok(Message::Ping(_))) => Incoming::Nothing,
-            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => Incoming::End,
+            // Pings are answered by tungstenite itself; raw frames never come
+            // out of a reader.
+            Some(Ok(Message::Ping(_) | Message::Frame(_))) => Incoming::Nothing,
+            Some(Ok(Message::Close(_)) | Err(_)) | None => Incoming::End,
         }
     }
 }
 
-struct Sink(SplitSink<WebSocket, Message>);
+struct Sink(SplitSink<Socket, Message>);
 
-fn lost(error: axum::Error) -> std::io::Error {
+fn lost(error: tokio_tungstenite::tungstenite::Error) -> std::io::Error {
     std::io::Error::other(error)
 }
 
 impl FrameSink for Sink {
     async fn feed(&mut self, frame: Frame) -> std::io::Result<()> {
-        let message = match frame {
-            // Every frame is one serialized message, so always UTF-8.
-            Frame::Data(text) => Message::Text(text),
-            Frame::Ping => Message::Ping(Default::default()),
+        let text = match frame {
+            Frame::Data(text) => text,
+            Frame::Ping => return self.0.feed(Message::Ping(Bytes::new())).await.map_err(lost),
         };
-        self.0.feed(message).await.map_err(lost)
+        // Every message is one serialized message, so always UTF-8.
+        if text.len() <= FRAGMENT {
+            return self.0.feed(Message::Text(text)).await.map_err(lost);
+        }
+        let bytes = Bytes::from(text);
+        let mut start = 0;
+        while start < bytes.len() {
+            let end = (start + FRAGMENT).min(bytes.len());
+            let opcode = if start == 0 { Data::Text } else { Data::Continue };
+            let fragment = WireFrame::message(
+                bytes.slice(start..end),
+                OpCode::Data(opcode),
+                end == bytes.len(),
+            );
+            self.0.feed(Message::Frame(fragment)).await.map_err(lost)?;
+            start = end;
+        }
+        Ok(())
     }
 
     async fn flush(&mut self) -> std::io::Result<()> {
@@ -64,7 +99,7 @@ impl FrameSink for Sink {
             Goodbye::Policy(reason) => (POLICY, reason.chars().take(MAX_REASON_CHARS).collect()),
             Goodbye::Silent => (GOING_AWAY, "no pong".to_owned()),
         };
-        let frame = CloseFrame { code, reason: reason.into() };
+        let frame = CloseFrame { code: CloseCode::from(code), reason: reason.into() };
         self.0.send(Message::Close(Some(frame))).await.map_err(lost)?;
         self.0.close().await.map_err(lost)
     }

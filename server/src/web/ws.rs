@@ -2,20 +2,30 @@
 //! `shard.v1` and `shard.ticket.<TICKET>`; the ticket is consumed by this
 //! presentation whatever follows. The upgraded socket is served by
 //! `clients::websocket`.
+//!
+//! The handshake (RFC 6455 §4.2) is done here rather than by axum's
+//! extractor so that the socket is tokio-tungstenite's own stream: axum's
+//! wrapper sends whole messages only, and a socket's write buffer then grows
+//! to the largest message it ever sent and stays that size; ours sends large
+//! messages in fragments (`clients::websocket`).
 
 use std::sync::Arc;
 
-use axum::extract::ws::{WebSocket, WebSocketUpgrade};
-use axum::extract::{Extension, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{Extension, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use hyper_util::rt::TokioIo;
 use serde_json::json;
 use shard_protocol::{WS_SUBPROTOCOL, WS_TICKET_PREFIX};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
 use super::auth::Session;
 use super::{AppState, Effective, Web, normalize_origin};
 use crate::clients::Setup;
 use crate::clients::connection::Transport;
+use crate::clients::websocket::Socket;
 
 /// The largest message accepted from a client: a prompt with a few images.
 const MAX_MESSAGE: usize = 16 * 1024 * 1024;
@@ -28,9 +38,9 @@ const WRITE_BUFFER: usize = 32 * 1024;
 pub async fn upgrade(
     State(state): State<AppState>,
     Extension(effective): Extension<Effective>,
-    headers: HeaderMap,
-    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+    mut request: Request,
 ) -> Response {
+    let headers = request.headers();
     let web = state.web.clone();
     let peer = effective.peer.ip().to_string();
     if let Some(wait) = web.upgrade_limit.take(effective.peer.ip()) {
@@ -72,29 +82,75 @@ pub async fn upgrade(
     if !offered.iter().any(|protocol| protocol == WS_SUBPROTOCOL) {
         return (StatusCode::BAD_REQUEST, "the shard.v1 subprotocol is required").into_response();
     }
-    let upgrade = match upgrade {
-        Ok(upgrade) => upgrade,
-        Err(rejection) => return rejection.into_response(),
+    let accept = match handshake(request.method(), headers) {
+        Ok(accept) => accept,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let Some(on_upgrade) = request.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
+        return (StatusCode::UPGRADE_REQUIRED, "this connection cannot be upgraded")
+            .into_response();
     };
     let Ok(permit) = web.connections.clone().try_acquire_owned() else {
         return (StatusCode::SERVICE_UNAVAILABLE, "too many connections").into_response();
     };
-    upgrade
-        .protocols([WS_SUBPROTOCOL])
-        .max_message_size(MAX_MESSAGE)
-        .max_frame_size(MAX_MESSAGE)
-        // tungstenite's default read buffer is a zeroed 128 KiB per
-        // connection, the most of an idle connection's memory; browsers send
-        // small frames, and larger ones are still read whole, in more reads.
-        .read_buffer_size(READ_BUFFER)
-        .write_buffer_size(WRITE_BUFFER)
-        .on_upgrade(move |socket| async move {
-            serve(socket, web, session).await;
-            drop(permit);
-        })
+    tokio::spawn(async move {
+        let Ok(upgraded) = on_upgrade.await else { return };
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(MAX_MESSAGE))
+            .max_frame_size(Some(MAX_MESSAGE))
+            // tungstenite's default read buffer is a zeroed 128 KiB per
+            // connection, the most of an idle connection's memory; browsers
+            // send small frames, and larger ones are still read whole, in
+            // more reads.
+            .read_buffer_size(READ_BUFFER)
+            .write_buffer_size(WRITE_BUFFER);
+        let socket =
+            WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config))
+                .await;
+        serve(socket, web, session).await;
+        drop(permit);
+    });
+    let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    headers.insert(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(WS_SUBPROTOCOL));
+    // Base64, so always a valid header value.
+    if let Ok(accept) = HeaderValue::try_from(accept) {
+        headers.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
+    }
+    response
 }
 
-async fn serve(socket: WebSocket, web: Arc<Web>, session: Session) {
+/// The checks of an opening handshake (RFC 6455 §4.2.1); the
+/// `Sec-WebSocket-Accept` it is answered with.
+fn handshake(method: &Method, headers: &HeaderMap) -> Result<String, (StatusCode, &'static str)> {
+    let has_token = |name: header::HeaderName, token: &str| {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .any(|value| value.split(',').any(|part| part.trim().eq_ignore_ascii_case(token)))
+    };
+    if method != Method::GET {
+        return Err((StatusCode::METHOD_NOT_ALLOWED, "a WebSocket upgrade is a GET"));
+    }
+    if !has_token(header::CONNECTION, "upgrade") {
+        return Err((StatusCode::BAD_REQUEST, "`Connection` must include `upgrade`"));
+    }
+    if !has_token(header::UPGRADE, "websocket") {
+        return Err((StatusCode::BAD_REQUEST, "`Upgrade` must be `websocket`"));
+    }
+    if headers.get(header::SEC_WEBSOCKET_VERSION).is_none_or(|version| version != "13") {
+        return Err((StatusCode::BAD_REQUEST, "`Sec-WebSocket-Version` must be 13"));
+    }
+    let Some(key) = headers.get(header::SEC_WEBSOCKET_KEY) else {
+        return Err((StatusCode::BAD_REQUEST, "`Sec-WebSocket-Key` is missing"));
+    };
+    Ok(derive_accept_key(key.as_bytes()))
+}
+
+async fn serve(socket: Socket, web: Arc<Web>, session: Session) {
     let setup = Setup {
         daemon: web.daemon.clone(),
         hub: web.hub.clone(),
