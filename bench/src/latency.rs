@@ -280,7 +280,7 @@ pub async fn slow_shard(shard: &Shard, load: Load, stall: bool) -> Result<SlowRu
     control.call(json!({"type": "agent.detach", "agent_id": agent}), "detach").await?;
     let reads = reading.await?;
     let ended = match stalled {
-        Some(mut conn) => Some(drain(&mut conn).await),
+        Some(conn) => Some(stalled_outcome(&mut control, conn).await?),
         None => None,
     };
     sampling.store(false, Ordering::Relaxed);
@@ -317,6 +317,23 @@ pub async fn slow_relay(bin: &std::path::Path, load: Load, stall: bool) -> Resul
 
 /// Reads what a stalled client was sent until the daemon's close, or the
 /// end of the turn if everything fit in the buffers.
+/// Whether the daemon dropped the stalled client, asked of the daemon: the
+/// client itself would learn it only after reading what the kernel still
+/// holds for it, through a 4 KiB window, which can take minutes. Once the
+/// readers are gone, a dropped client leaves only `control` connected.
+async fn stalled_outcome(control: &mut Conn, mut stalled: Conn) -> Result<Stalled> {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(15) {
+        let stats = control.call(json!({"type": "daemon.stats"}), "stats").await?;
+        if stats["data"]["connections"].as_u64() == Some(1) {
+            return Ok(Stalled::Dropped);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Still connected: it got the whole turn, or it is stuck.
+    Ok(drain(&mut stalled).await)
+}
+
 async fn drain(conn: &mut Conn) -> Stalled {
     loop {
         match conn.recv().await {
