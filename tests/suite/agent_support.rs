@@ -206,6 +206,12 @@ pub fn shape(messages: &[Value]) -> Vec<String> {
     shape
 }
 
+/// The first text block of each message in a `sync`'s live window.
+pub fn live_texts(sync: &Value) -> Vec<&str> {
+    let messages = sync["live_window"]["messages"].as_array().expect("messages");
+    messages.iter().filter_map(|message| message["content"][0]["text"].as_str()).collect()
+}
+
 /// The text of all `text` deltas of one message.
 pub fn streamed_text(messages: &[Value]) -> String {
     messages

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 use tempfile::TempDir;
 
+use super::agent_support::live_texts;
 use super::client::{Browser, Client, post};
 use super::support::{Daemon, agent_pids, shard, wait_until};
 
@@ -48,12 +49,7 @@ async fn a_crashed_agent_is_reported_and_restored_with_its_session() {
         .expect("a fresh sync")
         .clone();
     assert_eq!(sync["runtime_epoch"], 1);
-    let texts: Vec<&str> = sync["live_window"]["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter_map(|m| m["content"][0]["text"].as_str())
-        .collect();
+    let texts = live_texts(&sync);
     assert_eq!(texts[..2], ["remember me", "You said: remember me"]);
     let text: String = read
         .iter()
@@ -145,12 +141,7 @@ async fn a_sigkilled_daemon_leaves_no_agent_behind_and_restarts_whole() {
     assert_eq!(agents[0]["agent_id"], agent.as_str());
     assert_eq!(agents[0]["runtime_state"], "stopped");
     let sync = client.attach(&agent, "interactive").await;
-    let texts: Vec<&str> = sync["live_window"]["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter_map(|m| m["content"][0]["text"].as_str())
-        .collect();
+    let texts = live_texts(&sync);
     assert_eq!(texts, ["before the crash", "You said: before the crash"]);
     // The browser's session survived: a new ticket, a new socket.
     let response = post(&restarted, "/bootstrap", None, Some(&browser.cookie)).await;

@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
+use super::agent_support::streamed_text;
 use super::client::{Browser, Client, Ended};
 use super::support::Daemon;
 
@@ -304,16 +305,11 @@ async fn a_browser_gets_messages_far_larger_than_a_frame_whole() {
     // 20,000 deltas: a `message_complete` of some 150 KB, sent in fragments.
     web.call("p", json!({"type": "prompt", "agent_id": agent, "message": "burst: 20000"})).await;
     let turn = web.until_agent(&agent, |message| message["type"] == "turn_end").await;
-    let streamed: String = turn
-        .iter()
-        .filter(|message| message["type"] == "message_delta")
-        .filter_map(|message| message["text_delta"].as_str())
-        .collect();
     let complete =
         turn.iter().find(|message| message["type"] == "message_complete").expect("complete");
     let text = complete["message"]["content"][0]["text"].as_str().expect("text");
     assert!(text.len() > 100_000, "{} bytes", text.len());
-    assert_eq!(text, streamed);
+    assert_eq!(text, streamed_text(&turn));
     // And a `sync` as large, on a second attach.
     let mut again = browser.connect(&daemon).await;
     let sync = again.attach(&agent, "observer").await;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
+use super::agent_support::live_texts;
 use super::client::{Browser, Client, connect_ws};
 use super::support::{Daemon, agent_pids, shard, wait_until};
 
@@ -453,12 +454,7 @@ async fn an_agent_with_nothing_to_do_holds_no_task_and_wakes_when_asked() {
     let status = local.call("st", json!({"type": "agent.status", "agent_id": agents[1]})).await;
     assert_eq!(status["data"]["agents"][0]["name"], "two", "{status}");
     let sync = local.attach(&agents[1], "interactive").await;
-    let texts: Vec<&str> = sync["live_window"]["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter_map(|message| message["content"][0]["text"].as_str())
-        .collect();
+    let texts = live_texts(&sync);
     assert_eq!(texts, ["hello", "You said: hello"]);
     local.call("p2", json!({"type": "prompt", "agent_id": agents[1], "message": "again"})).await;
     local.until_agent(&agents[1], |message| message["type"] == "turn_end").await;
