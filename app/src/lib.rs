@@ -1,7 +1,8 @@
 //! The Shard web client, one Leptos app in two builds: with `ssr` the daemon
-//! renders its HTML, with `hydrate` it is compiled to WASM and takes that HTML
-//! over in the browser. It shares the wire types with the daemon through
-//! `shard-protocol`, so client and server cannot disagree on a message.
+//! renders its HTML as a first paint, with `hydrate` it is compiled to WASM
+//! and renders the live page in its place in the browser. It shares the
+//! wire types with the daemon through `shard-protocol`, so client and server
+//! cannot disagree on a message.
 //!
 //! Server-only code sits behind `#[cfg(feature = "ssr")]`, browser-only code
 //! (the connection, in [`client`]) behind `#[cfg(feature = "hydrate")]`; the
@@ -92,7 +93,7 @@ pub fn not_found_shell() -> impl IntoView {
 pub fn App() -> impl IntoView {
     let state = ClientState::new();
     provide_context(state.clone());
-    // Effects run only in the browser, so this flips once hydration is done;
+    // Effects run only in the browser, so this flips once the app is live;
     // the server-rendered HTML always says "false".
     let hydrated = RwSignal::new(false);
     Effect::new({
@@ -158,10 +159,21 @@ pub fn App() -> impl IntoView {
     }
 }
 
-/// The WASM entry point: hydrates the server-rendered page.
+/// The WASM entry point (its name is what the page's loader script calls).
+///
+/// The daemon's HTML is a first paint only, the same page with nothing
+/// loaded: it is replaced, in one task so that no frame shows neither, by
+/// the app rendered here. Rendering on the client rather than hydrating
+/// leaves every view's hydration code out of the bundle, a tenth of it, and
+/// costs nothing a user sees, since every datum arrives over the WebSocket
+/// after this runs anyway.
 #[cfg(feature = "hydrate")]
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
     console_error_panic_hook::set_once();
-    leptos::mount::hydrate_body(App);
+    let body = document().body();
+    if let Some(body) = &body {
+        body.set_text_content(None);
+    }
+    leptos::mount::mount_to_body(App);
 }
