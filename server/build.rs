@@ -11,7 +11,7 @@ fn main() {
     }
     if !site.join("pkg/shard_bg.wasm").exists() {
         println!(
-            "cargo:warning=no browser bundle in target/site: the page will not hydrate; \
+            "cargo:warning=no browser bundle in target/site: the page will have no client; \
              build with scripts/build"
         );
     }

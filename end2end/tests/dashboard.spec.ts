@@ -240,3 +240,41 @@ test('a prompt joins the transcript only once accepted; a refused one stays in t
   await expect(tab.locator('.message.assistant').last()).toHaveText('You said: will this arrive?');
   await context.close();
 });
+
+test('markdown in the transcript becomes elements, and markup or script in it stays text', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'writer');
+  const pwned = () => tab.evaluate(() => (window as unknown as { pwned?: number }).pwned);
+  await prompt(tab, [
+    '## Plan',
+    'Read **the docs** at [the site](https://example.com/docs) and run `cargo test`:',
+    '',
+    '- first',
+    '- second',
+    '',
+    '```',
+    'let x = <b>1</b>;',
+    '```',
+    '<img src=x onerror="window.pwned=1"> [bad](javascript:window.pwned=2) <script>window.pwned=3</script>',
+  ].join('\n'));
+  const message = tab.locator('.message.user').last();
+  await expect(message.locator('h3')).toHaveText('Plan');
+  await expect(message.locator('strong')).toHaveText('the docs');
+  const link = message.locator('a');
+  await expect(link).toHaveCount(1);
+  await expect(link).toHaveAttribute('href', 'https://example.com/docs');
+  await expect(link).toHaveAttribute('target', '_blank');
+  await expect(link).toHaveAttribute('rel', 'noopener noreferrer');
+  await expect(message.locator('p code')).toHaveText('cargo test');
+  await expect(message.locator('ul > li')).toHaveText(['first', 'second']);
+  await expect(message.locator('pre > code')).toHaveText('let x = <b>1</b>;');
+  // The markup is shown as written, and none of it became an element.
+  await expect(message).toContainText('<img src=x onerror="window.pwned=1">');
+  await expect(message).toContainText('<script>window.pwned=3</script>');
+  await expect(message.locator('img, script, b')).toHaveCount(0);
+  await expect(message.locator('span', { hasText: 'bad' })).not.toHaveAttribute('href', /./);
+  await expect(tab.locator('.message.assistant').last()).toContainText('You said:');
+  await expect(tab.locator('.message img, .message script')).toHaveCount(0);
+  expect(await pwned()).toBeUndefined();
+  await context.close();
+});
