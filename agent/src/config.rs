@@ -22,6 +22,11 @@
 //! [compaction]
 //! threshold = 0.8
 //! keep_recent_tokens = 20000
+//!
+//! [tools]
+//! # More variables tool processes must not see (a trailing * is a prefix),
+//! # besides every model's api_key_env and ALWAYS_HIDDEN.
+//! hide_env = ["GITHUB_TOKEN", "AWS_*"]
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -144,6 +149,30 @@ impl Default for CompactionConfig {
     }
 }
 
+/// Variables no tool process sees, whatever the configuration: Shard's own
+/// and the usual names of provider keys (docs/SECURITY.md).
+pub const ALWAYS_HIDDEN: &[&str] = &[
+    "SHARD_*",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "MISTRAL_API_KEY",
+    "GROQ_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "XAI_API_KEY",
+];
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+struct ToolsConfig {
+    /// Names of variables tool processes must not see; `PREFIX*` for all
+    /// that start so.
+    hide_env: Vec<String>,
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 struct ConfigFile {
     #[serde(default)]
@@ -152,6 +181,38 @@ struct ConfigFile {
     models: Vec<ModelConfig>,
     #[serde(default)]
     compaction: CompactionConfig,
+    #[serde(default)]
+    tools: ToolsConfig,
+}
+
+/// Which environment variables tool processes (`bash` and what it runs)
+/// never see: every configured model's key variable, [`ALWAYS_HIDDEN`], and
+/// the config's `tools.hide_env`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HiddenEnv {
+    names: Vec<String>,
+    prefixes: Vec<String>,
+}
+
+impl HiddenEnv {
+    fn new<'a>(patterns: impl IntoIterator<Item = &'a str>) -> Self {
+        let (mut names, mut prefixes) = (Vec::new(), Vec::new());
+        for pattern in patterns {
+            match pattern.strip_suffix('*') {
+                Some(prefix) => prefixes.push(prefix.to_owned()),
+                None => names.push(pattern.to_owned()),
+            }
+        }
+        Self { names, prefixes }
+    }
+
+    pub fn hides(&self, name: &std::ffi::OsStr) -> bool {
+        // A name that is not UTF-8 is no configured name, but may still
+        // start with a hidden prefix.
+        let name = name.to_string_lossy();
+        self.names.iter().any(|hidden| *hidden == name)
+            || self.prefixes.iter().any(|prefix| name.starts_with(prefix.as_str()))
+    }
 }
 
 /// The loaded configuration: the catalog (built-ins first) and settings.
@@ -160,6 +221,7 @@ pub struct Config {
     pub models: Vec<ModelConfig>,
     pub default_model: String,
     pub compaction: CompactionConfig,
+    pub hidden_env: std::sync::Arc<HiddenEnv>,
 }
 
 impl Config {
@@ -194,20 +256,36 @@ impl Config {
         if !(compaction.threshold > 0.0 && compaction.threshold <= 1.0) {
             anyhow::bail!("compaction.threshold must be in (0, 1]");
         }
-        Ok(Self { models, default_model, compaction })
+        if let Some(empty) =
+            file.tools.hide_env.iter().find(|name| name.trim_end_matches('*').is_empty())
+        {
+            anyhow::bail!("tools.hide_env: {empty:?} would hide every variable");
+        }
+        let hidden_env = hidden_env(&models, &file.tools.hide_env);
+        Ok(Self { models, default_model, compaction, hidden_env })
     }
 
     pub fn builtin() -> Self {
+        let models = builtin_models();
+        let hidden_env = hidden_env(&models, &[]);
         Self {
-            models: builtin_models(),
+            models,
             default_model: "demo".to_owned(),
             compaction: CompactionConfig::default(),
+            hidden_env,
         }
     }
 
     pub fn model(&self, id: &str) -> Option<&ModelConfig> {
         self.models.iter().find(|model| model.id == id)
     }
+}
+
+fn hidden_env(models: &[ModelConfig], extra: &[String]) -> std::sync::Arc<HiddenEnv> {
+    let keys = models.iter().filter_map(|model| model.api_key_env.as_deref());
+    let patterns =
+        ALWAYS_HIDDEN.iter().copied().chain(keys).chain(extra.iter().map(String::as_str));
+    std::sync::Arc::new(HiddenEnv::new(patterns))
 }
 
 fn builtin_models() -> Vec<ModelConfig> {

@@ -457,7 +457,11 @@ async fn run_tool(
         "recall" => recall(shared, args).await,
         "ask" => ask(shared, cancel, args).await,
         name => {
-            let context = ToolContext { cwd: shared.cwd.clone(), cancel: cancel.clone() };
+            let context = ToolContext {
+                cwd: shared.cwd.clone(),
+                cancel: cancel.clone(),
+                hidden_env: shared.config.hidden_env.clone(),
+            };
             tools::run(name, args, &context).await
         }
     };

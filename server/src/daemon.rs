@@ -30,9 +30,10 @@ use shard_protocol::orchestrator::{BrowserSession, RevokeSession, StatsResult};
 use shard_protocol::types::RuntimeState;
 use shard_protocol::{ErrorCode, WireError};
 
-/// `/bootstrap` calls and WebSocket upgrades allowed per peer per minute: a
-/// tab needs one of each per (re)connection.
-const RATE_PER_MINUTE: usize = 60;
+/// Presentations of a dead credential at `/bootstrap` or `/ws` a minute
+/// from one client before it is answered 429 (CONTRACT.md): valid ones are
+/// never counted, so a tab reconnecting often is never limited.
+const CREDENTIAL_FAILURES_PER_MINUTE: usize = 10;
 /// On SIGTERM/SIGINT, how long active turns get to finish before agents are
 /// killed.
 const SIGNAL_GRACE: Duration = Duration::from_secs(10);
@@ -60,6 +61,10 @@ pub struct DaemonArgs {
     /// memory and one file descriptor (docs/PERFORMANCE.md, S4).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
+    /// Browser connections one session may hold at once (a tab holds one),
+    /// so that one browser cannot take every slot of --max-connections.
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_session_connections: u32,
 }
 
 /// Browser connections by default: a thousand idle tabs (S4) fit, in about
@@ -274,11 +279,14 @@ pub async fn run(
         connections,
         ping_interval: Duration::from_secs(args.ws_ping_interval),
         limits,
-        bootstrap_limit: Limiter::new(RATE_PER_MINUTE, Duration::from_secs(60)),
-        upgrade_limit: Limiter::new(RATE_PER_MINUTE, Duration::from_secs(60)),
+        credential_failures: Limiter::new(CREDENTIAL_FAILURES_PER_MINUTE, Duration::from_secs(60)),
+        session_sockets: crate::web::ws::SessionSockets::new(
+            usize::try_from(args.max_session_connections).unwrap_or(usize::MAX),
+        ),
     });
-    let app = crate::web::router(local, web);
     let unix_stop = CancellationToken::new();
+    tokio::spawn(crate::web::enforce_expiry(web.clone(), unix_stop.clone()));
+    let app = crate::web::router(local, web);
     tokio::spawn(crate::clients::unix::serve(
         socket,
         daemon.clone(),

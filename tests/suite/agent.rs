@@ -862,3 +862,72 @@ async fn pace_streams_deltas_at_a_rate_each_stamped_with_the_time_it_was_made() 
     let span = stamps[19].1 - stamps[0].1;
     assert!(span >= 90_000, "paced, not burst: {span} µs");
 }
+
+#[tokio::test]
+async fn tool_processes_see_no_provider_key_and_no_shard_variable() {
+    let workspace = Workspace::new();
+    std::fs::write(
+        workspace.home.path().join("config.toml"),
+        r#"
+[[models]]
+id = "custom"
+provider = "openai"
+model = "some-model"
+base_url = "http://127.0.0.1:9"
+api_key_env = "CUSTOM_PROVIDER_KEY"
+
+[tools]
+hide_env = ["MY_TOKEN", "CORP_*"]
+"#,
+    )
+    .expect("config");
+    let secrets = [
+        ("CUSTOM_PROVIDER_KEY", "ck-secret-1"),
+        ("ANTHROPIC_API_KEY", "sk-ant-secret-2"),
+        ("OPENAI_API_KEY", "sk-secret-3"),
+        ("MY_TOKEN", "tok-secret-4"),
+        ("CORP_VAULT_TOKEN", "vault-secret-5"),
+        ("SHARD_EXTRA", "shard-secret-6"),
+    ];
+    let mut env = secrets.to_vec();
+    env.push(("VISIBLE_SETTING", "plainly-visible"));
+    let mut agent = super::agent_support::AgentProc::spawn_with_env(
+        workspace.home.path(),
+        workspace.project.path(),
+        &[],
+        &env,
+    )
+    .await;
+    agent.expect("hello").await;
+    agent.expect("sync").await;
+    agent.call("p1", json!({"type": "prompt", "message": "run: env; echo done-listing"})).await;
+    answer_permission(&mut agent, json!({"decision": "allow"})).await;
+    let turn = agent.until("turn_end").await;
+    let result = find(&turn, "tool_result").to_string();
+    assert!(result.contains("done-listing"), "{result}");
+    assert!(result.contains("VISIBLE_SETTING=plainly-visible"), "the rest stays: {result}");
+    for (name, value) in secrets {
+        assert!(!result.contains(value), "{name} reached the tool: {result}");
+    }
+    // Nor, then, the session log.
+    agent.expect("status").await;
+    for entry in walk(workspace.home.path()) {
+        let text = std::fs::read_to_string(&entry).unwrap_or_default();
+        for (name, value) in secrets {
+            assert!(!text.contains(value), "{name} is in {}", entry.display());
+        }
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}

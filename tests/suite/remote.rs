@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use reqwest::header::{CONTENT_TYPE, COOKIE, ORIGIN, RETRY_AFTER, SET_COOKIE};
+use reqwest::header::{CONTENT_TYPE, COOKIE, ORIGIN, SET_COOKIE};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -26,7 +26,7 @@ fn http(host: &str, ip: &str, port: u16, local: Option<&str>) -> reqwest::Client
     builder.build().expect("client")
 }
 
-async fn new_code(daemon: &Daemon) -> String {
+pub(super) async fn new_code(daemon: &Daemon) -> String {
     let output =
         shard(&daemon.home, daemon.cwd.path()).arg("enroll").output().await.expect("enroll");
     assert!(output.status.success());
@@ -360,6 +360,14 @@ async fn a_trusted_proxy_makes_the_scheme_https_and_the_cookie_secure() {
     .await
     .expect("POST");
     assert_eq!(explicit_port.status(), StatusCode::OK);
+    // A plain-named cookie planted before it (by a page on plain http, say)
+    // shadows nothing: over https only the `__Host-` name is read.
+    let shadowed = proxied(&upstream, port, "/bootstrap", HTTPS)
+        .header(COOKIE, format!("shard_session=planted; {pair}"))
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(shadowed.status(), StatusCode::OK);
     // The Secure cookie over a request whose effective scheme is http.
     let plain = proxied_as(
         &upstream,
@@ -570,36 +578,69 @@ async fn idle_sessions_expire() {
 }
 
 #[tokio::test]
-async fn bootstrap_and_upgrades_are_rate_limited_by_peer() {
-    let daemon = Daemon::start(&[]).await;
-    let cookie = enrolled_loopback(&daemon).await;
-    let mut limited = None;
-    for _ in 0..70 {
-        let response = super::client::post(&daemon, "/bootstrap", None, Some(&cookie)).await;
-        if response.status() == StatusCode::TOO_MANY_REQUESTS {
-            limited = Some(response);
-            break;
+async fn an_open_socket_closes_when_its_session_expires() {
+    for lifetime in ["--session-idle-timeout", "--session-max-age"] {
+        let daemon = Daemon::start(&[lifetime, "2"]).await;
+        let browser = super::client::Browser { cookie: enrolled_loopback(&daemon).await };
+        let mut web = browser.connect(&daemon).await;
+        // Well before the expiry the socket works.
+        let listed = web.call("l", json!({"type": "agent.list"})).await;
+        assert_eq!(listed["success"], true, "{listed}");
+        match web.ended().await {
+            Ended::Closed(_, reason) => assert!(reason.contains("expired"), "{lifetime}: {reason}"),
+            Ended::Eof => panic!("{lifetime}: closed without a reason"),
         }
-        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(sessions_cli(&daemon, &["list"]).await.trim(), "no browser sessions");
+        let audit = std::fs::read_to_string(daemon.home.join("audit.log")).expect("audit");
+        assert!(audit.contains("\"session_expired\""), "{audit}");
     }
-    let limited = limited.expect("the limit was reached");
-    assert!(limited.headers()[RETRY_AFTER].to_str().expect("ascii").parse::<u64>().is_ok());
-    let mut rejected = 0;
-    for _ in 0..70 {
-        match super::client::connect_ws(&daemon, Some("forged"), &daemon.base).await {
-            Err(tokio_tungstenite::tungstenite::Error::Http(response))
-                if response.status() == 429 =>
-            {
-                break;
-            }
-            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
-                assert_eq!(response.status(), 401);
-                rejected += 1;
-            }
-            other => panic!("{:?}", other.map(|_| ())),
-        }
+}
+
+#[tokio::test]
+async fn behind_the_trusted_proxy_failures_count_against_the_client_it_names() {
+    let home = TempDir::new().expect("home");
+    let port = free_port("127.0.0.1");
+    let daemon = Daemon::start_with(
+        &home.path().join("home"),
+        &[
+            "--port",
+            &port.to_string(),
+            "--trust-proxy",
+            "loopback",
+            "--public-host",
+            "shard.test:443",
+            "--allowed-origin",
+            "https://shard.test",
+        ],
+        &[],
+        None,
+    )
+    .await;
+    let upstream = reqwest::Client::new();
+    let enroll = |code: String, client: &str| {
+        // What the client wrote comes first; the proxy appends the peer.
+        let forwarded = format!("198.51.100.1, {client}");
+        let request = proxied(&upstream, port, "/enroll", HTTPS)
+            .header("x-forwarded-for", forwarded)
+            .header(CONTENT_TYPE, "application/json")
+            .body(json!({"code": code}).to_string());
+        async move { request.send().await.expect("POST").status() }
+    };
+    for attempt in 0..10 {
+        assert_eq!(enroll(format!("wrong-{attempt}"), "203.0.113.9").await, 401);
     }
-    assert_eq!(rejected, 60, "60 upgrade attempts a minute, then 429");
+    assert_eq!(enroll("wrong".into(), "203.0.113.9").await, 429, "that client is limited");
+    // Everyone else behind the same proxy is not: the owner enrolls.
+    assert_eq!(enroll(new_code(&daemon).await, "203.0.113.10").await, 200);
+    // A guess spread over many clients is limited in all: after 100 wrong
+    // codes in a minute, nobody enrolls until the minute has passed.
+    let mut statuses = Vec::new();
+    for attempt in 0..90u32 {
+        let client = format!("192.0.2.{attempt}");
+        statuses.push(enroll(format!("wrong-{attempt}"), &client).await);
+    }
+    assert!(statuses.iter().all(|&status| status == 401), "{statuses:?}");
+    assert_eq!(enroll(new_code(&daemon).await, "203.0.113.11").await, 429);
 }
 
 fn read(path: &Path) -> String {

@@ -33,6 +33,15 @@ async fn host_checks_come_first_and_are_exact() {
         "127.0.0.1".to_owned(),
         format!("evil.example:{port}"),
         format!("127.0.0.1:{port}.evil.example"),
+        // Malformed (CONTRACT.md): dropping the default `:80` must not make
+        // these the expected host.
+        format!("127.0.0.1:{port}:80"),
+        format!("127.0.0.1:{port}:"),
+        format!("127.0.0.1:{port}:{port}"),
+        format!("user@127.0.0.1:{port}"),
+        format!("127.0.0.1:+{port}"),
+        format!("127.0.0.1:{port}/"),
+        format!("[127.0.0.1]:{port}"),
     ] {
         let status = raw(&daemon, &format!("GET / HTTP/1.1\r\nHost: {bad}\r\n\r\n")).await;
         assert_eq!(status, 400, "Host {bad}");
@@ -128,6 +137,94 @@ async fn wrong_codes_are_rate_limited_by_peer_address() {
     let wait: u64 =
         limited.headers()[RETRY_AFTER].to_str().expect("ascii").parse().expect("seconds");
     assert!((1..=60).contains(&wait));
+}
+
+#[tokio::test]
+async fn wrong_codes_in_flight_together_are_limited_like_sequential_ones() {
+    let daemon = Daemon::start(&[]).await;
+    let attempts = (0..40).map(|attempt| {
+        let daemon = &daemon;
+        async move {
+            post(daemon, "/enroll", Some(json!({"code": format!("wrong-{attempt}")})), None)
+                .await
+                .status()
+        }
+    });
+    let statuses = futures_util::future::join_all(attempts).await;
+    let checked = statuses.iter().filter(|&&status| status == StatusCode::UNAUTHORIZED).count();
+    let limited =
+        statuses.iter().filter(|&&status| status == StatusCode::TOO_MANY_REQUESTS).count();
+    assert_eq!((checked, limited), (10, 30), "{statuses:?}");
+}
+
+#[tokio::test]
+async fn a_live_session_is_never_rate_limited_however_often_it_comes() {
+    // Sockets close as fast as they open here; the per-session cap is not
+    // what this test is about.
+    let daemon = Daemon::start(&["--max-session-connections", "1000"]).await;
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    // A dashboard reconnecting its tabs: far more than ten a minute.
+    for round in 0..80 {
+        let ticket = browser.ticket(&daemon).await;
+        let socket = connect_ws(&daemon, Some(&ticket), &daemon.base).await;
+        assert!(socket.is_ok(), "upgrade {round}: {:?}", socket.map(|_| ()));
+    }
+}
+
+#[tokio::test]
+async fn dead_credentials_are_limited_per_client_and_never_lock_the_owner_out() {
+    let daemon = Daemon::start(&[]).await;
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    for attempt in 0..6 {
+        let forged = format!("shard_session=forged-{attempt}");
+        let refused = post(&daemon, "/bootstrap", None, Some(&forged)).await;
+        assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    }
+    for attempt in 0..4 {
+        let refused = connect_ws(&daemon, Some(&format!("forged{attempt}")), &daemon.base).await;
+        assert_eq!(ws_status(refused).await, 401);
+    }
+    // Ten failures in a minute: the eleventh, of either kind, is 429.
+    let limited = post(&daemon, "/bootstrap", None, Some("shard_session=forged")).await;
+    assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(limited.headers()[RETRY_AFTER].to_str().expect("ascii").parse::<u64>().is_ok());
+    assert_eq!(ws_status(connect_ws(&daemon, Some("forged"), &daemon.base).await).await, 429);
+    // The owner, from the same address, is not limited at all.
+    let ticket = browser.ticket(&daemon).await;
+    assert!(connect_ws(&daemon, Some(&ticket), &daemon.base).await.is_ok());
+    let audit = std::fs::read_to_string(daemon.home.join("audit.log")).expect("audit");
+    assert!(audit.contains("\"rate_limited\""), "{audit}");
+}
+
+#[tokio::test]
+async fn one_session_cannot_take_every_connection_slot() {
+    let daemon = Daemon::start(&["--max-session-connections", "2"]).await;
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    let raw = async || {
+        let ticket = browser.ticket(&daemon).await;
+        connect_ws(&daemon, Some(&ticket), &daemon.base).await.expect("upgrade")
+    };
+    let first = raw().await;
+    let _second = raw().await;
+    let third = connect_ws(&daemon, Some(&browser.ticket(&daemon).await), &daemon.base).await;
+    assert_eq!(ws_status(third).await, 503);
+    // Another browser still gets in.
+    let other = Browser::enroll(&daemon, &super::remote::new_code(&daemon).await).await;
+    let _other = other.connect(&daemon).await;
+    // A closed socket gives its slot back.
+    drop(first);
+    let mut reopened = None;
+    for _ in 0..50 {
+        let ticket = browser.ticket(&daemon).await;
+        match connect_ws(&daemon, Some(&ticket), &daemon.base).await {
+            Ok(socket) => {
+                reopened = Some(socket);
+                break;
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        }
+    }
+    assert!(reopened.is_some(), "the closed socket's slot was never given back");
 }
 
 #[tokio::test]
@@ -292,4 +389,66 @@ async fn a_client_that_stops_answering_pings_is_dropped() {
     assert!(ended.is_some(), "the silent client was dropped");
     let listed = live.call("l", json!({"type": "agent.list"})).await;
     assert_eq!(listed["success"], true, "the answering client is still there");
+}
+
+#[tokio::test]
+async fn the_page_allows_only_its_own_scripts_and_the_one_it_signs() {
+    let daemon = Daemon::start(&[]).await;
+    let mut nonces = Vec::new();
+    for _ in 0..2 {
+        let page = reqwest::get(daemon.url("/")).await.expect("GET /");
+        let headers = page.headers().clone();
+        let policy = headers[CONTENT_SECURITY_POLICY].to_str().expect("ascii").to_owned();
+        for directive in [
+            "default-src 'self'",
+            "script-src 'self' 'nonce-",
+            "'wasm-unsafe-eval'",
+            "connect-src 'self'",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "frame-ancestors 'none'",
+        ] {
+            assert!(policy.contains(directive), "{directive} missing from {policy}");
+        }
+        assert!(!policy.contains("unsafe-inline") && !policy.contains("'unsafe-eval'"), "{policy}");
+        assert_eq!(headers["x-content-type-options"], "nosniff");
+        assert_eq!(headers["referrer-policy"], "no-referrer");
+        assert_eq!(headers["cross-origin-opener-policy"], "same-origin");
+        let nonce = policy
+            .split("'nonce-")
+            .nth(1)
+            .and_then(|rest| rest.split('\'').next())
+            .expect("a nonce")
+            .to_owned();
+        assert!(nonce.len() >= 16, "{nonce}");
+        // Every inline script carries this response's nonce.
+        let html = page.text().await.expect("html");
+        let scripts = html.matches("<script").count();
+        assert!(scripts >= 1, "{html}");
+        assert_eq!(
+            html.matches(&format!("<script type=\"module\" nonce=\"{nonce}\"")).count()
+                + html.matches(&format!("<script nonce=\"{nonce}\"")).count(),
+            scripts,
+            "{html}"
+        );
+        nonces.push(nonce);
+    }
+    assert_ne!(nonces[0], nonces[1], "a nonce is used once");
+    // Everything else runs no script at all.
+    for path in ["/nowhere", "/pkg/shard.css"] {
+        let response = reqwest::get(daemon.url(path)).await.expect("GET");
+        let policy = response.headers()[CONTENT_SECURITY_POLICY].to_str().expect("ascii");
+        assert!(policy.contains("script-src 'none'") && policy.contains("frame-ancestors 'none'"));
+        assert_eq!(response.headers()["x-content-type-options"], "nosniff");
+    }
+}
+
+#[tokio::test]
+async fn a_planted_session_cookie_shadows_nothing() {
+    let daemon = Daemon::start(&[]).await;
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    // A page on another port of 127.0.0.1 can set cookies for this host:
+    // neither the other name nor a dead one of the same name hides the real.
+    let planted = format!("__Host-shard_session=x; shard_session=planted; {}", browser.cookie);
+    assert_eq!(post(&daemon, "/bootstrap", None, Some(&planted)).await.status(), StatusCode::OK);
 }

@@ -92,8 +92,16 @@ fn spawn(
     command: &str,
     context: &ToolContext,
 ) -> std::io::Result<(tokio::process::Child, ManagedChild)> {
+    let mut bash = tokio::process::Command::new("bash");
+    // Keys the agent holds for its provider are not the command's to read:
+    // `env` would put them in the model's context and the session log.
+    for (name, _) in std::env::vars_os() {
+        if context.hidden_env.hides(&name) {
+            bash.env_remove(name);
+        }
+    }
     let mut managed = Managed::lock();
-    let child = tokio::process::Command::new("bash")
+    let child = bash
         .arg("-c")
         .arg(command)
         .current_dir(&context.cwd)

@@ -159,6 +159,8 @@ pub struct ToolContext {
     pub cwd: PathBuf,
     /// Cancelled by `abort`.
     pub cancel: CancellationToken,
+    /// Variables `bash` commands never see (provider keys and the like).
+    pub hidden_env: std::sync::Arc<crate::config::HiddenEnv>,
 }
 
 /// Runs one of the filesystem or process tools.

@@ -35,6 +35,15 @@ impl Hub {
         self.connections().remove(&id);
     }
 
+    /// The browser sessions with a connection open, each once.
+    pub fn browser_sessions(&self) -> Vec<String> {
+        let mut sessions: Vec<String> =
+            self.connections().values().filter_map(|(_, owner)| owner.clone()).collect();
+        sessions.sort_unstable();
+        sessions.dedup();
+        sessions
+    }
+
     /// Closes every connection of a browser session (logout, revocation).
     pub fn close_session(&self, session: &str, reason: &str) {
         self.close_browsers(Some(session), reason);

@@ -11,9 +11,8 @@
 //! - Tickets live at most [`TICKET_TTL`], are single-use, and are bound to the
 //!   principal, the session and the exact Origin of the `/bootstrap` request.
 
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -25,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::limiter::Limiter;
+use super::limiter::{ClientKey, Limiter};
 
 pub const STORE_VERSION: u32 = 1;
 /// How long an enrollment code stays valid.
@@ -38,7 +37,11 @@ const MAX_CODES: usize = 16;
 /// Outstanding tickets kept; a browser needs one per connection attempt.
 const MAX_TICKETS: usize = 1024;
 /// Wrong enrollment codes allowed per peer address per window (CONTRACT.md).
+/// Wrong enrollment codes a minute from one client (CONTRACT.md).
 const MAX_FAILURES: usize = 10;
+/// Wrong enrollment codes a minute from everyone together: a guess spread
+/// over many addresses stays as slow.
+const MAX_FAILURES_IN_ALL: usize = 100;
 const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// Live sessions one principal may hold; the oldest goes first.
 pub const MAX_SESSIONS_PER_PRINCIPAL: usize = 8;
@@ -133,7 +136,8 @@ pub struct Auth {
     store: Mutex<Store>,
     codes: Mutex<Vec<Code>>,
     tickets: Mutex<Vec<Ticket>>,
-    failures: Limiter,
+    failures: Arc<Limiter<ClientKey>>,
+    all_failures: Arc<Limiter<()>>,
     idle: Duration,
     max_age: Duration,
 }
@@ -198,7 +202,8 @@ impl Auth {
             store: Mutex::new(store),
             codes: Mutex::new(Vec::new()),
             tickets: Mutex::new(Vec::new()),
-            failures: Limiter::new(MAX_FAILURES, FAILURE_WINDOW),
+            failures: Arc::new(Limiter::new(MAX_FAILURES, FAILURE_WINDOW)),
+            all_failures: Arc::new(Limiter::new(MAX_FAILURES_IN_ALL, FAILURE_WINDOW)),
             idle,
             max_age,
         })
@@ -233,10 +238,19 @@ impl Auth {
 
     /// Consumes a code and creates a principal and a session: returns the
     /// session and its token for the cookie.
-    pub fn enroll(&self, code: &str, peer: IpAddr) -> Result<(Session, String), EnrollError> {
-        if let Some(wait) = self.failures.check(peer) {
-            return Err(EnrollError::RateLimited(wait));
-        }
+    ///
+    /// The attempt counts as a failure of `client`, and of everyone, from
+    /// before the code is checked until it matched: attempts in flight are
+    /// limited like finished ones.
+    pub fn enroll(&self, code: &str, client: ClientKey) -> Result<(Session, String), EnrollError> {
+        let mine = self.failures.reserve(client).map_err(EnrollError::RateLimited)?;
+        let everyone = match self.all_failures.reserve(()) {
+            Ok(reservation) => reservation,
+            Err(wait) => {
+                mine.give_back();
+                return Err(EnrollError::RateLimited(wait));
+            }
+        };
         let matched = {
             let mut codes = lock(&self.codes);
             let now = Instant::now();
@@ -255,9 +269,10 @@ impl Auth {
             found.map(|at| codes.remove(at))
         };
         if matched.is_none() {
-            self.failures.record(peer);
             return Err(EnrollError::Invalid);
         }
+        mine.give_back();
+        everyone.give_back();
         let now = crate::clock::now_ms();
         let principal_id = format!("principal-{}", crate::id::random_hex());
         let session_id = format!("session-{}", crate::id::random_hex());
@@ -318,18 +333,7 @@ impl Auth {
             }
         }
         let Some(at) = found else { return Err(Refused::Unknown) };
-        if !store.sessions[at].live() {
-            return Err(Refused::Unknown);
-        }
-        let now = crate::clock::now_ms();
-        if now >= self.expires_at(&store.sessions[at]) {
-            store.sessions[at].expired_at = Some(now);
-            let session_id = store.sessions[at].session_id.clone();
-            if let Err(error) = self.save(&store) {
-                tracing::error!(%error, "cannot write the security store");
-            }
-            return Err(Refused::Expired(session_id));
-        }
+        self.still_live(&mut store, at)?;
         let record = &store.sessions[at];
         Ok(Session {
             session_id: record.session_id.clone(),
@@ -338,6 +342,30 @@ impl Auth {
     }
 
     /// Notes a use of the session (idle expiry counts from the last one).
+    /// Whether the session is live: neither revoked nor past its idle or
+    /// absolute lifetime. One found past it is marked expired, once.
+    pub fn check(&self, session_id: &str) -> Result<(), Refused> {
+        let mut store = lock(&self.store);
+        let at = store.sessions.iter().position(|record| record.session_id == session_id);
+        self.still_live(&mut store, at.ok_or(Refused::Unknown)?)
+    }
+
+    fn still_live(&self, store: &mut Store, at: usize) -> Result<(), Refused> {
+        if !store.sessions[at].live() {
+            return Err(Refused::Unknown);
+        }
+        let now = crate::clock::now_ms();
+        if now < self.expires_at(&store.sessions[at]) {
+            return Ok(());
+        }
+        store.sessions[at].expired_at = Some(now);
+        let session_id = store.sessions[at].session_id.clone();
+        if let Err(error) = self.save(store) {
+            tracing::error!(%error, "cannot write the security store");
+        }
+        Err(Refused::Expired(session_id))
+    }
+
     pub fn touch(&self, session_id: &str) {
         let mut store = lock(&self.store);
         let now = crate::clock::now_ms();
@@ -453,7 +481,7 @@ mod tests {
         (dir, auth)
     }
 
-    const PEER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+    const PEER: ClientKey = ClientKey::V4([127, 0, 0, 1]);
 
     #[test]
     fn a_code_enrolls_once_and_is_never_stored_in_clear() {
@@ -540,7 +568,21 @@ mod tests {
             assert!(matches!(auth.enroll("wrong", PEER), Err(EnrollError::Invalid)));
         }
         assert!(matches!(auth.enroll("wrong", PEER), Err(EnrollError::RateLimited(_))));
-        let other = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
+        let other = ClientKey::V4([127, 0, 0, 2]);
         assert!(matches!(auth.enroll("wrong", other), Err(EnrollError::Invalid)));
+    }
+
+    #[test]
+    fn a_right_code_does_not_count_and_everyone_together_is_limited() {
+        let (_dir, auth) = auth();
+        for _ in 0..MAX_FAILURES + 5 {
+            assert!(auth.enroll(&auth.new_code(), PEER).is_ok(), "successes never count");
+        }
+        for n in 0..MAX_FAILURES_IN_ALL {
+            let client = ClientKey::V4([10, 0, (n / 256) as u8, (n % 256) as u8]);
+            assert!(matches!(auth.enroll("wrong", client), Err(EnrollError::Invalid)));
+        }
+        let fresh = ClientKey::V4([192, 0, 2, 7]);
+        assert!(matches!(auth.enroll(&auth.new_code(), fresh), Err(EnrollError::RateLimited(_))));
     }
 }

@@ -10,7 +10,7 @@
 //! come from an allowed Origin (another site's page in the same browser).
 //! Either failure is a 400 before anything else is looked at.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::Router;
@@ -36,14 +36,28 @@ pub mod ws;
 use self::audit::Audit;
 use self::auth::{Auth, EnrollError, Refused, Session, TICKET_TTL};
 use self::config::WebConfig;
-use self::limiter::Limiter;
+use self::limiter::{ClientKey, Limiter};
 use crate::clients::Limits;
 use crate::clients::connection::Daemon;
 use crate::clients::hub::Hub;
 
-/// `frame-ancestors 'none'`: no other site may frame the client (clickjacking
-/// a permission dialog is the attack this stops).
-const CONTENT_SECURITY_POLICY: &str = "frame-ancestors 'none'";
+/// The policy of every answer but the dashboard's page, which adds its
+/// script ([`page_policy`]): nothing runs, nothing frames it (clickjacking a
+/// permission dialog is the attack `frame-ancestors` stops).
+const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'none'; \
+    object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// The dashboard's policy: scripts from this origin and the page's one
+/// inline loader, which carries this response's `nonce`; WebAssembly from the
+/// bundle (`wasm-unsafe-eval` allows compiling it, not `eval`); connections
+/// (the WebSocket included) to this origin only.
+fn page_policy(nonce: &str) -> String {
+    format!(
+        "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
+         style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; \
+         base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    )
+}
 /// The session cookie on a plain-http origin (loopback).
 pub const COOKIE: &str = "shard_session";
 /// Its `__Host-` form, which only ever travels over https.
@@ -68,18 +82,23 @@ pub struct Web {
     pub ping_interval: std::time::Duration,
     /// Outbox budget and write deadline of each connection.
     pub limits: Limits,
-    /// `/bootstrap` calls per peer per minute.
-    pub bootstrap_limit: Limiter,
-    /// WebSocket upgrade attempts per peer per minute.
-    pub upgrade_limit: Limiter,
+    /// Presentations of a dead credential (an unknown, revoked or expired
+    /// cookie at `/bootstrap`, a bad ticket at `/ws`) per client a minute.
+    pub credential_failures: Limiter<ClientKey>,
+    /// Open WebSockets per browser session (`--max-session-connections`).
+    pub session_sockets: ws::SessionSockets,
 }
 
 /// How a request reached the daemon, decided once by [`guard`]: the scheme
-/// the browser used (https only through a trusted proxy) and the TCP peer.
+/// the browser used (https only through a trusted proxy), the TCP peer, and
+/// the client that failures are counted against.
 #[derive(Debug, Clone)]
 pub struct Effective {
     pub https: bool,
     pub peer: SocketAddr,
+    /// The peer, or, for a request from the trusted upstream, the last
+    /// address of its `X-Forwarded-For`: the one the upstream appended.
+    pub client: IpAddr,
 }
 
 impl Effective {
@@ -120,7 +139,7 @@ pub fn router(local: SocketAddr, web: Arc<Web>) -> Router {
         .route("/ws", get(ws::upgrade))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(web, guard))
-        .layer(SetResponseHeaderLayer::overriding(
+        .layer(SetResponseHeaderLayer::if_not_present(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static(CONTENT_SECURITY_POLICY),
         ))
@@ -128,12 +147,35 @@ pub fn router(local: SocketAddr, web: Arc<Web>) -> Router {
             header::X_FRAME_OPTIONS,
             HeaderValue::from_static("DENY"),
         ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::HeaderName::from_static("cross-origin-opener-policy"),
+            HeaderValue::from_static("same-origin"),
+        ))
         .with_state(state)
 }
 
-/// The dashboard, rendered for the browser to hydrate.
+/// The dashboard's first paint, and the script that loads the app; its
+/// policy names the nonce Leptos gave that script for this response.
 async fn home(State(options): State<LeptosOptions>, request: Request) -> Response {
-    let render = leptos_axum::render_app_to_stream(move || shell(options.clone()));
+    let policy = || {
+        let nonce = leptos::nonce::use_nonce();
+        let response = leptos::prelude::use_context::<leptos_axum::ResponseOptions>();
+        if let (Some(nonce), Some(response)) = (nonce, response)
+            && let Ok(value) = HeaderValue::from_str(&page_policy(&nonce))
+        {
+            response.insert_header(header::CONTENT_SECURITY_POLICY, value);
+        }
+    };
+    let render =
+        leptos_axum::render_app_to_stream_with_context(policy, move || shell(options.clone()));
     render(request).await.into_response()
 }
 
@@ -147,12 +189,60 @@ async fn not_found(request: Request) -> Response {
     response
 }
 
+/// How often open browser sockets are checked against their session.
+const EXPIRY_SWEEP: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Closes, within [`EXPIRY_SWEEP`], every browser socket whose session has
+/// ended since it opened: past its idle or absolute lifetime, or revoked by
+/// any path. A socket does not count as use; `/bootstrap` does.
+pub async fn enforce_expiry(web: Arc<Web>, stop: tokio_util::sync::CancellationToken) {
+    let mut sweep = tokio::time::interval(EXPIRY_SWEEP);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = sweep.tick() => {}
+        }
+        for session_id in web.hub.browser_sessions() {
+            match web.auth.check(&session_id) {
+                Ok(()) => {}
+                Err(Refused::Expired(_)) => {
+                    web.audit.record("session_expired", json!({"session_id": session_id}));
+                    web.hub.close_session(&session_id, "session expired");
+                }
+                Err(Refused::Unknown) => web.hub.close_session(&session_id, "session revoked"),
+            }
+        }
+    }
+}
+
 /// Lower-cases and drops the scheme's default port, so `HOST:443` over https
 /// equals `HOST` (CONTRACT.md).
 pub fn normalize_host(host: &str, scheme: &str) -> String {
     let host = host.to_ascii_lowercase();
     let default = if scheme == "https" { ":443" } else { ":80" };
     host.strip_suffix(default).map(str::to_owned).unwrap_or(host)
+}
+
+/// Whether `host` is what CONTRACT.md calls a Host: `name[:port]`, or
+/// `[v6]` with an optional `:port`, the port at most one, of digits. Checked
+/// before any comparison, since dropping a default port would otherwise
+/// turn `127.0.0.1:8787:80` into the expected host.
+pub fn well_formed_host(host: &str) -> bool {
+    let port_ok =
+        |port: &str| (1..=5).contains(&port.len()) && port.bytes().all(|b| b.is_ascii_digit());
+    if let Some(rest) = host.strip_prefix('[') {
+        let Some((address, after)) = rest.split_once(']') else { return false };
+        return address.parse::<std::net::Ipv6Addr>().is_ok()
+            && (after.is_empty() || after.strip_prefix(':').is_some_and(port_ok));
+    }
+    let (name, port) = match host.split_once(':') {
+        Some((name, port)) => (name, Some(port)),
+        None => (host, None),
+    };
+    !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+        && port.is_none_or(port_ok)
 }
 
 pub fn normalize_origin(origin: &str) -> String {
@@ -177,6 +267,9 @@ fn check_host(request: &Request, web: &Web, scheme: &str) -> Result<(), String> 
         return Err("absolute-form request targets are refused".into());
     }
     let host = single(request.headers(), header::HOST)?;
+    if !well_formed_host(host) {
+        return Err(format!("malformed Host {host:?}"));
+    }
     if normalize_host(host, scheme) != normalize_host(&web.expected_host, scheme) {
         return Err(format!("unexpected Host {host:?}"));
     }
@@ -209,7 +302,7 @@ fn effective(request: &Request, web: &Web, peer: SocketAddr) -> Result<Effective
                 json!({"peer": peer.ip().to_string(), "path": request.uri().path()}),
             );
         }
-        return Ok(Effective { https: false, peer });
+        return Ok(Effective { https: false, peer, client: peer.ip() });
     }
     let https = match headers.get_all(&config.proto_header).iter().count() {
         0 => false,
@@ -219,7 +312,7 @@ fn effective(request: &Request, web: &Web, peer: SocketAddr) -> Result<Effective
     let scheme = if https { "https" } else { "http" };
     if headers.contains_key(&config.host_header) {
         let forwarded = single(headers, config.host_header.clone())?.trim();
-        if forwarded.is_empty() || forwarded.contains(',') {
+        if !well_formed_host(forwarded) {
             return Err(format!("{} must be exactly one host", config.host_header));
         }
         let pinned = config.public_host.as_deref().unwrap_or(&web.expected_host);
@@ -231,7 +324,14 @@ fn effective(request: &Request, web: &Web, peer: SocketAddr) -> Result<Effective
             ));
         }
     }
-    Ok(Effective { https, peer })
+    Ok(Effective { https, peer, client: forwarded_for(headers).unwrap_or(peer.ip()) })
+}
+
+/// The last address of the last `X-Forwarded-For`, which the trusted
+/// upstream appended itself (anything before it, the client wrote).
+fn forwarded_for(headers: &HeaderMap) -> Option<IpAddr> {
+    let last = headers.get_all("x-forwarded-for").iter().next_back()?.to_str().ok()?;
+    last.rsplit(',').next()?.trim().parse().ok()
 }
 
 /// Forwarded scheme and host, then Host, then Origin for POSTs and `/ws`;
@@ -307,37 +407,57 @@ fn session_cookie(https: bool, token: &str, max_age: Option<i64>) -> HeaderValue
         .unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-/// The session cookie's token, and whether it came in the `__Host-` form.
-pub fn cookie_token(headers: &HeaderMap) -> Option<(String, bool)> {
+/// The tokens of every session cookie of the name the scheme expects
+/// (`__Host-shard_session` over https, `shard_session` over http), in the
+/// order sent. A cookie of the other name, which a page on another port of
+/// the same host could have planted, is never looked at.
+pub fn cookie_tokens(headers: &HeaderMap, https: bool) -> Vec<String> {
+    let expected = if https { SECURE_COOKIE } else { COOKIE };
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(cookie::Cookie::split_parse)
         .flatten()
-        .find_map(|cookie| match cookie.name() {
-            COOKIE => Some((cookie.value().to_owned(), false)),
-            SECURE_COOKIE => Some((cookie.value().to_owned(), true)),
-            _ => None,
-        })
+        .filter(|cookie| cookie.name() == expected)
+        .map(|cookie| cookie.value().to_owned())
+        .collect()
 }
 
-/// The session behind the cookie, if the cookie's form fits the scheme: a
-/// Secure-form cookie over http is refused (§4.1.2 D4), and over https only
-/// the Secure form counts.
+/// The session behind the cookie the scheme expects (a Secure-form cookie
+/// over http never counts, §4.1.2 D4). Of several with that name, the first
+/// live one wins, so a planted one shadows nothing.
 fn cookie_session(web: &Web, headers: &HeaderMap, effective: &Effective) -> Option<Session> {
-    let (token, secure_form) = cookie_token(headers)?;
-    if secure_form != effective.https {
-        return None;
-    }
-    match web.auth.session(&token) {
-        Ok(session) => Some(session),
-        Err(Refused::Expired(session_id)) => {
-            web.audit.record("session_expired", json!({"session_id": session_id}));
-            web.hub.close_session(&session_id, "session expired");
-            None
+    for token in cookie_tokens(headers, effective.https) {
+        match web.auth.session(&token) {
+            Ok(session) => return Some(session),
+            Err(Refused::Expired(session_id)) => {
+                web.audit.record("session_expired", json!({"session_id": session_id}));
+                web.hub.close_session(&session_id, "session expired");
+            }
+            Err(Refused::Unknown) => {}
         }
-        Err(Refused::Unknown) => None,
+    }
+    None
+}
+
+/// The answer to a dead credential: `refusal`, or 429 once this client has
+/// presented more than its share of them in the last minute.
+pub fn credential_failed(
+    web: &Web,
+    effective: &Effective,
+    route: &str,
+    refusal: Response,
+) -> Response {
+    match web.credential_failures.fail(ClientKey::from(effective.client)) {
+        Ok(()) => refusal,
+        Err(wait) => {
+            web.audit.record(
+                "rate_limited",
+                json!({"route": route, "peer": effective.client.to_string()}),
+            );
+            too_many(wait)
+        }
     }
 }
 
@@ -363,9 +483,10 @@ async fn enroll(
     };
     let web = state.web.clone();
     let auth = web.auth.clone();
-    let peer = effective.peer.ip();
+    let peer = effective.client;
     // argon2 is deliberately slow: keep it off the async workers.
-    let result = tokio::task::spawn_blocking(move || auth.enroll(&code, peer)).await;
+    let result =
+        tokio::task::spawn_blocking(move || auth.enroll(&code, ClientKey::from(peer))).await;
     match result {
         Ok(Ok((session, token))) => {
             tracing::info!(principal = %session.principal_id, "browser enrolled");
@@ -408,20 +529,14 @@ async fn bootstrap(
     body: Bytes,
 ) -> Response {
     let web = &state.web;
-    if let Some(wait) = web.bootstrap_limit.take(effective.peer.ip()) {
-        web.audit.record(
-            "rate_limited",
-            json!({"route": "/bootstrap", "peer": effective.peer.ip().to_string()}),
-        );
-        return too_many(wait);
-    }
     if let Err(rejection) = check_json(&headers, &body, true) {
         return rejection.into_response();
     }
-    let unauthorized = (StatusCode::UNAUTHORIZED, "enroll this browser first").into_response();
-    let Some(session) = cookie_session(web, &headers, &effective) else { return unauthorized };
-    let Some(origin) = headers.get(header::ORIGIN).and_then(|value| value.to_str().ok()) else {
-        return unauthorized;
+    let session = cookie_session(web, &headers, &effective);
+    let origin = headers.get(header::ORIGIN).and_then(|value| value.to_str().ok());
+    let (Some(session), Some(origin)) = (session, origin) else {
+        let unauthorized = (StatusCode::UNAUTHORIZED, "enroll this browser first").into_response();
+        return credential_failed(web, &effective, "/bootstrap", unauthorized);
     };
     web.auth.touch(&session.session_id);
     let ticket = web.auth.issue_ticket(&session, &normalize_origin(origin));

@@ -9,7 +9,8 @@
 //! to the largest message it ever sent and stays that size; ours sends large
 //! messages in fragments (`clients::websocket`).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -42,11 +43,7 @@ pub async fn upgrade(
 ) -> Response {
     let headers = request.headers();
     let web = state.web.clone();
-    let peer = effective.peer.ip().to_string();
-    if let Some(wait) = web.upgrade_limit.take(effective.peer.ip()) {
-        web.audit.record("rate_limited", json!({"route": "/ws", "peer": peer}));
-        return super::too_many(wait);
-    }
+    let peer = effective.client.to_string();
     let offered: Vec<String> = headers
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
         .iter()
@@ -77,7 +74,9 @@ pub async fn upgrade(
             "upgrade_rejected",
             json!({"path": "/ws", "status": 401, "reason": reason, "peer": peer}),
         );
-        return (StatusCode::UNAUTHORIZED, "a valid, unused ticket is required").into_response();
+        let unauthorized =
+            (StatusCode::UNAUTHORIZED, "a valid, unused ticket is required").into_response();
+        return super::credential_failed(&web, &effective, "/ws", unauthorized);
     };
     if !offered.iter().any(|protocol| protocol == WS_SUBPROTOCOL) {
         return (StatusCode::BAD_REQUEST, "the shard.v1 subprotocol is required").into_response();
@@ -88,6 +87,10 @@ pub async fn upgrade(
     };
     let Some(on_upgrade) = request.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
         return (StatusCode::UPGRADE_REQUIRED, "this connection cannot be upgraded")
+            .into_response();
+    };
+    let Some(slot) = web.session_sockets.open(&session.session_id) else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "this browser session has too many connections")
             .into_response();
     };
     let Ok(permit) = web.connections.clone().try_acquire_owned() else {
@@ -108,7 +111,7 @@ pub async fn upgrade(
             WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config))
                 .await;
         serve(socket, web, session).await;
-        drop(permit);
+        drop((permit, slot));
     });
     let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
     let headers = response.headers_mut();
@@ -160,4 +163,45 @@ async fn serve(socket: Socket, web: Arc<Web>, session: Session) {
         ping_interval: Some(web.ping_interval),
     };
     crate::clients::websocket::serve(socket, setup).await;
+}
+
+/// How many WebSockets each browser session has open, against a cap.
+pub struct SessionSockets {
+    limit: usize,
+    open: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// One session's open socket, counted until dropped.
+pub struct SessionSocket {
+    open: Arc<Mutex<HashMap<String, usize>>>,
+    session_id: String,
+}
+
+impl SessionSockets {
+    pub fn new(limit: usize) -> Self {
+        Self { limit, open: Arc::default() }
+    }
+
+    /// A slot for one more socket of `session_id`, unless it has its limit.
+    pub fn open(&self, session_id: &str) -> Option<SessionSocket> {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(session_id.to_owned()).or_default();
+        if *count >= self.limit {
+            return None;
+        }
+        *count += 1;
+        Some(SessionSocket { open: self.open.clone(), session_id: session_id.to_owned() })
+    }
+}
+
+impl Drop for SessionSocket {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.session_id) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.session_id);
+            }
+        }
+    }
 }
