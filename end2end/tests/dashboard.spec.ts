@@ -218,8 +218,14 @@ test('a prompt joins the transcript only once accepted; a refused one stays in t
   const dir = project();
   await createAgent(tab, dir, 'homeless');
   await expect(tab.locator('.agent-view h2')).toHaveText('homeless');
-  const listed = await unixCall(daemon, { id: 'l', type: 'agent.list' });
-  const agent = listed.data.agents.find((known: any) => known.name === 'homeless');
+  // Until its process is ready, the tab's attach is still pending, and
+  // killing the agent now would fail that attach instead of the prompt.
+  let agent: any;
+  await expect(async () => {
+    const listed = await unixCall(daemon, { id: 'l', type: 'agent.list' });
+    agent = listed.data.agents.find((known: any) => known.name === 'homeless');
+    expect(agent.runtime_state).toBe('running');
+  }).toPass();
   // Its process is gone and cannot come back: its directory is missing.
   const killed = await unixCall(daemon, { id: 'k', type: 'agent.kill', agent_id: agent.agent_id, force: true });
   expect(killed.success).toBe(true);
