@@ -50,9 +50,15 @@ fn safe_href(url: &str) -> Option<String> {
         .then(|| url.trim().to_owned())
 }
 
+/// How deep blocks (quotes, list items) and, separately, inlines (emphasis,
+/// links) nest before the rest is shown as text: the parser and the
+/// renderer recurse, and a text of a hundred thousand `>` would otherwise
+/// overflow the stack.
+const MAX_NESTING: usize = 16;
+
 fn parse(source: &str) -> Vec<Node> {
     let lines: Vec<&str> = source.lines().collect();
-    blocks(&lines)
+    blocks(&lines, 0)
 }
 
 // ---- blocks ----
@@ -138,7 +144,10 @@ fn interrupts(text: &str) -> bool {
         || list_marker(text).is_some_and(|(_, width)| width < text.len())
 }
 
-fn blocks(lines: &[&str]) -> Vec<Node> {
+fn blocks(lines: &[&str], depth: usize) -> Vec<Node> {
+    if depth >= MAX_NESTING {
+        return vec![element(Kind::Paragraph, vec![Node::Text(lines.join("\n"))])];
+    }
     let mut nodes = Vec::new();
     let mut paragraph: Vec<&str> = Vec::new();
     let mut at = 0;
@@ -171,7 +180,7 @@ fn blocks(lines: &[&str]) -> Vec<Node> {
             }
             nodes.push(element(Kind::CodeBlock, vec![Node::Text(code.join("\n"))]));
         } else if let Some((level, title)) = heading(text) {
-            nodes.push(element(Kind::Heading(level), inline(title)));
+            nodes.push(element(Kind::Heading(level), inline(title, 0)));
             at += 1;
         } else if is_rule(text) {
             nodes.push(Node::Rule);
@@ -184,9 +193,9 @@ fn blocks(lines: &[&str]) -> Vec<Node> {
                 quoted.push(rest.strip_prefix(' ').unwrap_or(rest));
                 at += 1;
             }
-            nodes.push(element(Kind::Quote, blocks(&quoted)));
+            nodes.push(element(Kind::Quote, blocks(&quoted, depth + 1)));
         } else if let Some((ordered, _)) = list_marker(text) {
-            at = list(lines, at, ordered, &mut nodes);
+            at = list(lines, at, ordered, depth, &mut nodes);
         } else {
             paragraph.push(text);
             at += 1;
@@ -197,7 +206,7 @@ fn blocks(lines: &[&str]) -> Vec<Node> {
 }
 
 /// One list from `lines[start]`, a marker line; returns where it ends.
-fn list(lines: &[&str], start: usize, ordered: bool, nodes: &mut Vec<Node>) -> usize {
+fn list(lines: &[&str], start: usize, ordered: bool, depth: usize, nodes: &mut Vec<Node>) -> usize {
     let mut items = Vec::new();
     let mut at = start;
     while let Some((columns, text)) = lines.get(at).map(|line| indent(line)) {
@@ -225,7 +234,7 @@ fn list(lines: &[&str], start: usize, ordered: bool, nodes: &mut Vec<Node>) -> u
             }
             at += 1;
         }
-        let mut children = blocks(&item);
+        let mut children = blocks(&item, depth + 1);
         // A one-paragraph item shows as its text (a tight list).
         if let [Node::Element { kind: Kind::Paragraph, children: text, .. }] =
             children.as_mut_slice()
@@ -250,7 +259,7 @@ fn flush(paragraph: &mut Vec<&str>, nodes: &mut Vec<Node>) {
     for (index, line) in paragraph.drain(..).enumerate() {
         let hard = line.ends_with("  ") || line.ends_with('\\');
         let line = line.strip_suffix('\\').unwrap_or_else(|| line.trim_end());
-        children.extend(inline(line));
+        children.extend(inline(line, 0));
         if index < last {
             children.push(if hard { Node::Break } else { Node::Text(" ".to_owned()) });
         }
@@ -264,8 +273,11 @@ fn flush(paragraph: &mut Vec<&str>, nodes: &mut Vec<Node>) {
 /// unclosed `[` stays linear.
 const LINK_SCAN: usize = 2048;
 
-fn inline(text: &str) -> Vec<Node> {
-    Inlines { text, misses: Vec::new() }.parse()
+fn inline(text: &str, depth: usize) -> Vec<Node> {
+    if depth >= MAX_NESTING {
+        return vec![Node::Text(text.to_owned())];
+    }
+    Inlines { text, depth, misses: Vec::new() }.parse()
 }
 
 /// One run of inline text. A search for a closing delimiter that found none
@@ -273,6 +285,7 @@ fn inline(text: &str) -> Vec<Node> {
 /// remembered and a text of many unclosed delimiters parses in linear time.
 struct Inlines<'a> {
     text: &'a str,
+    depth: usize,
     /// `(delimiter, run width, from)`: no closer after `from`.
     misses: Vec<(char, usize, usize)>,
 }
@@ -360,7 +373,7 @@ impl Inlines<'_> {
                     let inside_word = c == '_' && after.is_some_and(char::is_alphanumeric);
                     !before.is_whitespace() && !inside_word
                 })?;
-                let mut children = inline(&text[open..close]);
+                let mut children = inline(&text[open..close], self.depth + 1);
                 if run == 3 {
                     children = vec![element(Kind::Emphasis, children)];
                 }
@@ -376,7 +389,7 @@ impl Inlines<'_> {
                 let node = Node::Element {
                     kind: Kind::Link,
                     href: safe_href(url),
-                    children: inline(&rest[1..label]),
+                    children: inline(&rest[1..label], self.depth + 1),
                 };
                 Some((node, at + label + 1 + target + 1))
             }

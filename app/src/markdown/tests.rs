@@ -122,3 +122,31 @@ fn unclosed_delimiters_in_a_long_text_parse_in_linear_time() {
     assert_eq!(text_back.len(), text.trim_end().len());
     assert!(started.elapsed().as_secs() < 20, "took {:?}", started.elapsed());
 }
+
+fn depth(nodes: &[Node]) -> usize {
+    nodes
+        .iter()
+        .map(|node| match node {
+            Node::Element { children, .. } => 1 + depth(children),
+            _ => 0,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn nesting_stops_at_a_depth_and_the_rest_stays_text() {
+    use super::MAX_NESTING;
+    // Each of these recursed once per level: deep enough to overflow a stack.
+    let quotes = parse(&format!("{} deep", ">".repeat(100_000)));
+    assert_eq!(depth(&quotes), MAX_NESTING + 1, "the quotes, then a paragraph");
+    assert!(show(&quotes).contains("deep"));
+    let lists: String = (0..500).map(|level| format!("{}- item\n", "  ".repeat(level))).collect();
+    assert!(depth(&parse(&lists)) <= 2 * MAX_NESTING + 2);
+    let links = format!("{}x{}", "[".repeat(1_000), "](https://h)".repeat(1_000));
+    assert!(depth(&parse(&links)) <= MAX_NESTING + 1);
+    let emphasis = format!("{}x{}", "*a _".repeat(10_000), "_ a*".repeat(10_000));
+    let tree = parse(&emphasis);
+    assert!(depth(&tree) <= MAX_NESTING + 1, "{}", depth(&tree));
+    assert!(show(&tree).contains('x'));
+}
