@@ -112,33 +112,17 @@ pub fn request(request_id: String, name: &str, args: &JsonObject, cwd: &Path) ->
             format!("Run `{}`?", crate::util::truncate_chars(&get("command"), 200)),
             vec![detail("command", get("command"), DetailFormat::Command)],
         ),
-        "write" => (
-            format!("Write {}?", get("path")),
-            vec![
-                detail("path", get("path"), DetailFormat::Path),
-                detail(
-                    "content",
-                    crate::util::truncate_chars(&get("content"), 2000),
-                    DetailFormat::Code,
-                ),
-            ],
-        ),
-        "edit" => (
-            format!("Edit {}?", get("path")),
-            vec![
-                detail("path", get("path"), DetailFormat::Path),
-                detail(
-                    "replace",
-                    crate::util::truncate_chars(&get("old_string"), 1000),
-                    DetailFormat::Code,
-                ),
-                detail(
-                    "with",
-                    crate::util::truncate_chars(&get("new_string"), 1000),
-                    DetailFormat::Code,
-                ),
-            ],
-        ),
+        "write" => {
+            let (prompt, mut details) = file_change("Write", &get("path"), cwd);
+            details.push(detail("content", whole(get("content")), DetailFormat::Code));
+            (prompt, details)
+        }
+        "edit" => {
+            let (prompt, mut details) = file_change("Edit", &get("path"), cwd);
+            details.push(detail("replace", whole(get("old_string")), DetailFormat::Code));
+            details.push(detail("with", whole(get("new_string")), DetailFormat::Code));
+            (prompt, details)
+        }
         other => {
             let path = tools::target_path(other, args).unwrap_or_default();
             (
@@ -177,6 +161,49 @@ pub fn request(request_id: String, name: &str, args: &JsonObject, cwd: &Path) ->
             choice(CHOICE_DENY, "Deny", None, Some("n"), ChoiceIntent::Deny),
         ]),
     }
+}
+
+/// The most of a file's content an approval repeats in its details (the
+/// call's `input` carries it all anyway): far more than an agent writes at
+/// once, and bounded so that a question always fits a client's queue.
+const MAX_DETAIL_BYTES: usize = 1024 * 1024;
+
+/// `text` whole, up to [`MAX_DETAIL_BYTES`]; a longer one says so.
+fn whole(text: String) -> String {
+    if text.len() <= MAX_DETAIL_BYTES {
+        return text;
+    }
+    let mut end = MAX_DETAIL_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n… ({} more bytes, in the call's input)", &text[..end], text.len() - end)
+}
+
+/// The question and details of a change to the file at `path`: what will
+/// really be written (symlinks and `..` resolved), and a warning when that is
+/// outside the working directory or not where the path seems to point.
+fn file_change(verb: &str, path: &str, cwd: &Path) -> (String, Vec<PermissionDetail>) {
+    let target = tools::target(cwd, path);
+    let real = target.real.display().to_string();
+    let mut warnings = Vec::new();
+    if !target.inside {
+        warnings.push("outside the working directory");
+    }
+    if target.through_link {
+        warnings.push("through a symbolic link");
+    }
+    let prompt = match warnings.is_empty() {
+        true => format!("{verb} {real}?"),
+        false => format!("{verb} {real} ({})?", warnings.join(", ")),
+    };
+    let mut details = Vec::new();
+    if !warnings.is_empty() {
+        let warning = format!("{}: the path given is {path}", warnings.join(" and "));
+        details.push(detail("warning", warning, DetailFormat::Text));
+    }
+    details.push(detail("file", real, DetailFormat::Path));
+    (prompt, details)
 }
 
 fn detail(label: &str, value: String, format: DetailFormat) -> PermissionDetail {

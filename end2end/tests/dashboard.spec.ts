@@ -284,3 +284,33 @@ test('markdown in the transcript becomes elements, and markup or script in it st
   expect(await pwned()).toBeUndefined();
   await context.close();
 });
+
+test('a write through a symlink out of the project warns, names the real file and shows all its content on demand', async ({ browser, daemon }) => {
+  const fs = require('node:fs');
+  const os = require('node:os');
+  const [context, tab] = await enrolled(browser, daemon);
+  const dir = project();
+  const outside = fs.mkdtempSync(join(os.tmpdir(), 'shard-outside-'));
+  const victim = join(outside, 'bashrc');
+  fs.writeFileSync(victim, 'original\n');
+  fs.symlinkSync(victim, join(dir, 'notes.txt'));
+  await createAgent(tab, dir, 'linked');
+  const lines = Array.from({ length: 40 }, (_, n) => `line ${n} of the new content`);
+  await prompt(tab, ['write: notes.txt', ...lines].join('\n'));
+  const dialog = tab.getByRole('dialog');
+  await expect(dialog).toBeVisible();
+  const real = fs.realpathSync(victim);
+  await expect(dialog.locator('.question-prompt')).toContainText(real);
+  await expect(dialog.locator('.question-prompt')).toContainText('outside the working directory');
+  await expect(dialog.locator('dd[data-label="warning"]')).toContainText('symbolic link');
+  const content = dialog.locator('dd[data-label="content"] pre');
+  await expect(content).toHaveClass(/collapsed/);
+  await expect(content).toContainText('line 39 of the new content'); // all of it is there
+  await dialog.getByRole('button', { name: 'Show all 40 lines' }).click();
+  await expect(content).not.toHaveClass(/collapsed/);
+  await tab.waitForTimeout(900); // answers arm after 800 ms
+  await dialog.getByRole('button', { name: /Deny/ }).click();
+  await expect(dialog).toBeHidden();
+  expect(fs.readFileSync(victim, 'utf8')).toBe('original\n');
+  await context.close();
+});

@@ -931,3 +931,60 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     files
 }
+
+/// A detail of a permission request by label.
+fn detail(request: &Value, label: &str) -> Option<String> {
+    request["details"]
+        .as_array()?
+        .iter()
+        .find(|detail| detail["label"] == label)
+        .and_then(|detail| detail["value"].as_str())
+        .map(str::to_owned)
+}
+
+#[tokio::test]
+async fn a_write_approval_names_the_file_it_will_really_change_with_all_its_content() {
+    let workspace = Workspace::new();
+    let outside = tempfile::TempDir::new().expect("outside");
+    let victim = outside.path().join("bashrc");
+    std::fs::write(&victim, "original\n").expect("victim");
+    // A symlink committed in the repository, pointing out of it.
+    std::os::unix::fs::symlink(&victim, workspace.path("notes.txt")).expect("symlink");
+    let real_victim = victim.canonicalize().expect("canonical").display().to_string();
+    let mut agent = workspace.ready(&[]).await;
+
+    let long: Vec<String> = (0..400).map(|line| format!("line {line} of the content")).collect();
+    let message = format!("write: notes.txt\n{}", long.join("\n"));
+    agent.call("p1", json!({"type": "prompt", "message": message})).await;
+    let request = answer_permission(&mut agent, json!({"decision": "deny"})).await;
+    let prompt = request["prompt"].as_str().expect("prompt");
+    assert!(prompt.contains(&real_victim), "{prompt}");
+    assert!(prompt.contains("outside the working directory"), "{prompt}");
+    assert!(prompt.contains("symbolic link"), "{prompt}");
+    assert_eq!(detail(&request, "file").as_deref(), Some(real_victim.as_str()));
+    assert!(detail(&request, "warning").is_some_and(|warning| warning.contains("notes.txt")));
+    let content = detail(&request, "content").expect("content");
+    assert!(
+        content.contains("line 0 of") && content.contains("line 399 of"),
+        "cut: {} bytes",
+        content.len()
+    );
+    agent.until("turn_end").await;
+    agent.expect("status").await;
+    assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "original\n");
+
+    // `..` is resolved too, and an ordinary file inside warns of nothing.
+    std::fs::create_dir(workspace.path("sub")).expect("sub");
+    agent.call("p2", json!({"type": "prompt", "message": "write: sub/../../escape.txt\nx"})).await;
+    let request = answer_permission(&mut agent, json!({"decision": "deny"})).await;
+    let escaped = workspace.project.path().canonicalize().expect("project");
+    let escaped = escaped.parent().expect("parent").join("escape.txt").display().to_string();
+    assert_eq!(detail(&request, "file").as_deref(), Some(escaped.as_str()));
+    assert!(request["prompt"].as_str().expect("prompt").contains("outside the working directory"));
+    agent.until("turn_end").await;
+    agent.expect("status").await;
+    agent.call("p3", json!({"type": "prompt", "message": "write: plain.txt\nx"})).await;
+    let request = answer_permission(&mut agent, json!({"decision": "deny"})).await;
+    assert!(detail(&request, "warning").is_none(), "{request}");
+    assert!(!request["prompt"].as_str().expect("prompt").contains('('), "{request}");
+}

@@ -230,25 +230,52 @@ pub fn resolve(cwd: &Path, path: &str) -> PathBuf {
     out
 }
 
-/// Whether `path` is inside `cwd` once symlinks are followed (for the part of
-/// the path that exists).
-pub fn is_inside(cwd: &Path, path: &Path) -> bool {
+/// Where a path really leads once the symlinks in the part of it that
+/// exists are followed: what a write through it would change.
+pub fn real_path(path: &Path) -> Option<PathBuf> {
     let mut existing = path.to_path_buf();
     let mut rest = Vec::new();
+    // `exists` follows links: a dangling one is part of the rest, and is
+    // reported by `Target::through_link` below.
     while !existing.exists() {
         match (existing.file_name().map(ToOwned::to_owned), existing.parent()) {
             (Some(name), Some(parent)) => {
                 rest.push(name);
                 existing = parent.to_path_buf();
             }
-            _ => return false,
+            _ => return None,
         }
     }
-    let Ok(mut real) = existing.canonicalize() else { return false };
+    let mut real = existing.canonicalize().ok()?;
     for name in rest.into_iter().rev() {
         real.push(name);
     }
-    real.starts_with(cwd)
+    Some(real)
+}
+
+/// Whether `path` is inside `cwd` once symlinks are followed (for the part of
+/// the path that exists).
+pub fn is_inside(cwd: &Path, path: &Path) -> bool {
+    real_path(path).is_some_and(|real| real.starts_with(cwd))
+}
+
+/// What a `write` or `edit` of `path_arg` will change, for its approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The file that will be written, symlinks and `..` resolved.
+    pub real: PathBuf,
+    /// It is not where the path as given seems to point: a symlink (or a
+    /// `..` through one) leads elsewhere.
+    pub through_link: bool,
+    pub inside: bool,
+}
+
+pub fn target(cwd: &Path, path_arg: &str) -> Target {
+    let lexical = resolve(cwd, path_arg);
+    let dangling = std::fs::symlink_metadata(&lexical).is_ok_and(|meta| meta.is_symlink());
+    let real = real_path(&lexical).unwrap_or_else(|| lexical.clone());
+    let inside = real.starts_with(cwd);
+    Target { through_link: real != lexical || dangling, inside, real }
 }
 
 /// The path argument of a tool call, if it has one (for the permission gate).

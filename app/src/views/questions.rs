@@ -6,7 +6,8 @@
 use leptos::html;
 use leptos::prelude::*;
 use shard_protocol::agent::{
-    Decision, PendingKind, PermissionAnswer, PermissionRequest, UiKind, UiRequest, UiValue,
+    Decision, PendingKind, PermissionAnswer, PermissionDetail, PermissionRequest, UiKind,
+    UiRequest, UiValue,
 };
 
 use super::state;
@@ -102,10 +103,7 @@ pub fn QuestionBody(question: Question, shown_at: f64) -> impl IntoView {
             view! {
                 <p class="question-prompt">{request.prompt.clone()}</p>
                 <dl class="details">
-                    {details.into_iter().map(|detail| {
-                        let format = detail.format.map(|format| format!("{format:?}").to_lowercase()).unwrap_or_default();
-                        view! { <dt>{detail.label.unwrap_or_default()}</dt><dd data-format=format><pre>{detail.value}</pre></dd> }
-                    }).collect_view()}
+                    {details.into_iter().map(detail_view).collect_view()}
                 </dl>
                 <div class="answers">
                     {answers.into_iter().map(|(label, intent, key, answer)| {
@@ -318,5 +316,29 @@ pub fn Inbox() -> impl IntoView {
                 </For>
             </ul>
         </section>
+    }
+}
+
+/// Lines of a detail shown before "Show all": a whole file's content is in
+/// the question, collapsed, never cut.
+const COLLAPSED_LINES: usize = 12;
+
+fn detail_view(detail: PermissionDetail) -> impl IntoView {
+    let format =
+        detail.format.map(|format| format!("{format:?}").to_lowercase()).unwrap_or_default();
+    let label = detail.label.unwrap_or_default();
+    let lines = detail.value.lines().count();
+    let long = lines > COLLAPSED_LINES || detail.value.len() > 100 * COLLAPSED_LINES;
+    let open = RwSignal::new(false);
+    let toggle =
+        move || if open.get() { "Show less".to_owned() } else { format!("Show all {lines} lines") };
+    view! {
+        <dt>{label.clone()}</dt>
+        <dd data-format=format data-label=label>
+            <pre class:collapsed=move || long && !open.get()>{detail.value}</pre>
+            {long.then(|| view! {
+                <button type="button" class="show-all" on:click=move |_| open.update(|open| *open = !*open)>{toggle}</button>
+            })}
+        </dd>
     }
 }
