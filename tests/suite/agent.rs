@@ -988,3 +988,46 @@ async fn a_write_approval_names_the_file_it_will_really_change_with_all_its_cont
     assert!(detail(&request, "warning").is_none(), "{request}");
     assert!(!request["prompt"].as_str().expect("prompt").contains('('), "{request}");
 }
+
+/// The peak resident memory of a process, in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let line = status.lines().find(|line| line.starts_with("VmHWM:")).expect("VmHWM");
+    line.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()).expect("kB") * 1024
+}
+
+#[tokio::test]
+async fn read_pages_a_huge_file_in_little_memory_and_refuses_a_fifo() {
+    let workspace = Workspace::new();
+    // A page of the file fills the demo model's small context at once.
+    std::fs::write(workspace.home.path().join("config.toml"), "[compaction]\nenabled = false\n")
+        .expect("config");
+    // 200 MB of text: the old `read` loaded it whole before paging.
+    {
+        use std::io::Write;
+        let file = std::fs::File::create(workspace.path("big.log")).expect("big");
+        let mut out = std::io::BufWriter::new(file);
+        for line in 0..4_000_000u32 {
+            writeln!(out, "log line {line:>10} of a very large file, padded to fifty")
+                .expect("write");
+        }
+    }
+    let mut agent = workspace.ready(&[]).await;
+    let pid = agent.child.id().expect("pid");
+    let turn = agent.turn("read: big.log").await;
+    let result = find(&turn, "tool_result");
+    let text = result["content"]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("log line          0 of"), "{}", &text[..200.min(text.len())]);
+    assert!(text.contains("[lines 1-"), "the page says there is more");
+    let peak = peak_rss(pid);
+    assert!(peak < 80 * 1024 * 1024, "the agent peaked at {} MB reading it", peak / 1024 / 1024);
+
+    // A FIFO would block the tool forever: refused at once.
+    let fifo = workspace.path("pipe");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let turn = agent.turn("read: pipe").await;
+    let result = find(&turn, "tool_result");
+    assert_eq!(result["is_error"], true, "{result}");
+    assert!(result.to_string().contains("not a regular file"), "{result}");
+}

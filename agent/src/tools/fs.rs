@@ -13,31 +13,28 @@ const MAX_READ_BYTES: usize = 100 * 1024;
 /// Files larger than this are not loaded for `edit` or a diff.
 const MAX_EDIT_BYTES: u64 = 10 * 1024 * 1024;
 
+/// Bytes `read` looks through to count a file's lines after its page: a
+/// larger file's total is given as "more than".
+const MAX_COUNT_BYTES: u64 = 64 * 1024 * 1024;
+
 pub async fn read(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, String> {
     let path_arg = required_string(args, "path")?;
     let offset = usize_arg(args, "offset")?.unwrap_or(1).max(1);
     let limit = usize_arg(args, "limit")?.unwrap_or(DEFAULT_READ_LINES).max(1);
     let path = resolve(&context.cwd, &path_arg);
-    let bytes =
-        tokio::fs::read(&path).await.map_err(|error| format!("cannot read {path_arg}: {error}"))?;
-    if bytes.iter().take(8192).any(|&byte| byte == 0) {
+    let file =
+        open_regular(&path).await.map_err(|error| format!("cannot read {path_arg}: {error}"))?;
+    let page = read_page(file, offset, limit)
+        .await
+        .map_err(|error| format!("cannot read {path_arg}: {error}"))?;
+    if page.binary {
         return Err(format!("{path_arg} is a binary file"));
     }
-    let text = String::from_utf8_lossy(&bytes);
-    let total = text.lines().count();
-    let mut page = String::new();
-    let mut shown = 0;
-    for line in text.lines().skip(offset - 1).take(limit) {
-        if page.len() + line.len() + 1 > MAX_READ_BYTES {
-            break;
-        }
-        page.push_str(line);
-        page.push('\n');
-        shown += 1;
-    }
-    let last = offset - 1 + shown;
-    let mut content = page.clone();
-    if offset > 1 || last < total {
+    let last = offset - 1 + page.shown;
+    let mut content = page.text.clone();
+    if offset > 1 || last < page.total || page.more {
+        let total =
+            if page.more { format!("more than {}", page.total) } else { page.total.to_string() };
         content.push_str(&format!(
             "[lines {offset}-{last} of {total}; read with offset {} for more]",
             last + 1
@@ -47,8 +44,87 @@ pub async fn read(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput
     Ok(ToolOutput::text(content).with_render(RenderDescriptor::Code {
         path: Some(display_path(&context.cwd, &path)),
         lang,
-        text: page,
+        text: page.text,
     }))
+}
+
+/// Opens `path` for reading only if it is a regular file: a FIFO or a
+/// device would block the tool or never end. Opened without blocking, and
+/// checked again once open, so a file swapped in between changes nothing.
+async fn open_regular(path: &std::path::Path) -> std::io::Result<tokio::fs::File> {
+    let not_regular = || std::io::Error::other("not a regular file");
+    if !tokio::fs::metadata(path).await?.is_file() {
+        return Err(not_regular());
+    }
+    let file = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+        .await?;
+    if !file.metadata().await?.is_file() {
+        return Err(not_regular());
+    }
+    Ok(file)
+}
+
+/// One page of a file's lines, read as a stream: the page is kept, the
+/// rest only counted (up to [`MAX_COUNT_BYTES`]), so a huge file costs a
+/// page of memory.
+struct Page {
+    text: String,
+    shown: usize,
+    total: usize,
+    /// Counting stopped before the end: `total` is a lower bound.
+    more: bool,
+    binary: bool,
+}
+
+async fn read_page(file: tokio::fs::File, offset: usize, limit: usize) -> std::io::Result<Page> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    // Lines are read at most this long at a time; a longer one never fits
+    // a page, and its pieces are only counted.
+    const PIECE: u64 = MAX_READ_BYTES as u64 + 1;
+    let mut reader = tokio::io::BufReader::with_capacity(64 * 1024, file);
+    let mut page = Page { text: String::new(), shown: 0, total: 0, more: false, binary: false };
+    let mut line = Vec::new();
+    let mut read: u64 = 0;
+    let mut full = false;
+    let mut inside_long_line = false;
+    loop {
+        line.clear();
+        let length = (&mut reader).take(PIECE).read_until(b'\n', &mut line).await?;
+        if length == 0 {
+            break;
+        }
+        if read < 8192 && line.contains(&0) {
+            page.binary = true;
+            return Ok(page);
+        }
+        read += length as u64;
+        let piece = !line.ends_with(b"\n") && length as u64 == PIECE;
+        if !inside_long_line {
+            page.total += 1;
+            let wanted = page.total >= offset && page.shown < limit;
+            if wanted && !full {
+                let text = String::from_utf8_lossy(&line);
+                let text = text.trim_end_matches(['\n', '\r']);
+                if piece || page.text.len() + text.len() + 1 > MAX_READ_BYTES {
+                    full = true;
+                } else {
+                    page.text.push_str(text);
+                    page.text.push('\n');
+                    page.shown += 1;
+                }
+            }
+            full |= page.shown >= limit;
+        }
+        inside_long_line = piece;
+        if full && read > MAX_COUNT_BYTES {
+            page.more = true;
+            break;
+        }
+    }
+    Ok(page)
 }
 
 pub async fn write(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, String> {
