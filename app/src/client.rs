@@ -4,18 +4,29 @@
 //! selected agent after every reconnect (its `sync` brings the transcript and
 //! any open question back), and retry a lost connection with backoff 1 s,
 //! 2 s, 4 s … 30 s (§2.2).
+//!
+//! Enrollment also hands out a browser secret, kept in this origin's
+//! localStorage and sent to `/bootstrap` beside the cookie: the cookie also
+//! goes to every other port of the host, the secret to this page only.
 
 use futures::{SinkExt, StreamExt};
 use gloo_net::http::Request as Http;
 use gloo_net::websocket::Message;
 use gloo_net::websocket::futures::WebSocket;
 use leptos::prelude::Set;
-use shard_protocol::web::{Bootstrap, EnrollRequest};
+use shard_protocol::web::{BROWSER_SECRET_HEADER, Bootstrap, EnrollAnswer, EnrollRequest};
 
 use crate::reducer::{Greeted, handle};
 use crate::state::{ClientState, Connection};
 
 const MAX_BACKOFF_SECONDS: u32 = 30;
+/// Where the browser secret is kept (localStorage: per origin, so per
+/// daemon, and across tabs and restarts).
+const BROWSER_SECRET: &str = "shard.browser_secret";
+
+fn local_storage() -> Option<web_sys::Storage> {
+    web_sys::window()?.local_storage().ok()?
+}
 
 enum Ended {
     /// The browser has no valid session: enrollment is needed.
@@ -44,11 +55,26 @@ async fn enroll(state: &ClientState, code: String) {
     state.connection.set(Connection::Enrolling);
     let body = EnrollRequest { code };
     let enrolled = match Http::post("/enroll").json(&body) {
-        Ok(request) => request.send().await.map(|response| response.status()),
+        Ok(request) => request.send().await,
         Err(error) => Err(error),
     };
-    match enrolled {
-        Ok(200) => state.notice.set(Some("This browser is now enrolled.".to_owned())),
+    let status = enrolled.as_ref().map(|response| response.status());
+    match status {
+        Ok(200) => {
+            let answer = match enrolled {
+                Ok(response) => response.json::<EnrollAnswer>().await.ok(),
+                Err(_) => None,
+            };
+            let kept = answer.zip(local_storage()).is_some_and(|(answer, storage)| {
+                storage.set_item(BROWSER_SECRET, &answer.browser_secret).is_ok()
+            });
+            let notice = if kept {
+                "This browser is now enrolled."
+            } else {
+                "Enrolled, but this browser would not keep the enrollment: allow this site's storage and open a new link."
+            };
+            state.notice.set(Some(notice.to_owned()));
+        }
         Ok(429) => {
             state.notice.set(Some("Too many tries; wait a minute and open a new link.".to_owned()))
         }
@@ -117,7 +143,13 @@ pub async fn run(state: ClientState) {
 
 async fn connect(state: &ClientState) -> Ended {
     let dropped = Ended::Dropped { connected: false };
-    let response = match Http::post("/bootstrap").send().await {
+    let mut bootstrap = Http::post("/bootstrap");
+    if let Some(secret) =
+        local_storage().and_then(|storage| storage.get_item(BROWSER_SECRET).ok().flatten())
+    {
+        bootstrap = bootstrap.header(BROWSER_SECRET_HEADER, &secret);
+    }
+    let response = match bootstrap.send().await {
         Ok(response) => response,
         Err(_) => return dropped,
     };

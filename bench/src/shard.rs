@@ -13,12 +13,17 @@ use tokio::process::{Child, Command};
 
 use crate::conn::Conn;
 
+/// The daemon's default `--max-connections`.
+const DAEMON_MAX_CONNECTIONS: usize = 1024;
+
 pub struct Shard {
     child: Child,
     home: PathBuf,
     addr: SocketAddr,
     base: String,
     cookie: String,
+    /// The browser secret `/enroll` answered with, sent with every `/bootstrap`.
+    secret: String,
 }
 
 /// This run's folder under the system's temporary one: every scratch
@@ -59,9 +64,14 @@ impl Shard {
         }
         let mut command = Command::new(bin);
         command.args(["daemon", "--port", "0"]);
-        if let Some(max) = max_connections.into() {
+        let max_connections = max_connections.into();
+        if let Some(max) = max_connections {
             command.args(["--max-connections", &max.to_string()]);
         }
+        // One enrolled session stands for every browser here, so it may hold
+        // every slot (the daemon's default is 32 per session).
+        let slots = max_connections.unwrap_or(DAEMON_MAX_CONNECTIONS);
+        command.args(["--max-session-connections", &slots.to_string()]);
         let mut child = command
             .env("SHARD_HOME", &home)
             .env("SHARD_LOG", "error")
@@ -87,12 +97,14 @@ impl Shard {
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         let base = base.context("listening line")?;
         let addr: SocketAddr = base.trim_start_matches("http://").parse()?;
-        let mut shard = Shard { child, home, addr, base, cookie: String::new() };
-        shard.cookie = shard.enroll(&code.context("enroll line")?).await?;
+        let mut shard =
+            Shard { child, home, addr, base, cookie: String::new(), secret: String::new() };
+        (shard.cookie, shard.secret) = shard.enroll(&code.context("enroll line")?).await?;
         Ok(shard)
     }
 
-    async fn enroll(&self, code: &str) -> Result<String> {
+    /// The session cookie and the browser secret.
+    async fn enroll(&self, code: &str) -> Result<(String, String)> {
         let response = reqwest::Client::new()
             .post(format!("{}/enroll", self.base))
             .header("origin", &self.base)
@@ -108,8 +120,11 @@ impl Shard {
             .get("set-cookie")
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.split(';').next())
-            .context("no session cookie")?;
-        Ok(cookie.to_owned())
+            .context("no session cookie")?
+            .to_owned();
+        let answer: Value = response.json().await?;
+        let secret = answer["browser_secret"].as_str().context("no browser secret")?.to_owned();
+        Ok((cookie, secret))
     }
 
     /// A browser's WebSocket: a ticket from `/bootstrap`, then `/ws` with
@@ -126,6 +141,7 @@ impl Shard {
             .post(format!("{}/bootstrap", self.base))
             .header("origin", &self.base)
             .header("cookie", &self.cookie)
+            .header("shard-browser-secret", &self.secret)
             .send()
             .await?;
         if response.status() != 200 {

@@ -244,6 +244,9 @@ impl Client {
 pub struct Browser {
     /// `shard_session=…`, as the browser would send it back.
     pub cookie: String,
+    /// The browser secret `/enroll` answered with, which the page keeps in
+    /// its origin's storage and sends to `/bootstrap`.
+    pub secret: String,
 }
 
 impl Browser {
@@ -252,11 +255,25 @@ impl Browser {
         assert_eq!(response.status(), 200, "enrollment");
         let set_cookie = response.headers()[SET_COOKIE].to_str().expect("ascii").to_owned();
         let cookie = set_cookie.split(';').next().expect("cookie").to_owned();
-        Browser { cookie }
+        let answer: Value = response.json().await.expect("json");
+        let secret = answer["browser_secret"].as_str().expect("browser_secret").to_owned();
+        Browser { cookie, secret }
+    }
+
+    /// `POST /bootstrap` as the page sends it: the cookie and the secret.
+    pub async fn bootstrap(&self, daemon: &Daemon) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(daemon.url("/bootstrap"))
+            .header(ORIGIN, &daemon.base)
+            .header(COOKIE, &self.cookie)
+            .header("shard-browser-secret", &self.secret)
+            .send()
+            .await
+            .expect("POST")
     }
 
     pub async fn ticket(&self, daemon: &Daemon) -> String {
-        let response = post(daemon, "/bootstrap", None, Some(&self.cookie)).await;
+        let response = self.bootstrap(daemon).await;
         assert_eq!(response.status(), 200, "bootstrap");
         let body: Value = response.json().await.expect("json");
         body["ticket"].as_str().expect("ticket").to_owned()

@@ -8,7 +8,7 @@ use serde_json::json;
 use tempfile::TempDir;
 
 use super::agent_support::live_texts;
-use super::client::{Browser, Client, post};
+use super::client::{Browser, Client};
 use super::support::{Daemon, agent_pids, shard, wait_until};
 
 #[tokio::test]
@@ -144,7 +144,7 @@ async fn a_sigkilled_daemon_leaves_no_agent_behind_and_restarts_whole() {
     let texts = live_texts(&sync);
     assert_eq!(texts, ["before the crash", "You said: before the crash"]);
     // The browser's session survived: a new ticket, a new socket.
-    let response = post(&restarted, "/bootstrap", None, Some(&browser.cookie)).await;
+    let response = browser.bootstrap(&restarted).await;
     assert_eq!(response.status(), 200, "the enrolled browser's session survived");
     drop(daemon);
 }

@@ -368,6 +368,15 @@ async fn a_trusted_proxy_makes_the_scheme_https_and_the_cookie_secure() {
         .await
         .expect("POST");
     assert_eq!(shadowed.status(), StatusCode::OK);
+    // Behind TLS the `__Host-` cookie stands alone; a browser secret sent
+    // anyway must be the session's own.
+    let wrong_secret = proxied(&upstream, port, "/bootstrap", HTTPS)
+        .header(COOKIE, &pair)
+        .header("shard-browser-secret", "not-the-secret")
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(wrong_secret.status(), StatusCode::UNAUTHORIZED);
     // The Secure cookie over a request whose effective scheme is http.
     let plain = proxied_as(
         &upstream,
@@ -491,12 +500,8 @@ async fn forwarded_header_names_are_configurable() {
     assert!(set_cookie(&renamed).starts_with("__Host-shard_session="));
 }
 
-async fn enrolled_loopback(daemon: &Daemon) -> String {
-    let response =
-        super::client::post(daemon, "/enroll", Some(json!({"code": new_code(daemon).await})), None)
-            .await;
-    assert_eq!(response.status(), StatusCode::OK);
-    set_cookie(&response).split(';').next().expect("pair").to_owned()
+async fn enrolled_loopback(daemon: &Daemon) -> super::client::Browser {
+    super::client::Browser::enroll(daemon, &new_code(daemon).await).await
 }
 
 async fn sessions_cli(daemon: &Daemon, args: &[&str]) -> String {
@@ -515,7 +520,7 @@ async fn sessions_are_listed_and_revoking_one_closes_its_sockets() {
     let daemon = Daemon::start(&[]).await;
     let mine = enrolled_loopback(&daemon).await;
     let theirs = enrolled_loopback(&daemon).await;
-    let browser = super::client::Browser { cookie: mine.clone() };
+    let browser = &mine;
     let mut socket = browser.connect(&daemon).await;
     let listed = sessions_cli(&daemon, &["list"]).await;
     let lines: Vec<&str> = listed.lines().collect();
@@ -523,7 +528,11 @@ async fn sessions_are_listed_and_revoking_one_closes_its_sockets() {
     let open = lines.iter().find(|line| line.ends_with("1 open")).expect("the connected session");
     let session_id = open.split_whitespace().next().expect("id").to_owned();
     assert!(session_id.starts_with("session-"));
-    assert!(!listed.contains(mine.trim_start_matches("shard_session=")), "no token in the listing");
+    assert!(
+        !listed.contains(mine.cookie.trim_start_matches("shard_session=")),
+        "no token in the listing"
+    );
+    assert!(!listed.contains(&mine.secret), "no secret in the listing");
 
     let revoked = sessions_cli(&daemon, &["revoke", &session_id]).await;
     assert_eq!(revoked.trim(), format!("revoked {session_id}"));
@@ -533,19 +542,10 @@ async fn sessions_are_listed_and_revoking_one_closes_its_sockets() {
         }
         Ended::Eof => panic!("closed without a reason"),
     }
-    assert_eq!(
-        super::client::post(&daemon, "/bootstrap", None, Some(&mine)).await.status(),
-        StatusCode::UNAUTHORIZED
-    );
-    assert_eq!(
-        super::client::post(&daemon, "/bootstrap", None, Some(&theirs)).await.status(),
-        StatusCode::OK
-    );
+    assert_eq!(mine.bootstrap(&daemon).await.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(theirs.bootstrap(&daemon).await.status(), StatusCode::OK);
     sessions_cli(&daemon, &["revoke", "--all"]).await;
-    assert_eq!(
-        super::client::post(&daemon, "/bootstrap", None, Some(&theirs)).await.status(),
-        StatusCode::UNAUTHORIZED
-    );
+    assert_eq!(theirs.bootstrap(&daemon).await.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(sessions_cli(&daemon, &["list"]).await.trim(), "no browser sessions");
     let unknown = shard(&daemon.home, daemon.cwd.path())
         .args(["sessions", "revoke", "session-nope"])
@@ -554,8 +554,7 @@ async fn sessions_are_listed_and_revoking_one_closes_its_sockets() {
         .expect("run");
     assert!(!unknown.status.success());
     // Session administration is local: a browser cannot do it.
-    let mut web =
-        super::client::Browser { cookie: enrolled_loopback(&daemon).await }.connect(&daemon).await;
+    let mut web = enrolled_loopback(&daemon).await.connect(&daemon).await;
     let refused = web.call("s", json!({"type": "daemon.sessions"})).await;
     assert_eq!(refused["error"]["code"], "PERMISSION_DENIED");
 }
@@ -563,16 +562,10 @@ async fn sessions_are_listed_and_revoking_one_closes_its_sockets() {
 #[tokio::test]
 async fn idle_sessions_expire() {
     let daemon = Daemon::start(&["--session-idle-timeout", "1"]).await;
-    let cookie = enrolled_loopback(&daemon).await;
-    assert_eq!(
-        super::client::post(&daemon, "/bootstrap", None, Some(&cookie)).await.status(),
-        StatusCode::OK
-    );
+    let browser = enrolled_loopback(&daemon).await;
+    assert_eq!(browser.bootstrap(&daemon).await.status(), StatusCode::OK);
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(
-        super::client::post(&daemon, "/bootstrap", None, Some(&cookie)).await.status(),
-        StatusCode::UNAUTHORIZED
-    );
+    assert_eq!(browser.bootstrap(&daemon).await.status(), StatusCode::UNAUTHORIZED);
     let audit = std::fs::read_to_string(daemon.home.join("audit.log")).expect("audit");
     assert!(audit.contains("\"session_expired\""), "{audit}");
 }
@@ -581,7 +574,7 @@ async fn idle_sessions_expire() {
 async fn an_open_socket_closes_when_its_session_expires() {
     for lifetime in ["--session-idle-timeout", "--session-max-age"] {
         let daemon = Daemon::start(&[lifetime, "2"]).await;
-        let browser = super::client::Browser { cookie: enrolled_loopback(&daemon).await };
+        let browser = enrolled_loopback(&daemon).await;
         let mut web = browser.connect(&daemon).await;
         // Well before the expiry the socket works.
         let listed = web.call("l", json!({"type": "agent.list"})).await;
@@ -664,11 +657,10 @@ async fn the_audit_log_and_the_logs_hold_no_secret() {
         super::client::post(&daemon, "/enroll", Some(json!({"code": first_code})), None).await;
     let cookie = set_cookie(&response).split(';').next().expect("pair").to_owned();
     let token = cookie.trim_start_matches("shard_session=").to_owned();
-    let ticket: Value = super::client::post(&daemon, "/bootstrap", None, Some(&cookie))
-        .await
-        .json()
-        .await
-        .expect("json");
+    let answer: Value = response.json().await.expect("json");
+    let secret = answer["browser_secret"].as_str().expect("browser secret").to_owned();
+    let browser = super::client::Browser { cookie, secret: secret.clone() };
+    let ticket: Value = browser.bootstrap(&daemon).await.json().await.expect("json");
     let ticket = ticket["ticket"].as_str().expect("ticket").to_owned();
     let socket =
         super::client::connect_ws(&daemon, Some(&ticket), &daemon.base).await.expect("upgrade");
@@ -705,9 +697,12 @@ async fn the_audit_log_and_the_logs_hold_no_secret() {
     }
     let logs = read(&stderr);
     assert!(logs.len() > 100, "trace logging was on");
-    for (name, secret) in
-        [("code", first_code.as_str()), ("cookie", token.as_str()), ("ticket", ticket.as_str())]
-    {
+    for (name, secret) in [
+        ("code", first_code.as_str()),
+        ("cookie", token.as_str()),
+        ("ticket", ticket.as_str()),
+        ("browser secret", secret.as_str()),
+    ] {
         assert!(!audit.contains(secret), "the audit log holds the {name}");
         assert!(!logs.contains(secret), "the logs hold the {name}");
     }

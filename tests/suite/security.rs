@@ -241,7 +241,20 @@ async fn bootstrap_needs_a_live_plain_cookie() {
     let secure =
         post(&daemon, "/bootstrap", None, Some(&format!("__Host-shard_session={token}"))).await;
     assert_eq!(secure.status(), StatusCode::UNAUTHORIZED);
-    let ok = post(&daemon, "/bootstrap", None, Some(&browser.cookie)).await;
+    // The cookie alone is not enough on loopback (it reaches every port of
+    // 127.0.0.1): the page's browser secret must come with it.
+    let alone = post(&daemon, "/bootstrap", None, Some(&browser.cookie)).await;
+    assert_eq!(alone.status(), StatusCode::UNAUTHORIZED);
+    let wrong = Browser { cookie: browser.cookie.clone(), secret: "x".repeat(43) };
+    assert_eq!(wrong.bootstrap(&daemon).await.status(), StatusCode::UNAUTHORIZED);
+    let other = Browser::enroll(&daemon, &super::remote::new_code(&daemon).await).await;
+    let swapped = Browser { cookie: browser.cookie.clone(), secret: other.secret.clone() };
+    assert_eq!(
+        swapped.bootstrap(&daemon).await.status(),
+        StatusCode::UNAUTHORIZED,
+        "another browser's secret"
+    );
+    let ok = browser.bootstrap(&daemon).await;
     assert_eq!(ok.status(), StatusCode::OK);
     assert_eq!(ok.headers()[CACHE_CONTROL], "no-store");
     let body: serde_json::Value = ok.json().await.expect("json");
@@ -320,10 +333,7 @@ async fn logout_closes_the_sessions_sockets_and_clears_the_cookie() {
         }
         Ended::Eof => panic!("closed without a reason"),
     }
-    assert_eq!(
-        post(&daemon, "/bootstrap", None, Some(&browser.cookie)).await.status(),
-        StatusCode::UNAUTHORIZED
-    );
+    assert_eq!(browser.bootstrap(&daemon).await.status(), StatusCode::UNAUTHORIZED);
     // Another browser's socket is untouched.
     let listed = theirs.call("l", json!({"type": "agent.list"})).await;
     assert_eq!(listed["success"], true);
@@ -449,6 +459,9 @@ async fn a_planted_session_cookie_shadows_nothing() {
     let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
     // A page on another port of 127.0.0.1 can set cookies for this host:
     // neither the other name nor a dead one of the same name hides the real.
-    let planted = format!("__Host-shard_session=x; shard_session=planted; {}", browser.cookie);
-    assert_eq!(post(&daemon, "/bootstrap", None, Some(&planted)).await.status(), StatusCode::OK);
+    let planted = Browser {
+        cookie: format!("__Host-shard_session=x; shard_session=planted; {}", browser.cookie),
+        secret: browser.secret.clone(),
+    };
+    assert_eq!(planted.bootstrap(&daemon).await.status(), StatusCode::OK);
 }

@@ -395,12 +395,21 @@ async fn an_agent_with_nothing_to_do_holds_no_task_and_wakes_when_asked() {
     let mut local = Client::unix(&daemon.socket()).await;
     let stats = |response: Value| response["data"].clone();
     // Asked what it holds once its agents are dormant (and their tasks
-    // gone), until it says `tasks` (if given) or 15 s have passed.
+    // gone), until it says `tasks` (if given; else until its count has held
+    // for a second: a killed process's watchers end a while after it) or
+    // 15 s have passed.
     async fn settled(local: &mut Client, tasks: Option<&Value>) -> Value {
         let mut now = Value::Null;
+        let mut steady = 0;
         for _ in 0..300 {
+            let before = now["tasks"].clone();
             now = local.call("s", json!({"type": "daemon.stats"})).await["data"].clone();
-            if now["awake_agents"] == 0 && tasks.is_none_or(|tasks| &now["tasks"] == tasks) {
+            steady = if now["tasks"] == before { steady + 1 } else { 0 };
+            let done = match tasks {
+                Some(tasks) => &now["tasks"] == tasks,
+                None => steady >= 20,
+            };
+            if now["awake_agents"] == 0 && done {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

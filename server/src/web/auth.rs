@@ -68,6 +68,11 @@ struct SessionRecord {
     revoked_at: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expired_at: Option<u64>,
+    /// SHA-256 of the browser secret handed out at enrollment; absent for
+    /// sessions enrolled before there was one (they enroll again to use
+    /// loopback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    secret_sha256: Option<String>,
 }
 
 impl SessionRecord {
@@ -120,6 +125,15 @@ pub enum Refused {
     Unknown,
     /// It was live until now: its idle or absolute lifetime ran out.
     Expired(String),
+}
+
+/// A new enrollment's session and the two secrets its browser holds.
+pub struct Enrolled {
+    pub session: Session,
+    /// For the cookie.
+    pub token: String,
+    /// For the page's storage, sent to `/bootstrap` beside the cookie.
+    pub browser_secret: String,
 }
 
 #[derive(Debug)]
@@ -237,12 +251,12 @@ impl Auth {
     }
 
     /// Consumes a code and creates a principal and a session: returns the
-    /// session and its token for the cookie.
+    /// session, its token for the cookie and the browser secret.
     ///
     /// The attempt counts as a failure of `client`, and of everyone, from
     /// before the code is checked until it matched: attempts in flight are
     /// limited like finished ones.
-    pub fn enroll(&self, code: &str, client: ClientKey) -> Result<(Session, String), EnrollError> {
+    pub fn enroll(&self, code: &str, client: ClientKey) -> Result<Enrolled, EnrollError> {
         let mine = self.failures.reserve(client).map_err(EnrollError::RateLimited)?;
         let everyone = match self.all_failures.reserve(()) {
             Ok(reservation) => reservation,
@@ -277,6 +291,7 @@ impl Auth {
         let principal_id = format!("principal-{}", crate::id::random_hex());
         let session_id = format!("session-{}", crate::id::random_hex());
         let token = random_token(32);
+        let browser_secret = random_token(32);
         let mut store = lock(&self.store);
         store.principals.push(Principal { principal_id: principal_id.clone(), created_at: now });
         store.sessions.push(SessionRecord {
@@ -287,6 +302,7 @@ impl Auth {
             last_seen_at: now,
             revoked_at: None,
             expired_at: None,
+            secret_sha256: Some(hex(&sha256(&browser_secret))),
         });
         Self::cap_sessions(&mut store, &principal_id, now);
         let keep_after =
@@ -296,7 +312,7 @@ impl Auth {
                 || record.revoked_at.or(record.expired_at).is_some_and(|ended| ended > keep_after)
         });
         self.save(&store).map_err(|error| EnrollError::Store(error.to_string()))?;
-        Ok((Session { session_id, principal_id }, token))
+        Ok(Enrolled { session: Session { session_id, principal_id }, token, browser_secret })
     }
 
     /// Revokes a principal's oldest live sessions beyond the cap.
@@ -364,6 +380,17 @@ impl Auth {
             tracing::error!(%error, "cannot write the security store");
         }
         Err(Refused::Expired(session_id))
+    }
+
+    /// Whether `presented` is the browser secret of the session, compared in
+    /// constant time; a session without one matches nothing.
+    pub fn browser_secret_matches(&self, session_id: &str, presented: &str) -> bool {
+        let digest = hex(&sha256(presented));
+        let store = lock(&self.store);
+        let record = store.sessions.iter().find(|record| record.session_id == session_id);
+        record
+            .and_then(|record| record.secret_sha256.as_deref())
+            .is_some_and(|expected| expected.as_bytes().ct_eq(digest.as_bytes()).into())
     }
 
     pub fn touch(&self, session_id: &str) {
@@ -488,7 +515,7 @@ mod tests {
         let (dir, auth) = auth();
         let code = auth.new_code();
         assert!(code.len() >= 22, "at least 128 bits");
-        let (_, token) = auth.enroll(&code, PEER).expect("valid code");
+        let token = auth.enroll(&code, PEER).expect("valid code").token;
         assert!(matches!(auth.enroll(&code, PEER), Err(EnrollError::Invalid)), "single use");
         let store = std::fs::read_to_string(dir.path().join("security.json")).expect("store");
         assert!(!store.contains(&code) && !store.contains(&token), "only hashes on disk");
@@ -500,7 +527,7 @@ mod tests {
     fn tickets_are_single_use_and_bound_to_their_origin() {
         let (_dir, auth) = auth();
         let code = auth.new_code();
-        let (_, token) = auth.enroll(&code, PEER).expect("enroll");
+        let token = auth.enroll(&code, PEER).expect("enroll").token;
         let (session, token) = (auth.session(&token).expect("session"), token);
         let ticket = auth.issue_ticket(&session, "http://127.0.0.1:1");
         assert!(auth.redeem_ticket(&ticket, "http://evil.example").is_none());
@@ -528,6 +555,7 @@ mod tests {
                 last_seen_at: at,
                 revoked_at: None,
                 expired_at: None,
+                secret_sha256: None,
             });
         }
         Auth::cap_sessions(&mut store, "principal-1", 100);
@@ -546,7 +574,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let auth = Auth::load(dir.path(), Duration::from_millis(50), Duration::from_secs(3600))
             .expect("load");
-        let (session, token) = auth.enroll(&auth.new_code(), PEER).expect("enroll");
+        let Enrolled { session, token, .. } = auth.enroll(&auth.new_code(), PEER).expect("enroll");
         std::thread::sleep(Duration::from_millis(80));
         assert_eq!(auth.session(&token), Err(Refused::Expired(session.session_id.clone())));
         assert_eq!(
@@ -556,7 +584,7 @@ mod tests {
         );
         let auth = Auth::load(dir.path(), Duration::from_secs(3600), Duration::from_millis(50))
             .expect("load");
-        let (_, token) = auth.enroll(&auth.new_code(), PEER).expect("enroll");
+        let token = auth.enroll(&auth.new_code(), PEER).expect("enroll").token;
         std::thread::sleep(Duration::from_millis(80));
         assert!(matches!(auth.session(&token), Err(Refused::Expired(_))), "absolute age");
     }

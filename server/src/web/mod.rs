@@ -23,7 +23,7 @@ use axum::routing::{get, post};
 use leptos::prelude::LeptosOptions;
 use serde_json::json;
 use shard_app::{OUTPUT_NAME, not_found_shell, shell};
-use shard_protocol::web::{Bootstrap, EnrollRequest};
+use shard_protocol::web::{BROWSER_SECRET_HEADER, Bootstrap, EnrollAnswer, EnrollRequest};
 use tower_http::set_header::SetResponseHeaderLayer;
 
 pub mod assets;
@@ -34,7 +34,7 @@ pub mod limiter;
 pub mod ws;
 
 use self::audit::Audit;
-use self::auth::{Auth, EnrollError, Refused, Session, TICKET_TTL};
+use self::auth::{Auth, EnrollError, Enrolled, Refused, Session, TICKET_TTL};
 use self::config::WebConfig;
 use self::limiter::{ClientKey, Limiter};
 use crate::clients::Limits;
@@ -441,6 +441,19 @@ fn cookie_session(web: &Web, headers: &HeaderMap, effective: &Effective) -> Opti
     None
 }
 
+/// Whether the request carries the session's browser secret, as it must on
+/// loopback: there the cookie also reaches every other port of 127.0.0.1
+/// (cookies ignore ports), while the secret lives in the storage of this
+/// origin only. In remote modes the `__Host-` cookie over TLS stands alone,
+/// and a secret sent anyway must still be the right one.
+fn browser_secret_holds(web: &Web, headers: &HeaderMap, session: &Session) -> bool {
+    let presented = headers.get(BROWSER_SECRET_HEADER).and_then(|value| value.to_str().ok());
+    match presented {
+        Some(secret) => web.auth.browser_secret_matches(&session.session_id, secret),
+        None => web.config.mode != config::Mode::Loopback,
+    }
+}
+
 /// The answer to a dead credential: `refusal`, or 429 once this client has
 /// presented more than its share of them in the last minute.
 pub fn credential_failed(
@@ -488,15 +501,15 @@ async fn enroll(
     let result =
         tokio::task::spawn_blocking(move || auth.enroll(&code, ClientKey::from(peer))).await;
     match result {
-        Ok(Ok((session, token))) => {
+        Ok(Ok(Enrolled { session, token, browser_secret })) => {
             tracing::info!(principal = %session.principal_id, "browser enrolled");
             web.audit.record(
                 "enrolled",
                 json!({"principal_id": session.principal_id, "session_id": session.session_id,
                        "peer": peer.to_string(), "secure_cookie": effective.https}),
             );
-            let mut response =
-                axum::Json(json!({"principal_id": session.principal_id})).into_response();
+            let answer = EnrollAnswer { principal_id: session.principal_id, browser_secret };
+            let mut response = axum::Json(answer).into_response();
             // Over plain http this is never the Secure form.
             response
                 .headers_mut()
@@ -534,6 +547,7 @@ async fn bootstrap(
     }
     let session = cookie_session(web, &headers, &effective);
     let origin = headers.get(header::ORIGIN).and_then(|value| value.to_str().ok());
+    let session = session.filter(|session| browser_secret_holds(web, &headers, session));
     let (Some(session), Some(origin)) = (session, origin) else {
         let unauthorized = (StatusCode::UNAUTHORIZED, "enroll this browser first").into_response();
         return credential_failed(web, &effective, "/bootstrap", unauthorized);
