@@ -121,6 +121,7 @@ impl Conversation {
             .filter_map(|entry| entry.id.strip_prefix("e-")?.parse::<u64>().ok())
             .max()
             .map_or(0, |max| max + 1);
+        create_private_dir(&dir)?;
         let writer = Writer::open(&path).await?;
         let mut conversation =
             Self { session_id: session_id.to_owned(), dir, cwd, entries, writer, next_seq };
@@ -477,7 +478,17 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;
         builder.mode(0o700);
     }
-    builder.create(dir)
+    builder.create(dir)?;
+    // An existing directory keeps its mode on create: tighten it too.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+    }
+    Ok(())
 }
 
 /// Entries that are part of the conversation the model sees.

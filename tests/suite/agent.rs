@@ -1031,3 +1031,23 @@ async fn read_pages_a_huge_file_in_little_memory_and_refuses_a_fifo() {
     assert_eq!(result["is_error"], true, "{result}");
     assert!(result.to_string().contains("not a regular file"), "{result}");
 }
+
+#[tokio::test]
+async fn a_session_log_left_readable_by_others_is_made_private_when_resumed() {
+    use std::os::unix::fs::PermissionsExt;
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.turn("hello").await;
+    let (response, _) = agent.call_during("l1", json!({"type": "session_op", "op": "list"})).await;
+    let session = response["data"]["active"].as_str().expect("session id").to_owned();
+    agent.close_stdin();
+    assert!(agent.wait_exit().await.success());
+    let dir = workspace.home.path().join("sessions").join(&session);
+    let log = dir.join("session.jsonl");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let mut resumed = workspace.ready(&["--session", &session]).await;
+    resumed.turn("again").await;
+    assert_eq!(std::fs::metadata(&dir).expect("dir").permissions().mode() & 0o777, 0o700);
+    assert_eq!(std::fs::metadata(&log).expect("log").permissions().mode() & 0o777, 0o600);
+}

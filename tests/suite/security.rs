@@ -465,3 +465,38 @@ async fn a_planted_session_cookie_shadows_nothing() {
     };
     assert_eq!(planted.bootstrap(&daemon).await.status(), StatusCode::OK);
 }
+
+#[tokio::test]
+async fn rejected_noise_cannot_rotate_the_evidence_out_of_the_audit_log() {
+    let daemon = Daemon::start(&[]).await;
+    let _browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    // Garbage anyone can send, far faster than the log should take it.
+    for _ in 0..200 {
+        let status = raw(&daemon, "GET / HTTP/1.1\r\nHost: evil.example\r\n\r\n").await;
+        assert_eq!(status, 400);
+    }
+    let audit = std::fs::read_to_string(daemon.home.join("audit.log")).expect("audit");
+    let count = |event: &str| audit.matches(&format!("\"event\":\"{event}\"")).count();
+    assert_eq!(count("request_rejected"), 60, "recorded up to the per-client share");
+    assert_eq!(count("audit_suppressed"), 1, "and said once that the rest was not");
+    assert_eq!(count("enrolled"), 1, "the evidence that matters is all there");
+}
+
+#[tokio::test]
+async fn files_left_readable_by_others_are_made_private_again() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::TempDir::new().expect("home");
+    let home = home.path().join("home");
+    std::fs::create_dir(&home).expect("dir");
+    for name in ["audit.log", "daemon.lock"] {
+        let path = home.join(name);
+        std::fs::write(&path, "").expect("file");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    }
+    let daemon = Daemon::start_in(&home, &[]).await;
+    for name in ["audit.log", "daemon.lock"] {
+        let mode = std::fs::metadata(home.join(name)).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{name}");
+    }
+    drop(daemon);
+}

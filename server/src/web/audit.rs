@@ -14,28 +14,91 @@ use std::sync::Mutex;
 
 use serde_json::{Map, Value, json};
 
+use super::limiter::{ClientKey, Limiter};
+
 /// Past this size the log is moved to `audit.log.1` (one generation kept).
 const MAX_BYTES: u64 = 10 * 1024 * 1024;
+
+/// Events anyone can cause at will, by sending garbage: recorded up to
+/// [`NOISE_PER_CLIENT`] a minute from one client and [`NOISE_IN_ALL`] from
+/// everyone, so that noise cannot rotate the evidence of an attack out of
+/// the log (at the ceiling a 10 MB generation lasts over an hour).
+const NOISY: &[&str] = &[
+    "request_rejected",
+    "upgrade_rejected",
+    "forwarded_headers_ignored",
+    "enroll_failed",
+    "rate_limited",
+];
+const NOISE_PER_CLIENT: usize = 60;
+const NOISE_IN_ALL: usize = 600;
+const NOISE_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
 
 pub struct Audit {
     path: PathBuf,
     file: Mutex<Option<File>>,
+    noise: Limiter<ClientKey>,
+    all_noise: Limiter<()>,
+    /// One "suppressed" line per client a minute, and one in all.
+    told: Limiter<ClientKey>,
+    told_all: Limiter<()>,
 }
 
 impl Audit {
     pub fn open(home: &Path) -> std::io::Result<Self> {
         let path = home.join("audit.log");
         let file = Self::open_file(&path)?;
-        Ok(Self { path, file: Mutex::new(Some(file)) })
+        Ok(Self {
+            path,
+            file: Mutex::new(Some(file)),
+            noise: Limiter::new(NOISE_PER_CLIENT, NOISE_WINDOW),
+            all_noise: Limiter::new(NOISE_IN_ALL, NOISE_WINDOW),
+            told: Limiter::new(1, NOISE_WINDOW),
+            told_all: Limiter::new(1, NOISE_WINDOW),
+        })
     }
 
     fn open_file(path: &Path) -> std::io::Result<File> {
-        OpenOptions::new().create(true).append(true).mode(0o600).open(path)
+        let file = OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+        crate::home::keep_private(&file)?;
+        Ok(file)
+    }
+
+    /// Whether a noisy event of `fields`' client may be written; when not,
+    /// the first refusal of a minute writes a line saying so instead.
+    fn admit(&self, event: &str, fields: &Value) -> bool {
+        if !NOISY.contains(&event) {
+            return true;
+        }
+        let client = fields["peer"].as_str().and_then(|peer| peer.parse::<std::net::IpAddr>().ok());
+        let client = client.map(ClientKey::from);
+        let mine = client.is_none_or(|client| self.noise.fail(client).is_ok());
+        if mine && self.all_noise.fail(()).is_ok() {
+            return true;
+        }
+        let (tell, scope) = match client {
+            Some(client) if !mine => (self.told.fail(client).is_ok(), "this client"),
+            _ => (self.told_all.fail(()).is_ok(), "all clients"),
+        };
+        if tell {
+            self.write(
+                "audit_suppressed",
+                json!({"peer": fields["peer"], "scope": scope,
+                       "reason": "too many rejected requests a minute; the rest of this minute's are not recorded"}),
+            );
+        }
+        false
     }
 
     /// Appends one event. Never fails the caller: an audit write error is
     /// logged and the request goes on.
     pub fn record(&self, event: &str, fields: Value) {
+        if self.admit(event, &fields) {
+            self.write(event, fields);
+        }
+    }
+
+    fn write(&self, event: &str, fields: Value) {
         let mut line = Map::new();
         line.insert("ts".into(), json!(crate::clock::now_ms()));
         line.insert("event".into(), json!(event));
