@@ -701,7 +701,8 @@ async fn a_corrupt_session_log_is_refused_and_left_untouched() {
     agent.close_stdin();
     agent.wait_exit().await;
     let log = workspace.home.path().join("sessions").join(&session).join("session.jsonl");
-    let mut bytes = std::fs::read(&log).expect("log");
+    let original = std::fs::read(&log).expect("log");
+    let mut bytes = original.clone();
     bytes.truncate(bytes.len() - 10); // a torn last line
     std::fs::write(&log, &bytes).expect("write");
 
@@ -712,6 +713,19 @@ async fn a_corrupt_session_log_is_refused_and_left_untouched() {
     assert_eq!(error["fatal"], true);
     assert!(!refused.wait_exit().await.success());
     assert_eq!(std::fs::read(&log).expect("log"), bytes, "never rewritten");
+
+    // A corrupt line in the middle, the lines after it intact: refused too.
+    let mut lines: Vec<Vec<u8>> =
+        original.split(|&byte| byte == b'\n').map(<[u8]>::to_vec).collect();
+    let middle = lines.len() / 2;
+    lines[middle] = b"{\"id\": \"e-9\", \"body\": not json".to_vec();
+    let corrupted = lines.join(&b'\n');
+    std::fs::write(&log, &corrupted).expect("write");
+    let mut refused = workspace.start(&["--session", &session]).await;
+    refused.expect("hello").await;
+    assert_eq!(refused.expect("error").await["code"], "SESSION_CORRUPT");
+    assert!(!refused.wait_exit().await.success());
+    assert_eq!(std::fs::read(&log).expect("log"), corrupted, "never rewritten");
 
     let mut missing = workspace.start(&["--session", "sess-doesnotexist"]).await;
     missing.expect("hello").await;

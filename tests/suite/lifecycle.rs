@@ -287,3 +287,27 @@ async fn a_failed_start_keeps_the_agent_for_a_retry() {
     let sync = client.attach(&agent, "interactive").await;
     assert_eq!(sync["status"], "idle", "the retry works");
 }
+
+#[tokio::test]
+async fn a_corrupt_security_store_stops_the_daemon_and_is_never_overwritten() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = TempDir::new().expect("home");
+    let home = home.path().join("home");
+    std::fs::create_dir(&home).expect("dir");
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let store = home.join("security.json");
+    let torn = br#"{"version": 1, "principals": [], "sessions": [{"session_id": "sess"#;
+    std::fs::write(&store, torn).expect("store");
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let cwd = TempDir::new().expect("cwd");
+    let run = super::support::shard(&home, cwd.path()).args(["daemon", "--port", "0"]).output();
+    let output =
+        tokio::time::timeout(Duration::from_secs(20), run).await.expect("exits").expect("run");
+    assert!(!output.status.success(), "a daemon started on a corrupt store");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("security.json") && stderr.contains("not a valid security store"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&store).expect("store"), torn, "never overwritten");
+}
