@@ -44,3 +44,59 @@ async fn a_taken_port_is_a_clear_error() {
     assert!(stderr.contains(&format!("127.0.0.1:{port}")), "stderr names the address: {stderr}");
     assert!(output.stdout.is_empty(), "nothing announced: {:?}", output.stdout);
 }
+
+/// Reads JSON lines from a raw unix socket until one satisfies `done`.
+async fn read_until(
+    reader: &mut tokio::io::Lines<tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>>,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> Vec<serde_json::Value> {
+    let mut seen = Vec::new();
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(20), reader.next_line())
+            .await
+            .expect("an answer in time")
+            .expect("read")
+            .expect("the daemon kept the connection");
+        let value: serde_json::Value = serde_json::from_str(&line).expect("json");
+        let finished = done(&value);
+        seen.push(value);
+        if finished {
+            return seen;
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_oversized_line_or_half_a_utf8_sequence_is_refused_and_the_connection_goes_on() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let daemon = Daemon::start(&[]).await;
+    let stream = tokio::net::UnixStream::connect(daemon.socket()).await.expect("connect");
+    let (read, mut write) = stream.into_split();
+    let mut reader = tokio::io::BufReader::new(read).lines();
+    // One byte over the 16 MiB a line may have, in many writes.
+    let mut line = br#"{"id":"big","type":"agent.list","pad":""#.to_vec();
+    line.resize(16 * 1024 * 1024 + 1, b'x');
+    line.extend_from_slice(b"\"}\n");
+    for chunk in line.chunks(1024 * 1024) {
+        write.write_all(chunk).await.expect("write");
+    }
+    let seen = read_until(&mut reader, |value| value["type"] == "error").await;
+    let error = seen.last().expect("error");
+    assert_eq!(error["code"], "INVALID_REQUEST", "{error}");
+    // Half of "€", then a newline.
+    write
+        .write_all(b"{\"id\":\"half\",\"type\":\"agent.list\",\"x\":\"\xe2\x82\"}\n")
+        .await
+        .expect("write");
+    let seen = read_until(&mut reader, |value| value["type"] == "error").await;
+    assert_eq!(seen.last().expect("error")["code"], "INVALID_REQUEST");
+    // And the connection still works.
+    write.write_all(b"{\"id\":\"ok\",\"type\":\"agent.list\"}\n").await.expect("write");
+    let seen = read_until(&mut reader, |value| value["type"] == "response").await;
+    let answer = seen.last().expect("response");
+    assert_eq!(
+        (answer["id"].as_str(), answer["success"].as_bool()),
+        (Some("ok"), Some(true)),
+        "{answer}"
+    );
+}
