@@ -157,9 +157,52 @@ pub fn reap_orphans() -> usize {
     reaped
 }
 
+/// Set once this process is a subreaper: only then are its unmanaged
+/// children orphans it inherited (in a test process they are other tests').
+static SUBREAPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Makes this process the subreaper of everything it starts.
 pub fn become_subreaper() -> nix::Result<()> {
-    nix::sys::prctl::set_child_subreaper(true)
+    nix::sys::prctl::set_child_subreaper(true)?;
+    SUBREAPER.store(true, std::sync::atomic::Ordering::Release);
+    Ok(())
+}
+
+/// Kills and reaps every child of this subreaper that it does not manage:
+/// what it inherits when a child of its dies and leaves processes behind
+/// (the daemon, when an agent is killed by anything but the daemon, takes
+/// what the agent's tools were running). Killing a tree re-parents its
+/// pieces here too, so it looks again, a bounded number of rounds. Returns
+/// how many processes were killed; nothing happens in a process that is no
+/// subreaper.
+pub fn kill_orphans() -> usize {
+    if !SUBREAPER.load(std::sync::atomic::Ordering::Acquire) {
+        return 0;
+    }
+    let Ok(me) = i32::try_from(std::process::id()) else { return 0 };
+    let mut killed = 0;
+    for _ in 0..MAX_ROUNDS {
+        let orphans: Vec<Entry> = {
+            // Held while listing: a managed child is registered under it as
+            // it is spawned, so it is never taken for an orphan.
+            let managed = Managed::lock();
+            processes()
+                .into_iter()
+                .filter(|entry| entry.parent == me && !managed.contains(&entry.pid))
+                .collect()
+        };
+        if orphans.is_empty() {
+            break;
+        }
+        for orphan in orphans.iter().filter(|orphan| orphan.live) {
+            killed += u32::try_from(orphan.pid).map_or(0, |pid| kill_tree(pid, true));
+        }
+        for orphan in &orphans {
+            // Our child until reaped, so its pid cannot have been reused.
+            let _ = waitpid(Pid::from_raw(orphan.pid), None);
+        }
+    }
+    killed
 }
 
 #[cfg(test)]

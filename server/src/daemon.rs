@@ -201,6 +201,9 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let config = WebConfig::from_args(&args.web)?;
     let home_path = shard_agent::config::shard_home()?;
     let home = Home::open(&home_path)?;
+    // What an agent's tools are running when the agent is killed from
+    // outside comes to the daemon, which kills it (agents::host::process).
+    shard_agent::process_tree::become_subreaper().context("cannot become a subreaper")?;
     let listener =
         listen(config.bind).with_context(|| format!("cannot listen on {}", config.bind))?;
     let socket = crate::clients::unix::bind(&home.join("daemon.sock"))?;

@@ -503,3 +503,28 @@ async fn the_daemon_raises_its_open_files_limit_to_fit_its_connections() {
     assert_eq!(soft, hard.min(2048), "{line}");
     let _ = child.kill().await;
 }
+
+#[tokio::test]
+async fn an_agent_killed_from_outside_leaves_no_process_of_its_tools_behind() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let (mut client, agent, marker) = agent_with_client(&daemon, &project).await;
+    let base = unique_seconds();
+    start_escaping_command(&mut client, &agent, base).await;
+    // Not `agent.kill`: the OOM killer, or a stray `kill -9`.
+    let pids = agent_pids(&marker);
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    std::process::Command::new("kill")
+        .args(["-KILL", &pids[0].to_string()])
+        .status()
+        .expect("kill");
+    client.until(|message| message["type"] == "agent_exited").await;
+    wait_until("every process the agent's command started to be gone", || {
+        running(&pattern(base)).is_empty()
+    })
+    .await;
+    // The daemon still runs its agents: a restored one works.
+    client.call("p", json!({"type": "prompt", "agent_id": agent, "message": "still here?"})).await;
+    let turn = client.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    assert!(turn.iter().any(|message| message["type"] == "message_complete"), "{turn:?}");
+}

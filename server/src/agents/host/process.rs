@@ -321,7 +321,16 @@ impl Spawner for ProcessSpawner {
             // daemon's to handle, not every agent's.
             .process_group(0)
             .kill_on_drop(true);
-        let mut child = command.spawn()?;
+        // Registered as spawned, under the lock the orphan killer lists
+        // under: an agent is never taken for an orphan.
+        let mut child = {
+            let mut managed = shard_agent::process_tree::Managed::lock();
+            let child = command.spawn()?;
+            if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
+                managed.insert(pid);
+            }
+            child
+        };
         let pid = child.id();
         let epoch = request.epoch;
         let (input, feed) = input_queue(INPUT_BYTES);
@@ -468,6 +477,14 @@ async fn wait(
             child.wait().await
         }
     };
+    // However it died, what its tools were running must not outlive it:
+    // killed from outside (the OOM killer, a stray `kill -9`), the agent
+    // could not take its tree down, and the daemon, a subreaper, inherited
+    // that tree.
+    if let Some(pid) = pid.and_then(|pid| i32::try_from(pid).ok()) {
+        shard_agent::process_tree::Managed::lock().remove(&pid);
+    }
+    let _ = tokio::task::spawn_blocking(shard_agent::process_tree::kill_orphans).await;
     if let Some(mut reader) = reader {
         // Its stdout ends with it, unless something it started still holds
         // the pipe: that gets a moment, not forever.
