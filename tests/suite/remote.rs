@@ -302,11 +302,9 @@ fn proxied_as(
     request
 }
 
-const HTTPS: &[(&str, &str)] =
-    &[("x-forwarded-proto", "https"), ("x-forwarded-host", "shard.test")];
-
-#[tokio::test]
-async fn a_trusted_proxy_makes_the_scheme_https_and_the_cookie_secure() {
+/// A daemon on loopback behind a "proxy" on loopback, public as
+/// `https://shard.test`: its home (kept alive), port and handle.
+async fn behind_a_proxy() -> (TempDir, u16, Daemon) {
     let home = TempDir::new().expect("home");
     let port = free_port("127.0.0.1");
     let daemon = Daemon::start_with(
@@ -325,6 +323,15 @@ async fn a_trusted_proxy_makes_the_scheme_https_and_the_cookie_secure() {
         None,
     )
     .await;
+    (home, port, daemon)
+}
+
+const HTTPS: &[(&str, &str)] =
+    &[("x-forwarded-proto", "https"), ("x-forwarded-host", "shard.test")];
+
+#[tokio::test]
+async fn a_trusted_proxy_makes_the_scheme_https_and_the_cookie_secure() {
+    let (_home, port, daemon) = behind_a_proxy().await;
     assert!(daemon.enroll_url.starts_with("https://shard.test/#enroll="), "{}", daemon.enroll_url);
     let upstream = reqwest::Client::new();
     let code = daemon.enroll_code();
@@ -591,24 +598,7 @@ async fn an_open_socket_closes_when_its_session_expires() {
 
 #[tokio::test]
 async fn behind_the_trusted_proxy_failures_count_against_the_client_it_names() {
-    let home = TempDir::new().expect("home");
-    let port = free_port("127.0.0.1");
-    let daemon = Daemon::start_with(
-        &home.path().join("home"),
-        &[
-            "--port",
-            &port.to_string(),
-            "--trust-proxy",
-            "loopback",
-            "--public-host",
-            "shard.test:443",
-            "--allowed-origin",
-            "https://shard.test",
-        ],
-        &[],
-        None,
-    )
-    .await;
+    let (_home, port, daemon) = behind_a_proxy().await;
     let upstream = reqwest::Client::new();
     let enroll = |code: String, client: &str| {
         // What the client wrote comes first; the proxy appends the peer.
