@@ -17,6 +17,7 @@ pub mod config;
 pub mod conversation;
 pub mod modes;
 pub mod permission;
+pub mod private;
 pub mod process_tree;
 pub mod provider;
 pub mod session_log;

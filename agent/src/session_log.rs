@@ -214,16 +214,7 @@ impl Writer {
         #[cfg(unix)]
         options.mode(0o600);
         let file = options.open(path).await?;
-        // A log created earlier (by hand, by an older version) keeps its
-        // mode on open: make it the owner's only, as a new one is.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = file.metadata().await?.permissions().mode();
-            if mode & 0o077 != 0 {
-                file.set_permissions(std::fs::Permissions::from_mode(0o600)).await?;
-            }
-        }
+        crate::private::tighten(path, 0o600)?;
         let (commands, receiver) = mpsc::channel(WRITER_QUEUE);
         tokio::spawn(write_loop(file, receiver));
         Ok(Self { commands })

@@ -171,8 +171,7 @@ pub fn App() -> impl IntoView {
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
     console_error_panic_hook::set_once();
-    let body = document().body();
-    if let Some(body) = &body {
+    if let Some(body) = document().body() {
         body.set_text_content(None);
     }
     leptos::mount::mount_to_body(App);

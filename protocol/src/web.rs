@@ -1,7 +1,7 @@
 //! The bodies of the browser's two JSON HTTP routes (CONTRACT.md): what the
 //! page posts to `/enroll` and what it answers, and what `/bootstrap`
-//! answers. Shared like every
-//! other message, so the page and the daemon cannot disagree on them either.
+//! answers. Shared like every other message, so the page and the daemon
+//! cannot disagree on them either.
 
 use serde::{Deserialize, Serialize};
 

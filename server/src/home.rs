@@ -30,7 +30,8 @@ impl Home {
             .mode(0o600)
             .open(&lock_path)
             .with_context(|| format!("cannot open {}", lock_path.display()))?;
-        keep_private(&file).with_context(|| format!("cannot tighten {}", lock_path.display()))?;
+        shard_agent::private::tighten(&lock_path, 0o600)
+            .with_context(|| format!("cannot tighten {}", lock_path.display()))?;
         let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
             anyhow::anyhow!(
                 "another shard daemon is already running with SHARD_HOME={} ({errno})",
@@ -59,11 +60,8 @@ pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
             if meta.uid() != nix::unistd::getuid().as_raw() {
                 bail!("{} is owned by another user; refusing to use it", dir.display());
             }
-            if meta.mode() & 0o077 != 0 {
-                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                    .with_context(|| format!("cannot tighten {} to 0700", dir.display()))?;
-            }
-            Ok(())
+            shard_agent::private::tighten(dir, 0o700)
+                .with_context(|| format!("cannot tighten {} to 0700", dir.display()))
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             std::fs::DirBuilder::new()
@@ -82,16 +80,6 @@ pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
 
 /// Writes `bytes` to `path` atomically (a 0600 temporary file in the same
 /// folder, synced, then renamed over it).
-/// Tightens an already open file of the daemon's to 0600: one created
-/// earlier, by an older version or by hand, keeps whatever mode it had.
-pub fn keep_private(file: &File) -> std::io::Result<()> {
-    let mode = file.metadata()?.permissions().mode();
-    if mode & 0o077 != 0 {
-        file.set_permissions(std::fs::Permissions::from_mode(mode & 0o700 | 0o600))?;
-    }
-    Ok(())
-}
-
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();

@@ -182,7 +182,7 @@ impl Auth {
     /// Loads `home/security.json` (absent: empty). A store of another version
     /// or readable by others is refused.
     pub fn load(home: &Path, idle: Duration, max_age: Duration) -> anyhow::Result<Self> {
-        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        use std::os::unix::fs::MetadataExt;
         let path = home.join("security.json");
         let store = match std::fs::read(&path) {
             Ok(bytes) => {
@@ -190,9 +190,7 @@ impl Auth {
                 if meta.file_type().is_symlink() || meta.uid() != nix::unistd::getuid().as_raw() {
                     bail!("{} is not a regular file of this user", path.display());
                 }
-                if meta.mode() & 0o077 != 0 {
-                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-                }
+                shard_agent::private::tighten(&path, 0o600)?;
                 let store: Store = serde_json::from_slice(&bytes)
                     .with_context(|| format!("{} is not a valid security store", path.display()))?;
                 if store.version != STORE_VERSION {

@@ -206,14 +206,17 @@ pub async fn enforce_expiry(web: Arc<Web>, stop: tokio_util::sync::CancellationT
         for session_id in web.hub.browser_sessions() {
             match web.auth.check(&session_id) {
                 Ok(()) => {}
-                Err(Refused::Expired(_)) => {
-                    web.audit.record("session_expired", json!({"session_id": session_id}));
-                    web.hub.close_session(&session_id, "session expired");
-                }
+                Err(Refused::Expired(_)) => session_expired(&web, &session_id),
                 Err(Refused::Unknown) => web.hub.close_session(&session_id, "session revoked"),
             }
         }
     }
+}
+
+/// A session found past its lifetime: recorded once, its sockets closed.
+fn session_expired(web: &Web, session_id: &str) {
+    web.audit.record("session_expired", json!({"session_id": session_id}));
+    web.hub.close_session(session_id, "session expired");
 }
 
 /// Lower-cases and drops the scheme's default port, so `HOST:443` over https
@@ -431,10 +434,7 @@ fn cookie_session(web: &Web, headers: &HeaderMap, effective: &Effective) -> Opti
     for token in cookie_tokens(headers, effective.https) {
         match web.auth.session(&token) {
             Ok(session) => return Some(session),
-            Err(Refused::Expired(session_id)) => {
-                web.audit.record("session_expired", json!({"session_id": session_id}));
-                web.hub.close_session(&session_id, "session expired");
-            }
+            Err(Refused::Expired(session_id)) => session_expired(web, &session_id),
             Err(Refused::Unknown) => {}
         }
     }
