@@ -81,6 +81,9 @@ pub struct State {
     /// Set once stdin is closed: nobody can answer any more, so every new
     /// question is refused at once (the headless answer).
     pub headless: bool,
+    /// Set by a turn as it emits `turn_end`: the turn is over for every
+    /// client that saw it, though the controller may not have reaped it yet.
+    pub turn_ended: bool,
     next_request: u64,
 }
 
@@ -284,6 +287,7 @@ impl Agent {
             pending: Vec::new(),
             grants,
             headless: false,
+            turn_ended: false,
             next_request: 0,
         };
         let shared = Arc::new(Shared {
@@ -495,6 +499,14 @@ impl Agent {
             self.start_turn(input);
             return;
         }
+        // A client that saw `turn_end` may prompt before the controller has
+        // reaped the turn: that prompt is the next turn, not a steer, and
+        // starts as this one winds down.
+        let ended = self.shared.state().turn_ended;
+        let behavior = match behavior {
+            None if ended => Some(StreamingBehavior::FollowUp),
+            behavior => behavior,
+        };
         let queued = {
             let mut state = self.shared.state();
             let weight: usize =
@@ -529,6 +541,7 @@ impl Agent {
     }
 
     fn start_turn(&mut self, input: UserInput) {
+        self.shared.state().turn_ended = false;
         let cancel = CancellationToken::new();
         let handle = tokio::spawn(crate::turn::run(self.shared.clone(), input, cancel.clone()));
         self.turn = Some((handle, cancel));

@@ -204,6 +204,7 @@ pub async fn run(shared: Arc<Shared>, input: UserInput, cancel: CancellationToke
         report(&shared, ErrorCode::InternalError, format!("session log: {problem}"), true).await;
     }
     let usage = (total.input + total.output > 0).then_some(total);
+    shared.state().turn_ended = true;
     shared.emit(ServerMessage::TurnEnd(TurnEnd { turn_id, usage })).await;
     ending
 }

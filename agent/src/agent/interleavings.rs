@@ -56,6 +56,9 @@ struct Observed {
     status: Option<AgentStatus>,
     open_permissions: Vec<String>,
     open_questions: Vec<String>,
+    turn_ends: usize,
+    /// Ids of commands answered `success: false`.
+    refused: Vec<String>,
 }
 
 struct Harness {
@@ -171,21 +174,35 @@ impl Harness {
     }
 }
 
+/// A command line sent the instant a message is seen, in the same poll that
+/// saw it: the fastest a client can possibly react.
+type Reflex = Box<dyn FnMut(&ServerMessage) -> Option<String> + Send>;
+
 /// Folds the agent's output into what the driver watches.
 async fn observe(
     mut out: mpsc::Receiver<Envelope<ServerMessage>>,
     observed: Arc<Mutex<Observed>>,
     changed: Arc<Notify>,
+    mut reflex: Option<(Reflex, mpsc::Sender<Inbound>)>,
 ) {
     while let Some(envelope) = out.recv().await {
+        if let Some((react, lines)) = &mut reflex {
+            if let Some(line) = react(&envelope.message) {
+                let _ = lines.try_send(Inbound::Line(Ok(line)));
+            }
+        }
         {
             let mut seen = observed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             match envelope.message {
-                ServerMessage::Response(_) => {
+                ServerMessage::Response(response) => {
                     if let Some(id) = envelope.id {
+                        if !response.success() {
+                            seen.refused.push(id.clone());
+                        }
                         *seen.responses.entry(id).or_default() += 1;
                     }
                 }
+                ServerMessage::TurnEnd(_) => seen.turn_ends += 1,
                 ServerMessage::Status(status) => seen.status = Some(status.status),
                 ServerMessage::PermissionRequest(request) => {
                     seen.open_permissions.push(request.request_id)
@@ -204,7 +221,16 @@ async fn observe(
     }
 }
 
-async fn run_agent(seed: u64, scripts: u64) -> Result<(), String> {
+/// A real agent on a fresh home, driven through a [`Harness`]. Dropping the
+/// home removes its session; `stop` ends the agent.
+struct Driven {
+    harness: Harness,
+    stop: CancellationToken,
+    running: tokio::task::JoinHandle<super::Exit>,
+    _home: tempfile::TempDir,
+}
+
+async fn start_agent(reflex: Option<Reflex>) -> Result<Driven, String> {
     // tmpfs where there is one: the log's fsyncs cost nothing there.
     let base = std::path::Path::new("/dev/shm");
     let home = if base.is_dir() { tempfile::tempdir_in(base) } else { tempfile::tempdir() }
@@ -230,11 +256,17 @@ async fn run_agent(seed: u64, scripts: u64) -> Result<(), String> {
     let (lines, inbound) = mpsc::channel(crate::stdio::INBOUND_QUEUE);
     let observed = Arc::new(Mutex::new(Observed::default()));
     let changed = Arc::new(Notify::new());
-    tokio::spawn(observe(outbound, observed.clone(), changed.clone()));
+    let reflex = reflex.map(|react| (react, lines.clone()));
+    tokio::spawn(observe(outbound, observed.clone(), changed.clone(), reflex));
     let stop = CancellationToken::new();
     let running = tokio::spawn(agent.run(inbound, stop.clone()));
-    let mut harness =
+    let harness =
         Harness { lines, observed, changed, next_id: 0, sent: Vec::new(), script: Vec::new() };
+    Ok(Driven { harness, stop, running, _home: home })
+}
+
+async fn run_agent(seed: u64, scripts: u64) -> Result<(), String> {
+    let Driven { mut harness, stop, running, _home } = start_agent(None).await?;
     let mut rng = Rng(seed);
     for script in 0..scripts {
         harness.script.clear();
@@ -292,4 +324,51 @@ fn every_command_is_answered_and_the_agent_settles_idle_whatever_the_interleavin
             panic!("{problem}");
         }
     }
+}
+
+/// A client that sees `turn_end` may prompt at once, with no
+/// `streaming_behavior`: even when that prompt is in before the controller
+/// has reaped the turn, it is the next turn, never refused as mid-turn.
+#[test]
+fn a_prompt_sent_the_instant_a_turn_ends_is_accepted() {
+    const TURNS: usize = 300;
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let mut prompted = 0;
+        let reflex: Reflex = Box::new(move |message| {
+            if !matches!(message, ServerMessage::TurnEnd(_)) || prompted == TURNS {
+                return None;
+            }
+            prompted += 1;
+            let line = json!({"id": format!("r{prompted}"), "type": "prompt", "message": "next"});
+            Some(line.to_string())
+        });
+        let Driven { mut harness, stop, running, _home } =
+            start_agent(Some(reflex)).await.expect("agent");
+        harness.send(json!({"type": "prompt", "message": "first"})).await;
+        loop {
+            let notified = harness.changed.notified();
+            let observed = harness.observed();
+            assert!(observed.refused.is_empty(), "refused: {:?}", observed.refused);
+            if observed.turn_ends > TURNS {
+                break;
+            }
+            drop(observed);
+            let waited = tokio::time::timeout(SETTLE_TIMEOUT, notified).await;
+            assert!(waited.is_ok(), "stuck after {} turns", harness.observed().turn_ends);
+        }
+        tokio::time::timeout(SETTLE_TIMEOUT, harness.settle())
+            .await
+            .expect("settles")
+            .expect("settles idle, every command answered once");
+        let observed = harness.observed();
+        assert!(observed.refused.is_empty(), "refused: {:?}", observed.refused);
+        let reflexes = observed.responses.keys().filter(|id| id.starts_with('r')).count();
+        assert_eq!(reflexes, TURNS, "every instant prompt answered");
+        assert_eq!(observed.turn_ends, TURNS + 1);
+        drop(observed);
+        stop.cancel();
+        let _ = running.await;
+    });
 }
