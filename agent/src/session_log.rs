@@ -215,8 +215,11 @@ impl Writer {
         options.mode(0o600);
         let file = options.open(path).await?;
         crate::private::tighten(path, 0o600)?;
+        // A log is opened only after it was read whole (or is new), so its
+        // length is where its last whole line ends.
+        let whole = file.metadata().await?.len();
         let (commands, receiver) = mpsc::channel(WRITER_QUEUE);
-        tokio::spawn(write_loop(file, receiver));
+        tokio::spawn(write_loop(file, whole, receiver));
         Ok(Self { commands })
     }
 
@@ -244,33 +247,59 @@ fn closed() -> std::io::Error {
     std::io::Error::other("the session writer has stopped")
 }
 
-async fn write_loop(mut file: tokio::fs::File, mut commands: mpsc::Receiver<WriterCommand>) {
-    // After a failed write the file may end in a torn line; writing more would
-    // bury it, so every later command fails with the first error.
+/// Serves one file's writes in order. `whole` is the length of the file up to
+/// its last whole line.
+///
+/// A write that fails (the disk full, a file-size limit) may have written part
+/// of its line: the file is cut back to `whole`, so the log still loads, and
+/// the append reports the error; later appends try again, since space may
+/// come back. Only if the cut fails too, or an fsync fails (after which the
+/// kernel may have dropped the pages it could not write), does every later
+/// command fail with that first error, since writing more would bury a torn
+/// or lost line.
+async fn write_loop(
+    mut file: tokio::fs::File,
+    mut whole: u64,
+    mut commands: mpsc::Receiver<WriterCommand>,
+) {
     let mut failed: Option<String> = None;
     while let Some(command) = commands.recv().await {
         let (result, ack) = match command {
             WriterCommand::Append(line, ack) => match &failed {
                 Some(why) => (Err(std::io::Error::other(why.clone())), ack),
-                // tokio's File hands writes to a blocking thread; flush()
-                // waits until the bytes are in the kernel.
-                None => (write_line(&mut file, &line).await, ack),
+                None => match write_line(&mut file, &line).await {
+                    Ok(()) => {
+                        whole += line.len() as u64;
+                        (Ok(()), ack)
+                    }
+                    Err(error) => {
+                        tracing::error!(%error, "session log write failed");
+                        if let Err(cut) = file.set_len(whole).await {
+                            tracing::error!(error = %cut, "cutting the torn line failed");
+                            failed = Some(format!("{error}; the log could not be repaired: {cut}"));
+                        }
+                        (Err(error), ack)
+                    }
+                },
             },
             WriterCommand::Flush(ack) => match &failed {
                 Some(why) => (Err(std::io::Error::other(why.clone())), ack),
-                None => (file.sync_data().await, ack),
+                None => {
+                    let result = file.sync_data().await;
+                    if let Err(error) = &result {
+                        tracing::error!(%error, "session log fsync failed");
+                        failed = Some(error.to_string());
+                    }
+                    (result, ack)
+                }
             },
         };
-        if let Err(error) = &result {
-            if failed.is_none() {
-                tracing::error!(%error, "session log write failed");
-                failed = Some(error.to_string());
-            }
-        }
         let _ = ack.send(result);
     }
 }
 
+/// Writes one line: tokio's File hands writes to a blocking thread, and
+/// flush() waits until the bytes are in the kernel (or the write failed).
 async fn write_line(file: &mut tokio::fs::File, line: &[u8]) -> std::io::Result<()> {
     file.write_all(line).await?;
     file.flush().await

@@ -60,15 +60,29 @@ impl AgentProc {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        let mut child = super::support::shard(home, cwd)
+        let mut command = Self::command(home, cwd, args);
+        command.envs(env.iter().copied());
+        Self::from_command(command)
+    }
+
+    /// `shard agent --stdio` with piped stdio, for a caller to adjust.
+    pub fn command(home: &Path, cwd: &Path, args: &[&str]) -> tokio::process::Command {
+        Self::stdio(super::support::shard(home, cwd), args)
+    }
+
+    /// `shard` (as `command` runs it) with `agent --stdio` and piped stdio.
+    pub fn stdio(mut command: tokio::process::Command, args: &[&str]) -> tokio::process::Command {
+        command
             .args(["agent", "--stdio"])
             .args(args)
-            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn shard agent");
+            .stderr(Stdio::null());
+        command
+    }
+
+    pub fn from_command(mut command: tokio::process::Command) -> Self {
+        let mut child = command.spawn().expect("spawn shard agent");
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
         Self { child, stdin, stdout, seen: Vec::new() }

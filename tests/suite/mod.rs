@@ -2,6 +2,7 @@ mod agent;
 mod agent_support;
 mod client;
 mod daemon;
+mod faults;
 mod lifecycle;
 mod multiplexer;
 mod providers;

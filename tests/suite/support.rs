@@ -154,6 +154,23 @@ pub fn shard(home: &Path, cwd: &Path) -> Command {
     command
 }
 
+/// `shard` as [`shard`] runs it, whose files cannot grow past `bytes`: a
+/// write past the limit fails part-way, as it does when a disk fills up
+/// (EFBIG instead of ENOSPC), with no privileges or small filesystem needed.
+/// The shell ignores SIGXFSZ, which would kill the process instead; an
+/// ignored signal stays ignored across exec.
+pub fn shard_with_file_limit(home: &Path, cwd: &Path, bytes: u64) -> Command {
+    let mut command = Command::new("sh");
+    command
+        .args(["-c", r#"trap '' XFSZ; exec prlimit --fsize="$0" -- "$@""#])
+        .arg(format!("{bytes}:{bytes}"))
+        .arg(env!("CARGO_BIN_EXE_shard"))
+        .env("SHARD_HOME", home)
+        .current_dir(cwd)
+        .kill_on_drop(true);
+    command
+}
+
 /// A port free on `ip` right now.
 pub fn free_port(ip: &str) -> u16 {
     let probe = std::net::TcpListener::bind((ip, 0)).expect("probe");
