@@ -152,8 +152,12 @@ pub fn find_session(home: &Path, session_id: &str) -> Result<PathBuf, SessionErr
 
 /// Reads and validates a whole log.
 pub fn read_log(path: &Path) -> Result<Vec<Entry>, SessionError> {
+    decode_log(path, std::fs::read(path)?)
+}
+
+/// Validates the bytes of a whole log read from `path` (named in errors).
+pub fn decode_log(path: &Path, bytes: Vec<u8>) -> Result<Vec<Entry>, SessionError> {
     let corrupt = |why: String| SessionError::Corrupt { path: path.to_owned(), why };
-    let bytes = std::fs::read(path)?;
     if bytes.is_empty() {
         return Err(corrupt("the file is empty".into()));
     }
@@ -164,7 +168,7 @@ pub fn read_log(path: &Path) -> Result<Vec<Entry>, SessionError> {
     let mut entries: Vec<Entry> = Vec::new();
     let mut ids = std::collections::HashSet::new();
     for (number, line) in text.lines().enumerate() {
-        let entry: Entry = serde_json::from_str(line)
+        let entry = decode_entry(line.as_bytes())
             .map_err(|error| corrupt(format!("line {}: {error}", number + 1)))?;
         if !ids.insert(entry.id.clone()) {
             return Err(corrupt(format!("line {}: duplicate id `{}`", number + 1, entry.id)));
@@ -193,6 +197,17 @@ pub fn read_log(path: &Path) -> Result<Vec<Entry>, SessionError> {
         }
     }
     Ok(entries)
+}
+
+/// One line as an entry. A line that parses but holds something this
+/// version cannot write back (a content block of an unknown type, say) is
+/// refused too: every entry must be sendable in a `sync`, and a log of
+/// format 1 holds nothing a version-1 writer did not write.
+fn decode_entry(line: &[u8]) -> Result<Entry, String> {
+    let entry: Entry = serde_json::from_slice(line).map_err(|error| error.to_string())?;
+    serde_json::to_writer(std::io::sink(), &entry)
+        .map_err(|error| format!("holds what this version cannot write back: {error}"))?;
+    Ok(entry)
 }
 
 enum WriterCommand {
@@ -331,11 +346,10 @@ impl LogTail {
         file.read_to_end(&mut added)?;
         let Some(end) = added.iter().rposition(|&byte| byte == b'\n') else { return Ok(()) };
         for line in added[..end].split(|&byte| byte == b'\n') {
-            let entry: Entry =
-                serde_json::from_slice(line).map_err(|error| SessionError::Corrupt {
-                    path: self.path.clone(),
-                    why: format!("appended line: {error}"),
-                })?;
+            let entry = decode_entry(line).map_err(|error| SessionError::Corrupt {
+                path: self.path.clone(),
+                why: format!("appended line: {error}"),
+            })?;
             self.entries.push(entry);
         }
         self.offset += end as u64 + 1;

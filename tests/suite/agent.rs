@@ -727,6 +727,24 @@ async fn a_corrupt_session_log_is_refused_and_left_untouched() {
     assert!(!refused.wait_exit().await.success());
     assert_eq!(std::fs::read(&log).expect("log"), corrupted, "never rewritten");
 
+    // A line that parses but holds what this version cannot write back (a
+    // content block of an unknown type): a sync could not carry it, so the
+    // log is refused rather than shown broken (found by fuzz/session_log).
+    let mut lines: Vec<Vec<u8>> =
+        original.split(|&byte| byte == b'\n').map(<[u8]>::to_vec).collect();
+    let unknown = json!({"id": "e-90", "ts": 1, "kind": "assistant", "model": "demo",
+                         "content": [{"type": "hologram", "text": "?"}]});
+    lines.insert(lines.len() - 1, unknown.to_string().into_bytes());
+    let unwritable = lines.join(&b'\n');
+    std::fs::write(&log, &unwritable).expect("write");
+    let mut refused = workspace.start(&["--session", &session]).await;
+    refused.expect("hello").await;
+    let error = refused.expect("error").await;
+    assert_eq!(error["code"], "SESSION_CORRUPT", "{error}");
+    assert!(error["message"].as_str().unwrap_or("").contains("line"), "{error}");
+    assert!(!refused.wait_exit().await.success());
+    assert_eq!(std::fs::read(&log).expect("log"), unwritable, "never rewritten");
+
     let mut missing = workspace.start(&["--session", "sess-doesnotexist"]).await;
     missing.expect("hello").await;
     assert_eq!(missing.expect("error").await["code"], "NOT_FOUND");

@@ -136,7 +136,7 @@ fn depth(nodes: &[Node]) -> usize {
 
 #[test]
 fn nesting_stops_at_a_depth_and_the_rest_stays_text() {
-    use super::MAX_NESTING;
+    use super::parse::MAX_NESTING;
     // Each of these recursed once per level: deep enough to overflow a stack.
     let quotes = parse(&format!("{} deep", ">".repeat(100_000)));
     assert_eq!(depth(&quotes), MAX_NESTING + 1, "the quotes, then a paragraph");
@@ -149,4 +149,13 @@ fn nesting_stops_at_a_depth_and_the_rest_stays_text() {
     let tree = parse(&emphasis);
     assert!(depth(&tree) <= MAX_NESTING + 1, "{}", depth(&tree));
     assert!(show(&tree).contains('x'));
+}
+
+#[test]
+fn a_reference_whose_twelfth_byte_is_inside_a_character_is_text() {
+    // Found by fuzz/markdown: the scan for `;` sliced the text at byte 12,
+    // which panicked (and would have taken the page down) when that byte
+    // fell inside a character.
+    let text = "&aaaaaaaaaa\u{bf}; and &pm ;x9Xxu:\u{bf}> deeper";
+    assert_eq!(show(&parse(text)), format!("p({text:?})"));
 }

@@ -8,6 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use axum::http::HeaderName;
+use shard_protocol::web::{normalize_host, parse_host_port, parse_origin};
 
 /// The web half of `shard daemon`'s flags (CONTRACT.md "Command line").
 #[derive(Debug, Clone, clap::Args)]
@@ -124,46 +125,6 @@ impl std::error::Error for ConfigError {}
 
 fn refuse(flag: &'static str, message: impl Into<String>) -> ConfigError {
     ConfigError { flag, message: message.into() }
-}
-
-/// `host:port` with an explicit port; the host a name or an IP literal.
-fn parse_host_port(value: &str) -> Option<(String, u16)> {
-    if value.is_empty() || value.contains(['/', '?', '#', '@', '*', ' ']) || value.contains("://") {
-        return None;
-    }
-    let (host, port) = value.rsplit_once(':')?;
-    let port: u16 = port.parse().ok().filter(|port| *port > 0)?;
-    let host = host.to_ascii_lowercase();
-    let bracketed = host.starts_with('[') && host.ends_with(']');
-    let valid_name = !host.is_empty()
-        && host.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-')
-        });
-    let valid_v6 = bracketed && host[1..host.len() - 1].parse::<Ipv6Addr>().is_ok();
-    (valid_name || valid_v6).then_some((host, port))
-}
-
-/// `scheme://host[:port]`: http or https, no path, no trailing slash, no
-/// wildcard, not `null`.
-pub fn parse_origin(value: &str) -> Option<String> {
-    let (scheme, rest) = value.split_once("://")?;
-    let scheme = scheme.to_ascii_lowercase();
-    if scheme != "http" && scheme != "https" {
-        return None;
-    }
-    let default = if scheme == "https" { 443 } else { 80 };
-    let with_port =
-        if rest.rsplit_once(':').is_some_and(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
-            && !rest.ends_with(']')
-        {
-            rest.to_owned()
-        } else {
-            format!("{rest}:{default}")
-        };
-    let (host, port) = parse_host_port(&with_port)?;
-    Some(super::normalize_origin(&format!("{scheme}://{host}:{port}")))
 }
 
 impl WebConfig {
@@ -283,7 +244,7 @@ impl WebConfig {
                 .find(|origin| {
                     let scheme = origin.split("://").next().unwrap_or("http");
                     super::normalize_host(origin.split("://").nth(1).unwrap_or(""), scheme)
-                        == super::normalize_host(host, scheme)
+                        == normalize_host(host, scheme)
                 })
                 .or(self.allowed_origins.first())
                 .cloned()
@@ -295,41 +256,6 @@ impl WebConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn origins_are_strict() {
-        assert_eq!(
-            parse_origin("https://Shard.Example.com").as_deref(),
-            Some("https://shard.example.com")
-        );
-        assert_eq!(
-            parse_origin("https://shard.example.com:443").as_deref(),
-            Some("https://shard.example.com")
-        );
-        assert_eq!(parse_origin("http://10.0.0.5:8787").as_deref(), Some("http://10.0.0.5:8787"));
-        for bad in [
-            "null",
-            "https://*.example.com",
-            "https://a.example/",
-            "https://a.example/path",
-            "ftp://a.example",
-            "a.example",
-            "https://",
-        ] {
-            assert_eq!(parse_origin(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn host_ports_need_a_port() {
-        assert_eq!(
-            parse_host_port("shard.example.com:443"),
-            Some(("shard.example.com".into(), 443))
-        );
-        assert_eq!(parse_host_port("shard.example.com"), None);
-        assert_eq!(parse_host_port("https://x:1"), None);
-        assert_eq!(parse_host_port("x/y:1"), None);
-    }
 
     #[test]
     fn upstreams_match_exactly() {

@@ -23,7 +23,10 @@ use axum::routing::{get, post};
 use leptos::prelude::LeptosOptions;
 use serde_json::json;
 use shard_app::{OUTPUT_NAME, not_found_shell, shell};
-use shard_protocol::web::{BROWSER_SECRET_HEADER, Bootstrap, EnrollAnswer, EnrollRequest};
+use shard_protocol::web::{
+    BROWSER_SECRET_HEADER, Bootstrap, EnrollAnswer, EnrollRequest, appended_forwarded_for,
+    normalize_host, normalize_origin, well_formed_host,
+};
 use tower_http::set_header::SetResponseHeaderLayer;
 
 pub mod assets;
@@ -219,43 +222,6 @@ fn session_expired(web: &Web, session_id: &str) {
     web.hub.close_session(session_id, "session expired");
 }
 
-/// Lower-cases and drops the scheme's default port, so `HOST:443` over https
-/// equals `HOST` (CONTRACT.md).
-pub fn normalize_host(host: &str, scheme: &str) -> String {
-    let host = host.to_ascii_lowercase();
-    let default = if scheme == "https" { ":443" } else { ":80" };
-    host.strip_suffix(default).map(str::to_owned).unwrap_or(host)
-}
-
-/// Whether `host` is what CONTRACT.md calls a Host: `name[:port]`, or
-/// `[v6]` with an optional `:port`, the port at most one, of digits. Checked
-/// before any comparison, since dropping a default port would otherwise
-/// turn `127.0.0.1:8787:80` into the expected host.
-pub fn well_formed_host(host: &str) -> bool {
-    let port_ok =
-        |port: &str| (1..=5).contains(&port.len()) && port.bytes().all(|b| b.is_ascii_digit());
-    if let Some(rest) = host.strip_prefix('[') {
-        let Some((address, after)) = rest.split_once(']') else { return false };
-        return address.parse::<std::net::Ipv6Addr>().is_ok()
-            && (after.is_empty() || after.strip_prefix(':').is_some_and(port_ok));
-    }
-    let (name, port) = match host.split_once(':') {
-        Some((name, port)) => (name, Some(port)),
-        None => (host, None),
-    };
-    !name.is_empty()
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
-        && port.is_none_or(port_ok)
-}
-
-pub fn normalize_origin(origin: &str) -> String {
-    let origin = origin.to_ascii_lowercase();
-    match origin.split_once("://") {
-        Some((scheme, host)) => format!("{scheme}://{}", normalize_host(host, scheme)),
-        None => origin,
-    }
-}
-
 /// The one value of a header that must appear exactly once.
 fn single(headers: &HeaderMap, name: header::HeaderName) -> Result<&str, String> {
     let mut values = headers.get_all(&name).iter();
@@ -330,11 +296,10 @@ fn effective(request: &Request, web: &Web, peer: SocketAddr) -> Result<Effective
     Ok(Effective { https, peer, client: forwarded_for(headers).unwrap_or(peer.ip()) })
 }
 
-/// The last address of the last `X-Forwarded-For`, which the trusted
-/// upstream appended itself (anything before it, the client wrote).
+/// The address the trusted upstream appended to the last `X-Forwarded-For`.
 fn forwarded_for(headers: &HeaderMap) -> Option<IpAddr> {
     let last = headers.get_all("x-forwarded-for").iter().next_back()?.to_str().ok()?;
-    last.rsplit(',').next()?.trim().parse().ok()
+    appended_forwarded_for(last)
 }
 
 /// Forwarded scheme and host, then Host, then Origin for POSTs and `/ws`;

@@ -17,13 +17,15 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::json;
+use shard_protocol::web::normalize_origin;
 use shard_protocol::{WS_SUBPROTOCOL, WS_TICKET_PREFIX};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
 use super::auth::Session;
-use super::{AppState, Effective, Web, normalize_origin};
+
+use super::{AppState, Effective, Web};
 use crate::clients::Setup;
 use crate::clients::connection::Transport;
 use crate::clients::websocket::Socket;
