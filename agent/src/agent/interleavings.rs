@@ -349,12 +349,14 @@ fn a_prompt_sent_the_instant_a_turn_ends_is_accepted() {
         harness.send(json!({"type": "prompt", "message": "first"})).await;
         loop {
             let notified = harness.changed.notified();
-            let observed = harness.observed();
-            assert!(observed.refused.is_empty(), "refused: {:?}", observed.refused);
-            if observed.turn_ends > TURNS {
+            let (refused, turn_ends) = {
+                let observed = harness.observed();
+                (observed.refused.clone(), observed.turn_ends)
+            };
+            assert!(refused.is_empty(), "refused: {refused:?}");
+            if turn_ends > TURNS {
                 break;
             }
-            drop(observed);
             let waited = tokio::time::timeout(SETTLE_TIMEOUT, notified).await;
             assert!(waited.is_ok(), "stuck after {} turns", harness.observed().turn_ends);
         }
@@ -362,12 +364,13 @@ fn a_prompt_sent_the_instant_a_turn_ends_is_accepted() {
             .await
             .expect("settles")
             .expect("settles idle, every command answered once");
-        let observed = harness.observed();
-        assert!(observed.refused.is_empty(), "refused: {:?}", observed.refused);
-        let reflexes = observed.responses.keys().filter(|id| id.starts_with('r')).count();
-        assert_eq!(reflexes, TURNS, "every instant prompt answered");
-        assert_eq!(observed.turn_ends, TURNS + 1);
-        drop(observed);
+        {
+            let observed = harness.observed();
+            assert!(observed.refused.is_empty(), "refused: {:?}", observed.refused);
+            let reflexes = observed.responses.keys().filter(|id| id.starts_with('r')).count();
+            assert_eq!(reflexes, TURNS, "every instant prompt answered");
+            assert_eq!(observed.turn_ends, TURNS + 1);
+        }
         stop.cancel();
         let _ = running.await;
     });
