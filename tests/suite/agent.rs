@@ -975,6 +975,24 @@ fn detail(request: &Value, label: &str) -> Option<String> {
 }
 
 #[tokio::test]
+async fn a_bash_approval_shows_the_exact_command_and_where_it_runs() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    // Longer than the prompt's one-line summary, with quotes, `$` and `;`
+    // that a shortened or re-quoted display would change.
+    let padding = "x".repeat(300);
+    let command = format!(r#"printf '%s' "$HOME" ; echo '{padding}' | wc -c && test -n "a;b""#);
+    agent.call("p", json!({"type": "prompt", "message": format!("run: {command}")})).await;
+    let request = answer_permission(&mut agent, json!({"decision": "deny"})).await;
+    assert_eq!(request["tool_name"], "bash");
+    assert_eq!(detail(&request, "command").as_deref(), Some(command.as_str()), "{request}");
+    let cwd = workspace.project.path().canonicalize().expect("cwd").display().to_string();
+    assert_eq!(detail(&request, "working directory").as_deref(), Some(cwd.as_str()));
+    assert_eq!(request["input"]["command"], command.as_str(), "what runs is what was shown");
+    agent.until("turn_end").await;
+}
+
+#[tokio::test]
 async fn a_write_approval_names_the_file_it_will_really_change_with_all_its_content() {
     let workspace = Workspace::new();
     let outside = tempfile::TempDir::new().expect("outside");

@@ -190,3 +190,16 @@ fn unknown_error_codes_are_kept_verbatim() {
     assert_eq!(serde_json::to_value(&code).expect("json"), json!("RATE_LIMITED"));
     assert_eq!(ErrorCode::parse("SESSION_CORRUPT"), ErrorCode::SessionCorrupt);
 }
+
+#[test]
+fn numbers_survive_a_decode_and_encode_bit_for_bit() {
+    // Found by fuzz/server_message: serde_json's default float parsing can
+    // miss the nearest double by one unit in the last place, so a message
+    // decoded and encoded again (as a relay does) changed the numbers in a
+    // tool's arguments. The workspace enables `float_roundtrip`.
+    let text = r#"{"type": "tool_call", "tool_call_id": "t1", "name": "bash",
+                   "args": {"n": 1000000000014093932601324135308, "x": 0.30000000000000004}}"#;
+    let once = Envelope::<ServerMessage>::from_json(text).expect("decodes");
+    let again = Envelope::<ServerMessage>::from_json(&once.to_json()).expect("decodes again");
+    assert_eq!(again, once);
+}
