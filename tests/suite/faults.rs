@@ -11,22 +11,8 @@ use tempfile::TempDir;
 
 use super::agent_support::{AgentProc, Workspace, live_texts, streamed_text};
 use super::client::{Browser, Client, connect_ws};
+use super::lifecycle::sigkill_agent;
 use super::support::{Daemon, agent_pids, shard_with_file_limit, wait_until};
-
-/// SIGKILLs the one agent process working in `marker` and waits for the
-/// daemon to report it failed.
-async fn kill_agent(client: &mut Client, agent: &str, marker: &str) {
-    let pids = agent_pids(marker);
-    assert_eq!(pids.len(), 1, "one process per agent: {pids:?}");
-    std::process::Command::new("kill")
-        .args(["-KILL", &pids[0].to_string()])
-        .status()
-        .expect("kill");
-    let read = client.until(|message| message["type"] == "agent_exited").await;
-    let exited = read.last().expect("exited");
-    assert_eq!(exited["agent_id"], agent);
-    assert_eq!(exited["runtime_state"], "failed", "{exited}");
-}
 
 /// Prompts an agent that is not running: the daemon restores it. Returns the
 /// fresh `sync` (which comes before the response) and the turn.
@@ -66,7 +52,7 @@ async fn an_agent_killed_mid_stream_is_restored_without_its_partial_reply() {
     for _ in 0..5 {
         client.until_agent(&agent, |message| message["type"] == "message_delta").await;
     }
-    kill_agent(&mut client, &agent, &canonical(&project)).await;
+    sigkill_agent(&mut client, &agent, &canonical(&project)).await;
 
     let (sync, turn) = restore_with(&mut client, &agent, "and now?").await;
     assert_eq!(sync["runtime_epoch"], 1);
@@ -101,7 +87,7 @@ async fn an_agent_killed_mid_tool_is_restored_with_the_call_marked_interrupted()
     let sleeping = format!("sleep {seconds}");
     wait_until("the command to run", || !pids_of(&sleeping).is_empty()).await;
 
-    kill_agent(&mut client, &agent, &canonical(&project)).await;
+    sigkill_agent(&mut client, &agent, &canonical(&project)).await;
     wait_until("the command to die with its agent", || pids_of(&sleeping).is_empty()).await;
 
     let (sync, turn) = restore_with(&mut client, &agent, "what happened?").await;

@@ -11,6 +11,22 @@ use super::agent_support::live_texts;
 use super::client::{Browser, Client};
 use super::support::{Daemon, agent_pids, shard, wait_until};
 
+/// SIGKILLs the one agent process working in `marker`, as the OOM killer
+/// would, and returns the `agent_exited` the daemon reports (`failed`).
+pub async fn sigkill_agent(client: &mut Client, agent: &str, marker: &str) -> serde_json::Value {
+    let pids = agent_pids(marker);
+    assert_eq!(pids.len(), 1, "one process per agent: {pids:?}");
+    std::process::Command::new("kill")
+        .args(["-KILL", &pids[0].to_string()])
+        .status()
+        .expect("kill");
+    let read = client.until(|message| message["type"] == "agent_exited").await;
+    let exited = read.last().expect("exited").clone();
+    assert_eq!(exited["agent_id"], agent);
+    assert_eq!(exited["runtime_state"], "failed", "{exited}");
+    exited
+}
+
 #[tokio::test]
 async fn a_crashed_agent_is_reported_and_restored_with_its_session() {
     let daemon = Daemon::start(&[]).await;
@@ -22,16 +38,7 @@ async fn a_crashed_agent_is_reported_and_restored_with_its_session() {
     client.call("p1", json!({"type": "prompt", "agent_id": agent, "message": "remember me"})).await;
     client.until_agent(&agent, |message| message["type"] == "turn_end").await;
 
-    let pids = agent_pids(&marker);
-    assert_eq!(pids.len(), 1, "one process per agent: {pids:?}");
-    std::process::Command::new("kill")
-        .args(["-KILL", &pids[0].to_string()])
-        .status()
-        .expect("kill");
-    let read = client.until(|message| message["type"] == "agent_exited").await;
-    let exited = read.last().expect("exited");
-    assert_eq!(exited["agent_id"], agent.as_str());
-    assert_eq!(exited["runtime_state"], "failed");
+    let exited = sigkill_agent(&mut client, &agent, &marker).await;
     assert!(exited["reason"].as_str().unwrap_or("").contains("signal 9"), "{exited}");
     let status = client.call("s", json!({"type": "agent.status", "agent_id": agent})).await;
     assert_eq!(status["data"]["agents"][0]["runtime_state"], "failed");

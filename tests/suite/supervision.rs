@@ -12,6 +12,7 @@ use tempfile::TempDir;
 
 use super::agent_support::live_texts;
 use super::client::{Browser, Client, connect_ws};
+use super::lifecycle::sigkill_agent;
 use super::support::{Daemon, agent_pids, shard, wait_until};
 
 /// A number no other test's `sleep` uses, so `pgrep` finds only ours.
@@ -512,13 +513,7 @@ async fn an_agent_killed_from_outside_leaves_no_process_of_its_tools_behind() {
     let base = unique_seconds();
     start_escaping_command(&mut client, &agent, base).await;
     // Not `agent.kill`: the OOM killer, or a stray `kill -9`.
-    let pids = agent_pids(&marker);
-    assert_eq!(pids.len(), 1, "{pids:?}");
-    std::process::Command::new("kill")
-        .args(["-KILL", &pids[0].to_string()])
-        .status()
-        .expect("kill");
-    client.until(|message| message["type"] == "agent_exited").await;
+    sigkill_agent(&mut client, &agent, &marker).await;
     wait_until("every process the agent's command started to be gone", || {
         running(&pattern(base)).is_empty()
     })
