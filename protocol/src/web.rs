@@ -63,7 +63,7 @@ pub fn well_formed_host(host: &str) -> bool {
         |port: &str| (1..=5).contains(&port.len()) && port.bytes().all(|b| b.is_ascii_digit());
     if let Some(rest) = host.strip_prefix('[') {
         let Some((address, after)) = rest.split_once(']') else { return false };
-        return address.parse::<std::net::Ipv6Addr>().is_ok()
+        return address.parse::<Ipv6Addr>().is_ok()
             && (after.is_empty() || after.strip_prefix(':').is_some_and(port_ok));
     }
     let (name, port) = match host.split_once(':') {

@@ -238,6 +238,12 @@ impl Client {
     ) -> Vec<Value> {
         self.until(|message| message["agent_id"] == agent_id && matches(message)).await
     }
+
+    /// Reads until a permission request of `agent_id` arrives; returns it.
+    pub async fn permission_request(&mut self, agent_id: &str) -> Value {
+        let read = self.until_agent(agent_id, |message| message["type"] == "permission_request");
+        read.await.pop().expect("a permission request")
+    }
 }
 
 /// A browser: enrolls with `code` and keeps its cookie.

@@ -76,11 +76,7 @@ async fn an_agent_killed_mid_tool_is_restored_with_the_call_marked_interrupted()
     let seconds = 6_100_000 + u64::from(std::process::id() % 100_000);
     let command = format!("run: sleep {seconds}; touch {}", witness.display());
     client.call("p", json!({"type": "prompt", "agent_id": agent, "message": command})).await;
-    let asked = client
-        .until_agent(&agent, |message| message["type"] == "permission_request")
-        .await
-        .pop()
-        .expect("a question");
+    let asked = client.permission_request(&agent).await;
     let allow = json!({"type": "permission_response", "agent_id": agent,
                        "request_id": asked["request_id"], "decision": "allow"});
     client.call("allow", allow).await;
@@ -130,11 +126,7 @@ async fn a_daemon_killed_with_a_question_open_restarts_whole_and_the_question_is
     let witness = project.path().join("approved");
     let command = format!("run: touch {}", witness.display());
     web.call("p2", json!({"type": "prompt", "agent_id": agent, "message": command})).await;
-    let asked = web
-        .until_agent(&agent, |message| message["type"] == "permission_request")
-        .await
-        .pop()
-        .expect("a question");
+    let asked = web.permission_request(&agent).await;
 
     daemon.signal("KILL").await;
     wait_until("the agent to stop with its daemon", || agent_pids(&marker).is_empty()).await;

@@ -132,12 +132,6 @@ async fn bad_frames_are_answered_and_the_connection_survives() {
     assert_eq!(listed["data"]["agents"], json!([]));
 }
 
-/// Reads until a permission request of `agent` arrives; returns it.
-async fn permission_request(client: &mut Client, agent: &str) -> Value {
-    let read = client.until_agent(agent, |message| message["type"] == "permission_request").await;
-    read.last().cloned().expect("request")
-}
-
 #[tokio::test]
 async fn two_clients_race_a_permission_answer_and_the_first_wins() {
     let daemon = Daemon::start(&[]).await;
@@ -155,8 +149,8 @@ async fn two_clients_race_a_permission_answer_and_the_first_wins() {
             json!({"type": "prompt", "agent_id": agent, "message": "run: echo raced > raced.txt"}),
         )
         .await;
-    let request = permission_request(&mut local, &agent).await;
-    let seen_by_web = permission_request(&mut web, &agent).await;
+    let request = local.permission_request(&agent).await;
+    let seen_by_web = web.permission_request(&agent).await;
     assert_eq!(request["request_id"], seen_by_web["request_id"], "broadcast to both");
     let request_id = request["request_id"].clone();
 
@@ -225,7 +219,7 @@ async fn a_pending_question_survives_a_reconnect() {
         json!({"type": "prompt", "agent_id": agent, "message": "run: echo kept > kept.txt"}),
     )
     .await;
-    let request = permission_request(&mut web, &agent).await;
+    let request = web.permission_request(&agent).await;
     drop(web); // the tab goes away mid-question
 
     let mut again = browser.connect(&daemon).await;
@@ -284,7 +278,7 @@ async fn a_question_left_alone_is_denied_after_the_headless_timeout() {
     driver
         .call("p", json!({"type": "prompt", "agent_id": agent, "message": "run: touch late.txt"}))
         .await;
-    permission_request(&mut driver, &agent).await;
+    driver.permission_request(&agent).await;
     drop(driver); // the last responder leaves with the question open
     let started = std::time::Instant::now();
     let read =

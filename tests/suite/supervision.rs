@@ -67,11 +67,7 @@ async fn start_escaping_command(client: &mut Client, agent: &str, base: u64) {
             json!({"type": "prompt", "agent_id": agent, "message": escaping_command(base)}),
         )
         .await;
-    let asked = client
-        .until_agent(agent, |message| message["type"] == "permission_request")
-        .await
-        .pop()
-        .expect("a question");
+    let asked = client.permission_request(agent).await;
     let answer = json!({"type": "permission_response", "agent_id": agent,
                         "request_id": asked["request_id"], "decision": "allow"});
     client.call("allow", answer).await;
@@ -149,11 +145,7 @@ async fn nothing_bash_left_in_the_background_survives_the_agent_stopping() {
     // only what left the group (a new session) is still running.
     let command = format!("run: setsid sleep {base} & sleep 0.5; echo left");
     client.call("run", json!({"type": "prompt", "agent_id": agent, "message": command})).await;
-    let asked = client
-        .until_agent(&agent, |message| message["type"] == "permission_request")
-        .await
-        .pop()
-        .expect("a question");
+    let asked = client.permission_request(&agent).await;
     client
         .call(
             "allow",

@@ -243,7 +243,7 @@ impl WebConfig {
                 .iter()
                 .find(|origin| {
                     let scheme = origin.split("://").next().unwrap_or("http");
-                    super::normalize_host(origin.split("://").nth(1).unwrap_or(""), scheme)
+                    normalize_host(origin.split("://").nth(1).unwrap_or(""), scheme)
                         == normalize_host(host, scheme)
                 })
                 .or(self.allowed_origins.first())
