@@ -48,6 +48,17 @@ pub const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
 pub struct UserInput {
     pub text: String,
     pub images: Vec<Image>,
+    /// A strict steer's pending answer: sent once the steer is delivered
+    /// into its turn, or as CONFLICT when that turn ends first. Such a steer
+    /// is never carried over into a later turn.
+    pub strict: Option<StrictReply>,
+}
+
+/// Where a strict steer's answer goes.
+#[derive(Debug, Clone)]
+pub struct StrictReply {
+    pub id: Option<String>,
+    pub command: String,
 }
 
 impl UserInput {
@@ -84,6 +95,8 @@ pub struct State {
     /// Set by a turn as it emits `turn_end`: the turn is over for every
     /// client that saw it, though the controller may not have reaped it yet.
     pub turn_ended: bool,
+    /// The running turn's id, from its `turn_start` to its `turn_end`.
+    pub turn_id: Option<String>,
     next_request: u64,
 }
 
@@ -99,6 +112,10 @@ pub struct Shared {
     pub config: Config,
     pub cwd: PathBuf,
     pub home: PathBuf,
+    /// The tools this agent offers its model.
+    pub toolset: crate::tools::Toolset,
+    /// A manager's instructions, after the built-in system prompt.
+    pub instructions: Option<String>,
     out: mpsc::Sender<Envelope<ServerMessage>>,
     state: Mutex<State>,
     pub conversation: tokio::sync::Mutex<Conversation>,
@@ -117,7 +134,7 @@ impl Shared {
         let _ = self.out.send(Envelope::new(message)).await;
     }
 
-    async fn respond(&self, id: Option<String>, response: Response) {
+    pub async fn respond(&self, id: Option<String>, response: Response) {
         let _ = self
             .out
             .send(Envelope { id, agent_id: None, message: ServerMessage::Response(response) })
@@ -261,6 +278,8 @@ pub struct Startup {
     pub mode: String,
     pub model: String,
     pub reasoning_level: Option<String>,
+    pub toolset: crate::tools::Toolset,
+    pub instructions: Option<String>,
 }
 
 /// One thing read from stdin.
@@ -274,7 +293,8 @@ impl Agent {
         conversation: Conversation,
         out: mpsc::Sender<Envelope<ServerMessage>>,
     ) -> Self {
-        let Startup { config, cwd, home, mode, model, reasoning_level } = start;
+        let Startup { config, cwd, home, mode, model, reasoning_level, toolset, instructions } =
+            start;
         let grants =
             conversation.grants().into_iter().map(|(_, fingerprint)| fingerprint).collect();
         let state = State {
@@ -288,12 +308,15 @@ impl Agent {
             grants,
             headless: false,
             turn_ended: false,
+            turn_id: None,
             next_request: 0,
         };
         let shared = Arc::new(Shared {
             config,
             cwd,
             home,
+            toolset,
+            instructions,
             out,
             state: Mutex::new(state),
             conversation: tokio::sync::Mutex::new(conversation),
@@ -432,13 +455,24 @@ impl Agent {
         let command = shard_protocol::envelope::MessageSet::type_name(&message);
         let result = match message {
             ClientMessage::Prompt(Prompt { message, images, streaming_behavior }) => {
-                let input = UserInput { text: message, images: images.unwrap_or_default() };
+                let input =
+                    UserInput { text: message, images: images.unwrap_or_default(), strict: None };
                 self.prompt(input, streaming_behavior, id.clone(), command).await;
                 return;
             }
             ClientMessage::Steer(steer) => {
-                let input =
-                    UserInput { text: steer.message, images: steer.images.unwrap_or_default() };
+                let strict = steer.turn_id;
+                let mut input = UserInput {
+                    text: steer.message,
+                    images: steer.images.unwrap_or_default(),
+                    strict: None,
+                };
+                if let Some(turn_id) = strict {
+                    input.strict =
+                        Some(StrictReply { id: id.clone(), command: command.to_owned() });
+                    self.strict_steer(input, &turn_id, id, command).await;
+                    return;
+                }
                 self.prompt(input, Some(StreamingBehavior::Steer), id.clone(), command).await;
                 return;
             }
@@ -540,6 +574,56 @@ impl Agent {
         self.shared.respond(id, response).await;
     }
 
+    /// A strict steer (PROTOCOL.md §10.3 `subagent.steer`): queued only if
+    /// `turn_id` is the turn running now and has not ended; answered when
+    /// delivered, or CONFLICT.
+    async fn strict_steer(
+        &mut self,
+        input: UserInput,
+        turn_id: &str,
+        id: Option<String>,
+        command: &str,
+    ) {
+        let refused = {
+            let mut state = self.shared.state();
+            let current = self.turn.is_some()
+                && !state.turn_ended
+                && state.turn_id.as_deref() == Some(turn_id);
+            let weight: usize =
+                state.steers.iter().chain(state.follow_ups.iter()).map(UserInput::size).sum();
+            if !current {
+                Some(error(ErrorCode::Conflict, format!("turn `{turn_id}` is not running")))
+            } else if state.steers.len() >= MAX_QUEUED_INPUTS
+                || weight + input.size() > MAX_QUEUED_BYTES
+            {
+                Some(queue_full("steer"))
+            } else {
+                state.steers.push_back(input);
+                None
+            }
+        };
+        if let Some(problem) = refused {
+            self.shared.respond(id, Response::failed(command, problem)).await;
+        }
+    }
+
+    /// Strict steers still queued when their turn ends (or is aborted) are
+    /// answered CONFLICT and dropped, never delivered into a later turn.
+    async fn refuse_strict_steers(&self) {
+        let refused: Vec<StrictReply> = {
+            let mut state = self.shared.state();
+            let (strict, kept): (Vec<UserInput>, Vec<UserInput>) =
+                state.steers.drain(..).partition(|input| input.strict.is_some());
+            state.steers.extend(kept);
+            strict.into_iter().filter_map(|input| input.strict).collect()
+        };
+        for reply in refused {
+            let problem =
+                error(ErrorCode::Conflict, "the turn ended before the steer was delivered");
+            self.shared.respond(reply.id, Response::failed(reply.command, problem)).await;
+        }
+    }
+
     fn start_turn(&mut self, input: UserInput) {
         self.shared.state().turn_ended = false;
         let cancel = CancellationToken::new();
@@ -551,6 +635,7 @@ impl Agent {
     /// now, so a client that sees `idle` finds the agent ready for anything)
     /// and compact if due.
     async fn after_turn(&mut self, ending: Ending) {
+        self.refuse_strict_steers().await;
         let next = {
             let mut state = self.shared.state();
             // A steer that arrived as the turn was ending still gets delivered.
@@ -576,6 +661,7 @@ impl Agent {
     }
 
     async fn abort_turn(&mut self) {
+        self.refuse_strict_steers().await;
         {
             let mut state = self.shared.state();
             state.steers.clear();

@@ -48,7 +48,17 @@ pub struct Options {
     pub mode: Option<String>,
     /// Resume this session instead of starting a new one.
     pub session: Option<String>,
+    /// Offer only these tools (a manager's allowlist).
+    pub tools: Option<Vec<String>>,
+    /// A manager's instructions, appended to the system prompt.
+    pub system_prompt_file: Option<PathBuf>,
+    /// Offer the subagent tools, speaking to the daemon's socket in
+    /// `$SHARD_HOME` as this agent id.
+    pub delegate_as: Option<String>,
 }
+
+/// The most bytes of a manager's instructions (`--system-prompt-file`).
+pub const MAX_INSTRUCTIONS: usize = 64 * 1024;
 
 /// Why the agent process ends, as an exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +101,27 @@ async fn serve(options: Options) -> anyhow::Result<Ending> {
     if let Some(mode) = &options.mode {
         anyhow::ensure!(modes::is_known(mode), "unknown mode `{mode}` (build or plan)");
     }
+    if let Some(unknown) = options.tools.iter().flatten().find(|name| !tools::is_known(name)) {
+        anyhow::bail!("unknown tool `{unknown}` in --tools");
+    }
+    let instructions = match &options.system_prompt_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            anyhow::ensure!(
+                text.len() <= MAX_INSTRUCTIONS,
+                "{} is over {MAX_INSTRUCTIONS} bytes",
+                path.display()
+            );
+            Some(text)
+        }
+        None => None,
+    };
+    let delegate = options
+        .delegate_as
+        .clone()
+        .map(|agent_id| tools::subagent::Delegate { socket: home.join("daemon.sock"), agent_id });
+    let toolset = tools::Toolset::new(options.tools.clone(), delegate);
 
     let stop = CancellationToken::new();
     let (out, outbound) = mpsc::channel(agent::OUTBOUND_QUEUE);
@@ -127,7 +158,7 @@ async fn serve(options: Options) -> anyhow::Result<Ending> {
     let cwd = if options.session.is_some() { PathBuf::from(&conversation.cwd) } else { cwd };
     tracing::info!(session = %conversation.session_id, cwd = %cwd.display(), "agent ready");
 
-    let start = Startup { config, cwd, home, mode, model, reasoning_level };
+    let start = Startup { config, cwd, home, mode, model, reasoning_level, toolset, instructions };
     let agent = Agent::new(start, conversation, out);
     agent.greet().await;
     let (lines, inbound) = mpsc::channel(stdio::INBOUND_QUEUE);

@@ -37,6 +37,11 @@ pub fn decide(
     cwd: &Path,
     granted: impl Fn(&str) -> bool,
 ) -> Verdict {
+    // Delegation runs nothing here: each child's own gate asks for what it
+    // does, and a child never gets more than its parent's mode.
+    if tools::subagent::is_subagent_tool(name) {
+        return Verdict::Allow;
+    }
     if tools::is_read_only(name) {
         return match tools::target_path(name, args) {
             Some(path) if !tools::is_inside(cwd, &tools::resolve(cwd, &path)) => Verdict::Ask,

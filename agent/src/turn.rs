@@ -16,10 +16,11 @@ use shard_protocol::agent::{
     Compaction, DeltaKind, ErrorEvent, MessageComplete, MessageDelta, ToolCall, ToolResult,
     TurnEnd, TurnStart, UiKind, UiRequest, UiValue,
 };
+use shard_protocol::message::Response;
 use shard_protocol::types::{
     AgentStatus, ContentBlock, JsonObject, Message, Role, ToolResultContent, Usage,
 };
-use shard_protocol::{ErrorCode, ServerMessage};
+use shard_protocol::{ErrorCode, ServerMessage, WireError};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -189,6 +190,7 @@ fn add_usage(total: &mut Usage, call: &Usage) {
 /// queued follow-up instead of going idle.
 pub async fn run(shared: Arc<Shared>, input: UserInput, cancel: CancellationToken) -> Ending {
     let turn_id = format!("turn-{}", new_id());
+    shared.state().turn_id = Some(turn_id.clone());
     shared.emit(ServerMessage::TurnStart(TurnStart { turn_id: turn_id.clone() })).await;
     shared.set_status(AgentStatus::Streaming).await;
     let mut total = Usage::default();
@@ -204,7 +206,11 @@ pub async fn run(shared: Arc<Shared>, input: UserInput, cancel: CancellationToke
         report(&shared, ErrorCode::InternalError, format!("session log: {problem}"), true).await;
     }
     let usage = (total.input + total.output > 0).then_some(total);
-    shared.state().turn_ended = true;
+    {
+        let mut state = shared.state();
+        state.turn_ended = true;
+        state.turn_id = None;
+    }
     shared.emit(ServerMessage::TurnEnd(TurnEnd { turn_id, usage })).await;
     ending
 }
@@ -317,6 +323,18 @@ struct ModelReply {
     ending: Option<Ending>,
 }
 
+/// The built-in instructions, then a manager's (a subagent's brief), then
+/// where the agent works.
+fn system_prompt(shared: &Shared) -> String {
+    let mut system = SYSTEM_PROMPT.to_owned();
+    if let Some(instructions) = &shared.instructions {
+        system.push_str("\n\n");
+        system.push_str(instructions);
+    }
+    system.push_str(&format!("\nWorking directory: {}", shared.cwd.display()));
+    system
+}
+
 /// One provider call, streamed to the client. A failed or aborted call still
 /// yields what arrived (without tool calls), so the transcript stays whole.
 async fn call_model(shared: &Arc<Shared>, cancel: &CancellationToken) -> ModelReply {
@@ -330,9 +348,9 @@ async fn call_model(shared: &Arc<Shared>, cancel: &CancellationToken) -> ModelRe
     let request = ProviderRequest {
         model,
         reasoning_level,
-        system: format!("{SYSTEM_PROMPT}\nWorking directory: {}", shared.cwd.display()),
+        system: system_prompt(shared),
         window,
-        tools: tools::definitions(),
+        tools: shared.toolset.definitions(),
     };
     let (sender, mut events) = mpsc::channel(PROVIDER_EVENTS);
     let call = provider::stream(request, sender);
@@ -437,7 +455,7 @@ async fn run_tool(
             return (ToolOutput::error(format!("cannot run {}: {problem}", call.name)), None);
         }
     };
-    let known = tools::definitions().iter().any(|tool| tool.name == call.name);
+    let known = shared.toolset.offers(&call.name);
     if !known {
         return (ToolOutput::error(format!("there is no tool named `{}`", call.name)), None);
     }
@@ -457,6 +475,10 @@ async fn run_tool(
     let output = match call.name.as_str() {
         "recall" => recall(shared, args).await,
         "ask" => ask(shared, cancel, args).await,
+        name if tools::subagent::is_subagent_tool(name) => match &shared.toolset.delegate {
+            Some(delegate) => tools::subagent::run(name, args, delegate, cancel).await,
+            None => ToolOutput::error("this agent cannot launch subagents"),
+        },
         name => {
             let context = ToolContext {
                 cwd: shared.cwd.clone(),
@@ -651,9 +673,19 @@ async fn deliver_steers(shared: &Arc<Shared>) -> bool {
     let steers: Vec<UserInput> = shared.state().steers.drain(..).collect();
     let any = !steers.is_empty();
     for steer in steers {
-        if let Err(problem) =
-            push(shared, EntryBody::User { text: steer.text, images: steer.images }).await
-        {
+        let delivered =
+            push(shared, EntryBody::User { text: steer.text, images: steer.images }).await;
+        if let Some(reply) = steer.strict {
+            let response = match &delivered {
+                Ok(()) => Response::ok(reply.command, serde_json::json!({"status": "injected"})),
+                Err(problem) => Response::failed(
+                    reply.command,
+                    WireError::new(ErrorCode::InternalError, problem.clone()),
+                ),
+            };
+            shared.respond(reply.id, response).await;
+        }
+        if let Err(problem) = delivered {
             report(shared, ErrorCode::InternalError, problem, true).await;
         }
     }

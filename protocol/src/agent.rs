@@ -116,6 +116,12 @@ pub struct Steer {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images: Option<Vec<Image>>,
+    /// Daemon to runtime only (docs/PROTOCOL-NOTES.md, strict steer): the
+    /// steer goes into this turn or nowhere. It is answered once delivered
+    /// at a provider boundary, or CONFLICT if that turn is not the current
+    /// one or ends first; it never becomes a later prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -44,6 +44,16 @@ pub struct AgentArgs {
     /// Resume this session instead of starting a new one.
     #[arg(long)]
     pub session: Option<String>,
+    /// Offer the model only these tools (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "TOOL,...")]
+    pub tools: Option<Vec<String>>,
+    /// Append this file's text (at most 64 KiB) to the system prompt.
+    #[arg(long, value_name = "PATH")]
+    pub system_prompt_file: Option<PathBuf>,
+    /// Offer the subagent tools, asking the daemon listening in
+    /// $SHARD_HOME to run jobs for this agent id (the daemon sets this).
+    #[arg(long, value_name = "AGENT_ID")]
+    pub delegate_as: Option<String>,
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -70,6 +80,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 model: args.model,
                 mode: args.mode,
                 session: args.session,
+                tools: args.tools,
+                system_prompt_file: args.system_prompt_file,
+                delegate_as: args.delegate_as,
             };
             let ending = runtime.block_on(shard_agent::run_stdio(options));
             // The log is flushed and the tree killed: do not wait for the

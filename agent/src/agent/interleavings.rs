@@ -251,6 +251,8 @@ async fn start_agent(reflex: Option<Reflex>) -> Result<Driven, String> {
         mode: "build".to_owned(),
         model,
         reasoning_level: None,
+        toolset: crate::tools::Toolset::default(),
+        instructions: None,
     };
     let agent = Agent::new(start, conversation, out);
     let (lines, inbound) = mpsc::channel(crate::stdio::INBOUND_QUEUE);

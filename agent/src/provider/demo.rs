@@ -19,6 +19,13 @@
 //! | `burst: N` | N text deltas as fast as possible |
 //! | `pace: N RATE` | N text deltas at RATE a second, each `tick-I@MICROS ` stamped with the wall clock |
 //! | `fail: MESSAGE` | a few deltas, then a provider error |
+//! | `spawn: NAME: TASK` | calls `subagent_create` for one child |
+//! | `spawn-parallel:` / `spawn-chain:` + `NAME: TASK` lines | calls `subagent_create` with those tasks (to the first empty line) |
+//! | `wait: [HANDLE…] [any\|all] [timeout=SECS]` | calls `subagent_wait` (no handle: the latest job) |
+//! | `steer: TARGET: MESSAGE` | calls `subagent_steer` |
+//! | `relaunch: TARGET: TASK` | calls `subagent_relaunch` |
+//! | `status: [TARGET…]` | calls `subagent_status` |
+//! | `stop: [HANDLE]` | calls `subagent_stop` (no handle: the latest job) |
 //! | anything else | `You said: <message>`, word by word |
 
 use std::time::Duration;
@@ -133,7 +140,7 @@ pub async fn stream(
         }
         None => {
             let prompt = last_prompt(&request.window).unwrap_or_default();
-            respond(&mut out, &prompt, format!("call-{call_number}")).await
+            respond(&mut out, &prompt, format!("call-{call_number}"), &request.window).await
         }
     };
     let usage = Usage {
@@ -198,6 +205,7 @@ fn after_tool((name, args): &(String, Value), result: &EntryBody) -> String {
             format!("The first line of {path} is: {}", text.lines().next().unwrap_or(""))
         }
         "ask" => format!("You answered: {text}"),
+        name if name.starts_with("subagent_") => format!("{name}: {text}"),
         "ls" | "find" | "grep" => {
             let lines: Vec<&str> = text.lines().filter(|line| !line.starts_with('[')).collect();
             format!(
@@ -210,12 +218,113 @@ fn after_tool((name, args): &(String, Value), result: &EntryBody) -> String {
     }
 }
 
-async fn respond(out: &mut Out, prompt: &str, call_id: String) -> Result<(), ProviderError> {
+/// The job id of the latest `subagent_create` or `subagent_relaunch` this
+/// conversation made, for `wait:` and `stop:` without a handle.
+fn latest_job(window: &[Entry]) -> Option<String> {
+    window.iter().rev().find_map(|entry| match &entry.body {
+        EntryBody::ToolResult { tool_name, content: ToolResultContent::Json { value }, .. }
+            if tool_name == "subagent_create" || tool_name == "subagent_relaunch" =>
+        {
+            value["job_id"].as_str().map(str::to_owned)
+        }
+        _ => None,
+    })
+}
+
+/// `NAME: TASK` lines up to the first empty one.
+fn task_lines(lines: &[&str]) -> Vec<Value> {
+    lines
+        .iter()
+        .take_while(|line| !line.trim().is_empty())
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, task)| json!({"name": name.trim(), "task": task.trim()}))
+        .collect()
+}
+
+/// `wait:` arguments: handles, then an optional mode and `timeout=SECS`.
+fn wait_args(argument: &str, window: &[Entry]) -> Value {
+    let mut args = serde_json::Map::new();
+    let mut handles = Vec::new();
+    for word in argument.split_whitespace() {
+        match word {
+            "any" | "all" => {
+                args.insert("mode".into(), json!(word));
+            }
+            _ => match word.strip_prefix("timeout=").and_then(|secs| secs.parse::<f64>().ok()) {
+                Some(seconds) => {
+                    args.insert("timeout".into(), json!(seconds));
+                }
+                None => handles.push(json!(word)),
+            },
+        }
+    }
+    if handles.is_empty() {
+        handles.extend(latest_job(window).map(Value::from));
+    }
+    args.insert("handles".into(), Value::Array(handles));
+    Value::Object(args)
+}
+
+/// A subagent directive's tool call, if `directive` is one.
+fn subagent_call(
+    directive: &str,
+    argument: &str,
+    following: &[&str],
+    window: &[Entry],
+) -> Option<(&'static str, Value)> {
+    let pair = |text: &str| {
+        let (first, rest) = text.split_once(':').unwrap_or((text, ""));
+        (first.trim().to_owned(), rest.trim().to_owned())
+    };
+    let handle = || {
+        if argument.is_empty() {
+            latest_job(window).unwrap_or_default()
+        } else {
+            argument.to_owned()
+        }
+    };
+    Some(match directive {
+        "spawn" => {
+            let (name, task) = pair(argument);
+            ("subagent_create", json!({"name": name, "task": task}))
+        }
+        "spawn-parallel" | "spawn-chain" => {
+            let strategy = if directive == "spawn-chain" { "chain" } else { "parallel" };
+            ("subagent_create", json!({"tasks": task_lines(following), "strategy": strategy}))
+        }
+        "wait" => ("subagent_wait", wait_args(argument, window)),
+        "steer" => {
+            let (target, message) = pair(argument);
+            ("subagent_steer", json!({"target": target, "message": message}))
+        }
+        "relaunch" => {
+            let (target, task) = pair(argument);
+            ("subagent_relaunch", json!({"target": target, "task": task}))
+        }
+        "status" if argument.is_empty() => ("subagent_status", json!({})),
+        "status" => {
+            let targets: Vec<&str> = argument.split_whitespace().collect();
+            ("subagent_status", json!({"targets": targets}))
+        }
+        "stop" => ("subagent_stop", json!({"handle": handle()})),
+        _ => return None,
+    })
+}
+
+async fn respond(
+    out: &mut Out,
+    prompt: &str,
+    call_id: String,
+    window: &[Entry],
+) -> Result<(), ProviderError> {
     let lines: Vec<&str> = prompt.lines().collect();
     for (at, line) in lines.iter().enumerate() {
         let Some((directive, rest)) = line.split_once(':') else { continue };
         let argument = rest.trim();
         let following = &lines[at + 1..];
+        if let Some((tool, args)) = subagent_call(directive.trim(), argument, following, window) {
+            return out.tool_call(call_id, tool, args).await;
+        }
         match directive.trim() {
             "run" => return out.tool_call(call_id, "bash", json!({"command": argument})).await,
             "read" => return out.tool_call(call_id, "read", json!({"path": argument})).await,

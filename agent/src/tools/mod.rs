@@ -8,6 +8,7 @@
 mod bash;
 mod fs;
 mod search;
+pub mod subagent;
 
 use std::path::{Component, Path, PathBuf};
 
@@ -63,7 +64,41 @@ pub struct ToolDefinition {
 /// Whether a tool only reads (PROTOCOL.md §9.4 `read_only`). Everything else
 /// is mutating and goes through the permission gate.
 pub fn is_read_only(name: &str) -> bool {
-    matches!(name, "read" | "grep" | "find" | "ls" | "recall" | "ask")
+    matches!(name, "read" | "grep" | "find" | "ls" | "recall" | "ask") || subagent::reads_only(name)
+}
+
+/// The tools one agent offers its model: every built-in one, the subagent
+/// tools when the daemon lets it delegate, narrowed to the allowlist its
+/// manager gave (`agent.create` `tools`).
+#[derive(Debug, Clone, Default)]
+pub struct Toolset {
+    allowed: Option<std::collections::HashSet<String>>,
+    pub delegate: Option<subagent::Delegate>,
+}
+
+impl Toolset {
+    /// `allowed` names tools that exist (see [`is_known`]).
+    pub fn new(allowed: Option<Vec<String>>, delegate: Option<subagent::Delegate>) -> Self {
+        Self { allowed: allowed.map(|names| names.into_iter().collect()), delegate }
+    }
+
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        let mut all = definitions();
+        if self.delegate.is_some() {
+            all.extend(subagent::definitions());
+        }
+        all.retain(|tool| self.allowed.as_ref().is_none_or(|allowed| allowed.contains(tool.name)));
+        all
+    }
+
+    pub fn offers(&self, name: &str) -> bool {
+        self.definitions().iter().any(|tool| tool.name == name)
+    }
+}
+
+/// Whether `name` is a tool some agent can have (for allowlists).
+pub fn is_known(name: &str) -> bool {
+    definitions().iter().any(|tool| tool.name == name) || subagent::is_subagent_tool(name)
 }
 
 /// The tools every model is offered, in a stable order.
