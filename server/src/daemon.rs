@@ -21,6 +21,7 @@ use crate::clients::Limits;
 use crate::clients::connection::Daemon;
 use crate::clients::hub::Hub;
 use crate::home::Home;
+use crate::jobs::Jobs;
 use crate::web::audit::Audit;
 use crate::web::auth::Auth;
 use crate::web::config::{WebArgs, WebConfig};
@@ -65,6 +66,10 @@ pub struct DaemonArgs {
     /// so that one browser cannot take every slot of --max-connections.
     #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_session_connections: u32,
+    /// How long one subagent run may take before it is stopped and marked
+    /// `timed_out`.
+    #[arg(long, value_name = "SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub subagent_run_timeout: u64,
 }
 
 /// Browser connections by default: a thousand idle tabs (S4) fit, in about
@@ -105,7 +110,8 @@ fn announce(line: &str) {
 }
 
 struct Shard {
-    registry: Registry,
+    registry: Arc<Registry>,
+    jobs: Arc<Jobs>,
     auth: Arc<Auth>,
     hub: Arc<Hub>,
     audit: Arc<Audit>,
@@ -117,6 +123,10 @@ struct Shard {
 impl Daemon for Shard {
     fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    fn jobs(&self) -> &Arc<Jobs> {
+        &self.jobs
     }
 
     fn enroll(&self) -> String {
@@ -253,8 +263,11 @@ pub async fn run(
         idle_timeout: Duration::from_secs(args.idle_runtime_timeout),
         headless_timeout: Duration::from_secs(args.headless_timeout),
     });
+    let registry = Arc::new(Registry::load(context));
+    let jobs = Jobs::load(registry.clone(), Duration::from_secs(args.subagent_run_timeout));
     let shard = Arc::new(Shard {
-        registry: Registry::load(context),
+        registry,
+        jobs,
         auth: auth.clone(),
         hub: hub.clone(),
         audit: audit.clone(),
@@ -318,6 +331,9 @@ pub async fn run(
     stop.graceful.cancelled().await;
     tracing::info!(force = stop.force.is_cancelled(), "shutting down");
     unix_stop.cancel();
+    // Runs this shutdown ends are not over: the next start marks them
+    // interrupted, never failed or replayed.
+    shard.jobs.shutting_down();
     // Agents first: graceful lets active turns finish, bounded, and a
     // second signal (or `force`) cuts it short.
     let graceful = async {

@@ -26,6 +26,7 @@ pub mod clock;
 pub mod daemon;
 pub mod home;
 pub mod id;
+pub mod jobs;
 pub mod web;
 
 #[cfg(test)]

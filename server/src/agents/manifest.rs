@@ -5,10 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use shard_protocol::orchestrator::{HeadlessPolicy, LaunchPolicy};
 
 pub const MANIFEST_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Manifest {
     pub version: u32,
     pub agent_id: String,
@@ -29,7 +30,45 @@ pub struct Manifest {
     pub definition_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
+    /// Nesting depth: 0 for an agent with no parent.
+    #[serde(default)]
+    pub depth: u32,
+    /// What this agent may launch: tasks per job, and how deep its
+    /// descendants may nest (inherited, never widened, by its children).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_policy: Option<LaunchPolicy>,
+    /// The tools its model is offered; all when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// A manager's instructions (a managed child's brief).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headless_policy: Option<HeadlessPolicy>,
+    /// Friendly aliases its children's launches take, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<Vec<String>>,
 }
+
+/// Launch limits for agents that set none: a job of at most 8 tasks, and
+/// descendants at most 3 levels below a root.
+pub const DEFAULT_LAUNCH_POLICY: LaunchPolicy = LaunchPolicy { max_tasks: 8, max_depth: 3 };
+
+impl Manifest {
+    pub fn policy(&self) -> LaunchPolicy {
+        self.launch_policy.unwrap_or(DEFAULT_LAUNCH_POLICY)
+    }
+
+    /// Whether this agent may launch subagents: its children would still be
+    /// within its launch policy's depth.
+    pub fn may_delegate(&self) -> bool {
+        self.depth < self.policy().max_depth
+    }
+}
+
+/// A managed child's instructions, beside its manifest, for the runtime's
+/// `--system-prompt-file`.
+pub const INSTRUCTIONS_FILE: &str = "system_prompt.txt";
 
 pub fn agents_dir(home: &Path) -> PathBuf {
     home.join("agents")
@@ -43,6 +82,9 @@ impl Manifest {
     pub fn save(&self, home: &Path) -> anyhow::Result<()> {
         let dir = agent_dir(home, &self.agent_id);
         crate::home::prepare_dir(&dir)?;
+        if let Some(instructions) = &self.system_prompt {
+            crate::home::write_private(&dir.join(INSTRUCTIONS_FILE), instructions.as_bytes())?;
+        }
         let bytes = serde_json::to_vec_pretty(self)?;
         crate::home::write_private(&dir.join("manifest.json"), &bytes)?;
         Ok(())

@@ -2,12 +2,13 @@
 //! listed, its process stopped until needed), creates agents, and answers the
 //! registry commands of §10.1 that are not about one attachment.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use shard_agent::config::Config;
 use shard_agent::session_view::{self, SessionError};
-use shard_protocol::orchestrator::{AgentCreate, AgentSpawned};
+use shard_protocol::orchestrator::{AgentCreate, AgentSpawned, LaunchPolicy};
 use shard_protocol::types::AgentInfo;
 use shard_protocol::{Envelope, ErrorCode, ServerMessage, WireError};
 use tokio::sync::oneshot;
@@ -26,6 +27,9 @@ pub struct Registry {
     /// adoptions of one session cannot race. Held for milliseconds, never
     /// while a process starts.
     creating: tokio::sync::Mutex<()>,
+    /// Every agent's manifest (written once, never changed), for what the
+    /// job coordinator needs of parents and children.
+    manifests: std::sync::Mutex<HashMap<String, Manifest>>,
 }
 
 fn invalid(message: impl Into<String>) -> WireError {
@@ -38,10 +42,37 @@ impl Registry {
     pub fn load(context: Arc<Context>) -> Self {
         let hosts = Arc::new(Hosts::default());
         let now = tokio::time::Instant::now();
+        let mut manifests = HashMap::new();
         for manifest in Manifest::load_all(&context.home) {
+            manifests.insert(manifest.agent_id.clone(), manifest.clone());
             hosts.insert(Box::new(Host::dormant(context.clone(), manifest, now)));
         }
-        Self { context, hosts, creating: tokio::sync::Mutex::new(()) }
+        Self {
+            context,
+            hosts,
+            creating: tokio::sync::Mutex::new(()),
+            manifests: std::sync::Mutex::new(manifests),
+        }
+    }
+
+    fn manifests(&self) -> std::sync::MutexGuard<'_, HashMap<String, Manifest>> {
+        self.manifests.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn manifest(&self, agent_id: &str) -> Option<Manifest> {
+        self.manifests().get(agent_id).cloned()
+    }
+
+    /// The agents whose parent is `parent`, oldest first.
+    pub fn children(&self, parent: &str) -> Vec<Manifest> {
+        let mut children: Vec<Manifest> = self
+            .manifests()
+            .values()
+            .filter(|manifest| manifest.parent_agent_id.as_deref() == Some(parent))
+            .cloned()
+            .collect();
+        children.sort_by(|a, b| (a.created_at, &a.agent_id).cmp(&(b.created_at, &b.agent_id)));
+        children
     }
 
     pub fn contains(&self, agent_id: &str) -> bool {
@@ -79,15 +110,12 @@ impl Registry {
     pub async fn create(&self, request: AgentCreate) -> Result<String, WireError> {
         let mut info = {
             let _one_at_a_time = self.creating.lock().await;
-            self.register(&request).await?
+            self.register(&request, None).await?
         };
         let agent_id = info.agent_id.clone();
         // Announced first, then its process starts (agent_status_changed).
         info.runtime_state = shard_protocol::types::RuntimeState::Starting;
-        let spawned = AgentSpawned { agent_id: agent_id.clone(), info };
-        self.context.broadcast.broadcast(&super::Wire::from(
-            Envelope::new(ServerMessage::AgentSpawned(spawned)).to_json(),
-        ));
+        self.announce(info);
         let (reply, started) = oneshot::channel();
         let _ = self.send_waiting(&agent_id, HostCommand::Start { reply }).await;
         let result = started.await.unwrap_or_else(|_| {
@@ -107,8 +135,37 @@ impl Registry {
         }
     }
 
+    fn announce(&self, info: AgentInfo) {
+        let spawned = AgentSpawned { agent_id: info.agent_id.clone(), info };
+        self.context.broadcast.broadcast(&super::Wire::from(
+            Envelope::new(ServerMessage::AgentSpawned(spawned)).to_json(),
+        ));
+    }
+
+    /// Managed children (a job's): each checked and written under its
+    /// preallocated id, listed and announced, its process stopped until its
+    /// run starts it. Stops at the first that cannot be made (the ones
+    /// before it stay: identities are never deleted).
+    pub async fn materialize(
+        &self,
+        children: Vec<(String, AgentCreate)>,
+    ) -> Result<Vec<AgentInfo>, WireError> {
+        let _one_at_a_time = self.creating.lock().await;
+        let mut made = Vec::new();
+        for (agent_id, request) in children {
+            let info = self.register(&request, Some(agent_id)).await?;
+            self.announce(info.clone());
+            made.push(info);
+        }
+        Ok(made)
+    }
+
     /// Checks a creation, writes its manifest and lists its host.
-    async fn register(&self, request: &AgentCreate) -> Result<AgentInfo, WireError> {
+    async fn register(
+        &self,
+        request: &AgentCreate,
+        agent_id: Option<String>,
+    ) -> Result<AgentInfo, WireError> {
         let home = self.context.home.clone();
         let cwd = validate_cwd(&request.cwd)?;
         let config = Config::load(&home)
@@ -129,11 +186,7 @@ impl Registry {
         if request.name.as_ref().is_some_and(|name| name.chars().count() > MAX_NAME) {
             return Err(invalid(format!("`name` is longer than {MAX_NAME} characters")));
         }
-        if let Some(parent) = &request.parent_agent_id {
-            if !self.contains(parent) {
-                return Err(WireError::new(ErrorCode::NotFound, format!("no agent `{parent}`")));
-            }
-        }
+        let managed = self.managed_fields(request)?;
         let session_id = match &request.session_id {
             Some(session_id) => self.adoptable(session_id)?,
             None => {
@@ -150,7 +203,7 @@ impl Registry {
         };
         let manifest = Manifest {
             version: MANIFEST_VERSION,
-            agent_id: format!("agent-{}", crate::id::random_hex()),
+            agent_id: agent_id.unwrap_or_else(|| format!("agent-{}", crate::id::random_hex())),
             name: request.name.clone(),
             cwd,
             model: request.model.clone(),
@@ -161,6 +214,12 @@ impl Registry {
             alias: request.alias.clone(),
             definition_name: request.definition_name.clone(),
             display_name: request.display_name.clone(),
+            depth: managed.depth,
+            launch_policy: managed.launch_policy,
+            tools: request.tools.clone(),
+            system_prompt: request.system_prompt.clone(),
+            headless_policy: request.headless_policy,
+            names: request.names.clone(),
         };
         manifest.save(&home).map_err(|error| {
             WireError::new(
@@ -168,10 +227,65 @@ impl Registry {
                 format!("cannot write the manifest: {error:#}"),
             )
         })?;
+        self.manifests().insert(manifest.agent_id.clone(), manifest.clone());
         let host = Host::dormant(self.context.clone(), manifest, tokio::time::Instant::now());
         let info = host.info();
         self.hosts.insert(Box::new(host));
         Ok(info)
+    }
+
+    /// The managed-child fields of `agent.create`, checked: the depth and
+    /// launch policy a child gets from its parent (never wider), a known
+    /// tool allowlist, a bounded brief and alias pool.
+    fn managed_fields(&self, request: &AgentCreate) -> Result<Managed, WireError> {
+        if let Some(unknown) =
+            request.tools.iter().flatten().find(|name| !shard_agent::tools::is_known(name))
+        {
+            return Err(invalid(format!("`tools`: there is no tool `{unknown}`")));
+        }
+        if request
+            .system_prompt
+            .as_ref()
+            .is_some_and(|text| text.len() > shard_agent::MAX_INSTRUCTIONS)
+        {
+            return Err(invalid(format!(
+                "`system_prompt` is over {} bytes",
+                shard_agent::MAX_INSTRUCTIONS
+            )));
+        }
+        if let Some(names) = &request.names {
+            if names.len() > MAX_NAMES {
+                return Err(invalid(format!("`names` holds more than {MAX_NAMES} aliases")));
+            }
+            if let Some(bad) = names.iter().find(|name| alias_problem(name).is_some()) {
+                let why = alias_problem(bad).unwrap_or_default();
+                return Err(invalid(format!("`names`: `{bad}` {why}")));
+            }
+        }
+        let asked = request.launch_policy;
+        let Some(parent_id) = &request.parent_agent_id else {
+            return Ok(Managed { depth: 0, launch_policy: asked });
+        };
+        let Some(parent) = self.manifest(parent_id) else {
+            return Err(WireError::new(ErrorCode::NotFound, format!("no agent `{parent_id}`")));
+        };
+        let inherited = parent.policy();
+        if !parent.may_delegate() {
+            return Err(WireError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "`{parent_id}` is at depth {} and may nest no deeper (launch policy maxDepth {})",
+                    parent.depth, inherited.max_depth
+                ),
+            ));
+        }
+        let launch_policy = LaunchPolicy {
+            max_tasks: asked
+                .map_or(inherited.max_tasks, |asked| asked.max_tasks.min(inherited.max_tasks)),
+            max_depth: asked
+                .map_or(inherited.max_depth, |asked| asked.max_depth.min(inherited.max_depth)),
+        };
+        Ok(Managed { depth: parent.depth + 1, launch_policy: Some(launch_policy) })
     }
 
     /// A legacy session may be adopted once, if it exists and reads cleanly.
@@ -215,6 +329,35 @@ impl Registry {
         for done in waits {
             let _ = done.await;
         }
+    }
+}
+
+/// What a creation's parent decides about it.
+struct Managed {
+    depth: u32,
+    launch_policy: Option<LaunchPolicy>,
+}
+
+/// The most aliases an agent's pool may hold.
+const MAX_NAMES: usize = 256;
+/// The longest alias (characters).
+pub const MAX_ALIAS: usize = 64;
+
+/// Why `alias` cannot be a friendly alias, if it cannot: empty, too long,
+/// control characters, or shaped like a typed id (`job-`, `run-`, `agent-`),
+/// which handles resolve first.
+pub fn alias_problem(alias: &str) -> Option<&'static str> {
+    let lower = alias.to_lowercase();
+    if alias.trim().is_empty() {
+        Some("is empty")
+    } else if alias.chars().count() > MAX_ALIAS {
+        Some("is longer than 64 characters")
+    } else if alias.chars().any(char::is_control) {
+        Some("holds control characters")
+    } else if ["job-", "run-", "agent-"].iter().any(|prefix| lower.starts_with(prefix)) {
+        Some("looks like a typed id (job-, run-, agent-)")
+    } else {
+        None
     }
 }
 

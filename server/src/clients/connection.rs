@@ -23,12 +23,14 @@ use shard_protocol::orchestrator::{
 };
 use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
 use tokio::sync::{Semaphore, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use super::outbox::Outbox;
 use crate::agents::Sub;
 use crate::agents::host::HostCommand;
 use crate::agents::hosts::Refused;
 use crate::agents::registry::Registry;
+use crate::jobs::Jobs;
 
 /// Slow registry commands one connection may have running at once. A
 /// person creates or kills a handful of agents at a time; more is a script
@@ -39,6 +41,8 @@ const BACKGROUND_COMMANDS: usize = 16;
 /// controls (enrollment, sessions, shutdown).
 pub trait Daemon: Send + Sync {
     fn registry(&self) -> &Registry;
+    /// The subagent job coordinator (§10.3).
+    fn jobs(&self) -> &Arc<Jobs>;
     /// A new single-use enrollment URL (also printed on the daemon's stdout).
     fn enroll(&self) -> String;
     /// Starts the daemon's shutdown.
@@ -90,6 +94,9 @@ pub struct Connection {
     attached: HashMap<String, AttachRole>,
     transport: Transport,
     background: Arc<Semaphore>,
+    /// Cancelled when the connection ends: its slow commands (a
+    /// `subagent.wait`) stop waiting; the work they watch goes on.
+    closing: CancellationToken,
 }
 
 fn encode(envelope: Envelope<ServerMessage>) -> Wire {
@@ -107,6 +114,7 @@ impl Connection {
             attached: HashMap::new(),
             transport,
             background: Arc::new(Semaphore::new(BACKGROUND_COMMANDS)),
+            closing: CancellationToken::new(),
         }
     }
 
@@ -243,6 +251,50 @@ impl Connection {
             ClientMessage::DaemonDisconnect(target) if local => {
                 ok(DisconnectResult { disconnected: self.daemon.disconnect(target) })
             }
+            ClientMessage::SubagentCreate(request) => {
+                let jobs = self.daemon.jobs().clone();
+                return self.in_background(
+                    id,
+                    command,
+                    async move { ok(jobs.create(request).await?) },
+                );
+            }
+            ClientMessage::SubagentWait(request) => {
+                let jobs = self.daemon.jobs().clone();
+                return self.in_background(
+                    id,
+                    command,
+                    async move { ok(jobs.wait(request).await?) },
+                );
+            }
+            ClientMessage::SubagentSteer(request) => {
+                let jobs = self.daemon.jobs().clone();
+                let source = self.transport.source();
+                return self.in_background(id, command, async move {
+                    ok(jobs.steer(request, source).await?)
+                });
+            }
+            ClientMessage::SubagentRelaunch(request) => {
+                let jobs = self.daemon.jobs().clone();
+                return self
+                    .in_background(id, command, async move { ok(jobs.relaunch(request).await?) });
+            }
+            ClientMessage::SubagentStatus(request) => {
+                let jobs = self.daemon.jobs().clone();
+                return self.in_background(
+                    id,
+                    command,
+                    async move { ok(jobs.status(request).await?) },
+                );
+            }
+            ClientMessage::SubagentStop(request) => {
+                let jobs = self.daemon.jobs().clone();
+                return self.in_background(
+                    id,
+                    command,
+                    async move { ok(jobs.stop(request).await?) },
+                );
+            }
             ClientMessage::DaemonShutdown(_) => Err(WireError::new(
                 ErrorCode::PermissionDenied,
                 "the daemon is stopped locally: use the unix socket or a signal",
@@ -280,9 +332,13 @@ impl Connection {
             return reject(&self.outbox, id, Some(command), None, error);
         };
         let outbox = self.outbox.clone();
+        let closing = self.closing.clone();
         tokio::spawn(async move {
-            let answer = work.await;
-            finish(&outbox, id, command, answer);
+            tokio::select! {
+                answer = work => finish(&outbox, id, command, answer),
+                // Nobody is left to answer; the work itself was only watching.
+                () = closing.cancelled() => {}
+            }
             drop(permit);
         });
     }
@@ -327,6 +383,11 @@ impl Connection {
             }
             _ => {}
         }
+        if !answer {
+            if let Some(run_id) = self.daemon.jobs().lease(&agent_id) {
+                return self.leased(id, agent_id, run_id, message);
+            }
+        }
         let subscriber = self.subscriber();
         let queued = if answer {
             let source = self.transport.source().to_owned();
@@ -339,10 +400,94 @@ impl Connection {
         }
     }
 
+    /// The lease guard (§10.3): a child on a run takes no direct prompt; a
+    /// person's steer goes through the coordinator's strict steer and an
+    /// abort stops the run, both recorded against it. Everything else
+    /// passes.
+    fn leased(
+        &mut self,
+        id: Option<String>,
+        agent_id: String,
+        run_id: String,
+        message: ClientMessage,
+    ) {
+        use shard_protocol::agent::StreamingBehavior;
+        let command = message.type_name();
+        let jobs = self.daemon.jobs().clone();
+        let steer = match message {
+            ClientMessage::Steer(steer) => Some(steer.message),
+            ClientMessage::Prompt(prompt)
+                if prompt.streaming_behavior == Some(StreamingBehavior::Steer) =>
+            {
+                Some(prompt.message)
+            }
+            ClientMessage::Prompt(_) => {
+                let error = WireError::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "`{agent_id}` is on subagent run `{run_id}`: steer it, or stop the run, instead of prompting it"
+                    ),
+                );
+                return reject(&self.outbox, id, Some(command), Some(agent_id), error);
+            }
+            ClientMessage::Abort(_) => {
+                let outbox = self.outbox.clone();
+                let Ok(permit) = self.background.clone().try_acquire_owned() else {
+                    return reject(&self.outbox, id, Some(command), Some(agent_id), busy());
+                };
+                tokio::spawn(async move {
+                    let stopped = jobs.stop_leased(&agent_id).await;
+                    let response = match stopped {
+                        Ok(_) => Response::accepted(command),
+                        Err(error) => Response::failed(command, error),
+                    };
+                    respond(&outbox, id, Some(agent_id), response);
+                    drop(permit);
+                });
+                return;
+            }
+            other => {
+                // Not the guard's: answered by the agent as usual.
+                let subscriber = self.subscriber();
+                let queued = HostCommand::Forward { subscriber, id: id.clone(), message: other };
+                if let Err(refused) = self.daemon.registry().send(&agent_id, queued) {
+                    let error = refused_error(refused, &agent_id);
+                    reject(&self.outbox, id, Some(command), Some(agent_id), error);
+                }
+                return;
+            }
+        };
+        let Some(message) = steer else { return };
+        let source = self.transport.source();
+        let outbox = self.outbox.clone();
+        let Ok(permit) = self.background.clone().try_acquire_owned() else {
+            return reject(&self.outbox, id, Some(command), Some(agent_id), busy());
+        };
+        tokio::spawn(async move {
+            let steered = jobs.steer_leased(&agent_id, message, source).await;
+            let response = match steered {
+                Ok(result) if result.status == shard_protocol::subagent::SteerStatus::Injected => {
+                    Response::accepted(command)
+                }
+                Ok(_) => Response::failed(
+                    command,
+                    WireError::new(
+                        ErrorCode::Conflict,
+                        "the run's turn ended before the steer was delivered",
+                    ),
+                ),
+                Err(error) => Response::failed(command, error),
+            };
+            respond(&outbox, id, Some(agent_id), response);
+            drop(permit);
+        });
+    }
+
     /// Tells every host this connection was attached to that it is gone.
     /// This one waits for room in the hosts' queues: the connection is over,
     /// and the host must learn it.
     pub async fn closed(&mut self) {
+        self.closing.cancel();
         let registry = self.daemon.registry();
         for agent_id in self.attached.keys() {
             let gone = HostCommand::Disconnected { subscriber: self.outbox.id() };

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::process::ChildEvent;
 use super::projection::{respond, tag};
-use super::{Host, HostCommand, Inflight, Waiting};
+use super::{Host, HostCommand, Inflight, Then, Waiting};
 use crate::agents::{Sub, SubscriberId};
 
 impl Host {
@@ -62,6 +62,9 @@ impl Host {
                 self.kill_waiters.push(reply);
                 self.kill_process(force, now);
             }
+            HostCommand::Run { task, events, reply } => self.take_run(task, events, reply, now),
+            HostCommand::SteerRun { message, reply } => self.steer_run(message, reply),
+            HostCommand::StopRun => self.stop_run(now),
             HostCommand::Shutdown { force, reply } => {
                 self.fail_waiting_with(WireError::new(
                     ErrorCode::RuntimeStartFailed,
@@ -183,8 +186,10 @@ impl Host {
             respond(&subscriber, id, Some(self.id()), Response::failed(command, error));
             return;
         }
-        self.inflight
-            .insert(internal, Inflight { subscriber: Some(subscriber), client_id: id, command });
+        self.inflight.insert(
+            internal,
+            Inflight { subscriber: Some(subscriber), client_id: id, command, then: Then::Nothing },
+        );
         self.last_active = now;
     }
 
@@ -229,9 +234,11 @@ impl Host {
             }
             other => {
                 self.observe(&other);
+                self.observe_run(&other);
                 self.fan_out(tag(self.id(), &line));
             }
         }
+        self.drive_run(now);
     }
 
     /// `hello` then `sync` from a new process.
@@ -268,6 +275,7 @@ impl Host {
                     let sync = self.sync_bytes();
                     self.fan_out(sync);
                 }
+                self.drive_run(now);
                 for waiting in std::mem::take(&mut self.waiting) {
                     match waiting {
                         Waiting::Start { reply } => {
@@ -298,6 +306,13 @@ impl Host {
 
     fn child_response(&mut self, id: Option<String>, response: Response) {
         let Some(inflight) = id.and_then(|id| self.inflight.remove(&id)) else { return };
+        match inflight.then {
+            Then::Nothing => {}
+            Then::RunPrompt => self.run_prompt_answered(&response),
+            Then::Steer { turn_id, reply } => {
+                let _ = reply.send(response.outcome.clone().map(|_| turn_id));
+            }
+        }
         if let Some(subscriber) = inflight.subscriber {
             respond(&subscriber, inflight.client_id, Some(self.id()), response);
         }

@@ -21,6 +21,7 @@ mod dispatch;
 pub mod process;
 mod projection;
 mod questions;
+pub mod run;
 #[cfg(test)]
 mod tests;
 
@@ -105,6 +106,22 @@ pub enum HostCommand {
         force: bool,
         reply: oneshot::Sender<()>,
     },
+    /// Carry out one supervised run (PROTOCOL.md §10.3): the task as a
+    /// prompt once the agent is idle, its turn followed on `events`.
+    /// Refused (CONFLICT) while another run is not being stopped.
+    Run {
+        task: String,
+        events: mpsc::Sender<run::RunEvent>,
+        reply: oneshot::Sender<Result<(), WireError>>,
+    },
+    /// A strict steer into the run's turn; replies with its turn id once
+    /// delivered, or CONFLICT.
+    SteerRun {
+        message: String,
+        reply: oneshot::Sender<Result<String, WireError>>,
+    },
+    /// Stop the run: abort its turn, then SIGTERM, then SIGKILL.
+    StopRun,
     /// Daemon shutdown: stop when inactive (graceful) or now (force).
     Shutdown {
         force: bool,
@@ -144,6 +161,26 @@ struct Inflight {
     subscriber: Option<Sub>,
     client_id: Option<String>,
     command: &'static str,
+    then: Then,
+}
+
+/// What the host itself does with a response.
+enum Then {
+    Nothing,
+    /// The answer to a run's task prompt.
+    RunPrompt,
+    /// The answer to a strict steer into `turn_id`.
+    Steer {
+        turn_id: String,
+        reply: oneshot::Sender<Result<String, WireError>>,
+    },
+}
+
+impl Inflight {
+    /// The daemon's own command.
+    fn internal(command: &'static str, then: Then) -> Self {
+        Self { subscriber: None, client_id: None, command, then }
+    }
 }
 
 /// Deferred work that needs a ready process.
@@ -185,6 +222,10 @@ pub struct Host {
     /// Where this host's processes send their lines and exits; none while
     /// it is dormant.
     events: Option<mpsc::Sender<ChildEvent>>,
+    /// The supervised run in progress, and one waiting behind a run that
+    /// is being stopped.
+    run: Option<run::Supervised>,
+    next_run: Option<run::Supervised>,
 }
 
 impl Host {
@@ -229,6 +270,8 @@ impl Host {
             last_active: now,
             activity: (ActivityPhase::Idle, None, AgentStatus::Idle),
             events: None,
+            run: None,
+            next_run: None,
         }
     }
 
@@ -263,6 +306,7 @@ impl Host {
             && self.kill_waiters.is_empty()
             && self.shutdown.is_none()
             && !self.terminate_when_inactive
+            && self.run.is_none()
             && self.next_deadline().is_none()
     }
 
@@ -289,6 +333,7 @@ impl Host {
             deadlines.extend(generation.kill_at);
         }
         deadlines.extend(self.pending.iter().filter_map(|pending| pending.headless_at));
+        deadlines.extend(self.run_deadline());
         deadlines.into_iter().min()
     }
 
@@ -297,6 +342,7 @@ impl Host {
     pub fn timers(&mut self, now: Instant) {
         self.process_timers(now);
         self.question_timers(now);
+        self.run_timers(now);
     }
 }
 

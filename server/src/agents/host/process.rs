@@ -44,6 +44,12 @@ pub struct SpawnRequest<'a> {
     pub cwd: &'a str,
     pub session_id: &'a str,
     pub epoch: u64,
+    /// The tools its model is offered (all when `None`).
+    pub tools: Option<&'a [String]>,
+    /// Whether it gets a manager's instructions (`system_prompt.txt`).
+    pub instructed: bool,
+    /// Whether it may launch subagents (the `subagent_*` tools).
+    pub delegates: bool,
 }
 
 /// Lines and the exit of a generation, as its reader and waiter see them.
@@ -123,6 +129,9 @@ impl Host {
             cwd: &self.manifest.cwd,
             session_id: &self.manifest.session_id,
             epoch,
+            tools: self.manifest.tools.as_deref(),
+            instructed: self.manifest.system_prompt.is_some(),
+            delegates: self.manifest.may_delegate(),
         };
         let runtime = match self.context.spawner.spawn(&request, events) {
             Ok(runtime) => runtime,
@@ -197,6 +206,7 @@ impl Host {
     /// Inactive, nothing open, nothing in flight: the process may be stopped.
     pub(super) fn reapable(&self) -> bool {
         matches!(self.status, AgentStatus::Idle | AgentStatus::Error)
+            && self.run.is_none()
             && self.pending.is_empty()
             && self.inflight.is_empty()
             && self.waiting.is_empty()
@@ -246,6 +256,9 @@ impl Host {
             ));
         }
         self.questions_orphaned();
+        if self.run.is_some() {
+            self.end_run(Some(format!("the agent's process ended: {description}")));
+        }
         for (_, inflight) in std::mem::take(&mut self.inflight) {
             if let Some(subscriber) = inflight.subscriber {
                 let error = WireError::new(ErrorCode::InternalError, "the agent process exited");
@@ -283,7 +296,7 @@ impl Host {
             return;
         }
         // Work that arrived while it was stopping starts the next generation.
-        if !self.waiting.is_empty() {
+        if !self.waiting.is_empty() || self.run.is_some() {
             self.ensure_process(now);
         }
     }
@@ -323,6 +336,17 @@ impl Spawner for ProcessSpawner {
             .kill_on_drop(true);
         // Registered as spawned, under the lock the orphan killer lists
         // under: an agent is never taken for an orphan.
+        if let Some(tools) = request.tools {
+            command.arg("--tools").arg(tools.join(","));
+        }
+        if request.instructed {
+            let brief = crate::agents::manifest::agent_dir(&self.home, request.agent_id)
+                .join(crate::agents::manifest::INSTRUCTIONS_FILE);
+            command.arg("--system-prompt-file").arg(brief);
+        }
+        if request.delegates {
+            command.args(["--delegate-as", request.agent_id]);
+        }
         let mut child = {
             let mut managed = shard_agent::process_tree::Managed::lock();
             let child = command.spawn()?;
@@ -548,7 +572,15 @@ mod tests {
         for epoch in 0..3 {
             // A small queue, read slowly: the reader is always behind.
             let (events, mut received) = mpsc::channel(1);
-            let request = SpawnRequest { agent_id: "agent-x", cwd: "/", session_id: "s", epoch };
+            let request = SpawnRequest {
+                agent_id: "agent-x",
+                cwd: "/",
+                session_id: "s",
+                epoch,
+                tools: None,
+                instructed: false,
+                delegates: false,
+            };
             let _runtime = spawner.spawn(&request, events).expect("spawn");
             let mut lines = 0;
             loop {

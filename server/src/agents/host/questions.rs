@@ -14,6 +14,7 @@ use shard_protocol::agent::{
     UiResponse,
 };
 use shard_protocol::message::Response;
+use shard_protocol::orchestrator::HeadlessPolicy;
 use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
 use tokio::time::Instant;
 
@@ -35,8 +36,28 @@ impl Host {
         });
         self.publish_pending();
         self.deliver_question(announcement);
-        if self.context.delegation.responders(self.id()).is_empty() {
+        if self.context.delegation.responders(self.id()).is_empty() && !self.queues_questions() {
             self.answer_headless(&request_id);
+        }
+    }
+
+    /// `headless_policy: queue`: a question nobody can answer waits for
+    /// someone, however long, instead of being denied.
+    fn queues_questions(&self) -> bool {
+        self.manifest.headless_policy == Some(HeadlessPolicy::Queue)
+    }
+
+    /// How long a question stays open once nobody can answer it: the
+    /// daemon's timeout, nothing under `deny` and `allow_if_rule_matches`
+    /// (the runtime already ran whatever a rule allows), forever under
+    /// `queue`.
+    fn headless_wait(&self) -> Option<std::time::Duration> {
+        match self.manifest.headless_policy {
+            None => Some(self.context.headless_timeout),
+            Some(HeadlessPolicy::Deny | HeadlessPolicy::AllowIfRuleMatches) => {
+                Some(std::time::Duration::ZERO)
+            }
+            Some(HeadlessPolicy::Queue) => None,
         }
     }
 
@@ -121,7 +142,7 @@ impl Host {
     fn forward_own(&mut self, message: ClientMessage) -> bool {
         let id = self.internal_id();
         let command = shard_protocol::envelope::MessageSet::type_name(&message);
-        self.inflight.insert(id.clone(), Inflight { subscriber: None, client_id: None, command });
+        self.inflight.insert(id.clone(), Inflight::internal(command, super::Then::Nothing));
         let sent = self.send_to_child(&Envelope::new(message).with_id(id.clone()));
         if !sent {
             self.inflight.remove(&id);
@@ -205,13 +226,15 @@ impl Host {
     /// it.
     pub(super) fn responders_changed(&mut self, now: Instant) {
         let nobody = self.context.delegation.responders(self.id()).is_empty();
-        let timeout = self.context.headless_timeout;
+        let wait = self.headless_wait();
         for pending in &mut self.pending {
             if pending.source.is_some() {
                 continue;
             }
-            pending.headless_at =
-                if nobody { Some(pending.headless_at.unwrap_or(now + timeout)) } else { None };
+            pending.headless_at = match wait {
+                Some(timeout) if nobody => Some(pending.headless_at.unwrap_or(now + timeout)),
+                _ => None,
+            };
         }
     }
 

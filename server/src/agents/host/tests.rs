@@ -150,9 +150,7 @@ fn manifest(agent_id: &str, parent: Option<&str>) -> Manifest {
         session_id: format!("sess-{agent_id}"),
         created_at: 0,
         parent_agent_id: parent.map(str::to_owned),
-        alias: None,
-        definition_name: None,
-        display_name: None,
+        ..Manifest::default()
     }
 }
 
