@@ -3,6 +3,7 @@ mod agent_support;
 mod client;
 mod daemon;
 mod faults;
+mod jobs;
 mod lifecycle;
 mod multiplexer;
 mod providers;
