@@ -492,8 +492,9 @@ impl Jobs {
             self.stops().insert(run_id.to_owned(), stop.clone());
             let job = &catalog.jobs[job_id];
             let _ = self.persist(job).await;
-            let run = job.runs.iter().find(|run| run.run_id == run_id).expect("just moved");
-            self.announce(job, run, Some(RunState::Queued));
+            if let Some(run) = job.runs.iter().find(|run| run.run_id == run_id) {
+                self.announce(job, run, Some(RunState::Queued));
+            }
             claimed
         };
         let (agent_id, task) = claimed;
@@ -557,8 +558,9 @@ impl Jobs {
         run.state = RunState::Active;
         let job = &catalog.jobs[job_id];
         let _ = self.persist(job).await;
-        let run = job.runs.iter().find(|run| run.run_id == run_id).expect("just moved");
-        self.announce(job, run, Some(RunState::Starting));
+        if let Some(run) = job.runs.iter().find(|run| run.run_id == run_id) {
+            self.announce(job, run, Some(RunState::Starting));
+        }
     }
 
     /// Records how a run ended, unless a stop already did (or the daemon's
@@ -603,9 +605,10 @@ impl Jobs {
         self.release(job_id, run_id, &mut catalog);
         let job = &catalog.jobs[job_id];
         let _ = self.persist(job).await;
-        let run = job.runs.iter().find(|run| run.run_id == run_id).expect("just moved");
-        self.announce(job, run, Some(previous));
-        self.report(job, run);
+        if let Some(run) = job.runs.iter().find(|run| run.run_id == run_id) {
+            self.announce(job, run, Some(previous));
+            self.report(job, run);
+        }
         (state, final_text)
     }
 
@@ -668,7 +671,7 @@ impl Jobs {
         let _ = self.persist(job).await;
         let mut cancelled = Vec::new();
         for (run_id, previous) in moved {
-            let run = job.runs.iter().find(|run| run.run_id == run_id).expect("just moved");
+            let Some(run) = job.runs.iter().find(|run| run.run_id == run_id) else { continue };
             self.announce(job, run, Some(previous));
             self.report(job, run);
             cancelled.push(CancelledRun {
@@ -796,7 +799,9 @@ impl Jobs {
                     None => return Err(conflict(format!("`{}` has no run", request.target))),
                 },
             };
-            let (_, run) = catalog.run(&run_id).expect("resolved");
+            let Some((_, run)) = catalog.run(&run_id) else {
+                return Err(not_found(&request.target, parent));
+            };
             if run.state != RunState::Active {
                 return Err(conflict(format!(
                     "run `{run_id}` is {}: only an active run takes a steer",
@@ -882,15 +887,18 @@ impl Jobs {
             Target::Job(_) => {
                 return Err(invalid("relaunch a child, a run or an alias, not a job"));
             }
-            Target::Run { job_id, run_id } => {
-                catalog.run_mut(&job_id, &run_id).expect("resolved").agent_id.clone()
-            }
+            Target::Run { job_id, run_id } => match catalog.run_mut(&job_id, &run_id) {
+                Some(run) => run.agent_id.clone(),
+                None => return Err(not_found(&request.target, parent)),
+            },
             Target::Agent(agent_id) => agent_id,
         };
         if let Some(holder) = self.lease(&agent_id) {
             return Err(conflict(format!("`{agent_id}` is already on run `{holder}`")));
         }
-        let child = self.registry.manifest(&agent_id).expect("resolved within the parent");
+        let Some(child) = self.registry.manifest(&agent_id) else {
+            return Err(not_found(&request.target, parent));
+        };
         let previous = catalog.run_of_agent(&agent_id).map(|(_, run)| run.clone());
         let alias = child.alias.clone().unwrap_or_else(|| agent_id.clone());
         let name = previous.as_ref().map_or_else(
@@ -984,8 +992,9 @@ impl Jobs {
                         .extend(job.runs.iter().map(|run| entry(&run.agent_id, Some((job, run)))));
                 }
                 Target::Run { run_id, .. } => {
-                    let (job, run) = catalog.run(&run_id).expect("resolved");
-                    agents.push(entry(&run.agent_id, Some((job, run))));
+                    if let Some((job, run)) = catalog.run(&run_id) {
+                        agents.push(entry(&run.agent_id, Some((job, run))));
+                    }
                 }
                 Target::Agent(agent_id) => {
                     agents.push(entry(&agent_id, catalog.run_of_agent(&agent_id)));
@@ -1083,10 +1092,14 @@ fn unique_alias(name: &str, taken: &HashSet<String>) -> String {
     if !taken.contains(&fold(name)) {
         return name.to_owned();
     }
-    (2..)
-        .map(|n| format!("{name}-{n}"))
-        .find(|alias| !taken.contains(&fold(alias)))
-        .expect("unbounded")
+    let mut n = 2;
+    loop {
+        let alias = format!("{name}-{n}");
+        if !taken.contains(&fold(&alias)) {
+            return alias;
+        }
+        n += 1;
+    }
 }
 
 /// A managed child's brief, after the built-in system prompt.
