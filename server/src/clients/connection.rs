@@ -94,8 +94,8 @@ pub struct Connection {
     attached: HashMap<String, AttachRole>,
     transport: Transport,
     background: Arc<Semaphore>,
-    /// Cancelled when the connection ends: its slow commands (a
-    /// `subagent.wait`) stop waiting; the work they watch goes on.
+    /// Cancelled when the connection ends: a `subagent.wait` stops waiting;
+    /// the work it watches goes on.
     closing: CancellationToken,
 }
 
@@ -261,11 +261,8 @@ impl Connection {
             }
             ClientMessage::SubagentWait(request) => {
                 let jobs = self.daemon.jobs().clone();
-                return self.in_background(
-                    id,
-                    command,
-                    async move { ok(jobs.wait(request).await?) },
-                );
+                // A wait only watches: it ends with its connection.
+                return self.watching(id, command, async move { ok(jobs.wait(request).await?) });
             }
             ClientMessage::SubagentSteer(request) => {
                 let jobs = self.daemon.jobs().clone();
@@ -332,14 +329,28 @@ impl Connection {
             return reject(&self.outbox, id, Some(command), None, error);
         };
         let outbox = self.outbox.clone();
-        let closing = self.closing.clone();
         tokio::spawn(async move {
-            tokio::select! {
-                answer = work => finish(&outbox, id, command, answer),
-                // Nobody is left to answer; the work itself was only watching.
-                () = closing.cancelled() => {}
-            }
+            let answer = work.await;
+            finish(&outbox, id, command, answer);
             drop(permit);
+        });
+    }
+
+    /// Like [`Connection::in_background`], for a command that only watches
+    /// (`subagent.wait`): dropped when the connection ends, since nobody is
+    /// left to answer and the work it watches goes on without it.
+    fn watching(
+        &self,
+        id: Option<String>,
+        command: &'static str,
+        work: impl Future<Output = Answer> + Send + 'static,
+    ) {
+        let closing = self.closing.clone();
+        self.in_background(id, command, async move {
+            tokio::select! {
+                answer = work => answer,
+                () = closing.cancelled() => Ok(None),
+            }
         });
     }
 
