@@ -356,23 +356,10 @@ impl Jobs {
                 },
             ));
             runs.push(RunRecord {
-                run_id: new_id("run"),
                 index: index as u32,
-                name: spec.name.clone(),
-                agent_id,
-                alias,
                 definition_name,
                 display_name,
-                task: spec.task.clone(),
-                state: RunState::Queued,
-                deadline: None,
-                final_text: None,
-                usage: None,
-                error: None,
-                started_at: None,
-                ended_at: None,
-                turn_id: None,
-                steers: Vec::new(),
+                ..RunRecord::queued(spec.name.clone(), agent_id, alias, spec.task.clone())
             });
         }
         self.registry.materialize(children).await?;
@@ -849,6 +836,14 @@ impl Jobs {
         Ok(SubagentSteerResult { status, run_id: run_id.to_owned(), turn_id, correlation_id })
     }
 
+    /// The parent of a leased child (a child always has one).
+    fn parent_of(&self, agent_id: &str) -> Result<String, WireError> {
+        self.registry
+            .manifest(agent_id)
+            .and_then(|child| child.parent_agent_id)
+            .ok_or_else(|| WireError::new(ErrorCode::NotFound, format!("no agent `{agent_id}`")))
+    }
+
     /// A person's steer to a leased child, through the lease guard.
     pub async fn steer_leased(
         &self,
@@ -856,10 +851,7 @@ impl Jobs {
         message: String,
         source: &str,
     ) -> Result<SubagentSteerResult, WireError> {
-        let parent =
-            self.registry.manifest(agent_id).and_then(|child| child.parent_agent_id).ok_or_else(
-                || WireError::new(ErrorCode::NotFound, format!("no agent `{agent_id}`")),
-            )?;
+        let parent = self.parent_of(agent_id)?;
         let request =
             SubagentSteer { parent_agent_id: parent, target: agent_id.to_owned(), message };
         self.steer(request, source).await
@@ -867,10 +859,7 @@ impl Jobs {
 
     /// A person's abort of a leased child: its run is stopped.
     pub async fn stop_leased(&self, agent_id: &str) -> Result<SubagentStopResult, WireError> {
-        let parent =
-            self.registry.manifest(agent_id).and_then(|child| child.parent_agent_id).ok_or_else(
-                || WireError::new(ErrorCode::NotFound, format!("no agent `{agent_id}`")),
-            )?;
+        let parent = self.parent_of(agent_id)?;
         self.stop(SubagentStop { parent_agent_id: parent, handle: agent_id.to_owned() }).await
     }
 
@@ -906,23 +895,9 @@ impl Jobs {
             |run| run.name.clone(),
         );
         let run = RunRecord {
-            run_id: new_id("run"),
-            index: 0,
-            name,
-            agent_id: agent_id.clone(),
-            alias,
             definition_name: child.definition_name.clone(),
             display_name: child.display_name.clone(),
-            task: request.task,
-            state: RunState::Queued,
-            deadline: None,
-            final_text: None,
-            usage: None,
-            error: None,
-            started_at: None,
-            ended_at: None,
-            turn_id: None,
-            steers: Vec::new(),
+            ..RunRecord::queued(name, agent_id.clone(), alias, request.task)
         };
         let job = JobRecord {
             version: RECORD_VERSION,

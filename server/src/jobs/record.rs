@@ -155,6 +155,29 @@ impl JobRecord {
 }
 
 impl RunRecord {
+    /// A new run, queued, with a fresh id (index 0, no display names).
+    pub fn queued(name: String, agent_id: String, alias: String, task: String) -> Self {
+        Self {
+            run_id: format!("run-{}", crate::id::random_hex()),
+            index: 0,
+            name,
+            agent_id,
+            alias,
+            definition_name: None,
+            display_name: None,
+            task,
+            state: RunState::Queued,
+            deadline: None,
+            final_text: None,
+            usage: None,
+            error: None,
+            started_at: None,
+            ended_at: None,
+            turn_id: None,
+            steers: Vec::new(),
+        }
+    }
+
     pub fn snapshot(&self, job_id: &str) -> RunSnapshot {
         RunSnapshot {
             job_id: job_id.to_owned(),
