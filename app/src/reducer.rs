@@ -13,6 +13,7 @@ use shard_protocol::agent::{
 };
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::AgentsResult;
+use shard_protocol::subagent::{SubagentRunChanged, SubagentStatusResult};
 use shard_protocol::types::{AgentStatus, ContentBlock, Message as WireMessage, Role};
 use shard_protocol::{Envelope, ServerMessage};
 
@@ -71,6 +72,7 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
             }
         }
         ServerMessage::AgentSpawned(spawned) => state.upsert(spawned.info),
+        ServerMessage::SubagentRunChanged(changed) => run_changed(state, changed),
         ServerMessage::AgentStatusChanged(changed) => {
             let known = state.agents.with_untracked(|agents| {
                 agents
@@ -155,6 +157,27 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
     Greeted::No
 }
 
+/// A run moved: shown at once; the parent's jobs are fetched again when the
+/// job is new to the page or the run has ended (for its final text, usage
+/// and the job's own state).
+fn run_changed(state: &ClientState, changed: SubagentRunChanged) {
+    let mut known = false;
+    state.jobs.update(|jobs| {
+        let run = jobs
+            .get_mut(&changed.job_id)
+            .and_then(|job| job.runs.iter_mut().find(|run| run.run_id == changed.run_id));
+        if let Some(run) = run {
+            known = true;
+            run.state = changed.state;
+            run.error.clone_from(&changed.error);
+            run.ended_at = changed.ended_at.or(run.ended_at);
+        }
+    });
+    if !known || changed.state.is_terminal() {
+        state.fetch_jobs(&changed.parent_agent_id);
+    }
+}
+
 /// A version's numbers, for comparing (`0.1.0` → `[0, 1, 0]`).
 fn version(text: &str) -> Vec<u64> {
     text.split('.').map(|part| part.parse().unwrap_or(0)).collect()
@@ -197,10 +220,24 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
                     .filter(|agent| waiting(agent.status))
                     .map(|agent| agent.agent_id.clone())
                     .collect();
+                let parents: std::collections::BTreeSet<String> =
+                    agents.iter().filter_map(|agent| agent.parent_agent_id.clone()).collect();
                 state.agents.set(agents);
                 for agent_id in waiting {
                     state.peek(&agent_id);
                 }
+                for parent in parents {
+                    state.fetch_jobs(&parent);
+                }
+            }
+        }
+        Request::Jobs => {
+            if let Ok(result) = response.data::<SubagentStatusResult>() {
+                state.jobs.update(|known| {
+                    for job in result.jobs.unwrap_or_default() {
+                        known.insert(job.job_id.clone(), job);
+                    }
+                });
             }
         }
         // A superseded runtime's catalog is no longer the agent's.

@@ -16,6 +16,7 @@ use shard_protocol::agent::{
 use shard_protocol::orchestrator::{
     ActivityPhase, AgentAttach, AgentCreate, AgentKill, AgentTarget, AttachRole,
 };
+use shard_protocol::subagent::{JobSnapshot, RunSnapshot, SubagentStatus, SubagentStop};
 use shard_protocol::types::{
     AgentInfo, AgentStatus, ModeDescriptor, ModelDescriptor, ReasoningLevel, RenderDescriptor,
 };
@@ -165,6 +166,8 @@ pub enum Request {
         agent_id: String,
         text: String,
     },
+    /// A parent's jobs (`subagent.status`), merged into [`ClientState::jobs`].
+    Jobs,
     /// Anything else: only a failure is worth telling.
     Command,
 }
@@ -244,6 +247,10 @@ pub struct ClientState {
     pub requests: Arc<Mutex<Requests>>,
     /// Agents whose questions a peek is fetching.
     pub peeking: Arc<Mutex<BTreeSet<String>>>,
+    /// Every subagent job the page knows, by id (PROTOCOL.md §10.3).
+    pub jobs: RwSignal<BTreeMap<String, JobSnapshot>>,
+    /// Parents whose children the agent list hides.
+    pub collapsed: RwSignal<BTreeSet<String>>,
 }
 
 impl ClientState {
@@ -276,7 +283,26 @@ impl ClientState {
             sender: Arc::new(Mutex::new(None)),
             requests: Arc::new(Mutex::new(Requests::default())),
             peeking: Arc::new(Mutex::new(BTreeSet::new())),
+            jobs: RwSignal::new(BTreeMap::new()),
+            collapsed: RwSignal::new(BTreeSet::new()),
         }
+    }
+
+    /// Asks for `parent`'s latest jobs (their runs' states, usage, texts).
+    pub fn fetch_jobs(&self, parent: &str) {
+        let status = SubagentStatus { parent_agent_id: parent.to_owned(), targets: None };
+        self.send(ClientMessage::SubagentStatus(status), None, Request::Jobs);
+    }
+
+    /// Stops one of `parent`'s jobs or runs (`handle`).
+    pub fn stop_job(&self, parent: &str, handle: &str) {
+        let stop = SubagentStop { parent_agent_id: parent.to_owned(), handle: handle.to_owned() };
+        self.send(ClientMessage::SubagentStop(stop), None, Request::Command);
+    }
+
+    /// `agent_id`'s queued or active run, else its latest one.
+    pub fn run_of(&self, agent_id: &str) -> Option<RunSnapshot> {
+        self.jobs.with(|jobs| latest_run(jobs, agent_id))
     }
 
     pub fn requests(&self) -> std::sync::MutexGuard<'_, Requests> {
@@ -553,6 +579,22 @@ pub enum Answer {
     Permission(shard_protocol::agent::PermissionAnswer),
     /// `None`: dismissed (the agent gets a null value).
     Ui(Option<shard_protocol::agent::UiValue>),
+}
+
+/// The agent's queued or active run, else the one of its newest job.
+pub fn latest_run(jobs: &BTreeMap<String, JobSnapshot>, agent_id: &str) -> Option<RunSnapshot> {
+    let mut latest: Option<(u64, &RunSnapshot)> = None;
+    for job in jobs.values() {
+        for run in job.runs.iter().filter(|run| run.agent_id.as_deref() == Some(agent_id)) {
+            if !run.state.is_terminal() {
+                return Some(run.clone());
+            }
+            if latest.is_none_or(|(created, _)| job.created_at >= created) {
+                latest = Some((job.created_at, run));
+            }
+        }
+    }
+    latest.map(|(_, run)| run.clone())
 }
 
 impl Default for ClientState {

@@ -4,7 +4,9 @@
 use leptos::prelude::*;
 use shard_protocol::types::AgentInfo;
 
-use super::{phase_label, runtime_label, state, status_label};
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{phase_label, run_label, runtime_label, state, status_label};
 use crate::state::{Connection, waiting};
 
 #[component]
@@ -92,8 +94,58 @@ fn matches(agent: &AgentInfo, needle: &str) -> bool {
         .any(|field| field.to_lowercase().contains(needle))
 }
 
-/// Every agent, filtered and sorted. Rows are keyed by agent: a change to
-/// one agent updates its row only.
+/// The ids in tree order: each agent, then its children (unless collapsed),
+/// siblings in list order. An agent whose parent is not in `list` (filtered
+/// out) is a root.
+fn tree_order(list: &[AgentInfo], collapsed: &BTreeSet<String>) -> Vec<String> {
+    let listed: BTreeSet<&str> = list.iter().map(|agent| agent.agent_id.as_str()).collect();
+    let mut children: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut roots = Vec::new();
+    for agent in list {
+        match agent.parent_agent_id.as_deref().filter(|parent| listed.contains(parent)) {
+            Some(parent) => children.entry(parent).or_default().push(&agent.agent_id),
+            None => roots.push(agent.agent_id.as_str()),
+        }
+    }
+    let mut order = Vec::new();
+    let mut stack: Vec<&str> = roots.into_iter().rev().collect();
+    while let Some(agent_id) = stack.pop() {
+        // A corrupt manifest loop cannot make the walk endless.
+        if order.len() > list.len() {
+            break;
+        }
+        order.push(agent_id.to_owned());
+        if !collapsed.contains(agent_id) {
+            if let Some(below) = children.get(agent_id) {
+                stack.extend(below.iter().rev());
+            }
+        }
+    }
+    order
+}
+
+/// How many ancestors `agent_id` has in `agents`.
+fn depth_of(agents: &[AgentInfo], agent_id: &str) -> usize {
+    let parent = |id: &str| {
+        agents
+            .iter()
+            .find(|agent| agent.agent_id == id)
+            .and_then(|agent| agent.parent_agent_id.clone())
+    };
+    let mut depth = 0;
+    let mut current = parent(agent_id);
+    while let Some(id) = current {
+        depth += 1;
+        if depth >= 16 || !agents.iter().any(|agent| agent.agent_id == id) {
+            break;
+        }
+        current = parent(&id);
+    }
+    depth
+}
+
+/// Every agent, filtered and sorted, children under their parents. Rows
+/// are keyed by agent: a change to one agent updates its row only.
 #[component]
 pub fn AgentList() -> impl IntoView {
     let state = state();
@@ -101,12 +153,14 @@ pub fn AgentList() -> impl IntoView {
     let sort = RwSignal::new("created".to_owned());
     let agents = state.agents;
     // The ids in order: the list itself changes only when this does.
+    let collapsed = state.collapsed;
     let order = Memo::new(move |_| {
         let needle = filter.get().to_lowercase();
         let list = agents.with(|agents| {
             agents.iter().filter(|agent| matches(agent, &needle)).cloned().collect()
         });
-        sorted(list, &sort.get()).into_iter().map(|agent| agent.agent_id).collect::<Vec<_>>()
+        let list = sorted(list, &sort.get());
+        collapsed.with(|collapsed| tree_order(&list, collapsed))
     });
     let none = move || agents.with(Vec::is_empty);
     let no_match = move || !none() && order.with(Vec::is_empty);
@@ -175,15 +229,69 @@ fn AgentRow(agent_id: String) -> impl IntoView {
     };
     let name = field(|info| info.name.clone().unwrap_or_else(|| info.agent_id.clone()));
     let status = field(|info| status_label(info.status).to_owned());
+    let depth = {
+        let agents = state.agents;
+        let agent_id = agent_id.clone();
+        Memo::new(move |_| agents.with(|agents| depth_of(agents, &agent_id)))
+    };
+    let children = {
+        let agents = state.agents;
+        let agent_id = agent_id.clone();
+        Memo::new(move |_| {
+            agents.with(|agents| {
+                agents
+                    .iter()
+                    .filter(|agent| agent.parent_agent_id.as_deref() == Some(agent_id.as_str()))
+                    .count()
+            })
+        })
+    };
+    let run = {
+        let state = state.clone();
+        let agent_id = agent_id.clone();
+        Memo::new(move |_| state.run_of(&agent_id).map(|run| run_label(run.state)))
+    };
+    let expanded = {
+        let collapsed = state.collapsed;
+        let agent_id = agent_id.clone();
+        Memo::new(move |_| collapsed.with(|collapsed| !collapsed.contains(&agent_id)))
+    };
+    let toggle = {
+        let collapsed = state.collapsed;
+        let agent_id = agent_id.clone();
+        move |_| {
+            collapsed.update(|collapsed| {
+                if !collapsed.remove(&agent_id) {
+                    collapsed.insert(agent_id.clone());
+                }
+            })
+        }
+    };
+    let alias = field(|info| info.alias.clone().unwrap_or_default());
+    let parent = field(|info| info.parent_agent_id.clone().unwrap_or_default());
     let select = {
         let state = state.clone();
         let agent_id = agent_id.clone();
         move |_| state.select(Some(agent_id.clone()))
     };
     view! {
-        <li class="agent" class:selected=is_selected class:unread=move || unread.get() data-agent-id=agent_id>
+        <li class="agent" class:selected=is_selected class:unread=move || unread.get() class:child=move || { depth.get() > 0 }
+            data-agent-id=agent_id data-parent-id=parent style=move || format!("--depth: {}", depth.get())>
+            <div class="row-head">
+            <Show when=move || { children.get() > 0 }>
+                <button class="toggle" on:click=toggle.clone() aria-expanded=move || expanded.get().to_string()
+                    aria-label=move || format!("{} the {} subagents of {}", if expanded.get() { "Hide" } else { "Show" }, children.get(), name())>
+                    {move || if expanded.get() { "▾" } else { "▸" }}
+                </button>
+            </Show>
             <button class="open" on:click=select aria-label=move || format!("Open {}", name())>
                 <span class="name">{name}</span>
+                <Show when=move || !alias().is_empty()>
+                    <span class="badge alias" title="its alias under its parent">{alias}</span>
+                </Show>
+                {move || run.get().map(|state| view! {
+                    <span class="badge run" data-run-state=state title="its subagent run">{format!("run {state}")}</span>
+                })}
                 <Show when=needs_you>
                     <span class="badge waiting" title="a question is waiting for you">"waiting for you"</span>
                 </Show>
@@ -191,6 +299,7 @@ fn AgentRow(agent_id: String) -> impl IntoView {
                     <span class="badge unread" title="new activity since you last looked">"new"</span>
                 </Show>
             </button>
+            </div>
             <span class="status" data-status=status>{status}</span>
             <span class="runtime">{field(|info| runtime_label(info.runtime_state).to_owned())}</span>
             <span class="activity">{move || doing.get()}</span>

@@ -7,6 +7,7 @@
 
 mod agent;
 mod agents;
+mod jobs;
 mod questions;
 mod tools;
 mod transcript;
@@ -14,6 +15,7 @@ mod transcript;
 use leptos::html;
 use leptos::prelude::*;
 use shard_protocol::orchestrator::ActivityPhase;
+use shard_protocol::subagent::RunState;
 use shard_protocol::types::{AgentStatus, RuntimeState};
 
 pub use agent::AgentView;
@@ -58,6 +60,19 @@ pub(crate) fn status_label(status: AgentStatus) -> &'static str {
         AgentStatus::Compacting => "compacting",
         AgentStatus::Error => "error",
         AgentStatus::Unknown => "unknown",
+    }
+}
+
+pub(crate) fn run_label(state: RunState) -> &'static str {
+    match state {
+        RunState::Queued => "queued",
+        RunState::Starting => "starting",
+        RunState::Active => "active",
+        RunState::Completed => "completed",
+        RunState::Failed => "failed",
+        RunState::TimedOut => "timed out",
+        RunState::Cancelled => "cancelled",
+        RunState::Interrupted => "interrupted",
     }
 }
 

@@ -1,0 +1,135 @@
+//! The subagent jobs of the agent on screen (docs/JOBS.md): each job with
+//! its strategy and state, each run with its child (a link to its own
+//! transcript), state, duration and usage, and a stop button per run and
+//! per job while there is something to stop.
+
+use leptos::prelude::*;
+use shard_protocol::subagent::{JobSnapshot, JobState, RunSnapshot};
+
+use super::{run_label, state};
+
+fn job_label(state: JobState) -> &'static str {
+    match state {
+        JobState::Queued => "queued",
+        JobState::Running => "running",
+        JobState::Completed => "completed",
+        JobState::Failed => "failed",
+        JobState::Cancelled => "cancelled",
+    }
+}
+
+fn strategy_label(job: &JobSnapshot) -> &'static str {
+    match job.strategy {
+        shard_protocol::subagent::JobStrategy::Single => "single",
+        shard_protocol::subagent::JobStrategy::Parallel => "parallel",
+        shard_protocol::subagent::JobStrategy::Chain => "chain",
+    }
+}
+
+/// `1.2 s`, `3 min 5 s`: how long a finished run took.
+fn duration(run: &RunSnapshot) -> Option<String> {
+    let millis = run.ended_at?.checked_sub(run.started_at?)?;
+    let seconds = millis / 1000;
+    Some(if seconds < 60 {
+        format!("{:.1} s", millis as f64 / 1000.0)
+    } else {
+        format!("{} min {} s", seconds / 60, seconds % 60)
+    })
+}
+
+/// The jobs of the agent on screen, newest first; nothing when it has none.
+#[component]
+pub fn JobsPanel() -> impl IntoView {
+    let state = state();
+    let jobs = {
+        let state = state.clone();
+        Memo::new(move |_| {
+            let selected = state.selected.get();
+            let mut list: Vec<JobSnapshot> = state.jobs.with(|jobs| {
+                jobs.values()
+                    .filter(|job| Some(&job.parent_agent_id) == selected.as_ref())
+                    .cloned()
+                    .collect()
+            });
+            list.sort_by(|a, b| (b.created_at, &b.job_id).cmp(&(a.created_at, &a.job_id)));
+            list
+        })
+    };
+    view! {
+        <Show when=move || jobs.with(|jobs| !jobs.is_empty())>
+            <details class="jobs-panel" open>
+                <summary>{move || format!("Subagent jobs ({})", jobs.with(Vec::len))}</summary>
+                <ul class="jobs" aria-label="Subagent jobs">
+                    <For each=move || jobs.get() key=|job| format!("{job:?}") let:job>
+                        <Job job=job/>
+                    </For>
+                </ul>
+            </details>
+        </Show>
+    }
+}
+
+#[component]
+fn Job(job: JobSnapshot) -> impl IntoView {
+    let state = state();
+    let live = job.runs.iter().any(|run| !run.state.is_terminal());
+    let stop = {
+        let state = state.clone();
+        let (parent, job_id) = (job.parent_agent_id.clone(), job.job_id.clone());
+        move |_| state.stop_job(&parent, &job_id)
+    };
+    let runs = job
+        .runs
+        .iter()
+        .cloned()
+        .map(|run| view! { <Run parent=job.parent_agent_id.clone() run=run/> })
+        .collect_view();
+    view! {
+        <li class="job" data-job-id=job.job_id.clone() data-state=job_label(job.state)>
+            <div class="job-head">
+                <span class="strategy">{strategy_label(&job)}</span>
+                <span class="job-state">{job_label(job.state)}</span>
+                <code class="job-id" title="job id">{job.job_id.clone()}</code>
+                <Show when=move || live>
+                    <button class="danger stop-job" on:click=stop.clone()>"Stop job"</button>
+                </Show>
+            </div>
+            <ol class="runs">{runs}</ol>
+        </li>
+    }
+}
+
+#[component]
+fn Run(parent: String, run: RunSnapshot) -> impl IntoView {
+    let state = state();
+    let alias = run.alias.clone().unwrap_or_else(|| run.name.clone());
+    let open = {
+        let state = state.clone();
+        let child = run.agent_id.clone();
+        move |_| {
+            if let Some(child) = &child {
+                state.select(Some(child.clone()));
+            }
+        }
+    };
+    let stop = {
+        let state = state.clone();
+        let run_id = run.run_id.clone();
+        move |_| state.stop_job(&parent, &run_id)
+    };
+    let live = !run.state.is_terminal();
+    let usage =
+        run.usage.as_ref().map(|usage| format!("{} in · {} out", usage.input, usage.output));
+    view! {
+        <li class="run" data-run-id=run.run_id.clone() data-state=run_label(run.state)>
+            <button class="link open-child" on:click=open aria-label=format!("Open subagent {alias}")>{alias.clone()}</button>
+            <span class="run-state">{run_label(run.state)}</span>
+            <span class="duration">{duration(&run)}</span>
+            <span class="usage">{usage}</span>
+            {run.error.clone().map(|error| view! { <span class="run-error">{error}</span> })}
+            <Show when=move || live>
+                <button class="danger stop-run" on:click=stop.clone() aria-label=format!("Stop {alias}")>"Stop"</button>
+            </Show>
+        </li>
+    }
+}

@@ -1,0 +1,71 @@
+// Subagent jobs in the dashboard (docs/JOBS.md): a parent's demo model
+// launches children, the tree shows them under it, a child's question is
+// answered from the inbox, the parent's transcript gets the reports, and
+// the jobs panel stops runs and jobs.
+import { test, expect, createAgent, enrolled, project, prompt } from './daemon';
+
+test('a parallel job: children under their parent, a child question from the inbox, the reports in the parent', async ({ browser, daemon }, testInfo) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'lead');
+  await expect(tab.locator('.agent-view h2')).toHaveText('lead');
+  const lead = await tab.locator('.agents li', { hasText: 'lead' }).first().getAttribute('data-agent-id');
+  await prompt(tab, 'spawn-parallel:\nasker: ask: Which colour do you like?\nechoer: hello from a child');
+
+  // Both children appear under the parent, with their aliases.
+  const children = tab.locator(`.agents li[data-parent-id="${lead}"]`);
+  await expect(children).toHaveCount(2);
+  await expect(children.filter({ hasText: 'asker' }).locator('.badge.alias')).toHaveText('asker');
+  await expect(children.filter({ hasText: 'echoer' }).locator('.badge.alias')).toHaveText('echoer');
+
+  // The child's question comes to this tab (the parent's interactive client)
+  // and is answered from the inbox.
+  const dialog = tab.getByRole('dialog');
+  if (await dialog.isVisible()) await tab.keyboard.press('Escape');
+  const entry = tab.locator('.inbox-item', { hasText: 'Which colour do you like?' });
+  await expect(entry).toBeVisible();
+  await entry.getByLabel('Answer').fill('teal');
+  await tab.waitForTimeout(900); // answers arm after 800 ms (crate::guard)
+  await entry.getByRole('button', { name: 'Submit' }).click();
+  await expect(entry).toHaveCount(0);
+
+  // Each run's report reaches the parent's conversation.
+  const reports = tab.locator('.message.assistant', { hasText: '[subagent report]' });
+  await expect(reports.filter({ hasText: 'echoer' })).toHaveCount(1, { timeout: 20_000 });
+  await expect(reports.filter({ hasText: 'asker' })).toHaveCount(1, { timeout: 20_000 });
+  await expect(reports.filter({ hasText: 'asker' })).toContainText('You answered: teal');
+
+  // The jobs panel: the job completed, each run with its usage.
+  const job = tab.locator('.jobs-panel .job');
+  await expect(job).toHaveCount(1);
+  await expect(job).toHaveAttribute('data-state', 'completed');
+  await expect(job.locator('.run[data-state="completed"]')).toHaveCount(2);
+  await expect(job.locator('.run .usage').first()).toContainText('out');
+  await expect(children.locator('.badge.run')).toHaveText(['run completed', 'run completed']);
+  await tab.screenshot({ path: testInfo.outputPath('jobs.png'), fullPage: true });
+
+  // The tree folds, and a run links to its child's own transcript.
+  await tab.getByRole('button', { name: /Hide the 2 subagents of lead/ }).click();
+  await expect(children).toHaveCount(0);
+  await tab.getByRole('button', { name: /Show the 2 subagents of lead/ }).click();
+  await expect(children).toHaveCount(2);
+  await job.getByRole('button', { name: 'Open subagent echoer' }).click();
+  await expect(tab.locator('.agent-view h2')).toHaveText('echoer');
+  await expect(tab.locator('.message.assistant').last()).toHaveText('You said: hello from a child');
+  await context.close();
+});
+
+test('the jobs panel stops one run, then a whole job', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'boss');
+  await prompt(tab, 'spawn-parallel:\nslow-a: stream: 3000\nslow-b: stream: 3000');
+  const job = tab.locator('.jobs-panel .job');
+  await expect(job.locator('.run[data-state="active"]')).toHaveCount(2);
+  await job.getByRole('button', { name: 'Stop slow-a' }).click();
+  await expect(job.locator('.run[data-state="cancelled"]')).toHaveCount(1);
+  await expect(job.locator('.run[data-state="active"]')).toHaveCount(1);
+  await job.getByRole('button', { name: 'Stop job' }).click();
+  await expect(job.locator('.run[data-state="cancelled"]')).toHaveCount(2);
+  await expect(job).toHaveAttribute('data-state', 'cancelled');
+  await expect(job.getByRole('button', { name: 'Stop job' })).toHaveCount(0);
+  await context.close();
+});
