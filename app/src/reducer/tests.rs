@@ -295,3 +295,73 @@ fn another_agent_waiting_is_peeked_at_for_its_questions() {
         (Some("agent.detach"), Some(OTHER))
     );
 }
+
+/// A job of `parent` as `subagent.status` answers it, its runs on `agents`.
+fn job(job_id: &str, parent: &str, runs: &[(&str, &str, &str)]) -> Value {
+    let runs: Vec<Value> = runs
+        .iter()
+        .enumerate()
+        .map(|(index, (run_id, agent_id, state))| {
+            json!({"job_id": job_id, "run_id": run_id, "index": index, "name": agent_id,
+                   "agent_id": agent_id, "alias": agent_id, "state": state})
+        })
+        .collect();
+    json!({"job_id": job_id, "parent_agent_id": parent, "strategy": "parallel",
+           "state": "running", "runs": runs, "created_at": 1})
+}
+
+#[test]
+fn run_changes_update_the_known_job_and_fetch_the_parent_s_jobs_when_it_ends() {
+    let (state, sent) = page();
+    feed(
+        &state,
+        json!({"type": "hello", "protocol_version": "0.1.0", "server_version": "t", "capabilities": []}),
+    );
+    let child = json!({"agent_id": OTHER, "cwd": "/", "status": "idle", "runtime_state": "stopped",
+                       "created_at": 2, "parent_agent_id": AGENT, "alias": "scout"});
+    let parent = json!({"agent_id": AGENT, "cwd": "/", "status": "idle", "runtime_state": "stopped", "created_at": 1});
+    answer(&state, &take(&sent), "agent.list", json!({"agents": [parent, child]}));
+    // The list names a parent: its jobs are asked for.
+    let asked = take(&sent);
+    let status = asked.iter().find(|frame| frame["type"] == "subagent.status").expect("asked");
+    assert_eq!(status["parent_agent_id"], AGENT);
+    answer(
+        &state,
+        &asked,
+        "subagent.status",
+        json!({"agents": [], "jobs": [job("job-1", AGENT, &[("run-1", OTHER, "queued")])]}),
+    );
+    assert_eq!(
+        state.run_of(OTHER).map(|run| run.state),
+        Some(shard_protocol::subagent::RunState::Queued)
+    );
+
+    // A move of a known run shows at once and asks nothing.
+    feed(
+        &state,
+        json!({"type": "subagent_run_changed", "parent_agent_id": AGENT, "job_id": "job-1",
+                        "run_id": "run-1", "agent_id": OTHER, "state": "active", "previous_state": "queued"}),
+    );
+    assert_eq!(
+        state.run_of(OTHER).map(|run| run.state),
+        Some(shard_protocol::subagent::RunState::Active)
+    );
+    assert!(take(&sent).is_empty());
+    // Its end, or a job the page never saw, fetches the parent's jobs again.
+    feed(
+        &state,
+        json!({"type": "subagent_run_changed", "parent_agent_id": AGENT, "job_id": "job-1",
+                        "run_id": "run-1", "agent_id": OTHER, "state": "completed", "ended_at": 9}),
+    );
+    let asked = take(&sent);
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["type"], "subagent.status");
+    feed(
+        &state,
+        json!({"type": "subagent_run_changed", "parent_agent_id": AGENT, "job_id": "job-2",
+                        "run_id": "run-2", "agent_id": OTHER, "state": "queued"}),
+    );
+    assert_eq!(take(&sent).len(), 1);
+    let jobs = state.jobs.with_untracked(|jobs| jobs["job-1"].runs[0].ended_at);
+    assert_eq!(jobs, Some(9));
+}

@@ -121,6 +121,30 @@ fn tree_order(list: &[AgentInfo], collapsed: &BTreeSet<String>) -> Vec<String> {
             }
         }
     }
+    // Agents in a parent loop (corrupt data) have no root: still listed.
+    let seen: BTreeSet<String> = order.iter().cloned().collect();
+    let reachable = |agent: &AgentInfo| {
+        let mut current = agent.parent_agent_id.as_deref();
+        for _ in 0..list.len() {
+            match current {
+                Some(parent) if collapsed.contains(parent) => return false,
+                Some(parent) if seen.contains(parent) => current = None,
+                Some(parent) => {
+                    current = list
+                        .iter()
+                        .find(|a| a.agent_id == parent)
+                        .and_then(|a| a.parent_agent_id.as_deref())
+                }
+                None => return true,
+            }
+        }
+        true
+    };
+    order.extend(
+        list.iter()
+            .filter(|agent| !seen.contains(&agent.agent_id) && reachable(agent))
+            .map(|agent| agent.agent_id.clone()),
+    );
     order
 }
 
@@ -310,5 +334,41 @@ fn AgentRow(agent_id: String) -> impl IntoView {
                 None => format!("{} tok", usage.input + usage.output),
             }).unwrap_or_default())}</span>
         </li>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(agent_id: &str, parent: Option<&str>) -> AgentInfo {
+        serde_json::from_value(serde_json::json!({
+            "agent_id": agent_id, "cwd": "/", "status": "idle", "runtime_state": "stopped",
+            "created_at": 0, "parent_agent_id": parent,
+        }))
+        .expect("agent info")
+    }
+
+    #[test]
+    fn children_follow_their_parent_and_fold_with_it() {
+        let list = vec![
+            agent("a", None),
+            agent("b", None),
+            agent("a1", Some("a")),
+            agent("b1", Some("b")),
+            agent("a1x", Some("a1")),
+            agent("a2", Some("a")),
+            agent("orphan", Some("gone")),
+        ];
+        let none = BTreeSet::new();
+        assert_eq!(tree_order(&list, &none), ["a", "a1", "a1x", "a2", "b", "b1", "orphan"]);
+        let folded = BTreeSet::from(["a1".to_owned()]);
+        assert_eq!(tree_order(&list, &folded), ["a", "a1", "a2", "b", "b1", "orphan"]);
+        assert_eq!(depth_of(&list, "a1x"), 2);
+        assert_eq!(depth_of(&list, "orphan"), 1, "its parent is not listed");
+        // A loop in corrupt data ends.
+        let looped = vec![agent("x", Some("y")), agent("y", Some("x"))];
+        assert_eq!(tree_order(&looped, &none), ["x", "y"], "no root, still listed");
+        assert_eq!(depth_of(&looped, "x"), 16);
     }
 }
