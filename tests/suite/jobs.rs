@@ -507,3 +507,193 @@ async fn a_daemon_killed_mid_run_leaves_no_child_and_restarts_with_runs_interrup
     assert_eq!(waited["data"]["runs"][0]["state"], "completed", "{waited}");
     assert_eq!(waited["data"]["runs"][0]["final_text"], "You said: pick up again");
 }
+
+/// `agent.create` with extra fields in `cwd`; the response.
+async fn create_with(client: &mut Client, cwd: &std::path::Path, extra: Value) -> Value {
+    let mut body = json!({"type": "agent.create", "cwd": cwd.display().to_string()});
+    if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+        body.extend(extra.clone());
+    }
+    client.call("create", body).await
+}
+
+/// Prompts `agent` (attached) and returns the turn's final assistant text.
+async fn reply(client: &mut Client, agent: &str, message: &str) -> (String, Vec<Value>) {
+    client.call("p", json!({"type": "prompt", "agent_id": agent, "message": message})).await;
+    let read = client.until_agent(agent, |m| m["type"] == "turn_end").await;
+    let text = read
+        .iter()
+        .filter(|m| m["type"] == "message_complete")
+        .filter_map(|m| m["message"]["content"][0]["text"].as_str())
+        .last()
+        .unwrap_or_default()
+        .to_owned();
+    (text, read)
+}
+
+#[tokio::test]
+async fn agent_create_honours_tools_brief_and_launch_policy() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let mut client = Client::unix(&daemon.socket()).await;
+
+    let unknown =
+        create_with(&mut client, project.path(), json!({"tools": ["read", "teleport"]})).await;
+    assert_eq!(unknown["error"]["code"], "INVALID_REQUEST", "{unknown}");
+    // An allowlist: the model is offered only those tools.
+    let reader = create_with(&mut client, project.path(), json!({"tools": ["read", "ls"]})).await;
+    let reader = reader["data"]["agent_id"].as_str().unwrap().to_owned();
+    client.attach(&reader, "interactive").await;
+    let (text, _) = reply(&mut client, &reader, "run: echo hi").await;
+    assert_eq!(text, "The bash call failed: there is no tool named `bash`", "{text}");
+
+    // A brief is part of what the model reads: the demo counts it as input.
+    let plain = client.create(project.path(), "plain").await;
+    let briefed = create_with(
+        &mut client,
+        project.path(),
+        json!({"system_prompt": "Be brief and careful. ".repeat(200)}),
+    )
+    .await;
+    let briefed = briefed["data"]["agent_id"].as_str().unwrap().to_owned();
+    let mut input = Vec::new();
+    for agent in [&plain, &briefed] {
+        client.attach(agent, "interactive").await;
+        let (_, read) = reply(&mut client, agent, "same words").await;
+        let end = read.last().unwrap();
+        input.push(end["usage"]["input"].as_u64().unwrap());
+    }
+    assert!(input[1] > input[0] + 500, "the brief was read: {input:?}");
+    let too_long =
+        create_with(&mut client, project.path(), json!({"system_prompt": "x".repeat(70_000)}))
+            .await;
+    assert_eq!(too_long["error"]["code"], "INVALID_REQUEST");
+
+    // A launch policy: at most 2 tasks a job and one level of children.
+    let lead = create_with(
+        &mut client,
+        project.path(),
+        json!({"launch_policy": {"maxTasks": 2, "maxDepth": 1}, "names": ["alpha", "beta"]}),
+    )
+    .await;
+    let lead = lead["data"]["agent_id"].as_str().unwrap().to_owned();
+    let three = client
+        .call("c3", json!({"type": "subagent.create", "parent_agent_id": lead, "strategy": "parallel",
+            "tasks": [{"name": "a", "task": "x"}, {"name": "b", "task": "x"}, {"name": "c", "task": "x"}]}))
+        .await;
+    assert_eq!(three["error"]["code"], "INVALID_REQUEST", "{three}");
+    let two = client
+        .call("c2", json!({"type": "subagent.create", "parent_agent_id": lead, "strategy": "parallel",
+            "tasks": [{"name": "reviewer", "task": "spawn: deeper: x"}, {"name": "writer", "task": "hi"}]}))
+        .await;
+    let runs = &two["data"]["runs"];
+    // Aliases come from the pool; the task name is the definition.
+    assert_eq!(runs[0]["alias"], "alpha", "{two}");
+    assert_eq!(runs[0]["definition_name"], "reviewer");
+    assert_eq!(runs[0]["display_name"], "reviewer · alpha");
+    assert_eq!(runs[1]["alias"], "beta");
+    let waited = client
+        .call("w", json!({"type": "subagent.wait", "parent_agent_id": lead, "handles": [two["data"]["job_id"]]}))
+        .await;
+    // A child at the depth limit is offered no subagent tools ...
+    assert_eq!(
+        waited["data"]["runs"][0]["final_text"],
+        "The subagent_create call failed: there is no tool named `subagent_create`",
+        "{waited}"
+    );
+    // ... and the daemon refuses it anyway.
+    let child = runs[0]["agent_id"].as_str().unwrap();
+    let deeper = client
+        .call(
+            "c4",
+            json!({"type": "subagent.create", "parent_agent_id": child, "name": "z", "task": "x"}),
+        )
+        .await;
+    assert_eq!(deeper["error"]["code"], "CONFLICT", "{deeper}");
+    let under_child =
+        create_with(&mut client, project.path(), json!({"parent_agent_id": child})).await;
+    assert_eq!(under_child["error"]["code"], "CONFLICT", "{under_child}");
+}
+
+#[tokio::test]
+async fn a_child_never_gets_more_than_its_parents_mode() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let mut client = Client::unix(&daemon.socket()).await;
+    let planner = create_with(&mut client, project.path(), json!({"mode": "plan"})).await;
+    let planner = planner["data"]["agent_id"].as_str().unwrap().to_owned();
+    let escalated = client
+        .call(
+            "c",
+            json!({"type": "subagent.create", "parent_agent_id": planner, "name": "w",
+            "task": "x", "mode": "build"}),
+        )
+        .await;
+    assert_eq!(escalated["error"]["code"], "PERMISSION_DENIED", "{escalated}");
+    let inherited = client
+        .call("c2", json!({"type": "subagent.create", "parent_agent_id": planner, "name": "w", "task": "x"}))
+        .await;
+    let child = inherited["data"]["runs"][0]["agent_id"].as_str().unwrap();
+    let info = client.call("s", json!({"type": "agent.status", "agent_id": child})).await;
+    assert_eq!(info["data"]["agents"][0]["mode"], "plan", "{info}");
+}
+
+#[tokio::test]
+async fn headless_policy_queue_keeps_a_childs_question_open_until_someone_answers() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let mut client = Client::unix(&daemon.socket()).await;
+    let spawn = async |client: &mut Client, parent: &str, task: &str| {
+        let created = client
+            .call("c", json!({"type": "subagent.create", "parent_agent_id": parent, "name": "w", "task": task}))
+            .await;
+        created["data"].clone()
+    };
+    // By default a question nobody can answer is denied at once.
+    let plain = client.create(project.path(), "plain").await;
+    let job = spawn(&mut client, &plain, "run: echo now").await;
+    let waited = client
+        .call(
+            "w",
+            json!({"type": "subagent.wait", "parent_agent_id": plain, "handles": [job["job_id"]]}),
+        )
+        .await;
+    let text = waited["data"]["runs"][0]["final_text"].as_str().unwrap_or_default().to_owned();
+    assert!(text.contains("Permission denied"), "{waited}");
+
+    // Under `queue` (which children inherit) it waits for someone.
+    let patient =
+        create_with(&mut client, project.path(), json!({"headless_policy": "queue"})).await;
+    let patient = patient["data"]["agent_id"].as_str().unwrap().to_owned();
+    let job = spawn(&mut client, &patient, "run: echo later").await;
+    let child = job["runs"][0]["agent_id"].as_str().unwrap().to_owned();
+    let asking = |m: &Value| {
+        m["type"] == "agent_status_changed"
+            && m["agent_id"] == child
+            && m["status"] == "waiting_for_permission"
+    };
+    if !client.seen.iter().any(asking) {
+        client.until(asking).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let status = client.call("s", json!({"type": "agent.status", "agent_id": child})).await;
+    assert_eq!(
+        status["data"]["agents"][0]["status"], "waiting_for_permission",
+        "still open: {status}"
+    );
+    // Someone attaches to the parent: the child's question is theirs.
+    let sync = client.attach(&patient, "interactive").await;
+    let pending = &sync["pending_requests"][0];
+    assert_eq!(pending["agent_id"], child.as_str(), "{sync}");
+    client
+        .call(
+            "a",
+            json!({"type": "permission_response", "agent_id": child,
+            "request_id": pending["request_id"], "choice_id": "allow-once"}),
+        )
+        .await;
+    let waited = client
+        .call("w2", json!({"type": "subagent.wait", "parent_agent_id": patient, "handles": [job["job_id"]]}))
+        .await;
+    assert_eq!(waited["data"]["runs"][0]["final_text"], "exit code 0\nlater", "{waited}");
+}

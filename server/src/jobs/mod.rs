@@ -349,6 +349,7 @@ impl Jobs {
                     name: Some(spec.name.clone()),
                     parent_agent_id: Some(parent.agent_id.clone()),
                     system_prompt: Some(brief(&alias, &parent.agent_id)),
+                    headless_policy: parent.headless_policy,
                     alias: Some(alias.clone()),
                     definition_name: definition_name.clone(),
                     display_name: display_name.clone(),
