@@ -525,7 +525,7 @@ async fn reply(client: &mut Client, agent: &str, message: &str) -> (String, Vec<
         .iter()
         .filter(|m| m["type"] == "message_complete")
         .filter_map(|m| m["message"]["content"][0]["text"].as_str())
-        .last()
+        .next_back()
         .unwrap_or_default()
         .to_owned();
     (text, read)
