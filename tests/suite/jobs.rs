@@ -697,3 +697,26 @@ async fn headless_policy_queue_keeps_a_childs_question_open_until_someone_answer
         .await;
     assert_eq!(waited["data"]["runs"][0]["final_text"], "exit code 0\nlater", "{waited}");
 }
+
+#[tokio::test]
+async fn a_parent_s_abort_cancels_its_wait_and_never_the_work() {
+    let mut setup = Setup::new().await;
+    let parent = setup.parent.clone();
+    setup.client.attach(&parent, "interactive").await;
+    let (text, _) = reply(&mut setup.client, &parent, "spawn: slow: stream: 200").await;
+    assert!(text.starts_with("subagent_create: "), "{text}");
+    setup.client.call("w", json!({"type": "prompt", "agent_id": parent, "message": "wait:"})).await;
+    setup
+        .client
+        .until_agent(&parent, |m| m["type"] == "tool_call" && m["name"] == "subagent_wait")
+        .await;
+    let before = setup.client.seen.len();
+    setup.client.call("a", json!({"type": "abort", "agent_id": parent})).await;
+    setup.client.until_agent(&parent, |m| m["type"] == "turn_end").await;
+    let read = &setup.client.seen[before..];
+    let result = read.iter().find(|m| m["type"] == "tool_result").expect("the wait's result");
+    assert_eq!(result["is_error"], true, "{result}");
+    // The job plays out regardless.
+    let waited = setup.wait(&["slow"], json!({})).await;
+    assert_eq!(waited["runs"][0]["state"], "completed", "{waited}");
+}
