@@ -158,6 +158,23 @@ pub struct WorkspaceDetail {
     pub tombstone: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conflict: Option<String>,
+    /// Shard's additive status fields (docs/PROTOCOL-NOTES.md): commits on
+    /// the branch not on the integration target, and the other way round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ahead: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind: Option<u32>,
+    /// Changed, staged or untracked paths in the worktree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dirty_files: Option<u32>,
+    /// Whether the branch's tip is reachable from the integration target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<bool>,
+    /// Whether a bound agent has a running process, and whether one is busy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy: Option<bool>,
 }
 
 /// The data of `workspace.create` and `workspace.attach`.

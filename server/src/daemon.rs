@@ -26,6 +26,7 @@ use crate::web::audit::Audit;
 use crate::web::auth::Auth;
 use crate::web::config::{WebArgs, WebConfig};
 use crate::web::limiter::Limiter;
+use crate::workspaces::Workspaces;
 use serde_json::json;
 use shard_protocol::orchestrator::{BrowserSession, RevokeSession, StatsResult};
 use shard_protocol::types::RuntimeState;
@@ -112,6 +113,7 @@ fn announce(line: &str) {
 struct Shard {
     registry: Arc<Registry>,
     jobs: Arc<Jobs>,
+    workspaces: Arc<Workspaces>,
     auth: Arc<Auth>,
     hub: Arc<Hub>,
     audit: Arc<Audit>,
@@ -127,6 +129,10 @@ impl Daemon for Shard {
 
     fn jobs(&self) -> &Arc<Jobs> {
         &self.jobs
+    }
+
+    fn workspaces(&self) -> &Arc<Workspaces> {
+        &self.workspaces
     }
 
     fn enroll(&self) -> String {
@@ -265,9 +271,11 @@ pub async fn run(
     });
     let registry = Arc::new(Registry::load(context));
     let jobs = Jobs::load(registry.clone(), Duration::from_secs(args.subagent_run_timeout));
+    let workspaces = Workspaces::load(registry.clone());
     let shard = Arc::new(Shard {
         registry,
         jobs,
+        workspaces,
         auth: auth.clone(),
         hub: hub.clone(),
         audit: audit.clone(),

@@ -28,6 +28,7 @@ pub mod home;
 pub mod id;
 pub mod jobs;
 pub mod web;
+pub mod workspaces;
 
 #[cfg(test)]
 mod layout;

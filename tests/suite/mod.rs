@@ -13,3 +13,4 @@ mod security;
 mod supervision;
 mod support;
 mod web;
+mod workspaces;

@@ -31,6 +31,7 @@ use crate::agents::host::HostCommand;
 use crate::agents::hosts::Refused;
 use crate::agents::registry::Registry;
 use crate::jobs::Jobs;
+use crate::workspaces::Workspaces;
 
 /// Slow registry commands one connection may have running at once. A
 /// person creates or kills a handful of agents at a time; more is a script
@@ -43,6 +44,8 @@ pub trait Daemon: Send + Sync {
     fn registry(&self) -> &Registry;
     /// The subagent job coordinator (§10.3).
     fn jobs(&self) -> &Arc<Jobs>;
+    /// Git worktree workspaces (§10.1a).
+    fn workspaces(&self) -> &Arc<Workspaces>;
     /// A new single-use enrollment URL (also printed on the daemon's stdout).
     fn enroll(&self) -> String;
     /// Starts the daemon's shutdown.
@@ -291,6 +294,24 @@ impl Connection {
                     command,
                     async move { ok(jobs.stop(request).await?) },
                 );
+            }
+            ClientMessage::WorkspaceCreate(request) => {
+                let workspaces = self.daemon.workspaces().clone();
+                return self.in_background(id, command, async move {
+                    ok(workspaces.create(request).await?)
+                });
+            }
+            ClientMessage::WorkspaceList(request) => {
+                let workspaces = self.daemon.workspaces().clone();
+                return self.in_background(id, command, async move {
+                    ok(workspaces.list(request).await?)
+                });
+            }
+            ClientMessage::WorkspaceStatus(request) => {
+                let workspaces = self.daemon.workspaces().clone();
+                return self.in_background(id, command, async move {
+                    ok(workspaces.status(request).await?)
+                });
             }
             ClientMessage::DaemonShutdown(_) => Err(WireError::new(
                 ErrorCode::PermissionDenied,

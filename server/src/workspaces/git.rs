@@ -1,0 +1,120 @@
+//! Git, through the `git` command users have (their config, their hooks,
+//! their credential helpers never asked: no terminal prompt), each call
+//! with a deadline and its error in one line. Paths and output stay in this
+//! module's errors for the log; what clients see is sanitized by the caller.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long one git command may take. Worktree creation copies the tree;
+/// a large checkout on a slow disk takes seconds, never minutes.
+pub const GIT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The most bytes of git output kept (status of a huge tree, a long diff).
+const MAX_OUTPUT: usize = 8 * 1024 * 1024;
+
+/// A git command that failed: why, in one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitError(pub String);
+
+impl std::fmt::Display for GitError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+/// Runs `git -C dir args…`; its stdout, or why it failed.
+pub async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
+    let mut command = tokio::process::Command::new("git");
+    command
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let what = args.first().copied().unwrap_or("git");
+    let output = match tokio::time::timeout(GIT_TIMEOUT, command.output()).await {
+        Ok(Ok(output)) => output,
+        Ok(Err(error)) => return Err(GitError(format!("cannot run git: {error}"))),
+        Err(_) => {
+            return Err(GitError(format!(
+                "git {what} did not finish in {} s",
+                GIT_TIMEOUT.as_secs()
+            )));
+        }
+    };
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let first = stderr.lines().find(|line| !line.trim().is_empty()).unwrap_or("failed");
+        return Err(GitError(format!("git {what}: {}", first.trim())));
+    }
+    let mut stdout = output.stdout;
+    stdout.truncate(MAX_OUTPUT);
+    Ok(String::from_utf8_lossy(&stdout).into_owned())
+}
+
+/// The top of the checkout `dir` is in, or `None` when it is in none.
+pub async fn toplevel(dir: &Path) -> Option<PathBuf> {
+    let out = git(dir, &["rev-parse", "--show-toplevel"]).await.ok()?;
+    Some(PathBuf::from(out.trim()))
+}
+
+/// The repository's main checkout: the first worktree git lists (the one
+/// whose git-dir is the common dir).
+pub async fn main_checkout(dir: &Path) -> Result<PathBuf, GitError> {
+    let list = git(dir, &["worktree", "list", "--porcelain"]).await?;
+    list.lines()
+        .find_map(|line| line.strip_prefix("worktree "))
+        .map(PathBuf::from)
+        .ok_or_else(|| GitError("git worktree list: no main checkout".to_owned()))
+}
+
+/// The commit `rev` names, or why not (an unborn HEAD, a bad ref).
+pub async fn commit_of(dir: &Path, rev: &str) -> Result<String, GitError> {
+    let spec = format!("{rev}^{{commit}}");
+    git(dir, &["rev-parse", "--verify", "--quiet", &spec])
+        .await
+        .map(|out| out.trim().to_owned())
+        .map_err(|_| GitError(format!("`{rev}` names no commit")))
+}
+
+/// Whether branch `name` exists.
+pub async fn branch_exists(dir: &Path, name: &str) -> bool {
+    let reference = format!("refs/heads/{name}");
+    git(dir, &["show-ref", "--verify", "--quiet", &reference]).await.is_ok()
+}
+
+/// Whether `name` is a valid new branch name.
+pub async fn valid_branch_name(dir: &Path, name: &str) -> bool {
+    !name.starts_with('-') && git(dir, &["check-ref-format", "--branch", name]).await.is_ok()
+}
+
+/// Paths with changes (staged, unstaged or untracked, ignored files aside).
+pub async fn dirty_count(dir: &Path) -> Result<u32, GitError> {
+    let out = git(dir, &["status", "--porcelain=v1", "--untracked-files=all"]).await?;
+    Ok(u32::try_from(out.lines().filter(|line| !line.is_empty()).count()).unwrap_or(u32::MAX))
+}
+
+/// Commits on `branch` not on `target`, and the other way round.
+pub async fn ahead_behind(dir: &Path, branch: &str, target: &str) -> Result<(u32, u32), GitError> {
+    let range = format!("{target}...{branch}");
+    let out = git(dir, &["rev-list", "--left-right", "--count", &range]).await?;
+    let mut numbers = out.split_whitespace().map(|number| number.parse::<u32>().unwrap_or(0));
+    let behind = numbers.next().unwrap_or(0);
+    let ahead = numbers.next().unwrap_or(0);
+    Ok((ahead, behind))
+}
+
+/// Whether `branch`'s tip is reachable from `target`.
+pub async fn merged(dir: &Path, branch: &str, target: &str) -> Result<bool, GitError> {
+    let branch_commit = commit_of(dir, branch).await?;
+    let target_commit = commit_of(dir, target).await?;
+    match git(dir, &["merge-base", "--is-ancestor", &branch_commit, &target_commit]).await {
+        Ok(_) => Ok(true),
+        // Exit status 1 is "not an ancestor"; anything else failed earlier.
+        Err(_) => Ok(false),
+    }
+}

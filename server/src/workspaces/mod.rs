@@ -1,0 +1,457 @@
+//! Workspaces (PROTOCOL.md §10.1a, docs/WORKSPACES.md): one git worktree
+//! per workspace, on its own branch, recorded durably under
+//! `$SHARD_HOME/workspaces/`, each launching fresh agents in it. Creation
+//! checks everything it can before touching git, holds one lock so that two
+//! creates cannot race for a branch, and undoes what it made when a later
+//! step fails. What clients see never names a git-dir or common-dir, and
+//! never carries git's own output.
+
+pub mod git;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use shard_protocol::orchestrator::AgentCreate;
+use shard_protocol::types::{AgentStatus, RuntimeState};
+use shard_protocol::workspace::{
+    WorkspaceCreate, WorkspaceDetail, WorkspaceEvent, WorkspaceLaunchResult, WorkspaceLifecycle,
+    WorkspaceList, WorkspaceListResult, WorkspaceResult, WorkspaceStatus, WorkspaceSummary,
+};
+use shard_protocol::{Envelope, ErrorCode, ServerMessage, WireError};
+
+use crate::agents::Wire;
+use crate::agents::registry::Registry;
+
+pub const RECORD_VERSION: u32 = 1;
+/// The longest label (characters).
+const MAX_LABEL: usize = 100;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkspaceRecord {
+    pub version: u32,
+    pub workspace_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    pub branch: String,
+    pub base_ref: String,
+    pub base_commit: String,
+    pub integration_target: String,
+    /// The repository's main checkout.
+    pub repository_cwd: String,
+    /// The worktree's checkout directory.
+    pub worktree: String,
+    pub lifecycle: WorkspaceLifecycle,
+    pub created_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired_at: Option<u64>,
+    #[serde(default)]
+    pub agent_ids: Vec<String>,
+}
+
+fn records_dir(home: &Path) -> PathBuf {
+    home.join("workspaces")
+}
+
+impl WorkspaceRecord {
+    fn save(&self, home: &Path) -> anyhow::Result<()> {
+        let dir = records_dir(home);
+        crate::home::prepare_dir(&dir)?;
+        let bytes = serde_json::to_vec_pretty(self)?;
+        crate::home::write_private(&dir.join(format!("{}.json", self.workspace_id)), &bytes)?;
+        Ok(())
+    }
+
+    fn load_all(home: &Path) -> Vec<WorkspaceRecord> {
+        let Ok(entries) = std::fs::read_dir(records_dir(home)) else { return Vec::new() };
+        entries
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|extension| extension == "json"))
+            .filter_map(|path| {
+                let text = std::fs::read_to_string(&path).ok()?;
+                match serde_json::from_str(&text) {
+                    Ok(record) => Some(record),
+                    Err(error) => {
+                        tracing::error!(path = %path.display(), %error, "unreadable workspace record skipped");
+                        None
+                    }
+                }
+            })
+            .collect()
+    }
+
+    fn summary(&self) -> WorkspaceSummary {
+        WorkspaceSummary {
+            workspace_id: self.workspace_id.clone(),
+            label: self.label.clone(),
+            cwd: self.worktree.clone(),
+            repository_cwd: Some(self.repository_cwd.clone()),
+            ownership: Some("owned".to_owned()),
+            lifecycle: self.lifecycle,
+            branch: Some(self.branch.clone()),
+            base_ref: Some(self.base_ref.clone()),
+            integration_target: Some(self.integration_target.clone()),
+            head_fingerprint: None,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            retired_at: self.retired_at,
+            agent_count: u32::try_from(self.agent_ids.len()).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+pub struct Workspaces {
+    registry: Arc<Registry>,
+    home: PathBuf,
+    /// Every record, and the lock that makes each change one at a time
+    /// (held across the git commands of a create: two creates never race).
+    records: tokio::sync::Mutex<BTreeMap<String, WorkspaceRecord>>,
+}
+
+/// A typed refusal: `code`, a message, and `data.kind`.
+fn refusal(code: ErrorCode, kind: &str, message: impl Into<String>) -> WireError {
+    WireError::new(code, message).with_data(json!({"kind": kind}))
+}
+
+fn internal(why: impl std::fmt::Display) -> WireError {
+    WireError::new(ErrorCode::InternalError, why.to_string())
+}
+
+/// A label as a branch-name piece: lower-case letters, digits and dashes.
+fn slug(label: &str) -> String {
+    let mut slug = String::new();
+    for c in label.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c);
+        } else if !slug.ends_with('-') && !slug.is_empty() {
+            slug.push('-');
+        }
+    }
+    slug.trim_end_matches('-').chars().take(40).collect()
+}
+
+impl Workspaces {
+    pub fn load(registry: Arc<Registry>) -> Arc<Self> {
+        let home = registry.context.home.clone();
+        let records = WorkspaceRecord::load_all(&home)
+            .into_iter()
+            .map(|record| (record.workspace_id.clone(), record))
+            .collect();
+        Arc::new(Self { registry, home, records: tokio::sync::Mutex::new(records) })
+    }
+
+    fn broadcast(&self, message: ServerMessage) {
+        let wire = Wire::from(Envelope::new(message).to_json());
+        self.registry.context.broadcast.broadcast(&wire);
+    }
+
+    /// `workspace.create`: a worktree on a new branch, recorded, and a fresh
+    /// agent in it.
+    pub async fn create(
+        &self,
+        request: WorkspaceCreate,
+    ) -> Result<WorkspaceLaunchResult, WireError> {
+        if request.label.as_ref().is_some_and(|label| label.chars().count() > MAX_LABEL) {
+            return Err(WireError::new(
+                ErrorCode::InvalidRequest,
+                format!("`label` is longer than {MAX_LABEL} characters"),
+            ));
+        }
+        let cwd = Path::new(&request.cwd);
+        if !cwd.is_absolute() || !cwd.is_dir() {
+            return Err(refusal(
+                ErrorCode::InvalidRequest,
+                "bad_cwd",
+                "`cwd` must be an absolute path to a directory",
+            ));
+        }
+        let Some(toplevel) = git::toplevel(cwd).await else {
+            return Err(refusal(
+                ErrorCode::InvalidRequest,
+                "not_a_repository",
+                "`cwd` is not in a git repository",
+            ));
+        };
+        let repository = git::main_checkout(&toplevel).await.map_err(|error| {
+            tracing::warn!(%error, "cannot find the main checkout");
+            refusal(
+                ErrorCode::InvalidRequest,
+                "not_a_repository",
+                "`cwd` is not in a usable git repository",
+            )
+        })?;
+        let base_ref = request.base_ref.clone().unwrap_or_else(|| "HEAD".to_owned());
+        let Ok(base_commit) = git::commit_of(&toplevel, &base_ref).await else {
+            return Err(if base_ref == "HEAD" {
+                refusal(
+                    ErrorCode::Conflict,
+                    "unborn_base",
+                    "the repository has no commit to start from",
+                )
+            } else {
+                refusal(
+                    ErrorCode::InvalidRequest,
+                    "bad_base_ref",
+                    format!("`base_ref` `{base_ref}` names no commit"),
+                )
+            });
+        };
+        if base_ref == "HEAD" {
+            let dirty = git::dirty_count(&toplevel).await.map_err(internal)?;
+            if dirty > 0 {
+                return Err(refusal(
+                    ErrorCode::Conflict,
+                    "dirty_base",
+                    format!(
+                        "the checkout has {dirty} uncommitted changes, which a new worktree would not have; commit or stash them, or give `base_ref`"
+                    ),
+                ));
+            }
+        }
+        let integration_target = match &request.integration_target {
+            Some(target) => {
+                if git::commit_of(&toplevel, target).await.is_err() {
+                    return Err(refusal(
+                        ErrorCode::InvalidRequest,
+                        "bad_integration_target",
+                        format!("`integration_target` `{target}` names no commit"),
+                    ));
+                }
+                target.clone()
+            }
+            None => current_branch(&toplevel).await.unwrap_or_else(|| base_commit.clone()),
+        };
+        let workspace_id = format!("ws-{}", crate::id::random_hex());
+        let branch = match &request.branch {
+            Some(branch) => branch.clone(),
+            None => {
+                let piece = request.label.as_deref().map(slug).filter(|slug| !slug.is_empty());
+                format!("shard/{}", piece.unwrap_or_else(|| workspace_id.clone()))
+            }
+        };
+        if !git::valid_branch_name(&toplevel, &branch).await {
+            return Err(refusal(
+                ErrorCode::InvalidRequest,
+                "bad_branch",
+                format!("`{branch}` is not a valid branch name"),
+            ));
+        }
+
+        let mut records = self.records.lock().await;
+        if git::branch_exists(&toplevel, &branch).await {
+            return Err(refusal(
+                ErrorCode::Conflict,
+                "branch_exists",
+                format!("branch `{branch}` already exists"),
+            ));
+        }
+        let worktree = self.home.join("worktrees").join(&workspace_id);
+        if worktree.exists() {
+            return Err(refusal(
+                ErrorCode::Conflict,
+                "path_collision",
+                "the workspace's directory already exists",
+            ));
+        }
+        crate::home::prepare_dir(&self.home.join("worktrees")).map_err(internal)?;
+        let path = worktree.display().to_string();
+        if let Err(error) =
+            git::git(&toplevel, &["worktree", "add", "--quiet", "-b", &branch, &path, &base_commit])
+                .await
+        {
+            tracing::warn!(%error, "cannot add the worktree");
+            // A failed `worktree add -b` makes no branch: only the directory.
+            undo(&toplevel, &worktree, None).await;
+            return Err(refusal(
+                ErrorCode::Conflict,
+                "git_failed",
+                "git could not create the worktree",
+            ));
+        }
+        let now = crate::clock::now_ms();
+        let mut record = WorkspaceRecord {
+            version: RECORD_VERSION,
+            workspace_id: workspace_id.clone(),
+            label: request.label.clone(),
+            branch: branch.clone(),
+            base_ref,
+            base_commit,
+            integration_target,
+            repository_cwd: repository.display().to_string(),
+            worktree: worktree.canonicalize().unwrap_or(worktree.clone()).display().to_string(),
+            lifecycle: WorkspaceLifecycle::Active,
+            created_at: now,
+            updated_at: None,
+            retired_at: None,
+            agent_ids: Vec::new(),
+        };
+        if let Err(error) = record.save(&self.home) {
+            undo(&toplevel, &worktree, Some(&branch)).await;
+            return Err(internal(format!("cannot record the workspace: {error:#}")));
+        }
+        let launch = AgentCreate {
+            cwd: record.worktree.clone(),
+            name: request
+                .launch
+                .name
+                .clone()
+                .or(request.launch.title.clone())
+                .or(request.label.clone()),
+            model: request.launch.model.clone(),
+            provider: request.launch.provider.clone(),
+            mode: request.launch.mode.clone(),
+            ..AgentCreate::default()
+        };
+        let agent_id = match self.registry.create(launch).await {
+            Ok(agent_id) => agent_id,
+            Err(error) => {
+                // The workspace stays (it is real and recorded); the agent's
+                // identity, if made, is in the error's data.
+                broadcast_created(self, &record);
+                records.insert(workspace_id, record);
+                return Err(error);
+            }
+        };
+        record.agent_ids.push(agent_id.clone());
+        record.updated_at = Some(crate::clock::now_ms());
+        record.save(&self.home).map_err(internal)?;
+        broadcast_created(self, &record);
+        let session_id = self
+            .registry
+            .manifest(&agent_id)
+            .map(|manifest| manifest.session_id)
+            .unwrap_or_default();
+        let workspace = self.detail(&record).await;
+        records.insert(workspace_id, record);
+        Ok(WorkspaceLaunchResult { agent_id, session_id, workspace })
+    }
+
+    /// `workspace.list`: by repository (the one `cwd` is in), retired ones
+    /// only when asked.
+    pub async fn list(&self, request: WorkspaceList) -> Result<WorkspaceListResult, WireError> {
+        let repository = match &request.cwd {
+            Some(cwd) => {
+                let Some(toplevel) = git::toplevel(Path::new(cwd)).await else {
+                    return Err(refusal(
+                        ErrorCode::InvalidRequest,
+                        "not_a_repository",
+                        "`cwd` is not in a git repository",
+                    ));
+                };
+                Some(git::main_checkout(&toplevel).await.map_err(internal)?.display().to_string())
+            }
+            None => None,
+        };
+        let with_retired = request.include_retired.unwrap_or(false);
+        let records = self.records.lock().await;
+        let mut workspaces: Vec<WorkspaceSummary> = records
+            .values()
+            .filter(|record| {
+                repository.as_ref().is_none_or(|repository| &record.repository_cwd == repository)
+            })
+            .filter(|record| with_retired || record.lifecycle != WorkspaceLifecycle::Retired)
+            .map(WorkspaceRecord::summary)
+            .collect();
+        workspaces
+            .sort_by(|a, b| (a.created_at, &a.workspace_id).cmp(&(b.created_at, &b.workspace_id)));
+        Ok(WorkspaceListResult { workspaces })
+    }
+
+    /// `workspace.status`.
+    pub async fn status(&self, request: WorkspaceStatus) -> Result<WorkspaceResult, WireError> {
+        let record = {
+            let records = self.records.lock().await;
+            records.get(&request.workspace_id).cloned()
+        };
+        let Some(record) = record else {
+            return Err(WireError::new(
+                ErrorCode::NotFound,
+                format!("no workspace `{}`", request.workspace_id),
+            ));
+        };
+        Ok(WorkspaceResult { workspace: self.detail(&record).await })
+    }
+
+    /// The detail of a workspace as it is now: git's view of its worktree
+    /// (a missing one is a tombstone) and its agents' liveness.
+    async fn detail(&self, record: &WorkspaceRecord) -> WorkspaceDetail {
+        let mut summary = record.summary();
+        let worktree = Path::new(&record.worktree);
+        let agents: Vec<_> =
+            record.agent_ids.iter().filter_map(|id| self.registry.info(id)).collect();
+        let live = agents.iter().any(|agent| agent.runtime_state == RuntimeState::Running);
+        let busy = agents.iter().any(|agent| {
+            agent.status != AgentStatus::Idle
+                && agent.status != AgentStatus::Error
+                && agent.status != AgentStatus::Unknown
+        });
+        let mut detail = WorkspaceDetail {
+            summary: summary.clone(),
+            agent_ids: record.agent_ids.clone(),
+            tombstone: None,
+            conflict: None,
+            ahead: None,
+            behind: None,
+            dirty_files: None,
+            merged: None,
+            live: Some(live),
+            busy: Some(busy),
+        };
+        if record.lifecycle == WorkspaceLifecycle::Retired {
+            return detail;
+        }
+        let present = git::toplevel(worktree).await.is_some_and(|top| top == worktree);
+        if !present {
+            detail.tombstone = Some(true);
+            detail.conflict =
+                Some("the worktree is missing (deleted or moved outside Shard)".to_owned());
+            return detail;
+        }
+        summary.head_fingerprint = git::commit_of(worktree, "HEAD")
+            .await
+            .ok()
+            .map(|commit| commit.chars().take(12).collect());
+        detail.summary = summary;
+        detail.dirty_files = git::dirty_count(worktree).await.ok();
+        if let Ok((ahead, behind)) =
+            git::ahead_behind(worktree, &record.branch, &record.integration_target).await
+        {
+            detail.ahead = Some(ahead);
+            detail.behind = Some(behind);
+        }
+        detail.merged =
+            git::merged(worktree, &record.branch, &record.integration_target).await.ok();
+        detail
+    }
+}
+
+fn broadcast_created(workspaces: &Workspaces, record: &WorkspaceRecord) {
+    workspaces
+        .broadcast(ServerMessage::WorkspaceCreated(WorkspaceEvent { workspace: record.summary() }));
+}
+
+/// The branch `dir` has checked out, if any.
+async fn current_branch(dir: &Path) -> Option<String> {
+    let out = git::git(dir, &["symbolic-ref", "--quiet", "--short", "HEAD"]).await.ok()?;
+    let branch = out.trim();
+    (!branch.is_empty()).then(|| branch.to_owned())
+}
+
+/// Takes back a half-made worktree: its directory, git's record of it, and
+/// the branch made for it (only one this create made).
+async fn undo(repository: &Path, worktree: &Path, made_branch: Option<&str>) {
+    let path = worktree.display().to_string();
+    let _ = git::git(repository, &["worktree", "remove", "--force", &path]).await;
+    if worktree.exists() {
+        let _ = std::fs::remove_dir_all(worktree);
+    }
+    let _ = git::git(repository, &["worktree", "prune"]).await;
+    if let Some(branch) = made_branch {
+        let _ = git::git(repository, &["branch", "-D", branch]).await;
+    }
+}

@@ -1,0 +1,202 @@
+//! Workspaces (PROTOCOL.md §10.1a) with real git repositories in temp
+//! dirs: create, list, status, typed refusals that leave nothing behind,
+//! durability across a restart, a worktree removed by hand, and two
+//! creates racing for one branch.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use super::client::Client;
+use super::support::Daemon;
+
+/// Runs git in `dir`; its trimmed stdout. Panics on failure.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .expect("run git");
+    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// A repository with one commit on `main`.
+fn repository() -> TempDir {
+    let repo = TempDir::new().expect("repo");
+    git(repo.path(), &["init", "--quiet", "-b", "main"]);
+    std::fs::write(repo.path().join("README"), "hello\n").expect("file");
+    git(repo.path(), &["add", "README"]);
+    git(repo.path(), &["commit", "--quiet", "-m", "first"]);
+    repo
+}
+
+fn canonical(path: &Path) -> String {
+    path.canonicalize().expect("canonical").display().to_string()
+}
+
+async fn create(client: &mut Client, body: Value) -> Value {
+    let mut body = body;
+    body["type"] = json!("workspace.create");
+    client.call("ws", body).await
+}
+
+#[tokio::test]
+async fn create_list_and_status_with_real_git() {
+    let daemon = Daemon::start(&[]).await;
+    let repo = repository();
+    let mut client = Client::unix(&daemon.socket()).await;
+    let cwd = canonical(repo.path());
+    let made =
+        create(&mut client, json!({"cwd": cwd, "label": "Fix the Parser!", "name": "fixer"})).await;
+    assert_eq!(made["success"], true, "{made}");
+    let data = &made["data"];
+    assert!(data["agent_id"].as_str().unwrap().starts_with("agent-"));
+    assert!(!data["session_id"].as_str().unwrap().is_empty());
+    let workspace = &data["workspace"];
+    assert_eq!(workspace["branch"], "shard/fix-the-parser", "a branch from the label");
+    assert_eq!(workspace["repository_cwd"], cwd.as_str());
+    assert_eq!(workspace["integration_target"], "main");
+    assert_eq!(workspace["lifecycle"], "active");
+    assert!(!made.to_string().contains(".git"), "no git-dir paths: {made}");
+    let worktree = workspace["cwd"].as_str().unwrap().to_owned();
+    assert_eq!(std::fs::read_to_string(Path::new(&worktree).join("README")).unwrap(), "hello\n");
+    assert_eq!(git(Path::new(&worktree), &["branch", "--show-current"]), "shard/fix-the-parser");
+    // The agent works in the worktree.
+    let info =
+        client.call("i", json!({"type": "agent.status", "agent_id": data["agent_id"]})).await;
+    assert_eq!(info["data"]["agents"][0]["cwd"], worktree.as_str());
+
+    let named = create(&mut client, json!({"cwd": cwd, "branch": "feature/two"})).await;
+    assert_eq!(named["data"]["workspace"]["branch"], "feature/two", "{named}");
+
+    let listed = client.call("l", json!({"type": "workspace.list", "cwd": worktree})).await;
+    let rows = listed["data"]["workspaces"].as_array().expect("rows").clone();
+    assert_eq!(rows.len(), 2, "listed by repository, from a worktree too: {listed}");
+    let elsewhere = repository();
+    let none = client
+        .call("l2", json!({"type": "workspace.list", "cwd": canonical(elsewhere.path())}))
+        .await;
+    assert_eq!(none["data"]["workspaces"], json!([]));
+
+    // Status follows commits and edits in the worktree.
+    let id = workspace["workspace_id"].as_str().unwrap().to_owned();
+    std::fs::write(Path::new(&worktree).join("parser.rs"), "fn main() {}\n").unwrap();
+    git(Path::new(&worktree), &["add", "parser.rs"]);
+    git(Path::new(&worktree), &["commit", "--quiet", "-m", "parser"]);
+    std::fs::write(Path::new(&worktree).join("README"), "changed\n").unwrap();
+    std::fs::write(Path::new(&worktree).join("notes.txt"), "new\n").unwrap();
+    let status = client.call("s", json!({"type": "workspace.status", "workspace_id": id})).await;
+    let detail = &status["data"]["workspace"];
+    assert_eq!(detail["ahead"], 1, "{status}");
+    assert_eq!(detail["behind"], 0);
+    assert_eq!(detail["dirty_files"], 2);
+    assert_eq!(detail["merged"], false);
+    assert_eq!(detail["agent_ids"][0], data["agent_id"]);
+    assert_eq!(detail["live"], true);
+    // Merged once main has the commit.
+    git(repo.path(), &["merge", "--quiet", "--ff-only", "shard/fix-the-parser"]);
+    let status = client.call("s2", json!({"type": "workspace.status", "workspace_id": id})).await;
+    assert_eq!(status["data"]["workspace"]["merged"], true, "{status}");
+    assert_eq!(status["data"]["workspace"]["ahead"], 0);
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_typed_refusal_and_leaves_nothing_behind() {
+    let daemon = Daemon::start(&[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let plain = TempDir::new().unwrap();
+    let refused = create(&mut client, json!({"cwd": canonical(plain.path())})).await;
+    assert_eq!(refused["error"]["code"], "INVALID_REQUEST", "{refused}");
+    assert_eq!(refused["error"]["data"]["kind"], "not_a_repository");
+
+    let unborn = TempDir::new().unwrap();
+    git(unborn.path(), &["init", "--quiet", "-b", "main"]);
+    let refused = create(&mut client, json!({"cwd": canonical(unborn.path())})).await;
+    assert_eq!(refused["error"]["data"]["kind"], "unborn_base", "{refused}");
+
+    let repo = repository();
+    let cwd = canonical(repo.path());
+    git(repo.path(), &["branch", "taken"]);
+    for (body, code, kind) in [
+        (json!({"cwd": cwd, "branch": "taken"}), "CONFLICT", "branch_exists"),
+        (json!({"cwd": cwd, "branch": "bad..name"}), "INVALID_REQUEST", "bad_branch"),
+        (json!({"cwd": cwd, "base_ref": "no-such-ref"}), "INVALID_REQUEST", "bad_base_ref"),
+        (
+            json!({"cwd": cwd, "integration_target": "nope"}),
+            "INVALID_REQUEST",
+            "bad_integration_target",
+        ),
+        (json!({"cwd": "relative/path"}), "INVALID_REQUEST", "bad_cwd"),
+    ] {
+        let refused = create(&mut client, body.clone()).await;
+        assert_eq!(refused["error"]["code"], code, "{body}: {refused}");
+        assert_eq!(refused["error"]["data"]["kind"], kind, "{body}: {refused}");
+    }
+    std::fs::write(repo.path().join("README"), "edited\n").unwrap();
+    let refused = create(&mut client, json!({"cwd": cwd})).await;
+    assert_eq!(refused["error"]["data"]["kind"], "dirty_base", "{refused}");
+    // With an explicit base the dirty checkout does not matter.
+    let based =
+        create(&mut client, json!({"cwd": cwd, "base_ref": "main", "branch": "from-main"})).await;
+    assert_eq!(based["success"], true, "{based}");
+    // Nothing half-made: one worktree besides the main one, one new branch.
+    let worktrees = git(repo.path(), &["worktree", "list", "--porcelain"]);
+    assert_eq!(worktrees.matches("worktree ").count(), 2, "{worktrees}");
+    let branches = git(repo.path(), &["branch", "--format=%(refname:short)"]);
+    let mut branches: Vec<&str> = branches.lines().collect();
+    branches.sort_unstable();
+    assert_eq!(branches, ["from-main", "main", "taken"]);
+}
+
+#[tokio::test]
+async fn records_survive_a_restart_and_a_worktree_removed_by_hand_is_a_tombstone() {
+    let home = TempDir::new().unwrap();
+    let repo = repository();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let made =
+        create(&mut client, json!({"cwd": canonical(repo.path()), "branch": "keepme"})).await;
+    let id = made["data"]["workspace"]["workspace_id"].as_str().unwrap().to_owned();
+    let worktree = made["data"]["workspace"]["cwd"].as_str().unwrap().to_owned();
+    drop(client);
+    drop(daemon);
+
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let listed = client.call("l", json!({"type": "workspace.list"})).await;
+    assert_eq!(listed["data"]["workspaces"][0]["workspace_id"], id.as_str(), "{listed}");
+    std::fs::remove_dir_all(&worktree).unwrap();
+    let status = client.call("s", json!({"type": "workspace.status", "workspace_id": id})).await;
+    assert_eq!(status["success"], true, "{status}");
+    assert_eq!(status["data"]["workspace"]["tombstone"], true);
+    assert!(!status.to_string().contains("fatal"), "no git output: {status}");
+    let unknown = client
+        .call("u", json!({"type": "workspace.status", "workspace_id": "ws-000000000000"}))
+        .await;
+    assert_eq!(unknown["error"]["code"], "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn two_concurrent_creates_on_one_branch_cannot_both_succeed() {
+    let daemon = Daemon::start(&[]).await;
+    let repo = repository();
+    let cwd = canonical(repo.path());
+    let mut first = Client::unix(&daemon.socket()).await;
+    let mut second = Client::unix(&daemon.socket()).await;
+    let body = json!({"type": "workspace.create", "cwd": cwd, "branch": "contested"});
+    let (a, b) = tokio::join!(first.call("a", body.clone()), second.call("b", body.clone()));
+    let successes = [&a, &b].iter().filter(|answer| answer["success"] == true).count();
+    assert_eq!(successes, 1, "{a}\n{b}");
+    let loser = if a["success"] == true { &b } else { &a };
+    assert_eq!(loser["error"]["data"]["kind"], "branch_exists", "{loser}");
+    let worktrees = git(repo.path(), &["worktree", "list", "--porcelain"]);
+    assert_eq!(worktrees.matches("worktree ").count(), 2, "{worktrees}");
+}
