@@ -178,6 +178,17 @@ async fn records_survive_a_restart_and_a_worktree_removed_by_hand_is_a_tombstone
     assert_eq!(status["success"], true, "{status}");
     assert_eq!(status["data"]["workspace"]["tombstone"], true);
     assert!(!status.to_string().contains("fatal"), "no git output: {status}");
+    // A tombstone retires (git forgets it; the branch is kept as asked).
+    let kill = made["data"]["agent_id"].clone();
+    client.call("k", json!({"type": "agent.kill", "agent_id": kill, "force": true})).await;
+    let retired = client
+        .call(
+            "r",
+            json!({"type": "workspace.retire", "workspace_id": id, "branch_disposition": "keep"}),
+        )
+        .await;
+    assert_eq!(retired["success"], true, "{retired}");
+    assert!(git(repo.path(), &["branch", "--list", "keepme"]).contains("keepme"));
     let unknown = client
         .call("u", json!({"type": "workspace.status", "workspace_id": "ws-000000000000"}))
         .await;
@@ -199,4 +210,141 @@ async fn two_concurrent_creates_on_one_branch_cannot_both_succeed() {
     assert_eq!(loser["error"]["data"]["kind"], "branch_exists", "{loser}");
     let worktrees = git(repo.path(), &["worktree", "list", "--porcelain"]);
     assert_eq!(worktrees.matches("worktree ").count(), 2, "{worktrees}");
+}
+
+/// Stops every agent bound to a workspace (a live one blocks retirement).
+async fn stop_agents(client: &mut Client, workspace: &Value) {
+    for agent in workspace["agent_ids"].as_array().expect("agents") {
+        let killed =
+            client.call("k", json!({"type": "agent.kill", "agent_id": agent, "force": true})).await;
+        assert_eq!(killed["success"], true, "{killed}");
+    }
+}
+
+async fn retire(client: &mut Client, id: &str, disposition: Option<&str>) -> Value {
+    let mut body = json!({"type": "workspace.retire", "workspace_id": id});
+    if let Some(disposition) = disposition {
+        body["branch_disposition"] = json!(disposition);
+    }
+    client.call("r", body).await
+}
+
+fn branches(repo: &Path) -> Vec<String> {
+    let mut list: Vec<String> =
+        git(repo, &["branch", "--format=%(refname:short)"]).lines().map(str::to_owned).collect();
+    list.sort();
+    list
+}
+
+#[tokio::test]
+async fn attach_adds_an_agent_and_retire_is_safe_by_default() {
+    let daemon = Daemon::start(&[]).await;
+    let repo = repository();
+    let cwd = canonical(repo.path());
+    let mut client = Client::unix(&daemon.socket()).await;
+    let made = create(&mut client, json!({"cwd": cwd, "branch": "work"})).await;
+    let id = made["data"]["workspace"]["workspace_id"].as_str().unwrap().to_owned();
+    let worktree = made["data"]["workspace"]["cwd"].as_str().unwrap().to_owned();
+
+    let attached = client
+        .call("a", json!({"type": "workspace.attach", "workspace_id": id, "name": "second"}))
+        .await;
+    assert_eq!(attached["success"], true, "{attached}");
+    let second = attached["data"]["agent_id"].as_str().unwrap().to_owned();
+    assert_ne!(second, made["data"]["agent_id"].as_str().unwrap());
+    assert_eq!(attached["data"]["workspace"]["agent_count"], 2);
+    assert!(
+        client
+            .seen
+            .iter()
+            .any(|m| m["type"] == "workspace_attached" && m["agent_id"] == second.as_str())
+    );
+    let info = client.call("i", json!({"type": "agent.status", "agent_id": second})).await;
+    assert_eq!(info["data"]["agents"][0]["cwd"], worktree.as_str());
+
+    // Busy, then live: refused.
+    client.attach(&second, "interactive").await;
+    client.call("p", json!({"type": "prompt", "agent_id": second, "message": "stream: 300"})).await;
+    let refused = retire(&mut client, &id, None).await;
+    assert_eq!(refused["error"]["data"]["kind"], "busy", "{refused}");
+    let before = client.seen.len();
+    client.call("ab", json!({"type": "abort", "agent_id": second})).await;
+    let ended = |m: &Value| m["agent_id"] == second.as_str() && m["type"] == "turn_end";
+    if !client.seen[before..].iter().any(ended) {
+        client.until(ended).await;
+    }
+    let refused = retire(&mut client, &id, None).await;
+    assert_eq!(refused["error"]["data"]["kind"], "live", "{refused}");
+    let status = client.call("s", json!({"type": "workspace.status", "workspace_id": id})).await;
+    stop_agents(&mut client, &status["data"]["workspace"]).await;
+
+    // Dirty: refused, with the count.
+    std::fs::write(Path::new(&worktree).join("wip.txt"), "unsaved\n").unwrap();
+    let refused = retire(&mut client, &id, None).await;
+    assert_eq!(refused["error"]["data"]["kind"], "dirty", "{refused}");
+    assert_eq!(refused["error"]["data"]["dirty_files"], 1);
+    git(Path::new(&worktree), &["add", "wip.txt"]);
+    git(Path::new(&worktree), &["commit", "--quiet", "-m", "wip"]);
+
+    // Unmerged: confirmation required, nothing removed; the retry deletes.
+    let refused = retire(&mut client, &id, Some("delete_if_merged")).await;
+    let data = &refused["error"]["data"];
+    assert_eq!(data["kind"], "confirmation_required", "{refused}");
+    assert_eq!(data["workspace_id"], id.as_str());
+    assert_eq!(data["confirmation_disposition"], "delete_confirmed");
+    assert!(Path::new(&worktree).exists(), "nothing removed on a refusal");
+    assert!(branches(repo.path()).contains(&"work".to_owned()));
+    // Ignored build output goes with the worktree.
+    std::fs::write(Path::new(&worktree).join(".gitignore"), "target/\n").unwrap();
+    git(Path::new(&worktree), &["add", ".gitignore"]);
+    git(Path::new(&worktree), &["commit", "--quiet", "-m", "ignore"]);
+    std::fs::create_dir_all(Path::new(&worktree).join("target/debug")).unwrap();
+    std::fs::write(Path::new(&worktree).join("target/debug/big.bin"), vec![0u8; 4096]).unwrap();
+    let retired = retire(&mut client, &id, Some("delete_confirmed")).await;
+    assert_eq!(retired["success"], true, "{retired}");
+    assert_eq!(retired["data"]["workspace"]["lifecycle"], "retired");
+    assert!(!Path::new(&worktree).exists(), "the worktree directory is gone");
+    assert_eq!(branches(repo.path()), ["main"]);
+    assert!(client.seen.iter().any(|m| m["type"] == "workspace_retired"));
+    let again = retire(&mut client, &id, None).await;
+    assert_eq!(again["error"]["data"]["kind"], "retired");
+    let listed = client.call("l", json!({"type": "workspace.list", "cwd": cwd})).await;
+    assert_eq!(listed["data"]["workspaces"], json!([]), "retired ones hidden by default");
+    let listed = client
+        .call("l2", json!({"type": "workspace.list", "cwd": cwd, "include_retired": true}))
+        .await;
+    assert_eq!(listed["data"]["workspaces"][0]["lifecycle"], "retired", "{listed}");
+}
+
+#[tokio::test]
+async fn a_merged_branch_is_deleted_and_keep_keeps_it() {
+    let daemon = Daemon::start(&[]).await;
+    let repo = repository();
+    let cwd = canonical(repo.path());
+    let mut client = Client::unix(&daemon.socket()).await;
+    let merged = create(&mut client, json!({"cwd": cwd, "branch": "done"})).await;
+    let kept = create(&mut client, json!({"cwd": cwd, "branch": "later"})).await;
+    for made in [&merged, &kept] {
+        stop_agents(&mut client, &made["data"]["workspace"]).await;
+    }
+    let worktree = merged["data"]["workspace"]["cwd"].as_str().unwrap().to_owned();
+    std::fs::write(Path::new(&worktree).join("feature.txt"), "x\n").unwrap();
+    git(Path::new(&worktree), &["add", "feature.txt"]);
+    git(Path::new(&worktree), &["commit", "--quiet", "-m", "feature"]);
+    git(repo.path(), &["merge", "--quiet", "--ff-only", "done"]);
+    let id = merged["data"]["workspace"]["workspace_id"].as_str().unwrap();
+    let retired = retire(&mut client, id, None).await;
+    assert_eq!(retired["success"], true, "merged: deleted without asking: {retired}");
+    assert_eq!(branches(repo.path()), ["later", "main"]);
+
+    let id = kept["data"]["workspace"]["workspace_id"].as_str().unwrap();
+    let worktree = kept["data"]["workspace"]["cwd"].as_str().unwrap().to_owned();
+    std::fs::write(Path::new(&worktree).join("more.txt"), "y\n").unwrap();
+    git(Path::new(&worktree), &["add", "more.txt"]);
+    git(Path::new(&worktree), &["commit", "--quiet", "-m", "more"]);
+    let retired = retire(&mut client, id, Some("keep")).await;
+    assert_eq!(retired["success"], true, "{retired}");
+    assert!(!Path::new(&worktree).exists());
+    assert_eq!(branches(repo.path()), ["later", "main"], "the unmerged branch is kept");
+    assert_eq!(git(repo.path(), &["log", "-1", "--format=%s", "later"]), "more");
 }

@@ -301,6 +301,18 @@ impl Connection {
                     ok(workspaces.create(request).await?)
                 });
             }
+            ClientMessage::WorkspaceAttach(request) => {
+                let workspaces = self.daemon.workspaces().clone();
+                return self.in_background(id, command, async move {
+                    ok(workspaces.attach(request).await?)
+                });
+            }
+            ClientMessage::WorkspaceRetire(request) => {
+                let workspaces = self.daemon.workspaces().clone();
+                return self.in_background(id, command, async move {
+                    ok(workspaces.retire(request).await?)
+                });
+            }
             ClientMessage::WorkspaceList(request) => {
                 let workspaces = self.daemon.workspaces().clone();
                 return self.in_background(id, command, async move {

@@ -17,8 +17,9 @@ use serde_json::json;
 use shard_protocol::orchestrator::AgentCreate;
 use shard_protocol::types::{AgentStatus, RuntimeState};
 use shard_protocol::workspace::{
-    WorkspaceCreate, WorkspaceDetail, WorkspaceEvent, WorkspaceLaunchResult, WorkspaceLifecycle,
-    WorkspaceList, WorkspaceListResult, WorkspaceResult, WorkspaceStatus, WorkspaceSummary,
+    BranchDisposition, ConfirmationRequired, WorkspaceAttach, WorkspaceAttached, WorkspaceCreate,
+    WorkspaceDetail, WorkspaceEvent, WorkspaceLaunchResult, WorkspaceLifecycle, WorkspaceList,
+    WorkspaceListResult, WorkspaceResult, WorkspaceRetire, WorkspaceStatus, WorkspaceSummary,
 };
 use shard_protocol::{Envelope, ErrorCode, ServerMessage, WireError};
 
@@ -377,6 +378,190 @@ impl Workspaces {
         Ok(WorkspaceResult { workspace: self.detail(&record).await })
     }
 
+    /// `workspace.attach`: a fresh agent in an existing, present worktree.
+    pub async fn attach(
+        &self,
+        request: WorkspaceAttach,
+    ) -> Result<WorkspaceLaunchResult, WireError> {
+        let mut records = self.records.lock().await;
+        let Some(record) = records.get(&request.workspace_id).cloned() else {
+            return Err(WireError::new(
+                ErrorCode::NotFound,
+                format!("no workspace `{}`", request.workspace_id),
+            ));
+        };
+        if record.lifecycle == WorkspaceLifecycle::Retired {
+            return Err(refusal(ErrorCode::Conflict, "retired", "the workspace is retired"));
+        }
+        if !present(Path::new(&record.worktree)).await {
+            return Err(refusal(
+                ErrorCode::Conflict,
+                "missing",
+                "the workspace's worktree is missing",
+            ));
+        }
+        let launch = AgentCreate {
+            cwd: record.worktree.clone(),
+            name: request
+                .launch
+                .name
+                .clone()
+                .or(request.launch.title.clone())
+                .or(record.label.clone()),
+            model: request.launch.model.clone(),
+            provider: request.launch.provider.clone(),
+            mode: request.launch.mode.clone(),
+            ..AgentCreate::default()
+        };
+        let agent_id = self.registry.create(launch).await?;
+        let mut record = record;
+        record.agent_ids.push(agent_id.clone());
+        record.updated_at = Some(crate::clock::now_ms());
+        record.save(&self.home).map_err(internal)?;
+        let session_id = self
+            .registry
+            .manifest(&agent_id)
+            .map(|manifest| manifest.session_id)
+            .unwrap_or_default();
+        self.broadcast(ServerMessage::WorkspaceAttached(WorkspaceAttached {
+            workspace: record.summary(),
+            agent_id: agent_id.clone(),
+            session_id: session_id.clone(),
+        }));
+        let workspace = self.detail(&record).await;
+        records.insert(record.workspace_id.clone(), record);
+        Ok(WorkspaceLaunchResult { agent_id, session_id, workspace })
+    }
+
+    /// `workspace.retire`, safe by default: refused while an agent is live
+    /// or busy, while the worktree has changes, or when the repository that
+    /// owns it cannot be found; the branch is deleted only when merged (or
+    /// on the explicit `delete_confirmed` retry), or kept.
+    pub async fn retire(&self, request: WorkspaceRetire) -> Result<WorkspaceResult, WireError> {
+        let disposition = request.branch_disposition.unwrap_or(BranchDisposition::DeleteIfMerged);
+        let mut records = self.records.lock().await;
+        let Some(mut record) = records.get(&request.workspace_id).cloned() else {
+            return Err(WireError::new(
+                ErrorCode::NotFound,
+                format!("no workspace `{}`", request.workspace_id),
+            ));
+        };
+        if record.lifecycle == WorkspaceLifecycle::Retired {
+            return Err(refusal(
+                ErrorCode::Conflict,
+                "retired",
+                "the workspace is already retired",
+            ));
+        }
+        let repository = Path::new(&record.repository_cwd);
+        let owns =
+            git::git(repository, &["worktree", "list", "--porcelain"]).await.is_ok_and(|list| {
+                list.lines()
+                    .any(|line| line.strip_prefix("worktree ") == Some(record.worktree.as_str()))
+            });
+        if !owns {
+            return Err(refusal(
+                ErrorCode::Conflict,
+                "missing_authority",
+                "the repository that owns this worktree cannot be found or does not list it; nothing was removed",
+            ));
+        }
+        let agents: Vec<_> =
+            record.agent_ids.iter().filter_map(|id| self.registry.info(id)).collect();
+        if agents.iter().any(|agent| agent.status.is_active()) {
+            return Err(refusal(
+                ErrorCode::Conflict,
+                "busy",
+                "an agent in this workspace is working; abort or let it finish first",
+            ));
+        }
+        if agents.iter().any(|agent| {
+            matches!(agent.runtime_state, RuntimeState::Running | RuntimeState::Starting)
+        }) {
+            return Err(refusal(
+                ErrorCode::Conflict,
+                "live",
+                "an agent in this workspace is running; terminate it first",
+            ));
+        }
+        let worktree = Path::new(&record.worktree).to_path_buf();
+        let here = present(&worktree).await;
+        if here {
+            let dirty = git::dirty_count(&worktree).await.map_err(|error| {
+                tracing::warn!(%error, "cannot read the worktree's status");
+                refusal(
+                    ErrorCode::Conflict,
+                    "unsafe",
+                    "the worktree's state cannot be read; nothing was removed",
+                )
+            })?;
+            if dirty > 0 {
+                return Err(WireError::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "the worktree has {dirty} uncommitted changes; commit or discard them first"
+                    ),
+                )
+                .with_data(json!({"kind": "dirty", "dirty_files": dirty})));
+            }
+        }
+        let delete_branch = match disposition {
+            BranchDisposition::Keep => false,
+            BranchDisposition::DeleteConfirmed => true,
+            BranchDisposition::DeleteIfMerged => {
+                let merged = git::merged(repository, &record.branch, &record.integration_target)
+                    .await
+                    .unwrap_or(false);
+                if !merged {
+                    let confirm = ConfirmationRequired {
+                        kind: "confirmation_required".to_owned(),
+                        workspace_id: record.workspace_id.clone(),
+                        reason: format!(
+                            "branch `{}` is not merged into `{}`: deleting it loses its commits",
+                            record.branch, record.integration_target
+                        ),
+                        confirmation_disposition: BranchDisposition::DeleteConfirmed,
+                    };
+                    return Err(WireError::new(ErrorCode::Conflict, confirm.reason.clone())
+                        .with_data(serde_json::to_value(confirm).unwrap_or_default()));
+                }
+                true
+            }
+        };
+        let path = record.worktree.clone();
+        if let Err(error) = git::git(repository, &["worktree", "remove", "--force", &path]).await {
+            if here {
+                tracing::warn!(%error, "cannot remove the worktree");
+                return Err(refusal(
+                    ErrorCode::Conflict,
+                    "git_failed",
+                    "git could not remove the worktree",
+                ));
+            }
+        }
+        if worktree.exists() {
+            // Ignored build output git leaves behind goes too.
+            let _ = std::fs::remove_dir_all(&worktree);
+        }
+        let _ = git::git(repository, &["worktree", "prune"]).await;
+        if delete_branch && git::branch_exists(repository, &record.branch).await {
+            if let Err(error) = git::git(repository, &["branch", "-D", &record.branch]).await {
+                tracing::warn!(%error, "cannot delete the branch");
+            }
+        }
+        let now = crate::clock::now_ms();
+        record.lifecycle = WorkspaceLifecycle::Retired;
+        record.retired_at = Some(now);
+        record.updated_at = Some(now);
+        record.save(&self.home).map_err(internal)?;
+        self.broadcast(ServerMessage::WorkspaceRetired(WorkspaceEvent {
+            workspace: record.summary(),
+        }));
+        let workspace = self.detail(&record).await;
+        records.insert(record.workspace_id.clone(), record);
+        Ok(WorkspaceResult { workspace })
+    }
+
     /// The detail of a workspace as it is now: git's view of its worktree
     /// (a missing one is a tombstone) and its agents' liveness.
     async fn detail(&self, record: &WorkspaceRecord) -> WorkspaceDetail {
@@ -405,8 +590,7 @@ impl Workspaces {
         if record.lifecycle == WorkspaceLifecycle::Retired {
             return detail;
         }
-        let present = git::toplevel(worktree).await.is_some_and(|top| top == worktree);
-        if !present {
+        if !present(worktree).await {
             detail.tombstone = Some(true);
             detail.conflict =
                 Some("the worktree is missing (deleted or moved outside Shard)".to_owned());
@@ -433,6 +617,11 @@ impl Workspaces {
 fn broadcast_created(workspaces: &Workspaces, record: &WorkspaceRecord) {
     workspaces
         .broadcast(ServerMessage::WorkspaceCreated(WorkspaceEvent { workspace: record.summary() }));
+}
+
+/// Whether `worktree` is still a checkout of its own.
+async fn present(worktree: &Path) -> bool {
+    git::toplevel(worktree).await.is_some_and(|top| top == worktree)
 }
 
 /// The branch `dir` has checked out, if any.
