@@ -80,6 +80,27 @@ pub struct WorkspaceStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<WorkspaceVersion>,
     pub workspace_id: String,
+    /// Shard's additive field: also answer the diff against the
+    /// integration target (`WorkspaceDetail::diff`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_diff: Option<bool>,
+}
+
+/// One file of a workspace's diff, in the `diff` descriptor's shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDiff {
+    pub path: String,
+    pub hunks: Vec<crate::types::Hunk>,
+}
+
+/// What the workspace changed since it left its integration target,
+/// committed or not (untracked files aside), bounded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceDiff {
+    pub files: Vec<FileDiff>,
+    /// Set when files or lines were left out to keep the answer bounded.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -175,6 +196,9 @@ pub struct WorkspaceDetail {
     pub live: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy: Option<bool>,
+    /// With `include_diff` on `workspace.status`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<WorkspaceDiff>,
 }
 
 /// The data of `workspace.create` and `workspace.attach`.

@@ -101,6 +101,15 @@ async fn create_list_and_status_with_real_git() {
     assert_eq!(detail["merged"], false);
     assert_eq!(detail["agent_ids"][0], data["agent_id"]);
     assert_eq!(detail["live"], true);
+    // The diff against the integration target: committed and uncommitted.
+    let status = client
+        .call("d", json!({"type": "workspace.status", "workspace_id": id, "include_diff": true}))
+        .await;
+    let files = status["data"]["workspace"]["diff"]["files"].as_array().expect("diff").clone();
+    let paths: Vec<&str> = files.iter().filter_map(|file| file["path"].as_str()).collect();
+    assert_eq!(paths, ["README", "parser.rs"], "{status}");
+    assert_eq!(files[0]["hunks"][0]["lines"], json!(["-hello", "+changed"]));
+    assert_eq!(files[1]["hunks"][0]["new_lines"], 1);
     // Merged once main has the commit.
     git(repo.path(), &["merge", "--quiet", "--ff-only", "shard/fix-the-parser"]);
     let status = client.call("s2", json!({"type": "workspace.status", "workspace_id": id})).await;

@@ -118,3 +118,87 @@ pub async fn merged(dir: &Path, branch: &str, target: &str) -> Result<bool, GitE
         Err(_) => Ok(false),
     }
 }
+
+/// The most files and diff lines a workspace diff carries.
+const MAX_DIFF_FILES: usize = 200;
+const MAX_DIFF_LINES: usize = 20_000;
+
+/// What `worktree` changed since it left `target` (committed and not),
+/// parsed from git's unified diff.
+pub async fn diff_against(
+    worktree: &Path,
+    target: &str,
+) -> Result<shard_protocol::workspace::WorkspaceDiff, GitError> {
+    let base = git(worktree, &["merge-base", target, "HEAD"]).await?;
+    let base = base.trim();
+    let text = git(
+        worktree,
+        &["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "-U3", base],
+    )
+    .await?;
+    Ok(parse_unified(&text))
+}
+
+/// A unified diff as files and hunks, bounded in files and lines.
+pub fn parse_unified(text: &str) -> shard_protocol::workspace::WorkspaceDiff {
+    use shard_protocol::types::Hunk;
+    use shard_protocol::workspace::{FileDiff, WorkspaceDiff};
+    let mut diff = WorkspaceDiff::default();
+    let mut lines_kept = 0;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("diff --git ") {
+            if diff.files.len() >= MAX_DIFF_FILES {
+                diff.truncated = true;
+                break;
+            }
+            // `a/PATH b/PATH`: the new side's path (renames are off).
+            let path = rest.rsplit_once(" b/").map_or(rest, |(_, path)| path);
+            diff.files.push(FileDiff { path: path.to_owned(), hunks: Vec::new() });
+            continue;
+        }
+        let Some(file) = diff.files.last_mut() else { continue };
+        if let Some(header) = line.strip_prefix("@@ ") {
+            let numbers = |part: Option<&str>| {
+                let part = part.unwrap_or("").trim_start_matches(['-', '+']);
+                let (start, count) = part.split_once(',').unwrap_or((part, "1"));
+                (start.parse().unwrap_or(0), count.parse().unwrap_or(1))
+            };
+            let mut parts = header.split_whitespace();
+            let (old_start, old_lines) = numbers(parts.next());
+            let (new_start, new_lines) = numbers(parts.next());
+            file.hunks.push(Hunk { old_start, old_lines, new_start, new_lines, lines: Vec::new() });
+            continue;
+        }
+        let Some(hunk) = file.hunks.last_mut() else { continue };
+        if line.starts_with([' ', '+', '-', '\\']) {
+            if lines_kept >= MAX_DIFF_LINES {
+                diff.truncated = true;
+                break;
+            }
+            lines_kept += 1;
+            hunk.lines.push(line.to_owned());
+        }
+    }
+    diff
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_unified;
+
+    #[test]
+    fn a_unified_diff_becomes_files_and_hunks() {
+        let text = "diff --git a/src/a.rs b/src/a.rs\nindex 1..2 100644\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1,2 +1,3 @@\n one\n-two\n+deux\n+trois\ndiff --git a/new.txt b/new.txt\nnew file mode 100644\n--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+hello\n\\ No newline at end of file\n";
+        let diff = parse_unified(text);
+        assert_eq!(diff.files.len(), 2);
+        assert_eq!(diff.files[0].path, "src/a.rs");
+        let hunk = &diff.files[0].hunks[0];
+        assert_eq!((hunk.old_start, hunk.old_lines, hunk.new_start, hunk.new_lines), (1, 2, 1, 3));
+        assert_eq!(hunk.lines, [" one", "-two", "+deux", "+trois"]);
+        assert_eq!(diff.files[1].path, "new.txt");
+        let hunk = &diff.files[1].hunks[0];
+        assert_eq!((hunk.old_start, hunk.old_lines, hunk.new_start, hunk.new_lines), (0, 0, 1, 1));
+        assert_eq!(hunk.lines.len(), 2, "the no-newline marker is kept");
+        assert!(!diff.truncated);
+    }
+}

@@ -375,7 +375,17 @@ impl Workspaces {
                 format!("no workspace `{}`", request.workspace_id),
             ));
         };
-        Ok(WorkspaceResult { workspace: self.detail(&record).await })
+        let mut workspace = self.detail(&record).await;
+        let present =
+            workspace.tombstone.is_none() && record.lifecycle != WorkspaceLifecycle::Retired;
+        if request.include_diff == Some(true) && present {
+            let worktree = Path::new(&record.worktree);
+            match git::diff_against(worktree, &record.integration_target).await {
+                Ok(diff) => workspace.diff = Some(diff),
+                Err(error) => tracing::warn!(%error, "cannot diff the workspace"),
+            }
+        }
+        Ok(WorkspaceResult { workspace })
     }
 
     /// `workspace.attach`: a fresh agent in an existing, present worktree.
@@ -586,6 +596,7 @@ impl Workspaces {
             merged: None,
             live: Some(live),
             busy: Some(busy),
+            diff: None,
         };
         if record.lifecycle == WorkspaceLifecycle::Retired {
             return detail;
