@@ -342,13 +342,25 @@ impl Connection {
                 format!("`{}` is not available in this daemon yet", other.type_name()),
             )),
         };
-        finish(&self.outbox, id, command, answer);
+        finish(&self.outbox, id, None, command, answer);
     }
 
     /// Runs a slow command as its own task; its answer is sent when it ends.
     fn in_background(
         &self,
         id: Option<String>,
+        command: &'static str,
+        work: impl Future<Output = Answer> + Send + 'static,
+    ) {
+        self.answer_later(id, None, command, work);
+    }
+
+    /// [`Connection::in_background`] for a per-agent command: its answer
+    /// carries the routing `agent_id`.
+    fn answer_later(
+        &self,
+        id: Option<String>,
+        agent_id: Option<String>,
         command: &'static str,
         work: impl Future<Output = Answer> + Send + 'static,
     ) {
@@ -359,12 +371,12 @@ impl Connection {
                     "{BACKGROUND_COMMANDS} slow commands are already running on this connection; wait for their answers"
                 ),
             );
-            return reject(&self.outbox, id, Some(command), None, error);
+            return reject(&self.outbox, id, Some(command), agent_id, error);
         };
         let outbox = self.outbox.clone();
         tokio::spawn(async move {
             let answer = work.await;
-            finish(&outbox, id, command, answer);
+            finish(&outbox, id, agent_id, command, answer);
             drop(permit);
         });
     }
@@ -427,7 +439,11 @@ impl Connection {
             }
             _ => {}
         }
-        if !answer {
+        let guarded = matches!(
+            message,
+            ClientMessage::Prompt(_) | ClientMessage::Steer(_) | ClientMessage::Abort(_)
+        );
+        if guarded {
             if let Some(run_id) = self.daemon.jobs().lease(&agent_id) {
                 return self.leased(id, agent_id, run_id, message);
             }
@@ -444,10 +460,10 @@ impl Connection {
         }
     }
 
-    /// The lease guard (§10.3): a child on a run takes no direct prompt; a
-    /// person's steer goes through the coordinator's strict steer and an
-    /// abort stops the run, both recorded against it. Everything else
-    /// passes.
+    /// The lease guard (§10.3) for a prompt, steer or abort (everything
+    /// else passes to the child as usual): a child on a run takes no direct
+    /// prompt; a person's steer goes through the coordinator's strict steer
+    /// and an abort stops the run, both recorded against it.
     fn leased(
         &mut self,
         id: Option<String>,
@@ -458,14 +474,19 @@ impl Connection {
         use shard_protocol::agent::StreamingBehavior;
         let command = message.type_name();
         let jobs = self.daemon.jobs().clone();
-        let steer = match message {
-            ClientMessage::Steer(steer) => Some(steer.message),
+        let message = match message {
+            ClientMessage::Steer(steer) => steer.message,
             ClientMessage::Prompt(prompt)
                 if prompt.streaming_behavior == Some(StreamingBehavior::Steer) =>
             {
-                Some(prompt.message)
+                prompt.message
             }
-            ClientMessage::Prompt(_) => {
+            ClientMessage::Abort(_) => {
+                return self.answer_later(id, Some(agent_id.clone()), command, async move {
+                    jobs.stop_leased(&agent_id).await.map(|_| None)
+                });
+            }
+            _ => {
                 let error = WireError::new(
                     ErrorCode::Conflict,
                     format!(
@@ -474,56 +495,18 @@ impl Connection {
                 );
                 return reject(&self.outbox, id, Some(command), Some(agent_id), error);
             }
-            ClientMessage::Abort(_) => {
-                let outbox = self.outbox.clone();
-                let Ok(permit) = self.background.clone().try_acquire_owned() else {
-                    return reject(&self.outbox, id, Some(command), Some(agent_id), busy());
-                };
-                tokio::spawn(async move {
-                    let stopped = jobs.stop_leased(&agent_id).await;
-                    let response = match stopped {
-                        Ok(_) => Response::accepted(command),
-                        Err(error) => Response::failed(command, error),
-                    };
-                    respond(&outbox, id, Some(agent_id), response);
-                    drop(permit);
-                });
-                return;
-            }
-            other => {
-                // Not the guard's: answered by the agent as usual.
-                let subscriber = self.subscriber();
-                let queued = HostCommand::Forward { subscriber, id: id.clone(), message: other };
-                if let Err(refused) = self.daemon.registry().send(&agent_id, queued) {
-                    let error = refused_error(refused, &agent_id);
-                    reject(&self.outbox, id, Some(command), Some(agent_id), error);
-                }
-                return;
-            }
         };
-        let Some(message) = steer else { return };
         let source = self.transport.source();
-        let outbox = self.outbox.clone();
-        let Ok(permit) = self.background.clone().try_acquire_owned() else {
-            return reject(&self.outbox, id, Some(command), Some(agent_id), busy());
-        };
-        tokio::spawn(async move {
-            let steered = jobs.steer_leased(&agent_id, message, source).await;
-            let response = match steered {
-                Ok(result) if result.status == shard_protocol::subagent::SteerStatus::Injected => {
-                    Response::accepted(command)
-                }
-                Ok(_) => Response::failed(
-                    command,
-                    WireError::new(
-                        ErrorCode::Conflict,
-                        "the run's turn ended before the steer was delivered",
-                    ),
-                ),
-                Err(error) => Response::failed(command, error),
-            };
-            respond(&outbox, id, Some(agent_id), response);
-            drop(permit);
+        self.answer_later(id, Some(agent_id.clone()), command, async move {
+            let steered = jobs.steer_leased(&agent_id, message, source).await?;
+            if steered.status == shard_protocol::subagent::SteerStatus::Injected {
+                Ok(None)
+            } else {
+                Err(WireError::new(
+                    ErrorCode::Conflict,
+                    "the run's turn ended before the steer was delivered",
+                ))
+            }
         });
     }
 
@@ -545,12 +528,21 @@ fn respond(outbox: &Outbox, id: Option<String>, agent_id: Option<String>, respon
     outbox.push(encode(Envelope { id, agent_id, message: ServerMessage::Response(response) }));
 }
 
-fn finish(outbox: &Outbox, id: Option<String>, command: &str, answer: Answer) {
+fn finish(
+    outbox: &Outbox,
+    id: Option<String>,
+    agent_id: Option<String>,
+    command: &str,
+    answer: Answer,
+) {
     match answer {
-        Ok(data) => {
-            respond(outbox, id, None, Response { command: command.to_owned(), outcome: Ok(data) })
-        }
-        Err(error) => reject(outbox, id, Some(command), None, error),
+        Ok(data) => respond(
+            outbox,
+            id,
+            agent_id,
+            Response { command: command.to_owned(), outcome: Ok(data) },
+        ),
+        Err(error) => reject(outbox, id, Some(command), agent_id, error),
     }
 }
 
