@@ -15,11 +15,12 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use shard_protocol::orchestrator::AgentCreate;
-use shard_protocol::types::{AgentStatus, RuntimeState};
+use shard_protocol::types::RuntimeState;
 use shard_protocol::workspace::{
     BranchDisposition, ConfirmationRequired, WorkspaceAttach, WorkspaceAttached, WorkspaceCreate,
-    WorkspaceDetail, WorkspaceEvent, WorkspaceLaunchResult, WorkspaceLifecycle, WorkspaceList,
-    WorkspaceListResult, WorkspaceResult, WorkspaceRetire, WorkspaceStatus, WorkspaceSummary,
+    WorkspaceDetail, WorkspaceEvent, WorkspaceLaunch, WorkspaceLaunchResult, WorkspaceLifecycle,
+    WorkspaceList, WorkspaceListResult, WorkspaceResult, WorkspaceRetire, WorkspaceStatus,
+    WorkspaceSummary,
 };
 use shard_protocol::{Envelope, ErrorCode, ServerMessage, WireError};
 
@@ -171,21 +172,7 @@ impl Workspaces {
                 "`cwd` must be an absolute path to a directory",
             ));
         }
-        let Some(toplevel) = git::toplevel(cwd).await else {
-            return Err(refusal(
-                ErrorCode::InvalidRequest,
-                "not_a_repository",
-                "`cwd` is not in a git repository",
-            ));
-        };
-        let repository = git::main_checkout(&toplevel).await.map_err(|error| {
-            tracing::warn!(%error, "cannot find the main checkout");
-            refusal(
-                ErrorCode::InvalidRequest,
-                "not_a_repository",
-                "`cwd` is not in a usable git repository",
-            )
-        })?;
+        let (toplevel, repository) = repository_of(cwd).await?;
         let base_ref = request.base_ref.clone().unwrap_or_else(|| "HEAD".to_owned());
         let Ok(base_commit) = git::commit_of(&toplevel, &base_ref).await else {
             return Err(if base_ref == "HEAD" {
@@ -295,21 +282,8 @@ impl Workspaces {
             undo(&toplevel, &worktree, Some(&branch)).await;
             return Err(internal(format!("cannot record the workspace: {error:#}")));
         }
-        let launch = AgentCreate {
-            cwd: record.worktree.clone(),
-            name: request
-                .launch
-                .name
-                .clone()
-                .or(request.launch.title.clone())
-                .or(request.label.clone()),
-            model: request.launch.model.clone(),
-            provider: request.launch.provider.clone(),
-            mode: request.launch.mode.clone(),
-            ..AgentCreate::default()
-        };
-        let agent_id = match self.registry.create(launch).await {
-            Ok(agent_id) => agent_id,
+        let (agent_id, session_id) = match self.launch(&record, &request.launch).await {
+            Ok(launched) => launched,
             Err(error) => {
                 // The workspace stays (it is real and recorded); the agent's
                 // identity, if made, is in the error's data.
@@ -322,11 +296,6 @@ impl Workspaces {
         record.updated_at = Some(crate::clock::now_ms());
         record.save(&self.home).map_err(internal)?;
         broadcast_created(self, &record);
-        let session_id = self
-            .registry
-            .manifest(&agent_id)
-            .map(|manifest| manifest.session_id)
-            .unwrap_or_default();
         let workspace = self.detail(&record).await;
         records.insert(workspace_id, record);
         Ok(WorkspaceLaunchResult { agent_id, session_id, workspace })
@@ -336,16 +305,7 @@ impl Workspaces {
     /// only when asked.
     pub async fn list(&self, request: WorkspaceList) -> Result<WorkspaceListResult, WireError> {
         let repository = match &request.cwd {
-            Some(cwd) => {
-                let Some(toplevel) = git::toplevel(Path::new(cwd)).await else {
-                    return Err(refusal(
-                        ErrorCode::InvalidRequest,
-                        "not_a_repository",
-                        "`cwd` is not in a git repository",
-                    ));
-                };
-                Some(git::main_checkout(&toplevel).await.map_err(internal)?.display().to_string())
-            }
+            Some(cwd) => Some(repository_of(Path::new(cwd)).await?.1.display().to_string()),
             None => None,
         };
         let with_retired = request.include_retired.unwrap_or(false);
@@ -410,29 +370,11 @@ impl Workspaces {
                 "the workspace's worktree is missing",
             ));
         }
-        let launch = AgentCreate {
-            cwd: record.worktree.clone(),
-            name: request
-                .launch
-                .name
-                .clone()
-                .or(request.launch.title.clone())
-                .or(record.label.clone()),
-            model: request.launch.model.clone(),
-            provider: request.launch.provider.clone(),
-            mode: request.launch.mode.clone(),
-            ..AgentCreate::default()
-        };
-        let agent_id = self.registry.create(launch).await?;
+        let (agent_id, session_id) = self.launch(&record, &request.launch).await?;
         let mut record = record;
         record.agent_ids.push(agent_id.clone());
         record.updated_at = Some(crate::clock::now_ms());
         record.save(&self.home).map_err(internal)?;
-        let session_id = self
-            .registry
-            .manifest(&agent_id)
-            .map(|manifest| manifest.session_id)
-            .unwrap_or_default();
         self.broadcast(ServerMessage::WorkspaceAttached(WorkspaceAttached {
             workspace: record.summary(),
             agent_id: agent_id.clone(),
@@ -476,18 +418,15 @@ impl Workspaces {
                 "the repository that owns this worktree cannot be found or does not list it; nothing was removed",
             ));
         }
-        let agents: Vec<_> =
-            record.agent_ids.iter().filter_map(|id| self.registry.info(id)).collect();
-        if agents.iter().any(|agent| agent.status.is_active()) {
+        let (live, busy) = self.liveness(&record);
+        if busy {
             return Err(refusal(
                 ErrorCode::Conflict,
                 "busy",
                 "an agent in this workspace is working; abort or let it finish first",
             ));
         }
-        if agents.iter().any(|agent| {
-            matches!(agent.runtime_state, RuntimeState::Running | RuntimeState::Starting)
-        }) {
+        if live {
             return Err(refusal(
                 ErrorCode::Conflict,
                 "live",
@@ -572,19 +511,48 @@ impl Workspaces {
         Ok(WorkspaceResult { workspace })
     }
 
+    /// A fresh agent and session in `record`'s worktree, named by the
+    /// launch fields (else the workspace's label).
+    async fn launch(
+        &self,
+        record: &WorkspaceRecord,
+        launch: &WorkspaceLaunch,
+    ) -> Result<(String, String), WireError> {
+        let create = AgentCreate {
+            cwd: record.worktree.clone(),
+            name: launch.name.clone().or(launch.title.clone()).or(record.label.clone()),
+            model: launch.model.clone(),
+            provider: launch.provider.clone(),
+            mode: launch.mode.clone(),
+            ..AgentCreate::default()
+        };
+        let agent_id = self.registry.create(create).await?;
+        let session_id = self
+            .registry
+            .manifest(&agent_id)
+            .map(|manifest| manifest.session_id)
+            .unwrap_or_default();
+        Ok((agent_id, session_id))
+    }
+
+    /// Whether a bound agent's process runs (or starts), and whether one is
+    /// mid-turn: what status reports and what retire refuses.
+    fn liveness(&self, record: &WorkspaceRecord) -> (bool, bool) {
+        let agents: Vec<_> =
+            record.agent_ids.iter().filter_map(|id| self.registry.info(id)).collect();
+        let live = agents.iter().any(|agent| {
+            matches!(agent.runtime_state, RuntimeState::Running | RuntimeState::Starting)
+        });
+        let busy = agents.iter().any(|agent| agent.status.is_active());
+        (live, busy)
+    }
+
     /// The detail of a workspace as it is now: git's view of its worktree
     /// (a missing one is a tombstone) and its agents' liveness.
     async fn detail(&self, record: &WorkspaceRecord) -> WorkspaceDetail {
         let mut summary = record.summary();
         let worktree = Path::new(&record.worktree);
-        let agents: Vec<_> =
-            record.agent_ids.iter().filter_map(|id| self.registry.info(id)).collect();
-        let live = agents.iter().any(|agent| agent.runtime_state == RuntimeState::Running);
-        let busy = agents.iter().any(|agent| {
-            agent.status != AgentStatus::Idle
-                && agent.status != AgentStatus::Error
-                && agent.status != AgentStatus::Unknown
-        });
+        let (live, busy) = self.liveness(record);
         let mut detail = WorkspaceDetail {
             summary: summary.clone(),
             agent_ids: record.agent_ids.clone(),
@@ -628,6 +596,20 @@ impl Workspaces {
 fn broadcast_created(workspaces: &Workspaces, record: &WorkspaceRecord) {
     workspaces
         .broadcast(ServerMessage::WorkspaceCreated(WorkspaceEvent { workspace: record.summary() }));
+}
+
+/// The checkout `cwd` is in and its repository's main checkout, or the
+/// typed `not_a_repository` refusal.
+async fn repository_of(cwd: &Path) -> Result<(PathBuf, PathBuf), WireError> {
+    let refused = || {
+        refusal(ErrorCode::InvalidRequest, "not_a_repository", "`cwd` is not in a git repository")
+    };
+    let toplevel = git::toplevel(cwd).await.ok_or_else(refused)?;
+    let repository = git::main_checkout(&toplevel).await.map_err(|error| {
+        tracing::warn!(%error, "cannot find the main checkout");
+        refused()
+    })?;
+    Ok((toplevel, repository))
 }
 
 /// Whether `worktree` is still a checkout of its own.
