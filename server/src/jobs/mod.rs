@@ -478,11 +478,7 @@ impl Jobs {
             run.deadline = Some(now.saturating_add(timeout));
             let claimed = (run.agent_id.clone(), with_previous(&run.task, previous.as_deref()));
             self.stops().insert(run_id.to_owned(), stop.clone());
-            let job = &catalog.jobs[job_id];
-            let _ = self.persist(job).await;
-            if let Some(run) = job.runs.iter().find(|run| run.run_id == run_id) {
-                self.announce(job, run, Some(RunState::Queued));
-            }
+            self.commit_move(&catalog, job_id, run_id, RunState::Queued, false).await;
             claimed
         };
         let (agent_id, task) = claimed;
@@ -544,10 +540,26 @@ impl Jobs {
             return;
         }
         run.state = RunState::Active;
-        let job = &catalog.jobs[job_id];
+        self.commit_move(&catalog, job_id, run_id, RunState::Starting, false).await;
+    }
+
+    /// Writes the job, then announces its run's move from `previous` (and,
+    /// for an end, reports it to the parent).
+    async fn commit_move(
+        &self,
+        catalog: &Catalog,
+        job_id: &str,
+        run_id: &str,
+        previous: RunState,
+        report: bool,
+    ) {
+        let Some(job) = catalog.jobs.get(job_id) else { return };
         let _ = self.persist(job).await;
         if let Some(run) = job.runs.iter().find(|run| run.run_id == run_id) {
-            self.announce(job, run, Some(RunState::Starting));
+            self.announce(job, run, Some(previous));
+            if report {
+                self.report(job, run);
+            }
         }
     }
 
@@ -591,12 +603,7 @@ impl Jobs {
         };
         let final_text = run.final_text.clone();
         self.release(job_id, run_id, &mut catalog);
-        let job = &catalog.jobs[job_id];
-        let _ = self.persist(job).await;
-        if let Some(run) = job.runs.iter().find(|run| run.run_id == run_id) {
-            self.announce(job, run, Some(previous));
-            self.report(job, run);
-        }
+        self.commit_move(&catalog, job_id, run_id, previous, true).await;
         (state, final_text)
     }
 
