@@ -273,7 +273,15 @@ async fn attach_adds_an_agent_and_retire_is_safe_by_default() {
 
     // Busy, then live: refused.
     client.attach(&second, "interactive").await;
+    let before = client.seen.len();
     client.call("p", json!({"type": "prompt", "agent_id": second, "message": "stream: 300"})).await;
+    // Busy is the agent's own report: wait until it says it is streaming.
+    let streaming = |m: &Value| {
+        m["agent_id"] == second.as_str() && m["type"] == "status" && m["status"] == "streaming"
+    };
+    if !client.seen[before..].iter().any(streaming) {
+        client.until(streaming).await;
+    }
     let refused = retire(&mut client, &id, None).await;
     assert_eq!(refused["error"]["data"]["kind"], "busy", "{refused}");
     let before = client.seen.len();
