@@ -182,11 +182,36 @@ async fn records_survive_a_restart_and_a_worktree_removed_by_hand_is_a_tombstone
     let mut client = Client::unix(&daemon.socket()).await;
     let listed = client.call("l", json!({"type": "workspace.list"})).await;
     assert_eq!(listed["data"]["workspaces"][0]["workspace_id"], id.as_str(), "{listed}");
+    let conflicts = |seen: &[Value]| -> Vec<Value> {
+        seen.iter().filter(|m| m["type"] == "workspace_conflict").cloned().collect()
+    };
+
+    // A branch switched by hand is a conflict, announced once, and ends
+    // when the branch is back.
+    git(Path::new(&worktree), &["switch", "--quiet", "-c", "elsewhere"]);
+    let status = client.call("s", json!({"type": "workspace.status", "workspace_id": id})).await;
+    assert_eq!(status["data"]["workspace"]["lifecycle"], "conflict", "{status}");
+    assert!(status["data"]["workspace"]["conflict"].as_str().unwrap().contains("keepme"));
+    client.call("s2", json!({"type": "workspace.status", "workspace_id": id})).await;
+    let seen = conflicts(&client.seen);
+    assert_eq!(seen.len(), 1, "one announcement: {seen:?}");
+    assert_eq!(seen[0]["workspace"]["lifecycle"], "conflict");
+    git(Path::new(&worktree), &["switch", "--quiet", "keepme"]);
+    let status = client.call("s3", json!({"type": "workspace.status", "workspace_id": id})).await;
+    assert_eq!(status["data"]["workspace"]["lifecycle"], "active", "{status}");
+
     std::fs::remove_dir_all(&worktree).unwrap();
     let status = client.call("s", json!({"type": "workspace.status", "workspace_id": id})).await;
     assert_eq!(status["success"], true, "{status}");
     assert_eq!(status["data"]["workspace"]["tombstone"], true);
+    assert_eq!(status["data"]["workspace"]["lifecycle"], "conflict");
     assert!(!status.to_string().contains("fatal"), "no git output: {status}");
+    let seen = conflicts(&client.seen);
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    let reason = seen[1]["reason"].as_str().unwrap();
+    assert!(reason.contains("missing") && !reason.contains('/'), "sanitized: {reason}");
+    let listed = client.call("l", json!({"type": "workspace.list"})).await;
+    assert_eq!(listed["data"]["workspaces"][0]["lifecycle"], "conflict", "recorded: {listed}");
     // A tombstone retires (git forgets it; the branch is kept as asked).
     let kill = made["data"]["agent_id"].clone();
     client.call("k", json!({"type": "agent.kill", "agent_id": kill, "force": true})).await;

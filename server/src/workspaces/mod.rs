@@ -17,10 +17,10 @@ use serde_json::json;
 use shard_protocol::orchestrator::AgentCreate;
 use shard_protocol::types::RuntimeState;
 use shard_protocol::workspace::{
-    BranchDisposition, ConfirmationRequired, WorkspaceAttach, WorkspaceAttached, WorkspaceCreate,
-    WorkspaceDetail, WorkspaceEvent, WorkspaceLaunch, WorkspaceLaunchResult, WorkspaceLifecycle,
-    WorkspaceList, WorkspaceListResult, WorkspaceResult, WorkspaceRetire, WorkspaceStatus,
-    WorkspaceSummary,
+    BranchDisposition, ConfirmationRequired, WorkspaceAttach, WorkspaceAttached, WorkspaceConflict,
+    WorkspaceCreate, WorkspaceDetail, WorkspaceEvent, WorkspaceLaunch, WorkspaceLaunchResult,
+    WorkspaceLifecycle, WorkspaceList, WorkspaceListResult, WorkspaceResult, WorkspaceRetire,
+    WorkspaceStatus, WorkspaceSummary,
 };
 use shard_protocol::{Envelope, ErrorCode, ServerMessage, WireError};
 
@@ -28,6 +28,8 @@ use crate::agents::Wire;
 use crate::agents::registry::Registry;
 
 pub const RECORD_VERSION: u32 = 1;
+/// Why a workspace whose worktree is gone is a tombstone (no paths).
+const MISSING: &str = "the worktree is missing (deleted or moved outside Shard)";
 /// The longest label (characters).
 const MAX_LABEL: usize = 100;
 
@@ -336,6 +338,7 @@ impl Workspaces {
             ));
         };
         let mut workspace = self.detail(&record).await;
+        workspace.summary.lifecycle = self.reconcile(&record.workspace_id, &workspace).await;
         let present =
             workspace.tombstone.is_none() && record.lifecycle != WorkspaceLifecycle::Retired;
         if request.include_diff == Some(true) && present {
@@ -364,6 +367,9 @@ impl Workspaces {
             return Err(refusal(ErrorCode::Conflict, "retired", "the workspace is retired"));
         }
         if !present(Path::new(&record.worktree)).await {
+            if let Some(record) = records.get_mut(&request.workspace_id) {
+                self.settle(record, Some(MISSING));
+            }
             return Err(refusal(
                 ErrorCode::Conflict,
                 "missing",
@@ -511,6 +517,38 @@ impl Workspaces {
         Ok(WorkspaceResult { workspace })
     }
 
+    /// Moves a workspace into or out of `conflict` as `seen` (a fresh
+    /// detail) finds its worktree. Answers the lifecycle now recorded.
+    async fn reconcile(&self, id: &str, seen: &WorkspaceDetail) -> WorkspaceLifecycle {
+        let mut records = self.records.lock().await;
+        match records.get_mut(id) {
+            Some(record) => self.settle(record, seen.conflict.as_deref()),
+            None => seen.summary.lifecycle,
+        }
+    }
+
+    /// Records `conflict` (or its end) on a live workspace, announcing a
+    /// move into conflict with `workspace_conflict`.
+    fn settle(&self, record: &mut WorkspaceRecord, conflict: Option<&str>) -> WorkspaceLifecycle {
+        let next = match (record.lifecycle, conflict) {
+            (WorkspaceLifecycle::Active, Some(_)) => WorkspaceLifecycle::Conflict,
+            (WorkspaceLifecycle::Conflict, None) => WorkspaceLifecycle::Active,
+            (unchanged, _) => return unchanged,
+        };
+        record.lifecycle = next;
+        record.updated_at = Some(crate::clock::now_ms());
+        if let Err(error) = record.save(&self.home) {
+            tracing::warn!(%error, "cannot record the workspace's conflict");
+        }
+        if let Some(reason) = conflict {
+            self.broadcast(ServerMessage::WorkspaceConflict(WorkspaceConflict {
+                workspace: record.summary(),
+                reason: reason.to_owned(),
+            }));
+        }
+        next
+    }
+
     /// A fresh agent and session in `record`'s worktree, named by the
     /// launch fields (else the workspace's label).
     async fn launch(
@@ -571,9 +609,14 @@ impl Workspaces {
         }
         if !present(worktree).await {
             detail.tombstone = Some(true);
-            detail.conflict =
-                Some("the worktree is missing (deleted or moved outside Shard)".to_owned());
+            detail.conflict = Some(MISSING.to_owned());
             return detail;
+        }
+        if current_branch(worktree).await.as_deref() != Some(record.branch.as_str()) {
+            detail.conflict = Some(format!(
+                "the worktree is no longer on branch `{}` (switched outside Shard)",
+                record.branch
+            ));
         }
         summary.head_fingerprint = git::commit_of(worktree, "HEAD")
             .await
