@@ -101,15 +101,21 @@ async fn create_list_and_status_with_real_git() {
     assert_eq!(detail["merged"], false);
     assert_eq!(detail["agent_ids"][0], data["agent_id"]);
     assert_eq!(detail["live"], true);
-    // The diff against the integration target: committed and uncommitted.
+    // The diff against the integration target: committed, uncommitted,
+    // and new files git does not track yet, ignored ones aside.
+    std::fs::write(Path::new(&worktree).join(".gitignore"), "*.log\n").unwrap();
+    std::fs::write(Path::new(&worktree).join("build.log"), "noise\n").unwrap();
     let status = client
         .call("d", json!({"type": "workspace.status", "workspace_id": id, "include_diff": true}))
         .await;
     let files = status["data"]["workspace"]["diff"]["files"].as_array().expect("diff").clone();
     let paths: Vec<&str> = files.iter().filter_map(|file| file["path"].as_str()).collect();
-    assert_eq!(paths, ["README", "parser.rs"], "{status}");
+    assert_eq!(paths, ["README", "parser.rs", ".gitignore", "notes.txt"], "{status}");
     assert_eq!(files[0]["hunks"][0]["lines"], json!(["-hello", "+changed"]));
     assert_eq!(files[1]["hunks"][0]["new_lines"], 1);
+    assert_eq!(files[3]["hunks"][0]["lines"], json!(["+new"]), "an untracked file, whole");
+    let dirty = git(Path::new(&worktree), &["status", "--porcelain"]);
+    assert!(dirty.contains("?? notes.txt"), "the index is untouched: {dirty}");
     // Merged once main has the commit.
     git(repo.path(), &["merge", "--quiet", "--ff-only", "shard/fix-the-parser"]);
     let status = client.call("s2", json!({"type": "workspace.status", "workspace_id": id})).await;

@@ -24,6 +24,12 @@ impl std::fmt::Display for GitError {
 
 /// Runs `git -C dir args…`; its stdout, or why it failed.
 pub async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
+    git_accepting(dir, args, &[0]).await
+}
+
+/// [`git`], with the exit codes that mean success for this command (a
+/// `diff --no-index` that found differences exits 1).
+async fn git_accepting(dir: &Path, args: &[&str], success: &[i32]) -> Result<String, GitError> {
     let mut command = tokio::process::Command::new("git");
     command
         .arg("-C")
@@ -46,7 +52,7 @@ pub async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
             )));
         }
     };
-    if !output.status.success() {
+    if !output.status.code().is_some_and(|code| success.contains(&code)) {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let first = stderr.lines().find(|line| !line.trim().is_empty()).unwrap_or("failed");
         return Err(GitError(format!("git {what}: {}", first.trim())));
@@ -123,20 +129,41 @@ pub async fn merged(dir: &Path, branch: &str, target: &str) -> Result<bool, GitE
 const MAX_DIFF_FILES: usize = 200;
 const MAX_DIFF_LINES: usize = 20_000;
 
-/// What `worktree` changed since it left `target` (committed and not),
-/// parsed from git's unified diff.
+/// The options every diff here runs with: plain unified text, no helpers.
+const DIFF_OPTIONS: [&str; 6] =
+    ["--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "-U3", "--"];
+
+/// What `worktree` changed since it left `target`: committed, staged,
+/// unstaged, and new files git does not track yet (ignored ones aside),
+/// parsed from git's unified diff. The index is never touched.
 pub async fn diff_against(
     worktree: &Path,
     target: &str,
 ) -> Result<shard_protocol::workspace::WorkspaceDiff, GitError> {
     let base = git(worktree, &["merge-base", target, "HEAD"]).await?;
     let base = base.trim();
-    let text = git(
-        worktree,
-        &["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "-U3", base],
-    )
-    .await?;
-    Ok(parse_unified(&text))
+    let mut args = vec!["diff", base];
+    args.extend(DIFF_OPTIONS);
+    let mut text = git(worktree, &args).await?;
+    let untracked =
+        git(worktree, &["ls-files", "--others", "--exclude-standard", "--full-name", "-z"]).await?;
+    let mut untracked: Vec<&str> = untracked.split('\0').filter(|path| !path.is_empty()).collect();
+    untracked.sort_unstable();
+    let tracked = text.lines().filter(|line| line.starts_with("diff --git ")).count();
+    let room = MAX_DIFF_FILES.saturating_sub(tracked);
+    let left_out = untracked.len() > room;
+    for path in untracked.into_iter().take(room) {
+        let mut args = vec!["diff", "--no-index"];
+        args.extend(DIFF_OPTIONS);
+        args.extend(["/dev/null", path]);
+        text.push_str(&git_accepting(worktree, &args, &[0, 1]).await?);
+        if text.len() >= MAX_OUTPUT {
+            break;
+        }
+    }
+    let mut diff = parse_unified(&text);
+    diff.truncated |= left_out;
+    Ok(diff)
 }
 
 /// A unified diff as files and hunks, bounded in files and lines.
