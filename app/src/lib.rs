@@ -24,6 +24,7 @@ mod reducer;
 mod state;
 mod transcript;
 mod views;
+mod workspaces;
 
 use leptos::prelude::*;
 

@@ -46,6 +46,7 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
             }
             state.connection.set(Connection::Connected);
             state.list_agents();
+            state.list_workspaces();
             // Resync: re-attach the agent on screen; its sync brings it all back.
             if let Some(agent_id) = selected {
                 state.attach(&agent_id, Request::Attach);
@@ -73,6 +74,15 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
         }
         ServerMessage::AgentSpawned(spawned) => state.upsert(spawned.info),
         ServerMessage::SubagentRunChanged(changed) => run_changed(state, changed),
+        ServerMessage::WorkspaceCreated(event) | ServerMessage::WorkspaceRetired(event) => {
+            crate::workspaces::changed(state, event.workspace)
+        }
+        ServerMessage::WorkspaceAttached(attached) => {
+            crate::workspaces::changed(state, attached.workspace)
+        }
+        ServerMessage::WorkspaceConflict(conflict) => {
+            crate::workspaces::changed(state, conflict.workspace)
+        }
         ServerMessage::AgentStatusChanged(changed) => {
             let known = state.agents.with_untracked(|agents| {
                 agents
@@ -240,6 +250,10 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
                 });
             }
         }
+        request @ (Request::Workspaces
+        | Request::WorkspaceLaunch
+        | Request::WorkspaceStatus { .. }
+        | Request::WorkspaceRetire { .. }) => crate::workspaces::answered(state, request, response),
         // A superseded runtime's catalog is no longer the agent's.
         Request::Modes { epoch } | Request::Models { epoch } | Request::Levels { epoch }
             if epoch != current => {}

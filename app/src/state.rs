@@ -20,6 +20,7 @@ use shard_protocol::subagent::{JobSnapshot, RunSnapshot, SubagentStatus, Subagen
 use shard_protocol::types::{
     AgentInfo, AgentStatus, ModeDescriptor, ModelDescriptor, ReasoningLevel, RenderDescriptor,
 };
+use shard_protocol::workspace::{WorkspaceDetail, WorkspaceSummary};
 use shard_protocol::{ClientMessage, Envelope};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,6 +169,16 @@ pub enum Request {
     },
     /// A parent's jobs (`subagent.status`), merged into [`ClientState::jobs`].
     Jobs,
+    /// `workspace.list`: every workspace the daemon keeps.
+    Workspaces,
+    /// `workspace.create` or `workspace.attach`: the new agent is opened.
+    WorkspaceLaunch,
+    WorkspaceStatus {
+        workspace_id: String,
+    },
+    WorkspaceRetire {
+        workspace_id: String,
+    },
     /// Anything else: only a failure is worth telling.
     Command,
 }
@@ -251,6 +262,14 @@ pub struct ClientState {
     pub jobs: RwSignal<BTreeMap<String, JobSnapshot>>,
     /// Parents whose children the agent list hides.
     pub collapsed: RwSignal<BTreeSet<String>>,
+    /// Every workspace the page knows, by id (PROTOCOL.md §10.1a).
+    pub workspaces: RwSignal<BTreeMap<String, WorkspaceSummary>>,
+    /// The latest status of the workspace on screen.
+    pub workspace: RwSignal<Option<WorkspaceDetail>>,
+    /// Whether the workspace panel shows the diff (its status then asks
+    /// for it).
+    pub workspace_diff: RwSignal<bool>,
+    pub retire_problem: RwSignal<Option<crate::workspaces::RetireProblem>>,
 }
 
 impl ClientState {
@@ -285,6 +304,10 @@ impl ClientState {
             peeking: Arc::new(Mutex::new(BTreeSet::new())),
             jobs: RwSignal::new(BTreeMap::new()),
             collapsed: RwSignal::new(BTreeSet::new()),
+            workspaces: RwSignal::new(BTreeMap::new()),
+            workspace: RwSignal::new(None),
+            workspace_diff: RwSignal::new(false),
+            retire_problem: RwSignal::new(None),
         }
     }
 

@@ -191,8 +191,8 @@ fn a_reconnect_lists_and_reattaches_and_old_answers_are_void() {
     assert!(matches!(feed(&state, hello(shard_protocol::PROTOCOL_VERSION)), Greeted::Yes));
     let again = take(&sent);
     let kinds: Vec<&str> = again.iter().filter_map(|frame| frame["type"].as_str()).collect();
-    assert_eq!(kinds, ["agent.list", "agent.attach"]);
-    assert_eq!(again[1]["agent_id"], AGENT);
+    assert_eq!(kinds, ["agent.list", "workspace.list", "agent.attach"]);
+    assert_eq!(again[2]["agent_id"], AGENT);
     assert_eq!(state.connection.get_untracked(), Connection::Connected);
     // A stray answer to the old connection's request changes nothing.
     state.mode.set("build".to_owned());
@@ -364,4 +364,112 @@ fn run_changes_update_the_known_job_and_fetch_the_parent_s_jobs_when_it_ends() {
     assert_eq!(take(&sent).len(), 1);
     let jobs = state.jobs.with_untracked(|jobs| jobs["job-1"].runs[0].ended_at);
     assert_eq!(jobs, Some(9));
+}
+
+fn workspace(lifecycle: &str) -> Value {
+    json!({"workspace_id": "ws-1", "label": "fix", "cwd": "/home/.shard/worktrees/ws-1",
+           "repository_cwd": "/src/app", "lifecycle": lifecycle, "branch": "shard/fix",
+           "integration_target": "main", "created_at": 1, "agent_count": 1})
+}
+
+#[test]
+fn a_workspace_launch_opens_its_agent_and_the_panel_follows_retirement() {
+    let (state, sent) = page();
+    feed(&state, hello(shard_protocol::PROTOCOL_VERSION));
+    let asked = take(&sent);
+    let list = asked.iter().find(|frame| frame["type"] == "workspace.list").expect("asked");
+    assert_eq!(list["include_retired"], true, "retired ones still head their agents");
+    answer(&state, &asked, "workspace.list", json!({"workspaces": []}));
+
+    // The form's workspace.create: the agent it made is opened.
+    state.create_workspace(crate::workspaces::NewWorkspace {
+        cwd: " /src/app ",
+        name: "fix",
+        branch: "",
+        base: "",
+        model: "",
+        mode: "",
+    });
+    let asked = take(&sent);
+    assert_eq!(asked[0]["type"], "workspace.create");
+    assert_eq!(asked[0]["cwd"], "/src/app");
+    assert_eq!(asked[0]["label"], "fix");
+    assert_eq!(asked[0]["name"], "fix");
+    assert!(asked[0].get("branch").is_none(), "an empty branch is the daemon's to choose");
+    let mut detail = workspace("active");
+    detail["agent_ids"] = json!([AGENT]);
+    answer(
+        &state,
+        &asked,
+        "workspace.create",
+        json!({"agent_id": AGENT, "session_id": "s-1", "workspace": detail}),
+    );
+    assert_eq!(state.selected.get_untracked().as_deref(), Some(AGENT));
+    assert!(state.workspaces.with_untracked(|known| known.contains_key("ws-1")));
+    let agent = json!({"agent_id": AGENT, "cwd": "/home/.shard/worktrees/ws-1", "status": "idle",
+                       "runtime_state": "running", "created_at": 1});
+    feed(&state, json!({"type": "agent_spawned", "agent_id": AGENT, "info": agent}));
+    assert_eq!(state.shown_workspace().map(|shown| shown.workspace_id), Some("ws-1".to_owned()));
+    take(&sent);
+
+    // An unmerged branch: the daemon asks, the page asks the user.
+    state.retire_workspace("ws-1", shard_protocol::workspace::BranchDisposition::DeleteIfMerged);
+    let asked = take(&sent);
+    assert_eq!(asked[0]["branch_disposition"], "delete_if_merged");
+    answer(
+        &state,
+        &asked,
+        "workspace.retire",
+        json!({"error": {"code": "CONFLICT",
+        "message": "branch `shard/fix` is not merged into `main`",
+        "data": {"kind": "confirmation_required", "workspace_id": "ws-1", "reason": "r",
+                 "confirmation_disposition": "delete_confirmed"}}}),
+    );
+    assert!(matches!(
+        state.retire_problem.get_untracked(),
+        Some(crate::workspaces::RetireProblem::Confirm { workspace_id, .. }) if workspace_id == "ws-1"
+    ));
+    // Another refusal is shown in the daemon's words.
+    answer(
+        &state,
+        &asked,
+        "workspace.retire",
+        json!({"error": {"code": "CONFLICT",
+        "message": "the worktree has 1 uncommitted changes", "data": {"kind": "dirty"}}}),
+    );
+    assert!(
+        matches!(
+            state.retire_problem.get_untracked(),
+            Some(crate::workspaces::RetireProblem::Confirm { .. })
+        ),
+        "a second answer to one id is ignored"
+    );
+    state.retire_workspace("ws-1", shard_protocol::workspace::BranchDisposition::Keep);
+    let asked = take(&sent);
+    answer(
+        &state,
+        &asked,
+        "workspace.retire",
+        json!({"error": {"code": "CONFLICT",
+        "message": "the worktree has 1 uncommitted changes", "data": {"kind": "dirty"}}}),
+    );
+    assert_eq!(
+        state.retire_problem.get_untracked(),
+        Some(crate::workspaces::RetireProblem::Refused(
+            "the worktree has 1 uncommitted changes".to_owned()
+        ))
+    );
+
+    // Retired in another tab: the event updates the record and the panel
+    // asks for a fresh status, whose answer it shows.
+    feed(&state, json!({"type": "workspace_retired", "workspace": workspace("retired")}));
+    let lifecycle = state.workspaces.with_untracked(|known| known["ws-1"].lifecycle);
+    assert_eq!(lifecycle, shard_protocol::workspace::WorkspaceLifecycle::Retired);
+    let asked = take(&sent);
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["type"], "workspace.status");
+    answer(&state, &asked, "workspace.status", json!({"workspace": workspace("retired")}));
+    let shown =
+        state.workspace.with_untracked(|detail| detail.as_ref().map(|d| d.summary.lifecycle));
+    assert_eq!(shown, Some(shard_protocol::workspace::WorkspaceLifecycle::Retired));
 }

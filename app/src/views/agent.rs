@@ -195,6 +195,7 @@ pub fn AgentView() -> impl IntoView {
                                 <button class="danger" on:click=kill>"Kill"</button>
                             </div>
                         </header>
+                        <super::workspace::WorkspacePanel/>
                         <super::jobs::JobsPanel/>
                         <Transcript/>
                         <PromptBox/>

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{phase_label, run_label, runtime_label, state, status_label};
 use crate::state::{Connection, waiting};
+use crate::workspaces::Row;
 
 #[component]
 pub fn CreateAgent() -> impl IntoView {
@@ -16,6 +17,9 @@ pub fn CreateAgent() -> impl IntoView {
     let name = RwSignal::new(String::new());
     let model = RwSignal::new(String::new());
     let mode = RwSignal::new(String::new());
+    let in_workspace = RwSignal::new(false);
+    let branch = RwSignal::new(String::new());
+    let base = RwSignal::new(String::new());
     let connected = move || state.connection.get() == Connection::Connected;
     let submit = {
         let state = state.clone();
@@ -28,12 +32,24 @@ pub fn CreateAgent() -> impl IntoView {
                     .set(Some("Give the agent a working directory (an absolute path).".to_owned()));
                 return;
             }
-            state.create_agent(
-                cwd_value.trim(),
-                name.get_untracked().trim(),
-                model.get_untracked().trim(),
-                &mode.get_untracked(),
-            );
+            if in_workspace.get_untracked() {
+                state.create_workspace(crate::workspaces::NewWorkspace {
+                    cwd: &cwd_value,
+                    name: &name.get_untracked(),
+                    branch: &branch.get_untracked(),
+                    base: &base.get_untracked(),
+                    model: &model.get_untracked(),
+                    mode: &mode.get_untracked(),
+                });
+                branch.set(String::new());
+            } else {
+                state.create_agent(
+                    cwd_value.trim(),
+                    name.get_untracked().trim(),
+                    model.get_untracked().trim(),
+                    &mode.get_untracked(),
+                );
+            }
             name.set(String::new());
         }
     };
@@ -60,6 +76,21 @@ pub fn CreateAgent() -> impl IntoView {
                         <option value="plan">"plan"</option>
                     </select>
                 </label>
+                <label class="check">
+                    <input name="workspace" type="checkbox" prop:checked=in_workspace
+                        on:change=move |event| in_workspace.set(event_target_checked(&event))/>
+                    "In a new workspace (its own git worktree and branch)"
+                </label>
+                <Show when=move || in_workspace.get()>
+                    <label>"Branch"
+                        <input name="branch" type="text" placeholder="shard/<name>"
+                            prop:value=branch on:input=move |event| branch.set(event_target_value(&event))/>
+                    </label>
+                    <label>"Base"
+                        <input name="base" type="text" placeholder="HEAD"
+                            prop:value=base on:input=move |event| base.set(event_target_value(&event))/>
+                    </label>
+                </Show>
                 <button type="submit" disabled=move || !connected()>"Create agent"</button>
             </form>
         </details>
@@ -178,16 +209,20 @@ pub fn AgentList() -> impl IntoView {
     let agents = state.agents;
     // The ids in order: the list itself changes only when this does.
     let collapsed = state.collapsed;
-    let order = Memo::new(move |_| {
+    let workspaces = state.workspaces;
+    let rows = Memo::new(move |_| {
         let needle = filter.get().to_lowercase();
-        let list = agents.with(|agents| {
+        let list: Vec<AgentInfo> = agents.with(|agents| {
             agents.iter().filter(|agent| matches(agent, &needle)).cloned().collect()
         });
         let list = sorted(list, &sort.get());
-        collapsed.with(|collapsed| tree_order(&list, collapsed))
+        let order = collapsed.with(|collapsed| tree_order(&list, collapsed));
+        let rows = workspaces.with(|workspaces| crate::workspaces::rows(&list, &order, workspaces));
+        if needle.is_empty() { rows } else { crate::workspaces::without_empty_groups(rows) }
     });
     let none = move || agents.with(Vec::is_empty);
-    let no_match = move || !none() && order.with(Vec::is_empty);
+    let no_match =
+        move || !none() && rows.with(|rows| !rows.iter().any(|row| matches!(row, Row::Agent(_))));
     view! {
         <section class="agent-list" aria-label="Agents">
             <div class="list-tools">
@@ -205,8 +240,11 @@ pub fn AgentList() -> impl IntoView {
             <ul class="agents">
                 <Show when=none><li class="empty">"No agents yet."</li></Show>
                 <Show when=no_match><li class="empty">"No agent matches."</li></Show>
-                <For each=move || order.get() key=String::clone let:agent_id>
-                    <AgentRow agent_id=agent_id/>
+                <For each=move || rows.get() key=Row::key let:row>
+                    {match row {
+                        Row::Agent(agent_id) => view! { <AgentRow agent_id=agent_id/> }.into_any(),
+                        heading => view! { <super::workspace::Heading row=heading/> }.into_any(),
+                    }}
                 </For>
             </ul>
         </section>

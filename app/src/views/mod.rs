@@ -11,6 +11,7 @@ mod jobs;
 mod questions;
 mod tools;
 mod transcript;
+mod workspace;
 
 use leptos::html;
 use leptos::prelude::*;

@@ -1,0 +1,323 @@
+//! Workspaces on screen (docs/WORKSPACES.md): the agent list's headings for
+//! repositories and workspaces, and the panel of the workspace the agent on
+//! screen works in: its status, its diff against the integration target,
+//! and retirement with the daemon's confirmation when it asks for one.
+
+use leptos::html;
+use leptos::prelude::*;
+use shard_protocol::types::RenderDescriptor;
+use shard_protocol::workspace::{
+    BranchDisposition, WorkspaceDetail, WorkspaceLifecycle, WorkspaceSummary,
+};
+
+use super::state;
+use crate::workspaces::{RetireProblem, Row};
+
+fn lifecycle_label(lifecycle: WorkspaceLifecycle) -> &'static str {
+    match lifecycle {
+        WorkspaceLifecycle::Active => "active",
+        WorkspaceLifecycle::Retiring => "retiring",
+        WorkspaceLifecycle::Retired => "retired",
+        WorkspaceLifecycle::Conflict => "conflict",
+        WorkspaceLifecycle::Unknown => "unknown",
+    }
+}
+
+/// What a workspace is called: its label, else its branch, else its id.
+fn title(workspace: &WorkspaceSummary) -> String {
+    workspace
+        .label
+        .clone()
+        .or_else(|| workspace.branch.clone())
+        .unwrap_or_else(|| workspace.workspace_id.clone())
+}
+
+/// The last part of a path, for a repository's heading.
+fn base_name(path: &str) -> &str {
+    path.trim_end_matches('/').rsplit('/').next().unwrap_or(path)
+}
+
+/// A heading row of the agent list.
+#[component]
+pub fn Heading(row: Row) -> impl IntoView {
+    match row {
+        Row::Repository(path) => view! {
+            <li class="group repository" data-repository=path.clone()>
+                <span class="group-name">{base_name(&path).to_owned()}</span>
+                <span class="group-path" title="the repository">{path.clone()}</span>
+            </li>
+        }
+        .into_any(),
+        Row::Workspace(workspace_id) => {
+            view! { <WorkspaceHeading workspace_id=workspace_id/> }.into_any()
+        }
+        Row::Elsewhere => view! {
+            <li class="group elsewhere"><span class="group-name">"Elsewhere"</span></li>
+        }
+        .into_any(),
+        Row::Agent(_) => ().into_any(),
+    }
+}
+
+#[component]
+fn WorkspaceHeading(workspace_id: String) -> impl IntoView {
+    let state = state();
+    let summary = {
+        let workspaces = state.workspaces;
+        let workspace_id = workspace_id.clone();
+        Memo::new(move |_| workspaces.with(|workspaces| workspaces.get(&workspace_id).cloned()))
+    };
+    let read = move |field: fn(&WorkspaceSummary) -> String| {
+        move || summary.with(|summary| summary.as_ref().map(field).unwrap_or_default())
+    };
+    let lifecycle = read(|summary| lifecycle_label(summary.lifecycle).to_owned());
+    let open = Memo::new(move |_| {
+        summary.with(|summary| {
+            summary.as_ref().is_some_and(|summary| summary.lifecycle != WorkspaceLifecycle::Retired)
+        })
+    });
+    let name = read(title);
+    let attach = {
+        let state = state.clone();
+        let workspace_id = workspace_id.clone();
+        move |_| state.attach_workspace(&workspace_id)
+    };
+    view! {
+        <li class="group workspace" data-workspace-id=workspace_id.clone() data-lifecycle=lifecycle>
+            <span class="group-name">{name}</span>
+            <span class="branch" title="its branch">{read(|summary| format!("⎇ {}", summary.branch.clone().unwrap_or_default()))}</span>
+            <Show when=move || lifecycle() != "active">
+                <span class="badge lifecycle">{lifecycle}</span>
+            </Show>
+            <Show when=move || open.get()>
+                <button class="link attach" on:click=attach.clone()
+                    aria-label=move || format!("New agent in workspace {}", name())>"+ agent"</button>
+            </Show>
+        </li>
+    }
+}
+
+/// "1 ahead, 0 behind · 2 changed files · not merged · busy".
+fn facts(detail: &WorkspaceDetail) -> String {
+    let mut facts = Vec::new();
+    if let (Some(ahead), Some(behind)) = (detail.ahead, detail.behind) {
+        facts.push(format!("{ahead} ahead, {behind} behind"));
+    }
+    match detail.dirty_files {
+        Some(0) => facts.push("no uncommitted changes".to_owned()),
+        Some(1) => facts.push("1 uncommitted change".to_owned()),
+        Some(count) => facts.push(format!("{count} uncommitted changes")),
+        None => {}
+    }
+    match detail.merged {
+        Some(true) if detail.ahead == Some(0) => facts.push("no commits of its own".to_owned()),
+        Some(true) => facts.push("merged".to_owned()),
+        Some(false) => facts.push("not merged".to_owned()),
+        None => {}
+    }
+    if detail.busy == Some(true) {
+        facts.push("an agent is working".to_owned());
+    } else if detail.live == Some(true) {
+        facts.push("an agent is running".to_owned());
+    }
+    facts.join(" · ")
+}
+
+/// The workspace the agent on screen works in; nothing when it works in
+/// none. It asks for a fresh status when it opens, and again whenever one
+/// of the workspace's agents changes state (a turn that ended may have
+/// changed files; a stopped agent no longer blocks retirement).
+#[component]
+pub fn WorkspacePanel() -> impl IntoView {
+    let state = state();
+    let shown = {
+        let state = state.clone();
+        Memo::new(move |_| state.shown_workspace())
+    };
+    let workspace_id = Memo::new(move |_| {
+        shown.with(|shown| shown.as_ref().map(|shown| shown.workspace_id.clone()))
+    });
+    // The workspace's agents as they stand: a change asks for a status.
+    let agents_now = {
+        let state = state.clone();
+        Memo::new(move |_| {
+            let cwd = shown.with(|shown| shown.as_ref().map(|shown| shown.cwd.clone()))?;
+            Some(state.agents.with(|agents| {
+                agents
+                    .iter()
+                    .filter(|agent| agent.cwd == cwd || agent.cwd.starts_with(&format!("{cwd}/")))
+                    .map(|agent| (agent.agent_id.clone(), agent.status, agent.runtime_state))
+                    .collect::<Vec<_>>()
+            }))
+        })
+    };
+    {
+        let state = state.clone();
+        Effect::new(move |previous: Option<Option<String>>| {
+            let id = workspace_id.get();
+            let agents = agents_now.get();
+            untrack(|| {
+                let moved = previous.as_ref() != Some(&id);
+                if moved {
+                    state.retire_problem.set(None);
+                    if state.workspace.with(|detail| {
+                        detail.as_ref().map(|detail| &detail.summary.workspace_id) != id.as_ref()
+                    }) {
+                        state.workspace.set(None);
+                    }
+                }
+                let working = agents.iter().flatten().any(|(_, status, _)| status.is_active());
+                if let Some(id) = &id {
+                    if moved || !working {
+                        state.workspace_status(id);
+                    }
+                }
+            });
+            id
+        });
+    }
+    let detail = {
+        let state = state.clone();
+        Memo::new(move |_| {
+            let id = workspace_id.get()?;
+            state
+                .workspace
+                .with(|detail| detail.clone().filter(|detail| detail.summary.workspace_id == id))
+        })
+    };
+    let summary = Memo::new(move |_| {
+        detail.with(|detail| detail.as_ref().map(|detail| detail.summary.clone())).or(shown.get())
+    });
+    let read = move |field: fn(&WorkspaceSummary) -> String| {
+        move || summary.with(|summary| summary.as_ref().map(field).unwrap_or_default())
+    };
+    let lifecycle = read(|summary| lifecycle_label(summary.lifecycle).to_owned());
+    let retired = move || lifecycle() == "retired";
+    let refresh = {
+        let state = state.clone();
+        move |_| {
+            if let Some(id) = workspace_id.get_untracked() {
+                state.workspace_status(&id);
+            }
+        }
+    };
+    let diff_element: NodeRef<html::Details> = NodeRef::new();
+    let toggled = {
+        let state = state.clone();
+        move |_| {
+            let open = diff_element.get_untracked().is_some_and(|element| element.open());
+            state.workspace_diff.set(open);
+            if let (true, Some(id)) = (open, workspace_id.get_untracked()) {
+                state.workspace_status(&id);
+            }
+        }
+    };
+    let diff = move || {
+        let diff = detail.with(|detail| detail.as_ref().and_then(|detail| detail.diff.clone()));
+        match diff {
+            None => view! { <p class="hint">"Loading the diff…"</p> }.into_any(),
+            Some(diff) if diff.files.is_empty() => {
+                view! { <p class="hint">"No changes against the integration target."</p> }
+                    .into_any()
+            }
+            Some(diff) => {
+                let truncated = diff.truncated;
+                let files = diff
+                    .files
+                    .into_iter()
+                    .map(|file| {
+                        super::tools::render_descriptor(RenderDescriptor::Diff {
+                            path: file.path,
+                            hunks: file.hunks,
+                        })
+                    })
+                    .collect_view();
+                view! {
+                    {files}
+                    <Show when=move || truncated>
+                        <p class="hint">"The diff is cut short here: it is too long to show whole."</p>
+                    </Show>
+                }
+                .into_any()
+            }
+        }
+    };
+    let disposition = RwSignal::new(BranchDisposition::DeleteIfMerged);
+    let retire = {
+        let state = state.clone();
+        move |chosen: BranchDisposition| {
+            if let Some(id) = workspace_id.get_untracked() {
+                state.retire_workspace(&id, chosen);
+            }
+        }
+    };
+    let problem = state.retire_problem;
+    let problem_view = {
+        let retire = retire.clone();
+        move || {
+            problem.get().map(|shown| match shown {
+                RetireProblem::Refused(why) => {
+                    view! { <p class="retire-error" role="alert">{why}</p> }.into_any()
+                }
+                RetireProblem::Confirm { reason, .. } => {
+                    let (delete, keep) = (retire.clone(), retire.clone());
+                    view! {
+                        <div class="confirm" role="alertdialog" aria-label="Delete the branch?">
+                            <p>{reason}</p>
+                            <button class="danger" on:click=move |_| delete(BranchDisposition::DeleteConfirmed)>"Delete the branch anyway"</button>
+                            <button on:click=move |_| keep(BranchDisposition::Keep)>"Keep the branch"</button>
+                            <button on:click=move |_| problem.set(None)>"Cancel"</button>
+                        </div>
+                    }
+                    .into_any()
+                }
+            })
+        }
+    };
+    let retire_now = move |_| retire(disposition.get_untracked());
+    view! {
+        <Show when=move || workspace_id.with(Option::is_some)>
+            <section class="workspace-panel" aria-label="Workspace" data-lifecycle=lifecycle>
+                <div class="workspace-head">
+                    <span class="workspace-title">{read(|summary| format!("Workspace {}", title(summary)))}</span>
+                    <span class="branch">{read(|summary| format!(
+                        "⎇ {} → {}",
+                        summary.branch.clone().unwrap_or_default(),
+                        summary.integration_target.clone().unwrap_or_default()
+                    ))}</span>
+                    <Show when=move || lifecycle() != "active">
+                        <span class="badge lifecycle">{lifecycle}</span>
+                    </Show>
+                    <button class="link" on:click=refresh.clone()>"Refresh"</button>
+                </div>
+                <p class="facts">{move || detail.with(|detail| detail.as_ref().map(facts))}</p>
+                {move || detail.with(|detail| detail.as_ref().and_then(|detail| detail.conflict.clone()))
+                    .map(|conflict| view! { <p class="conflict" role="status">{conflict}</p> })}
+                <div class="workspace-body" hidden=retired>
+                    <details class="workspace-diff" node_ref=diff_element on:toggle=toggled.clone()>
+                        <summary>{read(|summary| format!("Diff against {}", summary.integration_target.clone().unwrap_or_default()))}</summary>
+                        {diff}
+                    </details>
+                    <div class="retire">
+                        <label>"After retiring"
+                            <select aria-label="Branch after retiring" on:change=move |event| {
+                                disposition.set(match event_target_value(&event).as_str() {
+                                    "keep" => BranchDisposition::Keep,
+                                    _ => BranchDisposition::DeleteIfMerged,
+                                })
+                            }>
+                                <option value="delete_if_merged">"delete the branch if merged"</option>
+                                <option value="keep">"keep the branch"</option>
+                            </select>
+                        </label>
+                        <button class="danger" on:click=retire_now.clone()>"Retire workspace"</button>
+                    </div>
+                    {problem_view.clone()}
+                </div>
+                <Show when=retired>
+                    <p class="hint">"Retired: its worktree is removed. Its agents' transcripts stay."</p>
+                </Show>
+            </section>
+        </Show>
+    }
+}
