@@ -430,13 +430,9 @@ fn a_workspace_launch_opens_its_agent_and_the_panel_follows_retirement() {
         Some(crate::workspaces::RetireProblem::Confirm { workspace_id, .. }) if workspace_id == "ws-1"
     ));
     // Another refusal is shown in the daemon's words.
-    answer(
-        &state,
-        &asked,
-        "workspace.retire",
-        json!({"error": {"code": "CONFLICT",
-        "message": "the worktree has 1 uncommitted changes", "data": {"kind": "dirty"}}}),
-    );
+    let dirty = json!({"error": {"code": "CONFLICT",
+        "message": "the worktree has 1 uncommitted changes", "data": {"kind": "dirty"}}});
+    answer(&state, &asked, "workspace.retire", dirty.clone());
     assert!(
         matches!(
             state.retire_problem.get_untracked(),
@@ -445,14 +441,7 @@ fn a_workspace_launch_opens_its_agent_and_the_panel_follows_retirement() {
         "a second answer to one id is ignored"
     );
     state.retire_workspace("ws-1", shard_protocol::workspace::BranchDisposition::Keep);
-    let asked = take(&sent);
-    answer(
-        &state,
-        &asked,
-        "workspace.retire",
-        json!({"error": {"code": "CONFLICT",
-        "message": "the worktree has 1 uncommitted changes", "data": {"kind": "dirty"}}}),
-    );
+    answer(&state, &take(&sent), "workspace.retire", dirty);
     assert_eq!(
         state.retire_problem.get_untracked(),
         Some(crate::workspaces::RetireProblem::Refused(
