@@ -18,6 +18,7 @@ mod follow;
 mod guard;
 mod markdown;
 mod notify;
+mod order;
 #[cfg(feature = "hydrate")]
 mod persist;
 mod reducer;

@@ -565,8 +565,8 @@ impl ClientState {
                 Some(known) => *known = info,
                 None => {
                     agents.push(info);
-                    agents.sort_by(|a, b| {
-                        (a.created_at, &a.agent_id).cmp(&(b.created_at, &b.agent_id))
+                    crate::order::sort_by_rank(agents, |agent| {
+                        (agent.created_at, agent.agent_id.clone())
                     });
                 }
             }

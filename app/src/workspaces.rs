@@ -33,7 +33,7 @@ pub enum RetireProblem {
 }
 
 /// Whether `path` is `root` or inside it.
-fn within(path: &str, root: &str) -> bool {
+pub fn within(path: &str, root: &str) -> bool {
     let root = root.trim_end_matches('/');
     path == root || path.strip_prefix(root).is_some_and(|rest| rest.starts_with('/'))
 }
@@ -106,7 +106,9 @@ pub fn rows(
         grouped.entry(key).or_default().push(id.clone());
     }
     let mut sorted: Vec<&WorkspaceSummary> = workspaces.values().collect();
-    sorted.sort_by(|a, b| (a.created_at, &a.workspace_id).cmp(&(b.created_at, &b.workspace_id)));
+    crate::order::sort_by_rank(&mut sorted, |workspace| {
+        (workspace.created_at, workspace.workspace_id.clone())
+    });
     let mut rows = Vec::new();
     for repository in &repositories {
         rows.push(Row::Repository((*repository).to_owned()));

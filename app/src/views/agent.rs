@@ -176,7 +176,7 @@ pub fn AgentView() -> impl IntoView {
                         state.agents.with(|agents| {
                             let usage = agents.iter().find(|agent| agent.agent_id == selected)?.usage.clone()?;
                             Some(match usage.cost {
-                                Some(cost) => format!("{} in · {} out · ${cost:.4}", usage.input, usage.output),
+                                Some(cost) => format!("{} in · {} out · {}", usage.input, usage.output, super::dollars(cost)),
                                 None => format!("{} in · {} out", usage.input, usage.output),
                             })
                         })

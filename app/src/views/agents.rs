@@ -7,6 +7,7 @@ use shard_protocol::types::AgentInfo;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{phase_label, run_label, runtime_label, state, status_label};
+use crate::order::sort_by_rank;
 use crate::state::{Connection, waiting};
 use crate::workspaces::Row;
 
@@ -100,13 +101,16 @@ pub fn CreateAgent() -> impl IntoView {
 /// How the list is sorted.
 fn sorted(mut list: Vec<AgentInfo>, sort: &str) -> Vec<AgentInfo> {
     match sort {
-        "name" => list.sort_by_key(|agent| agent.name.clone().unwrap_or_default().to_lowercase()),
-        "status" => list.sort_by_key(|agent| (!waiting(agent.status), status_label(agent.status))),
-        "cost" => list.sort_by(|a, b| {
-            let cost = |agent: &AgentInfo| {
-                agent.usage.as_ref().map_or(0, |usage| usage.input + usage.output)
-            };
-            cost(b).cmp(&cost(a))
+        "name" => sort_by_rank(&mut list, |agent| {
+            (0, agent.name.clone().unwrap_or_default().to_lowercase())
+        }),
+        "status" => sort_by_rank(&mut list, |agent| {
+            (u64::from(!waiting(agent.status)), status_label(agent.status).to_owned())
+        }),
+        // Most used first.
+        "cost" => sort_by_rank(&mut list, |agent| {
+            let used = agent.usage.as_ref().map_or(0, |usage| usage.input + usage.output);
+            (u64::MAX - used, String::new())
         }),
         _ => {}
     }
@@ -368,7 +372,7 @@ fn AgentRow(agent_id: String) -> impl IntoView {
             <span class="cwd" title=field(|info| info.cwd.clone())>{field(|info| info.cwd.clone())}</span>
             <span class="model">{field(|info| [info.model.clone(), info.mode.clone()].into_iter().flatten().collect::<Vec<_>>().join(" · "))}</span>
             <span class="usage">{field(|info| info.usage.as_ref().map(|usage| match usage.cost {
-                Some(cost) => format!("{} tok · ${cost:.4}", usage.input + usage.output),
+                Some(cost) => format!("{} tok · {}", usage.input + usage.output, super::dollars(cost)),
                 None => format!("{} tok", usage.input + usage.output),
             }).unwrap_or_default())}</span>
         </li>

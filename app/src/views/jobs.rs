@@ -31,10 +31,28 @@ fn duration(run: &RunSnapshot) -> Option<String> {
     let millis = run.ended_at?.checked_sub(run.started_at?)?;
     let seconds = millis / 1000;
     Some(if seconds < 60 {
-        format!("{:.1} s", millis as f64 / 1000.0)
+        format!("{}.{} s", seconds, millis % 1000 / 100)
     } else {
         format!("{} min {} s", seconds / 60, seconds % 60)
     })
+}
+
+/// A job's key in the list: it changes with anything a job shows, so that
+/// the job is drawn again then (and only then).
+fn job_key(job: &JobSnapshot) -> String {
+    let mut key = format!("{}/{}", job.job_id, job_label(job.state));
+    for run in &job.runs {
+        let (input, output) =
+            run.usage.as_ref().map_or((0, 0), |usage| (usage.input, usage.output));
+        key.push_str(&format!(
+            "/{}:{}:{}:{input}:{output}:{}",
+            run.run_id,
+            run_label(run.state),
+            run.ended_at.unwrap_or(0),
+            run.error.as_deref().unwrap_or("")
+        ));
+    }
+    key
 }
 
 /// The jobs of the agent on screen, newest first; nothing when it has none.
@@ -51,7 +69,10 @@ pub fn JobsPanel() -> impl IntoView {
                     .cloned()
                     .collect()
             });
-            list.sort_by(|a, b| (b.created_at, &b.job_id).cmp(&(a.created_at, &a.job_id)));
+            // Newest first.
+            crate::order::sort_by_rank(&mut list, |job| {
+                (u64::MAX - job.created_at, job.job_id.clone())
+            });
             list
         })
     };
@@ -60,7 +81,7 @@ pub fn JobsPanel() -> impl IntoView {
             <details class="jobs-panel" open>
                 <summary>{move || format!("Subagent jobs ({})", jobs.with(Vec::len))}</summary>
                 <ul class="jobs" aria-label="Subagent jobs">
-                    <For each=move || jobs.get() key=|job| format!("{job:?}") let:job>
+                    <For each=move || jobs.get() key=job_key let:job>
                         <Job job=job/>
                     </For>
                 </ul>

@@ -47,6 +47,14 @@ fn Details(
     }
 }
 
+/// `$0.0123`: a cost to four decimals, formatted as integers (formatting a
+/// float would add 12 KB to the WASM).
+pub(crate) fn dollars(cost: f64) -> String {
+    // Saturating: a negative or absurd figure shows as 0 or the most.
+    let units = (cost * 10_000.0).round() as u64;
+    format!("${}.{:04}", units / 10_000, units % 10_000)
+}
+
 /// The page's state, provided once by the dashboard.
 fn state() -> ClientState {
     expect_context::<ClientState>()

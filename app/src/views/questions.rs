@@ -6,8 +6,8 @@
 use leptos::html;
 use leptos::prelude::*;
 use shard_protocol::agent::{
-    Decision, PendingKind, PermissionAnswer, PermissionDetail, PermissionRequest, UiKind,
-    UiRequest, UiValue,
+    ChoiceIntent, Decision, DetailFormat, PendingKind, PermissionAnswer, PermissionDetail,
+    PermissionRequest, UiKind, UiRequest, UiValue,
 };
 
 use super::state;
@@ -24,7 +24,13 @@ fn permission_answers(
         Some(choices) if !choices.is_empty() => choices
             .iter()
             .map(|choice| {
-                let intent = format!("{:?}", choice.intent).to_lowercase();
+                let intent = match choice.intent {
+                    ChoiceIntent::Allow => "allow",
+                    ChoiceIntent::Persist => "persist",
+                    ChoiceIntent::Deny => "deny",
+                    ChoiceIntent::Unknown => "unknown",
+                }
+                .to_owned();
                 let key = if intent == "persist" { None } else { choice.accelerator.clone() };
                 (
                     choice.label.clone(),
@@ -324,8 +330,14 @@ pub fn Inbox() -> impl IntoView {
 const COLLAPSED_LINES: usize = 12;
 
 fn detail_view(detail: PermissionDetail) -> impl IntoView {
-    let format =
-        detail.format.map(|format| format!("{format:?}").to_lowercase()).unwrap_or_default();
+    let format = match detail.format {
+        Some(DetailFormat::Text) => "text",
+        Some(DetailFormat::Command) => "command",
+        Some(DetailFormat::Path) => "path",
+        Some(DetailFormat::Code) => "code",
+        Some(DetailFormat::Unknown) => "unknown",
+        None => "",
+    };
     let label = detail.label.unwrap_or_default();
     let lines = detail.value.lines().count();
     let long = lines > COLLAPSED_LINES || detail.value.len() > 100 * COLLAPSED_LINES;

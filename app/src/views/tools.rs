@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 use serde_json::Value;
-use shard_protocol::types::{RenderDescriptor, ToolResultContent};
+use shard_protocol::types::{PathKind, RenderDescriptor, Tone, ToolResultContent};
 
 use super::Details;
 use crate::transcript::{Tool, ToolCall};
@@ -53,7 +53,12 @@ pub fn render_descriptor(render: RenderDescriptor) -> AnyView {
             }.into_any()
         }
         RenderDescriptor::Status { label, tone } => {
-            let tone = format!("{tone:?}").to_lowercase();
+            let tone = match tone {
+                Tone::Info => "info",
+                Tone::Warn => "warn",
+                Tone::Error => "error",
+                Tone::Unknown => "unknown",
+            };
             view! { <div class="render status" data-tone=tone>{label}</div> }.into_any()
         }
         RenderDescriptor::Command { command, exit_code, duration_ms } => view! {
@@ -65,7 +70,11 @@ pub fn render_descriptor(render: RenderDescriptor) -> AnyView {
         RenderDescriptor::PathList { paths } => view! {
             <ul class="render path-list">
                 {paths.into_iter().map(|entry| {
-                    let kind = format!("{:?}", entry.kind).to_lowercase();
+                    let kind = match entry.kind {
+                        PathKind::File => "file",
+                        PathKind::Dir => "dir",
+                        PathKind::Unknown => "unknown",
+                    };
                     view! { <li data-kind=kind><span class="path">{entry.path}</span>{entry.hint.map(|hint| view! { <span class="hint">{hint}</span> })}</li> }
                 }).collect_view()}
             </ul>

@@ -145,7 +145,7 @@ pub fn WorkspacePanel() -> impl IntoView {
             Some(state.agents.with(|agents| {
                 agents
                     .iter()
-                    .filter(|agent| agent.cwd == cwd || agent.cwd.starts_with(&format!("{cwd}/")))
+                    .filter(|agent| crate::workspaces::within(&agent.cwd, &cwd))
                     .map(|agent| (agent.agent_id.clone(), agent.status, agent.runtime_state))
                     .collect::<Vec<_>>()
             }))
