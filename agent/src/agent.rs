@@ -357,6 +357,8 @@ impl Agent {
             runtime_epoch: None,
             live_window: LiveWindow { messages, compaction_index },
             pending_requests: self.shared.pending_requests(),
+            seq: None,
+            reset: None,
         }
     }
 

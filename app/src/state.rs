@@ -354,8 +354,11 @@ impl ClientState {
         if on_screen || known || !self.peeking().insert(agent_id.to_owned()) {
             return;
         }
-        let attach =
-            AgentAttach { agent_id: agent_id.to_owned(), role: Some(AttachRole::Observer) };
+        let attach = AgentAttach {
+            agent_id: agent_id.to_owned(),
+            role: Some(AttachRole::Observer),
+            after_seq: None,
+        };
         let request = Request::Peek { agent_id: agent_id.to_owned() };
         if !self.send(ClientMessage::AgentAttach(attach), None, request) {
             self.peeking().remove(agent_id);
@@ -400,8 +403,11 @@ impl ClientState {
 
     /// Attaches interactively to `agent_id`.
     pub fn attach(&self, agent_id: &str, request: Request) {
-        let attach =
-            AgentAttach { agent_id: agent_id.to_owned(), role: Some(AttachRole::Interactive) };
+        let attach = AgentAttach {
+            agent_id: agent_id.to_owned(),
+            role: Some(AttachRole::Interactive),
+            after_seq: None,
+        };
         self.send(ClientMessage::AgentAttach(attach), None, request);
     }
 

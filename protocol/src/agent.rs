@@ -42,6 +42,14 @@ pub struct Sync {
     pub runtime_epoch: Option<u64>,
     pub live_window: LiveWindow,
     pub pending_requests: Vec<PendingRequest>,
+    /// Shard's additive cursor: the `seq` of the agent's last event this
+    /// snapshot includes (a client resumes after it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// Shard's additive flag: the client's cursor was outside retention, so
+    /// this snapshot replaces everything it knew of the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset: Option<bool>,
 }
 
 /// The post-compaction message window carried by `sync`.

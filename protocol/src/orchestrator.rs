@@ -81,6 +81,11 @@ pub struct AgentAttach {
     pub agent_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<AttachRole>,
+    /// Shard's additive cursor: the `seq` of the last event of this agent
+    /// the client has. Within retention the daemon sends exactly the events
+    /// after it and no `sync`; otherwise a `sync` with `reset: true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_seq: Option<u64>,
 }
 
 /// The payload of `agent.detach` and `agent.terminate`: just the target.
@@ -213,6 +218,10 @@ pub struct AgentCreateResult {
 pub struct AttachResult {
     pub status: AgentStatus,
     pub info: AgentInfo,
+    /// Shard's additive field: `true` when `after_seq` was honoured (the
+    /// missed events follow, and no `sync`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

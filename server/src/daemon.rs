@@ -15,6 +15,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::agents::host::Context as HostContext;
+use crate::agents::host::JournalLimits;
 use crate::agents::host::process::ProcessSpawner;
 use crate::agents::registry::Registry;
 use crate::clients::Limits;
@@ -71,13 +72,21 @@ pub struct DaemonArgs {
     /// `timed_out`.
     #[arg(long, value_name = "SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
     pub subagent_run_timeout: u64,
+    /// Events of each agent kept for clients that resume from a cursor
+    /// (`agent.attach`'s `after_seq`); an older cursor gets a fresh `sync`.
+    #[arg(long, value_name = "N", default_value_t = JournalLimits::default().events, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub journal_events: usize,
+    /// Bytes of each agent's events kept for resumes.
+    #[arg(long, value_name = "BYTES", default_value_t = JournalLimits::default().bytes, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..))]
+    pub journal_bytes: usize,
 }
 
 /// Browser connections by default: a thousand idle tabs (S4) fit, in about
 /// 13 MB.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 1024;
 /// Descriptors the daemon needs beside one per browser connection: local
-/// clients, three pipes per running agent, files, listeners.
+/// clients, three pipes per running agent and its event journal while its
+/// host is awake, files, listeners.
 const SPARE_DESCRIPTORS: u64 = 1024;
 
 /// Raises the soft limit on open files to the hard one, as far as the
@@ -268,6 +277,7 @@ pub async fn run(
         delegation: Arc::default(),
         idle_timeout: Duration::from_secs(args.idle_runtime_timeout),
         headless_timeout: Duration::from_secs(args.headless_timeout),
+        journal: JournalLimits { events: args.journal_events, bytes: args.journal_bytes },
     });
     let registry = Arc::new(Registry::load(context));
     let jobs = Jobs::load(registry.clone(), Duration::from_secs(args.subagent_run_timeout));

@@ -87,7 +87,7 @@ impl Client {
         });
         let mut client = Client { outgoing, incoming, seen: Vec::new() };
         let hello = client.expect("hello").await;
-        assert_eq!(hello["capabilities"], json!(["unix", "streaming-deltas"]));
+        assert_eq!(hello["capabilities"], json!(["unix", "streaming-deltas", "event-seq"]));
         client
     }
 
@@ -129,7 +129,7 @@ impl Client {
         });
         let mut client = Client { outgoing, incoming, seen: Vec::new() };
         let hello = client.expect("hello").await;
-        assert_eq!(hello["capabilities"], json!(["websocket", "streaming-deltas"]));
+        assert_eq!(hello["capabilities"], json!(["websocket", "streaming-deltas", "event-seq"]));
         client
     }
 

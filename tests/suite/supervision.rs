@@ -188,6 +188,9 @@ async fn clients_that_stop_reading_are_closed_and_released_while_a_reader_gets_e
     let daemon = Daemon::start(&[]).await;
     let project = TempDir::new().expect("project");
     let (mut reader, agent, _) = agent_with_client(&daemon, &project).await;
+    // A first turn opens what an awake agent holds (its event journal).
+    reader.call("p0", json!({"type": "prompt", "agent_id": agent, "message": "hello"})).await;
+    reader.until_agent(&agent, |message| message["type"] == "turn_end").await;
     let baseline = open_fds(&daemon);
 
     // A unix client and a browser that attach, then never read again.

@@ -35,7 +35,11 @@ fn orchestrator_agent_id_is_payload() {
     assert_eq!(decoded.agent_id, None, "agent.attach has no routing tag");
     assert_eq!(
         decoded.message,
-        ClientMessage::AgentAttach(AgentAttach { agent_id: "agent-3".into(), role: None })
+        ClientMessage::AgentAttach(AgentAttach {
+            agent_id: "agent-3".into(),
+            role: None,
+            after_seq: None
+        })
     );
     // And it encodes back as one `agent_id`, in the payload.
     let encoded: serde_json::Value = serde_json::from_str(&decoded.to_json()).expect("json");

@@ -134,6 +134,8 @@ impl Connection {
             capabilities: vec![
                 self.transport.capability().to_owned(),
                 "streaming-deltas".to_owned(),
+                // Per-agent `seq` and `agent.attach`'s `after_seq`.
+                "event-seq".to_owned(),
             ],
         };
         self.outbox.push(encode(Envelope::new(ServerMessage::Hello(hello))));
@@ -182,7 +184,12 @@ impl Connection {
                 let role = attach.role.unwrap_or_default();
                 let subscriber = self.subscriber();
                 // The host answers: response, sync, then live events.
-                let attaching = HostCommand::Attach { subscriber, role, id: id.clone() };
+                let attaching = HostCommand::Attach {
+                    subscriber,
+                    role,
+                    id: id.clone(),
+                    after_seq: attach.after_seq,
+                };
                 match registry.send(&attach.agent_id, attaching) {
                     Ok(()) => {
                         self.attached.insert(attach.agent_id, role);

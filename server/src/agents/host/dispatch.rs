@@ -11,18 +11,23 @@ use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireErro
 use tokio::time::Instant;
 
 use super::process::ChildEvent;
-use super::projection::{respond, tag};
+use super::projection::respond;
 use super::{Host, HostCommand, Inflight, Then, Waiting};
 use crate::agents::{Sub, SubscriberId};
+
+/// The most bytes of missed events one resume sends; more, and a `sync`
+/// is smaller. Half a connection's default outbox (4 MiB, `clients`), so
+/// that live events still fit behind them.
+const RESUME_BUDGET: usize = 2 * 1024 * 1024;
 
 impl Host {
     pub fn command(&mut self, command: HostCommand, now: Instant) {
         match command {
-            HostCommand::Attach { subscriber, role, id } => {
+            HostCommand::Attach { subscriber, role, id, after_seq } => {
                 if self.ready() {
-                    self.attach(subscriber, role, id, now);
+                    self.attach(subscriber, role, id, after_seq, now);
                 } else {
-                    self.waiting.push(Waiting::Attach { subscriber, role, id });
+                    self.waiting.push(Waiting::Attach { subscriber, role, id, after_seq });
                     self.ensure_process(now);
                 }
             }
@@ -71,6 +76,7 @@ impl Host {
                     "the daemon is shutting down",
                 ));
                 if self.generation.is_none() {
+                    self.journal.close();
                     let _ = reply.send(());
                     self.shutdown.get_or_insert((force, Vec::new()));
                     return;
@@ -109,11 +115,38 @@ impl Host {
         }
     }
 
-    fn attach(&mut self, subscriber: Sub, role: AttachRole, id: Option<String>, now: Instant) {
-        let result = AttachResult { status: self.status, info: self.current_info() };
-        // §6.4: the response, then the sync, then live events.
+    fn attach(
+        &mut self,
+        subscriber: Sub,
+        role: AttachRole,
+        id: Option<String>,
+        after_seq: Option<u64>,
+        now: Instant,
+    ) {
+        // A cursor within retention gets exactly the events after it. Not
+        // while a descendant's question is open: it lives in that agent's
+        // journal, and only a sync carries it.
+        let missed = after_seq
+            .filter(|_| self.context.delegation.delegated_pending(self.id()).is_empty())
+            .and_then(|after| self.journal.since(after, RESUME_BUDGET));
+        let result = AttachResult {
+            status: self.status,
+            info: self.current_info(),
+            resumed: missed.is_some().then_some(true),
+        };
+        // §6.4: the response, then the sync (or what was missed), then live
+        // events.
         respond(&subscriber, id, None, Response::ok("agent.attach", result));
-        subscriber.push(self.sync_bytes());
+        match missed {
+            Some(events) => {
+                for event in events {
+                    subscriber.push(event);
+                }
+            }
+            None => {
+                subscriber.push(self.sync_bytes(after_seq.is_some()));
+            }
+        }
         if role == AttachRole::Interactive {
             self.context.delegation.attach(self.id(), &subscriber);
         }
@@ -205,7 +238,8 @@ impl Host {
         if let Some(kind) = ready.then(|| streamed_delta(&line)).flatten() {
             self.last_active = now;
             self.observe_delta(kind);
-            self.fan_out(tag(self.id(), &line));
+            let event = self.stamp(&line);
+            self.fan_out(event);
             return;
         }
         let envelope = match Envelope::<ServerMessage>::from_json(&line) {
@@ -235,7 +269,8 @@ impl Host {
             other => {
                 self.observe(&other);
                 self.observe_run(&other);
-                self.fan_out(tag(self.id(), &line));
+                let event = self.stamp(&line);
+                self.fan_out(event);
             }
         }
         self.drive_run(now);
@@ -272,7 +307,7 @@ impl Host {
                 self.emit_activity();
                 // §9.1: a replacement generation re-syncs existing attachments.
                 if self.generations > 1 {
-                    let sync = self.sync_bytes();
+                    let sync = self.sync_bytes(false);
                     self.fan_out(sync);
                 }
                 self.drive_run(now);
@@ -281,8 +316,8 @@ impl Host {
                         Waiting::Start { reply } => {
                             let _ = reply.send(Ok(()));
                         }
-                        Waiting::Attach { subscriber, role, id } => {
-                            self.attach(subscriber, role, id, now)
+                        Waiting::Attach { subscriber, role, id, after_seq } => {
+                            self.attach(subscriber, role, id, after_seq, now)
                         }
                         Waiting::Forward { subscriber, id, message } => {
                             self.forward(subscriber, id, *message, now)

@@ -18,6 +18,7 @@
 //! - [`projection`]: `sync`, `AgentInfo`, status and activity events.
 
 mod dispatch;
+mod journal;
 pub mod process;
 mod projection;
 mod questions;
@@ -39,6 +40,7 @@ use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState, Usage};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+pub use self::journal::JournalLimits;
 use self::process::{ChildEvent, Generation, Spawner};
 use super::delegation::Delegation;
 use super::hosts::Hosts;
@@ -66,6 +68,8 @@ pub struct Context {
     pub delegation: Arc<Delegation>,
     pub idle_timeout: Duration,
     pub headless_timeout: Duration,
+    /// How much of each agent's event history is kept for resumes.
+    pub journal: JournalLimits,
 }
 
 pub enum HostCommand {
@@ -73,6 +77,8 @@ pub enum HostCommand {
         subscriber: Sub,
         role: AttachRole,
         id: Option<String>,
+        /// The client's cursor (`agent.attach`'s `after_seq`).
+        after_seq: Option<u64>,
     },
     Detach {
         subscriber: Sub,
@@ -185,7 +191,7 @@ impl Inflight {
 
 /// Deferred work that needs a ready process.
 enum Waiting {
-    Attach { subscriber: Sub, role: AttachRole, id: Option<String> },
+    Attach { subscriber: Sub, role: AttachRole, id: Option<String>, after_seq: Option<u64> },
     Forward { subscriber: Sub, id: Option<String>, message: Box<ClientMessage> },
     Start { reply: oneshot::Sender<Result<(), WireError>> },
 }
@@ -226,6 +232,8 @@ pub struct Host {
     /// is being stopped.
     run: Option<run::Supervised>,
     next_run: Option<run::Supervised>,
+    /// Every per-agent event, numbered and kept for resumes.
+    journal: journal::Journal,
 }
 
 impl Host {
@@ -246,6 +254,10 @@ impl Host {
     pub fn dormant(context: Arc<Context>, manifest: Manifest, now: Instant) -> Self {
         let info = Arc::new(Mutex::new(projection::initial_info(&manifest)));
         context.delegation.set_parent(&manifest.agent_id, manifest.parent_agent_id.as_deref());
+        let journal = journal::Journal::new(
+            super::manifest::agent_dir(&context.home, &manifest.agent_id),
+            context.journal,
+        );
         Self {
             context,
             manifest,
@@ -272,6 +284,7 @@ impl Host {
             events: None,
             run: None,
             next_run: None,
+            journal,
         }
     }
 
@@ -313,6 +326,7 @@ impl Host {
     /// Gives back what only an awake host needs: its queue's sender and the
     /// room its maps and lists grew to.
     pub(super) fn shed(&mut self) {
+        self.journal.close();
         self.events = None;
         self.attached = HashMap::new();
         self.inflight = HashMap::new();
@@ -389,8 +403,11 @@ async fn run(
             }
             () = sleep_until(deadline) => host.timers(Instant::now()),
         }
+        // What this turn of the loop sent is on disk before the next.
+        host.journal.flush();
     }
     host.abandon();
+    host.journal.close();
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -290,6 +290,7 @@ impl Host {
         self.emit_activity();
         self.terminate_when_inactive = false;
         if let Some((_, waiters)) = self.shutdown.as_mut() {
+            self.journal.close();
             for waiter in waiters.drain(..) {
                 let _ = waiter.send(());
             }

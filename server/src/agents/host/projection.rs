@@ -2,7 +2,6 @@
 //! the `AgentInfo` that `agent.list` reads, and the registry events that
 //! follow status, runtime state and coarse activity.
 
-use serde_json::Value;
 use shard_protocol::agent::{DeltaKind, PendingRequest, Sync};
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{ActivityPhase, AgentActivity, AgentStatusChanged};
@@ -31,15 +30,6 @@ pub(super) fn initial_info(manifest: &Manifest) -> AgentInfo {
         definition_name: manifest.definition_name.clone(),
         display_name: manifest.display_name.clone(),
     }
-}
-
-/// `{"agent_id":"…",` spliced in front of a child's serialized event: the
-/// line is tagged without being decoded and encoded again.
-pub(super) fn tag(agent_id: &str, line: &str) -> Wire {
-    let quoted = Value::String(agent_id.to_owned()).to_string();
-    let rest = line.trim_start().strip_prefix('{').unwrap_or(line);
-    let separator = if rest.trim_start().starts_with('}') { "" } else { "," };
-    Wire::from(format!("{{\"agent_id\":{quoted}{separator}{rest}"))
 }
 
 pub(super) fn encode(envelope: &Envelope<ServerMessage>) -> Wire {
@@ -87,12 +77,24 @@ impl Host {
             runtime_epoch: Some(self.generations.saturating_sub(1)),
             live_window,
             pending_requests,
+            seq: Some(self.journal.last_seq()),
+            reset: None,
         }
     }
 
-    pub(super) fn sync_bytes(&mut self) -> Wire {
-        let sync = self.daemon_sync();
+    /// The `sync` as sent; `reset` when it answers a cursor the journal no
+    /// longer covers.
+    pub(super) fn sync_bytes(&mut self, reset: bool) -> Wire {
+        let mut sync = self.daemon_sync();
+        sync.reset = reset.then_some(true);
         encode(&Envelope::new(ServerMessage::Sync(sync)).for_agent(self.id()))
+    }
+
+    /// A per-agent event (one serialized line) numbered, recorded in the
+    /// journal, and tagged with the agent: it is spliced, never decoded and
+    /// encoded again.
+    pub(super) fn stamp(&mut self, line: &str) -> Wire {
+        self.journal.stamp(&self.manifest.agent_id, line)
     }
 
     pub(super) fn current_info(&self) -> AgentInfo {

@@ -18,7 +18,7 @@ use shard_protocol::orchestrator::HeadlessPolicy;
 use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
 use tokio::time::Instant;
 
-use super::projection::{encode, respond, tag};
+use super::projection::respond;
 use super::{Host, Inflight, Pending};
 use crate::agents::{Sub, Wire};
 
@@ -27,7 +27,7 @@ impl Host {
     /// once if nobody anywhere can.
     pub(super) fn raise(&mut self, request: PendingKind, line: &str) {
         let request_id = request.request_id().to_owned();
-        let announcement = tag(self.id(), line);
+        let announcement = self.stamp(line);
         self.pending.push(Pending {
             request,
             announcement: announcement.clone(),
@@ -83,14 +83,11 @@ impl Host {
                 if resolved.source.is_none() {
                     resolved.source = source;
                 }
-                encode(
-                    &Envelope::new(ServerMessage::PermissionResolved(resolved))
-                        .for_agent(self.id()),
-                )
+                self.stamp(&Envelope::new(ServerMessage::PermissionResolved(resolved)).to_json())
             }
             ServerMessage::UiResolved(resolved) => {
                 self.settle(&resolved.request_id);
-                tag(self.id(), line)
+                self.stamp(line)
             }
             _ => return,
         };
@@ -206,7 +203,7 @@ impl Host {
         self.publish_pending();
     }
 
-    fn broadcast_resolution(&self, request: &PendingKind, request_id: &str, source: &str) {
+    fn broadcast_resolution(&mut self, request: &PendingKind, request_id: &str, source: &str) {
         let message = match request {
             PendingKind::Permission(_) => ServerMessage::PermissionResolved(PermissionResolved {
                 request_id: request_id.to_owned(),
@@ -218,7 +215,8 @@ impl Host {
                 value: Value::Null,
             }),
         };
-        self.deliver_question(encode(&Envelope::new(message).for_agent(self.id())));
+        let event = self.stamp(&Envelope::new(message).to_json());
+        self.deliver_question(event);
     }
 
     /// After a responder came or left: questions nobody can answer any more

@@ -135,6 +135,7 @@ fn world() -> World {
         delegation: Arc::new(Delegation::default()),
         idle_timeout: IDLE,
         headless_timeout: HEADLESS,
+        journal: super::JournalLimits::default(),
     });
     World { spawner, context, _home: home }
 }
@@ -178,7 +179,10 @@ fn ready(host: &mut Host, epoch: u64, now: Instant) {
 
 fn attach(host: &mut Host, client: &Arc<Recorder>, role: AttachRole, now: Instant) {
     let subscriber: Sub = client.clone();
-    host.command(HostCommand::Attach { subscriber, role, id: Some("attach".into()) }, now);
+    host.command(
+        HostCommand::Attach { subscriber, role, id: Some("attach".into()), after_seq: None },
+        now,
+    );
 }
 
 fn permission_request(request_id: &str) -> Value {
