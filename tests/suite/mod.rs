@@ -4,6 +4,7 @@ mod client;
 mod daemon;
 mod faults;
 mod jobs;
+mod journal;
 mod lifecycle;
 mod multiplexer;
 mod providers;
