@@ -137,7 +137,12 @@ impl Shared {
     pub async fn respond(&self, id: Option<String>, response: Response) {
         let _ = self
             .out
-            .send(Envelope { id, agent_id: None, message: ServerMessage::Response(response) })
+            .send(Envelope {
+                id,
+                agent_id: None,
+                seq: None,
+                message: ServerMessage::Response(response),
+            })
             .await;
     }
 

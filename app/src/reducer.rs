@@ -35,6 +35,9 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
     let selected = state.selected.get_untracked();
     let routed = envelope.agent_id.clone();
     let mine = routed.is_some() && routed == selected;
+    if let (true, Some(seq)) = (mine, envelope.seq) {
+        state.cursor.update(|cursor| *cursor = Some(cursor.map_or(seq, |known| known.max(seq))));
+    }
     match envelope.message {
         ServerMessage::Hello(hello) => {
             // §7: another major version speaks another protocol.
@@ -47,9 +50,10 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
             state.connection.set(Connection::Connected);
             state.list_agents();
             state.list_workspaces();
-            // Resync: re-attach the agent on screen; its sync brings it all back.
+            // Re-attach the agent on screen from its cursor: what it missed
+            // follows, or a sync that brings it all back.
             if let Some(agent_id) = selected {
-                state.attach(&agent_id, Request::Attach);
+                state.resume(&agent_id);
             }
             return Greeted::Yes;
         }
@@ -316,6 +320,11 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
             }
         }
         Request::Attach => {
+            if let Ok(result) = response.data::<shard_protocol::orchestrator::AttachResult>() {
+                if result.resumed == Some(true) {
+                    state.resumed.set(Some(true));
+                }
+            }
             if let Err(error) = &response.outcome {
                 // The agent on screen is gone (or was never there: a stale
                 // tab): show none rather than a ghost.
@@ -338,6 +347,8 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
 }
 
 fn apply_sync(state: &ClientState, sync: Sync) {
+    state.cursor.set(sync.seq);
+    state.resumed.set(Some(false));
     state.epoch.set(sync.runtime_epoch);
     state.status.set(sync.status);
     state.mode.set(sync.mode);

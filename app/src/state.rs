@@ -224,6 +224,13 @@ pub struct ClientState {
     pub notice: RwSignal<Option<String>>,
     /// The agent shown (and the only interactive attachment).
     pub selected: RwSignal<Option<String>>,
+    /// The `seq` of the last event of the agent on screen: after a dropped
+    /// connection the page re-attaches with it and gets only what it
+    /// missed (docs/PROTOCOL-NOTES.md, "Event sequence numbers").
+    pub cursor: RwSignal<Option<u64>>,
+    /// How the last attachment of the agent on screen began: `Some(true)`
+    /// resumed from the cursor, `Some(false)` with a `sync`.
+    pub resumed: RwSignal<Option<bool>>,
     pub transcript: crate::transcript::Rows,
     /// The first transcript row on the page, when the user paged back;
     /// `None` follows the end (crate::views::transcript).
@@ -280,6 +287,8 @@ impl ClientState {
             activity: RwSignal::new(BTreeMap::new()),
             notice: RwSignal::new(None),
             selected: RwSignal::new(None),
+            cursor: RwSignal::new(None),
+            resumed: RwSignal::new(None),
             transcript: RwSignal::new(Vec::new()),
             window_start: RwSignal::new(None),
             scroll_to_end: RwSignal::new(0),
@@ -381,7 +390,7 @@ impl ClientState {
             return false;
         };
         let id = self.requests().open(request);
-        send(Envelope { id: Some(id), agent_id, message }.to_json());
+        send(Envelope { id: Some(id), agent_id, seq: None, message }.to_json());
         true
     }
 
@@ -403,10 +412,19 @@ impl ClientState {
 
     /// Attaches interactively to `agent_id`.
     pub fn attach(&self, agent_id: &str, request: Request) {
+        self.attach_after(agent_id, None, request);
+    }
+
+    /// Re-attaches the agent on screen from its cursor, if the page has one.
+    pub fn resume(&self, agent_id: &str) {
+        self.attach_after(agent_id, self.cursor.get_untracked(), Request::Attach);
+    }
+
+    fn attach_after(&self, agent_id: &str, after_seq: Option<u64>, request: Request) {
         let attach = AgentAttach {
             agent_id: agent_id.to_owned(),
             role: Some(AttachRole::Interactive),
-            after_seq: None,
+            after_seq,
         };
         self.send(ClientMessage::AgentAttach(attach), None, request);
     }
@@ -509,6 +527,8 @@ impl ClientState {
         self.models.set(Vec::new());
         self.levels.set(Vec::new());
         self.epoch.set(None);
+        self.cursor.set(None);
+        self.resumed.set(None);
         self.prompt_error.set(None);
         self.selected.set(agent_id.clone());
         if let Some(agent_id) = agent_id {

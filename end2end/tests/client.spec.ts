@@ -86,12 +86,14 @@ test('the agent on screen, the scroll position and a half-written prompt survive
   const marked = tab.locator('.message.assistant').nth(10);
   await marked.evaluate((element) => ((element as any).shardMark = 'kept'));
 
+  await expect(tab.locator('.agent-view')).toHaveAttribute('data-attach', 'sync');
   const dropped = await unixCall(daemon, { id: 'd', type: 'daemon.disconnect', all: true });
   expect(dropped.data.disconnected).toBeGreaterThan(0);
   await expect(tab.locator('.connection')).toHaveText(/reconnecting/);
   await expect(tab.locator('.connection')).toHaveText('connected', { timeout: 15_000 });
-  // The resync came and went: same agent, same rows (the same elements),
-  // same place, same draft.
+  // The page resumed from its cursor (no sync, no reset of the 60 rows):
+  // same agent, same rows (the same elements), same place, same draft.
+  await expect(tab.locator('.agent-view')).toHaveAttribute('data-attach', 'resumed');
   await expect(tab.locator('.agent-view h2')).toHaveText('steady');
   await expect(transcript).toHaveAttribute('data-rows', '60');
   await tab.waitForTimeout(300);
@@ -114,6 +116,23 @@ test('the agent on screen, the scroll position and a half-written prompt survive
   await expect(transcript.locator('.message.assistant').last()).toContainText('line 30');
   await openAgent(tab, 'elsewhere');
   await expect(box).toHaveValue('for elsewhere');
+  await context.close();
+});
+
+test('a reconnect mid-stream resumes from the cursor: the reply goes on in the same element, whole', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'streamer');
+  await prompt(tab, 'stream: 300');
+  const reply = tab.locator('.message.assistant').last();
+  await expect(reply).toContainText('tick-40 ');
+  await reply.evaluate((element) => ((element as any).shardMark = 'same'));
+  await unixCall(daemon, { id: 'd', type: 'daemon.disconnect', all: true });
+  await expect(tab.locator('.connection')).toHaveText('connected', { timeout: 15_000 });
+  await expect(tab.locator('.agent-view')).toHaveAttribute('data-attach', 'resumed');
+  await expect(reply).toHaveAttribute('data-complete', 'true', { timeout: 15_000 });
+  const expected = Array.from({ length: 300 }, (_, index) => `tick-${index + 1}`).join(' ');
+  await expect(reply).toHaveText(expected);
+  expect(await reply.evaluate((element) => (element as any).shardMark)).toBe('same');
   await context.close();
 });
 

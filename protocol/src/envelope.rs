@@ -47,13 +47,17 @@ pub struct Envelope<M> {
     pub id: Option<String>,
     /// Routing tag of a per-agent message on a daemon connection.
     pub agent_id: Option<String>,
+    /// Shard's additive per-agent event number (docs/PROTOCOL-NOTES.md):
+    /// strictly increasing for each agent, the cursor of `agent.attach`'s
+    /// `after_seq`.
+    pub seq: Option<u64>,
     pub message: M,
 }
 
 impl<M> Envelope<M> {
     /// A message with neither correlation id nor routing tag.
     pub fn new(message: M) -> Self {
-        Self { id: None, agent_id: None, message }
+        Self { id: None, agent_id: None, seq: None, message }
     }
 
     pub fn with_id(mut self, id: impl Into<String>) -> Self {
@@ -98,6 +102,20 @@ impl<M: MessageSet> Envelope<M> {
         if id.is_none() && M::requires_id(&type_name) {
             return Err(DecodeError::invalid(Some(type_name), None, "missing field `id`"));
         }
+        let seq = match scope {
+            Scope::Registry => None,
+            Scope::Routed => match map.remove("seq") {
+                None | Some(Value::Null) => None,
+                Some(Value::Number(seq)) if seq.is_u64() => seq.as_u64(),
+                Some(_) => {
+                    return Err(DecodeError::invalid(
+                        Some(type_name),
+                        id,
+                        "`seq` must be a non-negative integer",
+                    ));
+                }
+            },
+        };
         let agent_id = match scope {
             Scope::Registry => None,
             Scope::Routed => match map.remove("agent_id") {
@@ -114,7 +132,7 @@ impl<M: MessageSet> Envelope<M> {
         };
         match M::decode_payload(&type_name, Value::Object(map)) {
             None => Err(DecodeError::UnknownType { type_name, id }),
-            Some(Ok(message)) => Ok(Self { id, agent_id, message }),
+            Some(Ok(message)) => Ok(Self { id, agent_id, seq, message }),
             Some(Err(error)) => Err(DecodeError::invalid(Some(type_name), id, error.to_string())),
         }
     }
@@ -147,12 +165,19 @@ struct WireEnvelope<'a, M> {
     message: &'a M,
     #[serde(skip_serializing_if = "is_none")]
     agent_id: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seq: &'a Option<u64>,
 }
 
 impl<M: Serialize> Serialize for Envelope<M> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        WireEnvelope { id: &self.id, message: &self.message, agent_id: &self.agent_id }
-            .serialize(serializer)
+        WireEnvelope {
+            id: &self.id,
+            message: &self.message,
+            agent_id: &self.agent_id,
+            seq: &self.seq,
+        }
+        .serialize(serializer)
     }
 }
 

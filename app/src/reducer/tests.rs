@@ -183,7 +183,13 @@ fn questions_come_from_any_agent_and_go_when_resolved_elsewhere() {
 #[test]
 fn a_reconnect_lists_and_reattaches_and_old_answers_are_void() {
     let (state, sent) = attached();
-    feed(&state, sync(0, vec![], vec![]));
+    let mut first = sync(0, vec![], vec![]);
+    first["seq"] = json!(4);
+    feed(&state, first);
+    // Events of the agent on screen move its cursor; another agent's do not.
+    feed(&state, json!({"type": "status", "agent_id": AGENT, "seq": 7, "status": "idle"}));
+    feed(&state, json!({"type": "status", "agent_id": OTHER, "seq": 90, "status": "idle"}));
+    assert_eq!(state.cursor.get_untracked(), Some(7));
     let before = take(&sent);
     let modes = before.iter().find(|frame| frame["type"] == "list_modes").expect("asked").clone();
     // The connection drops: what it was waiting for will never be answered.
@@ -193,6 +199,15 @@ fn a_reconnect_lists_and_reattaches_and_old_answers_are_void() {
     let kinds: Vec<&str> = again.iter().filter_map(|frame| frame["type"].as_str()).collect();
     assert_eq!(kinds, ["agent.list", "workspace.list", "agent.attach"]);
     assert_eq!(again[2]["agent_id"], AGENT);
+    assert_eq!(again[2]["after_seq"], 7, "it resumes from its cursor");
+    answer(
+        &state,
+        &again,
+        "agent.attach",
+        json!({"status": "idle", "resumed": true,
+        "info": {"agent_id": AGENT, "cwd": "/", "status": "idle", "runtime_state": "running", "created_at": 0}}),
+    );
+    assert_eq!(state.resumed.get_untracked(), Some(true));
     assert_eq!(state.connection.get_untracked(), Connection::Connected);
     // A stray answer to the old connection's request changes nothing.
     state.mode.set("build".to_owned());

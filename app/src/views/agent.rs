@@ -169,6 +169,7 @@ pub fn AgentView() -> impl IntoView {
                     move |_| state.select(None)
                 };
                 let status = state.status;
+                let resumed = state.resumed;
                 let usage = {
                     let state = state.clone();
                     move || {
@@ -183,7 +184,11 @@ pub fn AgentView() -> impl IntoView {
                     }
                 };
                 view! {
-                    <section class="agent-view" aria-label="Agent">
+                    <section class="agent-view" aria-label="Agent" data-attach=move || match resumed.get() {
+                        Some(true) => "resumed",
+                        Some(false) => "sync",
+                        None => "",
+                    }>
                         <header class="agent-header">
                             <button class="back" on:click=close aria-label="Back to agents">"←"</button>
                             <h2>{title}</h2>

@@ -157,7 +157,7 @@ impl Connection {
     }
 
     fn handle(&mut self, envelope: Envelope<ClientMessage>) {
-        let Envelope { id, agent_id, message } = envelope;
+        let Envelope { id, agent_id, message, .. } = envelope;
         let command = message.type_name();
         if ClientMessage::scope_of(command) == Some(Scope::Routed) {
             return self.per_agent(id, agent_id, message);
@@ -532,7 +532,12 @@ impl Connection {
 }
 
 fn respond(outbox: &Outbox, id: Option<String>, agent_id: Option<String>, response: Response) {
-    outbox.push(encode(Envelope { id, agent_id, message: ServerMessage::Response(response) }));
+    outbox.push(encode(Envelope {
+        id,
+        agent_id,
+        seq: None,
+        message: ServerMessage::Response(response),
+    }));
 }
 
 fn finish(
@@ -573,6 +578,7 @@ fn reject(
             outbox.push(encode(Envelope {
                 id: None,
                 agent_id,
+                seq: None,
                 message: ServerMessage::Error(event),
             }));
         }

@@ -45,7 +45,12 @@ pub(super) fn respond(
     response: Response,
 ) {
     let agent_id = agent_id.map(str::to_owned);
-    subscriber.push(encode(&Envelope { id, agent_id, message: ServerMessage::Response(response) }));
+    subscriber.push(encode(&Envelope {
+        id,
+        agent_id,
+        seq: None,
+        message: ServerMessage::Response(response),
+    }));
 }
 
 impl Host {
