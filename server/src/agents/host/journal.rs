@@ -84,14 +84,17 @@ impl Journal {
     /// `line` (one event of the agent, serialized) tagged with the agent
     /// and its number, and recorded.
     pub fn stamp(&mut self, agent_id: &str, line: &str) -> Wire {
-        let (dir, limits) = (self.dir.clone(), self.limits);
-        let state = self.state();
+        // Borrowed field by field: this runs for every event, and cloning
+        // the path would allocate each time.
+        let Self { dir, limits, open } = self;
+        let (dir, limits) = (dir.as_path(), *limits);
+        let state = open.get_or_insert_with(|| load(dir));
         let seq = state.next_seq;
         state.next_seq += 1;
         if seq >= state.reserved && !state.broken {
             state.reserved = seq + RESERVE;
             let reserved = state.reserved;
-            if let Err(error) = write_next(&dir, reserved, false) {
+            if let Err(error) = write_next(dir, reserved, false) {
                 state.fail(&error);
             }
         }
@@ -101,12 +104,12 @@ impl Journal {
         let event = format!("{{\"agent_id\":{quoted},\"seq\":{seq}{separator}{rest}");
         if !state.broken {
             let record = format!("{seq}\t{event}\n");
-            match state.writer(&dir).and_then(|writer| writer.write_all(record.as_bytes())) {
+            match state.writer(dir).and_then(|writer| writer.write_all(record.as_bytes())) {
                 Ok(()) => {
                     state.count += 1;
                     state.bytes += record.len();
                     if state.count > 2 * limits.events || state.bytes > 2 * limits.bytes {
-                        if let Err(error) = state.compact(&dir, limits) {
+                        if let Err(error) = state.compact(dir, limits) {
                             state.fail(&error);
                         }
                     }
