@@ -347,6 +347,26 @@ pub struct ForkResult {
     pub head_entry_id: String,
 }
 
+/// The data of `recall_steer` (a Shard extension): the newest queued steer
+/// or follow-up, taken back before it landed; `null` when none was queued.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecallSteerResult {
+    pub recalled: Option<RecalledInput>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecalledInput {
+    pub message: String,
+    pub streaming_behavior: StreamingBehavior,
+    /// How many images it carried (they are not sent back).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub images: u32,
+}
+
+fn is_zero(count: &u32) -> bool {
+    *count == 0
+}
+
 /// `session_op: list` result (the shape is pinned in docs/PROTOCOL-NOTES.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionListResult {
@@ -366,6 +386,12 @@ pub struct SessionSummary {
     /// Set on a fork: the session and entry it was split from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
+    /// Its first user message, cleaned, one line, at most 80 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// When its newest entry was written (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

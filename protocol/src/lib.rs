@@ -23,6 +23,8 @@
 //! decoding, so a value of these types is always a valid message.
 
 pub mod agent;
+pub mod approvals;
+pub mod diagnostic;
 pub mod envelope;
 pub mod error;
 pub mod jsonl;
@@ -30,6 +32,7 @@ pub mod message;
 pub mod orchestrator;
 pub mod subagent;
 pub mod types;
+pub mod usage;
 pub mod web;
 pub mod workspace;
 

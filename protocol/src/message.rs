@@ -12,17 +12,20 @@ use crate::agent::{
     SessionOp, SetMode, SetModel, SetReasoningLevel, Status, Steer, Sync, ToolCall, ToolResult,
     TurnEnd, TurnStart, UiRequest, UiResolved, UiResponse,
 };
+use crate::approvals::ApprovalList;
 use crate::envelope::{MessageSet, PayloadError, Scope, payload};
 use crate::error::WireError;
 use crate::orchestrator::{
     AgentActivity, AgentAttach, AgentCreate, AgentExited, AgentKill, AgentSpawned,
     AgentStatusChanged, AgentStatusQuery, AgentTarget, DaemonShutdown, RevokeSession,
+    SessionActivate,
 };
 use crate::subagent::{
     SubagentCreate, SubagentRelaunch, SubagentRunChanged, SubagentStatus, SubagentSteer,
     SubagentStop, SubagentWait,
 };
 use crate::types::Usage;
+use crate::usage::{AgentUsage, UsageAgentQuery, UsageSessionQuery};
 use crate::workspace::{
     WorkspaceAttach, WorkspaceAttached, WorkspaceConflict, WorkspaceCreate, WorkspaceEvent,
     WorkspaceList, WorkspaceRetire, WorkspaceStatus,
@@ -98,6 +101,7 @@ message_set! {
         ListReasoningLevels(Empty) = "list_reasoning_levels", Routed, required;
         SetReasoningLevel(SetReasoningLevel) = "set_reasoning_level", Routed, required;
         SessionOp(SessionOp) = "session_op", Routed, optional;
+        RecallSteer(Empty) = "recall_steer", Routed, optional;
         // §9.5 answers
         PermissionResponse(PermissionResponse) = "permission_response", Routed, optional;
         UiResponse(UiResponse) = "ui_response", Routed, optional;
@@ -135,6 +139,13 @@ message_set! {
         SubagentRelaunch(SubagentRelaunch) = "subagent.relaunch", Registry, required;
         SubagentStatus(SubagentStatus) = "subagent.status", Registry, required;
         SubagentStop(SubagentStop) = "subagent.stop", Registry, required;
+        // Shard extensions (docs/PROTOCOL-NOTES.md): usage rollups, an
+        // agent's approval history, and switching an agent's session.
+        UsageGlobal(Empty) = "usage.global", Registry, required;
+        UsageAgent(UsageAgentQuery) = "usage.agent", Registry, required;
+        UsageSession(UsageSessionQuery) = "usage.session", Registry, required;
+        ApprovalList(ApprovalList) = "approval.list", Registry, required;
+        SessionActivate(SessionActivate) = "session.activate", Registry, required;
     }
 }
 
@@ -178,6 +189,8 @@ message_set! {
         AgentActivity(AgentActivity) = "agent_activity", Registry, optional;
         // §10.3
         SubagentRunChanged(SubagentRunChanged) = "subagent_run_changed", Registry, optional;
+        // Shard extension: an agent's usage rollup changed.
+        AgentUsage(AgentUsage) = "agent_usage", Registry, optional;
     }
 }
 

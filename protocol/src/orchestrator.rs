@@ -88,6 +88,23 @@ pub struct AgentAttach {
     pub after_seq: Option<u64>,
 }
 
+/// `session.activate` (a Shard extension, PROTOCOL.md §9.2 names it for
+/// session-first clients): switch an agent to another session of its own
+/// lineage (its first session or a fork made from it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionActivate {
+    pub agent_id: String,
+    pub session_id: String,
+}
+
+/// The data of `session.activate`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionActivateResult {
+    pub agent_id: String,
+    pub session_id: String,
+    pub previous_session_id: String,
+}
+
 /// The payload of `agent.detach` and `agent.terminate`: just the target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentTarget {

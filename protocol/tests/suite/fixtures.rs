@@ -9,16 +9,18 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use shard_protocol::agent::{
     CompactResult, ForkResult, ListModelsResult, ListModesResult, ListReasoningLevelsResult,
-    ReasoningLevelChange, SessionListResult, SetModeResult, SetModelResult,
+    ReasoningLevelChange, RecallSteerResult, SessionListResult, SetModeResult, SetModelResult,
 };
+use shard_protocol::approvals::ApprovalListResult;
 use shard_protocol::orchestrator::{
     AgentCreateResult, AgentsResult, AttachResult, DisconnectResult, EnrollResult, RevokeResult,
-    SessionsResult, TerminateResult,
+    SessionActivateResult, SessionsResult, TerminateResult,
 };
 use shard_protocol::subagent::{
     SubagentCreateResult, SubagentRelaunchResult, SubagentStatusResult, SubagentSteerResult,
     SubagentStopResult, SubagentWaitResult,
 };
+use shard_protocol::usage::{UsageAgentResult, UsageGlobalResult, UsageSessionResult};
 use shard_protocol::workspace::{
     ConfirmationRequired, WorkspaceLaunchResult, WorkspaceListResult, WorkspaceResult,
 };
@@ -67,7 +69,16 @@ const EXTENSION_CLIENT_TYPES: &[&str] = &[
     "daemon.stats",
     "daemon.revoke_session",
     "daemon.disconnect",
+    "usage.global",
+    "usage.agent",
+    "usage.session",
+    "approval.list",
+    "session.activate",
+    "recall_steer",
 ];
+
+/// Shard's own additions to the server set, pinned in docs/PROTOCOL-NOTES.md.
+const EXTENSION_SERVER_TYPES: &[&str] = &["agent_usage"];
 
 /// Every server → client `type` PROTOCOL.md names (§9.1, §9.3, §9.4, §9.5,
 /// §10.2, §10.3).
@@ -288,6 +299,12 @@ fn every_result_fixture_decodes_and_round_trips() {
             "subagent.relaunch" => round_trip_data::<SubagentRelaunchResult>(name, data),
             "subagent.status" => round_trip_data::<SubagentStatusResult>(name, data),
             "subagent.stop" => round_trip_data::<SubagentStopResult>(name, data),
+            "usage.global" => round_trip_data::<UsageGlobalResult>(name, data),
+            "usage.agent" => round_trip_data::<UsageAgentResult>(name, data),
+            "usage.session" => round_trip_data::<UsageSessionResult>(name, data),
+            "approval.list" => round_trip_data::<ApprovalListResult>(name, data),
+            "session.activate" => round_trip_data::<SessionActivateResult>(name, data),
+            "recall_steer" => round_trip_data::<RecallSteerResult>(name, data),
             other => panic!("result fixture `{other}` has no type to decode into"),
         }
     }
@@ -326,7 +343,8 @@ fn the_code_knows_exactly_the_spec_types() {
         SPEC_CLIENT_TYPES.iter().chain(EXTENSION_CLIENT_TYPES).copied().collect();
     let code: BTreeSet<&str> = ClientMessage::TYPES.iter().copied().collect();
     assert_eq!(code, spec, "ClientMessage and PROTOCOL.md disagree");
-    let spec: BTreeSet<&str> = SPEC_SERVER_TYPES.iter().copied().collect();
+    let spec: BTreeSet<&str> =
+        SPEC_SERVER_TYPES.iter().chain(EXTENSION_SERVER_TYPES).copied().collect();
     let code: BTreeSet<&str> = ServerMessage::TYPES.iter().copied().collect();
     assert_eq!(code, spec, "ServerMessage and PROTOCOL.md disagree");
 }
