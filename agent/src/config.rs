@@ -19,6 +19,14 @@
 //!   { id = "high", label = "High", budget_tokens = 16000 },
 //! ]
 //!
+//! # What a model costs, per million tokens (any model, built-in ones too):
+//! # usage events then carry `cost`, and the daemon's rollups add it up.
+//! [prices.sonnet]
+//! input = 3.0
+//! output = 15.0
+//! cache_read = 0.3                  # both default to the input price
+//! cache_write = 3.75
+//!
 //! [compaction]
 //! threshold = 0.8
 //! keep_recent_tokens = 20000
@@ -132,6 +140,36 @@ impl ModelConfig {
     }
 }
 
+/// A model's price per million tokens of each kind.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+    #[serde(default)]
+    pub cache_read: Option<f64>,
+    #[serde(default)]
+    pub cache_write: Option<f64>,
+}
+
+impl Price {
+    /// What one call's tokens cost.
+    pub fn cost(&self, usage: &shard_protocol::types::Usage) -> f64 {
+        let per_token = |price: f64, tokens: u64| price * tokens as f64 / 1_000_000.0;
+        per_token(self.input, usage.input)
+            + per_token(self.output, usage.output)
+            + per_token(self.cache_read.unwrap_or(self.input), usage.cache_read.unwrap_or(0))
+            + per_token(self.cache_write.unwrap_or(self.input), usage.cache_write.unwrap_or(0))
+    }
+
+    fn valid(&self) -> bool {
+        [Some(self.input), Some(self.output), self.cache_read, self.cache_write]
+            .into_iter()
+            .flatten()
+            .all(|price| price.is_finite() && price >= 0.0)
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub struct CompactionConfig {
@@ -183,6 +221,9 @@ struct ConfigFile {
     compaction: CompactionConfig,
     #[serde(default)]
     tools: ToolsConfig,
+    /// Prices by model id.
+    #[serde(default)]
+    prices: std::collections::HashMap<String, Price>,
 }
 
 /// Which environment variables tool processes (`bash` and what it runs)
@@ -222,6 +263,7 @@ pub struct Config {
     pub default_model: String,
     pub compaction: CompactionConfig,
     pub hidden_env: std::sync::Arc<HiddenEnv>,
+    pub prices: std::collections::HashMap<String, Price>,
 }
 
 impl Config {
@@ -261,8 +303,16 @@ impl Config {
         {
             anyhow::bail!("tools.hide_env: {empty:?} would hide every variable");
         }
+        for (id, price) in &file.prices {
+            if !models.iter().any(|model| model.id == *id) {
+                anyhow::bail!("prices.{id}: there is no model `{id}` in the catalog");
+            }
+            if !price.valid() {
+                anyhow::bail!("prices.{id}: every price must be a finite number, 0 or more");
+            }
+        }
         let hidden_env = hidden_env(&models, &file.tools.hide_env);
-        Ok(Self { models, default_model, compaction, hidden_env })
+        Ok(Self { models, default_model, compaction, hidden_env, prices: file.prices })
     }
 
     pub fn builtin() -> Self {
@@ -273,7 +323,13 @@ impl Config {
             default_model: "demo".to_owned(),
             compaction: CompactionConfig::default(),
             hidden_env,
+            prices: Default::default(),
         }
+    }
+
+    /// The price of model `id`, if `config.toml` gives one.
+    pub fn price(&self, id: &str) -> Option<Price> {
+        self.prices.get(id).copied()
     }
 
     pub fn model(&self, id: &str) -> Option<&ModelConfig> {

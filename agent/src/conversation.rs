@@ -369,6 +369,8 @@ impl Conversation {
             entries: 0,
             head_entry_id: None,
             forked_from: None,
+            title: None,
+            updated_at: None,
         })
     }
 }
@@ -467,6 +469,8 @@ fn summary_of(entries: &[Entry]) -> Option<SessionSummary> {
         entries: entries.len() as u64,
         head_entry_id: entries.last().map(|entry| entry.id.clone()),
         forked_from,
+        title: None,
+        updated_at: None,
     })
 }
 

@@ -28,6 +28,27 @@ pub fn check(home: &Path, session_id: &str) -> Result<(), SessionError> {
     read_log(&dir.join("session.jsonl")).map(|_| ())
 }
 
+/// Whether `a` and `b` belong to one lineage: the same first session, of
+/// which the other is a fork (at any depth), or a fork of the same one.
+/// This is what an agent may switch between (`session.activate`).
+pub fn same_lineage(home: &Path, a: &str, b: &str) -> Result<bool, SessionError> {
+    Ok(lineage_root(&find_session(home, a)?) == lineage_root(&find_session(home, b)?))
+}
+
+/// The directory of the first session of `dir`'s lineage: a fork lives in
+/// `<its source's directory>/forks/<id>`.
+fn lineage_root(dir: &Path) -> &Path {
+    let mut dir = dir;
+    while let Some(source) = dir
+        .parent()
+        .filter(|parent| parent.file_name().is_some_and(|name| name == "forks"))
+        .and_then(Path::parent)
+    {
+        dir = source;
+    }
+    dir
+}
+
 /// A running agent's log, read as it grows. It holds only what a live
 /// window can still show (from the latest compaction on) and the settings
 /// the entries before it recorded, so a long session costs the daemon its

@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Shared, UserInput};
+use crate::config::Price;
 use crate::conversation::summary_heading;
 use crate::permission::{self, Outcome, Verdict};
 use crate::provider::{self, ProviderEvent, ProviderRequest};
@@ -341,6 +342,7 @@ async fn call_model(shared: &Arc<Shared>, cancel: &CancellationToken) -> ModelRe
     // The model is read here, at the call boundary: a set_model during the
     // previous stream takes effect now, never mid-stream (§9.2).
     let (model, reasoning_level) = shared.active_model();
+    let (model_id, price) = (model.id.clone(), shared.config.price(&model.id));
     let window = {
         let conversation = shared.conversation.lock().await;
         conversation.window().into_iter().cloned().collect()
@@ -363,7 +365,9 @@ async fn call_model(shared: &Arc<Shared>, cancel: &CancellationToken) -> ModelRe
     loop {
         tokio::select! {
             event = events.recv() => match event {
-                Some(ProviderEvent::Usage(reported)) => usage = Some(reported),
+                Some(ProviderEvent::Usage(reported)) => {
+                    usage = Some(priced(reported, &model_id, price));
+                }
                 Some(event) => {
                     if let Some(delta) = assembler.apply(event) {
                         shared.emit(ServerMessage::MessageDelta(delta)).await;
@@ -395,6 +399,18 @@ async fn call_model(shared: &Arc<Shared>, cancel: &CancellationToken) -> ModelRe
         usage,
         ending: failed.map(|_| Ending::Failed),
     }
+}
+
+/// A call's usage with its model and, when `config.toml` prices that model
+/// and the provider reported no cost of its own, its cost.
+fn priced(mut usage: Usage, model_id: &str, price: Option<Price>) -> Usage {
+    if usage.cost.is_none() {
+        usage.cost = price.map(|price| price.cost(&usage));
+    }
+    if usage.model.is_none() {
+        usage.model = Some(model_id.to_owned());
+    }
+    usage
 }
 
 /// Runs the calls in order. Returns whether the turn was aborted; every call
