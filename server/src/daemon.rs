@@ -18,6 +18,7 @@ use crate::agents::host::Context as HostContext;
 use crate::agents::host::JournalLimits;
 use crate::agents::host::process::ProcessSpawner;
 use crate::agents::registry::Registry;
+use crate::agents::usage::UsageBook;
 use crate::clients::Limits;
 use crate::clients::connection::Daemon;
 use crate::clients::hub::Hub;
@@ -278,6 +279,7 @@ pub async fn run(
         idle_timeout: Duration::from_secs(args.idle_runtime_timeout),
         headless_timeout: Duration::from_secs(args.headless_timeout),
         journal: JournalLimits { events: args.journal_events, bytes: args.journal_bytes },
+        usage: Arc::new(UsageBook::new(&home.path)),
     });
     let registry = Arc::new(Registry::load(context));
     let jobs = Jobs::load(registry.clone(), Duration::from_secs(args.subagent_run_timeout));

@@ -81,18 +81,34 @@ pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
 /// Writes `bytes` to `path` atomically (a 0600 temporary file in the same
 /// folder, synced, then renamed over it).
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_replacing(path, bytes, true)
+}
+
+/// Replaces `path` with `bytes` atomically, as [`write_private`] does, but
+/// without waiting for the disk: a reader, or a daemon killed at any
+/// instant, sees the old content or the new, never a mix; only a power cut
+/// may lose the newest write. For records rewritten often (usage ledgers).
+pub fn replace_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_replacing(path, bytes, false)
+}
+
+fn write_replacing(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
     let temporary = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let mut file =
         OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&temporary)?;
     file.write_all(bytes)?;
-    file.sync_all()?;
+    if sync {
+        file.sync_all()?;
+    }
     drop(file);
     std::fs::rename(&temporary, path)?;
     // The rename is durable once the folder is synced.
-    if let Ok(folder) = File::open(dir) {
-        let _ = folder.sync_all();
+    if sync {
+        if let Ok(folder) = File::open(dir) {
+            let _ = folder.sync_all();
+        }
     }
     Ok(())
 }

@@ -8,11 +8,13 @@
 //! events to [`Subscriber`]s and registry events to a [`Broadcast`]; the
 //! `clients` folder implements both with its bounded outboxes.
 
+pub mod approvals;
 pub mod delegation;
 pub mod host;
 pub mod hosts;
 pub mod manifest;
 pub mod registry;
+pub mod usage;
 
 /// One serialized message as it goes to clients: JSON text, shared by
 /// every connection it goes to (a clone is a reference count) and UTF-8 by

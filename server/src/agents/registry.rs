@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use shard_agent::config::Config;
 use shard_agent::session_view::{self, SessionError};
-use shard_protocol::orchestrator::{AgentCreate, AgentSpawned, LaunchPolicy};
+use shard_protocol::orchestrator::{
+    AgentCreate, AgentSpawned, LaunchPolicy, SessionActivate, SessionActivateResult,
+};
 use shard_protocol::types::AgentInfo;
 use shard_protocol::{Envelope, ErrorCode, ServerMessage, WireError};
 use tokio::sync::oneshot;
@@ -44,6 +46,7 @@ impl Registry {
         let now = tokio::time::Instant::now();
         let mut manifests = HashMap::new();
         for manifest in Manifest::load_all(&context.home) {
+            context.usage.load(&manifest.agent_id);
             manifests.insert(manifest.agent_id.clone(), manifest.clone());
             hosts.insert(Box::new(Host::dormant(context.clone(), manifest, now)));
         }
@@ -313,6 +316,74 @@ impl Registry {
             return Err(invalid(format!("session `{session_id}` is already adopted")));
         }
         Ok(session_id.to_owned())
+    }
+
+    /// `session.activate`: switches an agent to another session of its
+    /// lineage (its first session or a fork made from it) that no other
+    /// agent runs. Under the creation lock, so an adoption cannot take the
+    /// same session at the same time.
+    pub async fn activate(
+        &self,
+        request: SessionActivate,
+    ) -> Result<SessionActivateResult, WireError> {
+        let SessionActivate { agent_id, session_id } = request;
+        let _one_at_a_time = self.creating.lock().await;
+        let Some(manifest) = self.manifest(&agent_id) else {
+            return Err(WireError::new(ErrorCode::NotFound, format!("no agent `{agent_id}`")));
+        };
+        let current = manifest.session_id;
+        let unchanged = SessionActivateResult {
+            agent_id: agent_id.clone(),
+            session_id: session_id.clone(),
+            previous_session_id: current.clone(),
+        };
+        if current == session_id {
+            return Ok(unchanged);
+        }
+        let home = &self.context.home;
+        let session_error = |error: SessionError| match error {
+            SessionError::NotFound(_) => {
+                WireError::new(ErrorCode::NotFound, format!("no session `{session_id}`"))
+            }
+            SessionError::Corrupt { why, .. } => WireError::new(
+                ErrorCode::SessionCorrupt,
+                format!("session `{session_id}` cannot be restored: {why}"),
+            ),
+            other => WireError::new(ErrorCode::SessionCorrupt, other.to_string()),
+        };
+        session_view::check(home, &session_id).map_err(session_error)?;
+        if !session_view::same_lineage(home, &current, &session_id).map_err(session_error)? {
+            return Err(WireError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "`{session_id}` is not one of {agent_id}'s sessions (its first session and the forks made from it)"
+                ),
+            ));
+        }
+        let holder = self
+            .manifests()
+            .values()
+            .find(|other| other.session_id == session_id)
+            .map(|other| other.agent_id.clone());
+        if let Some(holder) = holder {
+            return Err(WireError::new(
+                ErrorCode::Conflict,
+                format!("session `{session_id}` is run by agent {holder}"),
+            )
+            .with_data(serde_json::json!({"agent_id": holder})));
+        }
+        let (reply, answer) = oneshot::channel();
+        let command = HostCommand::Activate { session_id: session_id.clone(), reply };
+        self.send_waiting(&agent_id, command)
+            .await
+            .map_err(|_| WireError::new(ErrorCode::NotFound, format!("no agent `{agent_id}`")))?;
+        let previous = answer
+            .await
+            .map_err(|_| WireError::new(ErrorCode::InternalError, "the agent's host stopped"))??;
+        if let Some(manifest) = self.manifests().get_mut(&agent_id) {
+            manifest.session_id.clone_from(&session_id);
+        }
+        Ok(SessionActivateResult { agent_id, session_id, previous_session_id: previous })
     }
 
     /// Stops every process: gracefully (active turns finish) or now.

@@ -15,18 +15,21 @@ use std::sync::Arc;
 
 use crate::agents::Wire;
 use shard_protocol::agent::{ErrorEvent, Hello};
+use shard_protocol::approvals::{Answerer, ApprovalListResult};
 use shard_protocol::envelope::{MessageSet, Scope};
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{
     AgentCreateResult, AgentsResult, AttachRole, BrowserSession, DisconnectResult, EnrollResult,
     RevokeResult, RevokeSession, SessionsResult, StatsResult,
 };
+use shard_protocol::usage::UsageSessionResult;
 use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
 use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::outbox::Outbox;
 use crate::agents::Sub;
+use crate::agents::approvals::KEPT as APPROVALS_KEPT;
 use crate::agents::host::HostCommand;
 use crate::agents::hosts::Refused;
 use crate::agents::registry::Registry;
@@ -91,11 +94,23 @@ impl Transport {
     }
 }
 
+/// Who is at the other end, as far as the daemon knows: recorded with the
+/// answers this connection gives (`approval.list`).
+#[derive(Debug, Clone, Default)]
+pub struct Peer {
+    /// The enrolled browser (WebSocket only).
+    pub principal_id: Option<String>,
+    /// The client's address (WebSocket only): the TCP peer, or behind the
+    /// trusted proxy the address it forwarded.
+    pub address: Option<String>,
+}
+
 pub struct Connection {
     outbox: Arc<Outbox>,
     daemon: Arc<dyn Daemon>,
     attached: HashMap<String, AttachRole>,
     transport: Transport,
+    peer: Peer,
     background: Arc<Semaphore>,
     /// Cancelled when the connection ends: a `subagent.wait` stops waiting;
     /// the work it watches goes on.
@@ -110,12 +125,18 @@ fn encode(envelope: Envelope<ServerMessage>) -> Wire {
 type Answer = Result<Option<serde_json::Value>, WireError>;
 
 impl Connection {
-    pub fn new(outbox: Arc<Outbox>, daemon: Arc<dyn Daemon>, transport: Transport) -> Self {
+    pub fn new(
+        outbox: Arc<Outbox>,
+        daemon: Arc<dyn Daemon>,
+        transport: Transport,
+        peer: Peer,
+    ) -> Self {
         Self {
             outbox,
             daemon,
             attached: HashMap::new(),
             transport,
+            peer,
             background: Arc::new(Semaphore::new(BACKGROUND_COMMANDS)),
             closing: CancellationToken::new(),
         }
@@ -332,6 +353,70 @@ impl Connection {
                     ok(workspaces.status(request).await?)
                 });
             }
+            ClientMessage::UsageGlobal(_) => ok(registry.context.usage.global()),
+            ClientMessage::UsageAgent(query) => match registry.contains(&query.agent_id) {
+                true => ok(registry.context.usage.agent(&query.agent_id)),
+                false => Err(not_found(&query.agent_id)),
+            },
+            ClientMessage::UsageSession(query) => {
+                let home = registry.context.home.clone();
+                let usage = registry.context.usage.clone();
+                return self.in_background(id, command, async move {
+                    let session_id = query.session_id;
+                    if let Some(found) = usage.session(&session_id) {
+                        return ok(found);
+                    }
+                    // A session that never spent anything adds up to nothing.
+                    let known = tokio::task::spawn_blocking({
+                        let session_id = session_id.clone();
+                        move || shard_agent::session_view::check(&home, &session_id).is_ok()
+                    })
+                    .await
+                    .unwrap_or(false);
+                    if !known {
+                        let message = format!("no session `{session_id}`");
+                        return Err(WireError::new(ErrorCode::NotFound, message));
+                    }
+                    ok(UsageSessionResult {
+                        session_id,
+                        agent_ids: Vec::new(),
+                        total: Default::default(),
+                        turns: Vec::new(),
+                    })
+                });
+            }
+            ClientMessage::ApprovalList(query) => {
+                if !registry.contains(&query.agent_id) {
+                    return reject(
+                        &self.outbox,
+                        id,
+                        Some(command),
+                        None,
+                        not_found(&query.agent_id),
+                    );
+                }
+                let home = registry.context.home.clone();
+                let limit = query.limit.map_or(APPROVALS_KEPT, |limit| limit as usize);
+                let limit = limit.clamp(1, APPROVALS_KEPT);
+                return self.in_background(id, command, async move {
+                    let agent_id = query.agent_id;
+                    let approvals = tokio::task::spawn_blocking({
+                        let agent_id = agent_id.clone();
+                        move || crate::agents::approvals::list(&home, &agent_id, limit)
+                    })
+                    .await
+                    .map_err(|_| {
+                        WireError::new(ErrorCode::InternalError, "cannot read the history")
+                    })?;
+                    ok(ApprovalListResult { agent_id, approvals })
+                });
+            }
+            ClientMessage::SessionActivate(request) => {
+                let daemon = self.daemon.clone();
+                return self.in_background(id, command, async move {
+                    ok(daemon.registry().activate(request).await?)
+                });
+            }
             ClientMessage::DaemonShutdown(_) => Err(WireError::new(
                 ErrorCode::PermissionDenied,
                 "the daemon is stopped locally: use the unix socket or a signal",
@@ -457,8 +542,12 @@ impl Connection {
         }
         let subscriber = self.subscriber();
         let queued = if answer {
-            let source = self.transport.source().to_owned();
-            HostCommand::Answer { subscriber, id: id.clone(), message, source }
+            let answerer = Answerer {
+                source: self.transport.source().to_owned(),
+                principal_id: self.peer.principal_id.clone(),
+                address: self.peer.address.clone(),
+            };
+            HostCommand::Answer { subscriber, id: id.clone(), message, answerer }
         } else {
             HostCommand::Forward { subscriber, id: id.clone(), message }
         };

@@ -65,6 +65,8 @@ pub struct Setup {
     pub transport: Transport,
     /// The browser session behind a WebSocket (for logout and revocation).
     pub session: Option<String>,
+    /// Who is connecting, for the record of the answers it gives.
+    pub peer: connection::Peer,
     pub limits: Limits,
     /// WebSocket pings: how often, and the client is dropped after 2.5
     /// silent intervals.
@@ -73,10 +75,10 @@ pub struct Setup {
 
 /// Serves one connection until it ends, whatever ends it.
 pub async fn serve(mut source: impl FrameSource, sink: impl FrameSink + 'static, setup: Setup) {
-    let Setup { daemon, hub, transport, session, limits, ping_interval } = setup;
+    let Setup { daemon, hub, transport, session, peer, limits, ping_interval } = setup;
     let (outbox, queue) = outbox(hub.next_id(), limits.outbox_bytes);
     hub.register(outbox.clone(), session);
-    let mut connection = Connection::new(outbox.clone(), daemon, transport);
+    let mut connection = Connection::new(outbox.clone(), daemon, transport, peer);
     connection.hello();
     let liveness = ping_interval.map(Liveness::new);
     let writer = tokio::spawn(writer::run(

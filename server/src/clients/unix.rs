@@ -100,6 +100,7 @@ pub async fn serve(
             hub: hub.clone(),
             transport: Transport::Unix,
             session: None,
+            peer: Default::default(),
             limits,
             ping_interval: None,
         };

@@ -27,7 +27,7 @@ use super::auth::Session;
 
 use super::{AppState, Effective, Web};
 use crate::clients::Setup;
-use crate::clients::connection::Transport;
+use crate::clients::connection::{Peer, Transport};
 use crate::clients::websocket::Socket;
 
 /// The largest message accepted from a client: a prompt with a few images.
@@ -112,7 +112,7 @@ pub async fn upgrade(
         let socket =
             WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config))
                 .await;
-        serve(socket, web, session).await;
+        serve(socket, web, session, peer).await;
         drop((permit, slot));
     });
     let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
@@ -155,11 +155,12 @@ fn handshake(method: &Method, headers: &HeaderMap) -> Result<String, (StatusCode
     Ok(derive_accept_key(key.as_bytes()))
 }
 
-async fn serve(socket: Socket, web: Arc<Web>, session: Session) {
+async fn serve(socket: Socket, web: Arc<Web>, session: Session, address: String) {
     let setup = Setup {
         daemon: web.daemon.clone(),
         hub: web.hub.clone(),
         transport: Transport::WebSocket,
+        peer: Peer { principal_id: Some(session.principal_id), address: Some(address) },
         session: Some(session.session_id),
         limits: web.limits,
         ping_interval: Some(web.ping_interval),

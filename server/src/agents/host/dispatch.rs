@@ -38,8 +38,8 @@ impl Host {
             HostCommand::Forward { subscriber, id, message } => {
                 self.route(subscriber, id, message, now)
             }
-            HostCommand::Answer { subscriber, id, message, source } => {
-                self.answer(&subscriber, id, message, source)
+            HostCommand::Answer { subscriber, id, message, answerer } => {
+                self.answer(&subscriber, id, message, answerer)
             }
             HostCommand::Disconnected { subscriber } => self.detach(subscriber, now),
             HostCommand::Start { reply } => {
@@ -70,6 +70,9 @@ impl Host {
             HostCommand::Run { task, events, reply } => self.take_run(task, events, reply, now),
             HostCommand::SteerRun { message, reply } => self.steer_run(message, reply),
             HostCommand::StopRun => self.stop_run(now),
+            HostCommand::Activate { session_id, reply } => {
+                let _ = reply.send(self.activate(session_id, now));
+            }
             HostCommand::Shutdown { force, reply } => {
                 self.fail_waiting_with(WireError::new(
                     ErrorCode::RuntimeStartFailed,
@@ -152,6 +155,44 @@ impl Host {
         }
         self.attached.insert(subscriber.id(), (subscriber, role));
         self.responders_changed(now);
+    }
+
+    /// Switches the agent to another session. Only between turns: with a
+    /// turn, a question, a run or a command in hand, CONFLICT. A running
+    /// process is stopped (it holds the old session's log); the next one
+    /// runs the new session, at once if someone is watching, and every
+    /// attachment then gets its `sync`. Every cursor resets: the events
+    /// before tell of the other conversation.
+    fn activate(&mut self, session_id: String, now: Instant) -> Result<String, WireError> {
+        let busy = self.status.is_active()
+            || !self.pending.is_empty()
+            || self.run.is_some()
+            || self.next_run.is_some()
+            || !self.waiting.is_empty()
+            || !self.inflight.is_empty()
+            || self.generation.as_ref().is_some_and(|generation| generation.stopping);
+        if busy {
+            return Err(WireError::new(
+                ErrorCode::Conflict,
+                "the agent has work in hand (a turn, a question, a run or a command); switch sessions when it is idle",
+            ));
+        }
+        let mut manifest = self.manifest.clone();
+        let previous = std::mem::replace(&mut manifest.session_id, session_id);
+        if let Err(error) = manifest.save(&self.context.home) {
+            tracing::error!(agent = %self.id(), error = %format!("{error:#}"), "cannot write the manifest");
+            return Err(WireError::new(ErrorCode::InternalError, "cannot record the new session"));
+        }
+        self.manifest = manifest;
+        self.journal.start_over();
+        self.session = None;
+        self.resync_when_ready = true;
+        if self.generation.is_some() {
+            self.stop_process();
+        } else if !self.attached.is_empty() {
+            self.ensure_process(now);
+        }
+        Ok(previous)
     }
 
     fn detach(&mut self, subscriber: SubscriberId, now: Instant) {
@@ -305,8 +346,10 @@ impl Host {
                 self.last_active = now;
                 self.set_runtime_state(RuntimeState::Running);
                 self.emit_activity();
-                // §9.1: a replacement generation re-syncs existing attachments.
-                if self.generations > 1 {
+                // §9.1: a replacement generation re-syncs existing
+                // attachments, and so does a switched session.
+                let switched = std::mem::take(&mut self.resync_when_ready);
+                if self.generations > 1 || switched {
                     let sync = self.sync_bytes(false);
                     self.fan_out(sync);
                 }

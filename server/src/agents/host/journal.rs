@@ -187,6 +187,29 @@ impl Journal {
         state.reserved = state.next_seq;
     }
 
+    /// Every cursor given out so far gets a fresh `sync` from now on: the
+    /// agent switched sessions, and the events before tell of another
+    /// conversation. The file is emptied and one number is skipped, so even
+    /// a client that had every event finds its cursor outside the journal.
+    pub fn start_over(&mut self) {
+        let dir = self.dir.clone();
+        let state = self.state();
+        state.writer = None;
+        if let Err(error) = crate::home::write_private(&dir.join(LOG), b"") {
+            state.fail(&error);
+        }
+        state.next_seq += 1;
+        state.first_seq = state.next_seq;
+        state.count = 0;
+        state.bytes = 0;
+        // A clean point: nothing is in flight, and the next write reserves
+        // again before it numbers anything.
+        state.reserved = state.next_seq;
+        if let Err(error) = write_next(&dir, state.next_seq, true) {
+            state.fail(&error);
+        }
+    }
+
     fn state(&mut self) -> &mut Open {
         let dir = &self.dir;
         self.open.get_or_insert_with(|| load(dir))
@@ -287,12 +310,21 @@ fn load(dir: &std::path::Path) -> Open {
             bytes += line.len() + 1;
         }
     }
-    let clean = next.as_ref().is_some_and(|next| next.clean && next.next_seq == last_seq + 1)
-        || (next.is_none() && count == 0);
+    // An empty file after a clean stop (the journal started over) goes on
+    // from the recorded number.
+    let clean = match &next {
+        Some(next) if next.clean => count == 0 || next.next_seq == last_seq + 1,
+        Some(_) => false,
+        None => count == 0,
+    };
+    let next_seq = match &next {
+        Some(next) if clean && count == 0 => next.next_seq.max(1),
+        _ => last_seq + 1,
+    };
     let mut open = Open {
-        next_seq: last_seq + 1,
+        next_seq,
         reserved: 0,
-        first_seq: first_seq.unwrap_or(last_seq + 1),
+        first_seq: first_seq.unwrap_or(next_seq),
         count,
         bytes,
         writer: None,
@@ -370,5 +402,33 @@ mod tests {
         assert!(journal.since(85, 100).is_none(), "more than the budget: a sync instead");
         let text = std::fs::read_to_string(dir.path().join(LOG)).expect("log");
         assert!(text.lines().count() <= 20, "bounded on disk");
+    }
+
+    #[test]
+    fn starting_over_resets_every_older_cursor_and_survives_a_clean_close() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut first = journal(dir.path(), 100);
+        for _ in 0..3 {
+            first.stamp("a1", r#"{"type":"status","status":"idle"}"#);
+        }
+        first.start_over();
+        assert!(first.since(3, usize::MAX).is_none(), "even a caught-up cursor resets");
+        assert!(first.since(1, usize::MAX).is_none());
+        let synced = first.last_seq();
+        assert_eq!(first.since(synced, usize::MAX).map(|events| events.len()), Some(0));
+        let next = seq_of(&first.stamp("a1", "{}"));
+        assert_eq!(next, synced + 1);
+        first.close();
+        let mut second = journal(dir.path(), 100);
+        assert_eq!(second.last_seq(), next);
+        assert_eq!(second.since(synced, usize::MAX).map(|events| events.len()), Some(1));
+        assert!(second.since(3, usize::MAX).is_none());
+        // Started over and closed with nothing new: the number goes on.
+        second.start_over();
+        let gap = second.last_seq();
+        second.close();
+        let mut third = journal(dir.path(), 100);
+        assert_eq!(third.last_seq(), gap);
+        assert_eq!(third.since(gap, usize::MAX).map(|events| events.len()), Some(0));
     }
 }

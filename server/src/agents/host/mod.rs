@@ -35,16 +35,19 @@ use shard_agent::session_view::SessionView;
 use shard_protocol::ClientMessage;
 use shard_protocol::WireError;
 use shard_protocol::agent::PendingKind;
+use shard_protocol::approvals::Answerer;
 use shard_protocol::orchestrator::{ActivityPhase, AttachRole, TerminateResult};
-use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState, Usage};
+use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 pub use self::journal::JournalLimits;
 use self::process::{ChildEvent, Generation, Spawner};
+use super::approvals::ApprovalLog;
 use super::delegation::Delegation;
 use super::hosts::Hosts;
 use super::manifest::Manifest;
+use super::usage::UsageBook;
 use super::{Broadcast, Sub, SubscriberId};
 
 /// Commands queued for a host. A connection that finds it full gets an
@@ -70,6 +73,8 @@ pub struct Context {
     pub headless_timeout: Duration,
     /// How much of each agent's event history is kept for resumes.
     pub journal: JournalLimits,
+    /// Every agent's usage rollups.
+    pub usage: Arc<UsageBook>,
 }
 
 pub enum HostCommand {
@@ -90,12 +95,12 @@ pub enum HostCommand {
         id: Option<String>,
         message: ClientMessage,
     },
-    /// A `permission_response` or `ui_response`; `source` names the answerer.
+    /// A `permission_response` or `ui_response`, and who sent it.
     Answer {
         subscriber: Sub,
         id: Option<String>,
         message: ClientMessage,
-        source: String,
+        answerer: Answerer,
     },
     Disconnected {
         subscriber: SubscriberId,
@@ -128,6 +133,13 @@ pub enum HostCommand {
     },
     /// Stop the run: abort its turn, then SIGTERM, then SIGKILL.
     StopRun,
+    /// `session.activate`: run `session_id` from now on (the registry has
+    /// checked it). Replies with the session it replaces, or CONFLICT while
+    /// the agent has work in hand.
+    Activate {
+        session_id: String,
+        reply: oneshot::Sender<Result<String, WireError>>,
+    },
     /// Daemon shutdown: stop when inactive (graceful) or now (force).
     Shutdown {
         force: bool,
@@ -158,7 +170,7 @@ struct Pending {
     /// Set when every responder left: answer headless at this instant.
     headless_at: Option<Instant>,
     /// Who answered, once the daemon forwarded an answer.
-    source: Option<String>,
+    source: Option<Answerer>,
 }
 
 /// A command forwarded to the agent, waiting for its response.
@@ -213,7 +225,8 @@ pub struct Host {
     mode: Option<String>,
     model: Option<String>,
     capabilities: Option<Vec<String>>,
-    usage: Usage,
+    /// The context size the agent last reported.
+    context_tokens: Option<u64>,
     session: Option<SessionView>,
     pending: Vec<Pending>,
     attached: HashMap<SubscriberId, (Sub, AttachRole)>,
@@ -234,6 +247,11 @@ pub struct Host {
     next_run: Option<run::Supervised>,
     /// Every per-agent event, numbered and kept for resumes.
     journal: journal::Journal,
+    /// Every question asked and who answered it.
+    approvals: ApprovalLog,
+    /// `session.activate` switched the session: once a process runs it,
+    /// every attachment gets the new session's `sync`.
+    resync_when_ready: bool,
 }
 
 impl Host {
@@ -258,6 +276,7 @@ impl Host {
             super::manifest::agent_dir(&context.home, &manifest.agent_id),
             context.journal,
         );
+        let approvals = ApprovalLog::new(&context.home, &manifest.agent_id);
         Self {
             context,
             manifest,
@@ -269,7 +288,7 @@ impl Host {
             mode: None,
             model: None,
             capabilities: None,
-            usage: Usage::default(),
+            context_tokens: None,
             session: None,
             pending: Vec::new(),
             attached: HashMap::new(),
@@ -285,6 +304,8 @@ impl Host {
             run: None,
             next_run: None,
             journal,
+            approvals,
+            resync_when_ready: false,
         }
     }
 

@@ -256,6 +256,8 @@ impl Host {
             ));
         }
         self.questions_orphaned();
+        let interrupted = shard_protocol::usage::TurnState::Interrupted;
+        self.context.usage.turn_ended(self.id(), None, interrupted, crate::agents::now_ms());
         if self.run.is_some() {
             self.end_run(Some(format!("the agent's process ended: {description}")));
         }
@@ -296,8 +298,10 @@ impl Host {
             }
             return;
         }
-        // Work that arrived while it was stopping starts the next generation.
-        if !self.waiting.is_empty() || self.run.is_some() {
+        // Work that arrived while it was stopping starts the next
+        // generation, and so does a switched session someone is watching.
+        let resync = self.resync_when_ready && !self.attached.is_empty();
+        if !self.waiting.is_empty() || self.run.is_some() || resync {
             self.ensure_process(now);
         }
     }

@@ -6,11 +6,12 @@ use shard_protocol::agent::{DeltaKind, PendingRequest, Sync};
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{ActivityPhase, AgentActivity, AgentStatusChanged};
 use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
+use shard_protocol::usage::{AgentUsage, TurnState};
 use shard_protocol::{Envelope, ServerMessage};
 
 use super::Host;
 use crate::agents::manifest::Manifest;
-use crate::agents::{Sub, Wire};
+use crate::agents::{Sub, Wire, now_ms};
 
 /// The agent as listed before any process ran.
 pub(super) fn initial_info(manifest: &Manifest) -> AgentInfo {
@@ -111,7 +112,11 @@ impl Host {
         info.provider = info.model.as_deref().map(|model| {
             if model.starts_with("demo") { "builtin" } else { "configured" }.to_owned()
         });
-        info.usage = (self.usage.input + self.usage.output > 0).then(|| self.usage.clone());
+        info.usage = self.context.usage.total(self.id()).map(|total| {
+            let mut usage = total.as_usage();
+            usage.context_tokens = self.context_tokens;
+            usage
+        });
         info
     }
 
@@ -212,15 +217,24 @@ impl Host {
                 }
                 self.publish_info();
             }
+            ServerMessage::TurnStart(start) => {
+                let session = &self.manifest.session_id;
+                self.context.usage.turn_started(self.id(), session, &start.turn_id, now_ms());
+            }
             ServerMessage::Usage(usage) => {
-                self.usage.input += usage.input;
-                self.usage.output += usage.output;
-                if let Some(cost) = usage.cost {
-                    self.usage.cost = Some(self.usage.cost.unwrap_or(0.0) + cost);
+                self.context_tokens = usage.context_tokens.or(self.context_tokens);
+                let session = &self.manifest.session_id;
+                if let Some(total) = self.context.usage.call(self.id(), session, usage, now_ms()) {
+                    self.publish_info();
+                    let event = AgentUsage { agent_id: self.id().to_owned(), usage: total };
+                    self.context
+                        .broadcast
+                        .broadcast(&encode(&Envelope::new(ServerMessage::AgentUsage(event))));
                 }
-                self.usage.context_tokens = usage.context_tokens.or(self.usage.context_tokens);
-                self.usage.model.clone_from(&usage.model);
-                self.publish_info();
+            }
+            ServerMessage::TurnEnd(end) => {
+                let ended = TurnState::Ended;
+                self.context.usage.turn_ended(self.id(), Some(&end.turn_id), ended, now_ms());
             }
             ServerMessage::MessageDelta(delta) => self.observe_delta(delta.kind),
             ServerMessage::ToolCall(call) => {

@@ -13,6 +13,7 @@ use shard_protocol::agent::{
     Decision, PendingKind, PermissionAnswer, PermissionResolved, PermissionResponse, UiResolved,
     UiResponse,
 };
+use shard_protocol::approvals::{Answerer, ApprovalKind, ApprovalRecord};
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::HeadlessPolicy;
 use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
@@ -20,13 +21,15 @@ use tokio::time::Instant;
 
 use super::projection::respond;
 use super::{Host, Inflight, Pending};
-use crate::agents::{Sub, Wire};
+use crate::agents::approvals::bounded_prompt;
+use crate::agents::{Sub, Wire, now_ms};
 
 impl Host {
     /// A question from the agent: announce it, and answer it headless at
     /// once if nobody anywhere can.
     pub(super) fn raise(&mut self, request: PendingKind, line: &str) {
         let request_id = request.request_id().to_owned();
+        self.approvals.asked(asked_record(&request));
         let announcement = self.stamp(line);
         self.pending.push(Pending {
             request,
@@ -79,14 +82,28 @@ impl Host {
     pub(super) fn resolved(&mut self, message: ServerMessage, line: &str) {
         let bytes = match message {
             ServerMessage::PermissionResolved(mut resolved) => {
-                let source = self.settle(&resolved.request_id);
-                if resolved.source.is_none() {
-                    resolved.source = source;
-                }
+                let answerer = self.settle(&resolved.request_id);
+                // Who answered as the daemon knows it; else as the agent
+                // says (an abort, a rule).
+                let answerer = answerer.unwrap_or_else(|| Answerer {
+                    source: resolved.source.clone().unwrap_or_else(|| "agent".to_owned()),
+                    ..Answerer::default()
+                });
+                resolved.source.get_or_insert_with(|| answerer.source.clone());
+                let outcome = match &resolved.answer {
+                    PermissionAnswer::Decision(decision) => decision_name(*decision).to_owned(),
+                    PermissionAnswer::Choice(choice) => choice.clone(),
+                };
+                self.approvals.resolved(&resolved.request_id, now_ms(), outcome, answerer);
                 self.stamp(&Envelope::new(ServerMessage::PermissionResolved(resolved)).to_json())
             }
             ServerMessage::UiResolved(resolved) => {
-                self.settle(&resolved.request_id);
+                let answerer = self.settle(&resolved.request_id).unwrap_or_else(|| Answerer {
+                    source: "agent".to_owned(),
+                    ..Answerer::default()
+                });
+                let outcome = if resolved.value.is_null() { "dismissed" } else { "answered" };
+                self.approvals.resolved(&resolved.request_id, now_ms(), outcome.into(), answerer);
                 self.stamp(line)
             }
             _ => return,
@@ -95,7 +112,7 @@ impl Host {
     }
 
     /// Removes a settled question; returns who answered it, if known.
-    fn settle(&mut self, request_id: &str) -> Option<String> {
+    fn settle(&mut self, request_id: &str) -> Option<Answerer> {
         let at =
             self.pending.iter().position(|pending| pending.request.request_id() == request_id)?;
         let pending = self.pending.remove(at);
@@ -119,7 +136,7 @@ impl Host {
         if pending.source.is_some() {
             return;
         }
-        pending.source = Some("headless".to_owned());
+        pending.source = Some(Answerer { source: "headless".to_owned(), ..Answerer::default() });
         pending.headless_at = None;
         let message = match &pending.request {
             PendingKind::Permission(_) => ClientMessage::PermissionResponse(PermissionResponse {
@@ -155,7 +172,7 @@ impl Host {
         subscriber: &Sub,
         id: Option<String>,
         message: ClientMessage,
-        source: String,
+        answerer: Answerer,
     ) {
         let command = shard_protocol::envelope::MessageSet::type_name(&message);
         let request_id = match &message {
@@ -189,7 +206,7 @@ impl Host {
             return;
         }
         let pending = &mut self.pending[at];
-        pending.source = Some(source);
+        pending.source = Some(answerer);
         pending.headless_at = None;
         respond(subscriber, id, None, Response::accepted(command));
     }
@@ -204,6 +221,12 @@ impl Host {
     }
 
     fn broadcast_resolution(&mut self, request: &PendingKind, request_id: &str, source: &str) {
+        let outcome = match request {
+            PendingKind::Permission(_) => "deny",
+            PendingKind::Ui(_) => "dismissed",
+        };
+        let answerer = Answerer { source: source.to_owned(), ..Answerer::default() };
+        self.approvals.resolved(request_id, now_ms(), outcome.to_owned(), answerer);
         let message = match request {
             PendingKind::Permission(_) => ServerMessage::PermissionResolved(PermissionResolved {
                 request_id: request_id.to_owned(),
@@ -258,5 +281,37 @@ impl Host {
         for request_id in expired {
             self.answer_headless(&request_id);
         }
+    }
+}
+
+/// The history's record of a question as it is asked.
+fn asked_record(request: &PendingKind) -> ApprovalRecord {
+    let (kind, tool_name, prompt) = match request {
+        PendingKind::Permission(request) => {
+            (ApprovalKind::Permission, Some(request.tool_name.clone()), request.prompt.clone())
+        }
+        PendingKind::Ui(request) => {
+            let parts = [request.title.as_deref(), request.message.as_deref()];
+            let text: Vec<&str> = parts.into_iter().flatten().collect();
+            (ApprovalKind::Ui, None, text.join(": "))
+        }
+    };
+    ApprovalRecord {
+        request_id: request.request_id().to_owned(),
+        kind,
+        tool_name,
+        prompt: bounded_prompt(&prompt),
+        asked_at: now_ms(),
+        resolved_at: None,
+        outcome: None,
+        answered_by: None,
+    }
+}
+
+fn decision_name(decision: Decision) -> &'static str {
+    match decision {
+        Decision::Allow => "allow",
+        Decision::AllowAlways => "allow_always",
+        Decision::Deny => "deny",
     }
 }

@@ -136,6 +136,7 @@ fn world() -> World {
         idle_timeout: IDLE,
         headless_timeout: HEADLESS,
         journal: super::JournalLimits::default(),
+        usage: Arc::new(crate::agents::usage::UsageBook::new(home.path())),
     });
     World { spawner, context, _home: home }
 }
@@ -204,7 +205,10 @@ fn answer(host: &mut Host, client: &Arc<Recorder>, request_id: &str, decision: &
             subscriber,
             id: Some("answer".into()),
             message,
-            source: "test".into(),
+            answerer: shard_protocol::approvals::Answerer {
+                source: "test".into(),
+                ..Default::default()
+            },
         },
         now,
     );
