@@ -16,6 +16,7 @@ mod client;
 #[cfg(feature = "hydrate")]
 mod follow;
 mod guard;
+mod ledger;
 mod markdown;
 mod notify;
 mod order;

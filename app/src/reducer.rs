@@ -135,6 +135,7 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
                 agent.runtime_state = exited.runtime_state;
             }
         }),
+        ServerMessage::AgentUsage(usage) => crate::ledger::usage_changed(state, usage),
         ServerMessage::AgentActivity(activity) => state.activity.update(|map| {
             map.insert(activity.agent_id, (activity.phase, activity.tool_name));
         }),
@@ -161,9 +162,15 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
         }
         ServerMessage::PermissionResolved(resolved) => {
             remove_question(state, routed.as_deref(), &resolved.request_id);
+            if mine {
+                crate::ledger::question_changed(state);
+            }
         }
         ServerMessage::UiResolved(resolved) => {
-            remove_question(state, routed.as_deref(), &resolved.request_id)
+            remove_question(state, routed.as_deref(), &resolved.request_id);
+            if mine {
+                crate::ledger::question_changed(state);
+            }
         }
         message if mine => agent_event(state, message),
         _ => {}
@@ -290,11 +297,14 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
                 state.notice.set(Some(format!("Could not create the agent: {}", error.message)))
             }
         },
-        Request::Prompt { agent_id, text } => {
+        Request::Prompt { agent_id, text, queued } => {
             let shown = state.selected.get_untracked().as_deref() == Some(agent_id.as_str());
             match &response.outcome {
                 // Accepted: now it is part of the conversation.
                 Ok(_) if shown => {
+                    if queued {
+                        state.queued.update(|count| *count += 1);
+                    }
                     transcript::push(state.transcript, Item::User { entry_id: None, text });
                     state.window_start.set(None);
                     state.scroll_to_end.update(|bump| *bump += 1);
@@ -338,6 +348,13 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
                 state.peeking().remove(&agent_id);
             }
         }
+        request @ (Request::Recall { .. }
+        | Request::UsageAgent { .. }
+        | Request::Sessions { .. }
+        | Request::Fork { .. }
+        | Request::Compact { .. }
+        | Request::Activate { .. }
+        | Request::Approvals { .. }) => crate::ledger::answered(state, request, response),
         Request::Borrow | Request::Detach | Request::Command => {
             if let Err(error) = &response.outcome {
                 state.notice.set(Some(format!("{} failed: {}", response.command, error.message)));
@@ -452,7 +469,13 @@ fn update_selected(
 /// An event of the selected agent.
 fn agent_event(state: &ClientState, message: ServerMessage) {
     match message {
-        ServerMessage::Status(status) => state.status.set(status.status),
+        ServerMessage::Status(status) => {
+            // Idle: whatever this tab queued has landed.
+            if status.status == AgentStatus::Idle {
+                state.queued.set(0);
+            }
+            state.status.set(status.status);
+        }
         ServerMessage::MessageDelta(delta) => {
             if let Some(text) = &delta.text_delta {
                 transcript::delta(state.transcript, &delta.message_id, delta.kind, text);
@@ -492,12 +515,11 @@ fn agent_event(state: &ClientState, message: ServerMessage) {
             }
         }
         ServerMessage::ReasoningLevelChanged(changed) => state.level.set(Some(changed.active)),
+        // The totals come from the daemon's rollup (`agent_usage`), which
+        // every tab gets; this is how full the context is.
         ServerMessage::Usage(usage) => update_selected(state, |agent| {
-            let total = agent.usage.get_or_insert_with(Default::default);
-            total.input += usage.input;
-            total.output += usage.output;
-            if let Some(cost) = usage.cost {
-                total.cost = Some(total.cost.unwrap_or(0.0) + cost);
+            if let Some(total) = agent.usage.as_mut() {
+                total.context_tokens = usage.context_tokens.or(total.context_tokens);
             }
         }),
         _ => {}

@@ -162,10 +162,39 @@ pub enum Request {
     Levels {
         epoch: Option<u64>,
     },
-    /// A prompt, shown in the transcript only once the agent accepted it.
+    /// A prompt, shown in the transcript only once the agent accepted it;
+    /// `queued` when it was sent as a steer or follow-up (it can then be
+    /// taken back until it lands).
     Prompt {
         agent_id: String,
         text: String,
+        queued: bool,
+    },
+    /// `recall_steer`: the newest queued steer or follow-up, back.
+    Recall {
+        agent_id: String,
+    },
+    /// `usage.agent` of the agent on screen.
+    UsageAgent {
+        agent_id: String,
+    },
+    /// `session_op list` of the agent on screen.
+    Sessions {
+        agent_id: String,
+    },
+    Fork {
+        agent_id: String,
+    },
+    Compact {
+        agent_id: String,
+    },
+    /// `session.activate` of the agent on screen.
+    Activate {
+        agent_id: String,
+    },
+    /// `approval.list` of the agent on screen.
+    Approvals {
+        agent_id: String,
     },
     /// A parent's jobs (`subagent.status`), merged into [`ClientState::jobs`].
     Jobs,
@@ -277,6 +306,12 @@ pub struct ClientState {
     /// for it).
     pub workspace_diff: RwSignal<bool>,
     pub retire_problem: RwSignal<Option<crate::workspaces::RetireProblem>>,
+    /// The agent on screen's sessions, rollups and approval history, each
+    /// fetched when its panel opens (and refreshed while it is open).
+    pub ledger: crate::ledger::Ledger,
+    /// Steers and follow-ups this tab queued to the agent on screen that
+    /// may not have landed yet: "Take back" is offered while there are.
+    pub queued: RwSignal<usize>,
 }
 
 impl ClientState {
@@ -317,6 +352,8 @@ impl ClientState {
             workspace: RwSignal::new(None),
             workspace_diff: RwSignal::new(false),
             retire_problem: RwSignal::new(None),
+            ledger: crate::ledger::Ledger::new(),
+            queued: RwSignal::new(0),
         }
     }
 
@@ -530,6 +567,8 @@ impl ClientState {
         self.cursor.set(None);
         self.resumed.set(None);
         self.prompt_error.set(None);
+        self.ledger.clear();
+        self.queued.set(0);
         self.selected.set(agent_id.clone());
         if let Some(agent_id) = agent_id {
             self.attach(&agent_id, Request::Attach);
@@ -550,7 +589,8 @@ impl ClientState {
         self.prompt_error.set(None);
         let prompt =
             Prompt { message: text.to_owned(), images: None, streaming_behavior: behavior };
-        let request = Request::Prompt { agent_id: agent_id.clone(), text: text.to_owned() };
+        let queued = behavior.is_some();
+        let request = Request::Prompt { agent_id: agent_id.clone(), text: text.to_owned(), queued };
         self.send(ClientMessage::Prompt(prompt), Some(agent_id), request)
     }
 

@@ -297,6 +297,21 @@ pub fn push(rows: Rows, item: Item) {
     rows.update(|rows| rows.push(Row::new(item)));
 }
 
+/// A queued prompt taken back (`recall_steer`): its row goes, the newest
+/// one with that text that has not landed in the session yet.
+pub fn take_back(rows: Rows, text: &str) {
+    let at = rows.with_untracked(|rows| {
+        rows.iter().rposition(|row| {
+            matches!(&row.kind, RowKind::User { entry_id: None, text: said } if **said == *text)
+        })
+    });
+    if let Some(at) = at {
+        rows.update(|rows| {
+            rows.remove(at);
+        });
+    }
+}
+
 fn find<T>(rows: Rows, pick: impl Fn(&RowKind) -> Option<T>) -> Option<T> {
     rows.with_untracked(|rows| rows.iter().rev().find_map(|row| pick(&row.kind)))
 }

@@ -477,3 +477,94 @@ fn a_workspace_launch_opens_its_agent_and_the_panel_follows_retirement() {
         state.workspace.with_untracked(|detail| detail.as_ref().map(|d| d.summary.lifecycle));
     assert_eq!(shown, Some(shard_protocol::workspace::WorkspaceLifecycle::Retired));
 }
+
+fn agent_row(agent_id: &str) -> Value {
+    json!({"agent_id": agent_id, "cwd": "/p", "status": "idle", "runtime_state": "running", "created_at": 1})
+}
+
+#[test]
+fn the_daemons_usage_rollup_sets_each_agents_total_and_a_usage_event_adds_nothing() {
+    let (state, sent) = attached();
+    state.list_agents();
+    let list = take(&sent);
+    answer(&state, &list, "agent.list", json!({"agents": [agent_row(AGENT), agent_row(OTHER)]}));
+    let totals = json!({"input": 100, "output": 20, "cost": 0.5, "calls": 1, "unpriced_calls": 0, "turns": 1});
+    feed(&state, json!({"type": "agent_usage", "agent_id": AGENT, "usage": totals}));
+    // The agent's own usage event (this tab is attached) follows the
+    // rollup: it must not be counted again.
+    feed(&state, json!({"type": "usage", "agent_id": AGENT, "seq": 9, "input": 100, "output": 20,
+                        "cost": 0.5, "context_tokens": 700}));
+    feed(&state, json!({"type": "agent_usage", "agent_id": OTHER, "usage": {"input": 5, "output": 1}}));
+    let usage = |agent: &str| {
+        state.agents.with_untracked(|agents| {
+            agents.iter().find(|known| known.agent_id == agent).and_then(|known| known.usage.clone())
+        })
+    };
+    let mine = usage(AGENT).expect("a total");
+    assert_eq!((mine.input, mine.output, mine.cost), (100, 20, Some(0.5)));
+    assert_eq!(mine.context_tokens, Some(700));
+    assert_eq!(usage(OTHER).map(|other| other.input), Some(5));
+    // With its usage panel open, the agent on screen's rollup is fetched
+    // again; another agent's change fetches nothing.
+    state.ledger.usage_open.set(true);
+    take(&sent);
+    feed(&state, json!({"type": "agent_usage", "agent_id": OTHER, "usage": {"input": 6, "output": 1}}));
+    assert!(take(&sent).is_empty());
+    feed(&state, json!({"type": "agent_usage", "agent_id": AGENT, "usage": totals}));
+    assert_eq!(take(&sent).iter().filter(|frame| frame["type"] == "usage.agent").count(), 1);
+}
+
+#[test]
+fn a_queued_prompt_taken_back_leaves_the_transcript_and_returns_to_the_box() {
+    let (state, sent) = attached();
+    feed(&state, sync(0, vec![user("one")], vec![]));
+    feed(&state, json!({"type": "status", "agent_id": AGENT, "status": "streaming"}));
+    take(&sent);
+    assert!(state.prompt("wait, use the other file", Some(shard_protocol::agent::StreamingBehavior::Steer)));
+    let frames = take(&sent);
+    answer(&state, &frames, "prompt", json!(null));
+    assert_eq!(state.queued.get_untracked(), 1);
+    assert_eq!(texts(&state), ["user: one", "user: wait, use the other file"]);
+    state.recall();
+    let frames = take(&sent);
+    assert_eq!(frames[0]["type"], "recall_steer");
+    assert_eq!(frames[0]["agent_id"], AGENT);
+    answer(&state, &frames, "recall_steer",
+        json!({"recalled": {"message": "wait, use the other file", "streaming_behavior": "steer"}}));
+    assert_eq!(texts(&state), ["user: one"], "its row is gone");
+    assert_eq!(state.draft.get_untracked(), "wait, use the other file");
+    assert_eq!(state.queued.get_untracked(), 0);
+    // Nothing left: said so, and nothing else changes.
+    state.recall();
+    let frames = take(&sent);
+    answer(&state, &frames, "recall_steer", json!({"recalled": null}));
+    let note = state.ledger.note.get_untracked().expect("a note");
+    assert!(note.text.contains("Nothing to take back"), "{note:?}");
+    assert_eq!(texts(&state), ["user: one"]);
+}
+
+#[test]
+fn a_fork_offers_the_switch_and_a_switch_refused_says_why() {
+    let (state, sent) = attached();
+    feed(&state, sync(0, vec![user("one"), assistant("e-2", "first")], vec![]));
+    take(&sent);
+    state.fork_at("e-2");
+    let frames = take(&sent);
+    assert_eq!(frames[0]["type"], "session_op");
+    assert_eq!(frames[0]["args"]["from_entry_id"], "e-2");
+    answer(&state, &frames, "session_op",
+        json!({"fork_id": "fork-1", "session_id": "sess-f", "head_entry_id": "e-9"}));
+    assert_eq!(state.ledger.forked.get_untracked().as_deref(), Some("sess-f"));
+    assert!(state.ledger.sessions_open.get_untracked(), "the sessions panel opens");
+    let frames = take(&sent);
+    assert!(frames.iter().any(|frame| frame["type"] == "session_op" && frame["op"] == "list"));
+    state.activate_session("sess-f");
+    let frames = take(&sent);
+    assert_eq!(frames[0]["type"], "session.activate");
+    assert_eq!(frames[0]["agent_id"], AGENT);
+    answer(&state, &frames, "session.activate",
+        json!({"error": {"code": "CONFLICT", "message": "the agent has work in hand"}}));
+    let note = state.ledger.note.get_untracked().expect("a note");
+    assert!(note.error && note.text.contains("work in hand"), "{note:?}");
+    assert_eq!(state.ledger.forked.get_untracked().as_deref(), Some("sess-f"), "still offered");
+}

@@ -109,6 +109,11 @@ fn PromptBox() -> impl IntoView {
         let state = state.clone();
         move |_| state.abort()
     };
+    let recall = {
+        let state = state.clone();
+        move |_| state.recall()
+    };
+    let queued = state.queued;
     let on_key = {
         let send = send.clone();
         move |event: leptos::ev::KeyboardEvent| {
@@ -129,6 +134,10 @@ fn PromptBox() -> impl IntoView {
                 <Show when=busy>
                     <button type="button" on:click=steer.clone()>"Steer"</button>
                     <button type="button" class="danger" on:click=abort.clone()>"Abort"</button>
+                </Show>
+                <Show when=move || { busy() && queued.get() > 0 }>
+                    <button type="button" class="recall" on:click=recall.clone()
+                        title="Take back the newest steer or follow-up before it reaches the agent">"Take back"</button>
                 </Show>
             </div>
         </form>
@@ -201,8 +210,14 @@ pub fn AgentView() -> impl IntoView {
                             </div>
                         </header>
                         <super::workspace::WorkspacePanel/>
+                        <div class="ledger-panels">
+                            <super::ledger::SessionsPanel/>
+                            <super::ledger::UsagePanel/>
+                            <super::ledger::ApprovalsPanel/>
+                        </div>
                         <super::jobs::JobsPanel/>
                         <Transcript/>
+                        <super::ledger::LedgerNote/>
                         <PromptBox/>
                     </section>
                 }

@@ -241,6 +241,7 @@ pub fn AgentList() -> impl IntoView {
                     </select>
                 </label>
             </div>
+            <super::ledger::UsageTotal/>
             <ul class="agents">
                 <Show when=none><li class="empty">"No agents yet."</li></Show>
                 <Show when=no_match><li class="empty">"No agent matches."</li></Show>

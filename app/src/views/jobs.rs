@@ -99,6 +99,12 @@ fn Job(job: JobSnapshot) -> impl IntoView {
         let (parent, job_id) = (job.parent_agent_id.clone(), job.job_id.clone());
         move |_| state.stop_job(&parent, &job_id)
     };
+    let spent: u64 = job
+        .runs
+        .iter()
+        .filter_map(|run| run.usage.as_ref())
+        .map(|usage| usage.input + usage.output)
+        .sum();
     let runs = job
         .runs
         .iter()
@@ -111,6 +117,11 @@ fn Job(job: JobSnapshot) -> impl IntoView {
                 <span class="strategy">{strategy_label(&job)}</span>
                 <span class="job-state">{job_label(job.state)}</span>
                 <code class="job-id" title="job id">{job.job_id.clone()}</code>
+                <Show when=move || { spent > 0 }>
+                    <span class="job-usage" title="tokens its runs used">
+                        {format!("{} tok", super::ledger::tokens(spent))}
+                    </span>
+                </Show>
                 <Show when=move || live>
                     <button class="danger stop-job" on:click=stop.clone()>"Stop job"</button>
                 </Show>

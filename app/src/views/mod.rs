@@ -8,6 +8,7 @@
 mod agent;
 mod agents;
 mod jobs;
+mod ledger;
 mod questions;
 mod tools;
 mod transcript;

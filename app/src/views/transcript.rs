@@ -93,8 +93,10 @@ pub fn Transcript() -> impl IntoView {
 #[component]
 fn RowView(row: Row) -> impl IntoView {
     match row.kind {
-        RowKind::User { text, .. } => {
-            view! { <div class="message user"><Markdown text=text.to_string()/></div> }.into_any()
+        RowKind::User { text, entry_id } => {
+            let fork = entry_id.map(|entry| view! { <ForkButton entry_id=entry.to_string()/> });
+            view! { <div class="message user"><Markdown text=text.to_string()/>{fork}</div> }
+                .into_any()
         }
         RowKind::Assistant(message) => view! { <MessageView message=message/> }.into_any(),
         RowKind::Tool(tool) => view! { <ToolView tool=tool/> }.into_any(),
@@ -116,13 +118,29 @@ fn RowView(row: Row) -> impl IntoView {
 fn MessageView(message: Message) -> impl IntoView {
     let blocks = message.blocks.clone();
     let entry = message.entry_id.clone();
+    let fork = message.entry_id.clone();
     view! {
         <div class="message assistant" data-message-id=message.message_id.to_string()
             data-complete=move || entry.with(Option::is_some).to_string()>
             <For each=move || blocks.get() key=|block| block.key let:block>
                 <BlockView block=block/>
             </For>
+            {move || fork.get().map(|entry_id| view! { <ForkButton entry_id=entry_id/> })}
         </div>
+    }
+}
+
+/// "Fork": a new session with the conversation up to this message; the
+/// agent stays on its own until the user switches (the sessions panel). A
+/// fork mid-turn is refused by the agent, and the refusal shown: the row
+/// does not follow the status (a transcript of any length stays cheap).
+#[component]
+fn ForkButton(entry_id: String) -> impl IntoView {
+    let state = state();
+    let fork = move |_| state.fork_at(&entry_id);
+    view! {
+        <button type="button" class="fork" on:click=fork
+            title="A new session with the conversation up to here">"Fork"</button>
     }
 }
 

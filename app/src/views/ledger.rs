@@ -1,0 +1,314 @@
+//! The agent on screen's sessions, usage and approval history (each a
+//! panel that fetches when opened), and the total of every agent's usage
+//! above the list (crate::ledger).
+
+use leptos::html;
+use leptos::prelude::*;
+use shard_protocol::agent::SessionSummary;
+use shard_protocol::approvals::{ApprovalKind, ApprovalRecord};
+use shard_protocol::usage::{TurnState, TurnUsage, UsageTotals};
+
+use super::{dollars, state};
+
+/// `1.2k`, `3.4M`: a token count at a glance (integers only: float
+/// formatting costs the bundle 12 KB).
+pub(crate) fn tokens(count: u64) -> String {
+    match count {
+        0..1_000 => count.to_string(),
+        1_000..1_000_000 => format!("{}.{}k", count / 1_000, count % 1_000 / 100),
+        _ => format!("{}.{}M", count / 1_000_000, count % 1_000_000 / 100_000),
+    }
+}
+
+/// `12.3k tok · $0.0420`, with a `+` when some calls had no price (the cost
+/// is then a lower bound).
+fn totals_label(usage: &UsageTotals) -> String {
+    let spent = tokens(usage.input + usage.output + usage.cache_read + usage.cache_write);
+    match usage.cost {
+        Some(cost) if usage.unpriced_calls > 0 => format!("{spent} tok · {}+", dollars(cost)),
+        Some(cost) => format!("{spent} tok · {}", dollars(cost)),
+        None => format!("{spent} tok"),
+    }
+}
+
+/// `HH:MM` (UTC) of a millisecond timestamp.
+fn clock(millis: u64) -> String {
+    let minutes = millis / 60_000;
+    format!("{:02}:{:02}", minutes / 60 % 24, minutes % 60)
+}
+
+/// A `<details>` whose open state is `open`; `on_open` runs each time it
+/// opens (the panel fetches what it shows).
+#[component]
+fn Panel(
+    #[prop(into)] class: String,
+    #[prop(into)] label: String,
+    open: RwSignal<bool>,
+    on_open: impl Fn() + 'static,
+    children: Children,
+) -> impl IntoView {
+    let element: NodeRef<html::Details> = NodeRef::new();
+    view! {
+        <details class=class node_ref=element prop:open=move || open.get()
+            on:toggle=move |_| {
+                let Some(element) = element.get_untracked() else { return };
+                let now = element.open();
+                if now != open.get_untracked() {
+                    open.set(now);
+                }
+                if now {
+                    on_open();
+                }
+            }>
+            <summary>{label}</summary>
+            {children()}
+        </details>
+    }
+}
+
+/// Every agent's usage together, above the list.
+#[component]
+pub fn UsageTotal() -> impl IntoView {
+    let state = state();
+    let total = Memo::new(move |_| {
+        state.agents.with(|agents| {
+            let (mut spent, mut cost, mut priced) = (0, 0.0, false);
+            for usage in agents.iter().filter_map(|agent| agent.usage.as_ref()) {
+                spent += usage.input
+                    + usage.output
+                    + usage.cache_read.unwrap_or(0)
+                    + usage.cache_write.unwrap_or(0);
+                if let Some(spent) = usage.cost {
+                    cost += spent;
+                    priced = true;
+                }
+            }
+            (spent > 0).then(|| match priced {
+                true => format!("All agents: {} tok · {}", tokens(spent), dollars(cost)),
+                false => format!("All agents: {} tok", tokens(spent)),
+            })
+        })
+    });
+    view! {
+        <p class="usage-total" aria-label="Usage of all agents" title="tokens and cost of every agent">
+            {move || total.get()}
+        </p>
+    }
+}
+
+/// The agent on screen's sessions: its first one and every fork, with a
+/// switch to each, compaction on demand, and what the last operation did.
+#[component]
+pub fn SessionsPanel() -> impl IntoView {
+    let state = state();
+    let ledger = state.ledger;
+    let fetch = {
+        let state = state.clone();
+        move || state.fetch_sessions()
+    };
+    let compact = {
+        let state = state.clone();
+        move |_| state.compact()
+    };
+    let forked = {
+        let state = state.clone();
+        move || {
+            ledger.forked.get().map(|session_id| {
+                let switch = {
+                    let (state, session_id) = (state.clone(), session_id.clone());
+                    move |_| state.activate_session(&session_id)
+                };
+                let open = {
+                    let (state, session_id) = (state.clone(), session_id.clone());
+                    move |_| state.open_session_as_agent(&session_id)
+                };
+                view! {
+                    <div class="forked">
+                        <button type="button" on:click=switch>"Switch to the fork"</button>
+                        <button type="button" on:click=open>"Open it as a new agent"</button>
+                    </div>
+                }
+            })
+        }
+    };
+    let list = move || {
+        let list = ledger.sessions.get()?;
+        let active = list.active.clone();
+        let rows = list
+            .sessions
+            .into_iter()
+            .map(|session| view! { <SessionRow session=session active=active.clone()/> })
+            .collect_view();
+        Some(view! { <ol class="sessions">{rows}</ol> })
+    };
+    view! {
+        <Panel class="sessions-panel" label="Sessions" open=ledger.sessions_open on_open=fetch>
+            <div class="panel-actions">
+                <button type="button" class="compact" on:click=compact
+                    title="Summarize the older part of the conversation now">"Compact now"</button>
+            </div>
+            {forked}
+            {list}
+        </Panel>
+    }
+}
+
+#[component]
+fn SessionRow(session: SessionSummary, active: String) -> impl IntoView {
+    let state = state();
+    let is_active = session.session_id == active;
+    let title = session.title.clone().unwrap_or_else(|| "(no message yet)".to_owned());
+    let origin = session.forked_from.as_ref().map(|_| "fork");
+    let switch = {
+        let session_id = session.session_id.clone();
+        move |_| state.activate_session(&session_id)
+    };
+    view! {
+        <li class="session" class:active=is_active data-session-id=session.session_id.clone()>
+            <span class="session-title">{title}</span>
+            {origin.map(|origin| view! { <span class="badge">{origin}</span> })}
+            <span class="session-meta">{format!("{} entries", session.entries)}</span>
+            {if is_active {
+                view! { <span class="badge current">"current"</span> }.into_any()
+            } else {
+                view! { <button type="button" class="resume" on:click=switch>"Resume"</button> }.into_any()
+            }}
+        </li>
+    }
+}
+
+/// What the last session operation (fork, switch, compaction, take back)
+/// did, or why it could not: above the prompt box, whatever panel is open.
+#[component]
+pub fn LedgerNote() -> impl IntoView {
+    let note = state().ledger.note;
+    move || {
+        note.get().map(|note| {
+            view! { <p class="ledger-note" class:error=note.error role="status">{note.text}</p> }
+        })
+    }
+}
+
+/// The agent on screen's usage: its total, each session's, and its newest
+/// turns.
+#[component]
+pub fn UsagePanel() -> impl IntoView {
+    let state = state();
+    let ledger = state.ledger;
+    let fetch = move || state.fetch_usage();
+    let body = move || {
+        let usage = ledger.usage.get()?;
+        let sessions = usage
+            .sessions
+            .iter()
+            .map(|session| {
+                view! {
+                    <li><code>{session.session_id.clone()}</code>" "{totals_label(&session.usage)}</li>
+                }
+            })
+            .collect_view();
+        let turns = usage.turns.iter().take(20).map(turn_row).collect_view();
+        Some(view! {
+            <p class="usage-agent-total">{format!(
+                "{} · {} in · {} out · {} calls · {} turns",
+                totals_label(&usage.total), usage.total.input, usage.total.output,
+                usage.total.calls, usage.total.turns
+            )}</p>
+            <h4>"Sessions"</h4>
+            <ul class="usage-sessions">{sessions}</ul>
+            <h4>"Recent turns"</h4>
+            <ol class="usage-turns">{turns}</ol>
+        })
+    };
+    view! {
+        <Panel class="usage-panel" label="Usage" open=ledger.usage_open on_open=fetch>
+            {body}
+        </Panel>
+    }
+}
+
+fn turn_row(turn: &TurnUsage) -> impl IntoView + use<> {
+    let state = match turn.state {
+        TurnState::Running => "running",
+        TurnState::Ended => "ended",
+        TurnState::Interrupted => "interrupted",
+        TurnState::Unknown => "",
+    };
+    view! {
+        <li class="usage-turn" data-state=state>
+            {format!("{} · {} · {}", clock(turn.started_at), turn.model.clone().unwrap_or_default(), totals_label(&turn.usage))}
+        </li>
+    }
+}
+
+/// The agent on screen's approval history, newest first.
+#[component]
+pub fn ApprovalsPanel() -> impl IntoView {
+    let state = state();
+    let ledger = state.ledger;
+    let fetch = move || state.fetch_approvals();
+    let body = move || {
+        let records = ledger.approvals.get()?;
+        if records.is_empty() {
+            return Some(view! { <p class="empty">"No questions asked yet."</p> }.into_any());
+        }
+        let rows = records.iter().map(approval_row).collect_view();
+        Some(view! { <ol class="approvals">{rows}</ol> }.into_any())
+    };
+    view! {
+        <Panel class="approvals-panel" label="Approval history" open=ledger.approvals_open on_open=fetch>
+            {body}
+        </Panel>
+    }
+}
+
+fn approval_row(record: &ApprovalRecord) -> impl IntoView + use<> {
+    let what = match (record.kind, &record.tool_name) {
+        (ApprovalKind::Permission, Some(tool)) => tool.clone(),
+        (ApprovalKind::Permission, None) => "permission".to_owned(),
+        _ => "question".to_owned(),
+    };
+    let outcome = record.outcome.clone().unwrap_or_else(|| "open".to_owned());
+    let state = outcome.clone();
+    let who = record.answered_by.as_ref().map(|by| {
+        let mut who = format!("by {}", by.source);
+        if let Some(address) = &by.address {
+            who.push_str(&format!(" from {address}"));
+        }
+        if let Some(principal) = &by.principal_id {
+            who.push_str(&format!(" (browser {})", principal.chars().take(8).collect::<String>()));
+        }
+        if let Some(at) = record.resolved_at {
+            who.push_str(&format!(" at {}", clock(at)));
+        }
+        who
+    });
+    view! {
+        <li class="approval" data-outcome=state data-request-id=record.request_id.clone()>
+            <span class="approval-when">{clock(record.asked_at)}</span>
+            <span class="approval-what">{what}</span>
+            <span class="approval-prompt">{record.prompt.clone()}</span>
+            <span class="approval-outcome">{outcome}</span>
+            <span class="approval-who">{who}</span>
+        </li>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_counts_and_totals_read_at_a_glance() {
+        assert_eq!(tokens(999), "999");
+        assert_eq!(tokens(12_345), "12.3k");
+        assert_eq!(tokens(4_560_000), "4.5M");
+        let mut usage = UsageTotals { input: 900, output: 200, ..UsageTotals::default() };
+        assert_eq!(totals_label(&usage), "1.1k tok");
+        usage.cost = Some(0.042);
+        assert_eq!(totals_label(&usage), "1.1k tok · $0.0420");
+        usage.unpriced_calls = 1;
+        assert_eq!(totals_label(&usage), "1.1k tok · $0.0420+");
+        assert_eq!(clock(3_600_000 * 25 + 61_000), "01:01");
+    }
+}
