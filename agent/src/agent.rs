@@ -18,6 +18,7 @@ use shard_protocol::agent::{
     SessionListResult, SessionOp, SetModeResult, SetModelResult, Status, StreamingBehavior, Sync,
     UiRequest, UiResolved, UiValue,
 };
+use shard_protocol::diagnostic::into_diagnostic;
 use shard_protocol::message::Response;
 use shard_protocol::types::{AgentStatus, Image};
 use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
@@ -449,7 +450,7 @@ impl Agent {
                 self.shared
                     .emit(ServerMessage::Error(shard_protocol::agent::ErrorEvent {
                         code: problem.code,
-                        message: problem.message,
+                        message: into_diagnostic(problem.message),
                         fatal: Some(false),
                     }))
                     .await;

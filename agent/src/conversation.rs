@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use shard_protocol::agent::{ForkOrigin, ForkResult, SessionSummary};
+use shard_protocol::diagnostic;
 use shard_protocol::types::{ContentBlock, Message, Role, ToolResultContent};
 
 use crate::session_log::{
@@ -186,7 +187,7 @@ impl Conversation {
                 tool_call_id,
                 tool_name,
                 content: ToolResultContent::Error {
-                    message: "interrupted: the agent stopped before this tool finished".into(),
+                    message: diagnostic("interrupted: the agent stopped before this tool finished"),
                 },
                 is_error: true,
                 exit_code: None,

@@ -1101,3 +1101,18 @@ async fn a_session_log_left_readable_by_others_is_made_private_when_resumed() {
     assert_eq!(std::fs::metadata(&dir).expect("dir").permissions().mode() & 0o777, 0o700);
     assert_eq!(std::fs::metadata(&log).expect("log").permissions().mode() & 0o777, 0o600);
 }
+
+#[tokio::test]
+async fn a_tool_error_about_a_hostile_path_comes_back_clean() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    let turn = agent.turn("read: gone\u{1b}[2J\u{1b}]0;pwned\u{7}\u{202e}\0.txt").await;
+    let result = find(&turn, "tool_result");
+    assert_eq!(result["is_error"], true);
+    let message = result["content"]["message"].as_str().expect("an error message");
+    assert!(message.contains("gone"), "{message:?}");
+    assert!(
+        !message.chars().any(|c| (c < ' ' && c != '\n' && c != '\t') || c == '\u{202e}'),
+        "{message:?}"
+    );
+}
