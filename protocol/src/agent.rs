@@ -189,6 +189,28 @@ pub struct ListReasoningLevelsResult {
     pub effective: Effective,
 }
 
+/// The result of `recall_steer` (a Shard extension, docs/PROTOCOL-NOTES.md):
+/// the newest queued steer or follow-up, taken back before it was
+/// delivered, or `null` when nothing was queued. `recalled` is always sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecallSteerResult {
+    pub recalled: Option<RecalledInput>,
+}
+
+/// A queued input handed back to the client that may edit and resend it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecalledInput {
+    pub message: String,
+    pub streaming_behavior: StreamingBehavior,
+    /// How many images it carried (they are not sent back); omitted when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub images: u64,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
+}
+
 /// The result of `set_reasoning_level`, and the payload of the
 /// `reasoning_level_changed` event (same four fields).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -98,6 +98,7 @@ message_set! {
         ListReasoningLevels(Empty) = "list_reasoning_levels", Routed, required;
         SetReasoningLevel(SetReasoningLevel) = "set_reasoning_level", Routed, required;
         SessionOp(SessionOp) = "session_op", Routed, optional;
+        RecallSteer(Empty) = "recall_steer", Routed, optional;
         // §9.5 answers
         PermissionResponse(PermissionResponse) = "permission_response", Routed, optional;
         UiResponse(UiResponse) = "ui_response", Routed, optional;

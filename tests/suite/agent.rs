@@ -1116,3 +1116,68 @@ async fn a_tool_error_about_a_hostile_path_comes_back_clean() {
         "{message:?}"
     );
 }
+
+/// The user texts of the agent's (single) session log, in order.
+fn logged_user_texts(workspace: &Workspace) -> Vec<String> {
+    let session = std::fs::read_dir(workspace.home.path().join("sessions"))
+        .expect("sessions")
+        .flatten()
+        .next()
+        .expect("a session");
+    let log = std::fs::read_to_string(session.path().join("session.jsonl")).expect("log");
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|entry| entry["kind"] == "user")
+        .filter_map(|entry| entry["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn recall_steer_takes_back_the_newest_queued_input_before_it_lands() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    let nothing = json!({"recalled": null});
+    let idle = agent.call("r0", json!({"type": "recall_steer"})).await;
+    assert_eq!((&idle["success"], &idle["data"]), (&json!(true), &nothing), "{idle}");
+
+    agent.call("p1", json!({"type": "prompt", "message": "stream: 200"})).await;
+    agent.expect("turn_start").await;
+    let image = json!({"type": "image", "data": "iVBORw0KGgo=", "mime_type": "image/png"});
+    for (id, command) in [
+        ("s1", json!({"type": "steer", "message": "first"})),
+        (
+            "f1",
+            json!({"type": "prompt", "message": "second", "streaming_behavior": "follow_up",
+                "images": [image]}),
+        ),
+    ] {
+        let (queued, _) = agent.call_during(id, command).await;
+        assert_eq!(queued["success"], true, "{queued}");
+    }
+    let mut recalled = Vec::new();
+    for id in ["r1", "r2", "r3"] {
+        let (response, _) = agent.call_during(id, json!({"type": "recall_steer"})).await;
+        assert_eq!(response["success"], true, "{response}");
+        assert_eq!(response["command"], "recall_steer");
+        recalled.push(response["data"].clone());
+    }
+    assert_eq!(
+        recalled,
+        vec![
+            json!({"recalled": {"message": "second", "streaming_behavior": "follow_up", "images": 1}}),
+            json!({"recalled": {"message": "first", "streaming_behavior": "steer"}}),
+            nothing.clone(),
+        ]
+    );
+
+    // What is not recalled lands as usual, and is no longer recallable.
+    let (queued, _) = agent.call_during("s2", json!({"type": "steer", "message": "third"})).await;
+    assert_eq!(queued["success"], true);
+    let rest = agent.until("turn_end").await;
+    assert!(streamed_text(&rest).ends_with("You said: third"), "{}", streamed_text(&rest));
+    assert_eq!(agent.expect("status").await["status"], "idle");
+    agent.silent_for(300).await; // the recalled follow-up never starts a turn
+    let after = agent.call("r4", json!({"type": "recall_steer"})).await;
+    assert_eq!(after["data"], nothing);
+    assert_eq!(logged_user_texts(&workspace), vec!["stream: 200", "third"]);
+}

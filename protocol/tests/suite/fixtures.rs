@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use shard_protocol::agent::{
     CompactResult, ForkResult, ListModelsResult, ListModesResult, ListReasoningLevelsResult,
-    ReasoningLevelChange, SessionListResult, SetModeResult, SetModelResult,
+    ReasoningLevelChange, RecallSteerResult, SessionListResult, SetModeResult, SetModelResult,
 };
 use shard_protocol::orchestrator::{
     AgentCreateResult, AgentsResult, AttachResult, DisconnectResult, EnrollResult, RevokeResult,
@@ -67,6 +67,7 @@ const EXTENSION_CLIENT_TYPES: &[&str] = &[
     "daemon.stats",
     "daemon.revoke_session",
     "daemon.disconnect",
+    "recall_steer",
 ];
 
 /// Every server → client `type` PROTOCOL.md names (§9.1, §9.3, §9.4, §9.5,
@@ -273,6 +274,7 @@ fn every_result_fixture_decodes_and_round_trips() {
             "agent.attach" => round_trip_data::<AttachResult>(name, data),
             "agent.terminate" => round_trip_data::<TerminateResult>(name, data),
             "daemon.enroll" => round_trip_data::<EnrollResult>(name, data),
+            "recall_steer" => round_trip_data::<RecallSteerResult>(name, data),
             "daemon.sessions" => round_trip_data::<SessionsResult>(name, data),
             "daemon.revoke_session" => round_trip_data::<RevokeResult>(name, data),
             "daemon.disconnect" => round_trip_data::<DisconnectResult>(name, data),
