@@ -382,9 +382,16 @@ pub struct SessionSummary {
     pub session_id: String,
     /// Milliseconds since the Unix epoch.
     pub created_at: u64,
+    /// When its newest entry was written (ms since the Unix epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<u64>,
     pub entries: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_entry_id: Option<String>,
+    /// The first line of its first user message, made safe to show, at most
+    /// 80 characters (ending in `…` when cut); none without a user message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     /// Set on a fork: the session and entry it was split from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,

@@ -1181,3 +1181,45 @@ async fn recall_steer_takes_back_the_newest_queued_input_before_it_lands() {
     assert_eq!(after["data"], nothing);
     assert_eq!(logged_user_texts(&workspace), vec!["stream: 200", "third"]);
 }
+
+#[tokio::test]
+async fn session_op_list_shows_the_whole_lineage_from_a_fork() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.turn("the first question\nwith a second line").await;
+    agent.turn("a later question").await;
+    let listed = agent.call("l", json!({"type": "session_op", "op": "list"})).await;
+    let root = listed["data"]["active"].as_str().expect("active").to_owned();
+    agent.close_stdin();
+    assert!(agent.wait_exit().await.success());
+
+    // Resumed, the session's live window names its messages by entry id.
+    let mut resumed = workspace.start(&["--session", &root]).await;
+    resumed.expect("hello").await;
+    let sync = resumed.expect("sync").await;
+    let first = sync["live_window"]["messages"][0].clone();
+    assert_eq!(first["content"][0]["text"], "the first question\nwith a second line");
+    let first_id = first["id"].as_str().expect("id").to_owned();
+    let forked = resumed
+        .call("f", json!({"type": "session_op", "op": "fork", "args": {"from_entry_id": first_id}}))
+        .await;
+    assert_eq!(forked["success"], true, "{forked}");
+    let fork = forked["data"]["session_id"].as_str().expect("fork id").to_owned();
+
+    // A second process on the fork sees the root above it.
+    let mut on_fork = workspace.ready(&["--session", &fork]).await;
+    let listed = on_fork.call("l", json!({"type": "session_op", "op": "list"})).await;
+    let data = &listed["data"];
+    assert_eq!(data["active"], fork.as_str(), "{listed}");
+    let sessions = data["sessions"].as_array().expect("sessions");
+    let ids: Vec<&str> = sessions.iter().filter_map(|s| s["session_id"].as_str()).collect();
+    assert_eq!(ids, vec![root.as_str(), fork.as_str()], "oldest first: {listed}");
+    for session in sessions {
+        assert_eq!(session["title"], "the first question", "first line only: {session}");
+        let (created, updated) = (session["created_at"].as_u64(), session["updated_at"].as_u64());
+        assert!(created.is_some() && updated >= created, "{session}");
+    }
+    assert!(sessions[0].get("forked_from").is_none());
+    assert_eq!(sessions[1]["forked_from"], json!({"session_id": root, "entry_id": first_id}));
+    assert_eq!(sessions[0]["entries"].as_u64().map(|n| n >= 5), Some(true), "{listed}");
+}
