@@ -15,9 +15,10 @@ use shard_protocol::agent::{
     CompactResult, Effective, Empty, Hello, ListModelsResult, ListModesResult,
     ListReasoningLevelsResult, LiveWindow, ModeChanged, ModelChanged, PendingKind, PendingRequest,
     PermissionAnswer, PermissionRequest, PermissionResolved, Prompt, ReasoningLevelChange,
-    SessionListResult, SessionOp, SetModeResult, SetModelResult, Status, StreamingBehavior, Sync,
-    UiRequest, UiResolved, UiValue,
+    RecallSteerResult, RecalledInput, SessionListResult, SessionOp, SetModeResult, SetModelResult,
+    Status, StreamingBehavior, Sync, UiRequest, UiResolved, UiValue,
 };
+use shard_protocol::diagnostic::into_diagnostic;
 use shard_protocol::message::Response;
 use shard_protocol::types::{AgentStatus, Image};
 use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
@@ -52,6 +53,9 @@ pub struct UserInput {
     /// into its turn, or as CONFLICT when that turn ends first. Such a steer
     /// is never carried over into a later turn.
     pub strict: Option<StrictReply>,
+    /// When it was queued, in the order of [`State::queued`]: `recall_steer`
+    /// takes back the newest across both queues.
+    pub queued: u64,
 }
 
 /// Where a strict steer's answer goes.
@@ -98,9 +102,47 @@ pub struct State {
     /// The running turn's id, from its `turn_start` to its `turn_end`.
     pub turn_id: Option<String>,
     next_request: u64,
+    /// How many inputs were ever queued: each queued one's `queued` number.
+    queued: u64,
 }
 
 impl State {
+    /// Queues a steer or a follow-up, numbered for `recall_steer`.
+    fn enqueue(&mut self, behavior: StreamingBehavior, mut input: UserInput) {
+        self.queued += 1;
+        input.queued = self.queued;
+        match behavior {
+            StreamingBehavior::Steer => self.steers.push_back(input),
+            StreamingBehavior::FollowUp => self.follow_ups.push_back(input),
+        }
+    }
+
+    /// Takes back the input queued last, steer or follow-up, unless it is a
+    /// strict steer (a subagent lease's: only its turn's end takes it back).
+    fn recall(&mut self) -> Option<RecalledInput> {
+        let newest = |queue: &VecDeque<UserInput>| {
+            queue
+                .iter()
+                .enumerate()
+                .filter(|(_, input)| input.strict.is_none())
+                .max_by_key(|(_, input)| input.queued)
+                .map(|(at, input)| (at, input.queued))
+        };
+        let (input, behavior) = match (newest(&self.steers), newest(&self.follow_ups)) {
+            (Some((at, steer)), Some((_, follow_up))) if steer > follow_up => {
+                (self.steers.remove(at)?, StreamingBehavior::Steer)
+            }
+            (Some((at, _)), None) => (self.steers.remove(at)?, StreamingBehavior::Steer),
+            (_, Some((at, _))) => (self.follow_ups.remove(at)?, StreamingBehavior::FollowUp),
+            (None, None) => return None,
+        };
+        Some(RecalledInput {
+            message: input.text,
+            streaming_behavior: behavior,
+            images: input.images.len() as u64,
+        })
+    }
+
     pub fn next_request_id(&mut self, prefix: &str) -> String {
         self.next_request += 1;
         format!("{prefix}-{}", self.next_request)
@@ -315,6 +357,7 @@ impl Agent {
             turn_ended: false,
             turn_id: None,
             next_request: 0,
+            queued: 0,
         };
         let shared = Arc::new(Shared {
             config,
@@ -449,7 +492,7 @@ impl Agent {
                 self.shared
                     .emit(ServerMessage::Error(shard_protocol::agent::ErrorEvent {
                         code: problem.code,
-                        message: problem.message,
+                        message: into_diagnostic(problem.message),
                         fatal: Some(false),
                     }))
                     .await;
@@ -462,8 +505,12 @@ impl Agent {
         let command = shard_protocol::envelope::MessageSet::type_name(&message);
         let result = match message {
             ClientMessage::Prompt(Prompt { message, images, streaming_behavior }) => {
-                let input =
-                    UserInput { text: message, images: images.unwrap_or_default(), strict: None };
+                let input = UserInput {
+                    text: message,
+                    images: images.unwrap_or_default(),
+                    strict: None,
+                    queued: 0,
+                };
                 self.prompt(input, streaming_behavior, id.clone(), command).await;
                 return;
             }
@@ -473,6 +520,7 @@ impl Agent {
                     text: steer.message,
                     images: steer.images.unwrap_or_default(),
                     strict: None,
+                    queued: 0,
                 };
                 if let Some(turn_id) = strict {
                     input.strict =
@@ -507,6 +555,10 @@ impl Agent {
             ClientMessage::SessionOp(op) => {
                 self.session_op(op, id, command).await;
                 return;
+            }
+            ClientMessage::RecallSteer(Empty {}) => {
+                let recalled = self.shared.state().recall();
+                ok(RecallSteerResult { recalled })
             }
             ClientMessage::PermissionResponse(response) => {
                 self.answer_permission(response.request_id, response.answer).await;
@@ -560,12 +612,8 @@ impl Agent {
                 Some(StreamingBehavior::FollowUp) if full(&state.follow_ups) => {
                     Err(queue_full("follow-up"))
                 }
-                Some(StreamingBehavior::Steer) => {
-                    state.steers.push_back(input);
-                    Ok(())
-                }
-                Some(StreamingBehavior::FollowUp) => {
-                    state.follow_ups.push_back(input);
+                Some(behavior) => {
+                    state.enqueue(behavior, input);
                     Ok(())
                 }
                 None => Err(error(
@@ -605,7 +653,7 @@ impl Agent {
             {
                 Some(queue_full("steer"))
             } else {
-                state.steers.push_back(input);
+                state.enqueue(StreamingBehavior::Steer, input);
                 None
             }
         };

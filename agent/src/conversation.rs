@@ -7,16 +7,25 @@
 //! replaced by an extractive summary naming each request, tool call and answer,
 //! and the exact messages stay in the log, where `recall` pages through them.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 use shard_protocol::agent::{ForkOrigin, ForkResult, SessionSummary};
+use shard_protocol::diagnostic;
 use shard_protocol::types::{ContentBlock, Message, Role, ToolResultContent};
 
 use crate::session_log::{
     self, Entry, EntryBody, FORMAT_VERSION, SessionError, Writer, find_session, read_log,
 };
 use crate::util::{new_id, now_ms, truncate_chars};
+
+/// At most this many sessions in `session_op list`. Each is a log read
+/// whole; a lineage forked more often than this is an accident, and a list
+/// a person cannot scan anyway.
+const MAX_LISTED_SESSIONS: usize = 256;
+
+/// Characters of a session's title (its first line), `…` included.
+const TITLE_CHARS: usize = 80;
 
 /// Rough tokens of a text: four bytes a token, the usual estimate for English
 /// and code. Only used to decide when to compact, never billed.
@@ -186,7 +195,7 @@ impl Conversation {
                 tool_call_id,
                 tool_name,
                 content: ToolResultContent::Error {
-                    message: "interrupted: the agent stopped before this tool finished".into(),
+                    message: diagnostic("interrupted: the agent stopped before this tool finished"),
                 },
                 is_error: true,
                 exit_code: None,
@@ -348,14 +357,28 @@ impl Conversation {
         Ok(ForkResult { fork_id, session_id, head_entry_id })
     }
 
-    /// This session and the forks made from it (`session_op list`).
+    /// The whole lineage (`session_op list`): the root session above this
+    /// one and every fork below the root at any depth, oldest first; at most
+    /// [`MAX_LISTED_SESSIONS`], this one always among them. A log that
+    /// cannot be read is left out.
     pub fn list_sessions(&self) -> Vec<SessionSummary> {
+        // This one from memory: the file may not hold the running turn yet.
         let mut sessions = vec![self.summary()];
-        let Ok(forks) = std::fs::read_dir(self.dir.join("forks")) else { return sessions };
-        for fork in forks.flatten() {
-            let Ok(entries) = read_log(&fork.path().join("session.jsonl")) else { continue };
-            if let Some(summary) = summary_of(&entries) {
-                sessions.push(summary);
+        let mut dirs = VecDeque::from([lineage_root(&self.dir)]);
+        // Breadth-first, so a bushy lineage shows its older generations.
+        while let Some(dir) = dirs.pop_front() {
+            if sessions.len() >= MAX_LISTED_SESSIONS {
+                break;
+            }
+            if dir.file_name() != Some(self.session_id.as_ref()) {
+                let read = read_log(&dir.join("session.jsonl"));
+                if let Some(summary) = read.ok().as_deref().and_then(summary_of) {
+                    sessions.push(summary);
+                }
+            }
+            if let Ok(forks) = std::fs::read_dir(dir.join("forks")) {
+                let room = MAX_LISTED_SESSIONS.saturating_sub(sessions.len() + dirs.len());
+                dirs.extend(forks.flatten().map(|fork| fork.path()).take(room));
             }
         }
         sessions.sort_by(|a, b| (a.created_at, &a.session_id).cmp(&(b.created_at, &b.session_id)));
@@ -366,12 +389,47 @@ impl Conversation {
         summary_of(&self.entries).unwrap_or_else(|| SessionSummary {
             session_id: self.session_id.clone(),
             created_at: 0,
+            updated_at: None,
             entries: 0,
             head_entry_id: None,
-            forked_from: None,
             title: None,
-            updated_at: None,
+            forked_from: None,
         })
+    }
+}
+
+/// The session at the top of `dir`'s lineage. A fork lives at
+/// `<source>/forks/<session_id>/`, so each step up is two folders, taken
+/// while the folder above is a session.
+fn lineage_root(dir: &Path) -> PathBuf {
+    let mut root = dir;
+    for _ in 0..MAX_LISTED_SESSIONS {
+        let source = root
+            .parent()
+            .filter(|forks| forks.file_name() == Some("forks".as_ref()))
+            .and_then(Path::parent)
+            .filter(|source| source.join("session.jsonl").is_file());
+        match source {
+            Some(source) => root = source,
+            None => break,
+        }
+    }
+    root.to_owned()
+}
+
+/// The first line of the first user message, made safe to show (it is what
+/// a person typed, or a model wrote for a subagent), at most [`TITLE_CHARS`].
+fn title_of(entries: &[Entry]) -> Option<String> {
+    let text = entries.iter().find_map(|entry| match &entry.body {
+        EntryBody::User { text, .. } => Some(text),
+        _ => None,
+    })?;
+    let shown = diagnostic(text);
+    let line = shown.lines().map(str::trim).find(|line| !line.is_empty())?;
+    if line.chars().count() > TITLE_CHARS {
+        Some(truncate_chars(line, TITLE_CHARS - 1))
+    } else {
+        Some(line.to_owned())
     }
 }
 
@@ -466,11 +524,11 @@ fn summary_of(entries: &[Entry]) -> Option<SessionSummary> {
     Some(SessionSummary {
         session_id: session_id.clone(),
         created_at: *created_at,
+        updated_at: entries.iter().map(|entry| entry.ts).max(),
         entries: entries.len() as u64,
         head_entry_id: entries.last().map(|entry| entry.id.clone()),
+        title: title_of(entries),
         forked_from,
-        title: None,
-        updated_at: None,
     })
 }
 
@@ -609,4 +667,49 @@ pub fn to_wire_message(entry: &Entry) -> Option<Message> {
         _ => return None,
     };
     Some(Message { id: entry.id.clone(), role, content })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(text: &str) -> Entry {
+        Entry {
+            id: new_id(),
+            ts: 1,
+            body: EntryBody::User { text: text.to_owned(), images: Vec::new() },
+        }
+    }
+
+    #[test]
+    fn a_title_is_the_first_line_of_the_first_user_message() {
+        let entries = [user("\n  Fix the build  \r\nthen the tests"), user("later")];
+        assert_eq!(title_of(&entries).as_deref(), Some("Fix the build"));
+        assert_eq!(title_of(&[]), None);
+    }
+
+    #[test]
+    fn a_title_is_safe_to_show_and_at_most_80_characters() {
+        let title = title_of(&[user("\u{1b}]0;pwned\u{7}\u{1b}[31mred\u{202e}alert")]);
+        assert_eq!(title.as_deref(), Some("red\u{fffd}alert"));
+        let exact = "é".repeat(TITLE_CHARS);
+        assert_eq!(title_of(&[user(&exact)]), Some(exact));
+        let long = title_of(&[user(&"é".repeat(TITLE_CHARS + 1))]).expect("title");
+        assert_eq!(long.chars().count(), TITLE_CHARS);
+        assert!(long.ends_with("é…"));
+    }
+
+    #[test]
+    fn the_lineage_root_is_found_above_nested_forks() {
+        let home = tempfile::TempDir::new().expect("home");
+        let root = home.path().join("sess-root");
+        let child = root.join("forks/sess-child");
+        let grandchild = child.join("forks/sess-grandchild");
+        for dir in [&root, &child, &grandchild] {
+            std::fs::create_dir_all(dir).expect("dir");
+            std::fs::write(dir.join("session.jsonl"), "{}\n").expect("log");
+        }
+        assert_eq!(lineage_root(&grandchild), root);
+        assert_eq!(lineage_root(&root), root);
+    }
 }

@@ -31,7 +31,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use shard_protocol::agent::{ErrorEvent, Hello};
-use shard_protocol::{Envelope, ErrorCode, ServerMessage};
+use shard_protocol::{Envelope, ErrorCode, ServerMessage, diagnostic};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -191,7 +191,7 @@ async fn refuse(out: &mpsc::Sender<Envelope<ServerMessage>>, problem: &SessionEr
         capabilities: Vec::new(),
     };
     let _ = out.send(Envelope::new(ServerMessage::Hello(hello))).await;
-    let error = ErrorEvent { code, message: problem.to_string(), fatal: Some(true) };
+    let error = ErrorEvent { code, message: diagnostic(&problem.to_string()), fatal: Some(true) };
     let _ = out.send(Envelope::new(ServerMessage::Error(error))).await;
 }
 

@@ -16,6 +16,7 @@ use shard_protocol::agent::{
     Compaction, DeltaKind, ErrorEvent, MessageComplete, MessageDelta, ToolCall, ToolResult,
     TurnEnd, TurnStart, UiKind, UiRequest, UiValue,
 };
+use shard_protocol::diagnostic::into_diagnostic;
 use shard_protocol::message::Response;
 use shard_protocol::types::{
     AgentStatus, ContentBlock, JsonObject, Message, Role, ToolResultContent, Usage,
@@ -227,7 +228,11 @@ async fn push(shared: &Shared, body: EntryBody) -> Result<(), String> {
         .map_err(|problem| format!("session log: {problem}"))
 }
 
+/// An `error` event. Every async error of a turn goes out here, provider
+/// errors (whose text an HTTP body or a stream's `error` event wrote) above
+/// all: made safe to show and bounded first.
 async fn report(shared: &Shared, code: ErrorCode, message: String, fatal: bool) {
+    let message = into_diagnostic(message);
     shared.emit(ServerMessage::Error(ErrorEvent { code, message, fatal: Some(fatal) })).await;
 }
 

@@ -189,6 +189,28 @@ pub struct ListReasoningLevelsResult {
     pub effective: Effective,
 }
 
+/// The result of `recall_steer` (a Shard extension, docs/PROTOCOL-NOTES.md):
+/// the newest queued steer or follow-up, taken back before it was
+/// delivered, or `null` when nothing was queued. `recalled` is always sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecallSteerResult {
+    pub recalled: Option<RecalledInput>,
+}
+
+/// A queued input handed back to the client that may edit and resend it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecalledInput {
+    pub message: String,
+    pub streaming_behavior: StreamingBehavior,
+    /// How many images it carried (they are not sent back); omitted when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub images: u64,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
+}
+
 /// The result of `set_reasoning_level`, and the payload of the
 /// `reasoning_level_changed` event (same four fields).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -347,26 +369,6 @@ pub struct ForkResult {
     pub head_entry_id: String,
 }
 
-/// The data of `recall_steer` (a Shard extension): the newest queued steer
-/// or follow-up, taken back before it landed; `null` when none was queued.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RecallSteerResult {
-    pub recalled: Option<RecalledInput>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RecalledInput {
-    pub message: String,
-    pub streaming_behavior: StreamingBehavior,
-    /// How many images it carried (they are not sent back).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub images: u32,
-}
-
-fn is_zero(count: &u32) -> bool {
-    *count == 0
-}
-
 /// `session_op: list` result (the shape is pinned in docs/PROTOCOL-NOTES.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionListResult {
@@ -380,18 +382,19 @@ pub struct SessionSummary {
     pub session_id: String,
     /// Milliseconds since the Unix epoch.
     pub created_at: u64,
+    /// When its newest entry was written (ms since the Unix epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<u64>,
     pub entries: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_entry_id: Option<String>,
+    /// The first line of its first user message, made safe to show, at most
+    /// 80 characters (ending in `…` when cut); none without a user message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     /// Set on a fork: the session and entry it was split from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
-    /// Its first user message, cleaned, one line, at most 80 characters.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    /// When its newest entry was written (ms).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub updated_at: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

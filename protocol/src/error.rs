@@ -92,8 +92,11 @@ pub struct WireError {
 }
 
 impl WireError {
+    /// An error whose message is made safe to show and bounded (see
+    /// [`crate::diagnostic`]): it may quote a path, a model's words or a
+    /// peer's input.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), data: None }
+        Self { code, message: crate::diagnostic::into_diagnostic(message.into()), data: None }
     }
 
     pub fn with_data(mut self, data: Value) -> Self {
@@ -109,3 +112,17 @@ impl fmt::Display for WireError {
 }
 
 impl std::error::Error for WireError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_is_made_safe_to_show() {
+        let error = WireError::new(ErrorCode::ToolError, "no such file: \u{1b}[2Jx\u{202e}y\0");
+        assert_eq!(error.message, "no such file: x\u{fffd}y\u{fffd}");
+        let long = WireError::new(ErrorCode::ProviderError, "z".repeat(100_000));
+        assert!(long.message.len() <= crate::DIAGNOSTIC_LIMIT);
+        assert!(long.message.ends_with(" bytes more]"));
+    }
+}

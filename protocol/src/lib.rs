@@ -13,6 +13,7 @@
 //! - [`subagent`]: background job commands and types (§10.3, §11.2).
 //! - [`types`]: the shared types of §11.
 //! - [`error`]: the §8 error registry and the `{code, message}` shape.
+//! - [`diagnostic`]: error text made safe to show and bounded.
 //! - [`jsonl`]: the §2.1 line framing for stdio and the unix socket.
 //! - [`web`]: the bodies of the browser's JSON HTTP routes (`/enroll`, `/bootstrap`).
 //!
@@ -36,6 +37,7 @@ pub mod usage;
 pub mod web;
 pub mod workspace;
 
+pub use diagnostic::{DIAGNOSTIC_LIMIT, diagnostic};
 pub use envelope::{DecodeError, Envelope, Scope};
 pub use error::{ErrorCode, WireError};
 pub use message::{ClientMessage, ServerMessage};

@@ -1101,3 +1101,125 @@ async fn a_session_log_left_readable_by_others_is_made_private_when_resumed() {
     assert_eq!(std::fs::metadata(&dir).expect("dir").permissions().mode() & 0o777, 0o700);
     assert_eq!(std::fs::metadata(&log).expect("log").permissions().mode() & 0o777, 0o600);
 }
+
+#[tokio::test]
+async fn a_tool_error_about_a_hostile_path_comes_back_clean() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    let turn = agent.turn("read: gone\u{1b}[2J\u{1b}]0;pwned\u{7}\u{202e}\0.txt").await;
+    let result = find(&turn, "tool_result");
+    assert_eq!(result["is_error"], true);
+    let message = result["content"]["message"].as_str().expect("an error message");
+    assert!(message.contains("gone"), "{message:?}");
+    assert!(
+        !message.chars().any(|c| (c < ' ' && c != '\n' && c != '\t') || c == '\u{202e}'),
+        "{message:?}"
+    );
+}
+
+/// The user texts of the agent's (single) session log, in order.
+fn logged_user_texts(workspace: &Workspace) -> Vec<String> {
+    let session = std::fs::read_dir(workspace.home.path().join("sessions"))
+        .expect("sessions")
+        .flatten()
+        .next()
+        .expect("a session");
+    let log = std::fs::read_to_string(session.path().join("session.jsonl")).expect("log");
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|entry| entry["kind"] == "user")
+        .filter_map(|entry| entry["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn recall_steer_takes_back_the_newest_queued_input_before_it_lands() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    let nothing = json!({"recalled": null});
+    let idle = agent.call("r0", json!({"type": "recall_steer"})).await;
+    assert_eq!((&idle["success"], &idle["data"]), (&json!(true), &nothing), "{idle}");
+
+    agent.call("p1", json!({"type": "prompt", "message": "stream: 200"})).await;
+    agent.expect("turn_start").await;
+    let image = json!({"type": "image", "data": "iVBORw0KGgo=", "mime_type": "image/png"});
+    for (id, command) in [
+        ("s1", json!({"type": "steer", "message": "first"})),
+        (
+            "f1",
+            json!({"type": "prompt", "message": "second", "streaming_behavior": "follow_up",
+                "images": [image]}),
+        ),
+    ] {
+        let (queued, _) = agent.call_during(id, command).await;
+        assert_eq!(queued["success"], true, "{queued}");
+    }
+    let mut recalled = Vec::new();
+    for id in ["r1", "r2", "r3"] {
+        let (response, _) = agent.call_during(id, json!({"type": "recall_steer"})).await;
+        assert_eq!(response["success"], true, "{response}");
+        assert_eq!(response["command"], "recall_steer");
+        recalled.push(response["data"].clone());
+    }
+    assert_eq!(
+        recalled,
+        vec![
+            json!({"recalled": {"message": "second", "streaming_behavior": "follow_up", "images": 1}}),
+            json!({"recalled": {"message": "first", "streaming_behavior": "steer"}}),
+            nothing.clone(),
+        ]
+    );
+
+    // What is not recalled lands as usual, and is no longer recallable.
+    let (queued, _) = agent.call_during("s2", json!({"type": "steer", "message": "third"})).await;
+    assert_eq!(queued["success"], true);
+    let rest = agent.until("turn_end").await;
+    assert!(streamed_text(&rest).ends_with("You said: third"), "{}", streamed_text(&rest));
+    assert_eq!(agent.expect("status").await["status"], "idle");
+    agent.silent_for(300).await; // the recalled follow-up never starts a turn
+    let after = agent.call("r4", json!({"type": "recall_steer"})).await;
+    assert_eq!(after["data"], nothing);
+    assert_eq!(logged_user_texts(&workspace), vec!["stream: 200", "third"]);
+}
+
+#[tokio::test]
+async fn session_op_list_shows_the_whole_lineage_from_a_fork() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.turn("the first question\nwith a second line").await;
+    agent.turn("a later question").await;
+    let listed = agent.call("l", json!({"type": "session_op", "op": "list"})).await;
+    let root = listed["data"]["active"].as_str().expect("active").to_owned();
+    agent.close_stdin();
+    assert!(agent.wait_exit().await.success());
+
+    // Resumed, the session's live window names its messages by entry id.
+    let mut resumed = workspace.start(&["--session", &root]).await;
+    resumed.expect("hello").await;
+    let sync = resumed.expect("sync").await;
+    let first = sync["live_window"]["messages"][0].clone();
+    assert_eq!(first["content"][0]["text"], "the first question\nwith a second line");
+    let first_id = first["id"].as_str().expect("id").to_owned();
+    let forked = resumed
+        .call("f", json!({"type": "session_op", "op": "fork", "args": {"from_entry_id": first_id}}))
+        .await;
+    assert_eq!(forked["success"], true, "{forked}");
+    let fork = forked["data"]["session_id"].as_str().expect("fork id").to_owned();
+
+    // A second process on the fork sees the root above it.
+    let mut on_fork = workspace.ready(&["--session", &fork]).await;
+    let listed = on_fork.call("l", json!({"type": "session_op", "op": "list"})).await;
+    let data = &listed["data"];
+    assert_eq!(data["active"], fork.as_str(), "{listed}");
+    let sessions = data["sessions"].as_array().expect("sessions");
+    let ids: Vec<&str> = sessions.iter().filter_map(|s| s["session_id"].as_str()).collect();
+    assert_eq!(ids, vec![root.as_str(), fork.as_str()], "oldest first: {listed}");
+    for session in sessions {
+        assert_eq!(session["title"], "the first question", "first line only: {session}");
+        let (created, updated) = (session["created_at"].as_u64(), session["updated_at"].as_u64());
+        assert!(created.is_some() && updated >= created, "{session}");
+    }
+    assert!(sessions[0].get("forked_from").is_none());
+    assert_eq!(sessions[1]["forked_from"], json!({"session_id": root, "entry_id": first_id}));
+    assert_eq!(sessions[0]["entries"].as_u64().map(|n| n >= 5), Some(true), "{listed}");
+}

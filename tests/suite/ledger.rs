@@ -208,7 +208,9 @@ async fn the_approval_history_says_what_was_asked_who_answered_from_where_and_wh
     let mut observer = Client::unix(&daemon.socket()).await;
     observer.attach(&agent, "observer").await;
     local.attach(&agent, "interactive").await;
-    local.call("p0", json!({"type": "prompt", "agent_id": agent, "message": "run: echo nobody"})).await;
+    local
+        .call("p0", json!({"type": "prompt", "agent_id": agent, "message": "run: echo nobody"}))
+        .await;
     local.permission_request(&agent).await;
     local.call("d", json!({"type": "agent.detach", "agent_id": agent})).await;
     observer.until_agent(&agent, |m| m["type"] == "permission_resolved").await;

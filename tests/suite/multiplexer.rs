@@ -402,3 +402,52 @@ async fn a_delegated_childs_question_goes_to_the_nearest_interactive_ancestor() 
         .await;
     assert_eq!(refused["error"]["code"], "NOT_ATTACHED");
 }
+
+#[tokio::test]
+async fn recall_steer_is_routed_to_the_agent_and_refused_to_observers() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let mut client = Client::unix(&daemon.socket()).await;
+    let mut observer = Client::unix(&daemon.socket()).await;
+    let agent = client.create(project.path(), "recaller").await;
+    client.attach(&agent, "interactive").await;
+    observer.attach(&agent, "observer").await;
+
+    let accepted = client
+        .call("p", json!({"type": "prompt", "agent_id": agent, "message": "stream: 200"}))
+        .await;
+    assert_eq!(accepted["success"], true, "{accepted}");
+    client.until_agent(&agent, |message| message["type"] == "turn_start").await;
+    let steered = client
+        .call("s", json!({"type": "steer", "agent_id": agent, "message": "never mind"}))
+        .await;
+    assert_eq!(steered["success"], true, "{steered}");
+
+    let denied = observer.call("o", json!({"type": "recall_steer", "agent_id": agent})).await;
+    assert_eq!(denied["error"]["code"], "PERMISSION_DENIED", "{denied}");
+    // The client's own id comes back, with the routing tag.
+    let recalled = client.call("mine", json!({"type": "recall_steer", "agent_id": agent})).await;
+    assert_eq!(recalled["command"], "recall_steer");
+    assert_eq!(recalled["agent_id"], agent.as_str());
+    assert_eq!(
+        recalled["data"],
+        json!({"recalled": {"message": "never mind", "streaming_behavior": "steer"}})
+    );
+    let again = client.call("again", json!({"type": "recall_steer", "agent_id": agent})).await;
+    assert_eq!(again["data"], json!({"recalled": null}));
+    let turn = client.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    assert!(!streamed_text(&turn).contains("never mind"));
+
+    // A stopped runtime has nothing queued, and is not woken to say so.
+    let stopped = client.call("t", json!({"type": "agent.terminate", "agent_id": agent})).await;
+    assert_eq!(stopped["success"], true, "{stopped}");
+    client
+        .until(|message| {
+            message["type"] == "agent_status_changed" && message["runtime_state"] == "stopped"
+        })
+        .await;
+    let nothing = client.call("late", json!({"type": "recall_steer", "agent_id": agent})).await;
+    assert_eq!(nothing["data"], json!({"recalled": null}), "{nothing}");
+    let listed = client.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(listed["data"]["agents"][0]["runtime_state"], "stopped");
+}

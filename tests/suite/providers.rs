@@ -268,3 +268,55 @@ async fn a_missing_api_key_is_a_clear_provider_error() {
     assert!(error["message"].as_str().unwrap_or("").contains(KEY_VARIABLE), "{error}");
     assert!(server.captured().is_empty(), "nothing was sent without a key");
 }
+
+/// Text a terminal would act on: escape sequences (clear the screen, set
+/// the title, colour), a bidi override, NULs, DEL and C1 controls.
+const HOSTILE: &str = "\u{1b}[2J\u{1b}]0;pwned\u{7}\u{1b}[31mred\u{202e}txt.exe\0\0\u{7f}\u{9b}";
+
+/// Whether `text` could be printed to a terminal or a log as it is: below
+/// U+0020 only `\n` and `\t`, and no DEL, C1 control or format character.
+fn printable(text: &str) -> bool {
+    !text.chars().any(|c| {
+        (c < ' ' && c != '\n' && c != '\t')
+            || ('\u{7f}'..='\u{9f}').contains(&c)
+            || matches!(c, '\u{ad}' | '\u{61c}' | '\u{180e}' | '\u{feff}')
+            || ('\u{200b}'..='\u{200f}').contains(&c)
+            || ('\u{2028}'..='\u{202e}').contains(&c)
+            || ('\u{2060}'..='\u{2069}').contains(&c)
+            || ('\u{fff9}'..='\u{fffb}').contains(&c)
+    })
+}
+
+#[tokio::test]
+async fn a_hostile_provider_error_reaches_the_client_clean_and_bounded() {
+    let readable = "The model said: ";
+    let mut message = format!("{readable}{HOSTILE}");
+    while message.len() < 100 * 1024 {
+        message.push_str("flood ");
+        message.push_str(HOSTILE);
+    }
+    let event = json!({"type": "error", "error": {"type": "overloaded_error", "message": message}});
+    let stream = format!(
+        "event: message_start\ndata: {}\n\nevent: error\ndata: {event}\n\n",
+        json!({"type": "message_start", "message": {"id": "msg_hostile", "type": "message",
+            "role": "assistant", "content": [], "model": "claude-test",
+            "usage": {"input_tokens": 3, "output_tokens": 1}}})
+    );
+    // Raw bytes, not JSON escapes: the agent quotes an error body as text.
+    let http = "error: \u{1b}[2J\u{1b}]0;pwned\u{7}down\u{202e}\0";
+    let (turn, mut agent, _workspace, _server) =
+        failing_turn("anthropic", vec![Reply::Body(stream), Reply::Status(503, http)], "").await;
+    let error = find(&turn, "error");
+    assert_eq!(error["code"], "PROVIDER_ERROR");
+    let shown = error["message"].as_str().expect("message");
+    assert!(shown.len() <= 4096, "{} bytes", shown.len());
+    assert!(printable(shown), "{shown:?}");
+    assert!(shown.starts_with(&format!("overloaded_error: {readable}red")), "{shown:.80}");
+    let marker = shown.rfind("… [truncated, ").expect("a truncation marker");
+    assert!(shown[marker..].ends_with(" bytes more]"), "{}", &shown[marker..]);
+    // An HTTP error body is cleaned the same way.
+    let turn = agent.turn("again").await;
+    let shown = find(&turn, "error")["message"].as_str().expect("message").to_owned();
+    assert!(shown.contains("503") && shown.contains("down"), "{shown:?}");
+    assert!(printable(&shown), "{shown:?}");
+}

@@ -17,6 +17,9 @@ pub enum Reply {
     Stream(&'static str),
     /// A plain HTTP error.
     Status(u16, &'static str),
+    /// A `text/event-stream` body the test made (too large or too hostile
+    /// for a fixture file).
+    Body(String),
 }
 
 /// A request as the server saw it.
@@ -73,6 +76,7 @@ async fn answer(
     let (status, content_type, text) = match reply {
         Some(Reply::Stream(name)) => (200, "text/event-stream", fixture(name)),
         Some(Reply::Status(status, text)) => (status, "application/json", text.to_owned()),
+        Some(Reply::Body(text)) => (200, "text/event-stream", text),
         None => (500, "text/plain", "the replay script ran out of replies".to_owned()),
     };
     Response::builder()

@@ -13,6 +13,7 @@ pub mod subagent;
 use std::path::{Component, Path, PathBuf};
 
 use serde_json::{Value, json};
+use shard_protocol::diagnostic::into_diagnostic;
 use shard_protocol::types::{JsonObject, RenderDescriptor, ToolResultContent};
 use tokio_util::sync::CancellationToken;
 
@@ -39,7 +40,9 @@ impl ToolOutput {
 
     pub fn error(message: impl Into<String>) -> Self {
         Self {
-            content: ToolResultContent::Error { message: message.into() },
+            // What a tool failed on (a path, a command's words) may hold
+            // anything; the message is shown to people as well as the model.
+            content: ToolResultContent::Error { message: into_diagnostic(message.into()) },
             is_error: true,
             exit_code: None,
             render: None,

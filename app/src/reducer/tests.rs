@@ -492,12 +492,21 @@ fn the_daemons_usage_rollup_sets_each_agents_total_and_a_usage_event_adds_nothin
     feed(&state, json!({"type": "agent_usage", "agent_id": AGENT, "usage": totals}));
     // The agent's own usage event (this tab is attached) follows the
     // rollup: it must not be counted again.
-    feed(&state, json!({"type": "usage", "agent_id": AGENT, "seq": 9, "input": 100, "output": 20,
-                        "cost": 0.5, "context_tokens": 700}));
-    feed(&state, json!({"type": "agent_usage", "agent_id": OTHER, "usage": {"input": 5, "output": 1}}));
+    feed(
+        &state,
+        json!({"type": "usage", "agent_id": AGENT, "seq": 9, "input": 100, "output": 20,
+                        "cost": 0.5, "context_tokens": 700}),
+    );
+    feed(
+        &state,
+        json!({"type": "agent_usage", "agent_id": OTHER, "usage": {"input": 5, "output": 1}}),
+    );
     let usage = |agent: &str| {
         state.agents.with_untracked(|agents| {
-            agents.iter().find(|known| known.agent_id == agent).and_then(|known| known.usage.clone())
+            agents
+                .iter()
+                .find(|known| known.agent_id == agent)
+                .and_then(|known| known.usage.clone())
         })
     };
     let mine = usage(AGENT).expect("a total");
@@ -508,7 +517,10 @@ fn the_daemons_usage_rollup_sets_each_agents_total_and_a_usage_event_adds_nothin
     // again; another agent's change fetches nothing.
     state.ledger.usage_open.set(true);
     take(&sent);
-    feed(&state, json!({"type": "agent_usage", "agent_id": OTHER, "usage": {"input": 6, "output": 1}}));
+    feed(
+        &state,
+        json!({"type": "agent_usage", "agent_id": OTHER, "usage": {"input": 6, "output": 1}}),
+    );
     assert!(take(&sent).is_empty());
     feed(&state, json!({"type": "agent_usage", "agent_id": AGENT, "usage": totals}));
     assert_eq!(take(&sent).iter().filter(|frame| frame["type"] == "usage.agent").count(), 1);
@@ -520,7 +532,12 @@ fn a_queued_prompt_taken_back_leaves_the_transcript_and_returns_to_the_box() {
     feed(&state, sync(0, vec![user("one")], vec![]));
     feed(&state, json!({"type": "status", "agent_id": AGENT, "status": "streaming"}));
     take(&sent);
-    assert!(state.prompt("wait, use the other file", Some(shard_protocol::agent::StreamingBehavior::Steer)));
+    assert!(
+        state.prompt(
+            "wait, use the other file",
+            Some(shard_protocol::agent::StreamingBehavior::Steer)
+        )
+    );
     let frames = take(&sent);
     answer(&state, &frames, "prompt", json!(null));
     assert_eq!(state.queued.get_untracked(), 1);
@@ -529,8 +546,12 @@ fn a_queued_prompt_taken_back_leaves_the_transcript_and_returns_to_the_box() {
     let frames = take(&sent);
     assert_eq!(frames[0]["type"], "recall_steer");
     assert_eq!(frames[0]["agent_id"], AGENT);
-    answer(&state, &frames, "recall_steer",
-        json!({"recalled": {"message": "wait, use the other file", "streaming_behavior": "steer"}}));
+    answer(
+        &state,
+        &frames,
+        "recall_steer",
+        json!({"recalled": {"message": "wait, use the other file", "streaming_behavior": "steer"}}),
+    );
     assert_eq!(texts(&state), ["user: one"], "its row is gone");
     assert_eq!(state.draft.get_untracked(), "wait, use the other file");
     assert_eq!(state.queued.get_untracked(), 0);
@@ -552,8 +573,12 @@ fn a_fork_offers_the_switch_and_a_switch_refused_says_why() {
     let frames = take(&sent);
     assert_eq!(frames[0]["type"], "session_op");
     assert_eq!(frames[0]["args"]["from_entry_id"], "e-2");
-    answer(&state, &frames, "session_op",
-        json!({"fork_id": "fork-1", "session_id": "sess-f", "head_entry_id": "e-9"}));
+    answer(
+        &state,
+        &frames,
+        "session_op",
+        json!({"fork_id": "fork-1", "session_id": "sess-f", "head_entry_id": "e-9"}),
+    );
     assert_eq!(state.ledger.forked.get_untracked().as_deref(), Some("sess-f"));
     assert!(state.ledger.sessions_open.get_untracked(), "the sessions panel opens");
     let frames = take(&sent);
@@ -562,8 +587,12 @@ fn a_fork_offers_the_switch_and_a_switch_refused_says_why() {
     let frames = take(&sent);
     assert_eq!(frames[0]["type"], "session.activate");
     assert_eq!(frames[0]["agent_id"], AGENT);
-    answer(&state, &frames, "session.activate",
-        json!({"error": {"code": "CONFLICT", "message": "the agent has work in hand"}}));
+    answer(
+        &state,
+        &frames,
+        "session.activate",
+        json!({"error": {"code": "CONFLICT", "message": "the agent has work in hand"}}),
+    );
     let note = state.ledger.note.get_untracked().expect("a note");
     assert!(note.error && note.text.contains("work in hand"), "{note:?}");
     assert_eq!(state.ledger.forked.get_untracked().as_deref(), Some("sess-f"), "still offered");

@@ -284,6 +284,7 @@ fn every_result_fixture_decodes_and_round_trips() {
             "agent.attach" => round_trip_data::<AttachResult>(name, data),
             "agent.terminate" => round_trip_data::<TerminateResult>(name, data),
             "daemon.enroll" => round_trip_data::<EnrollResult>(name, data),
+            "recall_steer" => round_trip_data::<RecallSteerResult>(name, data),
             "daemon.sessions" => round_trip_data::<SessionsResult>(name, data),
             "daemon.revoke_session" => round_trip_data::<RevokeResult>(name, data),
             "daemon.disconnect" => round_trip_data::<DisconnectResult>(name, data),
@@ -304,7 +305,6 @@ fn every_result_fixture_decodes_and_round_trips() {
             "usage.session" => round_trip_data::<UsageSessionResult>(name, data),
             "approval.list" => round_trip_data::<ApprovalListResult>(name, data),
             "session.activate" => round_trip_data::<SessionActivateResult>(name, data),
-            "recall_steer" => round_trip_data::<RecallSteerResult>(name, data),
             other => panic!("result fixture `{other}` has no type to decode into"),
         }
     }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use crate::agents::Wire;
 use shard_protocol::agent::{ErrorEvent, Hello};
 use shard_protocol::approvals::{Answerer, ApprovalListResult};
+use shard_protocol::diagnostic::into_diagnostic;
 use shard_protocol::envelope::{MessageSet, Scope};
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{
@@ -663,7 +664,8 @@ fn reject(
             Response::failed(command.unwrap_or("unknown"), error),
         ),
         None => {
-            let event = ErrorEvent { code: error.code, message: error.message, fatal: Some(false) };
+            let message = into_diagnostic(error.message);
+            let event = ErrorEvent { code: error.code, message, fatal: Some(false) };
             outbox.push(encode(Envelope {
                 id: None,
                 agent_id,

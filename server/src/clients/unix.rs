@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use shard_protocol::agent::ErrorEvent;
+use shard_protocol::diagnostic::into_diagnostic;
 use shard_protocol::jsonl::{LineDecoder, frame};
 use shard_protocol::{Envelope, ErrorCode, ServerMessage};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
@@ -162,6 +163,7 @@ impl FrameSink for Sink {
             Goodbye::Policy(reason) => reason,
             Goodbye::Silent => "no answer".to_owned(),
         };
+        let message = into_diagnostic(message);
         let event = ErrorEvent { code: ErrorCode::ProtocolError, message, fatal: Some(true) };
         self.0.write_all(&frame(&Envelope::new(ServerMessage::Error(event)).to_json())).await?;
         self.0.flush().await?;

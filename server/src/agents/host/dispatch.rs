@@ -3,7 +3,7 @@
 //! `waiting` and starts one (restore on demand, §6.4); the attach sequence
 //! is the `response`, then the `sync`, then live events (CONTRACT.md).
 
-use shard_protocol::agent::{DeltaKind, PendingKind, UiKind};
+use shard_protocol::agent::{DeltaKind, PendingKind, RecallSteerResult, UiKind};
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{AttachResult, AttachRole, TerminateResult};
 use shard_protocol::types::RuntimeState;
@@ -231,6 +231,12 @@ impl Host {
             }
             ClientMessage::Abort(_) if stopped => {
                 respond(&subscriber, id, Some(self.id()), Response::accepted(command));
+            }
+            // A stopped runtime has nothing queued: nothing to take back,
+            // and no reason to wake it.
+            ClientMessage::RecallSteer(_) if stopped => {
+                let nothing = RecallSteerResult { recalled: None };
+                respond(&subscriber, id, Some(self.id()), Response::ok(command, nothing));
             }
             message => {
                 self.waiting.push(Waiting::Forward { subscriber, id, message: Box::new(message) });

@@ -1,0 +1,174 @@
+// The dashboard's usage, sessions and approval history (docs/PROTOCOL-NOTES.md,
+// "Usage rollups", "Session operations", "Approval history") in Chromium
+// against the real daemon and the demo model.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  test, expect, createAgent, enrolled, project, prompt, startDaemon, stopDaemon, unixCall,
+  type Daemon,
+} from './daemon';
+
+/** A daemon of its own, with `config` as its config.toml. */
+async function configured(config: string): Promise<Daemon> {
+  const daemon = await startDaemon();
+  writeFileSync(join(daemon.home, 'config.toml'), config);
+  return daemon;
+}
+
+/** The page's own token formatting (app/src/views/ledger.rs). */
+function tokens(count: number): string {
+  if (count < 1000) return String(count);
+  if (count < 1_000_000) return `${Math.floor(count / 1000)}.${Math.floor((count % 1000) / 100)}k`;
+  return `${Math.floor(count / 1_000_000)}.${Math.floor((count % 1_000_000) / 100_000)}M`;
+}
+
+/** The page's own cost formatting: four decimals. */
+function dollars(cost: number): string {
+  const units = Math.round(cost * 10_000);
+  return `$${Math.floor(units / 10_000)}.${String(units % 10_000).padStart(4, '0')}`;
+}
+
+test('usage: each agent in its row and view, all agents above the list, sessions and turns in its panel', async ({ browser }) => {
+  // A call costs its input tokens plus twice its output tokens, in dollars.
+  const daemon = await configured('[prices.demo]\ninput = 1000000.0\noutput = 2000000.0\n');
+  try {
+    const [context, tab] = await enrolled(browser, daemon);
+    await createAgent(tab, project(), 'spender');
+    await prompt(tab, 'hello usage');
+    await expect(tab.locator('.message.assistant').last()).toHaveText('You said: hello usage');
+    await createAgent(tab, project(), 'saver');
+    await prompt(tab, 'just once');
+    await expect(tab.locator('.message.assistant').last()).toHaveText('You said: just once');
+
+    // Every figure is the daemon's rollup, as usage.global reports it.
+    const global = (await unixCall(daemon, { id: 'g', type: 'usage.global' })).data;
+    expect(global.agents).toHaveLength(2);
+    const total = global.total;
+    expect(total.cost).toBe(total.input + 2 * total.output);
+    await expect(tab.locator('.usage-total')).toHaveText(
+      `All agents: ${tokens(total.input + total.output)} tok · ${dollars(total.cost)}`,
+    );
+    for (const line of global.agents) {
+      const used = line.usage;
+      const row = tab.locator(`li.agent[data-agent-id="${line.agent_id}"]`);
+      await expect(row.locator('.usage')).toHaveText(`${used.input + used.output} tok · ${dollars(used.cost)}`);
+    }
+
+    // The spender's view: its total in the header, then its panel.
+    await tab.locator('li.agent', { hasText: 'spender' }).locator('button.open').click();
+    await expect(tab.locator('.agent-view h2')).toHaveText('spender');
+    const panel = tab.locator('details.usage-panel');
+    await panel.locator('summary').click();
+    await expect(panel.locator('.usage-agent-total')).toContainText('1 calls · 1 turns');
+    await expect(panel.locator('.usage-sessions li')).toHaveCount(1);
+    await expect(panel.locator('.usage-turn')).toHaveCount(1);
+    await expect(panel.locator('.usage-turn').first()).toContainText('demo');
+
+    // A new turn while the panel is open: the panel, the row and the total follow.
+    await prompt(tab, 'a second turn');
+    await expect(tab.locator('.message.assistant').last()).toHaveText('You said: a second turn');
+    await expect(panel.locator('.usage-turn')).toHaveCount(2);
+    await expect(panel.locator('.usage-agent-total')).toContainText('2 calls · 2 turns');
+    const after = (await unixCall(daemon, { id: 'g2', type: 'usage.global' })).data.total;
+    expect(after.turns).toBe(3);
+    await expect(tab.locator('.usage-total')).toHaveText(
+      `All agents: ${tokens(after.input + after.output)} tok · ${dollars(after.cost)}`,
+    );
+    await context.close();
+  } finally {
+    await stopDaemon(daemon);
+  }
+});
+
+test('fork from a message, switch to the fork and back, and compact, from the dashboard', async ({ browser }) => {
+  // Compaction keeps almost nothing, so that "Compact now" has work to do.
+  const daemon = await configured('[compaction]\nkeep_recent_tokens = 1\n');
+  try {
+    const [context, tab] = await enrolled(browser, daemon);
+    await createAgent(tab, project(), 'brancher');
+    await prompt(tab, 'first question');
+    await expect(tab.locator('.message.assistant').last()).toHaveText('You said: first question');
+    await prompt(tab, 'second question');
+    await expect(tab.locator('.message.assistant').last()).toHaveText('You said: second question');
+    const transcript = tab.locator('.transcript');
+
+    // Fork at the first reply: the sessions panel opens with both sessions.
+    const firstReply = tab.locator('.message.assistant').first();
+    await firstReply.hover();
+    await firstReply.getByRole('button', { name: 'Fork' }).click();
+    await expect(tab.locator('.ledger-note')).toContainText('Forked into a new session');
+    const sessions = tab.locator('details.sessions-panel');
+    await expect(sessions).toHaveJSProperty('open', true);
+    await expect(sessions.locator('li.session')).toHaveCount(2);
+    await expect(sessions.locator('li.session.active .session-title')).toHaveText('first question');
+    await expect(transcript).toContainText('second question'); // the agent is still on its session
+
+    // Switch to the fork: the transcript is the fork's, and the talk goes on there.
+    await sessions.getByRole('button', { name: 'Switch to the fork' }).click();
+    await expect(transcript).not.toContainText('second question');
+    await expect(transcript).toContainText('You said: first question');
+    await expect(sessions.locator('li.session.active .badge', { hasText: 'fork' })).toBeVisible();
+    await prompt(tab, 'on the fork');
+    await expect(tab.locator('.message.assistant').last()).toHaveText('You said: on the fork');
+
+    // Resume the first session: its own transcript comes back, without the fork's.
+    await sessions.getByRole('button', { name: 'Resume' }).click();
+    await expect(transcript).toContainText('You said: second question');
+    await expect(transcript).not.toContainText('on the fork');
+    await expect(sessions.locator('li.session.active .badge', { hasText: 'fork' })).toHaveCount(0);
+
+    // Compact now: the result in the note, and the summary in the transcript.
+    await sessions.getByRole('button', { name: 'Compact now' }).click();
+    await expect(tab.locator('.ledger-note')).toHaveText(/^Compacted: \d+ → \d+ tokens \(summary #1\)\.$/);
+    await expect(transcript.locator('.compaction')).toContainText('compacted (#1)');
+
+    // The fork can also become an agent of its own.
+    const reply = tab.locator('.message.assistant').last();
+    await reply.hover();
+    await reply.getByRole('button', { name: 'Fork' }).click();
+    await sessions.getByRole('button', { name: 'Open it as a new agent' }).click();
+    await expect(tab.locator('.agent-view h2')).toHaveText('brancher (fork)');
+    await expect(tab.locator('li.agent')).toHaveCount(2);
+    await context.close();
+  } finally {
+    await stopDaemon(daemon);
+  }
+});
+
+test('the approval history says what was asked, the answer, and who gave it from where', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'asker');
+  const history = tab.locator('details.approvals-panel');
+  await history.locator('summary').click();
+  await expect(history).toContainText('No questions asked yet.');
+
+  await prompt(tab, 'run: echo approved-here');
+  const dialog = tab.getByRole('dialog');
+  await expect(dialog).toBeVisible();
+  await tab.waitForTimeout(900); // answers are armed after 800 ms (crate::guard)
+  await dialog.getByRole('button', { name: /Allow once/ }).click();
+  await expect(tab.locator('.tool').last().locator('.tool-footer')).toContainText('exit code 0');
+  // The panel is open: the answer shows without reopening it.
+  const newest = history.locator('li.approval').first();
+  await expect(newest).toHaveAttribute('data-outcome', 'allow');
+  await expect(newest.locator('.approval-what')).toHaveText('bash');
+  await expect(newest.locator('.approval-prompt')).toContainText('echo approved-here');
+  await expect(newest.locator('.approval-who')).toContainText(/^by web from 127\.0\.0\.1 \(browser [\w-]+\) at \d\d:\d\d$/);
+
+  await prompt(tab, 'run: echo refused-here');
+  await expect(dialog).toBeVisible();
+  await tab.waitForTimeout(900);
+  await dialog.getByRole('button', { name: 'Deny' }).click();
+  await expect(history.locator('li.approval')).toHaveCount(2);
+  await expect(history.locator('li.approval').first()).toHaveAttribute('data-outcome', 'deny');
+  await expect(history.locator('li.approval').first().locator('.approval-prompt')).toContainText('echo refused-here');
+
+  // Another tab sees the same history.
+  const other = await context.newPage();
+  await other.goto(daemon.baseURL);
+  await other.locator('li.agent', { hasText: 'asker' }).locator('button.open').click();
+  const theirs = other.locator('details.approvals-panel');
+  await theirs.locator('summary').click();
+  await expect(theirs.locator('li.approval')).toHaveCount(2);
+  await context.close();
+});
