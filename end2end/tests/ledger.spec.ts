@@ -172,3 +172,25 @@ test('the approval history says what was asked, the answer, and who gave it from
   await expect(theirs.locator('li.approval')).toHaveCount(2);
   await context.close();
 });
+
+test('a queued steer is taken back before it lands: its row goes and its text returns to the box', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'steered');
+  await prompt(tab, 'stream: 400');
+  await expect(tab.locator('.agent-view .status')).toHaveText('streaming');
+  const box = tab.getByLabel('Message to the agent');
+  await box.fill('actually, use the other file');
+  await tab.getByRole('button', { name: 'Steer' }).click();
+  await expect(box).toHaveValue('');
+  await expect(tab.locator('.message.user', { hasText: 'actually, use the other file' })).toBeVisible();
+
+  await tab.getByRole('button', { name: 'Take back' }).click();
+  await expect(box).toHaveValue('actually, use the other file');
+  await expect(tab.locator('.message.user', { hasText: 'actually, use the other file' })).toHaveCount(0);
+  await expect(tab.getByRole('button', { name: 'Take back' })).toBeHidden();
+  // The turn ends without it: the model never saw it.
+  await tab.getByRole('button', { name: 'Abort' }).click();
+  await expect(tab.locator('.agent-view .status')).toHaveText('idle');
+  await expect(tab.locator('.transcript')).not.toContainText('actually, use the other file');
+  await context.close();
+});
