@@ -180,7 +180,7 @@ test('a queued steer is taken back before it lands: its row goes and its text re
   await expect(tab.locator('.agent-view .status')).toHaveText('streaming');
   const box = tab.getByLabel('Message to the agent');
   await box.fill('actually, use the other file');
-  await tab.getByRole('button', { name: 'Steer' }).click();
+  await tab.getByRole('button', { name: 'Steer', exact: true }).click();
   await expect(box).toHaveValue('');
   await expect(tab.locator('.message.user', { hasText: 'actually, use the other file' })).toBeVisible();
 

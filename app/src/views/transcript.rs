@@ -138,9 +138,11 @@ fn MessageView(message: Message) -> impl IntoView {
 fn ForkButton(entry_id: String) -> impl IntoView {
     let state = state();
     let fork = move |_| state.fork_at(&entry_id);
+    // Its label is the stylesheet's (`::before`), so that a message's text
+    // stays the message's own (what copying or reading it gives).
     view! {
-        <button type="button" class="fork" on:click=fork
-            title="A new session with the conversation up to here">"Fork"</button>
+        <button type="button" class="fork" on:click=fork aria-label="Fork"
+            title="A new session with the conversation up to here"></button>
     }
 }
 

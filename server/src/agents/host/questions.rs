@@ -10,7 +10,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 use shard_protocol::agent::{
-    Decision, PendingKind, PermissionAnswer, PermissionResolved, PermissionResponse, UiResolved,
+    ChoiceIntent, Decision, PendingKind, PermissionAnswer, PermissionResolved, PermissionResponse, UiResolved,
     UiResponse,
 };
 use shard_protocol::approvals::{Answerer, ApprovalKind, ApprovalRecord};
@@ -82,6 +82,7 @@ impl Host {
     pub(super) fn resolved(&mut self, message: ServerMessage, line: &str) {
         let bytes = match message {
             ServerMessage::PermissionResolved(mut resolved) => {
+                let outcome = self.outcome_of(&resolved.request_id, &resolved.answer);
                 let answerer = self.settle(&resolved.request_id);
                 // Who answered as the daemon knows it; else as the agent
                 // says (an abort, a rule).
@@ -90,10 +91,6 @@ impl Host {
                     ..Answerer::default()
                 });
                 resolved.source.get_or_insert_with(|| answerer.source.clone());
-                let outcome = match &resolved.answer {
-                    PermissionAnswer::Decision(decision) => decision_name(*decision).to_owned(),
-                    PermissionAnswer::Choice(choice) => choice.clone(),
-                };
                 self.approvals.resolved(&resolved.request_id, now_ms(), outcome, answerer);
                 self.stamp(&Envelope::new(ServerMessage::PermissionResolved(resolved)).to_json())
             }
@@ -109,6 +106,31 @@ impl Host {
             _ => return,
         };
         self.deliver_question(bytes);
+    }
+
+    /// What an answer decided, for the history: the decision, or for a
+    /// structured choice what its intent means (`allow`, `allow_always`,
+    /// `deny`), else the choice's id.
+    fn outcome_of(&self, request_id: &str, answer: &PermissionAnswer) -> String {
+        let choice = match answer {
+            PermissionAnswer::Decision(decision) => return decision_name(*decision).to_owned(),
+            PermissionAnswer::Choice(choice) => choice,
+        };
+        let intent = self.pending.iter().find_map(|pending| match &pending.request {
+            PendingKind::Permission(request) if request.request_id == request_id => request
+                .choices
+                .iter()
+                .flatten()
+                .find(|known| known.id == *choice)
+                .map(|known| known.intent),
+            _ => None,
+        });
+        match intent {
+            Some(ChoiceIntent::Allow) => "allow".to_owned(),
+            Some(ChoiceIntent::Persist) => "allow_always".to_owned(),
+            Some(ChoiceIntent::Deny) => "deny".to_owned(),
+            _ => choice.clone(),
+        }
     }
 
     /// Removes a settled question; returns who answered it, if known.
