@@ -137,7 +137,7 @@ test('fork from a message, switch to the fork and back, and compact, from the da
 
 test('the approval history says what was asked, the answer, and who gave it from where', async ({ browser, daemon }) => {
   const [context, tab] = await enrolled(browser, daemon);
-  await createAgent(tab, project(), 'asker');
+  await createAgent(tab, project(), 'approval-keeper');
   const history = tab.locator('details.approvals-panel');
   await history.locator('summary').click();
   await expect(history).toContainText('No questions asked yet.');
@@ -166,7 +166,7 @@ test('the approval history says what was asked, the answer, and who gave it from
   // Another tab sees the same history.
   const other = await context.newPage();
   await other.goto(daemon.baseURL);
-  await other.locator('li.agent', { hasText: 'asker' }).locator('button.open').click();
+  await other.locator('li.agent', { hasText: 'approval-keeper' }).locator('button.open').click();
   const theirs = other.locator('details.approvals-panel');
   await theirs.locator('summary').click();
   await expect(theirs.locator('li.approval')).toHaveCount(2);
