@@ -56,6 +56,8 @@ pub struct UserInput {
     /// When it was queued, in the order of [`State::queued`]: `recall_steer`
     /// takes back the newest across both queues.
     pub queued: u64,
+    /// Never taken back by `recall_steer` (a completion report).
+    pub pinned: bool,
 }
 
 /// Where a strict steer's answer goes.
@@ -124,7 +126,7 @@ impl State {
             queue
                 .iter()
                 .enumerate()
-                .filter(|(_, input)| input.strict.is_none())
+                .filter(|(_, input)| input.strict.is_none() && !input.pinned)
                 .max_by_key(|(_, input)| input.queued)
                 .map(|(at, input)| (at, input.queued))
         };
@@ -504,12 +506,13 @@ impl Agent {
         let Envelope { id, message, .. } = envelope;
         let command = shard_protocol::envelope::MessageSet::type_name(&message);
         let result = match message {
-            ClientMessage::Prompt(Prompt { message, images, streaming_behavior }) => {
+            ClientMessage::Prompt(Prompt { message, images, streaming_behavior, pinned }) => {
                 let input = UserInput {
                     text: message,
                     images: images.unwrap_or_default(),
                     strict: None,
                     queued: 0,
+                    pinned: pinned.unwrap_or(false),
                 };
                 self.prompt(input, streaming_behavior, id.clone(), command).await;
                 return;
@@ -521,6 +524,7 @@ impl Agent {
                     images: steer.images.unwrap_or_default(),
                     strict: None,
                     queued: 0,
+                    pinned: false,
                 };
                 if let Some(turn_id) = strict {
                     input.strict =

@@ -129,6 +129,20 @@ impl ClientState {
         self.send(ClientMessage::AgentCreate(create), None, Request::Create);
     }
 
+    /// Fetches again what every open panel shows (another agent is on
+    /// screen: an open panel stays open, and nothing else would fill it).
+    pub fn refresh_open_panels(&self) {
+        if self.ledger.sessions_open.get_untracked() {
+            self.fetch_sessions();
+        }
+        if self.ledger.usage_open.get_untracked() {
+            self.fetch_usage();
+        }
+        if self.ledger.approvals_open.get_untracked() {
+            self.fetch_approvals();
+        }
+    }
+
     pub fn fetch_usage(&self) {
         let Some(agent_id) = self.selected_id() else { return };
         let query = UsageAgentQuery { agent_id: agent_id.clone() };

@@ -140,6 +140,9 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
             map.insert(activity.agent_id, (activity.phase, activity.tool_name));
         }),
         ServerMessage::PermissionRequest(request) => {
+            if mine {
+                crate::ledger::question_changed(state);
+            }
             if let Some(agent_id) = routed {
                 add_question(
                     state,
@@ -156,6 +159,9 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
                         transcript::push(state.transcript, Item::Notice { text, error: false });
                     }
                 } else {
+                    if mine {
+                        crate::ledger::question_changed(state);
+                    }
                     add_question(state, Question { agent_id, request: PendingKind::Ui(request) });
                 }
             }

@@ -572,6 +572,8 @@ impl ClientState {
         self.selected.set(agent_id.clone());
         if let Some(agent_id) = agent_id {
             self.attach(&agent_id, Request::Attach);
+            // Panels left open show the new agent's, not nothing.
+            self.refresh_open_panels();
         }
     }
 
@@ -587,8 +589,12 @@ impl ClientState {
     pub fn prompt(&self, text: &str, behavior: Option<StreamingBehavior>) -> bool {
         let Some(agent_id) = self.selected.get_untracked() else { return false };
         self.prompt_error.set(None);
-        let prompt =
-            Prompt { message: text.to_owned(), images: None, streaming_behavior: behavior };
+        let prompt = Prompt {
+            message: text.to_owned(),
+            images: None,
+            streaming_behavior: behavior,
+            pinned: None,
+        };
         let queued = behavior.is_some();
         let request = Request::Prompt { agent_id: agent_id.clone(), text: text.to_owned(), queued };
         self.send(ClientMessage::Prompt(prompt), Some(agent_id), request)

@@ -173,10 +173,10 @@ test('the approval history says what was asked, the answer, and who gave it from
   await context.close();
 });
 
-test('a queued steer is taken back before it lands: its row goes and its text returns to the box', async ({ browser, daemon }) => {
+test('a queued steer is taken back before it lands: its row goes, its text returns to the box, and the model never sees it', async ({ browser, daemon }) => {
   const [context, tab] = await enrolled(browser, daemon);
   await createAgent(tab, project(), 'steered');
-  await prompt(tab, 'stream: 400');
+  await prompt(tab, 'stream: 300');
   await expect(tab.locator('.agent-view .status')).toHaveText('streaming');
   const box = tab.getByLabel('Message to the agent');
   await box.fill('actually, use the other file');
@@ -188,9 +188,14 @@ test('a queued steer is taken back before it lands: its row goes and its text re
   await expect(box).toHaveValue('actually, use the other file');
   await expect(tab.locator('.message.user', { hasText: 'actually, use the other file' })).toHaveCount(0);
   await expect(tab.getByRole('button', { name: 'Take back' })).toBeHidden();
-  // The turn ends without it: the model never saw it.
-  await tab.getByRole('button', { name: 'Abort' }).click();
-  await expect(tab.locator('.agent-view .status')).toHaveText('idle');
-  await expect(tab.locator('.transcript')).not.toContainText('actually, use the other file');
+  // The turn runs to its end without it: had the steer landed, the demo
+  // model would have been called again and answered it.
+  await expect(tab.locator('.agent-view .status')).toHaveText('idle', { timeout: 20_000 });
+  await expect(tab.locator('.message.assistant').last()).toContainText('tick-300');
+  await expect(tab.locator('.transcript')).not.toContainText('You said: actually');
+  // And a reload (a sync from the session log) agrees.
+  await tab.reload();
+  await expect(tab.locator('.message.assistant').last()).toContainText('tick-300');
+  await expect(tab.locator('.transcript')).not.toContainText('use the other file');
   await context.close();
 });

@@ -117,6 +117,11 @@ pub struct Prompt {
     pub images: Option<Vec<Image>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streaming_behavior: Option<StreamingBehavior>,
+    /// Shard's additive field: a queued input `recall_steer` never takes
+    /// back (the daemon's completion reports: a person taking back their
+    /// own steer must not take a subagent's report instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1183,6 +1183,35 @@ async fn recall_steer_takes_back_the_newest_queued_input_before_it_lands() {
 }
 
 #[tokio::test]
+async fn recall_steer_never_takes_back_a_pinned_input_such_as_a_completion_report() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.call("p1", json!({"type": "prompt", "message": "stream: 200"})).await;
+    agent.expect("turn_start").await;
+    for (id, command) in [
+        ("s1", json!({"type": "steer", "message": "mine"})),
+        (
+            "s2",
+            json!({"type": "prompt", "message": "a subagent's report", "streaming_behavior": "steer",
+                "pinned": true}),
+        ),
+    ] {
+        let (queued, _) = agent.call_during(id, command).await;
+        assert_eq!(queued["success"], true, "{queued}");
+    }
+    // The newest is the report: passed over, the person's own steer comes back.
+    let (first, _) = agent.call_during("r1", json!({"type": "recall_steer"})).await;
+    assert_eq!(
+        first["data"],
+        json!({"recalled": {"message": "mine", "streaming_behavior": "steer"}})
+    );
+    let (second, _) = agent.call_during("r2", json!({"type": "recall_steer"})).await;
+    assert_eq!(second["data"], json!({"recalled": null}));
+    agent.until("turn_end").await;
+    assert_eq!(logged_user_texts(&workspace), vec!["stream: 200", "a subagent's report"]);
+}
+
+#[tokio::test]
 async fn session_op_list_shows_the_whole_lineage_from_a_fork() {
     let workspace = Workspace::new();
     let mut agent = workspace.ready(&[]).await;

@@ -320,39 +320,45 @@ impl Registry {
 
     /// `session.activate`: switches an agent to another session of its
     /// lineage (its first session or a fork made from it) that no other
-    /// agent runs. Under the creation lock, so an adoption cannot take the
-    /// same session at the same time.
+    /// agent runs. The session is read off the runtime's threads; only the
+    /// check that no agent holds it and the switch itself are under the
+    /// creation lock, so an adoption cannot take the same session at the
+    /// same time and a slow disk holds up no creation.
     pub async fn activate(
         &self,
         request: SessionActivate,
     ) -> Result<SessionActivateResult, WireError> {
         let SessionActivate { agent_id, session_id } = request;
-        let _one_at_a_time = self.creating.lock().await;
         let Some(manifest) = self.manifest(&agent_id) else {
             return Err(WireError::new(ErrorCode::NotFound, format!("no agent `{agent_id}`")));
         };
         let current = manifest.session_id;
-        let unchanged = SessionActivateResult {
-            agent_id: agent_id.clone(),
-            session_id: session_id.clone(),
-            previous_session_id: current.clone(),
-        };
         if current == session_id {
-            return Ok(unchanged);
+            return Ok(SessionActivateResult {
+                agent_id,
+                previous_session_id: session_id.clone(),
+                session_id,
+            });
         }
-        let home = &self.context.home;
-        let session_error = |error: SessionError| match error {
+        let home = self.context.home.clone();
+        let (target, from) = (session_id.clone(), current.clone());
+        let checked = tokio::task::spawn_blocking(move || {
+            session_view::check(&home, &target).map_err(|error| (target.clone(), error))?;
+            session_view::same_lineage(&home, &from, &target).map_err(|error| (from, error))
+        })
+        .await
+        .map_err(|_| WireError::new(ErrorCode::InternalError, "the session check stopped"))?;
+        let same_lineage = checked.map_err(|(which, error)| match error {
             SessionError::NotFound(_) => {
-                WireError::new(ErrorCode::NotFound, format!("no session `{session_id}`"))
+                WireError::new(ErrorCode::NotFound, format!("no session `{which}`"))
             }
             SessionError::Corrupt { why, .. } => WireError::new(
                 ErrorCode::SessionCorrupt,
-                format!("session `{session_id}` cannot be restored: {why}"),
+                format!("session `{which}` cannot be restored: {why}"),
             ),
             other => WireError::new(ErrorCode::SessionCorrupt, other.to_string()),
-        };
-        session_view::check(home, &session_id).map_err(session_error)?;
-        if !session_view::same_lineage(home, &current, &session_id).map_err(session_error)? {
+        })?;
+        if !same_lineage {
             return Err(WireError::new(
                 ErrorCode::NotFound,
                 format!(
@@ -360,6 +366,7 @@ impl Registry {
                 ),
             ));
         }
+        let _one_at_a_time = self.creating.lock().await;
         let holder = self
             .manifests()
             .values()
@@ -372,11 +379,16 @@ impl Registry {
             )
             .with_data(serde_json::json!({"agent_id": holder})));
         }
+        // The host answers at once (it writes the manifest and no more); a
+        // host with a full queue is busy, and says so rather than waits.
         let (reply, answer) = oneshot::channel();
         let command = HostCommand::Activate { session_id: session_id.clone(), reply };
-        self.send_waiting(&agent_id, command)
-            .await
-            .map_err(|_| WireError::new(ErrorCode::NotFound, format!("no agent `{agent_id}`")))?;
+        self.send(&agent_id, command).map_err(|refused| match refused {
+            Refused::NotFound => {
+                WireError::new(ErrorCode::NotFound, format!("no agent `{agent_id}`"))
+            }
+            _ => WireError::new(ErrorCode::Conflict, "the agent is busy; switch again in a moment"),
+        })?;
         let previous = answer
             .await
             .map_err(|_| WireError::new(ErrorCode::InternalError, "the agent's host stopped"))??;

@@ -36,8 +36,16 @@ struct Ledger {
     version: u32,
     total: UsageTotals,
     sessions: BTreeMap<String, SessionUsage>,
-    /// Oldest first.
+    /// Oldest first. In memory only while the agent's host is awake (or a
+    /// command asked): a dormant agent costs its totals, not its turns.
     turns: VecDeque<TurnUsage>,
+    /// Whether `turns` holds the file's turns.
+    #[serde(skip)]
+    turns_loaded: bool,
+    /// The file could not be read (not absent: unreadable for now): the
+    /// figures are kept in memory but never written over it.
+    #[serde(skip)]
+    frozen: bool,
 }
 
 impl Ledger {
@@ -62,8 +70,16 @@ impl Ledger {
     }
 }
 
-/// What changed in a record, for the caller to announce.
+/// An agent's new total, for the caller to announce.
 pub type Changed = Option<UsageTotals>;
+
+/// What a change leaves to do once the book's lock is released: write the
+/// ledger (serialized under the lock, so no copy of it is made), synced to
+/// disk or not.
+struct Save {
+    bytes: Vec<u8>,
+    durable: bool,
+}
 
 pub struct UsageBook {
     home: PathBuf,
@@ -79,98 +95,154 @@ impl UsageBook {
         self.ledgers.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Reads `agent_id`'s ledger at daemon start. A turn left running by
-    /// the daemon that wrote it is closed as interrupted. An unreadable
-    /// ledger starts again empty (and is kept aside, not overwritten).
-    pub fn load(&self, agent_id: &str) {
+    /// Reads `agent_id`'s ledger from its file. Absent: a new one. Not
+    /// JSON: kept aside as `usage.json.unreadable` and a new one started.
+    /// Unreadable for another reason (permissions, too many open files):
+    /// frozen, so that what it holds is never overwritten.
+    fn read(&self, agent_id: &str) -> Ledger {
         let path = self.path(agent_id);
-        let mut ledger = match std::fs::read(&path) {
+        match std::fs::read(&path) {
             Ok(bytes) => match serde_json::from_slice::<Ledger>(&bytes) {
-                Ok(ledger) => ledger,
+                Ok(mut ledger) => {
+                    ledger.turns_loaded = true;
+                    ledger
+                }
                 Err(error) => {
-                    tracing::warn!(agent = %agent_id, %error, "unreadable usage ledger; starting a new one");
+                    tracing::warn!(agent = %agent_id, %error, "unreadable usage ledger kept aside; starting a new one");
                     let _ = std::fs::rename(&path, path.with_extension("json.unreadable"));
-                    Ledger::default()
+                    Ledger { turns_loaded: true, ..Ledger::default() }
                 }
             },
-            Err(_) => Ledger::default(),
-        };
-        if ledger.interrupt_running(crate::clock::now_ms()) {
-            self.save(agent_id, &ledger);
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                Ledger { turns_loaded: true, ..Ledger::default() }
+            }
+            Err(error) => {
+                tracing::error!(agent = %agent_id, %error, "cannot read the usage ledger; it is not written until the daemon restarts");
+                Ledger { turns_loaded: true, frozen: true, ..Ledger::default() }
+            }
         }
+    }
+
+    /// Reads `agent_id`'s ledger at daemon start, keeping its totals. A
+    /// turn left running by the daemon that wrote it is closed as
+    /// interrupted.
+    pub fn load(&self, agent_id: &str) {
+        let mut ledger = self.read(agent_id);
+        ledger.version = VERSION;
+        let save = ledger
+            .interrupt_running(crate::clock::now_ms())
+            .then(|| encode(agent_id, &ledger, true))
+            .flatten();
+        ledger.turns = VecDeque::new();
+        ledger.turns_loaded = false;
         self.ledgers().insert(agent_id.to_owned(), ledger);
+        self.write(agent_id, save);
+    }
+
+    /// The agent's host went dormant: its turns stay on disk only.
+    pub fn forget_turns(&self, agent_id: &str) {
+        if let Some(ledger) = self.ledgers().get_mut(agent_id) {
+            if !ledger.frozen {
+                ledger.turns = VecDeque::new();
+                ledger.turns_loaded = false;
+            }
+        }
+    }
+
+    /// Runs `change` on the agent's ledger with its turns in memory (read
+    /// from the file if they are not), then writes what it asks for.
+    fn change<T>(&self, agent_id: &str, change: impl FnOnce(&mut Ledger) -> (T, bool)) -> T {
+        let needs_turns = self.ledgers().get(agent_id).is_none_or(|ledger| !ledger.turns_loaded);
+        // Read outside the lock; only this agent's host changes its ledger.
+        let from_disk = needs_turns.then(|| self.read(agent_id));
+        let mut ledgers = self.ledgers();
+        let ledger = ledgers.entry(agent_id.to_owned()).or_default();
+        if let Some(read) = from_disk {
+            if !ledger.turns_loaded {
+                ledger.turns = read.turns;
+                ledger.turns_loaded = true;
+                ledger.frozen |= read.frozen;
+            }
+        }
+        let (result, durable) = change(ledger);
+        ledger.version = VERSION;
+        let save = encode(agent_id, ledger, durable);
+        drop(ledgers);
+        self.write(agent_id, save);
+        result
     }
 
     /// A turn started in `session_id`.
     pub fn turn_started(&self, agent_id: &str, session_id: &str, turn_id: &str, at: u64) {
-        let mut ledgers = self.ledgers();
-        let ledger = ledgers.entry(agent_id.to_owned()).or_default();
-        ledger.interrupt_running(at);
-        ledger.turns.push_back(TurnUsage {
-            turn_id: turn_id.to_owned(),
-            session_id: session_id.to_owned(),
-            model: None,
-            started_at: at,
-            ended_at: None,
-            state: TurnState::Running,
-            usage: UsageTotals::default(),
-        });
-        while ledger.turns.len() > KEPT_TURNS {
-            ledger.turns.pop_front();
-        }
-        // Nothing is spent yet: saved with its first call.
+        self.change(agent_id, |ledger| {
+            ledger.interrupt_running(at);
+            ledger.turns.push_back(TurnUsage {
+                turn_id: turn_id.to_owned(),
+                session_id: session_id.to_owned(),
+                model: None,
+                started_at: at,
+                ended_at: None,
+                state: TurnState::Running,
+                usage: UsageTotals::default(),
+            });
+            while ledger.turns.len() > KEPT_TURNS {
+                ledger.turns.pop_front();
+            }
+            ((), false)
+        })
     }
 
     /// One provider call's usage. Returns the agent's new total.
     pub fn call(&self, agent_id: &str, session_id: &str, call: &Usage, at: u64) -> Changed {
-        let mut ledgers = self.ledgers();
-        let ledger = ledgers.entry(agent_id.to_owned()).or_default();
-        // A call outside a turn (a manual compaction) counts for the session
-        // and the agent, not for a turn.
-        let mut first_of_turn = false;
-        if let Some(turn) = ledger.running(None) {
-            first_of_turn = turn.usage.calls == 0;
-            turn.usage.add_call(call);
-            if first_of_turn {
-                turn.usage.turns = 1;
+        self.change(agent_id, |ledger| {
+            // A call outside a turn (a manual compaction) counts for the
+            // session and the agent, not for a turn.
+            let mut first_of_turn = false;
+            if let Some(turn) = ledger.running(None) {
+                first_of_turn = turn.usage.calls == 0;
+                turn.usage.add_call(call);
+                if first_of_turn {
+                    turn.usage.turns = 1;
+                }
+                if call.model.is_some() {
+                    turn.model.clone_from(&call.model);
+                }
             }
-            if call.model.is_some() {
-                turn.model.clone_from(&call.model);
-            }
-        }
-        let turns = u64::from(first_of_turn);
-        let session =
-            ledger.sessions.entry(session_id.to_owned()).or_insert_with(|| SessionUsage {
-                session_id: session_id.to_owned(),
-                usage: UsageTotals::default(),
-                first_at: at,
-                last_at: at,
-            });
-        session.usage.add_call(call);
-        session.usage.turns += turns;
-        session.last_at = at;
-        ledger.total.add_call(call);
-        ledger.total.turns += turns;
-        let total = ledger.total.clone();
-        let snapshot = ledger.clone();
-        drop(ledgers);
-        self.save(agent_id, &snapshot);
-        Some(total)
+            let turns = u64::from(first_of_turn);
+            let session =
+                ledger.sessions.entry(session_id.to_owned()).or_insert_with(|| SessionUsage {
+                    session_id: session_id.to_owned(),
+                    usage: UsageTotals::default(),
+                    first_at: at,
+                    last_at: at,
+                });
+            session.usage.add_call(call);
+            session.usage.turns += turns;
+            session.last_at = at;
+            ledger.total.add_call(call);
+            ledger.total.turns += turns;
+            (Some(ledger.total.clone()), false)
+        })
     }
 
-    /// The turn ended (`turn_end`), or its process went away first.
+    /// The turn ended (`turn_end`), or its process went away first: the
+    /// ledger is synced to disk here, once a turn.
     pub fn turn_ended(&self, agent_id: &str, turn_id: Option<&str>, state: TurnState, at: u64) {
-        let mut ledgers = self.ledgers();
-        let Some(ledger) = ledgers.get_mut(agent_id) else { return };
-        let Some(turn) = ledger.running(turn_id) else { return };
-        turn.state = state;
-        turn.ended_at = Some(at);
-        let spent = turn.usage.calls > 0;
-        let snapshot = spent.then(|| ledger.clone());
-        drop(ledgers);
-        if let Some(snapshot) = snapshot {
-            self.save(agent_id, &snapshot);
+        let running = self
+            .ledgers()
+            .get_mut(agent_id)
+            .is_some_and(|ledger| !ledger.turns_loaded || ledger.running(turn_id).is_some());
+        if !running {
+            return;
         }
+        self.change(agent_id, |ledger| match ledger.running(turn_id) {
+            Some(turn) => {
+                turn.state = state;
+                turn.ended_at = Some(at);
+                ((), true)
+            }
+            None => ((), false),
+        })
     }
 
     /// The agent's total, if it ever spent anything.
@@ -180,10 +252,24 @@ impl UsageBook {
         (total.calls > 0).then(|| total.clone())
     }
 
+    /// The agent's ledger with its turns, read from the file for a dormant
+    /// agent (and not kept).
+    fn whole(&self, agent_id: &str) -> Ledger {
+        if let Some(ledger) = self.ledgers().get(agent_id).filter(|ledger| ledger.turns_loaded) {
+            return ledger.clone();
+        }
+        let mut ledger = self.read(agent_id);
+        if let Some(known) = self.ledgers().get(agent_id) {
+            // What is in memory is newer than a frozen or lagging file.
+            ledger.total = known.total.clone();
+            ledger.sessions = known.sessions.clone();
+        }
+        ledger
+    }
+
     /// `usage.agent`.
     pub fn agent(&self, agent_id: &str) -> UsageAgentResult {
-        let ledgers = self.ledgers();
-        let ledger = ledgers.get(agent_id).cloned().unwrap_or_default();
+        let ledger = self.whole(agent_id);
         let mut sessions: Vec<SessionUsage> = ledger.sessions.into_values().collect();
         sessions.sort_by(|a, b| (a.first_at, &a.session_id).cmp(&(b.first_at, &b.session_id)));
         UsageAgentResult {
@@ -197,18 +283,27 @@ impl UsageBook {
     /// `usage.session`: every agent that ran `session_id` (one at a time,
     /// but a session can move between agents), added up.
     pub fn session(&self, session_id: &str) -> Option<UsageSessionResult> {
-        let ledgers = self.ledgers();
-        let mut agent_ids = Vec::new();
+        let holders: Vec<(String, UsageTotals)> = self
+            .ledgers()
+            .iter()
+            .filter_map(|(agent_id, ledger)| {
+                ledger
+                    .sessions
+                    .get(session_id)
+                    .map(|session| (agent_id.clone(), session.usage.clone()))
+            })
+            .collect();
+        if holders.is_empty() {
+            return None;
+        }
         let mut total = UsageTotals::default();
         let mut turns = Vec::new();
-        for (agent_id, ledger) in ledgers.iter() {
-            let Some(session) = ledger.sessions.get(session_id) else { continue };
-            agent_ids.push(agent_id.clone());
-            total.add(&session.usage);
-            turns.extend(ledger.turns.iter().filter(|turn| turn.session_id == session_id).cloned());
-        }
-        if agent_ids.is_empty() {
-            return None;
+        let mut agent_ids = Vec::new();
+        for (agent_id, usage) in holders {
+            total.add(&usage);
+            let ledger = self.whole(&agent_id);
+            turns.extend(ledger.turns.into_iter().filter(|turn| turn.session_id == session_id));
+            agent_ids.push(agent_id);
         }
         agent_ids.sort();
         turns.sort_by(|a, b| (b.started_at, &b.turn_id).cmp(&(a.started_at, &a.turn_id)));
@@ -235,16 +330,33 @@ impl UsageBook {
         agent_dir(&self.home, agent_id).join(FILE)
     }
 
-    /// Replaces the agent's ledger file. A failure is logged: the rollups
-    /// stay right in memory, and the next change tries again.
-    fn save(&self, agent_id: &str, ledger: &Ledger) {
-        let mut ledger = ledger.clone();
-        ledger.version = VERSION;
-        let result = serde_json::to_vec(&ledger)
-            .map_err(std::io::Error::other)
-            .and_then(|bytes| crate::home::replace_private(&self.path(agent_id), &bytes));
+    /// Replaces the agent's ledger file: atomically, and synced at a turn's
+    /// end. A failure is logged: the rollups stay right in memory, and the
+    /// next change tries again.
+    fn write(&self, agent_id: &str, save: Option<Save>) {
+        let Some(Save { bytes, durable }) = save else { return };
+        let path = self.path(agent_id);
+        let result = if durable {
+            crate::home::write_private(&path, &bytes)
+        } else {
+            crate::home::replace_private(&path, &bytes)
+        };
         if let Err(error) = result {
             tracing::warn!(agent = %agent_id, %error, "cannot write the usage ledger");
+        }
+    }
+}
+
+/// The ledger as its file holds it; nothing for a frozen one.
+fn encode(agent_id: &str, ledger: &Ledger, durable: bool) -> Option<Save> {
+    if ledger.frozen || !ledger.turns_loaded {
+        return None;
+    }
+    match serde_json::to_vec(ledger) {
+        Ok(bytes) => Some(Save { bytes, durable }),
+        Err(error) => {
+            tracing::warn!(agent = %agent_id, %error, "cannot encode the usage ledger");
+            None
         }
     }
 }

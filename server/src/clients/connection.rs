@@ -398,7 +398,7 @@ impl Connection {
                 }
                 let home = registry.context.home.clone();
                 let limit = query.limit.map_or(APPROVALS_KEPT, |limit| limit as usize);
-                let limit = limit.clamp(1, APPROVALS_KEPT);
+                let limit = limit.min(APPROVALS_KEPT);
                 return self.in_background(id, command, async move {
                     let agent_id = query.agent_id;
                     let approvals = tokio::task::spawn_blocking({

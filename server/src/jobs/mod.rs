@@ -688,6 +688,8 @@ impl Jobs {
             images: None,
             // Steer: into the running turn; when idle, the next turn.
             streaming_behavior: Some(StreamingBehavior::Steer),
+            // A person taking back their own steer never takes this.
+            pinned: Some(true),
         };
         let command = HostCommand::Forward {
             subscriber: Arc::new(Discard),

@@ -165,6 +165,7 @@ impl Host {
     /// before tell of the other conversation.
     fn activate(&mut self, session_id: String, now: Instant) -> Result<String, WireError> {
         let busy = self.status.is_active()
+            || self.turn_expected
             || !self.pending.is_empty()
             || self.run.is_some()
             || self.next_run.is_some()
@@ -177,6 +178,9 @@ impl Host {
                 "the agent has work in hand (a turn, a question, a run or a command); switch sessions when it is idle",
             ));
         }
+        // Cursors reset first: a daemon killed between the two writes then
+        // resets a cursor for nothing, never resumes one across sessions.
+        self.journal.start_over();
         let mut manifest = self.manifest.clone();
         let previous = std::mem::replace(&mut manifest.session_id, session_id);
         if let Err(error) = manifest.save(&self.context.home) {
@@ -184,7 +188,6 @@ impl Host {
             return Err(WireError::new(ErrorCode::InternalError, "cannot record the new session"));
         }
         self.manifest = manifest;
-        self.journal.start_over();
         self.session = None;
         self.resync_when_ready = true;
         if self.generation.is_some() {
@@ -258,6 +261,7 @@ impl Host {
     ) {
         let internal = self.internal_id();
         let command = shard_protocol::envelope::MessageSet::type_name(&message);
+        let work = matches!(message, ClientMessage::Prompt(_) | ClientMessage::Steer(_));
         if !self.send_to_child(&Envelope::new(message).with_id(internal.clone())) {
             let error = WireError::new(
                 ErrorCode::Conflict,
@@ -270,6 +274,7 @@ impl Host {
             internal,
             Inflight { subscriber: Some(subscriber), client_id: id, command, then: Then::Nothing },
         );
+        self.turn_expected |= work;
         self.last_active = now;
     }
 
@@ -390,6 +395,11 @@ impl Host {
 
     fn child_response(&mut self, id: Option<String>, response: Response) {
         let Some(inflight) = id.and_then(|id| self.inflight.remove(&id)) else { return };
+        // A refused prompt starts nothing.
+        let refused_work = matches!(inflight.command, "prompt" | "steer") && !response.success();
+        if refused_work && !self.status.is_active() {
+            self.turn_expected = false;
+        }
         match inflight.then {
             Then::Nothing => {}
             Then::RunPrompt => self.run_prompt_answered(&response),

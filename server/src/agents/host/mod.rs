@@ -252,6 +252,11 @@ pub struct Host {
     /// `session.activate` switched the session: once a process runs it,
     /// every attachment gets the new session's `sync`.
     resync_when_ready: bool,
+    /// A prompt or steer went to the agent and its work has not settled
+    /// (the agent has not reported `idle` since): the agent answers a
+    /// prompt before it says it is streaming, and a session switch must
+    /// not slip into that gap.
+    turn_expected: bool,
 }
 
 impl Host {
@@ -306,6 +311,7 @@ impl Host {
             journal,
             approvals,
             resync_when_ready: false,
+            turn_expected: false,
         }
     }
 
@@ -348,6 +354,7 @@ impl Host {
     /// room its maps and lists grew to.
     pub(super) fn shed(&mut self) {
         self.journal.close();
+        self.context.usage.forget_turns(self.id());
         self.events = None;
         self.attached = HashMap::new();
         self.inflight = HashMap::new();

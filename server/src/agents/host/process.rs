@@ -254,7 +254,11 @@ impl Host {
             self.fail_waiting(&format!(
                 "the agent process exited before it was ready: {description}"
             ));
+            // A switched session that cannot start is not started again
+            // and again for its watchers: the next work or attach retries.
+            self.resync_when_ready = false;
         }
+        self.turn_expected = false;
         self.questions_orphaned();
         let interrupted = shard_protocol::usage::TurnState::Interrupted;
         self.context.usage.turn_ended(self.id(), None, interrupted, crate::agents::now_ms());

@@ -195,6 +195,9 @@ impl Host {
             ServerMessage::Status(status) => {
                 let changed = self.status != status.status;
                 self.status = status.status;
+                if !self.status.is_active() {
+                    self.turn_expected = false;
+                }
                 if changed {
                     self.publish_info();
                     self.broadcast_status(status.detail.clone());

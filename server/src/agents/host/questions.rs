@@ -10,8 +10,8 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 use shard_protocol::agent::{
-    ChoiceIntent, Decision, PendingKind, PermissionAnswer, PermissionResolved, PermissionResponse, UiResolved,
-    UiResponse,
+    ChoiceIntent, Decision, PendingKind, PermissionAnswer, PermissionResolved, PermissionResponse,
+    UiResolved, UiResponse,
 };
 use shard_protocol::approvals::{Answerer, ApprovalKind, ApprovalRecord};
 use shard_protocol::message::Response;
@@ -237,18 +237,26 @@ impl Host {
     pub(super) fn questions_orphaned(&mut self) {
         for pending in std::mem::take(&mut self.pending) {
             let request_id = pending.request.request_id().to_owned();
+            // An answer already passed on may or may not have been acted
+            // on: the history keeps who gave it, unconfirmed.
+            let (outcome, answerer) = match pending.source {
+                Some(answerer) => ("unconfirmed", answerer),
+                None => {
+                    let outcome = match pending.request {
+                        PendingKind::Permission(_) => "deny",
+                        PendingKind::Ui(_) => "dismissed",
+                    };
+                    let exited = "runtime_exited".to_owned();
+                    (outcome, Answerer { source: exited, ..Answerer::default() })
+                }
+            };
+            self.approvals.resolved(&request_id, now_ms(), outcome.to_owned(), answerer);
             self.broadcast_resolution(&pending.request, &request_id, "runtime_exited");
         }
         self.publish_pending();
     }
 
     fn broadcast_resolution(&mut self, request: &PendingKind, request_id: &str, source: &str) {
-        let outcome = match request {
-            PendingKind::Permission(_) => "deny",
-            PendingKind::Ui(_) => "dismissed",
-        };
-        let answerer = Answerer { source: source.to_owned(), ..Answerer::default() };
-        self.approvals.resolved(request_id, now_ms(), outcome.to_owned(), answerer);
         let message = match request {
             PendingKind::Permission(_) => ServerMessage::PermissionResolved(PermissionResolved {
                 request_id: request_id.to_owned(),

@@ -134,7 +134,7 @@ impl Host {
         }
         let Some(run) = &mut self.run else { return };
         let Some(task) = run.task.take() else { return };
-        let prompt = Prompt { message: task, images: None, streaming_behavior: None };
+        let prompt = Prompt { message: task, images: None, streaming_behavior: None, pinned: None };
         let internal = self.internal_id();
         if !self
             .send_to_child(&Envelope::new(ClientMessage::Prompt(prompt)).with_id(internal.clone()))

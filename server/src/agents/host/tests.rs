@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use shard_protocol::orchestrator::AttachRole;
-use shard_protocol::{ClientMessage, Envelope};
+use shard_protocol::{ClientMessage, Envelope, ErrorCode, WireError};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -541,4 +541,62 @@ fn commands_racing_a_host_going_dormant_are_all_answered() {
             assert_eq!(hosts.awake(), 0, "seed {seed}: the host went dormant at the end");
         });
     }
+}
+
+fn activate(host: &mut Host, session: &str, now: Instant) -> Result<String, WireError> {
+    let (reply, mut answer) = oneshot::channel();
+    host.command(HostCommand::Activate { session_id: session.to_owned(), reply }, now);
+    answer.try_recv().expect("answered at once")
+}
+
+#[test]
+fn a_session_switch_waits_for_an_accepted_prompts_turn_and_a_process_that_fails_is_not_restarted_in_a_loop()
+ {
+    let world = world();
+    let now = Instant::now();
+    let (mut host, client) = running(&world, "agent-s", now);
+    client.take();
+    let subscriber: Sub = client.clone();
+    let prompt = Envelope::<ClientMessage>::from_json(r#"{"type":"prompt","message":"hi"}"#)
+        .expect("a prompt")
+        .message;
+    host.command(HostCommand::Forward { subscriber, id: Some("p".into()), message: prompt }, now);
+    let sent = world.spawner.last().lock().expect("lock").stdin.last().cloned().expect("sent");
+    // The agent accepts the prompt before it says it is streaming: the
+    // switch must not slip in between.
+    says(
+        &mut host,
+        0,
+        json!({"type": "response", "id": sent["id"], "command": "prompt", "success": true}),
+        now,
+    );
+    let refused = activate(&mut host, "sess-other", now).expect_err("mid-turn");
+    assert_eq!(refused.code, ErrorCode::Conflict);
+    says(&mut host, 0, json!({"type": "status", "status": "streaming"}), now);
+    assert!(activate(&mut host, "sess-other", now).is_err());
+    says(&mut host, 0, json!({"type": "turn_end", "turn_id": "t1"}), now);
+    says(&mut host, 0, json!({"type": "status", "status": "idle"}), now);
+    assert_eq!(activate(&mut host, "sess-other", now).expect("idle now"), "sess-agent-s");
+    assert!(world.spawner.last().lock().expect("lock").input_closed, "the old process stops");
+
+    // It exits; someone watches, so the new session's process starts...
+    host.child_event(
+        ChildEvent::Exited { epoch: 0, code: Some(0), description: "exit 0".into() },
+        now,
+    );
+    assert_eq!(world.spawner.count(), 2);
+    // ...and when that one dies before it is ready, it is not started again
+    // and again for the watcher: the next work or attach retries.
+    host.child_event(
+        ChildEvent::Exited { epoch: 1, code: Some(1), description: "exit 1".into() },
+        now,
+    );
+    assert_eq!(world.spawner.count(), 2, "no restart loop");
+    client.take();
+    // A process that does come up gives every attachment the new session.
+    attach(&mut host, &client, AttachRole::Interactive, now);
+    assert_eq!(world.spawner.count(), 3);
+    ready(&mut host, 2, now);
+    let synced: Vec<String> = client.types();
+    assert!(synced.iter().filter(|kind| *kind == "sync").count() >= 1, "{synced:?}");
 }
