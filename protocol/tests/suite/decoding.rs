@@ -21,7 +21,8 @@ fn per_agent_agent_id_is_the_routing_tag() {
         ClientMessage::Prompt(Prompt {
             message: "hi".into(),
             images: None,
-            streaming_behavior: None
+            streaming_behavior: None,
+            pinned: None,
         })
     );
 }
