@@ -401,7 +401,7 @@ impl Conversation {
 /// The session at the top of `dir`'s lineage. A fork lives at
 /// `<source>/forks/<session_id>/`, so each step up is two folders, taken
 /// while the folder above is a session.
-fn lineage_root(dir: &Path) -> PathBuf {
+pub(crate) fn lineage_root(dir: &Path) -> PathBuf {
     let mut root = dir;
     for _ in 0..MAX_LISTED_SESSIONS {
         let source = root

@@ -32,21 +32,8 @@ pub fn check(home: &Path, session_id: &str) -> Result<(), SessionError> {
 /// which the other is a fork (at any depth), or a fork of the same one.
 /// This is what an agent may switch between (`session.activate`).
 pub fn same_lineage(home: &Path, a: &str, b: &str) -> Result<bool, SessionError> {
-    Ok(lineage_root(&find_session(home, a)?) == lineage_root(&find_session(home, b)?))
-}
-
-/// The directory of the first session of `dir`'s lineage: a fork lives in
-/// `<its source's directory>/forks/<id>`.
-fn lineage_root(dir: &Path) -> &Path {
-    let mut dir = dir;
-    while let Some(source) = dir
-        .parent()
-        .filter(|parent| parent.file_name().is_some_and(|name| name == "forks"))
-        .and_then(Path::parent)
-    {
-        dir = source;
-    }
-    dir
+    let root = |session| find_session(home, session).map(|dir| conversation::lineage_root(&dir));
+    Ok(root(a)? == root(b)?)
 }
 
 /// A running agent's log, read as it grows. It holds only what a live

@@ -294,22 +294,7 @@ impl Registry {
     /// A legacy session may be adopted once, if it exists and reads cleanly.
     fn adoptable(&self, session_id: &str) -> Result<String, WireError> {
         let home = &self.context.home;
-        match session_view::check(home, session_id) {
-            Ok(()) => {}
-            Err(SessionError::NotFound(_)) => {
-                return Err(WireError::new(
-                    ErrorCode::NotFound,
-                    format!("no session `{session_id}`"),
-                ));
-            }
-            Err(SessionError::Corrupt { why, .. }) => {
-                return Err(WireError::new(
-                    ErrorCode::SessionCorrupt,
-                    format!("session `{session_id}` cannot be restored: {why}"),
-                ));
-            }
-            Err(error) => return Err(WireError::new(ErrorCode::SessionCorrupt, error.to_string())),
-        }
+        session_view::check(home, session_id).map_err(|error| session_error(session_id, error))?;
         let adopted =
             Manifest::load_all(home).iter().any(|manifest| manifest.session_id == session_id);
         if adopted {
@@ -348,16 +333,7 @@ impl Registry {
         })
         .await
         .map_err(|_| WireError::new(ErrorCode::InternalError, "the session check stopped"))?;
-        let same_lineage = checked.map_err(|(which, error)| match error {
-            SessionError::NotFound(_) => {
-                WireError::new(ErrorCode::NotFound, format!("no session `{which}`"))
-            }
-            SessionError::Corrupt { why, .. } => WireError::new(
-                ErrorCode::SessionCorrupt,
-                format!("session `{which}` cannot be restored: {why}"),
-            ),
-            other => WireError::new(ErrorCode::SessionCorrupt, other.to_string()),
-        })?;
+        let same_lineage = checked.map_err(|(which, error)| session_error(&which, error))?;
         if !same_lineage {
             return Err(WireError::new(
                 ErrorCode::NotFound,
@@ -412,6 +388,21 @@ impl Registry {
         for done in waits {
             let _ = done.await;
         }
+    }
+}
+
+/// A session that cannot be taken on (adopted or switched to), as the
+/// wire says it: absent, `NOT_FOUND`; unreadable, `SESSION_CORRUPT`.
+fn session_error(session_id: &str, error: SessionError) -> WireError {
+    match error {
+        SessionError::NotFound(_) => {
+            WireError::new(ErrorCode::NotFound, format!("no session `{session_id}`"))
+        }
+        SessionError::Corrupt { why, .. } => WireError::new(
+            ErrorCode::SessionCorrupt,
+            format!("session `{session_id}` cannot be restored: {why}"),
+        ),
+        other => WireError::new(ErrorCode::SessionCorrupt, other.to_string()),
     }
 }
 
