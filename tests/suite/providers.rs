@@ -1,7 +1,10 @@
 //! The real providers, run by the real agent binary against a replay server:
 //! a streamed tool call whose arguments arrive in pieces, plain text, usage,
-//! and errors before and in the middle of a stream. Every request the agent
-//! sent is checked.
+//! and errors before and in the middle of a stream; and the shapes other
+//! servers stream (ids repeated or blank on every chunk, calls without an id
+//! or an index, refusals, usage that changes in `message_delta`), see
+//! `tests/fixtures/providers/README.md`. Every request the agent sent is
+//! checked.
 
 use serde_json::{Value, json};
 
@@ -36,8 +39,10 @@ async fn start(workspace: &Workspace) -> AgentProc {
 /// Prompt, allow the bash call, and read the turn to its end.
 async fn tool_round_trip(agent: &mut AgentProc) -> Vec<Value> {
     agent.call("p1", json!({"type": "prompt", "message": "run something"})).await;
-    let mut read = agent.until("permission_request").await;
+    let mut read =
+        agent.until_match(|m| m["type"] == "permission_request" || m["type"] == "turn_end").await;
     let request = read.last().expect("request").clone();
+    assert_eq!(request["type"], "permission_request", "the turn ended first: {read:#?}");
     assert_eq!(request["input"], json!({"command": "echo hi"}));
     agent.send(json!({"type": "permission_response", "request_id": request["request_id"], "decision": "allow"})).await;
     read.extend(agent.until("turn_end").await);
@@ -194,6 +199,184 @@ async fn anthropic_streams_a_tool_call_and_sends_its_result_back() {
         json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_replay_1",
             "content": "hi\n[exit code: 0]", "is_error": false}]})
     );
+}
+
+/// One call the model asked for, as the next request sent it back.
+struct SentCall {
+    id: String,
+    name: String,
+    args: Value,
+    result: String,
+}
+
+/// The tool calls of the last assistant message in `messages` and the tool
+/// results after it, checked to pair up: every id non-empty and distinct,
+/// answered once, in order, by a result carrying the same `tool_call_id`.
+fn sent_calls(messages: &Value) -> Vec<SentCall> {
+    let messages = messages.as_array().expect("messages");
+    let at = messages
+        .iter()
+        .rposition(|message| message["role"] == "assistant")
+        .expect("an assistant message");
+    let calls = messages[at]["tool_calls"].as_array().expect("tool_calls");
+    let results = &messages[at + 1..];
+    assert_eq!(results.len(), calls.len(), "one result per call: {messages:#?}");
+    let sent: Vec<SentCall> = calls
+        .iter()
+        .zip(results)
+        .map(|(call, result)| {
+            assert_eq!(result["role"], "tool");
+            assert_eq!(result["tool_call_id"], call["id"], "{call} answered by {result}");
+            SentCall {
+                id: call["id"].as_str().expect("id").to_owned(),
+                name: call["function"]["name"].as_str().expect("name").to_owned(),
+                args: serde_json::from_str(call["function"]["arguments"].as_str().expect("args"))
+                    .unwrap_or_else(|error| panic!("arguments of {call}: {error}")),
+                result: result["content"].as_str().expect("content").to_owned(),
+            }
+        })
+        .collect();
+    let mut ids: Vec<&str> = sent.iter().map(|call| call.id.as_str()).collect();
+    assert!(ids.iter().all(|id| !id.is_empty()), "ids: {ids:?}");
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), sent.len(), "distinct ids: {messages:#?}");
+    sent
+}
+
+/// Runs the bash round trip against `fixture`; returns the one call as the
+/// next request sent it back.
+async fn one_bash_call(fixture: &'static str) -> SentCall {
+    let server =
+        ReplayServer::start(vec![Reply::Stream(fixture), Reply::Stream("openai-text.sse")]).await;
+    let workspace = Workspace::new();
+    configure(&workspace, "openai", &format!("{}/v1", server.base));
+    let mut agent = start(&workspace).await;
+    let turn = tool_round_trip(&mut agent).await;
+    assert_tool_events(&turn);
+    assert_eq!(count(&turn, "tool_call"), 1, "{fixture}: one call");
+    assert_eq!(count(&turn, "error"), 0, "{fixture}");
+    let requests = server.captured();
+    assert_eq!(requests.len(), 2, "{fixture}");
+    let mut calls = sent_calls(&requests[1].body["messages"]);
+    assert_eq!(calls.len(), 1, "{fixture}: one call sent back");
+    let call = calls.remove(0);
+    assert_eq!((call.name.as_str(), &call.args), ("bash", &json!({"command": "echo hi"})));
+    assert_eq!(call.result, "hi\n[exit code: 0]");
+    assert_eq!(find(&turn, "tool_result")["tool_call_id"], call.id.as_str(), "{fixture}");
+    call
+}
+
+#[tokio::test]
+async fn openai_a_call_id_repeated_on_every_chunk_is_one_call() {
+    // LiteLLM, DeepSeek and Qwen send the id again with every piece.
+    let call = one_bash_call("openai-tool-call-repeated-id.sse").await;
+    assert_eq!(call.id, "call_repeat_1");
+}
+
+#[tokio::test]
+async fn openai_a_blank_call_id_on_continuation_chunks_is_one_call() {
+    // Azure through LiteLLM and DashScope send "" as the id (and name) there.
+    let call = one_bash_call("openai-tool-call-empty-id.sse").await;
+    assert_eq!(call.id, "call_empty_1");
+}
+
+#[tokio::test]
+async fn openai_a_call_streamed_without_an_id_gets_one_its_result_answers() {
+    let call = one_bash_call("openai-tool-call-without-id.sse").await;
+    assert!(call.id.starts_with("call_"), "{}", call.id);
+}
+
+#[tokio::test]
+async fn openai_a_call_streamed_without_an_index_gets_an_id_its_result_answers() {
+    let call = one_bash_call("openai-tool-call-without-index.sse").await;
+    assert!(call.id.starts_with("call_"), "{}", call.id);
+}
+
+/// Two parallel `read` calls from `fixture` (a.txt, then b.txt); returns
+/// their ids as the next request sent them back.
+async fn two_reads(fixture: &'static str) -> Vec<String> {
+    let server =
+        ReplayServer::start(vec![Reply::Stream(fixture), Reply::Stream("openai-text.sse")]).await;
+    let workspace = Workspace::new();
+    std::fs::write(workspace.path("a.txt"), "alpha\n").expect("a.txt");
+    std::fs::write(workspace.path("b.txt"), "beta\n").expect("b.txt");
+    configure(&workspace, "openai", &format!("{}/v1", server.base));
+    let mut agent = start(&workspace).await;
+    // `read` inside the project runs without asking.
+    let turn = agent.turn("read both").await;
+    assert_eq!(count(&turn, "tool_call"), 2, "{turn:#?}");
+    let results: Vec<&Value> = turn.iter().filter(|m| m["type"] == "tool_result").collect();
+    let texts: Vec<&Value> = results.iter().map(|result| &result["content"]["text"]).collect();
+    assert_eq!(texts, [&json!("alpha\n"), &json!("beta\n")]);
+    let requests = server.captured();
+    assert_eq!(requests.len(), 2);
+    let calls = sent_calls(&requests[1].body["messages"]);
+    let sent: Vec<(&str, &Value, &str)> =
+        calls.iter().map(|call| (call.name.as_str(), &call.args, call.result.as_str())).collect();
+    assert_eq!(
+        sent,
+        [
+            ("read", &json!({"path": "a.txt"}), "alpha\n"),
+            ("read", &json!({"path": "b.txt"}), "beta\n")
+        ]
+    );
+    for (call, result) in calls.iter().zip(&results) {
+        assert_eq!(result["tool_call_id"], call.id.as_str());
+    }
+    calls.into_iter().map(|call| call.id).collect()
+}
+
+#[tokio::test]
+async fn openai_parallel_calls_that_repeat_their_ids_stay_apart() {
+    let ids = two_reads("openai-parallel-tool-calls-repeated-id.sse").await;
+    assert_eq!(ids, ["call_par_a", "call_par_b"]);
+}
+
+#[tokio::test]
+async fn openai_parallel_calls_without_an_index_or_id_stay_apart() {
+    // Gemini: each call whole in its own chunk, `"index": null`, `"id": ""`.
+    let ids = two_reads("openai-parallel-tool-calls-without-index.sse").await;
+    assert!(ids.iter().all(|id| id.starts_with("call_")), "{ids:?}");
+}
+
+#[tokio::test]
+async fn openai_a_refusal_is_the_reply_with_a_marker() {
+    let server = ReplayServer::start(vec![Reply::Stream("openai-refusal.sse")]).await;
+    let workspace = Workspace::new();
+    configure(&workspace, "openai", &format!("{}/v1", server.base));
+    let mut agent = start(&workspace).await;
+    let turn = agent.turn("hello").await;
+    let shown = "Refused: I'm sorry, but I can't help with that request.";
+    assert_eq!(streamed_text(&turn), shown);
+    assert_eq!(
+        find(&turn, "message_complete")["message"]["content"],
+        json!([{"type": "text", "text": shown}])
+    );
+    assert_eq!(count(&turn, "error"), 0);
+    assert_eq!(find(&turn, "usage")["input"], 52);
+    assert_eq!(turn.last().expect("status")["status"], "idle");
+}
+
+#[tokio::test]
+async fn anthropic_usage_follows_every_message_delta() {
+    let server = ReplayServer::start(vec![Reply::Stream("anthropic-usage-updates.sse")]).await;
+    let workspace = Workspace::new();
+    configure(&workspace, "anthropic", &server.base);
+    let mut agent = start(&workspace).await;
+    let turn = agent.turn("hello").await;
+    assert_eq!(streamed_text(&turn), "The command printed hi.");
+    assert_eq!(count(&turn, "usage"), 1);
+    let usage = find(&turn, "usage");
+    // The last message_delta's counts, cumulative: the cache counts of
+    // message_start are replaced, not kept or added to.
+    assert_eq!(
+        [&usage["input"], &usage["output"], &usage["cache_read"], &usage["cache_write"]],
+        [&json!(1480), &json!(64), &json!(2048), &json!(1536)],
+        "{usage}"
+    );
+    assert_eq!(usage["context_tokens"], 1480 + 2048 + 1536);
+    assert_eq!(find(&turn, "turn_end")["usage"]["input"], 1480);
 }
 
 /// One turn against `replies`; the workspace and server stay alive with the

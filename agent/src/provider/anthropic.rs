@@ -132,16 +132,7 @@ pub async fn stream(
         let data: Value = serde_json::from_str(&event.data)
             .map_err(|error| ProviderError(format!("unreadable stream event: {error}")))?;
         match data["type"].as_str().unwrap_or_default() {
-            "message_start" => {
-                let counts = &data["message"]["usage"];
-                usage.input = counts["input_tokens"].as_u64().unwrap_or(0);
-                usage.cache_read = counts["cache_read_input_tokens"].as_u64();
-                usage.cache_write = counts["cache_creation_input_tokens"].as_u64();
-                usage.output = counts["output_tokens"].as_u64().unwrap_or(0);
-                usage.context_tokens = Some(
-                    usage.input + usage.cache_read.unwrap_or(0) + usage.cache_write.unwrap_or(0),
-                );
-            }
+            "message_start" => take_counts(&mut usage, &data["message"]["usage"]),
             "content_block_start" => {
                 let block = &data["content_block"];
                 if block["type"] == "tool_use" {
@@ -186,11 +177,7 @@ pub async fn stream(
                     _ => {}
                 }
             }
-            "message_delta" => {
-                if let Some(output) = data["usage"]["output_tokens"].as_u64() {
-                    usage.output = output;
-                }
-            }
+            "message_delta" => take_counts(&mut usage, &data["usage"]),
             "message_stop" => {
                 send(ProviderEvent::Usage(usage)).await?;
                 return Ok(());
@@ -204,4 +191,25 @@ pub async fn stream(
         }
     }
     Err(ProviderError("the stream ended before message_stop".into()))
+}
+
+/// Folds a `usage` object into the call's counts: `message_start`'s, then
+/// each `message_delta`'s. A delta's counts are cumulative (the input and
+/// cache counts too, which change when a server tool adds input), so a count
+/// present replaces the one before and an absent one is kept.
+fn take_counts(usage: &mut Usage, counts: &Value) {
+    if let Some(input) = counts["input_tokens"].as_u64() {
+        usage.input = input;
+    }
+    if let Some(output) = counts["output_tokens"].as_u64() {
+        usage.output = output;
+    }
+    if let Some(read) = counts["cache_read_input_tokens"].as_u64() {
+        usage.cache_read = Some(read);
+    }
+    if let Some(write) = counts["cache_creation_input_tokens"].as_u64() {
+        usage.cache_write = Some(write);
+    }
+    usage.context_tokens =
+        Some(usage.input + usage.cache_read.unwrap_or(0) + usage.cache_write.unwrap_or(0));
 }
