@@ -38,9 +38,12 @@ pub fn decide(
     granted: impl Fn(&str) -> bool,
 ) -> Verdict {
     // Delegation runs nothing here: each child's own gate asks for what it
-    // does, and a child never gets more than its parent's mode.
+    // does, and the daemon never gives a child more than its parent's tools
+    // and current mode. In a read-only mode, only what reads or stops jobs
+    // runs without asking; starting or steering work asks.
     if tools::subagent::is_subagent_tool(name) {
-        return Verdict::Allow;
+        let narrows = tools::subagent::reads_only(name) || name == "subagent_stop";
+        return if narrows || modes::allows_mutation(mode) { Verdict::Allow } else { Verdict::Ask };
     }
     if tools::is_read_only(name) {
         return match tools::target_path(name, args) {

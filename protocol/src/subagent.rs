@@ -387,6 +387,19 @@ pub struct SubagentStatusResult {
     pub jobs: Option<Vec<JobSnapshot>>,
 }
 
+impl SubagentStatusResult {
+    /// Leaves out what the runs said (final texts, errors): the answer a
+    /// connection not attached to the parent gets.
+    pub fn redact(&mut self) {
+        let runs = self.agents.iter_mut().filter_map(|agent| agent.run.as_mut());
+        let job_runs = self.jobs.iter_mut().flatten().flat_map(|job| job.runs.iter_mut());
+        for run in runs.chain(job_runs) {
+            run.final_text = None;
+            run.error = None;
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CancelledRun {
     pub run_id: String,

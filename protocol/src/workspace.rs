@@ -91,6 +91,10 @@ pub struct WorkspaceStatus {
 pub struct FileDiff {
     pub path: String,
     pub hunks: Vec<crate::types::Hunk>,
+    /// Why the file's lines are not shown (a binary file, a new file too
+    /// large to read); `hunks` is empty then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omitted: Option<String>,
 }
 
 /// What the workspace changed since it left its integration target,

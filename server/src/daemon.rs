@@ -23,7 +23,7 @@ use crate::clients::Limits;
 use crate::clients::connection::Daemon;
 use crate::clients::hub::Hub;
 use crate::home::Home;
-use crate::jobs::Jobs;
+use crate::jobs::{JobLimits, Jobs};
 use crate::web::audit::Audit;
 use crate::web::auth::Auth;
 use crate::web::config::{WebArgs, WebConfig};
@@ -80,6 +80,18 @@ pub struct DaemonArgs {
     /// Bytes of each agent's events kept for resumes.
     #[arg(long, value_name = "BYTES", default_value_t = JournalLimits::default().bytes, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..))]
     pub journal_bytes: usize,
+    /// Subagent runs one parent may have queued or running at once.
+    #[arg(long, value_name = "N", default_value_t = JobLimits::default().active_per_parent, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub subagent_max_active_per_parent: usize,
+    /// Subagent runs queued or running at once, all parents together.
+    #[arg(long, value_name = "N", default_value_t = JobLimits::default().active, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub subagent_max_active: usize,
+    /// Job records kept per parent; the oldest ended ones go first.
+    #[arg(long, value_name = "N", default_value_t = JobLimits::default().kept_per_parent, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub subagent_max_jobs_per_parent: usize,
+    /// Job records kept, all parents together.
+    #[arg(long, value_name = "N", default_value_t = JobLimits::default().kept, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub subagent_max_jobs: usize,
 }
 
 /// Browser connections by default: a thousand idle tabs (S4) fit, in about
@@ -271,18 +283,31 @@ pub async fn run(
                "allowed_origins": config.allowed_origins, "trust_proxy": args.web.trust_proxy, "warnings": warnings}),
     );
     let exe = std::env::current_exe().context("cannot find the shard executable")?;
+    let processes = Arc::new(crate::agents::Processes::default());
     let context = Arc::new(HostContext {
         home: home.path.clone(),
-        spawner: Arc::new(ProcessSpawner { exe, home: home.path.clone() }),
+        spawner: Arc::new(ProcessSpawner {
+            exe,
+            home: home.path.clone(),
+            processes: processes.clone(),
+        }),
         broadcast: hub.clone(),
         delegation: Arc::default(),
         idle_timeout: Duration::from_secs(args.idle_runtime_timeout),
         headless_timeout: Duration::from_secs(args.headless_timeout),
         journal: JournalLimits { events: args.journal_events, bytes: args.journal_bytes },
         usage: Arc::new(UsageBook::new(&home.path)),
+        processes,
     });
     let registry = Arc::new(Registry::load(context));
-    let jobs = Jobs::load(registry.clone(), Duration::from_secs(args.subagent_run_timeout));
+    let limits = JobLimits {
+        run_timeout: Duration::from_secs(args.subagent_run_timeout),
+        active_per_parent: args.subagent_max_active_per_parent,
+        active: args.subagent_max_active,
+        kept_per_parent: args.subagent_max_jobs_per_parent,
+        kept: args.subagent_max_jobs,
+    };
+    let jobs = Jobs::load(registry.clone(), limits);
     let workspaces = Workspaces::load(registry.clone());
     let shard = Arc::new(Shard {
         registry,

@@ -26,6 +26,9 @@ impl Setup {
         let project = TempDir::new().expect("project");
         let mut client = Client::unix(&daemon.socket()).await;
         let parent = client.create(project.path(), "lead").await;
+        // The §10.3 commands act on the parent: like its prompts, they
+        // need an interactive attachment (docs/SECURITY.md).
+        client.attach(&parent, "interactive").await;
         Setup { _daemon: daemon, project, client, parent }
     }
 
@@ -351,6 +354,7 @@ async fn a_leased_child_refuses_direct_prompts_and_takes_steer_and_abort_through
 async fn ownership_never_crosses_parents() {
     let mut setup = Setup::new().await;
     let other = setup.client.create(setup.project.path(), "other").await;
+    setup.client.attach(&other, "interactive").await;
     let job = setup.create(json!({"name": "mine", "task": "stream: 100"})).await;
     let handles = [
         job["job_id"].as_str().unwrap().to_owned(),
@@ -420,10 +424,18 @@ async fn task_text_appears_in_no_response_event_log_or_agent_info() {
     let mut client = Client::unix(&daemon.socket()).await;
     let parent = client.create(project.path(), "lead").await;
     const SECRET: &str = "zebra-quartz-7731";
+    // Acting needs an interactive attachment; between commands the client
+    // only watches, so that the children's questions are denied headless.
     let mut call = async |id: &str, kind: &str, mut body: Value| {
+        let acts = !matches!(kind, "subagent.wait" | "subagent.status");
+        if acts {
+            client.attach(&parent, "interactive").await;
+        }
         body["type"] = json!(kind);
         body["parent_agent_id"] = json!(parent);
-        client.call(id, body).await
+        let answer = client.call(id, body).await;
+        client.attach(&parent, "observer").await;
+        answer
     };
     let created = call(
         "c",
@@ -464,6 +476,7 @@ async fn a_daemon_killed_mid_run_leaves_no_child_and_restarts_with_runs_interrup
     let marker = project.path().canonicalize().expect("path").display().to_string();
     let mut client = Client::unix(&daemon.socket()).await;
     let parent = client.create(project.path(), "lead").await;
+    client.attach(&parent, "interactive").await;
     let created = client
         .call("c", json!({"type": "subagent.create", "parent_agent_id": parent, "strategy": "chain",
             "tasks": [{"name": "long", "task": "stream: 3000"}, {"name": "after", "task": "never"}]}))
@@ -481,6 +494,7 @@ async fn a_daemon_killed_mid_run_leaves_no_child_and_restarts_with_runs_interrup
 
     let daemon = Daemon::start_in(home.path(), &[]).await;
     let mut client = Client::unix(&daemon.socket()).await;
+    // Not attached: the states, without what the runs said.
     let status =
         client.call("s", json!({"type": "subagent.status", "parent_agent_id": parent})).await;
     let job = &status["data"]["jobs"][0];
@@ -489,6 +503,7 @@ async fn a_daemon_killed_mid_run_leaves_no_child_and_restarts_with_runs_interrup
     assert_eq!(job["state"], "failed");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(agent_pids(&marker).is_empty(), "nothing replayed");
+    client.attach(&parent, "interactive").await;
     let relaunched = client
         .call(
             "r",
@@ -577,6 +592,7 @@ async fn agent_create_honours_tools_brief_and_launch_policy() {
     )
     .await;
     let lead = lead["data"]["agent_id"].as_str().unwrap().to_owned();
+    client.attach(&lead, "interactive").await;
     let three = client
         .call("c3", json!({"type": "subagent.create", "parent_agent_id": lead, "strategy": "parallel",
             "tasks": [{"name": "a", "task": "x"}, {"name": "b", "task": "x"}, {"name": "c", "task": "x"}]}))
@@ -603,6 +619,7 @@ async fn agent_create_honours_tools_brief_and_launch_policy() {
     );
     // ... and the daemon refuses it anyway.
     let child = runs[0]["agent_id"].as_str().unwrap();
+    client.attach(child, "interactive").await;
     let deeper = client
         .call(
             "c4",
@@ -622,6 +639,7 @@ async fn a_child_never_gets_more_than_its_parents_mode() {
     let mut client = Client::unix(&daemon.socket()).await;
     let planner = create_with(&mut client, project.path(), json!({"mode": "plan"})).await;
     let planner = planner["data"]["agent_id"].as_str().unwrap().to_owned();
+    client.attach(&planner, "interactive").await;
     let escalated = client
         .call(
             "c",
@@ -643,10 +661,14 @@ async fn headless_policy_queue_keeps_a_childs_question_open_until_someone_answer
     let daemon = Daemon::start(&[]).await;
     let project = TempDir::new().expect("project");
     let mut client = Client::unix(&daemon.socket()).await;
+    // Starting a job needs an interactive attachment to the parent; it
+    // then watches as an observer, which never answers (§6.3).
     let spawn = async |client: &mut Client, parent: &str, task: &str| {
+        client.attach(parent, "interactive").await;
         let created = client
             .call("c", json!({"type": "subagent.create", "parent_agent_id": parent, "name": "w", "task": task}))
             .await;
+        client.attach(parent, "observer").await;
         created["data"].clone()
     };
     // By default a question nobody can answer is denied at once.

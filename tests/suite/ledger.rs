@@ -215,7 +215,7 @@ async fn the_approval_history_says_what_was_asked_who_answered_from_where_and_wh
     local.call("d", json!({"type": "agent.detach", "agent_id": agent})).await;
     observer.until_agent(&agent, |m| m["type"] == "permission_resolved").await;
     observer.until_agent(&agent, |m| m["type"] == "turn_end").await;
-    let records = approvals(&mut local, &agent).await;
+    let records = approvals(&mut observer, &agent).await;
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(records[0]["outcome"], "deny");
     assert_eq!(records[0]["answered_by"]["source"], "headless");
@@ -302,5 +302,8 @@ async fn the_approval_history_says_what_was_asked_who_answered_from_where_and_wh
     assert!(daemon.terminate().await.success());
     let daemon = Daemon::start_in(home.path(), &["--headless-timeout", "1"]).await;
     let mut local = Client::unix(&daemon.socket()).await;
+    let unattached = local.call("h4", json!({"type": "approval.list", "agent_id": agent})).await;
+    assert_eq!(unattached["error"]["code"], "NOT_ATTACHED", "a read needs an attachment");
+    local.attach(&agent, "observer").await;
     assert_eq!(approvals(&mut local, &agent).await, records);
 }

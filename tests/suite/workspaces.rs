@@ -13,7 +13,7 @@ use super::client::Client;
 use super::support::Daemon;
 
 /// Runs git in `dir`; its trimmed stdout. Panics on failure.
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(super) fn git(dir: &Path, args: &[&str]) -> String {
     let output = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -29,7 +29,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 /// A repository with one commit on `main`.
-fn repository() -> TempDir {
+pub(super) fn repository() -> TempDir {
     let repo = TempDir::new().expect("repo");
     git(repo.path(), &["init", "--quiet", "-b", "main"]);
     std::fs::write(repo.path().join("README"), "hello\n").expect("file");
@@ -38,11 +38,11 @@ fn repository() -> TempDir {
     repo
 }
 
-fn canonical(path: &Path) -> String {
+pub(super) fn canonical(path: &Path) -> String {
     path.canonicalize().expect("canonical").display().to_string()
 }
 
-async fn create(client: &mut Client, body: Value) -> Value {
+pub(super) async fn create(client: &mut Client, body: Value) -> Value {
     let mut body = body;
     body["type"] = json!("workspace.create");
     client.call("ws", body).await
@@ -253,7 +253,7 @@ async fn two_concurrent_creates_on_one_branch_cannot_both_succeed() {
 }
 
 /// Stops every agent bound to a workspace (a live one blocks retirement).
-async fn stop_agents(client: &mut Client, workspace: &Value) {
+pub(super) async fn stop_agents(client: &mut Client, workspace: &Value) {
     for agent in workspace["agent_ids"].as_array().expect("agents") {
         let killed =
             client.call("k", json!({"type": "agent.kill", "agent_id": agent, "force": true})).await;
@@ -261,7 +261,7 @@ async fn stop_agents(client: &mut Client, workspace: &Value) {
     }
 }
 
-async fn retire(client: &mut Client, id: &str, disposition: Option<&str>) -> Value {
+pub(super) async fn retire(client: &mut Client, id: &str, disposition: Option<&str>) -> Value {
     let mut body = json!({"type": "workspace.retire", "workspace_id": id});
     if let Some(disposition) = disposition {
         body["branch_disposition"] = json!(disposition);
@@ -269,7 +269,7 @@ async fn retire(client: &mut Client, id: &str, disposition: Option<&str>) -> Val
     client.call("r", body).await
 }
 
-fn branches(repo: &Path) -> Vec<String> {
+pub(super) fn branches(repo: &Path) -> Vec<String> {
     let mut list: Vec<String> =
         git(repo, &["branch", "--format=%(refname:short)"]).lines().map(str::to_owned).collect();
     list.sort();

@@ -225,11 +225,20 @@ pub fn WorkspacePanel() -> impl IntoView {
                 let files = diff
                     .files
                     .into_iter()
-                    .map(|file| {
-                        super::tools::render_descriptor(RenderDescriptor::Diff {
+                    .map(|file| match file.omitted {
+                        // Listed, not read: a binary or very large file.
+                        Some(why) => view! {
+                            <div class="diff-omitted">
+                                <code>{file.path}</code>
+                                " · "
+                                {why}
+                            </div>
+                        }
+                        .into_any(),
+                        None => super::tools::render_descriptor(RenderDescriptor::Diff {
                             path: file.path,
                             hunks: file.hunks,
-                        })
+                        }),
                     })
                     .collect_view();
                 view! {

@@ -42,3 +42,30 @@ pub trait Broadcast: Send + Sync {
 }
 
 pub use crate::clock::now_ms;
+
+/// The pid of each agent process that runs, and whose it is: how the daemon
+/// knows an agent that speaks to it over the unix socket as itself (its
+/// `subagent_*` tools) from any other local client, a tool of its own
+/// included (a tool's process has its own pid).
+#[derive(Default)]
+pub struct Processes(std::sync::Mutex<std::collections::HashMap<u32, String>>);
+
+impl Processes {
+    fn table(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u32, String>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn started(&self, pid: u32, agent_id: &str) {
+        self.table().insert(pid, agent_id.to_owned());
+    }
+
+    /// Called once the process has been reaped, before its pid can be reused.
+    pub fn ended(&self, pid: u32) {
+        self.table().remove(&pid);
+    }
+
+    /// The agent whose process has this pid.
+    pub fn agent_of(&self, pid: u32) -> Option<String> {
+        self.table().get(&pid).cloned()
+    }
+}

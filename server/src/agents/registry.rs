@@ -195,7 +195,7 @@ impl Registry {
             None => {
                 let model = request.model.clone().unwrap_or_else(|| config.default_model.clone());
                 let mode =
-                    request.mode.clone().unwrap_or_else(|| shard_agent::modes::BUILD.to_owned());
+                    managed.mode.clone().unwrap_or_else(|| shard_agent::modes::BUILD.to_owned());
                 session_view::create(&home, &cwd, &model, &mode).await.map_err(|error| {
                     WireError::new(
                         ErrorCode::InternalError,
@@ -210,7 +210,7 @@ impl Registry {
             name: request.name.clone(),
             cwd,
             model: request.model.clone(),
-            mode: request.mode.clone(),
+            mode: managed.mode.clone(),
             session_id,
             created_at: crate::clock::now_ms(),
             parent_agent_id: request.parent_agent_id.clone(),
@@ -219,7 +219,7 @@ impl Registry {
             display_name: request.display_name.clone(),
             depth: managed.depth,
             launch_policy: managed.launch_policy,
-            tools: request.tools.clone(),
+            tools: managed.tools,
             system_prompt: request.system_prompt.clone(),
             headless_policy: request.headless_policy,
             names: request.names.clone(),
@@ -267,7 +267,12 @@ impl Registry {
         }
         let asked = request.launch_policy;
         let Some(parent_id) = &request.parent_agent_id else {
-            return Ok(Managed { depth: 0, launch_policy: asked });
+            return Ok(Managed {
+                depth: 0,
+                launch_policy: asked,
+                tools: request.tools.clone(),
+                mode: request.mode.clone(),
+            });
         };
         let Some(parent) = self.manifest(parent_id) else {
             return Err(WireError::new(ErrorCode::NotFound, format!("no agent `{parent_id}`")));
@@ -288,7 +293,82 @@ impl Registry {
             max_depth: asked
                 .map_or(inherited.max_depth, |asked| asked.max_depth.min(inherited.max_depth)),
         };
-        Ok(Managed { depth: parent.depth + 1, launch_policy: Some(launch_policy) })
+        let tools = match (&request.tools, &parent.tools) {
+            (asked, None) => asked.clone(),
+            (None, Some(allowed)) => Some(allowed.clone()),
+            (Some(asked), Some(allowed)) => {
+                if let Some(extra) = asked.iter().find(|tool| !allowed.contains(tool)) {
+                    return Err(widened(format!(
+                        "a child never gets a tool its parent lacks: `{parent_id}` has no `{extra}`"
+                    )));
+                }
+                Some(asked.clone())
+            }
+        };
+        let mode = self.child_mode(&parent, request.mode.clone())?;
+        Ok(Managed { depth: parent.depth + 1, launch_policy: Some(launch_policy), tools, mode })
+    }
+
+    /// `parent`'s mode as it is now (a person may have switched it since it
+    /// was made).
+    fn current_mode(&self, parent: &Manifest) -> Option<String> {
+        self.info(&parent.agent_id).and_then(|info| info.mode).or(parent.mode.clone())
+    }
+
+    /// A child's mode: the one asked, else its parent's current one, and
+    /// never one that may change files under a parent that may not.
+    pub fn child_mode(
+        &self,
+        parent: &Manifest,
+        asked: Option<String>,
+    ) -> Result<Option<String>, WireError> {
+        let parent_mode = self.current_mode(parent);
+        let Some(asked) = asked else { return Ok(parent_mode) };
+        if !shard_agent::modes::is_known(&asked) {
+            return Err(WireError::new(ErrorCode::NotFound, format!("unknown mode `{asked}`")));
+        }
+        let parent_mutates = parent_mode.as_deref().is_none_or(shard_agent::modes::allows_mutation);
+        if shard_agent::modes::allows_mutation(&asked) && !parent_mutates {
+            return Err(widened(format!(
+                "a child never gets more than its parent's mode: `{asked}` under a parent in `{}` mode",
+                parent_mode.unwrap_or_default()
+            )));
+        }
+        Ok(Some(asked))
+    }
+
+    /// Whether `child` may still work for `parent` (a relaunch, a steer):
+    /// its tools within its parent's, and its mode no wider than the
+    /// parent's current one.
+    pub fn within_parent(&self, parent: &str, child: &str) -> Result<(), WireError> {
+        let (Some(parent), Some(manifest)) = (self.manifest(parent), self.manifest(child)) else {
+            return Err(WireError::new(ErrorCode::NotFound, format!("no agent `{child}`")));
+        };
+        if let Some(allowed) = &parent.tools {
+            let extra = match &manifest.tools {
+                None => Some("every tool".to_owned()),
+                Some(tools) => tools.iter().find(|tool| !allowed.contains(tool)).cloned(),
+            };
+            if let Some(extra) = extra {
+                return Err(widened(format!(
+                    "`{child}` has {extra}, which its parent `{}` lacks",
+                    parent.agent_id
+                )));
+            }
+        }
+        let parent_mode = self.current_mode(&parent);
+        let child_mode = self.current_mode(&manifest);
+        let parent_mutates = parent_mode.as_deref().is_none_or(shard_agent::modes::allows_mutation);
+        let child_mutates = child_mode.as_deref().is_none_or(shard_agent::modes::allows_mutation);
+        if child_mutates && !parent_mutates {
+            return Err(widened(format!(
+                "`{child}` is in `{}` mode, wider than its parent's `{}` mode now; switch the child to `{}` or the parent back first",
+                child_mode.unwrap_or_else(|| shard_agent::modes::BUILD.to_owned()),
+                parent_mode.clone().unwrap_or_default(),
+                parent_mode.unwrap_or_default(),
+            )));
+        }
+        Ok(())
     }
 
     /// A legacy session may be adopted once, if it exists and reads cleanly.
@@ -410,6 +490,14 @@ fn session_error(session_id: &str, error: SessionError) -> WireError {
 struct Managed {
     depth: u32,
     launch_policy: Option<LaunchPolicy>,
+    /// The tool allowlist: a child's is within its parent's.
+    tools: Option<Vec<String>>,
+    mode: Option<String>,
+}
+
+/// A delegation that would give a child more than its parent may do.
+fn widened(message: String) -> WireError {
+    WireError::new(ErrorCode::PermissionDenied, message)
 }
 
 /// The most aliases an agent's pool may hold.

@@ -104,6 +104,9 @@ pub struct Peer {
     /// The client's address (WebSocket only): the TCP peer, or behind the
     /// trusted proxy the address it forwarded.
     pub address: Option<String>,
+    /// The peer process (unix socket only, from the kernel's credentials):
+    /// an agent's own process speaks for that agent.
+    pub pid: Option<u32>,
 }
 
 pub struct Connection {
@@ -284,6 +287,9 @@ impl Connection {
                 ok(DisconnectResult { disconnected: self.daemon.disconnect(target) })
             }
             ClientMessage::SubagentCreate(request) => {
+                if let Err(error) = self.authorize(&request.parent_agent_id, Need::Act) {
+                    return reject(&self.outbox, id, Some(command), None, error);
+                }
                 let jobs = self.daemon.jobs().clone();
                 return self.in_background(
                     id,
@@ -292,11 +298,17 @@ impl Connection {
                 );
             }
             ClientMessage::SubagentWait(request) => {
+                if let Err(error) = self.authorize(&request.parent_agent_id, Need::Watch) {
+                    return reject(&self.outbox, id, Some(command), None, error);
+                }
                 let jobs = self.daemon.jobs().clone();
                 // A wait only watches: it ends with its connection.
                 return self.watching(id, command, async move { ok(jobs.wait(request).await?) });
             }
             ClientMessage::SubagentSteer(request) => {
+                if let Err(error) = self.authorize(&request.parent_agent_id, Need::Act) {
+                    return reject(&self.outbox, id, Some(command), None, error);
+                }
                 let jobs = self.daemon.jobs().clone();
                 let source = self.transport.source();
                 return self.in_background(id, command, async move {
@@ -304,19 +316,34 @@ impl Connection {
                 });
             }
             ClientMessage::SubagentRelaunch(request) => {
+                if let Err(error) = self.authorize(&request.parent_agent_id, Need::Act) {
+                    return reject(&self.outbox, id, Some(command), None, error);
+                }
                 let jobs = self.daemon.jobs().clone();
                 return self
                     .in_background(id, command, async move { ok(jobs.relaunch(request).await?) });
             }
             ClientMessage::SubagentStatus(request) => {
+                // The states, names and usage any connection already sees
+                // announced; what the runs said only to an attached one.
+                let whole = match self.authorize(&request.parent_agent_id, Need::Watch) {
+                    Ok(()) => true,
+                    Err(error) if error.code == ErrorCode::NotAttached => false,
+                    Err(error) => return reject(&self.outbox, id, Some(command), None, error),
+                };
                 let jobs = self.daemon.jobs().clone();
-                return self.in_background(
-                    id,
-                    command,
-                    async move { ok(jobs.status(request).await?) },
-                );
+                return self.in_background(id, command, async move {
+                    let mut status = jobs.status(request).await?;
+                    if !whole {
+                        status.redact();
+                    }
+                    ok(status)
+                });
             }
             ClientMessage::SubagentStop(request) => {
+                if let Err(error) = self.authorize(&request.parent_agent_id, Need::Act) {
+                    return reject(&self.outbox, id, Some(command), None, error);
+                }
                 let jobs = self.daemon.jobs().clone();
                 return self.in_background(
                     id,
@@ -387,14 +414,8 @@ impl Connection {
                 });
             }
             ClientMessage::ApprovalList(query) => {
-                if !registry.contains(&query.agent_id) {
-                    return reject(
-                        &self.outbox,
-                        id,
-                        Some(command),
-                        None,
-                        not_found(&query.agent_id),
-                    );
+                if let Err(error) = self.authorize(&query.agent_id, Need::Watch) {
+                    return reject(&self.outbox, id, Some(command), None, error);
                 }
                 let home = registry.context.home.clone();
                 let limit = query.limit.map_or(APPROVALS_KEPT, |limit| limit as usize);
@@ -413,6 +434,9 @@ impl Connection {
                 });
             }
             ClientMessage::SessionActivate(request) => {
+                if let Err(error) = self.authorize(&request.agent_id, Need::Act) {
+                    return reject(&self.outbox, id, Some(command), None, error);
+                }
                 let daemon = self.daemon.clone();
                 return self.in_background(id, command, async move {
                     ok(daemon.registry().activate(request).await?)
@@ -436,6 +460,35 @@ impl Connection {
             )),
         };
         finish(&self.outbox, id, None, command, answer);
+    }
+
+    /// The rule of per-agent commands, for an orchestrator command about
+    /// one agent: a change needs an interactive attachment, a read any
+    /// attachment. The agent's own process (its `subagent_*` tools, on the
+    /// unix socket) speaks for the agent itself.
+    fn authorize(&self, agent_id: &str, need: Need) -> Result<(), WireError> {
+        let registry = self.daemon.registry();
+        if !registry.contains(agent_id) {
+            return Err(not_found(agent_id));
+        }
+        let speaker = self.peer.pid.and_then(|pid| registry.context.processes.agent_of(pid));
+        if speaker.as_deref() == Some(agent_id) {
+            return Ok(());
+        }
+        match (self.attached.get(agent_id), need) {
+            (None, Need::Act) => Err(WireError::new(
+                ErrorCode::NotAttached,
+                format!("not attached to `{agent_id}`: attach interactively to act on it"),
+            )),
+            (None, Need::Watch) => Err(WireError::new(
+                ErrorCode::NotAttached,
+                format!("not attached to `{agent_id}`: attach to it first"),
+            )),
+            (Some(AttachRole::Observer), Need::Act) => {
+                Err(WireError::new(ErrorCode::PermissionDenied, "an observer only watches"))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Runs a slow command as its own task; its answer is sent when it ends.
@@ -674,6 +727,15 @@ fn reject(
             }));
         }
     }
+}
+
+/// What an orchestrator command about one agent needs of the connection.
+#[derive(Debug, Clone, Copy)]
+enum Need {
+    /// Reads: any attachment.
+    Watch,
+    /// Changes: an interactive attachment.
+    Act,
 }
 
 /// Commands an observer may send: they read, never change anything.

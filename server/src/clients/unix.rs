@@ -78,8 +78,10 @@ pub async fn serve(
         };
         let Ok((stream, _)) = accepted else { continue };
         let uid = nix::unistd::getuid().as_raw();
-        match stream.peer_cred() {
-            Ok(credentials) if credentials.uid() == uid => {}
+        let pid = match stream.peer_cred() {
+            Ok(credentials) if credentials.uid() == uid => {
+                credentials.pid().and_then(|pid| u32::try_from(pid).ok())
+            }
             Ok(credentials) => {
                 tracing::warn!(
                     peer_uid = credentials.uid(),
@@ -91,7 +93,7 @@ pub async fn serve(
                 tracing::warn!(%error, "refused a unix client without credentials");
                 continue;
             }
-        }
+        };
         let Ok(permit) = slots.clone().try_acquire_owned() else {
             tracing::warn!("too many local connections; refused a unix client");
             continue;
@@ -101,7 +103,7 @@ pub async fn serve(
             hub: hub.clone(),
             transport: Transport::Unix,
             session: None,
-            peer: Default::default(),
+            peer: super::connection::Peer { pid, ..Default::default() },
             limits,
             ping_interval: None,
         };

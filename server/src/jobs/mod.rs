@@ -53,6 +53,29 @@ const STATUS_JOBS: usize = 50;
 /// The longest a `subagent.wait` timeout is taken at (a year).
 const MAX_WAIT: f64 = 365.0 * 24.0 * 3600.0;
 
+/// How much the coordinator takes on: a run's time, the runs queued or
+/// running at once (per parent and in all), and the job records kept.
+#[derive(Debug, Clone, Copy)]
+pub struct JobLimits {
+    pub run_timeout: Duration,
+    pub active_per_parent: usize,
+    pub active: usize,
+    pub kept_per_parent: usize,
+    pub kept: usize,
+}
+
+impl Default for JobLimits {
+    fn default() -> Self {
+        Self {
+            run_timeout: Duration::from_secs(3600),
+            active_per_parent: 16,
+            active: 64,
+            kept_per_parent: 200,
+            kept: 2000,
+        }
+    }
+}
+
 pub struct Jobs {
     registry: Arc<Registry>,
     home: PathBuf,
@@ -66,7 +89,7 @@ pub struct Jobs {
     /// The daemon is stopping: ends caused by that are not recorded, and
     /// the restart marks those runs `interrupted`.
     stopping: AtomicBool,
-    run_timeout: Duration,
+    limits: JobLimits,
 }
 
 #[derive(Default)]
@@ -152,7 +175,7 @@ impl Jobs {
     /// Loads every job record; runs the last daemon left unfinished become
     /// `interrupted` (never replayed), and chain steps after them
     /// `cancelled`.
-    pub fn load(registry: Arc<Registry>, run_timeout: Duration) -> Arc<Self> {
+    pub fn load(registry: Arc<Registry>, limits: JobLimits) -> Arc<Self> {
         let home = registry.context.home.clone();
         let mut catalog = Catalog::default();
         let now = crate::clock::now_ms();
@@ -161,6 +184,10 @@ impl Jobs {
                 if let Err(error) = job.save(&home) {
                     tracing::error!(job = %job.job_id, %error, "cannot record the interrupted runs");
                 }
+            }
+            // No run is queued after a restart: no task is needed again.
+            for run in &mut job.runs {
+                run.task = String::new();
             }
             catalog.insert(job);
         }
@@ -172,7 +199,7 @@ impl Jobs {
             leases: Mutex::new(HashMap::new()),
             stops: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
-            run_timeout,
+            limits,
         })
     }
 
@@ -313,14 +340,14 @@ impl Jobs {
             }
             check_task(&spec.task, &format!("task {index}: `task`"))?;
         }
-        let parent_mode = info.as_ref().and_then(|info| info.mode.clone()).or(parent.mode.clone());
-        let mode = self.child_mode(parent_mode, request.mode.clone())?;
+        let mode = self.registry.child_mode(&parent, request.mode.clone())?;
         let model = match request.model.clone() {
             Some(model) => Some(self.known_model(model)?),
             None => info.as_ref().and_then(|info| info.model.clone()).or(parent.model.clone()),
         };
 
         let mut catalog = self.catalog.lock().await;
+        self.make_room(&mut catalog, &parent.agent_id, request.tasks.len()).await?;
         let job_id = new_id("job");
         let mut taken: HashSet<String> = self
             .registry
@@ -395,27 +422,78 @@ impl Jobs {
         Ok(result)
     }
 
-    /// A child's mode: the parent's unless asked, and never one that may
-    /// change files under a parent that may not.
-    fn child_mode(
+    /// Room for a new job of `runs` runs under `parent`: CONFLICT when the
+    /// runs queued or running would pass a cap; the oldest ended job
+    /// records go to keep the rest under theirs (CONFLICT when none has
+    /// ended).
+    async fn make_room(
         &self,
-        parent_mode: Option<String>,
-        asked: Option<String>,
-    ) -> Result<Option<String>, WireError> {
-        let Some(asked) = asked else { return Ok(parent_mode) };
-        if !shard_agent::modes::is_known(&asked) {
-            return Err(WireError::new(ErrorCode::NotFound, format!("unknown mode `{asked}`")));
+        catalog: &mut Catalog,
+        parent: &str,
+        runs: usize,
+    ) -> Result<(), WireError> {
+        let limits = self.limits;
+        let active =
+            |job: &JobRecord| job.runs.iter().filter(|run| !run.state.is_terminal()).count();
+        let mine: usize =
+            catalog.jobs.values().filter(|job| job.parent_agent_id == parent).map(active).sum();
+        if mine + runs > limits.active_per_parent {
+            return Err(conflict(format!(
+                "`{parent}` has {mine} subagent runs queued or running and may have at most {} at once; wait for some to end",
+                limits.active_per_parent
+            )));
         }
-        let parent_mutates = parent_mode.as_deref().is_none_or(shard_agent::modes::allows_mutation);
-        if shard_agent::modes::allows_mutation(&asked) && !parent_mutates {
-            return Err(WireError::new(
-                ErrorCode::PermissionDenied,
-                format!(
-                    "a child never gets more than its parent's mode: `{asked}` under a read-only parent"
-                ),
-            ));
+        let all: usize = catalog.jobs.values().map(active).sum();
+        if all + runs > limits.active {
+            return Err(conflict(format!(
+                "the daemon has {all} subagent runs queued or running and takes at most {} at once; wait for some to end",
+                limits.active
+            )));
         }
-        Ok(Some(asked))
+        let ended = |job: &JobRecord| job.runs.iter().all(|run| run.state.is_terminal());
+        let mut oldest: Vec<(u64, String, String)> = catalog
+            .jobs
+            .values()
+            .filter(|job| ended(job))
+            .map(|job| (job.created_at, job.job_id.clone(), job.parent_agent_id.clone()))
+            .collect();
+        oldest.sort();
+        let mut kept_mine =
+            catalog.jobs.values().filter(|job| job.parent_agent_id == parent).count();
+        let mut kept = catalog.jobs.len();
+        let mut forget = Vec::new();
+        for (_, job_id, owner) in &oldest {
+            let over_mine = owner == parent && kept_mine >= limits.kept_per_parent;
+            if !over_mine && kept < limits.kept {
+                continue;
+            }
+            forget.push(job_id.clone());
+            kept -= 1;
+            if owner == parent {
+                kept_mine -= 1;
+            }
+            if kept_mine < limits.kept_per_parent && kept < limits.kept {
+                break;
+            }
+        }
+        if kept_mine >= limits.kept_per_parent || kept >= limits.kept {
+            return Err(conflict(format!(
+                "{} job records are kept ({} per parent) and none more has ended; stop or wait for a job first",
+                limits.kept, limits.kept_per_parent
+            )));
+        }
+        for job_id in forget {
+            if let Some(job) = catalog.jobs.remove(&job_id) {
+                for run in &job.runs {
+                    catalog.runs.remove(&run.run_id);
+                }
+                let path = record::jobs_dir(&self.home).join(format!("{job_id}.json"));
+                if let Err(error) = tokio::fs::remove_file(&path).await {
+                    tracing::warn!(job = %job_id, %error, "cannot remove an old job record");
+                }
+            }
+        }
+        Ok(())
     }
 
     fn known_model(&self, model: String) -> Result<String, WireError> {
@@ -474,9 +552,11 @@ impl Jobs {
             let now = crate::clock::now_ms();
             run.state = RunState::Starting;
             run.started_at = Some(now);
-            let timeout = u64::try_from(self.run_timeout.as_millis()).unwrap_or(u64::MAX);
+            let timeout = u64::try_from(self.limits.run_timeout.as_millis()).unwrap_or(u64::MAX);
             run.deadline = Some(now.saturating_add(timeout));
-            let claimed = (run.agent_id.clone(), with_previous(&run.task, previous.as_deref()));
+            // The child has the task from here on: it is not kept.
+            let task = std::mem::take(&mut run.task);
+            let claimed = (run.agent_id.clone(), with_previous(&task, previous.as_deref()));
             self.stops().insert(run_id.to_owned(), stop.clone());
             self.commit_move(&catalog, job_id, run_id, RunState::Queued, false).await;
             claimed
@@ -508,7 +588,7 @@ impl Jobs {
             Ok(Err(error)) => return Ended::failed(&error.message),
             Err(_) => return Ended::failed("the child's host is gone"),
         }
-        let deadline = Instant::now() + self.run_timeout;
+        let deadline = Instant::now() + self.limits.run_timeout;
         let mut stopping = false;
         let mut timed_out = false;
         loop {
@@ -807,6 +887,7 @@ impl Jobs {
             }
             (job_id, run_id, run.agent_id.clone())
         };
+        self.registry.within_parent(parent, &agent_id)?;
         self.steer_run(&job_id, &run_id, &agent_id, request.message, source).await
     }
 
@@ -895,9 +976,11 @@ impl Jobs {
         if let Some(holder) = self.lease(&agent_id) {
             return Err(conflict(format!("`{agent_id}` is already on run `{holder}`")));
         }
+        self.registry.within_parent(parent, &agent_id)?;
         let Some(child) = self.registry.manifest(&agent_id) else {
             return Err(not_found(&request.target, parent));
         };
+        self.make_room(&mut catalog, parent, 1).await?;
         let previous = catalog.run_of_agent(&agent_id).map(|(_, run)| run.clone());
         let alias = child.alias.clone().unwrap_or_else(|| agent_id.clone());
         let name = previous.as_ref().map_or_else(

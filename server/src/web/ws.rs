@@ -160,7 +160,7 @@ async fn serve(socket: Socket, web: Arc<Web>, session: Session, address: String)
         daemon: web.daemon.clone(),
         hub: web.hub.clone(),
         transport: Transport::WebSocket,
-        peer: Peer { principal_id: Some(session.principal_id), address: Some(address) },
+        peer: Peer { principal_id: Some(session.principal_id), address: Some(address), pid: None },
         session: Some(session.session_id),
         limits: web.limits,
         ping_interval: Some(web.ping_interval),

@@ -9,8 +9,11 @@ use std::time::Duration;
 /// How long one git command may take. Worktree creation copies the tree;
 /// a large checkout on a slow disk takes seconds, never minutes.
 pub const GIT_TIMEOUT: Duration = Duration::from_secs(60);
-/// The most bytes of git output kept (status of a huge tree, a long diff).
+/// The most bytes of git output read (status of a huge tree, a long diff):
+/// git is stopped there, so the daemon never holds more.
 const MAX_OUTPUT: usize = 8 * 1024 * 1024;
+/// The most bytes of git's error output read (its first line is kept).
+const MAX_STDERR: usize = 64 * 1024;
 
 /// A git command that failed: why, in one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,14 +25,31 @@ impl std::fmt::Display for GitError {
     }
 }
 
-/// Runs `git -C dir args…`; its stdout, or why it failed.
-pub async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
-    git_accepting(dir, args, &[0]).await
+/// What a git command printed, read through a byte cap.
+struct Bounded {
+    text: String,
+    /// Git's exit code (one of those the caller accepts).
+    code: Option<i32>,
+    /// The cap was reached: git was stopped and `text` is its beginning.
+    truncated: bool,
 }
 
-/// [`git`], with the exit codes that mean success for this command (a
-/// `diff --no-index` that found differences exits 1).
-async fn git_accepting(dir: &Path, args: &[&str], success: &[i32]) -> Result<String, GitError> {
+/// Runs `git -C dir args…`; its stdout, or why it failed. Output over
+/// [`MAX_OUTPUT`] is an error: no caller decides on half an answer.
+pub async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
+    let out = run(dir, args, &[0], MAX_OUTPUT).await?;
+    if out.truncated {
+        let what = args.first().copied().unwrap_or("git");
+        return Err(GitError(format!("git {what}: more than {MAX_OUTPUT} bytes of output")));
+    }
+    Ok(out.text)
+}
+
+/// Runs git with the exit codes that mean success for this command (a
+/// `diff --no-index` that found differences exits 1), reading at most `cap`
+/// bytes of its output; git is killed once it has printed more.
+async fn run(dir: &Path, args: &[&str], success: &[i32], cap: usize) -> Result<Bounded, GitError> {
+    use tokio::io::AsyncReadExt;
     let mut command = tokio::process::Command::new("git");
     command
         .arg("-C")
@@ -40,11 +60,44 @@ async fn git_accepting(dir: &Path, args: &[&str], success: &[i32]) -> Result<Str
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
     let what = args.first().copied().unwrap_or("git");
-    let output = match tokio::time::timeout(GIT_TIMEOUT, command.output()).await {
-        Ok(Ok(output)) => output,
-        Ok(Err(error)) => return Err(GitError(format!("cannot run git: {error}"))),
+    let mut child =
+        command.spawn().map_err(|error| GitError(format!("cannot run git: {error}")))?;
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err(GitError("cannot read git's output".to_owned()));
+    };
+    let work = async {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        // Both pipes at once, so that git never blocks on a full one; what
+        // is past the stderr cap is read and dropped.
+        let reading = async {
+            let read = stdout.take(cap as u64 + 1).read_to_end(&mut out).await;
+            if out.len() > cap {
+                // Over the cap: git is stopped, nothing more is read.
+                let _ = child.start_kill();
+            }
+            read
+        };
+        let draining = async {
+            let mut stderr = stderr;
+            (&mut stderr).take(MAX_STDERR as u64).read_to_end(&mut err).await?;
+            tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await?;
+            std::io::Result::Ok(())
+        };
+        let (read, _) = tokio::join!(reading, draining);
+        read.map_err(|error| GitError(format!("cannot read git's output: {error}")))?;
+        let truncated = out.len() > cap;
+        out.truncate(cap);
+        let status =
+            child.wait().await.map_err(|error| GitError(format!("cannot run git: {error}")))?;
+        Ok::<_, GitError>((out, err, status, truncated))
+    };
+    let (out, err, status, truncated) = match tokio::time::timeout(GIT_TIMEOUT, work).await {
+        Ok(result) => result?,
         Err(_) => {
             return Err(GitError(format!(
                 "git {what} did not finish in {} s",
@@ -52,14 +105,12 @@ async fn git_accepting(dir: &Path, args: &[&str], success: &[i32]) -> Result<Str
             )));
         }
     };
-    if !output.status.code().is_some_and(|code| success.contains(&code)) {
-        let stderr = String::from_utf8_lossy(&output.stderr);
+    if !truncated && !status.code().is_some_and(|code| success.contains(&code)) {
+        let stderr = String::from_utf8_lossy(&err);
         let first = stderr.lines().find(|line| !line.trim().is_empty()).unwrap_or("failed");
         return Err(GitError(format!("git {what}: {}", first.trim())));
     }
-    let mut stdout = output.stdout;
-    stdout.truncate(MAX_OUTPUT);
-    Ok(String::from_utf8_lossy(&stdout).into_owned())
+    Ok(Bounded { text: String::from_utf8_lossy(&out).into_owned(), code: status.code(), truncated })
 }
 
 /// The top of the checkout `dir` is in, or `None` when it is in none.
@@ -81,16 +132,55 @@ pub async fn main_checkout(dir: &Path) -> Result<PathBuf, GitError> {
 /// The commit `rev` names, or why not (an unborn HEAD, a bad ref).
 pub async fn commit_of(dir: &Path, rev: &str) -> Result<String, GitError> {
     let spec = format!("{rev}^{{commit}}");
-    git(dir, &["rev-parse", "--verify", "--quiet", &spec])
+    git(dir, &["rev-parse", "--verify", "--quiet", "--end-of-options", &spec])
         .await
         .map(|out| out.trim().to_owned())
         .map_err(|_| GitError(format!("`{rev}` names no commit")))
 }
 
+/// The full name of branch `name`: every branch operation names it so,
+/// because a short name can mean another ref (`heads/main` is `main`; a
+/// tag of the same name hides a branch).
+pub fn branch_ref(name: &str) -> String {
+    format!("refs/heads/{name}")
+}
+
+/// Whether the exact ref `reference` exists.
+async fn ref_exists(dir: &Path, reference: &str) -> bool {
+    git(dir, &["show-ref", "--verify", "--quiet", reference]).await.is_ok()
+}
+
 /// Whether branch `name` exists.
 pub async fn branch_exists(dir: &Path, name: &str) -> bool {
-    let reference = format!("refs/heads/{name}");
-    git(dir, &["show-ref", "--verify", "--quiet", &reference]).await.is_ok()
+    ref_exists(dir, &branch_ref(name)).await
+}
+
+/// What `name` means, as an exact ref, resolved once: a full ref as it
+/// is, else a branch, a remote-tracking branch or a tag of that name (a
+/// branch first, so that a tag never hides it), else a full commit id.
+pub async fn exact_ref(dir: &Path, name: &str) -> Option<String> {
+    if name.starts_with("refs/") {
+        return ref_exists(dir, name).await.then(|| name.to_owned());
+    }
+    for space in ["refs/heads/", "refs/remotes/", "refs/tags/"] {
+        let candidate = format!("{space}{name}");
+        if ref_exists(dir, &candidate).await {
+            return Some(candidate);
+        }
+    }
+    let full_id = matches!(name.len(), 40 | 64) && name.bytes().all(|b| b.is_ascii_hexdigit());
+    if full_id && commit_of(dir, name).await.is_ok_and(|commit| commit == name) {
+        return Some(name.to_owned());
+    }
+    None
+}
+
+/// The full ref `dir`'s HEAD is on (`refs/heads/…`), or `None` when it is
+/// detached or cannot be read.
+pub async fn head_ref(dir: &Path) -> Option<String> {
+    let out = git(dir, &["symbolic-ref", "--quiet", "HEAD"]).await.ok()?;
+    let reference = out.trim();
+    (!reference.is_empty()).then(|| reference.to_owned())
 }
 
 /// Whether `name` is a valid new branch name.
@@ -104,66 +194,135 @@ pub async fn dirty_count(dir: &Path) -> Result<u32, GitError> {
     Ok(u32::try_from(out.lines().filter(|line| !line.is_empty()).count()).unwrap_or(u32::MAX))
 }
 
-/// Commits on `branch` not on `target`, and the other way round.
+/// Commits on `branch` not on `target` (both exact refs), and the other
+/// way round.
 pub async fn ahead_behind(dir: &Path, branch: &str, target: &str) -> Result<(u32, u32), GitError> {
     let range = format!("{target}...{branch}");
-    let out = git(dir, &["rev-list", "--left-right", "--count", &range]).await?;
+    let out =
+        git(dir, &["rev-list", "--left-right", "--count", "--end-of-options", &range]).await?;
     let mut numbers = out.split_whitespace().map(|number| number.parse::<u32>().unwrap_or(0));
     let behind = numbers.next().unwrap_or(0);
     let ahead = numbers.next().unwrap_or(0);
     Ok((ahead, behind))
 }
 
-/// Whether `branch`'s tip is reachable from `target`.
-pub async fn merged(dir: &Path, branch: &str, target: &str) -> Result<bool, GitError> {
-    let branch_commit = commit_of(dir, branch).await?;
+/// Whether `commit` is contained in `target`'s history: `true` only when
+/// git says so.
+pub async fn contains(dir: &Path, target: &str, commit: &str) -> Result<bool, GitError> {
     let target_commit = commit_of(dir, target).await?;
-    match git(dir, &["merge-base", "--is-ancestor", &branch_commit, &target_commit]).await {
-        Ok(_) => Ok(true),
-        // Exit status 1 is "not an ancestor"; anything else failed earlier.
-        Err(_) => Ok(false),
-    }
+    let args = ["merge-base", "--is-ancestor", commit, &target_commit];
+    // 0: contained; 1: not; anything else failed (and is an error).
+    Ok(run(dir, &args, &[0, 1], 0).await?.code == Some(0))
+}
+
+/// Whether the tip of `branch_ref` (an exact ref) is contained in
+/// `target` (an exact ref or commit id).
+pub async fn merged(dir: &Path, branch_ref: &str, target: &str) -> Result<bool, GitError> {
+    let tip = commit_of(dir, branch_ref).await?;
+    contains(dir, target, &tip).await
+}
+
+/// Deletes branch ref `reference` only if it still points at `tip`, the
+/// commit whose safety was proven: a branch that moved since is kept.
+pub async fn delete_ref(dir: &Path, reference: &str, tip: &str) -> Result<(), GitError> {
+    git(dir, &["update-ref", "-d", reference, tip]).await.map(|_| ())
 }
 
 /// The most files and diff lines a workspace diff carries.
 const MAX_DIFF_FILES: usize = 200;
 const MAX_DIFF_LINES: usize = 20_000;
+/// The most bytes of diff text read from git, all files together.
+const MAX_DIFF_BYTES: usize = 4 * 1024 * 1024;
+/// A new file larger than this is listed, not read.
+const MAX_NEW_FILE: u64 = 1024 * 1024;
 
 /// The options every diff here runs with: plain unified text, no helpers.
 const DIFF_OPTIONS: [&str; 6] =
     ["--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "-U3", "--"];
 
-/// What `worktree` changed since it left `target`: committed, staged,
-/// unstaged, and new files git does not track yet (ignored ones aside),
-/// parsed from git's unified diff. The index is never touched.
+/// What `worktree` changed since it left `target` (an exact ref):
+/// committed, staged, unstaged, and new files git does not track yet
+/// (ignored ones aside), parsed from git's unified diff. Git's output is
+/// read through a byte cap; a new file too large to show, or not a regular
+/// file, is listed as such and never read. The index is never touched.
 pub async fn diff_against(
     worktree: &Path,
     target: &str,
 ) -> Result<shard_protocol::workspace::WorkspaceDiff, GitError> {
-    let base = git(worktree, &["merge-base", target, "HEAD"]).await?;
+    use shard_protocol::workspace::FileDiff;
+    let base = git(worktree, &["merge-base", "--end-of-options", target, "HEAD"]).await?;
     let base = base.trim();
     let mut args = vec!["diff", base];
     args.extend(DIFF_OPTIONS);
-    let mut text = git(worktree, &args).await?;
+    let tracked = run(worktree, &args, &[0], MAX_DIFF_BYTES).await?;
+    let mut text = tracked.text;
+    let mut truncated = tracked.truncated;
     let untracked =
         git(worktree, &["ls-files", "--others", "--exclude-standard", "--full-name", "-z"]).await?;
     let mut untracked: Vec<&str> = untracked.split('\0').filter(|path| !path.is_empty()).collect();
     untracked.sort_unstable();
-    let tracked = text.lines().filter(|line| line.starts_with("diff --git ")).count();
-    let room = MAX_DIFF_FILES.saturating_sub(tracked);
-    let left_out = untracked.len() > room;
+    let tracked_files = text.lines().filter(|line| line.starts_with("diff --git ")).count();
+    let room = MAX_DIFF_FILES.saturating_sub(tracked_files);
+    truncated |= untracked.len() > room;
+    let mut unread = Vec::new();
+    let mut new_paths = std::collections::HashSet::new();
     for path in untracked.into_iter().take(room) {
+        new_paths.insert(path.to_owned());
+        if let Some(why) = unreadable_new_file(&worktree.join(path)) {
+            unread.push(FileDiff { path: path.to_owned(), hunks: Vec::new(), omitted: Some(why) });
+            continue;
+        }
+        let left = MAX_DIFF_BYTES.saturating_sub(text.len());
+        if left == 0 {
+            truncated = true;
+            break;
+        }
         let mut args = vec!["diff", "--no-index"];
         args.extend(DIFF_OPTIONS);
         args.extend(["/dev/null", path]);
-        text.push_str(&git_accepting(worktree, &args, &[0, 1]).await?);
-        if text.len() >= MAX_OUTPUT {
-            break;
-        }
+        let new_file = run(worktree, &args, &[0, 1], left).await?;
+        text.push_str(&new_file.text);
+        truncated |= new_file.truncated;
     }
     let mut diff = parse_unified(&text);
-    diff.truncated |= left_out;
+    diff.truncated |= truncated;
+    // Tracked files in git's order, then the new ones by path, read or not.
+    let (mut new_files, mut files): (Vec<_>, Vec<_>) =
+        diff.files.into_iter().partition(|file| new_paths.contains(&file.path));
+    new_files.extend(unread);
+    new_files.sort_by(|a, b| a.path.cmp(&b.path));
+    files.extend(new_files);
+    diff.truncated |= files.len() > MAX_DIFF_FILES;
+    files.truncate(MAX_DIFF_FILES);
+    diff.files = files;
     Ok(diff)
+}
+
+/// Why a new file is listed without its lines: too large, or not a
+/// regular file (a symlink is shown as git shows it: its target's name).
+fn unreadable_new_file(path: &Path) -> Option<String> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Some("new file that cannot be read".to_owned());
+    };
+    if meta.file_type().is_symlink() {
+        return None;
+    }
+    if !meta.is_file() {
+        return Some("new entry that is not a regular file".to_owned());
+    }
+    if meta.len() > MAX_NEW_FILE {
+        return Some(format!("new file of {} bytes: too large to show", meta.len()));
+    }
+    // Git's own test: a NUL in the first 8,000 bytes makes a file binary.
+    let mut head = Vec::with_capacity(8000);
+    let read = std::fs::File::open(path).and_then(|file| {
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, 8000), &mut head)
+    });
+    match read {
+        Ok(_) if head.contains(&0) => Some("binary file".to_owned()),
+        Ok(_) => None,
+        Err(_) => Some("new file that cannot be read".to_owned()),
+    }
 }
 
 /// A unified diff as files and hunks, bounded in files and lines.
@@ -180,10 +339,14 @@ pub fn parse_unified(text: &str) -> shard_protocol::workspace::WorkspaceDiff {
             }
             // `a/PATH b/PATH`: the new side's path (renames are off).
             let path = rest.rsplit_once(" b/").map_or(rest, |(_, path)| path);
-            diff.files.push(FileDiff { path: path.to_owned(), hunks: Vec::new() });
+            diff.files.push(FileDiff { path: path.to_owned(), hunks: Vec::new(), omitted: None });
             continue;
         }
         let Some(file) = diff.files.last_mut() else { continue };
+        if line.starts_with("Binary files ") && file.hunks.is_empty() {
+            file.omitted = Some("binary file".to_owned());
+            continue;
+        }
         if let Some(header) = line.strip_prefix("@@ ") {
             let numbers = |part: Option<&str>| {
                 let part = part.unwrap_or("").trim_start_matches(['-', '+']);

@@ -43,6 +43,11 @@ pub struct WorkspaceRecord {
     pub base_ref: String,
     pub base_commit: String,
     pub integration_target: String,
+    /// `integration_target` as an exact ref (or commit id), resolved once at
+    /// creation: every later check names it so. Records older than this
+    /// field resolve it at each use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integration_ref: Option<String>,
     /// The repository's main checkout.
     pub repository_cwd: String,
     /// The worktree's checkout directory.
@@ -203,18 +208,27 @@ impl Workspaces {
                 ));
             }
         }
-        let integration_target = match &request.integration_target {
+        let (integration_target, integration_ref) = match &request.integration_target {
             Some(target) => {
-                if git::commit_of(&toplevel, target).await.is_err() {
+                let Ok(commit) = git::commit_of(&toplevel, target).await else {
                     return Err(refusal(
                         ErrorCode::InvalidRequest,
                         "bad_integration_target",
                         format!("`integration_target` `{target}` names no commit"),
                     ));
-                }
-                target.clone()
+                };
+                // A name that is no ref (`HEAD~2`, a short id) is pinned
+                // to the commit it names now.
+                let exact = git::exact_ref(&toplevel, target).await.unwrap_or(commit);
+                (target.clone(), exact)
             }
-            None => current_branch(&toplevel).await.unwrap_or_else(|| base_commit.clone()),
+            None => match git::head_ref(&toplevel).await {
+                Some(head) => match head.strip_prefix("refs/heads/") {
+                    Some(branch) => (branch.to_owned(), head.clone()),
+                    None => (base_commit.clone(), base_commit.clone()),
+                },
+                None => (base_commit.clone(), base_commit.clone()),
+            },
         };
         let workspace_id = format!("ws-{}", crate::id::random_hex());
         let branch = match &request.branch {
@@ -272,6 +286,7 @@ impl Workspaces {
             base_ref,
             base_commit,
             integration_target,
+            integration_ref: Some(integration_ref),
             repository_cwd: repository.display().to_string(),
             worktree: worktree.canonicalize().unwrap_or(worktree.clone()).display().to_string(),
             lifecycle: WorkspaceLifecycle::Active,
@@ -343,7 +358,8 @@ impl Workspaces {
             workspace.tombstone.is_none() && record.lifecycle != WorkspaceLifecycle::Retired;
         if request.include_diff == Some(true) && present {
             let worktree = Path::new(&record.worktree);
-            match git::diff_against(worktree, &record.integration_target).await {
+            let target = target_ref(&record).await;
+            match git::diff_against(worktree, &target).await {
                 Ok(diff) => workspace.diff = Some(diff),
                 Err(error) => tracing::warn!(%error, "cannot diff the workspace"),
             }
@@ -440,34 +456,25 @@ impl Workspaces {
             ));
         }
         let worktree = Path::new(&record.worktree).to_path_buf();
-        let here = present(&worktree).await;
+        // Anything at the path is the worktree until proven otherwise: only
+        // a path that is gone altogether retires without reading it.
+        let here = std::fs::symlink_metadata(&worktree).is_ok();
         if here {
-            let dirty = git::dirty_count(&worktree).await.map_err(|error| {
-                tracing::warn!(%error, "cannot read the worktree's status");
-                refusal(
-                    ErrorCode::Conflict,
-                    "unsafe",
-                    "the worktree's state cannot be read; nothing was removed",
-                )
-            })?;
-            if dirty > 0 {
-                return Err(WireError::new(
-                    ErrorCode::Conflict,
-                    format!(
-                        "the worktree has {dirty} uncommitted changes; commit or discard them first"
-                    ),
-                )
-                .with_data(json!({"kind": "dirty", "dirty_files": dirty})));
-            }
+            self.prove_removable(&record, &worktree).await?;
         }
-        let delete_branch = match disposition {
-            BranchDisposition::Keep => false,
-            BranchDisposition::DeleteConfirmed => true,
-            BranchDisposition::DeleteIfMerged => {
-                let merged = git::merged(repository, &record.branch, &record.integration_target)
-                    .await
-                    .unwrap_or(false);
-                if !merged {
+        let branch = git::branch_ref(&record.branch);
+        let tip = git::commit_of(repository, &branch).await.ok();
+        let delete_branch = match (disposition, &tip) {
+            (_, None) | (BranchDisposition::Keep, _) => None,
+            (BranchDisposition::DeleteConfirmed, Some(tip)) => Some(tip.clone()),
+            (BranchDisposition::DeleteIfMerged, Some(tip)) => {
+                let target = target_ref(&record).await;
+                let contained =
+                    git::contains(repository, &target, tip).await.unwrap_or_else(|error| {
+                        tracing::warn!(%error, "cannot tell whether the branch is merged");
+                        false
+                    });
+                if !contained {
                     let confirm = ConfirmationRequired {
                         kind: "confirmation_required".to_owned(),
                         workspace_id: record.workspace_id.clone(),
@@ -480,27 +487,27 @@ impl Workspaces {
                     return Err(WireError::new(ErrorCode::Conflict, confirm.reason.clone())
                         .with_data(serde_json::to_value(confirm).unwrap_or_default()));
                 }
-                true
+                Some(tip.clone())
             }
         };
         let path = record.worktree.clone();
-        if let Err(error) = git::git(repository, &["worktree", "remove", "--force", &path]).await {
-            if here {
+        if here {
+            // No `--force`: git itself refuses a worktree with changes, so
+            // nothing written since the checks above is lost either.
+            if let Err(error) = git::git(repository, &["worktree", "remove", &path]).await {
                 tracing::warn!(%error, "cannot remove the worktree");
                 return Err(refusal(
                     ErrorCode::Conflict,
                     "git_failed",
-                    "git could not remove the worktree",
+                    "git could not remove the worktree (it may have changed since it was checked); nothing was deleted",
                 ));
             }
         }
-        if worktree.exists() {
-            // Ignored build output git leaves behind goes too.
-            let _ = std::fs::remove_dir_all(&worktree);
-        }
         let _ = git::git(repository, &["worktree", "prune"]).await;
-        if delete_branch && git::branch_exists(repository, &record.branch).await {
-            if let Err(error) = git::git(repository, &["branch", "-D", &record.branch]).await {
+        if let Some(tip) = delete_branch {
+            // Only the exact branch, and only while it is at the commit just
+            // proven (or confirmed): one that moved meanwhile is kept.
+            if let Err(error) = git::delete_ref(repository, &branch, &tip).await {
                 tracing::warn!(%error, "cannot delete the branch");
             }
         }
@@ -515,6 +522,54 @@ impl Workspaces {
         let workspace = self.detail(&record).await;
         records.insert(record.workspace_id.clone(), record);
         Ok(WorkspaceResult { workspace })
+    }
+
+    /// What retire proves before it removes a worktree that is there: git
+    /// reads it as a checkout of its own, its HEAD is its branch (so every
+    /// commit it holds is on that branch), and it has no changes. Anything
+    /// else is refused and nothing is touched.
+    async fn prove_removable(
+        &self,
+        record: &WorkspaceRecord,
+        worktree: &Path,
+    ) -> Result<(), WireError> {
+        let unsafe_to_remove = |problem: &str, message: String| {
+            WireError::new(ErrorCode::Conflict, message)
+                .with_data(json!({"kind": "unsafe", "problem": problem}))
+        };
+        if !present(worktree).await {
+            return Err(unsafe_to_remove(
+                "unreadable",
+                "git cannot read the worktree as a checkout (its `.git` link is missing or broken), so what it holds cannot be checked; nothing was removed".to_owned(),
+            ));
+        }
+        let branch = git::branch_ref(&record.branch);
+        if git::head_ref(worktree).await.as_deref() != Some(branch.as_str()) {
+            return Err(unsafe_to_remove(
+                "head_moved",
+                format!(
+                    "the worktree is not on branch `{}` (detached or switched outside Shard), so its commits may be on no branch; switch it back, or keep its work on a branch, first; nothing was removed",
+                    record.branch
+                ),
+            ));
+        }
+        let dirty = git::dirty_count(worktree).await.map_err(|error| {
+            tracing::warn!(%error, "cannot read the worktree's status");
+            unsafe_to_remove(
+                "unreadable",
+                "the worktree's state cannot be read; nothing was removed".to_owned(),
+            )
+        })?;
+        if dirty > 0 {
+            return Err(WireError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "the worktree has {dirty} uncommitted changes; commit or discard them first"
+                ),
+            )
+            .with_data(json!({"kind": "dirty", "dirty_files": dirty})));
+        }
+        Ok(())
     }
 
     /// Moves a workspace into or out of `conflict` as `seen` (a fresh
@@ -573,11 +628,22 @@ impl Workspaces {
         Ok((agent_id, session_id))
     }
 
-    /// Whether a bound agent's process runs (or starts), and whether one is
-    /// mid-turn: what status reports and what retire refuses.
+    /// Whether an agent working in the worktree has a process that runs
+    /// (or starts), and whether one is mid-turn: what status reports and
+    /// what retire refuses. Every agent counts whose working directory is
+    /// inside the worktree, bound to the workspace or not: subagents inherit
+    /// their parent's directory.
     fn liveness(&self, record: &WorkspaceRecord) -> (bool, bool) {
-        let agents: Vec<_> =
-            record.agent_ids.iter().filter_map(|id| self.registry.info(id)).collect();
+        let worktree = Path::new(&record.worktree);
+        let agents: Vec<_> = self
+            .registry
+            .list()
+            .into_iter()
+            .filter(|agent| {
+                record.agent_ids.contains(&agent.agent_id)
+                    || Path::new(&agent.cwd).starts_with(worktree)
+            })
+            .collect();
         let live = agents.iter().any(|agent| {
             matches!(agent.runtime_state, RuntimeState::Running | RuntimeState::Starting)
         });
@@ -612,7 +678,8 @@ impl Workspaces {
             detail.conflict = Some(MISSING.to_owned());
             return detail;
         }
-        if current_branch(worktree).await.as_deref() != Some(record.branch.as_str()) {
+        let branch = git::branch_ref(&record.branch);
+        if git::head_ref(worktree).await.as_deref() != Some(branch.as_str()) {
             detail.conflict = Some(format!(
                 "the worktree is no longer on branch `{}` (switched outside Shard)",
                 record.branch
@@ -624,14 +691,12 @@ impl Workspaces {
             .map(|commit| commit.chars().take(12).collect());
         detail.summary = summary;
         detail.dirty_files = git::dirty_count(worktree).await.ok();
-        if let Ok((ahead, behind)) =
-            git::ahead_behind(worktree, &record.branch, &record.integration_target).await
-        {
+        let target = target_ref(record).await;
+        if let Ok((ahead, behind)) = git::ahead_behind(worktree, &branch, &target).await {
             detail.ahead = Some(ahead);
             detail.behind = Some(behind);
         }
-        detail.merged =
-            git::merged(worktree, &record.branch, &record.integration_target).await.ok();
+        detail.merged = git::merged(worktree, &branch, &target).await.ok();
         detail
     }
 }
@@ -660,11 +725,17 @@ async fn present(worktree: &Path) -> bool {
     git::toplevel(worktree).await.is_some_and(|top| top == worktree)
 }
 
-/// The branch `dir` has checked out, if any.
-async fn current_branch(dir: &Path) -> Option<String> {
-    let out = git::git(dir, &["symbolic-ref", "--quiet", "--short", "HEAD"]).await.ok()?;
-    let branch = out.trim();
-    (!branch.is_empty()).then(|| branch.to_owned())
+/// The workspace's integration target as an exact ref or commit id: the
+/// one recorded at creation, else (an older record) resolved now; a name
+/// that resolves to nothing stays as it is and names no commit.
+async fn target_ref(record: &WorkspaceRecord) -> String {
+    if let Some(exact) = &record.integration_ref {
+        return exact.clone();
+    }
+    let repository = Path::new(&record.repository_cwd);
+    git::exact_ref(repository, &record.integration_target)
+        .await
+        .unwrap_or_else(|| format!("refs/heads/{}", record.integration_target))
 }
 
 /// Takes back a half-made worktree: its directory, git's record of it, and

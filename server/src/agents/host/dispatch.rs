@@ -150,8 +150,11 @@ impl Host {
                 subscriber.push(self.sync_bytes(after_seq.is_some()));
             }
         }
+        // Attaching again changes the role: an observer never answers.
         if role == AttachRole::Interactive {
             self.context.delegation.attach(self.id(), &subscriber);
+        } else {
+            self.context.delegation.detach(self.id(), subscriber.id());
         }
         self.attached.insert(subscriber.id(), (subscriber, role));
         self.responders_changed(now);

@@ -75,6 +75,8 @@ pub struct Context {
     pub journal: JournalLimits,
     /// Every agent's usage rollups.
     pub usage: Arc<UsageBook>,
+    /// Which agent each running agent process is (by pid).
+    pub processes: Arc<super::Processes>,
 }
 
 pub enum HostCommand {

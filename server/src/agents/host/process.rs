@@ -323,6 +323,8 @@ impl Host {
 pub struct ProcessSpawner {
     pub exe: PathBuf,
     pub home: PathBuf,
+    /// Where each process is recorded as its agent's while it runs.
+    pub processes: Arc<crate::agents::Processes>,
 }
 
 impl Spawner for ProcessSpawner {
@@ -365,6 +367,9 @@ impl Spawner for ProcessSpawner {
             child
         };
         let pid = child.id();
+        if let Some(pid) = pid {
+            self.processes.started(pid, request.agent_id);
+        }
         let epoch = request.epoch;
         let (input, feed) = input_queue(INPUT_BYTES);
         if let Some(stdin) = child.stdin.take() {
@@ -375,7 +380,8 @@ impl Spawner for ProcessSpawner {
             .take()
             .map(|stdout| tokio::spawn(read_lines(stdout, epoch, events.clone())));
         let kill = CancellationToken::new();
-        tokio::spawn(wait(child, pid, epoch, reader, kill.clone(), events));
+        let processes = self.processes.clone();
+        tokio::spawn(wait(child, pid, epoch, reader, kill.clone(), events, processes));
         Ok(Box::new(Process { pid, input: Some(input), kill }))
     }
 }
@@ -494,6 +500,7 @@ async fn wait(
     reader: Option<tokio::task::JoinHandle<()>>,
     kill: CancellationToken,
     events: mpsc::Sender<ChildEvent>,
+    processes: Arc<crate::agents::Processes>,
 ) {
     let status = tokio::select! {
         status = child.wait() => status,
@@ -514,6 +521,9 @@ async fn wait(
     // killed from outside (the OOM killer, a stray `kill -9`), the agent
     // could not take its tree down, and the daemon, a subreaper, inherited
     // that tree.
+    if let Some(pid) = pid {
+        processes.ended(pid);
+    }
     if let Some(pid) = pid.and_then(|pid| i32::try_from(pid).ok()) {
         shard_agent::process_tree::Managed::lock().remove(&pid);
     }
@@ -577,7 +587,8 @@ mod tests {
         let exe = home.path().join("fake-agent");
         std::fs::write(&exe, format!("#!/bin/sh\nseq 1 {LINES}\n")).expect("script");
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("mode");
-        let spawner = ProcessSpawner { exe, home: home.path().to_owned() };
+        let spawner =
+            ProcessSpawner { exe, home: home.path().to_owned(), processes: Arc::default() };
         for epoch in 0..3 {
             // A small queue, read slowly: the reader is always behind.
             let (events, mut received) = mpsc::channel(1);

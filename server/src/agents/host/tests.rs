@@ -137,6 +137,7 @@ fn world() -> World {
         headless_timeout: HEADLESS,
         journal: super::JournalLimits::default(),
         usage: Arc::new(crate::agents::usage::UsageBook::new(home.path())),
+        processes: Arc::default(),
     });
     World { spawner, context, _home: home }
 }
