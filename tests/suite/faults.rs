@@ -223,13 +223,7 @@ fn find_log(home: &std::path::Path, session: &str) -> std::path::PathBuf {
 
 /// The daemon's resident memory in KiB.
 fn rss_kib(daemon: &Daemon) -> u64 {
-    let pid = daemon.child.id().expect("running");
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
+    super::support::memory_kib(daemon, "VmRSS")
 }
 
 /// Frames a second each flooding browser sends, and for how long.

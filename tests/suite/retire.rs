@@ -161,13 +161,7 @@ async fn a_subagent_working_in_the_worktree_blocks_retirement() {
 
 /// The daemon's peak resident memory in KiB.
 fn peak_kib(daemon: &Daemon) -> u64 {
-    let pid = daemon.child.id().expect("running");
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM")
+    super::support::memory_kib(daemon, "VmHWM")
 }
 
 #[tokio::test]

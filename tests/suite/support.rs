@@ -188,3 +188,14 @@ pub fn agent_pids(marker: &str) -> Vec<u32> {
         .filter_map(|line| line.trim().parse().ok())
         .collect()
 }
+
+/// A figure of the daemon's `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`).
+pub fn memory_kib(daemon: &Daemon, field: &str) -> u64 {
+    let pid = daemon.child.id().expect("running");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field}"))
+}
