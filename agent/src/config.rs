@@ -33,8 +33,10 @@
 //!
 //! [tools]
 //! # More variables tool processes must not see (a trailing * is a prefix),
-//! # besides every model's api_key_env and ALWAYS_HIDDEN.
-//! hide_env = ["GITHUB_TOKEN", "AWS_*"]
+//! # besides every model's api_key_env, ALWAYS_HIDDEN and HIDDEN_BY_DEFAULT.
+//! hide_env = ["CORP_*", "VAULT_TOKEN"]
+//! # Names of HIDDEN_BY_DEFAULT that tools may see after all.
+//! show_env = ["GH_TOKEN"]
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -203,12 +205,44 @@ pub const ALWAYS_HIDDEN: &[&str] = &[
     "XAI_API_KEY",
 ];
 
+/// Variables no tool process sees unless `[tools] show_env` names them: the
+/// usual names of tokens for code hosts, clouds and package registries,
+/// which a model has no business reading (docs/SECURITY.md).
+pub const HIDDEN_BY_DEFAULT: &[&str] = &[
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GH_ENTERPRISE_TOKEN",
+    "GITLAB_TOKEN",
+    "BITBUCKET_TOKEN",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AZURE_CLIENT_SECRET",
+    "AZURE_OPENAI_API_KEY",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "COHERE_API_KEY",
+    "TOGETHER_API_KEY",
+    "FIREWORKS_API_KEY",
+    "PERPLEXITY_API_KEY",
+    "NPM_TOKEN",
+    "NODE_AUTH_TOKEN",
+    "CARGO_REGISTRY_TOKEN",
+    "PYPI_TOKEN",
+    "TWINE_PASSWORD",
+    "DOCKER_PASSWORD",
+    "SLACK_BOT_TOKEN",
+    "STRIPE_SECRET_KEY",
+];
+
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 struct ToolsConfig {
     /// Names of variables tool processes must not see; `PREFIX*` for all
     /// that start so.
     hide_env: Vec<String>,
+    /// Names from [`HIDDEN_BY_DEFAULT`] tool processes may see after all.
+    show_env: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -311,13 +345,21 @@ impl Config {
                 anyhow::bail!("prices.{id}: every price must be a finite number, 0 or more");
             }
         }
-        let hidden_env = hidden_env(&models, &file.tools.hide_env);
+        if let Some(unknown) =
+            file.tools.show_env.iter().find(|name| !HIDDEN_BY_DEFAULT.contains(&name.as_str()))
+        {
+            anyhow::bail!(
+                "tools.show_env: {unknown:?} is not hidden by default (only names of \
+                 HIDDEN_BY_DEFAULT can be shown; provider keys and SHARD_ variables never are)"
+            );
+        }
+        let hidden_env = hidden_env(&models, &file.tools);
         Ok(Self { models, default_model, compaction, hidden_env, prices: file.prices })
     }
 
     pub fn builtin() -> Self {
         let models = builtin_models();
-        let hidden_env = hidden_env(&models, &[]);
+        let hidden_env = hidden_env(&models, &ToolsConfig::default());
         Self {
             models,
             default_model: "demo".to_owned(),
@@ -337,10 +379,18 @@ impl Config {
     }
 }
 
-fn hidden_env(models: &[ModelConfig], extra: &[String]) -> std::sync::Arc<HiddenEnv> {
+fn hidden_env(models: &[ModelConfig], tools: &ToolsConfig) -> std::sync::Arc<HiddenEnv> {
     let keys = models.iter().filter_map(|model| model.api_key_env.as_deref());
-    let patterns =
-        ALWAYS_HIDDEN.iter().copied().chain(keys).chain(extra.iter().map(String::as_str));
+    let defaults = HIDDEN_BY_DEFAULT
+        .iter()
+        .copied()
+        .filter(|name| !tools.show_env.iter().any(|shown| shown == name));
+    let patterns = ALWAYS_HIDDEN
+        .iter()
+        .copied()
+        .chain(defaults)
+        .chain(keys)
+        .chain(tools.hide_env.iter().map(String::as_str));
     std::sync::Arc::new(HiddenEnv::new(patterns))
 }
 
@@ -388,6 +438,30 @@ pub fn shard_home() -> anyhow::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn hidden(text: &str) -> anyhow::Result<std::sync::Arc<HiddenEnv>> {
+        let file: ConfigFile = toml::from_str(text)?;
+        Ok(Config::from_file(file)?.hidden_env)
+    }
+
+    #[test]
+    fn common_tokens_are_hidden_unless_shown_and_keys_always_are() {
+        let hides = |env: &HiddenEnv, name: &str| env.hides(name.as_ref());
+        let default = hidden("").expect("no config");
+        for name in ["GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "OPENAI_API_KEY", "SHARD_X"] {
+            assert!(hides(&default, name), "{name}");
+        }
+        assert!(!hides(&default, "PATH"));
+        let shown =
+            hidden("[tools]\nshow_env = [\"GH_TOKEN\"]\nhide_env = [\"CORP_*\"]").expect("config");
+        assert!(!hides(&shown, "GH_TOKEN"));
+        assert!(hides(&shown, "GITHUB_TOKEN") && hides(&shown, "CORP_VAULT"));
+        for refused in ["OPENAI_API_KEY", "SHARD_HOME", "PATH"] {
+            let text = format!("[tools]\nshow_env = [\"{refused}\"]");
+            assert!(hidden(&text).is_err(), "{refused} cannot be shown");
+        }
+        assert!(hidden("[tools]\nshow_envs = []").is_err(), "a misspelt setting is an error");
+    }
 
     #[test]
     fn parses_a_catalog_with_levels() {

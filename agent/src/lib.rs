@@ -10,11 +10,13 @@
 //! - [`permission`]: the gate in front of every tool call.
 //! - [`conversation`] and [`session_log`]: the session on disk and its live window.
 //! - [`process_tree`]: the agent as subreaper; nothing it starts outlives it.
+//! - [`keys`]: provider keys out of every tool's reach.
 //! - [`config`], [`modes`], [`stdio`].
 
 pub mod agent;
 pub mod config;
 pub mod conversation;
+pub mod keys;
 pub mod modes;
 pub mod permission;
 pub mod private;

@@ -60,6 +60,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     init_logging();
     match cli.command {
         Command::Daemon(args) => {
+            seal_keys()?;
             let runtime = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
             runtime.block_on(crate::daemon::serve(args))
         }
@@ -74,6 +75,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             runtime.block_on(crate::admin::sessions(command))
         }
         Command::Agent(args) => {
+            seal_keys()?;
             let runtime = single_threaded()?;
             let options = shard_agent::Options {
                 cwd: args.cwd,
@@ -97,6 +99,17 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+/// Takes the keys and every other variable hidden from tools out of this
+/// process's environment, before any thread starts (see `shard_agent::keys`).
+/// A configuration that cannot be read still hides the usual key names; the
+/// daemon or agent then says what is wrong with it.
+fn seal_keys() -> anyhow::Result<()> {
+    let config = shard_agent::config::shard_home()
+        .and_then(|home| shard_agent::config::Config::load(&home))
+        .unwrap_or_else(|_| shard_agent::config::Config::builtin());
+    shard_agent::keys::seal(&config.hidden_env)
 }
 
 /// A one-thread runtime: enough for a command-line client or one agent, and

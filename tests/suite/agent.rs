@@ -932,12 +932,21 @@ hide_env = ["MY_TOKEN", "CORP_*"]
     .await;
     agent.expect("hello").await;
     agent.expect("sync").await;
-    agent.call("p1", json!({"type": "prompt", "message": "run: env; echo done-listing"})).await;
+    // Its own environment, and the agent's as the kernel shows it: what the
+    // agent was started with, whatever it removed since (unless it is
+    // another image by then).
+    let command =
+        "run: env; echo done-listing; tr '\\0' '\\n' < /proc/$PPID/environ; echo done-agent";
+    agent.call("p1", json!({"type": "prompt", "message": command})).await;
     answer_permission(&mut agent, json!({"decision": "allow"})).await;
     let turn = agent.until("turn_end").await;
     let result = find(&turn, "tool_result").to_string();
-    assert!(result.contains("done-listing"), "{result}");
-    assert!(result.contains("VISIBLE_SETTING=plainly-visible"), "the rest stays: {result}");
+    assert!(result.contains("done-listing") && result.contains("done-agent"), "{result}");
+    assert_eq!(
+        result.matches("VISIBLE_SETTING=plainly-visible").count(),
+        2,
+        "the rest stays, in both: {result}"
+    );
     for (name, value) in secrets {
         assert!(!result.contains(value), "{name} reached the tool: {result}");
     }

@@ -510,3 +510,49 @@ async fn files_left_readable_by_others_are_made_private_again() {
     }
     drop(daemon);
 }
+
+/// A tool reads the environment of its agent and of the daemon above it, as
+/// the kernel shows them (`/proc/<pid>/environ`: what each was started
+/// with): no key or hidden variable is there, and the rest is.
+#[tokio::test]
+async fn no_tool_finds_a_key_in_the_agent_or_the_daemon_environment() {
+    let home = tempfile::TempDir::new().expect("home");
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[tools]\nhide_env = [\"MY_TOKEN\", \"CORP_*\"]\n",
+    )
+    .expect("config");
+    let secrets = [
+        ("OPENAI_API_KEY", "sk-daemon-canary-1"),
+        ("ANTHROPIC_API_KEY", "sk-ant-daemon-canary-2"),
+        ("MY_TOKEN", "tok-daemon-canary-3"),
+        ("CORP_VAULT", "vault-daemon-canary-4"),
+    ];
+    let mut env = secrets.to_vec();
+    env.push(("VISIBLE_SETTING", "plainly-visible"));
+    let daemon = Daemon::start_with(home.path(), &[], &env, None).await;
+    let project = tempfile::TempDir::new().expect("project");
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    let mut web = browser.connect(&daemon).await;
+    let agent = web.create(project.path(), "reader").await;
+    web.attach(&agent, "interactive").await;
+    let command = "run: tr '\\0' '\\n' < /proc/$PPID/environ; echo agent-read; \
+                   daemon=$(awk '/^PPid:/ {print $2}' /proc/$PPID/status); \
+                   tr '\\0' '\\n' < /proc/$daemon/environ; echo daemon-read";
+    web.call("p", json!({"type": "prompt", "agent_id": agent, "message": command})).await;
+    let asked = web.permission_request(&agent).await;
+    let allow = json!({"type": "permission_response", "agent_id": agent,
+                       "request_id": asked["request_id"], "decision": "allow"});
+    web.call("allow", allow).await;
+    let turn = web.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    let result = turn
+        .iter()
+        .find(|message| message["type"] == "tool_result")
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    assert!(result.contains("agent-read") && result.contains("daemon-read"), "{result}");
+    assert_eq!(result.matches("VISIBLE_SETTING=plainly-visible").count(), 2, "{result}");
+    for (name, value) in secrets {
+        assert!(!result.contains(value), "{name} is readable: {result}");
+    }
+}

@@ -69,7 +69,7 @@ pub async fn stream(
 pub(crate) fn api_key(model: &ModelConfig) -> Result<Option<String>, ProviderError> {
     match &model.api_key_env {
         None => Ok(None),
-        Some(variable) => std::env::var(variable).map(Some).map_err(|_| {
+        Some(variable) => crate::keys::get(variable).map(Some).ok_or_else(|| {
             ProviderError(format!(
                 "model `{}` needs its API key in the environment variable {variable}",
                 model.id

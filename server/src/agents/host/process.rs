@@ -345,8 +345,9 @@ impl Spawner for ProcessSpawner {
             // daemon's to handle, not every agent's.
             .process_group(0)
             .kill_on_drop(true);
-        // Registered as spawned, under the lock the orphan killer lists
-        // under: an agent is never taken for an orphan.
+        // The keys this daemon took out of its own environment; the agent
+        // takes them out of its own before any tool runs.
+        shard_agent::keys::hand_down(&mut command);
         if let Some(tools) = request.tools {
             command.arg("--tools").arg(tools.join(","));
         }
@@ -358,6 +359,8 @@ impl Spawner for ProcessSpawner {
         if request.delegates {
             command.args(["--delegate-as", request.agent_id]);
         }
+        // Registered as spawned, under the lock the orphan killer lists
+        // under: an agent is never taken for an orphan.
         let mut child = {
             let mut managed = shard_agent::process_tree::Managed::lock();
             let child = command.spawn()?;
