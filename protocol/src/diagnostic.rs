@@ -64,7 +64,7 @@ fn unshown(c: char) -> bool {
 
 /// General category Cf (Unicode 15.1), plus the separators U+2028 and
 /// U+2029, which some readers take for line breaks.
-fn format_character(c: char) -> bool {
+pub(crate) fn format_character(c: char) -> bool {
     matches!(
         c,
         '\u{ad}'

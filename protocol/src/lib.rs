@@ -14,6 +14,7 @@
 //! - [`types`]: the shared types of §11.
 //! - [`error`]: the §8 error registry and the `{code, message}` shape.
 //! - [`diagnostic`]: error text made safe to show and bounded.
+//! - [`display`]: text a person decides on, hidden characters made visible.
 //! - [`jsonl`]: the §2.1 line framing for stdio and the unix socket.
 //! - [`web`]: the bodies of the browser's JSON HTTP routes (`/enroll`, `/bootstrap`).
 //!
@@ -26,6 +27,7 @@
 pub mod agent;
 pub mod approvals;
 pub mod diagnostic;
+pub mod display;
 pub mod envelope;
 pub mod error;
 pub mod jsonl;

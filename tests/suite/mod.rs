@@ -3,6 +3,7 @@ mod agent_support;
 mod client;
 mod daemon;
 mod delegation;
+mod display;
 mod faults;
 mod jobs;
 mod journal;

@@ -189,6 +189,9 @@ impl Registry {
         if request.name.as_ref().is_some_and(|name| name.chars().count() > MAX_NAME) {
             return Err(invalid(format!("`name` is longer than {MAX_NAME} characters")));
         }
+        if request.name.as_deref().is_some_and(shard_protocol::display::has_hidden) {
+            return Err(invalid("`name` holds control or invisible formatting characters"));
+        }
         let managed = self.managed_fields(request)?;
         let session_id = match &request.session_id {
             Some(session_id) => self.adoptable(session_id)?,
@@ -506,16 +509,17 @@ const MAX_NAMES: usize = 256;
 pub const MAX_ALIAS: usize = 64;
 
 /// Why `alias` cannot be a friendly alias, if it cannot: empty, too long,
-/// control characters, or shaped like a typed id (`job-`, `run-`, `agent-`),
-/// which handles resolve first.
+/// control or invisible formatting characters (a bidi override, a zero-width
+/// space: two aliases must differ where a person can see it), or shaped like
+/// a typed id (`job-`, `run-`, `agent-`), which handles resolve first.
 pub fn alias_problem(alias: &str) -> Option<&'static str> {
     let lower = alias.to_lowercase();
     if alias.trim().is_empty() {
         Some("is empty")
     } else if alias.chars().count() > MAX_ALIAS {
         Some("is longer than 64 characters")
-    } else if alias.chars().any(char::is_control) {
-        Some("holds control characters")
+    } else if alias.chars().any(char::is_control) || shard_protocol::display::has_hidden(alias) {
+        Some("holds control or invisible formatting characters")
     } else if ["job-", "run-", "agent-"].iter().any(|prefix| lower.starts_with(prefix)) {
         Some("looks like a typed id (job-, run-, agent-)")
     } else {

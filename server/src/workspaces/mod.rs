@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use shard_protocol::display::{escaped, has_hidden};
 use shard_protocol::orchestrator::AgentCreate;
 use shard_protocol::types::RuntimeState;
 use shard_protocol::workspace::{
@@ -171,6 +172,15 @@ impl Workspaces {
                 format!("`label` is longer than {MAX_LABEL} characters"),
             ));
         }
+        // A name a person tells apart by reading it: nothing hidden in it.
+        for (field, value) in [("label", &request.label), ("branch", &request.branch)] {
+            if value.as_deref().is_some_and(has_hidden) {
+                return Err(WireError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("`{field}` holds control or invisible formatting characters"),
+                ));
+            }
+        }
         let cwd = Path::new(&request.cwd);
         if !cwd.is_absolute() || !cwd.is_dir() {
             return Err(refusal(
@@ -242,7 +252,7 @@ impl Workspaces {
             return Err(refusal(
                 ErrorCode::InvalidRequest,
                 "bad_branch",
-                format!("`{branch}` is not a valid branch name"),
+                format!("`{}` is not a valid branch name", escaped(&branch)),
             ));
         }
 
@@ -480,7 +490,8 @@ impl Workspaces {
                         workspace_id: record.workspace_id.clone(),
                         reason: format!(
                             "branch `{}` is not merged into `{}`: deleting it loses its commits",
-                            record.branch, record.integration_target
+                            escaped(&record.branch),
+                            escaped(&record.integration_target)
                         ),
                         confirmation_disposition: BranchDisposition::DeleteConfirmed,
                     };
@@ -598,7 +609,7 @@ impl Workspaces {
         if let Some(reason) = conflict {
             self.broadcast(ServerMessage::WorkspaceConflict(WorkspaceConflict {
                 workspace: record.summary(),
-                reason: reason.to_owned(),
+                reason: escaped(reason),
             }));
         }
         next
@@ -682,7 +693,7 @@ impl Workspaces {
         if git::head_ref(worktree).await.as_deref() != Some(branch.as_str()) {
             detail.conflict = Some(format!(
                 "the worktree is no longer on branch `{}` (switched outside Shard)",
-                record.branch
+                escaped(&record.branch)
             ));
         }
         summary.head_fingerprint = git::commit_of(worktree, "HEAD")
