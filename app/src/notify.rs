@@ -54,10 +54,13 @@ fn notify_if_waiting(state: &ClientState, question: &Question) {
             request.message.clone().or(request.title.clone()).unwrap_or_default()
         }
     };
+    // Hidden characters as visible escapes (shard_protocol::display).
+    let body = shard_protocol::display::escaped(&body);
     let options = web_sys::NotificationOptions::new();
     options.set_body(&body);
     options.set_tag(question.request.request_id());
-    let title = format!("{} needs an answer", state.agent_name(&question.agent_id));
+    let name = shard_protocol::display::escaped(&state.agent_name(&question.agent_id));
+    let title = format!("{name} needs an answer");
     let Ok(notification) = web_sys::Notification::new_with_options(&title, &options) else {
         return;
     };

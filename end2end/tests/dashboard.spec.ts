@@ -163,6 +163,35 @@ test('an ask: question is answered in its dialog', async ({ browser, daemon }) =
   await context.close();
 });
 
+test('a question whose text hides characters shows them as escapes and says so', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'tricky');
+  const dialog = tab.getByRole('dialog');
+  // A right-to-left override makes `echo done; rm x #txt.exe` read otherwise.
+  await prompt(tab, 'run: echo done\u202E; rm -f nothing-here #exe.txt\u202C');
+  await expect(dialog).toBeVisible();
+  await expect(dialog.locator('.hidden-characters')).toContainText('hidden characters');
+  await expect(dialog).toContainText('echo done\\u{202E}; rm -f nothing-here #exe.txt\\u{202C}');
+  const shown = await dialog.textContent();
+  expect(shown).not.toMatch(/[\u202A-\u202E\u2066-\u2069]/);
+  await tab.waitForTimeout(900);
+  await dialog.getByRole('button', { name: /Deny/ }).click();
+  await expect(dialog).toBeHidden();
+
+  // A question's title too; and one with nothing hidden says nothing.
+  await prompt(tab, 'ask: Which name\u2067 do you want?');
+  await expect(dialog.locator('.hidden-characters')).toBeVisible();
+  await expect(dialog).toContainText('Which name\\u{2067} do you want?');
+  await dialog.getByLabel('Answer').fill('Ada');
+  await tab.waitForTimeout(900);
+  await dialog.getByRole('button', { name: 'Submit' }).click();
+  await expect(dialog).toBeHidden();
+  await prompt(tab, 'ask: Plain question?');
+  await expect(dialog).toContainText('Plain question?');
+  await expect(dialog.locator('.hidden-characters')).toHaveCount(0);
+  await context.close();
+});
+
 test('typing in the message box never answers a question that arrives meanwhile', async ({ browser, daemon }, testInfo) => {
   const [context, typist] = await enrolled(browser, daemon);
   const dir = project();

@@ -294,7 +294,11 @@ fn AgentRow(agent_id: String) -> impl IntoView {
         let agent_id = agent_id.clone();
         move || selected.with(|selected| selected.as_deref() == Some(agent_id.as_str()))
     };
-    let name = field(|info| info.name.clone().unwrap_or_else(|| info.agent_id.clone()));
+    // Names and aliases as a person is shown them: hidden characters as
+    // visible escapes (shard_protocol::display).
+    let name = field(|info| {
+        shard_protocol::display::escaped(info.name.as_deref().unwrap_or(&info.agent_id))
+    });
     let status = field(|info| status_label(info.status).to_owned());
     let depth = {
         let agents = state.agents;
@@ -334,7 +338,8 @@ fn AgentRow(agent_id: String) -> impl IntoView {
             })
         }
     };
-    let alias = field(|info| info.alias.clone().unwrap_or_default());
+    let alias =
+        field(|info| shard_protocol::display::escaped(info.alias.as_deref().unwrap_or_default()));
     let parent = field(|info| info.parent_agent_id.clone().unwrap_or_default());
     let select = {
         let state = state.clone();

@@ -134,7 +134,7 @@ fn Job(job: JobSnapshot) -> impl IntoView {
 #[component]
 fn Run(parent: String, run: RunSnapshot) -> impl IntoView {
     let state = state();
-    let alias = run.alias.clone().unwrap_or_else(|| run.name.clone());
+    let alias = shard_protocol::display::escaped(run.alias.as_deref().unwrap_or(&run.name));
     let open = {
         let state = state.clone();
         let child = run.agent_id.clone();

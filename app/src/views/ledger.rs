@@ -157,7 +157,10 @@ pub fn SessionsPanel() -> impl IntoView {
 fn SessionRow(session: SessionSummary, active: String) -> impl IntoView {
     let state = state();
     let is_active = session.session_id == active;
-    let title = session.title.clone().unwrap_or_else(|| "(no message yet)".to_owned());
+    let title = session
+        .title
+        .as_deref()
+        .map_or_else(|| "(no message yet)".to_owned(), shard_protocol::display::escaped);
     let origin = session.forked_from.as_ref().map(|_| "fork");
     let switch = {
         let session_id = session.session_id.clone();

@@ -9,10 +9,43 @@ use shard_protocol::agent::{
     ChoiceIntent, Decision, DetailFormat, PendingKind, PermissionAnswer, PermissionDetail,
     PermissionRequest, UiKind, UiRequest, UiValue,
 };
+use shard_protocol::display;
 
 use super::state;
 use crate::guard;
 use crate::state::{Answer, Question};
+
+/// `text` as a person is shown it: hidden characters as visible escapes
+/// (shard_protocol::display).
+fn escaped(text: &str) -> String {
+    display::shown(text).text.into_owned()
+}
+
+fn has_hidden(text: &str) -> bool {
+    display::has_hidden(text)
+}
+
+/// Whether anything a permission request shows held a hidden character.
+fn permission_hides(request: &PermissionRequest) -> bool {
+    let details = request.details.iter().flatten();
+    let choices = request.choices.iter().flatten();
+    has_hidden(&request.prompt)
+        || has_hidden(&request.tool_name)
+        || details.into_iter().any(|detail| {
+            has_hidden(&detail.value) || detail.label.as_deref().is_some_and(has_hidden)
+        })
+        || choices.into_iter().any(|choice| has_hidden(&choice.label))
+}
+
+/// Said above a question whose text held hidden characters: what runs may
+/// not read the way the text would have looked.
+fn hidden_notice() -> impl IntoView {
+    view! {
+        <p class="hidden-characters" role="alert">
+            "Contains hidden characters, shown as \\u{…}: what runs may differ from how it looked."
+        </p>
+    }
+}
 
 /// The answers a permission request offers: the server's choices, else the
 /// legacy options. "Always allow" (intent `persist`) never gets a shortcut
@@ -33,7 +66,7 @@ fn permission_answers(
                 .to_owned();
                 let key = if intent == "persist" { None } else { choice.accelerator.clone() };
                 (
-                    choice.label.clone(),
+                    escaped(&choice.label),
                     intent,
                     key,
                     Answer::Permission(PermissionAnswer::Choice(choice.id.clone())),
@@ -106,8 +139,10 @@ pub fn QuestionBody(question: Question, shown_at: f64) -> impl IntoView {
         PendingKind::Permission(request) => {
             let details = request.details.clone().unwrap_or_default();
             let answers = permission_answers(&request);
+            let hidden = permission_hides(&request);
             view! {
-                <p class="question-prompt">{request.prompt.clone()}</p>
+                {hidden.then(hidden_notice)}
+                <p class="question-prompt">{escaped(&request.prompt)}</p>
                 <dl class="details">
                     {details.into_iter().map(detail_view).collect_view()}
                 </dl>
@@ -161,12 +196,18 @@ fn UiBody(
         }
     };
     let message = request.message.clone().or(request.title.clone()).unwrap_or_default();
+    let hidden = [&request.title, &request.message, &request.placeholder, &request.prefill]
+        .into_iter()
+        .flatten()
+        .chain(request.options.iter().flatten())
+        .any(|text| has_hidden(text));
     let body = match request.kind {
         UiKind::Select => {
             let respond = respond.clone();
             request.options.clone().unwrap_or_default().into_iter().map(|option| {
                 let respond = respond.clone();
-                let label = option.clone();
+                // Shown escaped; answered with the option's exact text.
+                let label = escaped(&option);
                 view! { <button class="answer" prop:disabled=move || !armed.get() on:click=move |_| respond(Some(UiValue::Text(option.clone())))>{label}</button> }
             }).collect_view().into_any()
         }
@@ -186,7 +227,7 @@ fn UiBody(
         }
         _ => {
             let submit = respond.clone();
-            let placeholder = request.placeholder.clone().unwrap_or_default();
+            let placeholder = escaped(request.placeholder.as_deref().unwrap_or_default());
             view! {
                 <input type="text" aria-label="Answer" placeholder=placeholder prop:value=value on:input=move |event| value.set(event_target_value(&event))/>
                 <button class="answer" prop:disabled=move || !armed.get() on:click=move |_| submit(Some(UiValue::Text(value.get_untracked())))>"Submit"</button>
@@ -195,7 +236,8 @@ fn UiBody(
     };
     let dismiss = respond.clone();
     view! {
-        <p class="question-prompt">{message}</p>
+        {hidden.then(hidden_notice)}
+        <p class="question-prompt">{escaped(&message)}</p>
         <div class="answers">{body}<button class="answer" prop:disabled=move || !armed.get() data-intent="deny" on:click=move |_| dismiss(None)>"Dismiss"</button></div>
     }
 }
@@ -250,9 +292,9 @@ pub fn QuestionDialog() -> impl IntoView {
                     }
                 }
             };
-            let agent = state.agent_name(&question.agent_id);
+            let agent = escaped(&state.agent_name(&question.agent_id));
             let title = match &question.request {
-                PendingKind::Permission(request) => format!("{agent} asks to use {}", request.tool_name),
+                PendingKind::Permission(request) => format!("{agent} asks to use {}", escaped(&request.tool_name)),
                 PendingKind::Ui(_) => format!("{agent} asks you"),
             };
             let close = dismiss.clone();
@@ -290,7 +332,7 @@ pub fn Inbox() -> impl IntoView {
                 // other questions come and go.
                 <For each=all key=Question::key let:question>
                     {
-                        let name = state.agent_name(&question.agent_id);
+                        let name = escaped(&state.agent_name(&question.agent_id));
                         let shown_at = guard::now_ms();
                         let open = {
                             let state = state.clone();
@@ -338,16 +380,17 @@ fn detail_view(detail: PermissionDetail) -> impl IntoView {
         Some(DetailFormat::Unknown) => "unknown",
         None => "",
     };
-    let label = detail.label.unwrap_or_default();
-    let lines = detail.value.lines().count();
-    let long = lines > COLLAPSED_LINES || detail.value.len() > 100 * COLLAPSED_LINES;
+    let label = escaped(detail.label.as_deref().unwrap_or_default());
+    let value = escaped(&detail.value);
+    let lines = value.lines().count();
+    let long = lines > COLLAPSED_LINES || value.len() > 100 * COLLAPSED_LINES;
     let open = RwSignal::new(false);
     let toggle =
         move || if open.get() { "Show less".to_owned() } else { format!("Show all {lines} lines") };
     view! {
         <dt>{label.clone()}</dt>
         <dd data-format=format data-label=label>
-            <pre class:collapsed=move || long && !open.get()>{detail.value}</pre>
+            <pre class:collapsed=move || long && !open.get()>{value}</pre>
             {long.then(|| view! {
                 <button type="button" class="show-all" on:click=move |_| open.update(|open| *open = !*open)>{toggle}</button>
             })}
