@@ -358,6 +358,40 @@ async fn openai_a_refusal_is_the_reply_with_a_marker() {
     assert_eq!(turn.last().expect("status")["status"], "idle");
 }
 
+/// A reply a provider's filter stopped says so, with the refusal marker,
+/// instead of ending empty or cut short without a word.
+#[tokio::test]
+async fn a_reply_stopped_by_a_filter_says_it_was_refused() {
+    for (provider, fixture, shown) in [
+        (
+            "openai",
+            "openai-content-filter.sse",
+            "Refused: the provider's content filter stopped the reply.",
+        ),
+        (
+            "anthropic",
+            "anthropic-refusal.sse",
+            "Here is how\n\nRefused: the model stopped the reply (stop_reason: refusal).",
+        ),
+    ] {
+        let server = ReplayServer::start(vec![Reply::Stream(fixture)]).await;
+        let workspace = Workspace::new();
+        let base =
+            if provider == "openai" { format!("{}/v1", server.base) } else { server.base.clone() };
+        configure(&workspace, provider, &base);
+        let mut agent = start(&workspace).await;
+        let turn = agent.turn("hello").await;
+        assert_eq!(streamed_text(&turn), shown, "{fixture}");
+        assert_eq!(
+            find(&turn, "message_complete")["message"]["content"],
+            json!([{"type": "text", "text": shown}]),
+            "{fixture}"
+        );
+        assert_eq!(count(&turn, "error"), 0, "{fixture}");
+        assert_eq!(turn.last().expect("status")["status"], "idle");
+    }
+}
+
 #[tokio::test]
 async fn anthropic_usage_follows_every_message_delta() {
     let server = ReplayServer::start(vec![Reply::Stream("anthropic-usage-updates.sse")]).await;

@@ -8,7 +8,8 @@ use shard_protocol::types::{ContentBlock, Usage};
 use tokio::sync::mpsc;
 
 use super::{
-    ProviderError, ProviderEvent, ProviderRequest, api_key, emit, http_client, open_stream,
+    ProviderError, ProviderEvent, ProviderRequest, REFUSAL_MARKER, api_key, emit, http_client,
+    open_stream,
 };
 use crate::conversation::{summary_heading, tool_result_text};
 use crate::session_log::EntryBody;
@@ -34,7 +35,7 @@ pub fn body(request: &ProviderRequest) -> Value {
     let mut messages = Vec::new();
     for entry in &request.window {
         match &entry.body {
-            EntryBody::User { text, images } => {
+            EntryBody::User { text, images, .. } => {
                 let mut content = vec![json!({"type": "text", "text": text})];
                 content.extend(images.iter().map(|image| {
                     json!({"type": "image", "source": {"type": "base64",
@@ -127,6 +128,7 @@ pub async fn stream(
     let send = |event| emit(&events, event);
     let mut usage = Usage { model: Some(request.model.id.clone()), ..Usage::default() };
     let mut tool_ids: HashMap<u64, String> = HashMap::new();
+    let mut wrote_text = false;
     while let Some(event) = stream.next().await {
         let event = event?;
         let data: Value = serde_json::from_str(&event.data)
@@ -146,10 +148,9 @@ pub async fn stream(
                 let delta = &data["delta"];
                 match delta["type"].as_str().unwrap_or_default() {
                     "text_delta" => {
-                        send(ProviderEvent::Text(
-                            delta["text"].as_str().unwrap_or_default().to_owned(),
-                        ))
-                        .await?
+                        let text = delta["text"].as_str().unwrap_or_default();
+                        wrote_text |= !text.is_empty();
+                        send(ProviderEvent::Text(text.to_owned())).await?
                     }
                     "thinking_delta" => {
                         send(ProviderEvent::Thinking(
@@ -177,7 +178,18 @@ pub async fn stream(
                     _ => {}
                 }
             }
-            "message_delta" => take_counts(&mut usage, &data["usage"]),
+            "message_delta" => {
+                take_counts(&mut usage, &data["usage"]);
+                if data["delta"]["stop_reason"] == "refusal" {
+                    // A streaming classifier ended the reply: say so, after
+                    // whatever text came before it.
+                    let gap = if wrote_text { "\n\n" } else { "" };
+                    let text = format!(
+                        "{gap}{REFUSAL_MARKER}the model stopped the reply (stop_reason: refusal)."
+                    );
+                    send(ProviderEvent::Text(text)).await?;
+                }
+            }
             "message_stop" => {
                 send(ProviderEvent::Usage(usage)).await?;
                 return Ok(());

@@ -51,6 +51,11 @@ pub struct ProviderRequest {
 #[error("{0}")]
 pub struct ProviderError(pub String);
 
+/// Put before a refusal (OpenAI's `delta.refusal` or `content_filter`,
+/// Anthropic's `stop_reason: refusal`): the wire has no field that marks a
+/// reply as refused, so the reply's text says it.
+pub const REFUSAL_MARKER: &str = "Refused: ";
+
 /// Streams one model call into `events`. Returns when the reply is complete;
 /// dropping the future cancels the call.
 pub async fn stream(

@@ -10,7 +10,8 @@ use shard_protocol::types::{ContentBlock, Usage};
 use tokio::sync::mpsc;
 
 use super::{
-    ProviderError, ProviderEvent, ProviderRequest, api_key, emit, http_client, open_stream,
+    ProviderError, ProviderEvent, ProviderRequest, REFUSAL_MARKER, api_key, emit, http_client,
+    open_stream,
 };
 use crate::conversation::{summary_heading, tool_result_text};
 use crate::session_log::EntryBody;
@@ -23,10 +24,10 @@ pub fn body(request: &ProviderRequest) -> Value {
     let mut messages = vec![json!({"role": "system", "content": request.system})];
     for entry in &request.window {
         match &entry.body {
-            EntryBody::User { text, images } if images.is_empty() => {
+            EntryBody::User { text, images, .. } if images.is_empty() => {
                 messages.push(json!({"role": "user", "content": text}));
             }
-            EntryBody::User { text, images } => {
+            EntryBody::User { text, images, .. } => {
                 let mut parts = vec![json!({"type": "text", "text": text})];
                 parts.extend(images.iter().map(|image| {
                     json!({"type": "image_url", "image_url": {
@@ -131,10 +132,6 @@ async fn send_all(
     Ok(())
 }
 
-/// Put before a refusal (`delta.refusal`): the wire has no field that marks
-/// a reply as refused, so the reply's text says it.
-pub const REFUSAL_MARKER: &str = "Refused: ";
-
 /// Turns the chunks of one stream into events, keeping what the chunks
 /// before told it.
 struct Decoder {
@@ -202,6 +199,15 @@ impl Decoder {
         }
         for part in delta["tool_calls"].as_array().into_iter().flatten() {
             events.extend(self.calls.apply(part));
+        }
+        if choice["finish_reason"] == "content_filter" && !self.refusing {
+            // Azure and others stop a filtered reply with no refusal text:
+            // without a word here it would end empty, or cut short.
+            self.refusing = true;
+            let gap = if self.wrote_text { "\n\n" } else { "" };
+            events.push(ProviderEvent::Text(format!(
+                "{gap}{REFUSAL_MARKER}the provider's content filter stopped the reply."
+            )));
         }
         if choice["finish_reason"].is_string() {
             self.finished = true;
