@@ -93,6 +93,29 @@ pub fn descendants(root: u32) -> Vec<u32> {
         .collect()
 }
 
+/// The ancestors of `pid`, parent first, up to (not including) init. Bounded:
+/// a chain longer than a few hundred is cut there.
+pub fn ancestors(pid: u32) -> Vec<u32> {
+    const MAX_DEPTH: usize = 256;
+    let mut found = Vec::new();
+    let mut current = pid;
+    while found.len() < MAX_DEPTH {
+        let Some(entry) = std::fs::read_to_string(format!("/proc/{current}/stat"))
+            .ok()
+            .and_then(|text| parse_stat(&text))
+        else {
+            break;
+        };
+        let Ok(parent) = u32::try_from(entry.parent) else { break };
+        if parent <= 1 || found.contains(&parent) {
+            break;
+        }
+        found.push(parent);
+        current = parent;
+    }
+    found
+}
+
 /// Kills every live process below `root`, and `root` too when
 /// `include_root`. Returns how many processes were killed.
 pub fn kill_tree(root: u32, include_root: bool) -> usize {

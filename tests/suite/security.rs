@@ -556,3 +556,42 @@ async fn no_tool_finds_a_key_in_the_agent_or_the_daemon_environment() {
         assert!(!result.contains(value), "{name} is readable: {result}");
     }
 }
+
+/// A tool's process (or anything it starts) is no person: on the daemon's
+/// socket it could mint a browser enrollment, or attach and answer its own
+/// agent's questions. It is refused with a clear error; the same command
+/// from outside the agent works.
+#[tokio::test]
+async fn a_tool_cannot_use_the_daemon_socket() {
+    let daemon = Daemon::start(&[]).await;
+    let project = tempfile::TempDir::new().expect("project");
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    let mut web = browser.connect(&daemon).await;
+    let agent = web.create(project.path(), "escaper").await;
+    web.attach(&agent, "interactive").await;
+    let shard = env!("CARGO_BIN_EXE_shard");
+    let home = daemon.home.display().to_string();
+    let command = format!("run: SHARD_HOME={home} {shard} enroll 2>&1; echo exit=$?");
+    web.call("p", json!({"type": "prompt", "agent_id": agent, "message": command})).await;
+    let asked = web.permission_request(&agent).await;
+    let allow = json!({"type": "permission_response", "agent_id": agent,
+                       "request_id": asked["request_id"], "decision": "allow"});
+    web.call("allow", allow).await;
+    let turn = web.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    let result = turn
+        .iter()
+        .find(|message| message["type"] == "tool_result")
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    assert!(result.contains("exit=1"), "{result}");
+    assert!(result.contains("cannot use the daemon's socket"), "{result}");
+    assert!(!result.contains("enroll: http"), "{result}");
+    // From outside any agent, the same command is answered.
+    let outside = std::process::Command::new(shard)
+        .arg("enroll")
+        .env("SHARD_HOME", &daemon.home)
+        .output()
+        .expect("shard enroll");
+    let printed = String::from_utf8_lossy(&outside.stdout);
+    assert!(outside.status.success() && printed.starts_with("enroll: http"), "{printed}");
+}

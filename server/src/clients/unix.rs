@@ -94,6 +94,14 @@ pub async fn serve(
                 continue;
             }
         };
+        if let Some(agent) = pid.and_then(|pid| started_by_agent(pid, daemon.registry())) {
+            // A tool of an agent (or anything it started) speaking for a
+            // person could answer its own agent's questions, steer others,
+            // or mint a browser enrollment: it gets no connection.
+            tracing::warn!(%agent, "refused a unix client started by an agent's tools");
+            tokio::spawn(refuse(stream, agent));
+            continue;
+        }
         let Ok(permit) = slots.clone().try_acquire_owned() else {
             tracing::warn!("too many local connections; refused a unix client");
             continue;
@@ -115,6 +123,44 @@ pub async fn serve(
             drop(permit);
         });
     }
+}
+
+/// The agent whose process `pid` descends from, if any: `pid` is then one of
+/// its tools' processes. An agent's own process is not (it speaks for
+/// itself through its `subagent_*` tools).
+fn started_by_agent(pid: u32, registry: &crate::agents::registry::Registry) -> Option<String> {
+    let processes = &registry.context.processes;
+    if processes.agent_of(pid).is_some() {
+        return None;
+    }
+    shard_agent::process_tree::ancestors(pid)
+        .into_iter()
+        .find_map(|ancestor| processes.agent_of(ancestor))
+}
+
+/// Tells a refused peer why, as a fatal error line, within a deadline.
+async fn refuse(stream: tokio::net::UnixStream, agent: String) {
+    let message = format!(
+        "a process started by agent `{agent}`'s tools cannot use the daemon's socket; a person answers and steers from a client"
+    );
+    let event = ErrorEvent { code: ErrorCode::PermissionDenied, message, fatal: Some(true) };
+    let line = frame(&Envelope::new(ServerMessage::Error(event)).to_json());
+    let mut stream = stream;
+    // The peer may be writing its command meanwhile: what it sends is read
+    // and dropped (a little, briefly), so that it gets to read the reason
+    // rather than a broken pipe.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), async {
+        stream.write_all(&line).await?;
+        stream.shutdown().await?;
+        let mut sink = [0; 4096];
+        for _ in 0..16 {
+            if stream.read(&mut sink).await? == 0 {
+                break;
+            }
+        }
+        std::io::Result::Ok(())
+    })
+    .await;
 }
 
 /// JSONL in: one message per line.
