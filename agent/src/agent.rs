@@ -29,8 +29,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, ModelConfig};
 use crate::conversation::Conversation;
 use crate::modes;
-use crate::session_log::EntryBody;
-use crate::turn::Ending;
+use crate::session_log::{EntryBody, UnqueueReason};
+use crate::turn::{Ending, Opening};
 
 /// How many outbound messages may wait for stdout. A direct client that stops
 /// reading eventually stalls the agent (it is the only client); the daemon
@@ -58,6 +58,10 @@ pub struct UserInput {
     pub queued: u64,
     /// Never taken back by `recall_steer` (a completion report).
     pub pinned: bool,
+    /// The `queued` entry that keeps it in the session log until it is
+    /// delivered: a steer or follow-up accepted mid-turn survives the
+    /// process (a strict steer never does: it belongs to its turn).
+    pub queued_entry_id: Option<String>,
 }
 
 /// Where a strict steer's answer goes.
@@ -103,6 +107,11 @@ pub struct State {
     pub turn_ended: bool,
     /// The running turn's id, from its `turn_start` to its `turn_end`.
     pub turn_id: Option<String>,
+    /// Set while a resumed agent works through what its last process had
+    /// queued and never delivered, until it is idle: no client here asked
+    /// for that work, so a prompt without `streaming_behavior` waits for it
+    /// as a follow-up instead of being refused as mid-turn.
+    pub resumed_work: bool,
     next_request: u64,
     /// How many inputs were ever queued: each queued one's `queued` number.
     queued: u64,
@@ -121,7 +130,8 @@ impl State {
 
     /// Takes back the input queued last, steer or follow-up, unless it is a
     /// strict steer (a subagent lease's: only its turn's end takes it back).
-    fn recall(&mut self) -> Option<RecalledInput> {
+    /// Also answers the input's `queued` entry, to be settled in the log.
+    fn recall(&mut self) -> Option<(RecalledInput, Option<String>)> {
         let newest = |queue: &VecDeque<UserInput>| {
             queue
                 .iter()
@@ -138,11 +148,12 @@ impl State {
             (_, Some((at, _))) => (self.follow_ups.remove(at)?, StreamingBehavior::FollowUp),
             (None, None) => return None,
         };
-        Some(RecalledInput {
+        let recalled = RecalledInput {
             message: input.text,
             streaming_behavior: behavior,
             images: input.images.len() as u64,
-        })
+        };
+        Some((recalled, input.queued_entry_id))
     }
 
     pub fn next_request_id(&mut self, prefix: &str) -> String {
@@ -358,6 +369,7 @@ impl Agent {
             headless: false,
             turn_ended: false,
             turn_id: None,
+            resumed_work: false,
             next_request: 0,
             queued: 0,
         };
@@ -378,8 +390,13 @@ impl Agent {
         &self.shared
     }
 
-    /// `hello`, then `sync` (§9.1): what a direct client sees first.
-    pub async fn greet(&self) {
+    /// `hello`, then `sync` (§9.1): what a direct client sees first. A
+    /// resumed session may still owe steers or follow-ups its last process
+    /// accepted but never delivered: they are queued again, and the first
+    /// opens a turn that starts right after the `sync`, which already shows
+    /// it as the newest user message, with the status `streaming`.
+    pub async fn greet(&mut self) {
+        let owed = self.take_up_undelivered().await;
         self.shared
             .emit(ServerMessage::Hello(Hello {
                 protocol_version: shard_protocol::PROTOCOL_VERSION.to_owned(),
@@ -389,6 +406,52 @@ impl Agent {
             .await;
         let sync = self.sync().await;
         self.shared.emit(ServerMessage::Sync(sync)).await;
+        if let Some(opening) = owed {
+            self.start_turn(opening);
+        }
+    }
+
+    /// Queues again what the session log holds as accepted and undelivered,
+    /// in the order it was accepted, and takes the first of it as after any
+    /// turn (a steer before a follow-up). Its user message is recorded now,
+    /// before `sync`; if the log cannot take it, the turn tries again and
+    /// reports why.
+    async fn take_up_undelivered(&mut self) -> Option<Opening> {
+        let owed = self.shared.conversation.lock().await.undelivered();
+        if owed.is_empty() {
+            return None;
+        }
+        tracing::info!(count = owed.len(), "delivering what the last process had queued");
+        let first = {
+            let mut state = self.shared.state();
+            state.resumed_work = true;
+            for queued in owed {
+                let input = UserInput {
+                    text: queued.text,
+                    images: queued.images,
+                    strict: None,
+                    queued: 0,
+                    pinned: queued.pinned,
+                    queued_entry_id: Some(queued.entry_id),
+                };
+                state.enqueue(queued.behavior, input);
+            }
+            state.steers.pop_front().or_else(|| state.follow_ups.pop_front())
+        }?;
+        let entry = crate::turn::user_entry(first.clone());
+        let recorded = self.shared.conversation.lock().await.push(entry).await.map(|_| ());
+        match recorded {
+            Ok(()) => {
+                // Before `hello`: no `status` event may go out yet; `sync`
+                // carries it.
+                self.shared.state().status = AgentStatus::Streaming;
+                Some(Opening::Recorded)
+            }
+            Err(problem) => {
+                tracing::error!(%problem, "cannot record the owed user message");
+                Some(Opening::Input(first))
+            }
+        }
     }
 
     async fn sync(&self) -> Sync {
@@ -441,7 +504,7 @@ impl Agent {
                     self.after_turn(ending).await;
                 }
                 Event::Stop => {
-                    self.abort_turn().await;
+                    self.end_turn().await;
                     return Exit::Stopped;
                 }
             }
@@ -513,6 +576,7 @@ impl Agent {
                     strict: None,
                     queued: 0,
                     pinned: pinned.unwrap_or(false),
+                    queued_entry_id: None,
                 };
                 self.prompt(input, streaming_behavior, id.clone(), command).await;
                 return;
@@ -525,6 +589,7 @@ impl Agent {
                     strict: None,
                     queued: 0,
                     pinned: false,
+                    queued_entry_id: None,
                 };
                 if let Some(turn_id) = strict {
                     input.strict =
@@ -561,7 +626,14 @@ impl Agent {
                 return;
             }
             ClientMessage::RecallSteer(Empty {}) => {
-                let recalled = self.shared.state().recall();
+                let taken = self.shared.state().recall();
+                let recalled = match taken {
+                    Some((recalled, entry)) => {
+                        self.unqueue(entry, UnqueueReason::Recalled).await;
+                        Some(recalled)
+                    }
+                    None => None,
+                };
                 ok(RecallSteerResult { recalled })
             }
             ClientMessage::PermissionResponse(response) => {
@@ -593,19 +665,23 @@ impl Agent {
         if self.turn.is_none() {
             // Idle: the response, then the turn (CONTRACT.md ordering).
             self.shared.respond(id, Response::accepted(command)).await;
-            self.start_turn(input);
+            self.start_turn(Opening::Input(input));
             return;
         }
         // A client that saw `turn_end` may prompt before the controller has
         // reaped the turn: that prompt is the next turn, not a steer, and
-        // starts as this one winds down.
-        let ended = self.shared.state().turn_ended;
+        // starts as this one winds down. So is one that reaches a resumed
+        // agent busy with what its last process owed.
+        let (ended, resumed) = {
+            let state = self.shared.state();
+            (state.turn_ended, state.resumed_work)
+        };
         let behavior = match behavior {
-            None if ended => Some(StreamingBehavior::FollowUp),
+            None if ended || resumed => Some(StreamingBehavior::FollowUp),
             behavior => behavior,
         };
-        let queued = {
-            let mut state = self.shared.state();
+        let room = {
+            let state = self.shared.state();
             let weight: usize =
                 state.steers.iter().chain(state.follow_ups.iter()).map(UserInput::size).sum();
             let full = |queue: &VecDeque<UserInput>| {
@@ -616,21 +692,64 @@ impl Agent {
                 Some(StreamingBehavior::FollowUp) if full(&state.follow_ups) => {
                     Err(queue_full("follow-up"))
                 }
-                Some(behavior) => {
-                    state.enqueue(behavior, input);
-                    Ok(())
-                }
+                Some(behavior) => Ok(behavior),
                 None => Err(error(
                     ErrorCode::InvalidRequest,
                     "the agent is mid-turn: set `streaming_behavior` to `steer` or `follow_up`",
                 )),
             }
         };
+        let queued = match room {
+            Ok(behavior) => self.queue(behavior, input).await,
+            Err(problem) => Err(problem),
+        };
         let response = match queued {
             Ok(()) => Response::accepted(command),
             Err(problem) => Response::failed(command, problem),
         };
         self.shared.respond(id, response).await;
+    }
+
+    /// Queues a steer or follow-up once its `queued` entry is in the
+    /// session log and synced: a client told it was accepted can count on
+    /// it, whatever becomes of this process (a resumed agent delivers it,
+    /// [`Agent::greet`]). The controller queues nothing else meanwhile, and
+    /// a turn only takes from the queues, so the room checked still holds.
+    async fn queue(
+        &self,
+        behavior: StreamingBehavior,
+        mut input: UserInput,
+    ) -> Result<(), WireError> {
+        let entry = EntryBody::Queued {
+            text: input.text.clone(),
+            images: input.images.clone(),
+            streaming_behavior: behavior,
+            pinned: input.pinned,
+        };
+        input.queued_entry_id = Some(self.record(entry).await?);
+        self.shared.state().enqueue(behavior, input);
+        Ok(())
+    }
+
+    /// Records that queued inputs were taken back, so that no resumed agent
+    /// delivers them. The client has its answer either way; a log that
+    /// cannot take the record is reported here, and the worst a resume can
+    /// then do is deliver what was taken back.
+    async fn unqueue(&self, entries: impl IntoIterator<Item = String>, reason: UnqueueReason) {
+        let mut entries = entries.into_iter().peekable();
+        if entries.peek().is_none() {
+            return;
+        }
+        let mut conversation = self.shared.conversation.lock().await;
+        let written = async {
+            for queued_entry_id in entries {
+                conversation.push(EntryBody::Unqueued { queued_entry_id, reason }).await?;
+            }
+            conversation.flush().await
+        };
+        if let Err(problem) = written.await {
+            tracing::error!(%problem, "cannot record queued inputs as taken back");
+        }
     }
 
     /// A strict steer (PROTOCOL.md §10.3 `subagent.steer`): queued only if
@@ -683,10 +802,10 @@ impl Agent {
         }
     }
 
-    fn start_turn(&mut self, input: UserInput) {
+    fn start_turn(&mut self, opening: Opening) {
         self.shared.state().turn_ended = false;
         let cancel = CancellationToken::new();
-        let handle = tokio::spawn(crate::turn::run(self.shared.clone(), input, cancel.clone()));
+        let handle = tokio::spawn(crate::turn::run(self.shared.clone(), opening, cancel.clone()));
         self.turn = Some((handle, cancel));
     }
 
@@ -698,10 +817,12 @@ impl Agent {
         let next = {
             let mut state = self.shared.state();
             // A steer that arrived as the turn was ending still gets delivered.
-            state.steers.pop_front().or_else(|| state.follow_ups.pop_front())
+            let next = state.steers.pop_front().or_else(|| state.follow_ups.pop_front());
+            state.resumed_work &= next.is_some();
+            next
         };
         if let Some(input) = next {
-            self.start_turn(input);
+            self.start_turn(Opening::Input(input));
             return;
         }
         let status = if ending == Ending::Failed { AgentStatus::Error } else { AgentStatus::Idle };
@@ -719,13 +840,26 @@ impl Agent {
         }
     }
 
+    /// `abort`: the turn ends, and the steers and follow-ups queued behind
+    /// it are dropped, in the log too.
     async fn abort_turn(&mut self) {
         self.refuse_strict_steers().await;
-        {
-            let mut state = self.shared.state();
-            state.steers.clear();
-            state.follow_ups.clear();
-        }
+        let dropped: Vec<String> = {
+            let mut guard = self.shared.state();
+            let state = &mut *guard;
+            state.resumed_work = false;
+            let queued = state.steers.drain(..).chain(state.follow_ups.drain(..));
+            queued.filter_map(|input| input.queued_entry_id).collect()
+        };
+        self.unqueue(dropped, UnqueueReason::Aborted).await;
+        self.end_turn().await;
+    }
+
+    /// Cancels the running turn and waits for its end. What is queued stays
+    /// queued: on SIGTERM the process exits with it in the log, where the
+    /// next process on this session finds it.
+    async fn end_turn(&mut self) {
+        self.refuse_strict_steers().await;
         if let Some((handle, cancel)) = self.turn.take() {
             cancel.cancel();
             // The turn winds down quickly: it records results for unfinished
@@ -845,13 +979,15 @@ impl Agent {
         ok(change)
     }
 
-    /// Appends a settings entry and makes it durable now: a change made while
-    /// idle must survive a crash too.
-    async fn record(&self, body: EntryBody) -> Result<(), WireError> {
+    /// Appends an entry and makes it durable now (a settings change made
+    /// while idle must survive a crash too, and so must an accepted steer);
+    /// answers its id.
+    async fn record(&self, body: EntryBody) -> Result<String, WireError> {
         let mut conversation = self.shared.conversation.lock().await;
         let written = async {
-            conversation.push(body).await?;
-            conversation.flush().await
+            let id = conversation.push(body).await?.id.clone();
+            conversation.flush().await?;
+            Ok::<_, std::io::Error>(id)
         };
         written
             .await

@@ -10,9 +10,9 @@
 use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-use shard_protocol::agent::{ForkOrigin, ForkResult, SessionSummary};
+use shard_protocol::agent::{ForkOrigin, ForkResult, SessionSummary, StreamingBehavior};
 use shard_protocol::diagnostic;
-use shard_protocol::types::{ContentBlock, Message, Role, ToolResultContent};
+use shard_protocol::types::{ContentBlock, Image, Message, Role, ToolResultContent};
 
 use crate::session_log::{
     self, Entry, EntryBody, FORMAT_VERSION, SessionError, Writer, find_session, read_log,
@@ -49,6 +49,17 @@ pub struct CompactionPlan {
     pub message_range: (String, String),
     pub tokens_before: u64,
     pub tokens_after: u64,
+}
+
+/// A steer or follow-up the log holds as accepted and not yet delivered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Undelivered {
+    /// Its `queued` entry.
+    pub entry_id: String,
+    pub text: String,
+    pub images: Vec<Image>,
+    pub behavior: StreamingBehavior,
+    pub pinned: bool,
 }
 
 /// The mode, model and reasoning level recorded in the log.
@@ -205,6 +216,12 @@ impl Conversation {
         self.flush().await
     }
 
+    /// Steers and follow-ups accepted but neither delivered nor taken back,
+    /// oldest first: what a resumed agent still owes.
+    pub fn undelivered(&self) -> Vec<Undelivered> {
+        undelivered_of(&self.entries)
+    }
+
     /// Mode, model and reasoning level as last recorded.
     pub fn settings(&self) -> RecordedSettings {
         settings_of(&self.entries)
@@ -337,9 +354,17 @@ impl Conversation {
         }
         for entry in self.window_until(at + 1) {
             rest.push(match &entry.body {
-                EntryBody::Compaction { summary, .. } => {
-                    EntryBody::User { text: summary.clone(), images: Vec::new() }
-                }
+                EntryBody::Compaction { summary, .. } => EntryBody::User {
+                    text: summary.clone(),
+                    images: Vec::new(),
+                    queued_entry_id: None,
+                },
+                // What this message delivered was queued in the source.
+                EntryBody::User { text, images, .. } => EntryBody::User {
+                    text: text.clone(),
+                    images: images.clone(),
+                    queued_entry_id: None,
+                },
                 other => other.clone(),
             });
         }
@@ -472,6 +497,33 @@ pub fn compaction_index_of(entries: &[Entry]) -> Option<u64> {
         EntryBody::Compaction { index, .. } => Some(index),
         _ => None,
     })
+}
+
+/// The `queued` entries of a log that no `user` entry delivered and no
+/// `unqueued` entry took back, oldest first.
+pub fn undelivered_of(entries: &[Entry]) -> Vec<Undelivered> {
+    let settled: HashSet<&str> = entries
+        .iter()
+        .filter_map(|entry| match &entry.body {
+            EntryBody::User { queued_entry_id: Some(id), .. }
+            | EntryBody::Unqueued { queued_entry_id: id, .. } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    entries
+        .iter()
+        .filter(|entry| !settled.contains(entry.id.as_str()))
+        .filter_map(|entry| match &entry.body {
+            EntryBody::Queued { text, images, streaming_behavior, pinned } => Some(Undelivered {
+                entry_id: entry.id.clone(),
+                text: text.clone(),
+                images: images.clone(),
+                behavior: *streaming_behavior,
+                pinned: *pinned,
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The mode, model and reasoning level a log records: the header's, then
@@ -677,7 +729,11 @@ mod tests {
         Entry {
             id: new_id(),
             ts: 1,
-            body: EntryBody::User { text: text.to_owned(), images: Vec::new() },
+            body: EntryBody::User {
+                text: text.to_owned(),
+                images: Vec::new(),
+                queued_entry_id: None,
+            },
         }
     }
 

@@ -161,7 +161,7 @@ async fn serve(options: Options) -> anyhow::Result<Ending> {
     tracing::info!(session = %conversation.session_id, cwd = %cwd.display(), "agent ready");
 
     let start = Startup { config, cwd, home, mode, model, reasoning_level, toolset, instructions };
-    let agent = Agent::new(start, conversation, out);
+    let mut agent = Agent::new(start, conversation, out);
     agent.greet().await;
     let (lines, inbound) = mpsc::channel(stdio::INBOUND_QUEUE);
     tokio::spawn(stdio::read_lines(tokio::io::stdin(), lines));

@@ -2,7 +2,9 @@
 //! of a conversation. Every line is one [`Entry`] with an id; the first line is
 //! the header. Only the writer task appends to the file, and it makes what it
 //! was given durable (write + fsync) when asked to flush, which the runtime does
-//! at every turn boundary, so a crash loses at most the unfinished turn.
+//! at every turn boundary, so a crash loses at most the unfinished turn (and
+//! at once for what may not wait: a settings change, an accepted steer or
+//! follow-up and its withdrawal).
 //!
 //! A log that does not parse, does not start with its header, repeats an id,
 //! or ends in a torn line is SESSION_CORRUPT: it is refused and never
@@ -15,6 +17,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use shard_protocol::agent::StreamingBehavior;
 use shard_protocol::types::{ContentBlock, Image, ToolResultContent, Usage};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
@@ -50,6 +53,10 @@ pub enum EntryBody {
         text: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         images: Vec<Image>,
+        /// The `queued` entry this message delivers (a steer or follow-up
+        /// that waited for its turn), if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        queued_entry_id: Option<String>,
     },
     Assistant {
         content: Vec<ContentBlock>,
@@ -87,6 +94,21 @@ pub enum EntryBody {
     },
     /// An `allow_always` grant: this exact tool call is allowed from now on.
     Grant { tool_name: String, fingerprint: String },
+    /// A steer or follow-up accepted while a turn ran, written and synced
+    /// before the client hears it was accepted. A resumed agent delivers
+    /// every one that no `user` entry delivered and no `unqueued` entry
+    /// took back: the process that accepted it stopped first.
+    Queued {
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
+        streaming_behavior: StreamingBehavior,
+        /// Never taken back by `recall_steer` (a completion report).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        pinned: bool,
+    },
+    /// A queued input taken back before it was delivered.
+    Unqueued { queued_entry_id: String, reason: UnqueueReason },
     /// A mode, model or reasoning-level change, so a resumed agent keeps them.
     Settings {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -96,6 +118,16 @@ pub enum EntryBody {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reasoning_level: Option<String>,
     },
+}
+
+/// Why a queued input was never delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnqueueReason {
+    /// `recall_steer` gave it back to the client.
+    Recalled,
+    /// `abort` dropped it with the turn.
+    Aborted,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -397,7 +429,7 @@ mod tests {
         let user = Entry {
             id: "e-1".into(),
             ts: 2,
-            body: EntryBody::User { text: "hi".into(), images: Vec::new() },
+            body: EntryBody::User { text: "hi".into(), images: Vec::new(), queued_entry_id: None },
         };
         writer.append(&user).await.expect("append");
         writer.flush().await.expect("flush");

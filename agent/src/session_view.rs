@@ -96,7 +96,10 @@ mod tests {
     }
 
     fn user(id: &str, text: &str) -> Entry {
-        entry(id, EntryBody::User { text: text.to_owned(), images: Vec::new() })
+        entry(
+            id,
+            EntryBody::User { text: text.to_owned(), images: Vec::new(), queued_entry_id: None },
+        )
     }
 
     fn compaction(index: u64, first_kept: &str, range: (&str, &str)) -> Entry {

@@ -42,6 +42,16 @@ const RECALL_PAGE: usize = 20;
 const SYSTEM_PROMPT: &str = "You are a coding agent working in the user's project directory. \
 Use the tools to read, search and change files and to run commands. Keep answers short.";
 
+/// What a turn opens with.
+pub enum Opening {
+    /// This user message, appended to the session log as the turn starts.
+    Input(UserInput),
+    /// The user message the log already ends with: a resumed agent records
+    /// what its last process still owed before its `sync`, so that the
+    /// `sync` shows it ([`crate::agent::Agent::greet`]).
+    Recorded,
+}
+
 /// How a turn ended; the controller sets the status that follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {
@@ -190,20 +200,23 @@ fn add_usage(total: &mut Usage, call: &Usage) {
 /// Runs one turn to its end. Never panics on bad model output or tool errors.
 /// The status after the turn is the controller's to set: it may start a
 /// queued follow-up instead of going idle.
-pub async fn run(shared: Arc<Shared>, input: UserInput, cancel: CancellationToken) -> Ending {
+pub async fn run(shared: Arc<Shared>, opening: Opening, cancel: CancellationToken) -> Ending {
     let turn_id = format!("turn-{}", new_id());
     shared.state().turn_id = Some(turn_id.clone());
     shared.emit(ServerMessage::TurnStart(TurnStart { turn_id: turn_id.clone() })).await;
     shared.set_status(AgentStatus::Streaming).await;
     let mut total = Usage::default();
-    let ending =
-        match push(&shared, EntryBody::User { text: input.text, images: input.images }).await {
-            Ok(()) => iterate(&shared, &cancel, &mut total).await,
-            Err(problem) => {
-                report(&shared, ErrorCode::InternalError, problem, false).await;
-                Ending::Failed
-            }
-        };
+    let opened = match opening {
+        Opening::Input(input) => push(&shared, user_entry(input)).await,
+        Opening::Recorded => Ok(()),
+    };
+    let ending = match opened {
+        Ok(()) => iterate(&shared, &cancel, &mut total).await,
+        Err(problem) => {
+            report(&shared, ErrorCode::InternalError, problem, false).await;
+            Ending::Failed
+        }
+    };
     if let Err(problem) = shared.conversation.lock().await.flush().await {
         report(&shared, ErrorCode::InternalError, format!("session log: {problem}"), true).await;
     }
@@ -215,6 +228,16 @@ pub async fn run(shared: Arc<Shared>, input: UserInput, cancel: CancellationToke
     }
     shared.emit(ServerMessage::TurnEnd(TurnEnd { turn_id, usage })).await;
     ending
+}
+
+/// The log entry of a user message; one that waited in a queue names its
+/// `queued` entry, which it settles.
+pub fn user_entry(input: UserInput) -> EntryBody {
+    EntryBody::User {
+        text: input.text,
+        images: input.images,
+        queued_entry_id: input.queued_entry_id,
+    }
 }
 
 async fn push(shared: &Shared, body: EntryBody) -> Result<(), String> {
@@ -693,10 +716,10 @@ async fn ask(shared: &Arc<Shared>, cancel: &CancellationToken, args: &JsonObject
 async fn deliver_steers(shared: &Arc<Shared>) -> bool {
     let steers: Vec<UserInput> = shared.state().steers.drain(..).collect();
     let any = !steers.is_empty();
-    for steer in steers {
-        let delivered =
-            push(shared, EntryBody::User { text: steer.text, images: steer.images }).await;
-        if let Some(reply) = steer.strict {
+    for mut steer in steers {
+        let strict = steer.strict.take();
+        let delivered = push(shared, user_entry(steer)).await;
+        if let Some(reply) = strict {
             let response = match &delivered {
                 Ok(()) => Response::ok(reply.command, serde_json::json!({"status": "injected"})),
                 Err(problem) => Response::failed(

@@ -1,8 +1,9 @@
 //! Injected faults, black-box: an agent SIGKILLed mid-stream and mid-tool,
-//! the daemon SIGKILLed with a question open, the disk full under a session
-//! log, and a client flooding tiny frames. In each, nothing is lost that was
-//! complete, nothing half-done is stored as complete, and whoever is waiting
-//! gets a clear answer.
+//! the daemon SIGKILLed with a question open, a steer or follow-up queued
+//! when the daemon or its agent dies, the disk full under a session log, and
+//! a client flooding tiny frames. In each, nothing is lost that was complete
+//! or accepted, nothing half-done is stored as complete, and whoever is
+//! waiting gets a clear answer.
 
 use std::time::Duration;
 
@@ -160,6 +161,203 @@ async fn a_daemon_killed_with_a_question_open_restarts_whole_and_the_question_is
     web.call("p3", json!({"type": "prompt", "agent_id": agent, "message": "still here"})).await;
     let turn = web.until_agent(&agent, |message| message["type"] == "turn_end").await;
     assert_eq!(streamed_text(&turn), "You said: still here");
+}
+
+/// A steer or follow-up accepted during a long reply, then the daemon
+/// stopped by `signal` (its agents die with it): once restarted, the first
+/// attach restores the agent, whose `sync` already shows the queued message
+/// as the user message of the turn it runs now; the reply follows, and a
+/// page loaded afterwards shows the message once, answered.
+async fn a_queued_input_outlives_its_daemon(signal: &str, behavior: &str) {
+    let mut daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let marker = canonical(&project);
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    let mut web = browser.connect(&daemon).await;
+    let agent = web.create(project.path(), "queueing").await;
+    web.attach(&agent, "interactive").await;
+    web.call("p1", json!({"type": "prompt", "agent_id": agent, "message": "stream: 3000"})).await;
+    web.until_agent(&agent, |message| message["type"] == "message_delta").await;
+    let text = format!("a {behavior} sent before SIG{signal}");
+    let queued = json!({"type": "prompt", "agent_id": agent, "message": text,
+                        "streaming_behavior": behavior});
+    let accepted = web.call("q", queued).await;
+    assert_eq!(accepted["success"], true, "{accepted}");
+
+    daemon.signal(signal).await;
+    wait_until("the agent to stop with its daemon", || agent_pids(&marker).is_empty()).await;
+
+    let restarted = Daemon::start_in(&daemon.home, &[]).await;
+    let mut web = browser.connect(&restarted).await;
+    let sync = web.attach(&agent, "interactive").await;
+    assert_eq!(live_texts(&sync).last(), Some(&text.as_str()), "{sync:#}");
+    assert_eq!(sync["status"], "streaming", "{sync:#}");
+    let turn = web.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    assert_eq!(streamed_text(&turn), format!("You said: {text}"));
+
+    let mut reloaded = browser.connect(&restarted).await;
+    let sync = reloaded.attach(&agent, "observer").await;
+    let texts = live_texts(&sync);
+    let answer = format!("You said: {text}");
+    assert_eq!(texts.iter().filter(|said| **said == text).count(), 1, "{texts:?}");
+    assert_eq!(texts.last(), Some(&answer.as_str()), "{texts:?}");
+}
+
+#[tokio::test]
+async fn a_follow_up_queued_before_a_daemon_sigterm_is_delivered_after_the_restart() {
+    a_queued_input_outlives_its_daemon("TERM", "follow_up").await;
+}
+
+#[tokio::test]
+async fn a_follow_up_queued_before_a_daemon_sigkill_is_delivered_after_the_restart() {
+    a_queued_input_outlives_its_daemon("KILL", "follow_up").await;
+}
+
+#[tokio::test]
+async fn a_steer_queued_before_a_daemon_sigterm_is_delivered_after_the_restart() {
+    a_queued_input_outlives_its_daemon("TERM", "steer").await;
+}
+
+#[tokio::test]
+async fn a_steer_queued_before_a_daemon_sigkill_is_delivered_after_the_restart() {
+    a_queued_input_outlives_its_daemon("KILL", "steer").await;
+}
+
+/// Reads until `agent` has ended `turns` turns counting from `seen[from]`;
+/// returns those turns, each up to its `turn_end`.
+async fn turns_since(
+    client: &mut Client,
+    agent: &str,
+    from: usize,
+    turns: usize,
+) -> Vec<Vec<Value>> {
+    let ended = |seen: &[Value]| {
+        seen.iter()
+            .filter(|message| message["agent_id"] == agent && message["type"] == "turn_end")
+            .count()
+    };
+    while ended(&client.seen[from..]) < turns {
+        client.next().await;
+    }
+    let mut split = vec![Vec::new()];
+    for message in client.seen[from..].iter().filter(|message| message["agent_id"] == agent) {
+        let last = split.last_mut().expect("a turn");
+        last.push(message.clone());
+        if message["type"] == "turn_end" {
+            split.push(Vec::new());
+        }
+    }
+    split.truncate(turns);
+    split
+}
+
+#[tokio::test]
+async fn a_follow_up_queued_before_its_agent_crashed_runs_before_the_prompt_that_restores_it() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let (mut client, agent) = attached_agent(&daemon, &project, "crashing").await;
+    client
+        .call("p1", json!({"type": "prompt", "agent_id": agent, "message": "stream: 3000"}))
+        .await;
+    client.until_agent(&agent, |message| message["type"] == "message_delta").await;
+    let queued = json!({"type": "prompt", "agent_id": agent, "message": "queued before the crash",
+                        "streaming_behavior": "follow_up"});
+    let accepted = client.call("q", queued).await;
+    assert_eq!(accepted["success"], true, "{accepted}");
+    sigkill_agent(&mut client, &agent, &canonical(&project)).await;
+
+    // New work restores the agent: what it owed runs first, and the prompt
+    // (sent to an agent that looked stopped, so without a streaming
+    // behavior) waits for it as a follow-up instead of being refused.
+    let from = client.seen.len();
+    let restored =
+        client.call("r", json!({"type": "prompt", "agent_id": agent, "message": "and now?"})).await;
+    assert_eq!(restored["success"], true, "{restored}");
+    let first = turns_since(&mut client, &agent, from, 1).await;
+    assert_eq!(streamed_text(&first[0]), "You said: queued before the crash");
+    let turns = turns_since(&mut client, &agent, from, 2).await;
+    assert_eq!(streamed_text(&turns[1]), "You said: and now?");
+    let sync = first[0].iter().find(|message| message["type"] == "sync").expect("a fresh sync");
+    assert_eq!(live_texts(sync).last(), Some(&"queued before the crash"), "{sync:#}");
+}
+
+#[tokio::test]
+async fn a_stopped_agent_resumed_with_its_session_delivers_what_it_had_queued() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    let listed = agent.call("l", json!({"type": "session_op", "op": "list"})).await;
+    let session = listed["data"]["active"].as_str().expect("id").to_owned();
+    agent.call("p1", json!({"type": "prompt", "message": "stream: 3000"})).await;
+    agent.expect("turn_start").await;
+    for (id, command) in [
+        ("s", json!({"type": "steer", "message": "steered before the stop"})),
+        (
+            "f",
+            json!({"type": "prompt", "message": "followed up before the stop",
+                   "streaming_behavior": "follow_up"}),
+        ),
+    ] {
+        let (accepted, _) = agent.call_during(id, command).await;
+        assert_eq!(accepted["success"], true, "{accepted}");
+    }
+    // SIGTERM, as `agent.kill` and a dying daemon send it: the turn is
+    // aborted, and what was queued for later is kept for later.
+    let pid = agent.child.id().expect("running").to_string();
+    let killed = std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+    assert!(killed.success());
+    assert!(agent.wait_exit().await.success());
+
+    let mut resumed = workspace.start(&["--session", &session]).await;
+    resumed.expect("hello").await;
+    let sync = resumed.expect("sync").await;
+    assert_eq!(sync["status"], "streaming", "{sync:#}");
+    assert_eq!(live_texts(&sync).last(), Some(&"steered before the stop"), "{sync:#}");
+    let first = resumed.until("turn_end").await;
+    assert_eq!(streamed_text(&first), "You said: steered before the stop");
+    let second = resumed.until("turn_end").await;
+    assert_eq!(streamed_text(&second), "You said: followed up before the stop");
+    assert_eq!(resumed.expect("status").await["status"], "idle");
+    resumed.close_stdin();
+    assert!(resumed.wait_exit().await.success());
+
+    // Delivered once: a later resume owes nothing.
+    let mut again = workspace.start(&["--session", &session]).await;
+    again.expect("hello").await;
+    let sync = again.expect("sync").await;
+    assert_eq!(sync["status"], "idle", "{sync:#}");
+    again.silent_for(300).await;
+}
+
+#[tokio::test]
+async fn a_queued_input_taken_back_or_aborted_is_not_delivered_after_a_resume() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    let listed = agent.call("l", json!({"type": "session_op", "op": "list"})).await;
+    let session = listed["data"]["active"].as_str().expect("id").to_owned();
+    agent.call("p1", json!({"type": "prompt", "message": "stream: 3000"})).await;
+    agent.expect("turn_start").await;
+    let follow_up =
+        |text: &str| json!({"type": "prompt", "message": text, "streaming_behavior": "follow_up"});
+    let (accepted, _) = agent.call_during("f1", follow_up("taken back")).await;
+    assert_eq!(accepted["success"], true, "{accepted}");
+    let (recalled, _) = agent.call_during("r", json!({"type": "recall_steer"})).await;
+    assert_eq!(recalled["data"]["recalled"]["message"], "taken back", "{recalled}");
+    let (accepted, _) = agent.call_during("f2", follow_up("dropped by the abort")).await;
+    assert_eq!(accepted["success"], true, "{accepted}");
+    let (aborted, _) = agent.call_during("a", json!({"type": "abort"})).await;
+    assert_eq!(aborted["success"], true, "{aborted}");
+    agent.child.kill().await.expect("SIGKILL");
+
+    let mut resumed = workspace.start(&["--session", &session]).await;
+    resumed.expect("hello").await;
+    let sync = resumed.expect("sync").await;
+    assert_eq!(sync["status"], "idle", "{sync:#}");
+    resumed.silent_for(500).await;
+    let texts = live_texts(&sync);
+    assert!(
+        !texts.contains(&"taken back") && !texts.contains(&"dropped by the abort"),
+        "{texts:?}"
+    );
 }
 
 /// The largest file the agent of the disk-full test may write: its header

@@ -2,7 +2,8 @@
 //! steers, follow-ups, aborts and answers, fired at random moments against
 //! a real [`Agent`] (the demo model, a real session log), must each end with
 //! every command that carried an `id` answered exactly once and the agent
-//! `idle`, without any further input.
+//! `idle`, without any further input, and nothing its session log holds as
+//! queued left undelivered.
 //!
 //! A failure names its seed and script; `SHARD_INTERLEAVING_SEED=N` replays
 //! that seed alone. Interleavings come from the script and from how many
@@ -286,7 +287,7 @@ async fn run_agent(seed: u64, scripts: u64) -> Result<(), String> {
         }
         let settled = tokio::time::timeout(SETTLE_TIMEOUT, harness.settle()).await;
         let failure = match settled {
-            Ok(Ok(())) => None,
+            Ok(Ok(())) => owed(_home.path()).err(),
             Ok(Err(problem)) => Some(problem),
             Err(_) => {
                 let observed = harness.observed();
@@ -311,6 +312,22 @@ async fn run_agent(seed: u64, scripts: u64) -> Result<(), String> {
     stop.cancel();
     let _ = running.await;
     Ok(())
+}
+
+/// An idle agent owes nothing: every steer and follow-up its log holds as
+/// queued was delivered, recalled or dropped by an abort, and says so.
+fn owed(home: &std::path::Path) -> Result<(), String> {
+    let sessions = crate::session_log::sessions_root(home);
+    let session = std::fs::read_dir(&sessions)
+        .and_then(|mut dirs| dirs.next().ok_or_else(|| std::io::Error::other("no session")))
+        .and_then(|dir| dir)
+        .map_err(|problem| problem.to_string())?;
+    let entries = crate::session_log::read_log(&session.path().join("session.jsonl"))
+        .map_err(|problem| problem.to_string())?;
+    match crate::conversation::undelivered_of(&entries).as_slice() {
+        [] => Ok(()),
+        owed => Err(format!("idle, yet the log still owes {owed:?}")),
+    }
 }
 
 #[test]
