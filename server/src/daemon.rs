@@ -20,7 +20,7 @@ use crate::agents::host::process::ProcessSpawner;
 use crate::agents::registry::Registry;
 use crate::agents::usage::UsageBook;
 use crate::clients::Limits;
-use crate::clients::connection::Daemon;
+use crate::commands::Daemon;
 use crate::clients::hub::Hub;
 use crate::home::Home;
 use crate::jobs::{JobLimits, Jobs};

@@ -7,6 +7,10 @@
 //!   opaque ids.
 //! - [`agents`]: the registry of durable agents, one host actor per agent
 //!   (process generations, questions, the `sync` projection), delegation.
+//! - [`jobs`], [`workspaces`]: background subagent jobs; git worktree
+//!   workspaces.
+//! - [`commands`]: every command a client may send, the table of who may
+//!   run it, and the commands themselves by family.
 //! - [`clients`]: one connection's protocol state, its bounded outbox, the
 //!   unix and WebSocket transports and the one writer both use.
 //! - [`web`]: HTTP routes, the WebSocket upgrade, authentication, limits,
@@ -23,6 +27,7 @@ pub mod agents;
 pub mod cli;
 pub mod clients;
 pub mod clock;
+pub mod commands;
 pub mod daemon;
 pub mod home;
 pub mod id;

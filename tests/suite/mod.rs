@@ -14,6 +14,7 @@ mod providers;
 mod remote;
 mod replay;
 mod retire;
+mod rules;
 mod security;
 mod session_ops;
 mod supervision;

@@ -19,10 +19,11 @@ pub mod writer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use self::connection::{Connection, Daemon, Transport};
+use self::connection::{Connection, Transport};
 use self::hub::Hub;
 use self::outbox::outbox;
 use self::writer::{FrameSink, Liveness};
+use crate::commands::Daemon;
 
 /// One thing a client sent.
 pub enum Incoming {

@@ -21,10 +21,11 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::connection::{Daemon, Transport};
+use super::connection::Transport;
 use super::hub::Hub;
 use super::writer::{Frame, FrameSink, Goodbye};
 use super::{FrameSource, Incoming, Limits, Setup};
+use crate::commands::Daemon;
 
 /// Local connections served at once, apart from the browsers' slots.
 pub const LOCAL_CONNECTIONS: usize = 64;

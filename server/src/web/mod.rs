@@ -41,7 +41,7 @@ use self::auth::{Auth, EnrollError, Enrolled, Refused, Session, TICKET_TTL};
 use self::config::WebConfig;
 use self::limiter::{ClientKey, Limiter};
 use crate::clients::Limits;
-use crate::clients::connection::Daemon;
+use crate::commands::Daemon;
 use crate::clients::hub::Hub;
 
 /// The policy of every answer but the dashboard's page, which adds its

@@ -1,0 +1,82 @@
+//! `agent.*`: list and status from the registry, create, attach and detach
+//! through the agent's host, terminate and kill answered once done.
+
+use shard_protocol::ClientMessage;
+use shard_protocol::orchestrator::{AgentCreateResult, AgentsResult};
+use tokio::sync::oneshot;
+
+use super::{Caller, Outcome, host_gone, not_found, ok, refused_error};
+use crate::agents::host::HostCommand;
+
+pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
+    let registry = caller.daemon.registry();
+    match message {
+        ClientMessage::AgentList(_) => Outcome::Now(ok(AgentsResult { agents: registry.list() })),
+        ClientMessage::AgentStatus(query) => Outcome::Now(match query.agent_id {
+            None => ok(AgentsResult { agents: registry.list() }),
+            Some(agent_id) => match registry.info(&agent_id) {
+                Some(info) => ok(AgentsResult { agents: vec![info] }),
+                None => Err(not_found(&agent_id)),
+            },
+        }),
+        ClientMessage::AgentCreate(request) => {
+            let daemon = caller.daemon.clone();
+            Outcome::Later(Box::pin(async move {
+                let agent_id = daemon.registry().create(request).await?;
+                ok(AgentCreateResult { agent_id })
+            }))
+        }
+        ClientMessage::AgentAttach(attach) => {
+            let role = attach.role.unwrap_or_default();
+            // The host answers: response, sync, then live events.
+            let attaching = HostCommand::Attach {
+                subscriber: caller.subscriber,
+                role,
+                id: caller.id,
+                after_seq: attach.after_seq,
+            };
+            match registry.send(&attach.agent_id, attaching) {
+                Ok(()) => {
+                    caller.attached.insert(attach.agent_id, role);
+                    Outcome::Sent
+                }
+                Err(refused) => Outcome::Now(Err(refused_error(refused, &attach.agent_id))),
+            }
+        }
+        ClientMessage::AgentDetach(target) => {
+            if !registry.contains(&target.agent_id) {
+                return Outcome::Now(Err(not_found(&target.agent_id)));
+            }
+            caller.attached.remove(&target.agent_id);
+            let detaching = HostCommand::Detach { subscriber: caller.subscriber, id: caller.id };
+            match registry.send(&target.agent_id, detaching) {
+                Ok(()) => Outcome::Sent,
+                Err(refused) => Outcome::Now(Err(refused_error(refused, &target.agent_id))),
+            }
+        }
+        ClientMessage::AgentTerminate(target) => {
+            let (reply, done) = oneshot::channel();
+            match registry.send(&target.agent_id, HostCommand::Terminate { reply }) {
+                Ok(()) => {
+                    Outcome::Later(Box::pin(
+                        async move { ok(done.await.map_err(|_| host_gone())?) },
+                    ))
+                }
+                Err(refused) => Outcome::Now(Err(refused_error(refused, &target.agent_id))),
+            }
+        }
+        ClientMessage::AgentKill(kill) => {
+            let (reply, done) = oneshot::channel();
+            let force = kill.force.unwrap_or(false);
+            match registry.send(&kill.agent_id, HostCommand::Kill { force, reply }) {
+                // Answers once the process is gone.
+                Ok(()) => Outcome::Later(Box::pin(async move {
+                    done.await.map_err(|_| host_gone())?;
+                    Ok(None)
+                })),
+                Err(refused) => Outcome::Now(Err(refused_error(refused, &kill.agent_id))),
+            }
+        }
+        other => super::run_elsewhere(other),
+    }
+}

@@ -1,0 +1,408 @@
+//! Every command a client may send: the one table that says who may run it
+//! and how it is answered ([`rule`]), the one check of that table
+//! ([`authorize`]), and the commands themselves, one module per family:
+//!
+//! - [`agent`]: `agent.*` (the registry of agents, attachments, stops);
+//! - [`routed`]: the per-agent commands (§9) a host runs, and the lease;
+//! - [`daemon`]: `daemon.*`, local only;
+//! - [`subagent`]: `subagent.*` (background jobs, docs/JOBS.md);
+//! - [`workspace`]: `workspace.*` (docs/WORKSPACES.md);
+//! - [`usage`], [`approvals`], [`session`]: the rollups, the approval
+//!   history, `session.activate`.
+//!
+//! A connection (`clients::connection`) decodes a frame, asks [`rule`] and
+//! [`authorize`], and runs what [`run`] (or [`routed::run`]) hands back: an
+//! answer now, a task whose answer comes later (in the background or only
+//! while the connection lasts, as the rule says), or nothing when the
+//! agent's host answers itself.
+
+pub mod agent;
+pub mod approvals;
+pub mod daemon;
+pub mod routed;
+pub mod session;
+pub mod subagent;
+pub mod usage;
+pub mod workspace;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use shard_protocol::approvals::Answerer;
+use shard_protocol::envelope::MessageSet;
+use shard_protocol::orchestrator::{AttachRole, BrowserSession, RevokeSession, StatsResult};
+use shard_protocol::{ClientMessage, ErrorCode, WireError};
+
+use crate::agents::Sub;
+use crate::agents::hosts::Refused;
+use crate::agents::registry::Registry;
+use crate::jobs::Jobs;
+use crate::workspaces::Workspaces;
+
+/// What a command may reach: the registry, jobs, workspaces, and the
+/// daemon's own controls (enrollment, sessions, shutdown).
+pub trait Daemon: Send + Sync {
+    fn registry(&self) -> &Registry;
+    /// Background subagent jobs (§10.3).
+    fn jobs(&self) -> &Arc<Jobs>;
+    /// Git worktree workspaces (§10.1a).
+    fn workspaces(&self) -> &Arc<Workspaces>;
+    /// A new single-use enrollment URL (also printed on the daemon's stdout).
+    fn enroll(&self) -> String;
+    /// Starts a shutdown: graceful, or forced (agents killed at once).
+    fn shutdown(&self, force: bool);
+    /// The enrolled browser sessions.
+    fn sessions(&self) -> Vec<BrowserSession>;
+    /// Connection and queue figures.
+    fn stats(&self) -> StatsResult;
+    /// Closes browser connections (one session's, or all) without revoking.
+    fn disconnect(&self, target: RevokeSession) -> u32;
+    /// Revokes sessions and closes their sockets; returns the revoked ids.
+    fn revoke(&self, target: RevokeSession) -> Result<Vec<String>, WireError>;
+}
+
+/// Which transports may send a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Any client: a browser or a local one.
+    Anyone,
+    /// Only the unix socket (CONTRACT.md: administration is local).
+    Local,
+}
+
+/// What a command needs of the connection's attachment to the agent it is
+/// about ([`subject`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attachment {
+    /// Nothing: the command is about no one agent, or creates one.
+    None,
+    /// A read: any attachment.
+    Watch,
+    /// A read that answers everyone, and less to a connection not attached
+    /// (`subagent.status` without what the runs said).
+    WatchOrRedacted,
+    /// A change: an interactive attachment.
+    Act,
+    /// An answer to the agent's question: an interactive attachment, or an
+    /// interactive ancestor's for a delegated child (§6.3).
+    Answer,
+}
+
+/// How a command is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answering {
+    /// At once, by the connection.
+    Inline,
+    /// By a task of its own (a slow command), a bounded number per
+    /// connection.
+    Background,
+    /// By a task that only watches and ends with its connection.
+    Watching,
+    /// By the agent's host, which answers itself.
+    Host,
+}
+
+/// Who may run a command and how it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rule {
+    pub reach: Reach,
+    pub attachment: Attachment,
+    pub answering: Answering,
+}
+
+const fn rule_of(reach: Reach, attachment: Attachment, answering: Answering) -> Rule {
+    Rule { reach, attachment, answering }
+}
+
+/// The table: every command's rule (docs/SECURITY.md, "Delegation never
+/// widens"; PROTOCOL.md §4.3, §6.3). No arm is a wildcard, so a new command
+/// cannot arrive without one.
+pub fn rule(message: &ClientMessage) -> Rule {
+    use Answering::{Background, Host, Inline, Watching};
+    use Attachment::{Act, Answer, None, Watch, WatchOrRedacted};
+    use Reach::{Anyone, Local};
+    match message {
+        ClientMessage::Prompt(_)
+        | ClientMessage::Steer(_)
+        | ClientMessage::Abort(_)
+        | ClientMessage::SetMode(_)
+        | ClientMessage::SetModel(_)
+        | ClientMessage::SetReasoningLevel(_)
+        | ClientMessage::RecallSteer(_) => rule_of(Anyone, Act, Host),
+        ClientMessage::SessionOp(shard_protocol::agent::SessionOp::List) => {
+            rule_of(Anyone, Watch, Host)
+        }
+        ClientMessage::SessionOp(_) => rule_of(Anyone, Act, Host),
+        ClientMessage::ListModes(_)
+        | ClientMessage::ListModels(_)
+        | ClientMessage::ListReasoningLevels(_) => rule_of(Anyone, Watch, Host),
+        ClientMessage::PermissionResponse(_) | ClientMessage::UiResponse(_) => {
+            rule_of(Anyone, Answer, Host)
+        }
+        ClientMessage::AgentList(_) | ClientMessage::AgentStatus(_) => {
+            rule_of(Anyone, None, Inline)
+        }
+        // Attaching is how an attachment is made; detaching ends one, and
+        // terminating or killing stops a process any client may stop
+        // (§4.3): none needs one first.
+        ClientMessage::AgentAttach(_) | ClientMessage::AgentDetach(_) => {
+            rule_of(Anyone, None, Host)
+        }
+        ClientMessage::AgentCreate(_)
+        | ClientMessage::AgentTerminate(_)
+        | ClientMessage::AgentKill(_) => rule_of(Anyone, None, Background),
+        ClientMessage::DaemonShutdown(_)
+        | ClientMessage::DaemonEnroll(_)
+        | ClientMessage::DaemonSessions(_)
+        | ClientMessage::DaemonStats(_)
+        | ClientMessage::DaemonRevokeSession(_)
+        | ClientMessage::DaemonDisconnect(_) => rule_of(Local, None, Inline),
+        ClientMessage::SubagentCreate(_)
+        | ClientMessage::SubagentSteer(_)
+        | ClientMessage::SubagentRelaunch(_)
+        | ClientMessage::SubagentStop(_) => rule_of(Anyone, Act, Background),
+        ClientMessage::SubagentWait(_) => rule_of(Anyone, Watch, Watching),
+        ClientMessage::SubagentStatus(_) => rule_of(Anyone, WatchOrRedacted, Background),
+        ClientMessage::WorkspaceCreate(_)
+        | ClientMessage::WorkspaceAttach(_)
+        | ClientMessage::WorkspaceList(_)
+        | ClientMessage::WorkspaceStatus(_)
+        | ClientMessage::WorkspaceRetire(_) => rule_of(Anyone, None, Background),
+        ClientMessage::UsageGlobal(_) | ClientMessage::UsageAgent(_) => {
+            rule_of(Anyone, None, Inline)
+        }
+        ClientMessage::UsageSession(_) => rule_of(Anyone, None, Background),
+        ClientMessage::ApprovalList(_) => rule_of(Anyone, Watch, Background),
+        ClientMessage::SessionActivate(_) => rule_of(Anyone, Act, Background),
+    }
+}
+
+/// The agent a registry command's attachment rule is about (a per-agent
+/// command's is its envelope's `agent_id`).
+pub fn subject(message: &ClientMessage) -> Option<&str> {
+    match message {
+        ClientMessage::SubagentCreate(request) => Some(&request.parent_agent_id),
+        ClientMessage::SubagentWait(request) => Some(&request.parent_agent_id),
+        ClientMessage::SubagentSteer(request) => Some(&request.parent_agent_id),
+        ClientMessage::SubagentRelaunch(request) => Some(&request.parent_agent_id),
+        ClientMessage::SubagentStatus(request) => Some(&request.parent_agent_id),
+        ClientMessage::SubagentStop(request) => Some(&request.parent_agent_id),
+        ClientMessage::ApprovalList(query) => Some(&query.agent_id),
+        ClientMessage::SessionActivate(request) => Some(&request.agent_id),
+        _ => Option::None,
+    }
+}
+
+/// What the connection knows of itself with respect to one agent, for
+/// [`authorize`].
+#[derive(Debug, Clone, Copy)]
+pub struct Standing {
+    /// Its attachment to the agent, if any.
+    pub role: Option<AttachRole>,
+    /// Whether it is the agent's own process (its `subagent_*` tools on the
+    /// unix socket): the agent speaks for itself.
+    pub is_the_agent: bool,
+    /// Whether it may answer the agent's questions as an interactive
+    /// ancestor's client (§6.3).
+    pub delegate: bool,
+}
+
+/// What [`authorize`] grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// The command runs as asked.
+    Whole,
+    /// The command runs, its answer without what only attached clients see.
+    Redacted,
+}
+
+/// Checks `attachment` for the agent `agent_id` against the connection's
+/// `standing`: the one place an attachment rule is decided.
+pub fn authorize(
+    attachment: Attachment,
+    agent_id: &str,
+    standing: Standing,
+) -> Result<Grant, WireError> {
+    if standing.is_the_agent {
+        return Ok(Grant::Whole);
+    }
+    let role = standing.role;
+    match (attachment, role) {
+        (Attachment::None, _) => Ok(Grant::Whole),
+        (Attachment::Answer, _) if standing.delegate => Ok(Grant::Whole),
+        (Attachment::WatchOrRedacted, Option::None) => Ok(Grant::Redacted),
+        (Attachment::Act, Option::None) => Err(WireError::new(
+            ErrorCode::NotAttached,
+            format!("not attached to `{agent_id}`: attach interactively to act on it"),
+        )),
+        (Attachment::Answer, Option::None) => {
+            Err(WireError::new(ErrorCode::NotAttached, format!("not attached to `{agent_id}`")))
+        }
+        (Attachment::Watch, Option::None) => Err(WireError::new(
+            ErrorCode::NotAttached,
+            format!("not attached to `{agent_id}`: attach to it first"),
+        )),
+        (Attachment::Answer, Some(AttachRole::Observer)) => {
+            Err(WireError::new(ErrorCode::PermissionDenied, "an observer never answers requests"))
+        }
+        (Attachment::Act, Some(AttachRole::Observer)) => {
+            Err(WireError::new(ErrorCode::PermissionDenied, "an observer only watches"))
+        }
+        _ => Ok(Grant::Whole),
+    }
+}
+
+/// Why a local-only command is refused on a browser's connection.
+pub fn local_only(message: &ClientMessage) -> WireError {
+    let why = match message {
+        ClientMessage::DaemonShutdown(_) => {
+            "the daemon is stopped locally: use the unix socket or a signal"
+        }
+        _ => {
+            "enrollment and session administration are local: use the unix socket (`shard enroll`, `shard sessions`)"
+        }
+    };
+    WireError::new(ErrorCode::PermissionDenied, why)
+}
+
+/// A response (success or failure) ready to send.
+pub type Answer = Result<Option<serde_json::Value>, WireError>;
+
+/// A command's work whose answer comes when it ends.
+pub type Work = std::pin::Pin<Box<dyn Future<Output = Answer> + Send + 'static>>;
+
+/// What running a command gives the connection to do.
+pub enum Outcome {
+    /// Answer now.
+    Now(Answer),
+    /// Answer when this ends: in the background, or only while the
+    /// connection lasts ([`Answering::Watching`]).
+    Later(Work),
+    /// Answer now, then stop the daemon (the answer must go first).
+    ThenShutDown { force: bool },
+    /// Nothing: the agent's host answers.
+    Sent,
+}
+
+/// The connection's side of a command: what it is and holds.
+pub struct Caller<'a> {
+    pub daemon: &'a Arc<dyn Daemon>,
+    /// Its attachments, which `agent.attach` and `agent.detach` change.
+    pub attached: &'a mut HashMap<String, AttachRole>,
+    /// Where the host sends this connection's answers and events.
+    pub subscriber: Sub,
+    /// The command's `id`, for answers the host sends.
+    pub id: Option<String>,
+    /// Names this client in `permission_resolved.source`.
+    pub source: &'static str,
+    /// Who answers, for the approval history.
+    pub answerer: Answerer,
+    pub grant: Grant,
+}
+
+/// Runs a registry command (a per-agent one goes through [`routed::run`]).
+pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
+    match message {
+        ClientMessage::AgentList(_)
+        | ClientMessage::AgentStatus(_)
+        | ClientMessage::AgentCreate(_)
+        | ClientMessage::AgentAttach(_)
+        | ClientMessage::AgentDetach(_)
+        | ClientMessage::AgentTerminate(_)
+        | ClientMessage::AgentKill(_) => agent::run(caller, message),
+        ClientMessage::DaemonShutdown(_)
+        | ClientMessage::DaemonEnroll(_)
+        | ClientMessage::DaemonSessions(_)
+        | ClientMessage::DaemonStats(_)
+        | ClientMessage::DaemonRevokeSession(_)
+        | ClientMessage::DaemonDisconnect(_) => daemon::run(caller.daemon, message),
+        ClientMessage::SubagentCreate(_)
+        | ClientMessage::SubagentWait(_)
+        | ClientMessage::SubagentSteer(_)
+        | ClientMessage::SubagentRelaunch(_)
+        | ClientMessage::SubagentStatus(_)
+        | ClientMessage::SubagentStop(_) => subagent::run(&caller, message),
+        ClientMessage::WorkspaceCreate(_)
+        | ClientMessage::WorkspaceAttach(_)
+        | ClientMessage::WorkspaceList(_)
+        | ClientMessage::WorkspaceStatus(_)
+        | ClientMessage::WorkspaceRetire(_) => workspace::run(caller.daemon, message),
+        ClientMessage::UsageGlobal(_)
+        | ClientMessage::UsageAgent(_)
+        | ClientMessage::UsageSession(_) => usage::run(caller.daemon.registry(), message),
+        ClientMessage::ApprovalList(query) => approvals::list(caller.daemon.registry(), query),
+        ClientMessage::SessionActivate(request) => session::activate(caller.daemon, request),
+        other => run_elsewhere(other),
+    }
+}
+
+/// A command handed to a family that does not hold it: a mistake in the
+/// routing above (per-agent commands go to [`routed::run`]), answered as
+/// one rather than panicking.
+fn run_elsewhere(message: ClientMessage) -> Outcome {
+    Outcome::Now(Err(WireError::new(
+        ErrorCode::InternalError,
+        format!("`{}` reached the wrong command family", message.type_name()),
+    )))
+}
+
+/// The answer `data` for a success.
+pub fn ok(data: impl serde::Serialize) -> Answer {
+    serde_json::to_value(data)
+        .map(Some)
+        .map_err(|error| WireError::new(ErrorCode::InternalError, error.to_string()))
+}
+
+/// NOT_FOUND for an agent id.
+pub fn not_found(agent_id: &str) -> WireError {
+    WireError::new(ErrorCode::NotFound, format!("no agent `{agent_id}`"))
+}
+
+/// The wire error for a host that did not take a command.
+pub fn refused_error(refused: Refused, agent_id: &str) -> WireError {
+    match refused {
+        Refused::NotFound => not_found(agent_id),
+        Refused::Busy => WireError::new(
+            ErrorCode::Conflict,
+            format!(
+                "the agent has {} commands waiting already; retry when it has answered some",
+                crate::agents::host::HOST_QUEUE
+            ),
+        ),
+        Refused::Gone => host_gone(),
+    }
+}
+
+/// A host that stopped before it answered.
+pub fn host_gone() -> WireError {
+    WireError::new(ErrorCode::InternalError, "the agent host stopped")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn standing(role: Option<AttachRole>) -> Standing {
+        Standing { role, is_the_agent: false, delegate: false }
+    }
+
+    #[test]
+    fn the_rules_refuse_observers_changes_and_strangers_everything_but_redacted_reads() {
+        let observer = standing(Some(AttachRole::Observer));
+        let interactive = standing(Some(AttachRole::Interactive));
+        let stranger = standing(None);
+        let code =
+            |attachment, standing| authorize(attachment, "a", standing).map_err(|error| error.code);
+        assert_eq!(code(Attachment::Act, observer), Err(ErrorCode::PermissionDenied));
+        assert_eq!(code(Attachment::Act, stranger), Err(ErrorCode::NotAttached));
+        assert_eq!(code(Attachment::Act, interactive), Ok(Grant::Whole));
+        assert_eq!(code(Attachment::Watch, observer), Ok(Grant::Whole));
+        assert_eq!(code(Attachment::Watch, stranger), Err(ErrorCode::NotAttached));
+        assert_eq!(code(Attachment::WatchOrRedacted, stranger), Ok(Grant::Redacted));
+        assert_eq!(code(Attachment::Answer, observer), Err(ErrorCode::PermissionDenied));
+        let delegate = Standing { delegate: true, ..observer };
+        assert_eq!(code(Attachment::Answer, delegate), Ok(Grant::Whole));
+        let itself = Standing { is_the_agent: true, ..stranger };
+        assert_eq!(code(Attachment::Act, itself), Ok(Grant::Whole));
+    }
+}

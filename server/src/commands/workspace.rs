@@ -1,0 +1,30 @@
+//! `workspace.*`: git worktree workspaces (docs/WORKSPACES.md), each run as
+//! a task of its own since git may take a while.
+
+use std::sync::Arc;
+
+use shard_protocol::ClientMessage;
+
+use super::{Daemon, Outcome, ok};
+
+pub fn run(daemon: &Arc<dyn Daemon>, message: ClientMessage) -> Outcome {
+    let workspaces = daemon.workspaces().clone();
+    match message {
+        ClientMessage::WorkspaceCreate(request) => {
+            Outcome::Later(Box::pin(async move { ok(workspaces.create(request).await?) }))
+        }
+        ClientMessage::WorkspaceAttach(request) => {
+            Outcome::Later(Box::pin(async move { ok(workspaces.attach(request).await?) }))
+        }
+        ClientMessage::WorkspaceRetire(request) => {
+            Outcome::Later(Box::pin(async move { ok(workspaces.retire(request).await?) }))
+        }
+        ClientMessage::WorkspaceList(request) => {
+            Outcome::Later(Box::pin(async move { ok(workspaces.list(request).await?) }))
+        }
+        ClientMessage::WorkspaceStatus(request) => {
+            Outcome::Later(Box::pin(async move { ok(workspaces.status(request).await?) }))
+        }
+        other => super::run_elsewhere(other),
+    }
+}
