@@ -77,7 +77,7 @@ pub fn waiting(status: AgentStatus) -> bool {
 }
 
 /// One piece of an assistant message as it streams.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Block {
     Text(String),
     Thinking(String),

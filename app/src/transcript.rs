@@ -11,7 +11,9 @@
 //! - a message's markdown is parsed once, when it is complete;
 //! - a `sync` is reconciled into the rows already there (same message, same
 //!   key), so a reconnect keeps the DOM, the scroll position and every open
-//!   `<details>`.
+//!   `<details>`; a line is the same only if it holds the same, because
+//!   entry and tool call ids are numbered per session (after a switch to a
+//!   fork, its `e-4` is another line than the original's `e-4`).
 //!
 //! [`Item`] is the same transcript as plain data: what a `sync` describes,
 //! and what tests compare.
@@ -45,11 +47,23 @@ pub struct Row {
 
 #[derive(Clone)]
 pub enum RowKind {
-    User { entry_id: Option<Arc<str>>, text: Arc<str> },
+    /// A prompt; its session entry once known (a `sync` tells it, and the
+    /// row then offers a fork there).
+    User {
+        entry_id: ArcRwSignal<Option<String>>,
+        text: Arc<str>,
+    },
     Assistant(Message),
     Tool(Tool),
-    Compaction { index: u64, tokens_before: u64, tokens_after: u64 },
-    Notice { text: Arc<str>, error: bool },
+    Compaction {
+        index: u64,
+        tokens_before: u64,
+        tokens_after: u64,
+    },
+    Notice {
+        text: Arc<str>,
+        error: bool,
+    },
 }
 
 /// An assistant message, streaming or complete.
@@ -234,7 +248,7 @@ impl Row {
     pub fn new(item: Item) -> Self {
         let kind = match item {
             Item::User { entry_id, text } => {
-                RowKind::User { entry_id: entry_id.map(Arc::from), text: Arc::from(text) }
+                RowKind::User { entry_id: ArcRwSignal::new(entry_id), text: Arc::from(text) }
             }
             Item::Assistant { message_id, entry_id, blocks } => {
                 let blocks = blocks.iter().map(TextBlock::complete).collect();
@@ -254,10 +268,9 @@ impl Row {
     /// The row as plain data, as it is now (untracked).
     pub fn item(&self) -> Item {
         match &self.kind {
-            RowKind::User { entry_id, text } => Item::User {
-                entry_id: entry_id.as_deref().map(str::to_owned),
-                text: text.to_string(),
-            },
+            RowKind::User { entry_id, text } => {
+                Item::User { entry_id: entry_id.get_untracked(), text: text.to_string() }
+            }
             RowKind::Assistant(message) => Item::Assistant {
                 message_id: message.message_id.to_string(),
                 entry_id: message.entry_id.get_untracked(),
@@ -301,8 +314,11 @@ pub fn push(rows: Rows, item: Item) {
 /// one with that text that has not landed in the session yet.
 pub fn take_back(rows: Rows, text: &str) {
     let at = rows.with_untracked(|rows| {
-        rows.iter().rposition(|row| {
-            matches!(&row.kind, RowKind::User { entry_id: None, text: said } if **said == *text)
+        rows.iter().rposition(|row| match &row.kind {
+            RowKind::User { entry_id, text: said } => {
+                **said == *text && entry_id.with_untracked(Option::is_none)
+            }
+            _ => false,
         })
     });
     if let Some(at) = at {
@@ -423,50 +439,80 @@ pub fn tool_result(rows: Rows, result: ToolResult) {
     }
 }
 
-/// What says two rows are the same line of the conversation.
+/// What says two rows are the same line of the conversation. Entry ids and
+/// tool call ids are numbered per session (a fork's `e-4` or `call-2` is
+/// another line than the original's), so a line of the log is known by its
+/// id together with what it holds: within a session a line never changes,
+/// and a line of another session that holds the same shows the same.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Identity {
-    Entry(String),
-    Tool(String),
+    User {
+        entry_id: String,
+        text: String,
+    },
+    Assistant {
+        entry_id: String,
+        blocks: Vec<Block>,
+    },
+    Tool {
+        tool_call_id: String,
+        name: String,
+        args: String,
+    },
     /// A prompt shown before its entry id was known.
     Said(String),
     Compaction(u64),
 }
 
-fn identities(row: &Row) -> Vec<Identity> {
-    match &row.kind {
-        RowKind::User { entry_id: Some(entry_id), .. } => {
-            vec![Identity::Entry(entry_id.to_string())]
-        }
-        RowKind::User { entry_id: None, text } => vec![Identity::Said(text.to_string())],
-        RowKind::Assistant(message) => {
-            let mut ids = vec![Identity::Entry(message.message_id.to_string())];
-            if let Some(entry_id) = message.entry_id.get_untracked() {
-                if *entry_id != *message.message_id {
-                    ids.push(Identity::Entry(entry_id));
-                }
-            }
-            ids
-        }
-        RowKind::Tool(tool) => vec![Identity::Tool(tool.tool_call_id.to_string())],
-        RowKind::Compaction { index, .. } => vec![Identity::Compaction(*index)],
-        RowKind::Notice { .. } => Vec::new(),
+fn tool_identity(tool_call_id: &str, name: &str, args: &Value) -> Identity {
+    Identity::Tool {
+        tool_call_id: tool_call_id.to_owned(),
+        name: name.to_owned(),
+        args: args.to_string(),
     }
 }
 
+/// What a row already shown is. A message still streaming has no entry
+/// yet: a `sync` (which holds only complete messages) never matches it.
+fn identity(row: &Row) -> Option<Identity> {
+    match &row.kind {
+        RowKind::User { entry_id, text } => Some(match entry_id.get_untracked() {
+            Some(entry_id) => Identity::User { entry_id, text: text.to_string() },
+            None => Identity::Said(text.to_string()),
+        }),
+        RowKind::Assistant(message) => {
+            let entry_id = message.entry_id.get_untracked()?;
+            let blocks = message
+                .blocks
+                .with_untracked(|blocks| blocks.iter().map(TextBlock::as_block).collect());
+            Some(Identity::Assistant { entry_id, blocks })
+        }
+        RowKind::Tool(tool) => tool
+            .call
+            .with_untracked(|call| Some(tool_identity(&tool.tool_call_id, &call.name, &call.args))),
+        RowKind::Compaction { index, .. } => Some(Identity::Compaction(*index)),
+        RowKind::Notice { .. } => None,
+    }
+}
+
+/// What a line of a `sync` may be among the rows shown, best first.
 fn wanted(item: &Item) -> Vec<Identity> {
     match item {
         Item::User { entry_id, text } => entry_id
             .iter()
-            .map(|entry_id| Identity::Entry(entry_id.clone()))
+            .map(|entry_id| Identity::User { entry_id: entry_id.clone(), text: text.clone() })
             .chain([Identity::Said(text.clone())])
             .collect(),
-        Item::Assistant { message_id, entry_id, .. } => [Some(message_id), entry_id.as_ref()]
-            .into_iter()
-            .flatten()
-            .map(|id| Identity::Entry(id.clone()))
+        Item::Assistant { entry_id, blocks, .. } => entry_id
+            .iter()
+            .map(|entry_id| Identity::Assistant {
+                entry_id: entry_id.clone(),
+                blocks: blocks.clone(),
+            })
             .collect(),
-        Item::Tool { tool_call_id, .. } => vec![Identity::Tool(tool_call_id.clone())],
+        Item::Tool { tool_call_id, name, args, .. } => {
+            vec![tool_identity(tool_call_id, name, args)]
+        }
         Item::Compaction { index, .. } => vec![Identity::Compaction(*index)],
         Item::Notice { .. } => Vec::new(),
     }
@@ -481,23 +527,32 @@ fn refresh(row: &Row, item: Item) -> Row {
             row.clone()
         }
         (RowKind::Tool(tool), Item::Tool { name, args, read_only, start, result, .. }) => {
-            // A sync knows less of a call than its live events did.
+            // A sync knows less of a call than its live events did (how it
+            // was shown, its exit code and duration): what they said stays
+            // where the sync agrees. Whether it has a result is the sync's.
             let known = tool.call.get_untracked();
+            let same = |known: &ToolResult, synced: &ToolResult| {
+                known.content == synced.content && known.is_error == synced.is_error
+            };
+            let result = match (known.result, result) {
+                (Some(known), Some(synced)) if same(&known, &synced) => Some(known),
+                (_, synced) => synced,
+            };
             let call = ToolCall {
                 name,
                 args,
                 read_only: read_only.or(known.read_only),
                 start: start.or(known.start),
-                result: known.result.or(result),
+                result,
             };
             set_if_changed(&tool.call, call);
             row.clone()
         }
-        (RowKind::User { text, .. }, Item::User { entry_id, .. }) => Row {
-            key: row.key,
-            kind: RowKind::User { entry_id: entry_id.map(Arc::from), text: text.clone() },
-        },
-        _ => row.clone(),
+        (RowKind::User { entry_id: known, .. }, Item::User { entry_id, .. }) => {
+            set_if_changed(known, entry_id);
+            row.clone()
+        }
+        (_, item) => Row::new(item),
     }
 }
 
@@ -508,7 +563,7 @@ pub fn reconcile(rows: Rows, items: Vec<Item>) {
     let old = rows.with_untracked(Clone::clone);
     let mut at: HashMap<Identity, VecDeque<usize>> = HashMap::new();
     for (index, row) in old.iter().enumerate() {
-        for identity in identities(row) {
+        if let Some(identity) = identity(row) {
             at.entry(identity).or_default().push_back(index);
         }
     }

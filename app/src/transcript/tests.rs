@@ -160,3 +160,133 @@ fn a_sync_of_another_transcript_replaces_every_row() {
         .collect();
     assert_eq!(texts, ["other", "[Text(\"agent\")]"]);
 }
+
+fn texts(rows: Rows) -> Vec<String> {
+    items(rows)
+        .into_iter()
+        .map(|item| match item {
+            Item::User { text, .. } => format!("user: {text}"),
+            Item::Assistant { blocks, .. } => format!("assistant: {blocks:?}"),
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn lines_of_another_session_with_the_same_ids_are_other_lines() {
+    let rows = rows();
+    // Three live turns: prompts without entry ids, replies completed as
+    // e-2, e-4 and e-6 (ids are numbered per session).
+    for (turn, said) in ["one", "two", "three"].iter().enumerate() {
+        super::push(rows, Item::User { entry_id: None, text: (*said).to_owned() });
+        let message_id = format!("msg-{turn}");
+        let entry_id = format!("e-{}", 2 * turn + 2);
+        complete(rows, &message_id, &entry_id, &text(&format!("You said: {said}")));
+    }
+    // A switch to a fork made at the second prompt: its own e-2, e-3, e-4.
+    let fork = vec![
+        Item::User { entry_id: Some("e-2".to_owned()), text: "one".to_owned() },
+        Item::Assistant {
+            message_id: "e-3".to_owned(),
+            entry_id: Some("e-3".to_owned()),
+            blocks: vec![Block::Text("You said: one".to_owned())],
+        },
+        Item::User { entry_id: Some("e-4".to_owned()), text: "two".to_owned() },
+    ];
+    reconcile(rows, fork.clone());
+    assert_eq!(items(rows), fork, "the fork's lines, each once");
+    // Back to the original (e-1 … e-6): its six lines.
+    let original: Vec<Item> = ["one", "two", "three"]
+        .iter()
+        .enumerate()
+        .flat_map(|(turn, said)| {
+            let (asked, answered) = (format!("e-{}", 2 * turn + 1), format!("e-{}", 2 * turn + 2));
+            [
+                Item::User { entry_id: Some(asked), text: (*said).to_owned() },
+                Item::Assistant {
+                    message_id: answered.clone(),
+                    entry_id: Some(answered),
+                    blocks: vec![Block::Text(format!("You said: {said}"))],
+                },
+            ]
+        })
+        .collect();
+    reconcile(rows, original.clone());
+    assert_eq!(items(rows), original);
+    assert_eq!(texts(rows).len(), 6);
+}
+
+#[test]
+fn a_resync_tells_a_prompt_its_entry_and_settles_its_tool_calls() {
+    use shard_protocol::agent::ToolResult;
+    use shard_protocol::types::ToolResultContent;
+    let rows = rows();
+    super::push(rows, Item::User { entry_id: None, text: "run it".to_owned() });
+    let key = rows.with_untracked(|rows| rows[0].key);
+    let entry = rows.with_untracked(|rows| match &rows[0].kind {
+        RowKind::User { entry_id, .. } => entry_id.clone(),
+        _ => panic!("a user row"),
+    });
+    let (has_entry, entry_runs) = watch(move || usize::from(entry.with(Option::is_some)));
+    let args = serde_json::json!({"command": "echo hi"});
+    let call = |id: &str, result: Option<ToolResult>| Item::Tool {
+        tool_call_id: id.to_owned(),
+        name: "bash".to_owned(),
+        args: args.clone(),
+        read_only: None,
+        start: None,
+        result,
+    };
+    let result = |text: &str, exit_code: Option<i64>| ToolResult {
+        tool_call_id: "call-0".to_owned(),
+        content: ToolResultContent::Text { text: text.to_owned() },
+        is_error: false,
+        exit_code,
+        duration_ms: None,
+        render: None,
+    };
+    // Live: one call ran (its result with an exit code), one never finished.
+    super::push(rows, call("call-0", Some(result("hi", Some(0)))));
+    super::push(rows, call("call-1", None));
+    let interrupted = ToolResult {
+        tool_call_id: "call-1".to_owned(),
+        content: ToolResultContent::Error { message: "interrupted".to_owned() },
+        is_error: true,
+        exit_code: None,
+        duration_ms: None,
+        render: None,
+    };
+    reconcile(
+        rows,
+        vec![
+            Item::User { entry_id: Some("e-1".to_owned()), text: "run it".to_owned() },
+            call("call-0", Some(result("hi", None))),
+            call("call-1", Some(interrupted.clone())),
+        ],
+    );
+    assert_eq!(rows.with_untracked(|rows| rows[0].key), key, "the same row");
+    assert_eq!(has_entry.get(), 1, "its fork button follows the entry");
+    assert_eq!(entry_runs.load(Ordering::Relaxed), 2);
+    let shown = items(rows);
+    assert_eq!(
+        shown[0],
+        Item::User { entry_id: Some("e-1".to_owned()), text: "run it".to_owned() }
+    );
+    assert_eq!(
+        shown[1],
+        call("call-0", Some(result("hi", Some(0)))),
+        "what the live result said stays"
+    );
+    assert_eq!(shown[2], call("call-1", Some(interrupted)), "the log's result");
+    // The same call id with other arguments (another session's) is another call.
+    let elsewhere = Item::Tool {
+        tool_call_id: "call-0".to_owned(),
+        name: "bash".to_owned(),
+        args: serde_json::json!({"command": "ls"}),
+        read_only: None,
+        start: None,
+        result: None,
+    };
+    reconcile(rows, vec![elsewhere.clone()]);
+    assert_eq!(items(rows), [elsewhere]);
+}

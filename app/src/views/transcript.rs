@@ -94,7 +94,9 @@ pub fn Transcript() -> impl IntoView {
 fn RowView(row: Row) -> impl IntoView {
     match row.kind {
         RowKind::User { text, entry_id } => {
-            let fork = entry_id.map(|entry| view! { <ForkButton entry_id=entry.to_string()/> });
+            // Once a sync tells its entry, it can be forked from.
+            let fork =
+                move || entry_id.get().map(|entry_id| view! { <ForkButton entry_id=entry_id/> });
             view! { <div class="message user"><Markdown text=text.to_string()/>{fork}</div> }
                 .into_any()
         }

@@ -1,0 +1,196 @@
+// After a session switch, a resume, a kill or a daemon restart, a tab that
+// stayed open shows exactly what a freshly opened tab shows: the same
+// transcript rows, the same status and the same buttons (PROTOCOL.md §6.4,
+// the `sync` a reattachment or a new runtime brings). Each test compares
+// the open tab with a new tab of the same browser, in Chromium against the
+// real daemon and the demo model.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { BrowserContext, Page } from '@playwright/test';
+import { test, expect, createAgent, enrolled, openAgent, project, prompt, type Daemon } from './daemon';
+
+const SHARD_BIN = process.env.SHARD_BIN ?? resolve(__dirname, '../../target/release/shard');
+
+/**
+ * A daemon that can be stopped and started again on the same $SHARD_HOME and
+ * port, so that an open tab reconnects to it (the shared fixture's daemon
+ * lives as long as its worker and takes its home with it).
+ */
+class Restartable {
+  daemon!: Daemon;
+  private port = '0';
+  private readonly home = mkdtempSync(join(tmpdir(), 'shard-home-'));
+  private readonly cwd = mkdtempSync(join(tmpdir(), 'shard-cwd-'));
+
+  async start(): Promise<Daemon> {
+    const child: ChildProcess = spawn(SHARD_BIN, ['daemon', '--port', this.port], {
+      cwd: this.cwd,
+      env: { SHARD_LOG: 'warn', ...process.env, SHARD_HOME: this.home },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const [baseURL, enrollURL] = await new Promise<[string, string]>((announced, failed) => {
+      const timer = setTimeout(() => failed(new Error('shard daemon did not announce within 30 s')), 30_000);
+      let base = '';
+      createInterface({ input: child.stdout! }).on('line', (line) => {
+        const listening = /^listening on (http:\/\/\S+)$/.exec(line);
+        if (listening) base = listening[1];
+        const enroll = /^enroll: (\S+)$/.exec(line);
+        if (enroll && base) {
+          clearTimeout(timer);
+          announced([base, enroll[1]]);
+        }
+      });
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        failed(new Error(`shard daemon exited early with ${code}`));
+      });
+    });
+    this.port = new URL(baseURL).port;
+    this.daemon = { baseURL, enrollURL, home: this.home, process: child };
+    return this.daemon;
+  }
+
+  /** Stops the daemon: gracefully (SIGTERM) or as a crash would (SIGKILL). */
+  async stop(signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM'): Promise<void> {
+    const child = this.daemon.process;
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((done) => child.once('exit', done));
+    child.kill(signal);
+    await exited;
+  }
+
+  async dispose(): Promise<void> {
+    await this.stop();
+    rmSync(this.home, { recursive: true, force: true });
+    rmSync(this.cwd, { recursive: true, force: true });
+  }
+}
+
+/** What a tab shows of the agent on screen, as plain data to compare. */
+type Shown = {
+  agent: string;
+  status: string;
+  rows: string[];
+  buttons: string[];
+  dialogs: number;
+  inbox: string[];
+};
+
+async function shown(page: Page): Promise<Shown> {
+  return page.evaluate(() => {
+    const text = (element: Element | null | undefined) => (element?.textContent ?? '').replace(/\s+/g, ' ').trim();
+    const rows = [...document.querySelectorAll('.transcript .rows > :is(.message, .tool, .compaction, .notice-line)')].map((row) => {
+      if (row.classList.contains('tool')) {
+        const tool = row as HTMLElement;
+        const output = text(row.querySelector('pre.output, details.raw pre'));
+        const line = `${text(row.querySelector('.tool-name'))} ${text(row.querySelector('.tool-args'))}`;
+        return `tool ${tool.dataset.state}: ${line} → ${output}`;
+      }
+      const kind = ['user', 'assistant', 'compaction', 'notice-line'].find((name) => row.classList.contains(name));
+      const fork = row.querySelector(':scope > button.fork') ? ' [fork]' : '';
+      return `${kind}: ${text(row)}${fork}`;
+    });
+    const buttons = [...document.querySelectorAll('.agent-view .prompt-actions button')]
+      .map((button) => `${text(button)}${(button as HTMLButtonElement).disabled ? ' (disabled)' : ''}`);
+    return {
+      agent: text(document.querySelector('.agent-view h2')),
+      status: text(document.querySelector('.agent-view .status')),
+      rows,
+      buttons,
+      dialogs: document.querySelectorAll('[role="dialog"]').length,
+      inbox: [...document.querySelectorAll('.inbox-item')].map((item) => text(item)),
+    };
+  });
+}
+
+/** A new tab of the same browser, with the agent called `name` opened and synced. */
+async function fresh(context: BrowserContext, daemon: Daemon, name: string): Promise<Page> {
+  const page = await context.newPage();
+  await page.goto(daemon.baseURL);
+  await expect(page.locator('.connection')).toHaveText('connected');
+  await openAgent(page, name);
+  await expect(page.locator('.agent-view')).toHaveAttribute('data-attach', 'sync');
+  return page;
+}
+
+/**
+ * Waits until `open` shows what a fresh tab on the same agent shows (the
+ * open tab may still be applying its `sync`), then returns it.
+ */
+async function sameAsFresh(context: BrowserContext, daemon: Daemon, open: Page, name: string): Promise<Shown> {
+  const reference = await fresh(context, daemon, name);
+  try {
+    const expected = await shown(reference);
+    await expect.poll(() => shown(open), { timeout: 10_000 }).toEqual(expected);
+    // And the fresh tab still agrees (nothing moved under both).
+    expect(await shown(reference)).toEqual(expected);
+    return expected;
+  } finally {
+    await reference.close();
+  }
+}
+
+async function turn(page: Page, text: string): Promise<void> {
+  await prompt(page, text);
+  await expect(page.locator('.message.assistant').last()).toHaveText(`You said: ${text}`);
+  await expect(page.locator('.agent-view .status')).toHaveText('idle');
+}
+
+const original = [
+  'user: one [fork]', 'assistant: You said: one [fork]',
+  'user: two [fork]', 'assistant: You said: two [fork]',
+  'user: three [fork]', 'assistant: You said: three [fork]',
+];
+const forked = ['user: one [fork]', 'assistant: You said: one [fork]', 'user: two [fork]'];
+
+test('after a switch to a fork, a resume and a daemon restart, open tabs show what a fresh tab shows', async ({ browser }) => {
+  test.setTimeout(120_000);
+  const host = new Restartable();
+  let daemon = await host.start();
+  try {
+    const [context, tab] = await enrolled(browser, daemon);
+    await createAgent(tab, project(), 'brancher');
+    for (const text of ['one', 'two', 'three']) await turn(tab, text);
+
+    // A second tab forks at the second user message and switches to the fork.
+    const other = await fresh(context, daemon, 'brancher');
+    expect((await shown(other)).rows).toEqual(original);
+    const second = other.locator('.message.user').nth(1);
+    await second.hover();
+    await second.getByRole('button', { name: 'Fork' }).click();
+    await expect(other.locator('.ledger-note')).toContainText('Forked into a new session');
+    await other.getByRole('button', { name: 'Switch to the fork' }).click();
+    await expect(other.locator('.ledger-note')).toContainText('Switched sessions');
+
+    // Both open tabs show the fork, as a fresh tab does.
+    let now = await sameAsFresh(context, daemon, tab, 'brancher');
+    expect(now.rows).toEqual(forked);
+    expect(await shown(other)).toEqual(now);
+
+    // The first tab resumes the original session: its six rows, everywhere.
+    const sessions = tab.locator('details.sessions-panel');
+    await sessions.locator('summary').click();
+    await expect(sessions.locator('li.session')).toHaveCount(2);
+    await sessions.locator('li.session:not(.active)').getByRole('button', { name: 'Resume' }).click();
+    await expect(tab.locator('.ledger-note')).toContainText('Switched sessions');
+    now = await sameAsFresh(context, daemon, tab, 'brancher');
+    expect(now.rows).toEqual(original);
+    await expect.poll(() => shown(other)).toEqual(now);
+
+    // A daemon restart: both tabs reconnect and still show the same rows.
+    await host.stop('SIGTERM');
+    await expect(tab.locator('.connection')).toHaveText(/reconnecting/);
+    daemon = await host.start();
+    await expect(tab.locator('.connection')).toHaveText('connected', { timeout: 20_000 });
+    await expect(other.locator('.connection')).toHaveText('connected', { timeout: 20_000 });
+    now = await sameAsFresh(context, daemon, tab, 'brancher');
+    expect(now.rows).toEqual(original);
+    await expect.poll(() => shown(other)).toEqual(now);
+    await context.close();
+  } finally {
+    await host.dispose();
+  }
+});
