@@ -14,7 +14,9 @@ use shard_protocol::agent::{
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::AgentsResult;
 use shard_protocol::subagent::{SubagentRunChanged, SubagentStatusResult};
-use shard_protocol::types::{AgentStatus, ContentBlock, Message as WireMessage, Role};
+use shard_protocol::types::{
+    AgentStatus, ContentBlock, Message as WireMessage, Role, RuntimeState,
+};
 use shard_protocol::{Envelope, ServerMessage};
 
 use crate::state::{ClientState, Connection, Item, Question, Request, waiting};
@@ -65,7 +67,7 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
         }
         // Another agent's sync comes from attaching only to answer: its
         // questions are already known, and the answer is on its way.
-        ServerMessage::Sync(sync) if mine => apply_sync(state, sync),
+        ServerMessage::Sync(sync) if mine => apply_sync(state, sync, envelope.seq),
         ServerMessage::Sync(sync) => {
             let Some(agent_id) = routed else { return Greeted::No };
             if state.peeking().contains(&agent_id) {
@@ -129,12 +131,22 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
                     agent.runtime_state = changed.runtime_state;
                 }
             });
-        }
-        ServerMessage::AgentExited(exited) => state.agents.update(|agents| {
-            if let Some(agent) = agents.iter_mut().find(|agent| agent.agent_id == exited.agent_id) {
-                agent.runtime_state = exited.runtime_state;
+            if !running(changed.runtime_state) {
+                runtime_gone(state, &changed.agent_id, Some(changed.status));
             }
-        }),
+        }
+        ServerMessage::AgentExited(exited) => {
+            state.agents.update(|agents| {
+                if let Some(agent) =
+                    agents.iter_mut().find(|agent| agent.agent_id == exited.agent_id)
+                {
+                    agent.runtime_state = exited.runtime_state;
+                }
+            });
+            if !running(exited.runtime_state) {
+                runtime_gone(state, &exited.agent_id, None);
+            }
+        }
         ServerMessage::AgentUsage(usage) => crate::ledger::usage_changed(state, usage),
         ServerMessage::AgentActivity(activity) => state.activity.update(|map| {
             map.insert(activity.agent_id, (activity.phase, activity.tool_name));
@@ -203,6 +215,46 @@ fn run_changed(state: &ClientState, changed: SubagentRunChanged) {
     if !known || changed.state.is_terminal() {
         state.fetch_jobs(&changed.parent_agent_id);
     }
+}
+
+/// Whether an agent in `status` has no turn under way.
+fn settled(status: AgentStatus) -> bool {
+    matches!(status, AgentStatus::Idle | AgentStatus::Error)
+}
+
+/// Whether a runtime in `state` is there (or on its way) to speak for its
+/// agent.
+fn running(state: RuntimeState) -> bool {
+    matches!(state, RuntimeState::Starting | RuntimeState::Running | RuntimeState::Unknown)
+}
+
+/// `agent_id`'s process stopped (killed, terminated, failed, switched to
+/// another session): nothing it was doing goes on, and no event of it will
+/// say so. Its activity ends; on screen, the status is the registry's,
+/// nothing waits for an answer, and the rest waits for the next runtime's
+/// `sync` (the daemon sends one to this tab when a runtime starts again;
+/// after a reconnect the tab asks for one).
+fn runtime_gone(state: &ClientState, agent_id: &str, status: Option<AgentStatus>) {
+    state.activity.update(|activity| {
+        activity.remove(agent_id);
+    });
+    if state.selected.get_untracked().as_deref() != Some(agent_id) {
+        return;
+    }
+    let status = status.unwrap_or_else(|| {
+        state.agents.with_untracked(|agents| {
+            agents
+                .iter()
+                .find(|agent| agent.agent_id == agent_id)
+                .map_or(AgentStatus::Idle, |agent| agent.status)
+        })
+    });
+    // A stopped runtime is never mid-turn, whatever the registry last said.
+    let status = if status == AgentStatus::Error { status } else { AgentStatus::Idle };
+    state.status.set(status);
+    state.queued.set(0);
+    state.questions.update(|questions| questions.retain(|(agent, _), _| agent != agent_id));
+    state.needs_sync.set(true);
 }
 
 /// A version's numbers, for comparing (`0.1.0` → `[0, 1, 0]`).
@@ -339,6 +391,17 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
             if let Ok(result) = response.data::<shard_protocol::orchestrator::AttachResult>() {
                 if result.resumed == Some(true) {
                     state.resumed.set(Some(true));
+                    // The tab saw the agent mid-turn and it has settled
+                    // since, or its runtime stopped: a runtime that stopped
+                    // meanwhile (a daemon restart) settles with no event
+                    // saying so, so what it settled to (its status, a tool
+                    // call closed as interrupted) is asked for in a sync.
+                    let busy = !settled(state.status.get_untracked());
+                    if state.needs_sync.get_untracked() || (busy && settled(result.status)) {
+                        if let Some(agent_id) = state.selected.get_untracked() {
+                            state.resync(&agent_id);
+                        }
+                    }
                 }
             }
             if let Err(error) = &response.outcome {
@@ -369,11 +432,21 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
     }
 }
 
-fn apply_sync(state: &ClientState, sync: Sync) {
-    state.cursor.set(sync.seq);
+/// A `sync`: what the agent is now, in full. Everything the tab knew of it
+/// that the sync does not hold goes (a streamed message that never
+/// completed, a question no longer open, a tool card without its result),
+/// so that the tab shows what a freshly opened one shows.
+fn apply_sync(state: &ClientState, sync: Sync, seq: Option<u64>) {
+    // The sync's `seq` travels in the envelope (the decoder takes it there).
+    state.cursor.set(sync.seq.or(seq));
     state.resumed.set(Some(false));
+    state.needs_sync.set(false);
     state.epoch.set(sync.runtime_epoch);
     state.status.set(sync.status);
+    // Settled: nothing this tab queued is still waiting to land.
+    if settled(sync.status) {
+        state.queued.set(0);
+    }
     state.mode.set(sync.mode);
     let capabilities = sync.capabilities.unwrap_or_default();
     let has = |name: &str| capabilities.iter().any(|known| known == name);

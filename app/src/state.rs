@@ -260,6 +260,10 @@ pub struct ClientState {
     /// How the last attachment of the agent on screen began: `Some(true)`
     /// resumed from the cursor, `Some(false)` with a `sync`.
     pub resumed: RwSignal<Option<bool>>,
+    /// The runtime of the agent on screen stopped since its last `sync`:
+    /// the next one may have settled what it left (a tool call closed as
+    /// interrupted) with no event saying so, so only a `sync` shows it.
+    pub needs_sync: RwSignal<bool>,
     pub transcript: crate::transcript::Rows,
     /// The first transcript row on the page, when the user paged back;
     /// `None` follows the end (crate::views::transcript).
@@ -324,6 +328,7 @@ impl ClientState {
             selected: RwSignal::new(None),
             cursor: RwSignal::new(None),
             resumed: RwSignal::new(None),
+            needs_sync: RwSignal::new(false),
             transcript: RwSignal::new(Vec::new()),
             window_start: RwSignal::new(None),
             scroll_to_end: RwSignal::new(0),
@@ -452,9 +457,16 @@ impl ClientState {
         self.attach_after(agent_id, None, request);
     }
 
-    /// Re-attaches the agent on screen from its cursor, if the page has one.
+    /// Re-attaches the agent on screen from its cursor, if the page has one
+    /// and what followed it is enough.
     pub fn resume(&self, agent_id: &str) {
-        self.attach_after(agent_id, self.cursor.get_untracked(), Request::Attach);
+        let cursor = self.cursor.get_untracked().filter(|_| !self.needs_sync.get_untracked());
+        self.attach_after(agent_id, cursor, Request::Attach);
+    }
+
+    /// Attaches the agent on screen again for a `sync` of all of it.
+    pub fn resync(&self, agent_id: &str) {
+        self.attach_after(agent_id, None, Request::Attach);
     }
 
     fn attach_after(&self, agent_id: &str, after_seq: Option<u64>, request: Request) {
@@ -566,6 +578,7 @@ impl ClientState {
         self.epoch.set(None);
         self.cursor.set(None);
         self.resumed.set(None);
+        self.needs_sync.set(false);
         self.prompt_error.set(None);
         self.ledger.clear();
         self.queued.set(0);

@@ -10,7 +10,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { BrowserContext, Page } from '@playwright/test';
-import { test, expect, createAgent, enrolled, openAgent, project, prompt, type Daemon } from './daemon';
+import {
+  test, expect, agentId, createAgent, enrolled, openAgent, project, prompt, unixCall, type Daemon,
+} from './daemon';
 
 const SHARD_BIN = process.env.SHARD_BIN ?? resolve(__dirname, '../../target/release/shard');
 
@@ -189,6 +191,96 @@ test('after a switch to a fork, a resume and a daemon restart, open tabs show wh
     now = await sameAsFresh(context, daemon, tab, 'brancher');
     expect(now.rows).toEqual(original);
     await expect.poll(() => shown(other)).toEqual(now);
+    await context.close();
+  } finally {
+    await host.dispose();
+  }
+});
+
+test('after a kill mid-stream or mid-question, the open tab shows what a fresh tab shows', async ({ browser }) => {
+  test.setTimeout(120_000);
+  const host = new Restartable();
+  const daemon = await host.start();
+  try {
+    const [context, tab] = await enrolled(browser, daemon);
+    await createAgent(tab, project(), 'victim');
+    const status = tab.locator('.agent-view .status');
+    const row = tab.locator('li.agent', { hasText: 'victim' });
+
+    // Killed while it streams.
+    await prompt(tab, 'stream: 3000');
+    await expect(status).toHaveText('streaming');
+    await expect(tab.locator('.message.assistant').last()).toContainText('tick-20 ');
+    await tab.locator('.agent-view .lifecycle').getByRole('button', { name: 'Kill' }).click();
+    await expect(row.locator('.runtime')).toHaveText('stopped');
+    // Stopped is not streaming: nothing to steer or abort.
+    await expect(status).toHaveText('idle');
+    expect((await shown(tab)).buttons).toEqual(['Send']);
+    let now = await sameAsFresh(context, daemon, tab, 'victim');
+    expect(now.status).toBe('idle');
+    expect(now.buttons).toEqual(['Send']);
+    expect(now.rows).toEqual(['user: stream: 3000 [fork]']);
+
+    // Killed while it waits for permission to run a command (from another
+    // client: the question's dialog covers the page).
+    await prompt(tab, 'run: echo never-run');
+    await expect(tab.getByRole('dialog')).toContainText('echo never-run');
+    await expect(status).toHaveText('waiting for permission');
+    const id = await agentId(daemon, 'victim');
+    expect((await unixCall(daemon, { id: 'k', type: 'agent.kill', agent_id: id, force: true })).success).toBe(true);
+    await expect(row.locator('.runtime')).toHaveText('stopped');
+    // Nobody is asked anything any more.
+    await expect(status).toHaveText('idle');
+    await expect(tab.getByRole('dialog')).toHaveCount(0);
+    await expect(tab.locator('.inbox-item')).toHaveCount(0);
+    expect((await shown(tab)).buttons).toEqual(['Send']);
+    now = await sameAsFresh(context, daemon, tab, 'victim');
+    expect(now.status).toBe('idle');
+    expect(now.buttons).toEqual(['Send']);
+    expect(now.dialogs).toBe(0);
+    expect(now.rows.at(-1)).toMatch(/^tool error: bash echo never-run → interrupted/);
+    await context.close();
+  } finally {
+    await host.dispose();
+  }
+});
+
+test('after the daemon is killed mid-stream and started again, the open tab shows what a fresh tab shows', async ({ browser }) => {
+  test.setTimeout(120_000);
+  const host = new Restartable();
+  let daemon = await host.start();
+  try {
+    const [context, tab] = await enrolled(browser, daemon);
+    await createAgent(tab, project(), 'crashed');
+    await turn(tab, 'before the crash');
+    await prompt(tab, 'stream: 3000');
+    await expect(tab.locator('.agent-view .status')).toHaveText('streaming');
+    await expect(tab.locator('.message.assistant').last()).toContainText('tick-20 ');
+
+    await host.stop('SIGKILL');
+    await expect(tab.locator('.connection')).toHaveText(/reconnecting/);
+
+    daemon = await host.start();
+    await expect(tab.locator('.connection')).toHaveText('connected', { timeout: 20_000 });
+    let now = await sameAsFresh(context, daemon, tab, 'crashed');
+    expect(now.status).toBe('idle');
+    expect(now.buttons).toEqual(['Send']);
+    expect(now.rows.slice(0, 3)).toEqual([
+      'user: before the crash [fork]', 'assistant: You said: before the crash [fork]', 'user: stream: 3000 [fork]',
+    ]);
+
+    // A graceful restart while the agent waits for permission: the same.
+    await prompt(tab, 'run: echo across-a-restart');
+    await expect(tab.getByRole('dialog')).toContainText('echo across-a-restart');
+    await host.stop('SIGTERM');
+    await expect(tab.locator('.connection')).toHaveText(/reconnecting/);
+    daemon = await host.start();
+    await expect(tab.locator('.connection')).toHaveText('connected', { timeout: 20_000 });
+    now = await sameAsFresh(context, daemon, tab, 'crashed');
+    expect(now.status).toBe('idle');
+    expect(now.buttons).toEqual(['Send']);
+    expect(now.dialogs).toBe(0);
+    expect(now.rows.at(-1)).toMatch(/^tool error: bash echo across-a-restart → interrupted/);
     await context.close();
   } finally {
     await host.dispose();

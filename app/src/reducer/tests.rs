@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use leptos::prelude::{GetUntracked, Set, WithUntracked};
 use serde_json::{Value, json};
+use shard_protocol::types::AgentStatus;
 
 use super::{Greeted, handle};
 use crate::state::{Block, ClientState, Connection, Item};
@@ -596,4 +597,94 @@ fn a_fork_offers_the_switch_and_a_switch_refused_says_why() {
     let note = state.ledger.note.get_untracked().expect("a note");
     assert!(note.error && note.text.contains("work in hand"), "{note:?}");
     assert_eq!(state.ledger.forked.get_untracked().as_deref(), Some("sess-f"), "still offered");
+}
+
+#[test]
+fn a_stopped_runtime_leaves_nothing_streaming_or_waiting_on_screen() {
+    let (state, sent) = attached();
+    feed(&state, sync(0, vec![user("run")], vec![]));
+    feed(&state, json!({"type": "status", "agent_id": AGENT, "status": "waiting_for_permission"}));
+    feed(&state, permission(AGENT, "perm-1"));
+    feed(&state, permission(OTHER, "perm-9"));
+    state.queued.set(1);
+    // Killed: the registry says so; the process will say nothing more.
+    feed(
+        &state,
+        json!({"type": "agent_status_changed", "agent_id": AGENT, "status": "idle",
+               "runtime_state": "stopped"}),
+    );
+    assert_eq!(state.status.get_untracked(), AgentStatus::Idle);
+    assert_eq!(state.queued.get_untracked(), 0);
+    let open: Vec<String> = state
+        .questions
+        .with_untracked(|questions| questions.keys().map(|(_, request)| request.clone()).collect());
+    assert_eq!(open, ["perm-9"], "another agent's question stays");
+    // What the next runtime settled (a call closed as interrupted) only a
+    // sync tells: a reconnect asks for one instead of resuming.
+    state.connection_lost();
+    take(&sent);
+    feed(&state, hello(shard_protocol::PROTOCOL_VERSION));
+    let again = take(&sent);
+    let attach = again.iter().find(|frame| frame["type"] == "agent.attach").expect("attached");
+    assert!(attach.get("after_seq").is_none(), "a sync, not a resume: {attach}");
+    let mut synced = sync(1, vec![user("run")], vec![]);
+    synced["seq"] = json!(12);
+    feed(&state, synced);
+    state.connection_lost();
+    feed(&state, hello(shard_protocol::PROTOCOL_VERSION));
+    let again = take(&sent);
+    let attach = again.iter().find(|frame| frame["type"] == "agent.attach").expect("attached");
+    assert_eq!(attach["after_seq"], 12, "synced since: a resume is enough");
+}
+
+#[test]
+fn a_sync_settles_what_the_tab_had_queued() {
+    let (state, _) = attached();
+    feed(&state, sync(0, vec![], vec![]));
+    feed(&state, json!({"type": "status", "agent_id": AGENT, "status": "streaming"}));
+    state.queued.set(2);
+    let mut streaming = sync(1, vec![user("hi")], vec![]);
+    streaming["status"] = json!("streaming");
+    feed(&state, streaming);
+    assert_eq!(state.queued.get_untracked(), 2, "mid-turn, they may still land");
+    feed(&state, sync(1, vec![user("hi")], vec![]));
+    assert_eq!(state.status.get_untracked(), AgentStatus::Idle);
+    assert_eq!(state.queued.get_untracked(), 0);
+}
+
+#[test]
+fn a_resume_that_finds_the_agent_settled_asks_for_a_sync() {
+    let (state, sent) = attached();
+    let mut first = sync(0, vec![user("run")], vec![]);
+    first["seq"] = json!(4);
+    feed(&state, first);
+    feed(
+        &state,
+        json!({"type": "status", "agent_id": AGENT, "seq": 5, "status": "waiting_for_permission"}),
+    );
+    // The daemon restarts: the page reconnects and resumes from its cursor,
+    // but the agent settled meanwhile, with no event saying how.
+    state.connection_lost();
+    feed(&state, hello(shard_protocol::PROTOCOL_VERSION));
+    let again = take(&sent);
+    let info = json!({"agent_id": AGENT, "cwd": "/", "status": "idle", "runtime_state": "running",
+                      "created_at": 0});
+    answer(
+        &state,
+        &again,
+        "agent.attach",
+        json!({"status": "idle", "resumed": true, "info": info}),
+    );
+    let asked = take(&sent);
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["type"], "agent.attach");
+    assert_eq!(asked[0]["agent_id"], AGENT);
+    assert!(asked[0].get("after_seq").is_none(), "a sync, not a resume: {}", asked[0]);
+    // Resumed mid-turn (still busy): the events that follow are enough.
+    feed(&state, json!({"type": "status", "agent_id": AGENT, "seq": 6, "status": "streaming"}));
+    feed(&state, hello(shard_protocol::PROTOCOL_VERSION));
+    let again = take(&sent);
+    let busy = json!({"status": "streaming", "resumed": true, "info": info});
+    answer(&state, &again, "agent.attach", busy);
+    assert!(take(&sent).is_empty());
 }
