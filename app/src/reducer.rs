@@ -19,7 +19,7 @@ use shard_protocol::types::{
 };
 use shard_protocol::{Envelope, ServerMessage};
 
-use crate::state::{ClientState, Connection, Item, Question, Request, waiting};
+use crate::state::{ClientState, Connection, Item, NOT_CONNECTED, Question, Request, waiting};
 use crate::transcript;
 
 /// Whether a message was the daemon's greeting, and whether it fit.
@@ -50,6 +50,10 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
                 return Greeted::Mismatch;
             }
             state.connection.set(Connection::Connected);
+            // Connected again: what could not be sent can be now.
+            if state.notice.with_untracked(|notice| notice.as_deref() == Some(NOT_CONNECTED)) {
+                state.notice.set(None);
+            }
             state.list_agents();
             state.list_workspaces();
             // Re-attach the agent on screen from its cursor: what it missed

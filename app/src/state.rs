@@ -132,6 +132,10 @@ impl Question {
     }
 }
 
+/// The notice of something not sent for want of a connection: it goes once
+/// the page is connected again.
+pub const NOT_CONNECTED: &str = "Not connected; try again in a moment.";
+
 /// Sends a text frame on the current connection, if any.
 pub type Sender = Arc<Mutex<Option<Box<dyn Fn(String) + Send + Sync>>>>;
 
@@ -428,7 +432,7 @@ impl ClientState {
     pub fn send(&self, message: ClientMessage, agent_id: Option<String>, request: Request) -> bool {
         let sender = self.sender.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(send) = sender.as_ref() else {
-            self.notice.set(Some("Not connected; try again in a moment.".to_owned()));
+            self.notice.set(Some(NOT_CONNECTED.to_owned()));
             return false;
         };
         let id = self.requests().open(request);

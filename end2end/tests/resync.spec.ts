@@ -245,7 +245,7 @@ test('after a kill mid-stream or mid-question, the open tab shows what a fresh t
   }
 });
 
-test('after the daemon is killed mid-stream and started again, the open tab shows what a fresh tab shows', async ({ browser }) => {
+test('after the daemon is killed mid-stream and started again, the open tab shows what a fresh tab shows, and no "Not connected"', async ({ browser }) => {
   test.setTimeout(120_000);
   const host = new Restartable();
   let daemon = await host.start();
@@ -259,9 +259,14 @@ test('after the daemon is killed mid-stream and started again, the open tab show
 
     await host.stop('SIGKILL');
     await expect(tab.locator('.connection')).toHaveText(/reconnecting/);
+    // Something sent while the daemon is away: the page says it could not.
+    await prompt(tab, 'while away');
+    await expect(tab.locator('.notice')).toHaveText('Not connected; try again in a moment.');
 
     daemon = await host.start();
     await expect(tab.locator('.connection')).toHaveText('connected', { timeout: 20_000 });
+    // Connected again: the notice has gone.
+    await expect(tab.locator('.notice', { hasText: 'Not connected' })).toHaveCount(0);
     let now = await sameAsFresh(context, daemon, tab, 'crashed');
     expect(now.status).toBe('idle');
     expect(now.buttons).toEqual(['Send']);
@@ -270,6 +275,7 @@ test('after the daemon is killed mid-stream and started again, the open tab show
     ]);
 
     // A graceful restart while the agent waits for permission: the same.
+    await tab.getByLabel('Message to the agent').fill('');
     await prompt(tab, 'run: echo across-a-restart');
     await expect(tab.getByRole('dialog')).toContainText('echo across-a-restart');
     await host.stop('SIGTERM');

@@ -688,3 +688,19 @@ fn a_resume_that_finds_the_agent_settled_asks_for_a_sync() {
     answer(&state, &again, "agent.attach", busy);
     assert!(take(&sent).is_empty());
 }
+
+#[test]
+fn the_not_connected_notice_goes_once_connected_again() {
+    let (state, sent) = page();
+    let sender = state.sender.lock().expect("lock").take();
+    state.list_agents();
+    assert_eq!(state.notice.get_untracked().as_deref(), Some(crate::state::NOT_CONNECTED));
+    *state.sender.lock().expect("lock") = sender;
+    feed(&state, hello(shard_protocol::PROTOCOL_VERSION));
+    assert_eq!(state.notice.get_untracked(), None);
+    assert!(!take(&sent).is_empty());
+    // Any other notice is still worth reading.
+    state.notice.set(Some("This browser is now enrolled.".to_owned()));
+    feed(&state, hello(shard_protocol::PROTOCOL_VERSION));
+    assert_eq!(state.notice.get_untracked().as_deref(), Some("This browser is now enrolled."));
+}
