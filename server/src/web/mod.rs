@@ -41,8 +41,8 @@ use self::auth::{Auth, EnrollError, Enrolled, Refused, Session, TICKET_TTL};
 use self::config::WebConfig;
 use self::limiter::{ClientKey, Limiter};
 use crate::clients::Limits;
-use crate::commands::Daemon;
 use crate::clients::hub::Hub;
+use crate::commands::Daemon;
 
 /// The policy of every answer but the dashboard's page, which adds its
 /// script ([`page_policy`]): nothing runs, nothing frames it (clickjacking a
