@@ -3,7 +3,8 @@
 //! stdio. The daemon spawns one per agent; it also runs headless on its own.
 //! See docs/AGENT.md.
 //!
-//! - [`agent`]: the controller that answers every command, and shared state.
+//! - [`agent`]: the controller that answers every command.
+//! - [`shared`]: what the controller and the running turn share.
 //! - [`turn`]: the turn loop: model calls, tools, steering, compaction.
 //! - [`provider`]: the built-in demo models, OpenAI-compatible and Anthropic.
 //! - [`tools`]: read, write, edit, bash, grep, find, ls (recall and ask in `turn`).
@@ -24,6 +25,7 @@ pub mod process_tree;
 pub mod provider;
 pub mod session_log;
 pub mod session_view;
+pub mod shared;
 pub mod stdio;
 pub mod tools;
 pub mod turn;

@@ -7,7 +7,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::Inbound;
+/// One thing read from stdin.
+pub enum Inbound {
+    Line(Result<String, shard_protocol::jsonl::LineError>),
+}
 
 /// Bytes asked of stdin per read.
 const READ_CHUNK: usize = 64 * 1024;

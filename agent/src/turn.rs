@@ -25,12 +25,12 @@ use shard_protocol::{ErrorCode, ServerMessage, WireError};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Shared, UserInput};
 use crate::config::Price;
 use crate::conversation::summary_heading;
 use crate::permission::{self, Outcome, Verdict};
 use crate::provider::{self, ProviderEvent, ProviderRequest};
 use crate::session_log::EntryBody;
+use crate::shared::{Shared, UserInput};
 use crate::tools::{self, ToolContext, ToolOutput};
 use crate::util::new_id;
 
