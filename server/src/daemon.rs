@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agents::host::Context as HostContext;
 use crate::agents::host::JournalLimits;
-use crate::agents::host::process::ProcessSpawner;
 use crate::agents::registry::Registry;
+use crate::agents::runtime::stdio::ProcessSpawner;
 use crate::agents::usage::UsageBook;
 use crate::clients::Limits;
 use crate::clients::hub::Hub;

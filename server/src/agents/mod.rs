@@ -3,6 +3,9 @@
 //! open questions and the projection that builds `sync`), an actor while it
 //! has something to do and dormant state in [`hosts`] while it has not, and
 //! [`delegation`], who answers whose questions (PROTOCOL.md §6, §10.1).
+//! A host reaches its agent's process only through the [`runtime`] seam:
+//! start a generation, send it per-agent commands, hear its events and its
+//! exit, stop it; Shard's own agent is its first implementation.
 //!
 //! This folder knows nothing of sockets or browsers. It hands serialized
 //! events to [`Subscriber`]s and registry events to a [`Broadcast`]; the
@@ -14,6 +17,7 @@ pub mod host;
 pub mod hosts;
 pub mod manifest;
 pub mod registry;
+pub mod runtime;
 pub mod usage;
 
 /// One serialized message as it goes to clients: JSON text, shared by

@@ -10,9 +10,9 @@ use shard_protocol::types::RuntimeState;
 use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
 use tokio::time::Instant;
 
-use super::process::ChildEvent;
 use super::projection::respond;
 use super::{Host, HostCommand, Inflight, Then, Waiting};
+use crate::agents::runtime::ChildEvent;
 use crate::agents::{Sub, SubscriberId};
 
 /// The most bytes of missed events one resume sends; more, and a `sync`

@@ -7,7 +7,7 @@
 //! ([`run`]): every decision (who answers a question, when one resolves
 //! headless, when a runtime is reaped or killed, what `sync` holds) is a
 //! plain method of [`Host`] that takes the current time, so unit tests drive
-//! it with an injected clock and fake processes ([`process::Spawner`]).
+//! it with an injected clock and fake processes ([`crate::agents::runtime::Spawner`]).
 //! Everything about one agent happens in this one task, in order, so the
 //! attach sequence is exact: the `response`, then the `sync`, then every
 //! later event once.
@@ -42,13 +42,14 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 pub use self::journal::JournalLimits;
-use self::process::{ChildEvent, Generation, Spawner};
+use self::process::Generation;
 use super::approvals::ApprovalLog;
 use super::delegation::Delegation;
 use super::hosts::Hosts;
 use super::manifest::Manifest;
 use super::usage::UsageBook;
 use super::{Broadcast, Sub, SubscriberId};
+use crate::agents::runtime::{ChildEvent, Spawner};
 
 /// Commands queued for a host. A connection that finds it full gets an
 /// error instead of waiting: hosts answer in microseconds, so a full queue

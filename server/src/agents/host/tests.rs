@@ -12,10 +12,10 @@ use shard_protocol::{ClientMessage, Envelope, ErrorCode, WireError};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::process::{ChildEvent, InputFull, Runtime, SpawnRequest, Spawner};
 use super::{Context, Host, HostCommand};
 use crate::agents::delegation::Delegation;
 use crate::agents::manifest::{MANIFEST_VERSION, Manifest};
+use crate::agents::runtime::{ChildEvent, InputFull, Runtime, SpawnRequest, Spawner};
 use crate::agents::{Broadcast, Sub, Subscriber, SubscriberId, Wire};
 
 /// A client connection that keeps what it was sent.

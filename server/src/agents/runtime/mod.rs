@@ -1,0 +1,77 @@
+//! The seam between an agent's host and the agent's process: the one
+//! interface through which the host starts a generation, sends it
+//! per-agent commands, hears its per-agent events and its exit, and stops
+//! it (docs/ARCHITECTURE.md, "The runtime seam").
+//!
+//! A runtime speaks PROTOCOL.md's per-agent protocol (§9) as lines: the
+//! host sends each command as one JSONL line ([`Runtime::send`]) and reads
+//! each event as one line ([`ChildEvent::Lines`]); resuming a session is
+//! starting a generation on it ([`SpawnRequest::session_id`]). Shard's own
+//! agent (`shard agent --stdio`, [`stdio::ProcessSpawner`]) speaks it
+//! natively. A runtime for an agent that speaks another protocol
+//! translates at this seam, in both directions, and the host (its fan-out,
+//! questions, journal and ledger) stays as it is.
+//!
+//! - [`stdio`]: Shard's own agent process, its stdin queue bounded in
+//!   bytes, its stdout reader, and the wait that reports its exit last.
+
+pub mod stdio;
+
+use bytes::Bytes;
+use shard_protocol::jsonl::LineError;
+use tokio::sync::mpsc;
+
+/// What a new generation is started with.
+pub struct SpawnRequest<'a> {
+    pub agent_id: &'a str,
+    pub cwd: &'a str,
+    pub session_id: &'a str,
+    pub epoch: u64,
+    /// The tools its model is offered (all when `None`).
+    pub tools: Option<&'a [String]>,
+    /// Whether it gets a manager's instructions (`system_prompt.txt`).
+    pub instructed: bool,
+    /// Whether it may launch subagents (the `subagent_*` tools).
+    pub delegates: bool,
+}
+
+/// Lines and the exit of a generation, as its reader and waiter see them.
+pub enum ChildEvent {
+    /// The lines one read of the child's stdout completed, in order.
+    Lines {
+        epoch: u64,
+        lines: Vec<Result<String, LineError>>,
+    },
+    Exited {
+        epoch: u64,
+        code: Option<i32>,
+        description: String,
+    },
+}
+
+/// Starts agent processes.
+pub trait Spawner: Send + Sync {
+    /// Starts generation `request.epoch`; its lines and its exit (exactly
+    /// one `Exited`) come back through `events`.
+    fn spawn(
+        &self,
+        request: &SpawnRequest<'_>,
+        events: mpsc::Sender<ChildEvent>,
+    ) -> std::io::Result<Box<dyn Runtime>>;
+}
+
+/// The stdin queue is over its byte budget.
+#[derive(Debug)]
+pub struct InputFull;
+
+/// A running generation, as the host controls it.
+pub trait Runtime: Send {
+    /// Queues one line (with its newline) for the process's stdin.
+    fn send(&mut self, line: Bytes) -> Result<(), InputFull>;
+    /// Closes stdin: the agent finishes what it is doing and exits.
+    fn close_input(&mut self);
+    /// SIGTERM: the agent aborts its turn, flushes and exits.
+    fn terminate(&mut self);
+    /// SIGKILL to the process and everything below it.
+    fn kill(&mut self);
+}

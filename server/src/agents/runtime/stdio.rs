@@ -1,0 +1,340 @@
+//! Shard's own agent as a runtime: `shard agent --stdio`, re-executed from
+//! this binary for the agent's cwd and session. Its stdin is fed through a
+//! queue bounded in bytes that never blocks the host; its stdout is read
+//! into lines, one message per read; its exit is reported once, after every
+//! line it wrote; its stderr goes to `agents/<id>/agent.log`. Stopping it
+//! three ways: close stdin (graceful: the agent finishes and exits),
+//! SIGTERM (the agent aborts its turn, flushes its log, kills what its tools
+//! left and exits), or a forced kill of the whole process tree.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use shard_protocol::jsonl::LineDecoder;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{ChildEvent, InputFull, Runtime, SpawnRequest, Spawner};
+
+/// After a process exits, how long its stdout reader may take to hand over
+/// what is left in the pipe (a host that is not reading holds it up).
+const READER_DRAIN: Duration = Duration::from_secs(5);
+/// Bytes that may wait for one agent's stdin: room for a few of the largest
+/// messages a client may send (a prompt with images, 16 MiB), never more.
+pub const INPUT_BYTES: usize = 48 * 1024 * 1024;
+
+/// The real spawner: re-executes this binary as `shard agent --stdio` for
+/// the agent's cwd and session, stderr into `agents/<id>/agent.log`.
+pub struct ProcessSpawner {
+    pub exe: PathBuf,
+    pub home: PathBuf,
+    /// Where each process is recorded as its agent's while it runs.
+    pub processes: Arc<crate::agents::Processes>,
+}
+
+impl Spawner for ProcessSpawner {
+    fn spawn(
+        &self,
+        request: &SpawnRequest<'_>,
+        events: mpsc::Sender<ChildEvent>,
+    ) -> std::io::Result<Box<dyn Runtime>> {
+        let mut command = tokio::process::Command::new(&self.exe);
+        command
+            .args(["agent", "--stdio", "--cwd", request.cwd, "--session", request.session_id])
+            .env("SHARD_HOME", &self.home)
+            .env(shard_agent::PARENT_PID_ENV, std::process::id().to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr_log(&self.home, request.agent_id))
+            // Its own process group: Ctrl-C in the daemon's terminal is the
+            // daemon's to handle, not every agent's.
+            .process_group(0)
+            .kill_on_drop(true);
+        // The keys this daemon took out of its own environment; the agent
+        // takes them out of its own before any tool runs.
+        shard_agent::keys::hand_down(&mut command);
+        if let Some(tools) = request.tools {
+            command.arg("--tools").arg(tools.join(","));
+        }
+        if request.instructed {
+            let brief = crate::agents::manifest::agent_dir(&self.home, request.agent_id)
+                .join(crate::agents::manifest::INSTRUCTIONS_FILE);
+            command.arg("--system-prompt-file").arg(brief);
+        }
+        if request.delegates {
+            command.args(["--delegate-as", request.agent_id]);
+        }
+        // Registered as spawned, under the lock the orphan killer lists
+        // under: an agent is never taken for an orphan.
+        let mut child = {
+            let mut managed = shard_agent::process_tree::Managed::lock();
+            let child = command.spawn()?;
+            if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
+                managed.insert(pid);
+            }
+            child
+        };
+        let pid = child.id();
+        if let Some(pid) = pid {
+            self.processes.started(pid, request.agent_id);
+        }
+        let epoch = request.epoch;
+        let (input, feed) = input_queue(INPUT_BYTES);
+        if let Some(stdin) = child.stdin.take() {
+            tokio::spawn(feed.feed(stdin));
+        }
+        let reader = child
+            .stdout
+            .take()
+            .map(|stdout| tokio::spawn(read_lines(stdout, epoch, events.clone())));
+        let kill = CancellationToken::new();
+        let processes = self.processes.clone();
+        tokio::spawn(wait(child, pid, epoch, reader, kill.clone(), events, processes));
+        Ok(Box::new(Process { pid, input: Some(input), kill }))
+    }
+}
+
+struct Process {
+    pid: Option<u32>,
+    input: Option<InputQueue>,
+    kill: CancellationToken,
+}
+
+impl Runtime for Process {
+    fn send(&mut self, line: Bytes) -> Result<(), InputFull> {
+        match &self.input {
+            Some(input) => input.push(line),
+            None => Err(InputFull),
+        }
+    }
+
+    fn close_input(&mut self) {
+        self.input = None;
+    }
+
+    fn terminate(&mut self) {
+        if let Some(pid) = self.pid.and_then(|pid| i32::try_from(pid).ok()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+    }
+
+    fn kill(&mut self) {
+        self.kill.cancel();
+    }
+}
+
+/// The stdin queue: bounded in bytes, never blocks the host. Dropping it
+/// ends the feed once what is queued has been written, closing the pipe.
+struct InputQueue {
+    sender: mpsc::UnboundedSender<Bytes>,
+    queued: Arc<AtomicUsize>,
+    limit: usize,
+}
+
+/// The task's end of the stdin queue.
+struct InputFeed {
+    receiver: mpsc::UnboundedReceiver<Bytes>,
+    queued: Arc<AtomicUsize>,
+}
+
+fn input_queue(limit: usize) -> (InputQueue, InputFeed) {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let queued = Arc::new(AtomicUsize::new(0));
+    (InputQueue { sender, queued: queued.clone(), limit }, InputFeed { receiver, queued })
+}
+
+impl InputQueue {
+    fn push(&self, line: Bytes) -> Result<(), InputFull> {
+        let size = line.len();
+        let before = self.queued.fetch_add(size, Ordering::AcqRel);
+        // One message always fits an empty queue, however large.
+        if before > 0 && before + size > self.limit {
+            self.queued.fetch_sub(size, Ordering::AcqRel);
+            return Err(InputFull);
+        }
+        self.sender.send(line).map_err(|_| InputFull)
+    }
+}
+
+impl InputFeed {
+    async fn feed(mut self, mut stdin: tokio::process::ChildStdin) {
+        while let Some(bytes) = self.receiver.recv().await {
+            let written = match stdin.write_all(&bytes).await {
+                Ok(()) => stdin.flush().await,
+                Err(error) => Err(error),
+            };
+            self.queued.fetch_sub(bytes.len(), Ordering::AcqRel);
+            if written.is_err() {
+                break; // the process is gone; `wait` reports its exit
+            }
+        }
+        // Dropping stdin closes it: the agent finishes and exits.
+    }
+}
+
+async fn read_lines(
+    mut stdout: tokio::process::ChildStdout,
+    epoch: u64,
+    events: mpsc::Sender<ChildEvent>,
+) {
+    let mut decoder = LineDecoder::default();
+    let mut buffer = vec![0; 64 * 1024];
+    loop {
+        let read = match stdout.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => read,
+        };
+        decoder.feed(&buffer[..read]);
+        // One message per read, not per line: a burst of small lines costs
+        // the channel (and the host's wake-up) once.
+        let lines: Vec<_> = std::iter::from_fn(|| decoder.next_line()).collect();
+        if !lines.is_empty() && events.send(ChildEvent::Lines { epoch, lines }).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Waits for the process to exit, killing its whole tree when asked to, and
+/// reports the exit once, after every line it wrote: the host drops what a
+/// finished generation says, and the last lines are often the ones that
+/// matter (a turn's end, an abort).
+async fn wait(
+    mut child: tokio::process::Child,
+    pid: Option<u32>,
+    epoch: u64,
+    reader: Option<tokio::task::JoinHandle<()>>,
+    kill: CancellationToken,
+    events: mpsc::Sender<ChildEvent>,
+    processes: Arc<crate::agents::Processes>,
+) {
+    let status = tokio::select! {
+        status = child.wait() => status,
+        () = kill.cancelled() => {
+            if let Some(pid) = pid {
+                // The agent is a subreaper: everything its tools started is
+                // below it, wherever it moved its process group or session.
+                let _ = tokio::task::spawn_blocking(move || {
+                    shard_agent::process_tree::kill_tree(pid, true)
+                })
+                .await;
+            }
+            let _ = child.start_kill();
+            child.wait().await
+        }
+    };
+    // However it died, what its tools were running must not outlive it:
+    // killed from outside (the OOM killer, a stray `kill -9`), the agent
+    // could not take its tree down, and the daemon, a subreaper, inherited
+    // that tree.
+    if let Some(pid) = pid {
+        processes.ended(pid);
+    }
+    if let Some(pid) = pid.and_then(|pid| i32::try_from(pid).ok()) {
+        shard_agent::process_tree::Managed::lock().remove(&pid);
+    }
+    let _ = tokio::task::spawn_blocking(shard_agent::process_tree::kill_orphans).await;
+    if let Some(mut reader) = reader {
+        // Its stdout ends with it, unless something it started still holds
+        // the pipe: that gets a moment, not forever.
+        if tokio::time::timeout(READER_DRAIN, &mut reader).await.is_err() {
+            tracing::warn!("an agent's stdout stayed open after it exited; its reader was stopped");
+            reader.abort();
+        }
+    }
+    let (code, description) = describe_exit(status);
+    let _ = events.send(ChildEvent::Exited { epoch, code, description }).await;
+}
+
+fn describe_exit(status: std::io::Result<std::process::ExitStatus>) -> (Option<i32>, String) {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Ok(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => (Some(code), format!("process exited with status {code}")),
+            (None, Some(signal)) => (None, format!("process killed by signal {signal}")),
+            (None, None) => (None, "process ended".to_owned()),
+        },
+        Err(error) => (None, format!("cannot wait for the process: {error}")),
+    }
+}
+
+/// The agent's stderr goes to `agents/<id>/agent.log` (0600), restarted
+/// when it grows past 1 MiB so it cannot fill the disk.
+fn stderr_log(home: &Path, agent_id: &str) -> Stdio {
+    use std::os::unix::fs::OpenOptionsExt;
+    const MAX_LOG: u64 = 1024 * 1024;
+    let path = crate::agents::manifest::agent_dir(home, agent_id).join("agent.log");
+    let too_big = std::fs::metadata(&path).is_ok_and(|meta| meta.len() > MAX_LOG);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(!too_big)
+        .write(true)
+        .truncate(too_big)
+        .mode(0o600)
+        .open(&path);
+    match file {
+        Ok(file) => Stdio::from(file),
+        Err(_) => Stdio::null(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process that writes a lot and exits at once: its exit must come
+    /// after every line it wrote, however far behind its reader is, or the
+    /// host (which drops a finished generation's lines) loses its last words.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_process_exit_is_reported_after_every_line_it_wrote() {
+        use std::os::unix::fs::PermissionsExt;
+        const LINES: usize = 50_000;
+        let home = tempfile::tempdir().expect("home");
+        let exe = home.path().join("fake-agent");
+        std::fs::write(&exe, format!("#!/bin/sh\nseq 1 {LINES}\n")).expect("script");
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("mode");
+        let spawner =
+            ProcessSpawner { exe, home: home.path().to_owned(), processes: Arc::default() };
+        for epoch in 0..3 {
+            // A small queue, read slowly: the reader is always behind.
+            let (events, mut received) = mpsc::channel(1);
+            let request = SpawnRequest {
+                agent_id: "agent-x",
+                cwd: "/",
+                session_id: "s",
+                epoch,
+                tools: None,
+                instructed: false,
+                delegates: false,
+            };
+            let _runtime = spawner.spawn(&request, events).expect("spawn");
+            let mut lines = 0;
+            loop {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                match received.recv().await.expect("an exit at the end") {
+                    ChildEvent::Lines { lines: read, .. } => lines += read.len(),
+                    ChildEvent::Exited { .. } => break,
+                }
+            }
+            assert_eq!(lines, LINES, "generation {epoch}: every line before the exit");
+        }
+    }
+
+    #[test]
+    fn the_stdin_queue_is_bounded_in_bytes_but_always_takes_one_message() {
+        let (input, mut feed) = input_queue(10);
+        assert!(input.push(Bytes::from_static(b"0123456789abcdef")).is_ok(), "one always fits");
+        assert!(input.push(Bytes::from_static(b"x")).is_err(), "then the budget holds");
+        assert!(feed.receiver.try_recv().is_ok());
+        feed.queued.fetch_sub(16, Ordering::AcqRel);
+        assert!(input.push(Bytes::from_static(b"0123456789")).is_ok(), "written bytes free room");
+        assert!(input.push(Bytes::from_static(b"x")).is_err());
+    }
+}
