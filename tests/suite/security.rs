@@ -8,7 +8,7 @@ use reqwest::header::{
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::client::{Browser, Ended, connect_ws, post};
+use super::client::{Browser, Client, Ended, connect_ws, post};
 use super::support::Daemon;
 
 /// Sends a raw HTTP/1.1 request and returns the status code.
@@ -511,6 +511,22 @@ async fn files_left_readable_by_others_are_made_private_again() {
     drop(daemon);
 }
 
+/// Runs `command` through the agent's `bash` tool (the demo model's
+/// `run:`), allowed by `web`; the tool's result as JSON text.
+async fn run_allowed(web: &mut Client, agent: &str, command: &str) -> String {
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": format!("run: {command}")});
+    web.call("p", prompt).await;
+    let asked = web.permission_request(agent).await;
+    let allow = json!({"type": "permission_response", "agent_id": agent,
+                       "request_id": asked["request_id"], "decision": "allow"});
+    web.call("allow", allow).await;
+    let turn = web.until_agent(agent, |message| message["type"] == "turn_end").await;
+    turn.iter()
+        .find(|message| message["type"] == "tool_result")
+        .map(ToString::to_string)
+        .unwrap_or_default()
+}
+
 /// A tool reads the environment of its agent and of the daemon above it, as
 /// the kernel shows them (`/proc/<pid>/environ`: what each was started
 /// with): no key or hidden variable is there, and the rest is.
@@ -536,20 +552,10 @@ async fn no_tool_finds_a_key_in_the_agent_or_the_daemon_environment() {
     let mut web = browser.connect(&daemon).await;
     let agent = web.create(project.path(), "reader").await;
     web.attach(&agent, "interactive").await;
-    let command = "run: tr '\\0' '\\n' < /proc/$PPID/environ; echo agent-read; \
+    let command = "tr '\\0' '\\n' < /proc/$PPID/environ; echo agent-read; \
                    daemon=$(awk '/^PPid:/ {print $2}' /proc/$PPID/status); \
                    tr '\\0' '\\n' < /proc/$daemon/environ; echo daemon-read";
-    web.call("p", json!({"type": "prompt", "agent_id": agent, "message": command})).await;
-    let asked = web.permission_request(&agent).await;
-    let allow = json!({"type": "permission_response", "agent_id": agent,
-                       "request_id": asked["request_id"], "decision": "allow"});
-    web.call("allow", allow).await;
-    let turn = web.until_agent(&agent, |message| message["type"] == "turn_end").await;
-    let result = turn
-        .iter()
-        .find(|message| message["type"] == "tool_result")
-        .map(ToString::to_string)
-        .unwrap_or_default();
+    let result = run_allowed(&mut web, &agent, command).await;
     assert!(result.contains("agent-read") && result.contains("daemon-read"), "{result}");
     assert_eq!(result.matches("VISIBLE_SETTING=plainly-visible").count(), 2, "{result}");
     for (name, value) in secrets {
@@ -571,18 +577,8 @@ async fn a_tool_cannot_use_the_daemon_socket() {
     web.attach(&agent, "interactive").await;
     let shard = env!("CARGO_BIN_EXE_shard");
     let home = daemon.home.display().to_string();
-    let command = format!("run: SHARD_HOME={home} {shard} enroll 2>&1; echo exit=$?");
-    web.call("p", json!({"type": "prompt", "agent_id": agent, "message": command})).await;
-    let asked = web.permission_request(&agent).await;
-    let allow = json!({"type": "permission_response", "agent_id": agent,
-                       "request_id": asked["request_id"], "decision": "allow"});
-    web.call("allow", allow).await;
-    let turn = web.until_agent(&agent, |message| message["type"] == "turn_end").await;
-    let result = turn
-        .iter()
-        .find(|message| message["type"] == "tool_result")
-        .map(ToString::to_string)
-        .unwrap_or_default();
+    let command = format!("SHARD_HOME={home} {shard} enroll 2>&1; echo exit=$?");
+    let result = run_allowed(&mut web, &agent, &command).await;
     assert!(result.contains("exit=1"), "{result}");
     assert!(result.contains("cannot use the daemon's socket"), "{result}");
     assert!(!result.contains("enroll: http"), "{result}");
