@@ -363,8 +363,17 @@ pub struct LogTail {
 impl LogTail {
     /// Reads and validates the whole log.
     pub fn open(path: &Path) -> Result<Self, SessionError> {
-        let entries = read_log(path)?;
-        let offset = std::fs::metadata(path)?.len();
+        // One read: the offset is where what was parsed ends. (The length
+        // asked for after the read could take in lines the agent appended
+        // meanwhile, which would then never be read, or land mid-line.) A
+        // writer may be mid-line: only complete lines count, and `refresh`
+        // reads the rest once it is whole.
+        let mut bytes = std::fs::read(path)?;
+        if let Some(end) = bytes.iter().rposition(|&byte| byte == b'\n') {
+            bytes.truncate(end + 1);
+        }
+        let offset = bytes.len() as u64;
+        let entries = decode_log(path, bytes)?;
         Ok(Self { path: path.to_owned(), offset, entries })
     }
 
