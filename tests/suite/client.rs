@@ -220,14 +220,20 @@ impl Client {
     }
 
     /// Attaches and reads the response and the sync; returns the sync.
+    /// Nothing of `agent_id` may come between them (§6.4); another agent this
+    /// connection is attached to may go on streaming meanwhile.
     pub async fn attach(&mut self, agent_id: &str, role: &str) -> Value {
         let response = self
             .call("attach", json!({"type": "agent.attach", "agent_id": agent_id, "role": role}))
             .await;
         assert_eq!(response["success"], true, "{response}");
-        let sync = self.expect("sync").await;
-        assert_eq!(sync["agent_id"], agent_id);
-        sync
+        loop {
+            let message = self.next().await;
+            if message["agent_id"] == agent_id || message["agent_id"].is_null() {
+                assert_eq!(message["type"], "sync", "expected sync, got {message}");
+                return message;
+            }
+        }
     }
 
     /// Events of `agent_id` only, until one matches.
