@@ -54,7 +54,7 @@ pub fn is_diagnostic(text: &str) -> bool {
 
 /// A character that becomes U+FFFD: a control other than `\n` and `\t`, or
 /// a format character.
-fn unshown(c: char) -> bool {
+pub(crate) fn unshown(c: char) -> bool {
     match c {
         '\n' | '\t' => false,
         '\0'..='\u{1f}' | '\u{7f}'..='\u{9f}' => true,
@@ -64,7 +64,7 @@ fn unshown(c: char) -> bool {
 
 /// General category Cf (Unicode 15.1), plus the separators U+2028 and
 /// U+2029, which some readers take for line breaks.
-pub(crate) fn format_character(c: char) -> bool {
+fn format_character(c: char) -> bool {
     matches!(
         c,
         '\u{ad}'

@@ -57,12 +57,12 @@ pub fn has_hidden(text: &str) -> bool {
     shown(text).hidden
 }
 
+/// What a diagnostic cannot show ([`crate::diagnostic`]), except the `\r`
+/// of a `\r\n`, which shows as the line break it is.
 fn hides(text: &str, at: usize, c: char) -> bool {
     match c {
-        '\n' | '\t' => false,
         '\r' => text.as_bytes().get(at + 1) != Some(&b'\n'),
-        '\0'..='\u{1f}' | '\u{7f}'..='\u{9f}' => true,
-        _ => c > '\u{9f}' && crate::diagnostic::format_character(c),
+        _ => crate::diagnostic::unshown(c),
     }
 }
 

@@ -9,21 +9,12 @@ use shard_protocol::agent::{
     ChoiceIntent, Decision, DetailFormat, PendingKind, PermissionAnswer, PermissionDetail,
     PermissionRequest, UiKind, UiRequest, UiValue,
 };
-use shard_protocol::display;
+// Text as a person is shown it: hidden characters as visible escapes.
+use shard_protocol::display::{escaped, has_hidden};
 
 use super::state;
 use crate::guard;
 use crate::state::{Answer, Question};
-
-/// `text` as a person is shown it: hidden characters as visible escapes
-/// (shard_protocol::display).
-fn escaped(text: &str) -> String {
-    display::shown(text).text.into_owned()
-}
-
-fn has_hidden(text: &str) -> bool {
-    display::has_hidden(text)
-}
 
 /// Whether anything a permission request shows held a hidden character.
 fn permission_hides(request: &PermissionRequest) -> bool {
