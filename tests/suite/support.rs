@@ -138,6 +138,20 @@ impl Daemon {
     }
 }
 
+/// A dropped daemon is killed and reaped before the drop returns, so a
+/// restart on the same home never meets the old one still listening.
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.child.start_kill().is_err() {
+            return;
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while matches!(self.child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
 /// Polls `check` every 50 ms until it holds; fails after 15 s.
 pub async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
     let started = std::time::Instant::now();
