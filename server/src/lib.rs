@@ -3,8 +3,8 @@
 //! (docs/ARCHITECTURE.md). Folders, from the bottom up (each uses only those
 //! before it; a test keeps it so):
 //!
-//! - [`home`], [`clock`], [`id`]: `$SHARD_HOME` and its private files, time,
-//!   opaque ids.
+//! - [`home`], [`clock`], [`id`], [`queue`]: `$SHARD_HOME` and its private
+//!   files, time, opaque ids, the one queue bounded in bytes.
 //! - [`agents`]: the registry of durable agents, one host actor per agent
 //!   (process generations, questions, the `sync` projection), delegation.
 //! - [`jobs`], [`workspaces`]: background subagent jobs; git worktree
@@ -32,6 +32,7 @@ pub mod daemon;
 pub mod home;
 pub mod id;
 pub mod jobs;
+pub mod queue;
 pub mod web;
 pub mod workspaces;
 

@@ -7,8 +7,8 @@
 //! start a generation, send it per-agent commands, hear its events and its
 //! exit, stop it; Shard's own agent is its first implementation.
 //!
-//! This folder knows nothing of sockets or browsers. It hands serialized
-//! events to [`Subscriber`]s and registry events to a [`Broadcast`]; the
+//! This folder reads and writes no socket and knows no browser. It hands
+//! serialized events to [`Subscriber`]s and registry events to a [`Broadcast`]; the
 //! `clients` folder implements both with its bounded outboxes.
 
 pub mod approvals;
@@ -23,6 +23,8 @@ pub mod usage;
 /// One serialized message as it goes to clients: JSON text, shared by
 /// every connection it goes to (a clone is a reference count) and UTF-8 by
 /// construction, so that no transport has to check it again per client.
+/// It is the WebSocket library's text payload, so that the web transport
+/// frames it without a copy; nothing else of that library is used here.
 pub type Wire = tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// Names one client connection for as long as it lives.

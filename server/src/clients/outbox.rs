@@ -4,13 +4,13 @@
 //! its budget is closed with a reason, and may reconnect and resync. A slow
 //! client never slows an agent or another client (STYLE.md, PROTOCOL.md P2).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::agents::{Subscriber, SubscriberId, Wire};
+use crate::queue::{ByteQueue, ByteReceiver, Refused, byte_queue};
 
 /// Default bytes a client may have queued before it is dropped: several
 /// seconds of a fast stream, far more than a healthy tab ever holds.
@@ -19,9 +19,7 @@ pub const DEFAULT_OUTBOX_BYTES: usize = 4 * 1024 * 1024;
 /// The sending side of one connection's queue.
 pub struct Outbox {
     id: SubscriberId,
-    sender: mpsc::UnboundedSender<Wire>,
-    queued: Arc<AtomicUsize>,
-    limit: usize,
+    queue: ByteQueue<Wire>,
     /// Cancelled when the connection must close (slow, stalled, logged out,
     /// shutdown); the reader and the writer both watch it.
     closing: CancellationToken,
@@ -35,45 +33,20 @@ pub struct Outbox {
 }
 
 /// The receiving side, owned by the connection's writer.
-pub struct OutboxReceiver {
-    receiver: mpsc::UnboundedReceiver<Wire>,
-    queued: Arc<AtomicUsize>,
-}
-
-impl OutboxReceiver {
-    pub fn is_empty(&self) -> bool {
-        self.receiver.is_empty()
-    }
-
-    pub async fn recv(&mut self) -> Option<Wire> {
-        let bytes = self.receiver.recv().await?;
-        self.queued.fetch_sub(bytes.len(), Ordering::AcqRel);
-        Some(bytes)
-    }
-
-    /// The next queued message, if one is waiting.
-    pub fn try_recv(&mut self) -> Option<Wire> {
-        let bytes = self.receiver.try_recv().ok()?;
-        self.queued.fetch_sub(bytes.len(), Ordering::AcqRel);
-        Some(bytes)
-    }
-}
+pub type OutboxReceiver = ByteReceiver<Wire>;
 
 /// A new outbox of `limit` bytes for connection `id`.
 pub fn outbox(id: SubscriberId, limit: usize) -> (Arc<Outbox>, OutboxReceiver) {
-    let (sender, receiver) = mpsc::unbounded_channel();
-    let queued = Arc::new(AtomicUsize::new(0));
+    let (queue, receiver) = byte_queue(limit);
     let outbox = Outbox {
         id,
-        sender,
-        queued: queued.clone(),
-        limit,
+        queue,
         closing: CancellationToken::new(),
         sealed: CancellationToken::new(),
         shut: AtomicBool::new(false),
         reason: Mutex::new(None),
     };
-    (Arc::new(outbox), OutboxReceiver { receiver, queued })
+    (Arc::new(outbox), receiver)
 }
 
 impl Outbox {
@@ -87,17 +60,17 @@ impl Outbox {
         if self.shut.load(Ordering::Acquire) {
             return false;
         }
-        let size = bytes.len();
-        let before = self.queued.fetch_add(size, Ordering::AcqRel);
-        if before + size > self.limit {
-            self.queued.fetch_sub(size, Ordering::AcqRel);
-            self.close(format!(
-                "client too slow: more than {} bytes queued; reconnect and re-attach to resync",
-                self.limit
-            ));
-            return false;
+        match self.queue.push(bytes) {
+            Ok(()) => true,
+            Err(Refused::Full) => {
+                self.close(format!(
+                    "client too slow: more than {} bytes queued; reconnect and re-attach to resync",
+                    self.queue.limit()
+                ));
+                false
+            }
+            Err(Refused::Closed) => false,
         }
-        self.sender.send(bytes).is_ok()
     }
 
     /// Asks the connection to close, keeping the first reason given.

@@ -10,7 +10,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,6 +19,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{ChildEvent, InputFull, Runtime, SpawnRequest, Spawner};
+use crate::queue::{ByteQueue, ByteReceiver, byte_queue};
 
 /// After a process exits, how long its stdout reader may take to hand over
 /// what is left in the pipe (a host that is not reading holds it up).
@@ -84,9 +84,9 @@ impl Spawner for ProcessSpawner {
             self.processes.started(pid, request.agent_id);
         }
         let epoch = request.epoch;
-        let (input, feed) = input_queue(INPUT_BYTES);
+        let (input, queued) = byte_queue(INPUT_BYTES);
         if let Some(stdin) = child.stdin.take() {
-            tokio::spawn(feed.feed(stdin));
+            tokio::spawn(feed(queued, stdin));
         }
         let reader = child
             .stdout
@@ -101,14 +101,14 @@ impl Spawner for ProcessSpawner {
 
 struct Process {
     pid: Option<u32>,
-    input: Option<InputQueue>,
+    input: Option<ByteQueue<Bytes>>,
     kill: CancellationToken,
 }
 
 impl Runtime for Process {
     fn send(&mut self, line: Bytes) -> Result<(), InputFull> {
         match &self.input {
-            Some(input) => input.push(line),
+            Some(input) => input.push(line).map_err(|_| InputFull),
             None => Err(InputFull),
         }
     }
@@ -131,53 +131,20 @@ impl Runtime for Process {
     }
 }
 
-/// The stdin queue: bounded in bytes, never blocks the host. Dropping it
-/// ends the feed once what is queued has been written, closing the pipe.
-struct InputQueue {
-    sender: mpsc::UnboundedSender<Bytes>,
-    queued: Arc<AtomicUsize>,
-    limit: usize,
-}
-
-/// The task's end of the stdin queue.
-struct InputFeed {
-    receiver: mpsc::UnboundedReceiver<Bytes>,
-    queued: Arc<AtomicUsize>,
-}
-
-fn input_queue(limit: usize) -> (InputQueue, InputFeed) {
-    let (sender, receiver) = mpsc::unbounded_channel();
-    let queued = Arc::new(AtomicUsize::new(0));
-    (InputQueue { sender, queued: queued.clone(), limit }, InputFeed { receiver, queued })
-}
-
-impl InputQueue {
-    fn push(&self, line: Bytes) -> Result<(), InputFull> {
-        let size = line.len();
-        let before = self.queued.fetch_add(size, Ordering::AcqRel);
-        // One message always fits an empty queue, however large.
-        if before > 0 && before + size > self.limit {
-            self.queued.fetch_sub(size, Ordering::AcqRel);
-            return Err(InputFull);
+/// The agent's stdin, fed from a queue bounded in bytes that never blocks
+/// the host. Dropping the queue ends the feed once what is queued has been
+/// written, closing the pipe.
+async fn feed(mut queue: ByteReceiver<Bytes>, mut stdin: tokio::process::ChildStdin) {
+    while let Some(bytes) = queue.recv().await {
+        let written = match stdin.write_all(&bytes).await {
+            Ok(()) => stdin.flush().await,
+            Err(error) => Err(error),
+        };
+        if written.is_err() {
+            break; // the process is gone; `wait` reports its exit
         }
-        self.sender.send(line).map_err(|_| InputFull)
     }
-}
-
-impl InputFeed {
-    async fn feed(mut self, mut stdin: tokio::process::ChildStdin) {
-        while let Some(bytes) = self.receiver.recv().await {
-            let written = match stdin.write_all(&bytes).await {
-                Ok(()) => stdin.flush().await,
-                Err(error) => Err(error),
-            };
-            self.queued.fetch_sub(bytes.len(), Ordering::AcqRel);
-            if written.is_err() {
-                break; // the process is gone; `wait` reports its exit
-            }
-        }
-        // Dropping stdin closes it: the agent finishes and exits.
-    }
+    // Dropping stdin closes it: the agent finishes and exits.
 }
 
 async fn read_lines(
@@ -325,16 +292,5 @@ mod tests {
             }
             assert_eq!(lines, LINES, "generation {epoch}: every line before the exit");
         }
-    }
-
-    #[test]
-    fn the_stdin_queue_is_bounded_in_bytes_but_always_takes_one_message() {
-        let (input, mut feed) = input_queue(10);
-        assert!(input.push(Bytes::from_static(b"0123456789abcdef")).is_ok(), "one always fits");
-        assert!(input.push(Bytes::from_static(b"x")).is_err(), "then the budget holds");
-        assert!(feed.receiver.try_recv().is_ok());
-        feed.queued.fetch_sub(16, Ordering::AcqRel);
-        assert!(input.push(Bytes::from_static(b"0123456789")).is_ok(), "written bytes free room");
-        assert!(input.push(Bytes::from_static(b"x")).is_err());
     }
 }
