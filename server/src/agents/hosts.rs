@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use shard_protocol::types::AgentInfo;
 use tokio::sync::{mpsc, oneshot};
 
-use super::host::{self, Host, HostCommand, HostHandle};
+use super::host::{self, Dormancy, Host, HostCommand, HostHandle};
 
 /// Why a command did not reach its agent.
 #[derive(Debug)]
@@ -144,11 +144,13 @@ impl Hosts {
             _ => Err(Refused::NotFound),
         }
     }
+}
 
+impl Dormancy for Hosts {
     /// `host`, idle with nothing left to do, goes dormant, unless a command
     /// is queued for it or someone holds its handle (and may queue one):
     /// then it is handed back and stays awake.
-    pub(super) fn retire(
+    fn retire(
         &self,
         host: Box<Host>,
         inbox: &mpsc::Receiver<HostCommand>,

@@ -117,7 +117,7 @@ impl Jobs {
                         return Err(WireError::new(ErrorCode::InternalError, "the daemon is stopping"));
                     }
                 }
-                () = sleep_until(deadline) => {}
+                () = crate::clock::sleep_until(deadline) => {}
             }
         }
     }
@@ -286,11 +286,4 @@ fn waited(
         _ => AggregateState::Mixed(MixedTag::Mixed),
     };
     (settled, SubagentWaitResult { timed_out: false, aggregate_state, runs })
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
 }

@@ -11,7 +11,7 @@ use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireErro
 use tokio::time::Instant;
 
 use super::projection::respond;
-use super::{Host, HostCommand, Inflight, Then, Waiting};
+use super::{Host, HostCommand, Inflight, Shutdown, Then, Waiting};
 use crate::agents::runtime::ChildEvent;
 use crate::agents::{Sub, SubscriberId};
 
@@ -81,11 +81,11 @@ impl Host {
                 if self.generation.is_none() {
                     self.journal.close();
                     let _ = reply.send(());
-                    self.shutdown.get_or_insert((force, Vec::new()));
+                    self.shutdown.get_or_insert(Shutdown { force, waiters: Vec::new() });
                     return;
                 }
-                let (_, waiters) = self.shutdown.get_or_insert((force, Vec::new()));
-                waiters.push(reply);
+                let shutdown = self.shutdown.get_or_insert(Shutdown { force, waiters: Vec::new() });
+                shutdown.waiters.push(reply);
                 if force {
                     self.kill_process(true, now);
                 } else if !self.status.is_active() {
@@ -156,7 +156,7 @@ impl Host {
         } else {
             self.context.delegation.detach(self.id(), subscriber.id());
         }
-        self.attached.insert(subscriber.id(), (subscriber, role));
+        self.attached.insert(subscriber, role);
         self.responders_changed(now);
     }
 
@@ -202,7 +202,7 @@ impl Host {
     }
 
     fn detach(&mut self, subscriber: SubscriberId, now: Instant) {
-        if let Some((_, role)) = self.attached.remove(&subscriber) {
+        if let Some(role) = self.attached.remove(subscriber) {
             self.context.delegation.detach(self.id(), subscriber);
             self.responders_changed(now);
             if role == AttachRole::Interactive {

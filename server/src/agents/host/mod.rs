@@ -17,6 +17,7 @@
 //! - [`questions`]: permission and UI requests, first answer wins (§6.3).
 //! - [`projection`]: `sync`, `AgentInfo`, status and activity events.
 
+mod attachments;
 mod dispatch;
 mod journal;
 pub mod process;
@@ -45,7 +46,6 @@ pub use self::journal::JournalLimits;
 use self::process::Generation;
 use super::approvals::ApprovalLog;
 use super::delegation::Delegation;
-use super::hosts::Hosts;
 use super::manifest::Manifest;
 use super::usage::UsageBook;
 use super::{Broadcast, Sub, SubscriberId};
@@ -211,8 +211,20 @@ enum Waiting {
     Start { reply: oneshot::Sender<Result<(), WireError>> },
 }
 
-/// The coarse activity last broadcast: phase, tool name, status.
-type Activity = (ActivityPhase, Option<String>, AgentStatus);
+/// The coarse activity last broadcast.
+#[derive(Clone, PartialEq)]
+struct Activity {
+    phase: ActivityPhase,
+    /// The tool running, in the `tool` phase.
+    tool: Option<String>,
+    status: AgentStatus,
+}
+
+/// The daemon is shutting down: how, and who waits for the process to end.
+struct Shutdown {
+    force: bool,
+    waiters: Vec<oneshot::Sender<()>>,
+}
 
 pub struct Host {
     context: Arc<Context>,
@@ -232,12 +244,12 @@ pub struct Host {
     context_tokens: Option<u64>,
     session: Option<SessionView>,
     pending: Vec<Pending>,
-    attached: HashMap<SubscriberId, (Sub, AttachRole)>,
+    attached: attachments::Attachments,
     inflight: HashMap<String, Inflight>,
     next_internal: u64,
     waiting: Vec<Waiting>,
     terminate_when_inactive: bool,
-    shutdown: Option<(bool, Vec<oneshot::Sender<()>>)>,
+    shutdown: Option<Shutdown>,
     kill_waiters: Vec<oneshot::Sender<()>>,
     last_active: Instant,
     activity: Activity,
@@ -299,7 +311,7 @@ impl Host {
             context_tokens: None,
             session: None,
             pending: Vec::new(),
-            attached: HashMap::new(),
+            attached: attachments::Attachments::default(),
             inflight: HashMap::new(),
             next_internal: 0,
             waiting: Vec::new(),
@@ -307,7 +319,11 @@ impl Host {
             shutdown: None,
             kill_waiters: Vec::new(),
             last_active: now,
-            activity: (ActivityPhase::Idle, None, AgentStatus::Idle),
+            activity: Activity {
+                phase: ActivityPhase::Idle,
+                tool: None,
+                status: AgentStatus::Idle,
+            },
             events: None,
             run: None,
             next_run: None,
@@ -359,7 +375,7 @@ impl Host {
         self.journal.close();
         self.context.usage.forget_turns(self.id());
         self.events = None;
-        self.attached = HashMap::new();
+        self.attached.shed();
         self.inflight = HashMap::new();
         self.pending = Vec::new();
         self.waiting = Vec::new();
@@ -391,9 +407,18 @@ impl Host {
     }
 }
 
-/// Starts the actor of a dormant host; it goes dormant again in `hosts`
-/// once it has nothing left to do.
-pub fn wake(mut host: Box<Host>, hosts: Arc<Hosts>) -> HostHandle {
+/// Where a host with nothing left to do goes dormant: the registry's table
+/// of hosts, which hands it back when a command raced in.
+pub trait Dormancy: Send + Sync + 'static {
+    /// Keeps `host` dormant unless `inbox` holds a command or may get one;
+    /// otherwise hands it back to stay awake.
+    fn retire(&self, host: Box<Host>, inbox: &mpsc::Receiver<HostCommand>)
+    -> Result<(), Box<Host>>;
+}
+
+/// Starts the actor of a dormant host; it goes dormant again through
+/// `hosts` once it has nothing left to do.
+pub fn wake(mut host: Box<Host>, hosts: Arc<dyn Dormancy>) -> HostHandle {
     let child_events = host.wire();
     let (commands, inbox) = mpsc::channel(HOST_QUEUE);
     let handle = HostHandle { commands, info: host.info.clone() };
@@ -407,7 +432,7 @@ async fn run(
     mut host: Box<Host>,
     mut inbox: mpsc::Receiver<HostCommand>,
     mut child: mpsc::Receiver<ChildEvent>,
-    hosts: Arc<Hosts>,
+    hosts: Arc<dyn Dormancy>,
 ) {
     loop {
         if host.idle_for_good() {
@@ -432,18 +457,11 @@ async fn run(
                     host.child_event(event, now);
                 }
             }
-            () = sleep_until(deadline) => host.timers(Instant::now()),
+            () = crate::clock::sleep_until(deadline) => host.timers(Instant::now()),
         }
         // What this turn of the loop sent is on disk before the next.
         host.journal.flush();
     }
     host.abandon();
     host.journal.close();
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
 }

@@ -225,9 +225,9 @@ impl Host {
         }
         self.emit_activity();
         self.terminate_when_inactive = false;
-        if let Some((_, waiters)) = self.shutdown.as_mut() {
+        if let Some(shutdown) = self.shutdown.as_mut() {
             self.journal.close();
-            for waiter in waiters.drain(..) {
+            for waiter in shutdown.waiters.drain(..) {
                 let _ = waiter.send(());
             }
             return;

@@ -9,7 +9,7 @@ use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
 use shard_protocol::usage::{AgentUsage, TurnState};
 use shard_protocol::{Envelope, ServerMessage};
 
-use super::Host;
+use super::{Activity, Host};
 use crate::agents::manifest::Manifest;
 use crate::agents::{Sub, Wire, now_ms};
 
@@ -148,10 +148,11 @@ impl Host {
     }
 
     pub(super) fn set_activity(&mut self, phase: ActivityPhase, tool: Option<String>) {
-        if self.activity.0 == phase && self.activity.1 == tool && self.activity.2 == self.status {
+        let activity = Activity { phase, tool, status: self.status };
+        if self.activity == activity {
             return;
         }
-        self.activity = (phase, tool, self.status);
+        self.activity = activity;
         self.broadcast_activity();
     }
 
@@ -163,14 +164,14 @@ impl Host {
             AgentStatus::Compacting => ActivityPhase::Compacting,
             AgentStatus::Error => ActivityPhase::Error,
             AgentStatus::Streaming | AgentStatus::Unknown => {
-                if matches!(self.activity.0, ActivityPhase::Tool | ActivityPhase::Thinking) {
-                    self.activity.0
+                if matches!(self.activity.phase, ActivityPhase::Tool | ActivityPhase::Thinking) {
+                    self.activity.phase
                 } else {
                     ActivityPhase::Streaming
                 }
             }
         };
-        let tool = if phase == ActivityPhase::Tool { self.activity.1.clone() } else { None };
+        let tool = if phase == ActivityPhase::Tool { self.activity.tool.clone() } else { None };
         self.set_activity(phase, tool);
     }
 
@@ -180,9 +181,9 @@ impl Host {
         let event = AgentActivity {
             agent_id: self.id().to_owned(),
             timestamp: crate::agents::now_ms(),
-            phase: self.activity.0,
+            phase: self.activity.phase,
             status: self.status,
-            tool_name: self.activity.1.clone(),
+            tool_name: self.activity.tool.clone(),
         };
         self.context
             .broadcast
@@ -203,8 +204,8 @@ impl Host {
                     self.broadcast_status(status.detail.clone());
                 }
                 self.emit_activity();
-                let stop_when_inactive =
-                    self.terminate_when_inactive || matches!(self.shutdown, Some((false, _)));
+                let stop_when_inactive = self.terminate_when_inactive
+                    || self.shutdown.as_ref().is_some_and(|shutdown| !shutdown.force);
                 if stop_when_inactive && !self.status.is_active() {
                     self.stop_process();
                 }
@@ -259,8 +260,6 @@ impl Host {
 
     /// Sends bytes to every attached connection.
     pub(super) fn fan_out(&self, bytes: Wire) {
-        for (subscriber, _) in self.attached.values() {
-            subscriber.push(bytes.clone());
-        }
+        self.attached.fan_out(&bytes);
     }
 }

@@ -69,8 +69,7 @@ impl Host {
     pub(super) fn deliver_question(&self, bytes: Wire) {
         let mut sent = HashSet::new();
         let responders = self.context.delegation.responders(self.id());
-        let attached = self.attached.values().map(|(subscriber, _)| subscriber);
-        for subscriber in attached.chain(responders.iter()) {
+        for subscriber in self.attached.subscribers().chain(responders.iter()) {
             if sent.insert(subscriber.id()) {
                 subscriber.push(bytes.clone());
             }
