@@ -21,7 +21,7 @@ use crate::agents::runtime::stdio::ProcessSpawner;
 use crate::agents::usage::UsageBook;
 use crate::clients::Limits;
 use crate::clients::hub::Hub;
-use crate::commands::Daemon;
+use crate::commands::{CommandError, Daemon};
 use crate::home::Home;
 use crate::jobs::{JobLimits, Jobs};
 use crate::web::audit::Audit;
@@ -30,9 +30,9 @@ use crate::web::config::{WebArgs, WebConfig};
 use crate::web::limiter::Limiter;
 use crate::workspaces::Workspaces;
 use serde_json::json;
+use shard_protocol::WireError;
 use shard_protocol::orchestrator::{BrowserSession, RevokeSession, StatsResult};
 use shard_protocol::types::RuntimeState;
-use shard_protocol::{ErrorCode, WireError};
 
 /// Presentations of a dead credential at `/bootstrap` or `/ws` a minute
 /// from one client before it is answered 429 (CONTRACT.md): valid ones are
@@ -207,17 +207,11 @@ impl Daemon for Shard {
     }
 
     fn revoke(&self, target: RevokeSession) -> Result<Vec<String>, WireError> {
-        let store_error = |error: std::io::Error| {
-            WireError::new(ErrorCode::InternalError, format!("security store: {error}"))
-        };
         let revoked = match target {
-            RevokeSession::All => self.auth.revoke_all().map_err(store_error)?,
+            RevokeSession::All => self.auth.revoke_all().map_err(CommandError::from)?,
             RevokeSession::One(id) => {
-                if !self.auth.revoke(&id).map_err(store_error)? {
-                    return Err(WireError::new(
-                        ErrorCode::NotFound,
-                        format!("no live session `{id}`"),
-                    ));
+                if !self.auth.revoke(&id).map_err(CommandError::from)? {
+                    return Err(CommandError::NoBrowserSession(id).into());
                 }
                 vec![id]
             }

@@ -13,6 +13,7 @@
 
 pub mod approvals;
 pub mod delegation;
+pub mod error;
 pub mod host;
 pub mod hosts;
 pub mod manifest;

@@ -7,14 +7,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use shard_agent::config::Config;
-use shard_agent::session_view::{self, SessionError};
+use shard_agent::session_view;
 use shard_protocol::orchestrator::{
     AgentCreate, AgentSpawned, LaunchPolicy, SessionActivate, SessionActivateResult,
 };
 use shard_protocol::types::AgentInfo;
-use shard_protocol::{Envelope, ErrorCode, ServerMessage, WireError};
+use shard_protocol::{Envelope, ServerMessage};
 use tokio::sync::oneshot;
 
+use super::error::AgentError;
 use super::host::{Context, Host, HostCommand};
 use super::hosts::{Hosts, Refused};
 use super::manifest::{MANIFEST_VERSION, Manifest};
@@ -32,10 +33,6 @@ pub struct Registry {
     /// Every agent's manifest (written once, never changed), for what the
     /// job coordinator needs of parents and children.
     manifests: std::sync::Mutex<HashMap<String, Manifest>>,
-}
-
-fn invalid(message: impl Into<String>) -> WireError {
-    WireError::new(ErrorCode::InvalidRequest, message)
 }
 
 impl Registry {
@@ -110,7 +107,7 @@ impl Registry {
     /// `agent.create`: validate everything, write the manifest, start the
     /// process and wait until it is ready. Creations run side by side: only
     /// the checks and the manifest write are one at a time.
-    pub async fn create(&self, request: AgentCreate) -> Result<String, WireError> {
+    pub async fn create(&self, request: AgentCreate) -> Result<String, AgentError> {
         let mut info = {
             let _one_at_a_time = self.creating.lock().await;
             self.register(&request, None).await?
@@ -121,20 +118,11 @@ impl Registry {
         self.announce(info);
         let (reply, started) = oneshot::channel();
         let _ = self.send_waiting(&agent_id, HostCommand::Start { reply }).await;
-        let result = started.await.unwrap_or_else(|_| {
-            Err(WireError::new(ErrorCode::RuntimeStartFailed, "the agent host stopped"))
-        });
-        match result {
-            Ok(()) => Ok(agent_id),
+        match started.await {
+            Ok(Ok(())) => Ok(agent_id),
             // The identity stays: a retry (attach or new work) starts it again.
-            Err(error) => Err(WireError::new(
-                ErrorCode::RuntimeStartFailed,
-                format!(
-                    "agent {agent_id} was created but its process did not start: {}",
-                    error.message
-                ),
-            )
-            .with_data(serde_json::json!({"agent_id": agent_id}))),
+            Ok(Err(error)) => Err(AgentError::NotStarted { agent_id, why: error.message }),
+            Err(_) => Err(AgentError::HostGoneStarting),
         }
     }
 
@@ -152,7 +140,7 @@ impl Registry {
     pub async fn materialize(
         &self,
         children: Vec<(String, AgentCreate)>,
-    ) -> Result<Vec<AgentInfo>, WireError> {
+    ) -> Result<Vec<AgentInfo>, AgentError> {
         let _one_at_a_time = self.creating.lock().await;
         let mut made = Vec::new();
         for (agent_id, request) in children {
@@ -168,29 +156,25 @@ impl Registry {
         &self,
         request: &AgentCreate,
         agent_id: Option<String>,
-    ) -> Result<AgentInfo, WireError> {
+    ) -> Result<AgentInfo, AgentError> {
         let home = self.context.home.clone();
         let cwd = validate_cwd(&request.cwd)?;
-        let config = Config::load(&home)
-            .map_err(|error| WireError::new(ErrorCode::InternalError, format!("{error:#}")))?;
+        let config = Config::load(&home).map_err(AgentError::Config)?;
         if let Some(model) = &request.model {
             if config.model(model).is_none() {
-                return Err(WireError::new(
-                    ErrorCode::NotFound,
-                    format!("unknown model `{model}`"),
-                ));
+                return Err(AgentError::UnknownModel(model.clone()));
             }
         }
         if let Some(mode) = &request.mode {
             if !shard_agent::modes::is_known(mode) {
-                return Err(WireError::new(ErrorCode::NotFound, format!("unknown mode `{mode}`")));
+                return Err(AgentError::UnknownMode(mode.clone()));
             }
         }
         if request.name.as_ref().is_some_and(|name| name.chars().count() > MAX_NAME) {
-            return Err(invalid(format!("`name` is longer than {MAX_NAME} characters")));
+            return Err(AgentError::NameTooLong { max: MAX_NAME });
         }
         if request.name.as_deref().is_some_and(shard_protocol::display::has_hidden) {
-            return Err(invalid("`name` holds control or invisible formatting characters"));
+            return Err(AgentError::NameHidden);
         }
         let managed = self.managed_fields(request)?;
         let session_id = match &request.session_id {
@@ -199,12 +183,9 @@ impl Registry {
                 let model = request.model.clone().unwrap_or_else(|| config.default_model.clone());
                 let mode =
                     managed.mode.clone().unwrap_or_else(|| shard_agent::modes::BUILD.to_owned());
-                session_view::create(&home, &cwd, &model, &mode).await.map_err(|error| {
-                    WireError::new(
-                        ErrorCode::InternalError,
-                        format!("cannot create the session: {error}"),
-                    )
-                })?
+                session_view::create(&home, &cwd, &model, &mode)
+                    .await
+                    .map_err(AgentError::SessionCreate)?
             }
         };
         let manifest = Manifest {
@@ -227,12 +208,7 @@ impl Registry {
             headless_policy: request.headless_policy,
             names: request.names.clone(),
         };
-        manifest.save(&home).map_err(|error| {
-            WireError::new(
-                ErrorCode::InternalError,
-                format!("cannot write the manifest: {error:#}"),
-            )
-        })?;
+        manifest.save(&home).map_err(AgentError::ManifestWrite)?;
         self.manifests().insert(manifest.agent_id.clone(), manifest.clone());
         let host = Host::dormant(self.context.clone(), manifest, tokio::time::Instant::now());
         let info = host.info();
@@ -243,29 +219,26 @@ impl Registry {
     /// The managed-child fields of `agent.create`, checked: the depth and
     /// launch policy a child gets from its parent (never wider), a known
     /// tool allowlist, a bounded brief and alias pool.
-    fn managed_fields(&self, request: &AgentCreate) -> Result<Managed, WireError> {
+    fn managed_fields(&self, request: &AgentCreate) -> Result<Managed, AgentError> {
         if let Some(unknown) =
             request.tools.iter().flatten().find(|name| !shard_agent::tools::is_known(name))
         {
-            return Err(invalid(format!("`tools`: there is no tool `{unknown}`")));
+            return Err(AgentError::UnknownTool(unknown.clone()));
         }
         if request
             .system_prompt
             .as_ref()
             .is_some_and(|text| text.len() > shard_agent::MAX_INSTRUCTIONS)
         {
-            return Err(invalid(format!(
-                "`system_prompt` is over {} bytes",
-                shard_agent::MAX_INSTRUCTIONS
-            )));
+            return Err(AgentError::BriefTooLong { max: shard_agent::MAX_INSTRUCTIONS });
         }
         if let Some(names) = &request.names {
             if names.len() > MAX_NAMES {
-                return Err(invalid(format!("`names` holds more than {MAX_NAMES} aliases")));
+                return Err(AgentError::TooManyAliases { max: MAX_NAMES });
             }
-            if let Some(bad) = names.iter().find(|name| alias_problem(name).is_some()) {
-                let why = alias_problem(bad).unwrap_or_default();
-                return Err(invalid(format!("`names`: `{bad}` {why}")));
+            let problem = names.iter().find_map(|name| Some((name, alias_problem(name)?)));
+            if let Some((alias, why)) = problem {
+                return Err(AgentError::BadAlias { alias: alias.clone(), why });
             }
         }
         let asked = request.launch_policy;
@@ -278,17 +251,15 @@ impl Registry {
             });
         };
         let Some(parent) = self.manifest(parent_id) else {
-            return Err(WireError::new(ErrorCode::NotFound, format!("no agent `{parent_id}`")));
+            return Err(AgentError::NoAgent(parent_id.clone()));
         };
         let inherited = parent.policy();
         if !parent.may_delegate() {
-            return Err(WireError::new(
-                ErrorCode::Conflict,
-                format!(
-                    "`{parent_id}` is at depth {} and may nest no deeper (launch policy maxDepth {})",
-                    parent.depth, inherited.max_depth
-                ),
-            ));
+            return Err(AgentError::TooDeep {
+                parent: parent_id.clone(),
+                depth: parent.depth,
+                max_depth: inherited.max_depth,
+            });
         }
         let launch_policy = LaunchPolicy {
             max_tasks: asked
@@ -301,9 +272,10 @@ impl Registry {
             (None, Some(allowed)) => Some(allowed.clone()),
             (Some(asked), Some(allowed)) => {
                 if let Some(extra) = asked.iter().find(|tool| !allowed.contains(tool)) {
-                    return Err(widened(format!(
-                        "a child never gets a tool its parent lacks: `{parent_id}` has no `{extra}`"
-                    )));
+                    return Err(AgentError::ToolBeyondParent {
+                        parent: parent_id.clone(),
+                        tool: extra.clone(),
+                    });
                 }
                 Some(asked.clone())
             }
@@ -324,18 +296,18 @@ impl Registry {
         &self,
         parent: &Manifest,
         asked: Option<String>,
-    ) -> Result<Option<String>, WireError> {
+    ) -> Result<Option<String>, AgentError> {
         let parent_mode = self.current_mode(parent);
         let Some(asked) = asked else { return Ok(parent_mode) };
         if !shard_agent::modes::is_known(&asked) {
-            return Err(WireError::new(ErrorCode::NotFound, format!("unknown mode `{asked}`")));
+            return Err(AgentError::UnknownMode(asked));
         }
         let parent_mutates = parent_mode.as_deref().is_none_or(shard_agent::modes::allows_mutation);
         if shard_agent::modes::allows_mutation(&asked) && !parent_mutates {
-            return Err(widened(format!(
-                "a child never gets more than its parent's mode: `{asked}` under a parent in `{}` mode",
-                parent_mode.unwrap_or_default()
-            )));
+            return Err(AgentError::ModeBeyondParent {
+                asked,
+                parent_mode: parent_mode.unwrap_or_default(),
+            });
         }
         Ok(Some(asked))
     }
@@ -343,9 +315,9 @@ impl Registry {
     /// Whether `child` may still work for `parent` (a relaunch, a steer):
     /// its tools within its parent's, and its mode no wider than the
     /// parent's current one.
-    pub fn within_parent(&self, parent: &str, child: &str) -> Result<(), WireError> {
+    pub fn within_parent(&self, parent: &str, child: &str) -> Result<(), AgentError> {
         let (Some(parent), Some(manifest)) = (self.manifest(parent), self.manifest(child)) else {
-            return Err(WireError::new(ErrorCode::NotFound, format!("no agent `{child}`")));
+            return Err(AgentError::NoAgent(child.to_owned()));
         };
         if let Some(allowed) = &parent.tools {
             let extra = match &manifest.tools {
@@ -353,10 +325,11 @@ impl Registry {
                 Some(tools) => tools.iter().find(|tool| !allowed.contains(tool)).cloned(),
             };
             if let Some(extra) = extra {
-                return Err(widened(format!(
-                    "`{child}` has {extra}, which its parent `{}` lacks",
-                    parent.agent_id
-                )));
+                return Err(AgentError::ChildHasMore {
+                    child: child.to_owned(),
+                    extra,
+                    parent: parent.agent_id.clone(),
+                });
             }
         }
         let parent_mode = self.current_mode(&parent);
@@ -364,24 +337,24 @@ impl Registry {
         let parent_mutates = parent_mode.as_deref().is_none_or(shard_agent::modes::allows_mutation);
         let child_mutates = child_mode.as_deref().is_none_or(shard_agent::modes::allows_mutation);
         if child_mutates && !parent_mutates {
-            return Err(widened(format!(
-                "`{child}` is in `{}` mode, wider than its parent's `{}` mode now; switch the child to `{}` or the parent back first",
-                child_mode.unwrap_or_else(|| shard_agent::modes::BUILD.to_owned()),
-                parent_mode.clone().unwrap_or_default(),
-                parent_mode.unwrap_or_default(),
-            )));
+            return Err(AgentError::ChildModeWider {
+                child: child.to_owned(),
+                child_mode: child_mode.unwrap_or_else(|| shard_agent::modes::BUILD.to_owned()),
+                parent_mode: parent_mode.unwrap_or_default(),
+            });
         }
         Ok(())
     }
 
     /// A legacy session may be adopted once, if it exists and reads cleanly.
-    fn adoptable(&self, session_id: &str) -> Result<String, WireError> {
+    fn adoptable(&self, session_id: &str) -> Result<String, AgentError> {
         let home = &self.context.home;
-        session_view::check(home, session_id).map_err(|error| session_error(session_id, error))?;
+        session_view::check(home, session_id)
+            .map_err(|error| AgentError::session(session_id, error))?;
         let adopted =
             Manifest::load_all(home).iter().any(|manifest| manifest.session_id == session_id);
         if adopted {
-            return Err(invalid(format!("session `{session_id}` is already adopted")));
+            return Err(AgentError::SessionAdopted(session_id.to_owned()));
         }
         Ok(session_id.to_owned())
     }
@@ -395,10 +368,10 @@ impl Registry {
     pub async fn activate(
         &self,
         request: SessionActivate,
-    ) -> Result<SessionActivateResult, WireError> {
+    ) -> Result<SessionActivateResult, AgentError> {
         let SessionActivate { agent_id, session_id } = request;
         let Some(manifest) = self.manifest(&agent_id) else {
-            return Err(WireError::new(ErrorCode::NotFound, format!("no agent `{agent_id}`")));
+            return Err(AgentError::NoAgent(agent_id));
         };
         let current = manifest.session_id;
         if current == session_id {
@@ -415,15 +388,10 @@ impl Registry {
             session_view::same_lineage(&home, &from, &target).map_err(|error| (from, error))
         })
         .await
-        .map_err(|_| WireError::new(ErrorCode::InternalError, "the session check stopped"))?;
-        let same_lineage = checked.map_err(|(which, error)| session_error(&which, error))?;
+        .map_err(|_| AgentError::SessionCheckStopped)?;
+        let same_lineage = checked.map_err(|(which, error)| AgentError::session(&which, error))?;
         if !same_lineage {
-            return Err(WireError::new(
-                ErrorCode::NotFound,
-                format!(
-                    "`{session_id}` is not one of {agent_id}'s sessions (its first session and the forks made from it)"
-                ),
-            ));
+            return Err(AgentError::NotInLineage { session_id, agent_id });
         }
         let _one_at_a_time = self.creating.lock().await;
         let holder = self
@@ -432,25 +400,17 @@ impl Registry {
             .find(|other| other.session_id == session_id)
             .map(|other| other.agent_id.clone());
         if let Some(holder) = holder {
-            return Err(WireError::new(
-                ErrorCode::Conflict,
-                format!("session `{session_id}` is run by agent {holder}"),
-            )
-            .with_data(serde_json::json!({"agent_id": holder})));
+            return Err(AgentError::SessionHeld { session_id, holder });
         }
         // The host answers at once (it writes the manifest and no more); a
         // host with a full queue is busy, and says so rather than waits.
         let (reply, answer) = oneshot::channel();
         let command = HostCommand::Activate { session_id: session_id.clone(), reply };
         self.send(&agent_id, command).map_err(|refused| match refused {
-            Refused::NotFound => {
-                WireError::new(ErrorCode::NotFound, format!("no agent `{agent_id}`"))
-            }
-            _ => WireError::new(ErrorCode::Conflict, "the agent is busy; switch again in a moment"),
+            Refused::NotFound => AgentError::NoAgent(agent_id.clone()),
+            _ => AgentError::SwitchBusy,
         })?;
-        let previous = answer
-            .await
-            .map_err(|_| WireError::new(ErrorCode::InternalError, "the agent's host stopped"))??;
+        let previous = answer.await.map_err(|_| AgentError::HostGone)??;
         if let Some(manifest) = self.manifests().get_mut(&agent_id) {
             manifest.session_id.clone_from(&session_id);
         }
@@ -474,21 +434,6 @@ impl Registry {
     }
 }
 
-/// A session that cannot be taken on (adopted or switched to), as the
-/// wire says it: absent, `NOT_FOUND`; unreadable, `SESSION_CORRUPT`.
-fn session_error(session_id: &str, error: SessionError) -> WireError {
-    match error {
-        SessionError::NotFound(_) => {
-            WireError::new(ErrorCode::NotFound, format!("no session `{session_id}`"))
-        }
-        SessionError::Corrupt { why, .. } => WireError::new(
-            ErrorCode::SessionCorrupt,
-            format!("session `{session_id}` cannot be restored: {why}"),
-        ),
-        other => WireError::new(ErrorCode::SessionCorrupt, other.to_string()),
-    }
-}
-
 /// What a creation's parent decides about it.
 struct Managed {
     depth: u32,
@@ -496,11 +441,6 @@ struct Managed {
     /// The tool allowlist: a child's is within its parent's.
     tools: Option<Vec<String>>,
     mode: Option<String>,
-}
-
-/// A delegation that would give a child more than its parent may do.
-fn widened(message: String) -> WireError {
-    WireError::new(ErrorCode::PermissionDenied, message)
 }
 
 /// The most aliases an agent's pool may hold.
@@ -527,21 +467,20 @@ pub fn alias_problem(alias: &str) -> Option<&'static str> {
     }
 }
 
-fn validate_cwd(cwd: &str) -> Result<String, WireError> {
+fn validate_cwd(cwd: &str) -> Result<String, AgentError> {
     use std::os::unix::fs::MetadataExt;
     let path = Path::new(cwd);
     if !path.is_absolute() {
-        return Err(invalid("`cwd` must be an absolute path"));
+        return Err(AgentError::CwdRelative);
     }
-    let canonical =
-        path.canonicalize().map_err(|error| invalid(format!("`cwd` {cwd}: {error}")))?;
-    let meta =
-        std::fs::metadata(&canonical).map_err(|error| invalid(format!("`cwd` {cwd}: {error}")))?;
+    let unreadable = |source| AgentError::CwdUnreadable { cwd: cwd.to_owned(), source };
+    let canonical = path.canonicalize().map_err(unreadable)?;
+    let meta = std::fs::metadata(&canonical).map_err(unreadable)?;
     if !meta.is_dir() {
-        return Err(invalid(format!("`cwd` {cwd} is not a directory")));
+        return Err(AgentError::CwdNotDirectory(cwd.to_owned()));
     }
     if meta.uid() != nix::unistd::getuid().as_raw() {
-        return Err(invalid(format!("`cwd` {cwd} is owned by another user")));
+        return Err(AgentError::CwdForeign(cwd.to_owned()));
     }
     Ok(canonical.display().to_string())
 }

@@ -19,7 +19,7 @@ use shard_protocol::diagnostic::into_diagnostic;
 use shard_protocol::envelope::{MessageSet, Scope};
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::AttachRole;
-use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
+use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -133,7 +133,8 @@ impl Connection {
 
     /// A frame the transport could not even split out (too long, not UTF-8).
     pub fn frame_error(&self, why: &str) {
-        reject(&self.outbox, None, None, None, WireError::new(ErrorCode::InvalidRequest, why));
+        let error = commands::CommandError::BadFrame(why.to_owned()).into();
+        reject(&self.outbox, None, None, None, error);
     }
 
     pub fn frame(&mut self, text: &str) {
@@ -157,15 +158,12 @@ impl Connection {
         let tag = if routed { agent_id.clone() } else { None };
         let refuse = |error| reject(&self.outbox, id.clone(), Some(command), tag.clone(), error);
         if rule.reach == Reach::Local && !self.transport.local() {
-            return refuse(commands::local_only(&message));
+            return refuse(commands::local_only(&message).into());
         }
         let subject = match (routed, agent_id) {
             (true, Some(agent_id)) => Some(agent_id),
             (true, None) => {
-                return refuse(WireError::new(
-                    ErrorCode::NotAttached,
-                    format!("`{command}` needs the `agent_id` of an attached agent"),
-                ));
+                return refuse(commands::CommandError::NoAgentId(command).into());
             }
             (false, _) => commands::subject(&message).map(str::to_owned),
         };
@@ -229,6 +227,7 @@ impl Connection {
             && registry.context.delegation.may_answer(self.outbox.id(), agent_id);
         let role = self.attached.get(agent_id).copied();
         commands::authorize(attachment, agent_id, Standing { role, is_the_agent, delegate })
+            .map_err(WireError::from)
     }
 
     /// Runs a slow command as its own task, a bounded number at once; its
@@ -242,12 +241,8 @@ impl Connection {
         work: impl Future<Output = Answer> + Send + 'static,
     ) {
         let Ok(permit) = self.background.clone().try_acquire_owned() else {
-            let error = WireError::new(
-                ErrorCode::Conflict,
-                format!(
-                    "{BACKGROUND_COMMANDS} slow commands are already running on this connection; wait for their answers"
-                ),
-            );
+            let error =
+                commands::CommandError::TooManyRunning { limit: BACKGROUND_COMMANDS }.into();
             return reject(&self.outbox, id, Some(command), agent_id, error);
         };
         let outbox = self.outbox.clone();

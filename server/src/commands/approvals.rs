@@ -2,9 +2,8 @@
 //! from its private history file.
 
 use shard_protocol::approvals::{ApprovalList, ApprovalListResult};
-use shard_protocol::{ErrorCode, WireError};
 
-use super::{Outcome, ok};
+use super::{CommandError, Outcome, ok};
 use crate::agents::approvals::KEPT;
 use crate::agents::registry::Registry;
 
@@ -18,7 +17,7 @@ pub fn list(registry: &Registry, query: ApprovalList) -> Outcome {
             move || crate::agents::approvals::list(&home, &agent_id, limit)
         })
         .await
-        .map_err(|_| WireError::new(ErrorCode::InternalError, "cannot read the history"))?;
+        .map_err(|_| CommandError::History)?;
         ok(ApprovalListResult { agent_id, approvals })
     }))
 }

@@ -19,6 +19,7 @@
 pub mod agent;
 pub mod approvals;
 pub mod daemon;
+pub mod error;
 pub mod routed;
 pub mod session;
 pub mod subagent;
@@ -31,9 +32,12 @@ use std::sync::Arc;
 use shard_protocol::approvals::Answerer;
 use shard_protocol::envelope::MessageSet;
 use shard_protocol::orchestrator::{AttachRole, BrowserSession, RevokeSession, StatsResult};
-use shard_protocol::{ClientMessage, ErrorCode, WireError};
+use shard_protocol::{ClientMessage, WireError};
+
+pub use self::error::CommandError;
 
 use crate::agents::Sub;
+use crate::agents::error::AgentError;
 use crate::agents::hosts::Refused;
 use crate::agents::registry::Registry;
 use crate::jobs::Jobs;
@@ -222,7 +226,7 @@ pub fn authorize(
     attachment: Attachment,
     agent_id: &str,
     standing: Standing,
-) -> Result<Grant, WireError> {
+) -> Result<Grant, CommandError> {
     if standing.is_the_agent {
         return Ok(Grant::Whole);
     }
@@ -231,29 +235,21 @@ pub fn authorize(
         (Attachment::None, _) => Ok(Grant::Whole),
         (Attachment::Answer, _) if standing.delegate => Ok(Grant::Whole),
         (Attachment::WatchOrRedacted, Option::None) => Ok(Grant::Redacted),
-        (Attachment::Act, Option::None) => Err(WireError::new(
-            ErrorCode::NotAttached,
-            format!("not attached to `{agent_id}`: attach interactively to act on it"),
-        )),
+        (Attachment::Act, Option::None) => Err(CommandError::ActUnattached(agent_id.to_owned())),
         (Attachment::Answer, Option::None) => {
-            Err(WireError::new(ErrorCode::NotAttached, format!("not attached to `{agent_id}`")))
+            Err(CommandError::AnswerUnattached(agent_id.to_owned()))
         }
-        (Attachment::Watch, Option::None) => Err(WireError::new(
-            ErrorCode::NotAttached,
-            format!("not attached to `{agent_id}`: attach to it first"),
-        )),
-        (Attachment::Answer, Some(AttachRole::Observer)) => {
-            Err(WireError::new(ErrorCode::PermissionDenied, "an observer never answers requests"))
+        (Attachment::Watch, Option::None) => {
+            Err(CommandError::WatchUnattached(agent_id.to_owned()))
         }
-        (Attachment::Act, Some(AttachRole::Observer)) => {
-            Err(WireError::new(ErrorCode::PermissionDenied, "an observer only watches"))
-        }
+        (Attachment::Answer, Some(AttachRole::Observer)) => Err(CommandError::ObserverAnswers),
+        (Attachment::Act, Some(AttachRole::Observer)) => Err(CommandError::ObserverActs),
         _ => Ok(Grant::Whole),
     }
 }
 
 /// Why a local-only command is refused on a browser's connection.
-pub fn local_only(message: &ClientMessage) -> WireError {
+pub fn local_only(message: &ClientMessage) -> CommandError {
     let why = match message {
         ClientMessage::DaemonShutdown(_) => {
             "the daemon is stopped locally: use the unix socket or a signal"
@@ -262,7 +258,7 @@ pub fn local_only(message: &ClientMessage) -> WireError {
             "enrollment and session administration are local: use the unix socket (`shard enroll`, `shard sessions`)"
         }
     };
-    WireError::new(ErrorCode::PermissionDenied, why)
+    CommandError::LocalOnly(why)
 }
 
 /// A response (success or failure) ready to send.
@@ -340,46 +336,33 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
 /// routing above (per-agent commands go to [`routed::run`]), answered as
 /// one rather than panicking.
 fn run_elsewhere(message: ClientMessage) -> Outcome {
-    Outcome::Now(Err(WireError::new(
-        ErrorCode::InternalError,
-        format!("`{}` reached the wrong command family", message.type_name()),
-    )))
+    Outcome::Now(Err(CommandError::WrongFamily(message.type_name()).into()))
 }
 
 /// The answer `data` for a success.
 pub fn ok(data: impl serde::Serialize) -> Answer {
-    serde_json::to_value(data)
-        .map(Some)
-        .map_err(|error| WireError::new(ErrorCode::InternalError, error.to_string()))
+    serde_json::to_value(data).map(Some).map_err(|error| CommandError::Encode(error).into())
 }
 
 /// NOT_FOUND for an agent id.
 pub fn not_found(agent_id: &str) -> WireError {
-    WireError::new(ErrorCode::NotFound, format!("no agent `{agent_id}`"))
+    AgentError::NoAgent(agent_id.to_owned()).into()
 }
 
 /// The wire error for a host that did not take a command.
 pub fn refused_error(refused: Refused, agent_id: &str) -> WireError {
-    match refused {
-        Refused::NotFound => not_found(agent_id),
-        Refused::Busy => WireError::new(
-            ErrorCode::Conflict,
-            format!(
-                "the agent has {} commands waiting already; retry when it has answered some",
-                crate::agents::host::HOST_QUEUE
-            ),
-        ),
-        Refused::Gone => host_gone(),
-    }
+    AgentError::refused(refused, agent_id).into()
 }
 
 /// A host that stopped before it answered.
 pub fn host_gone() -> WireError {
-    WireError::new(ErrorCode::InternalError, "the agent host stopped")
+    AgentError::HostGone.into()
 }
 
 #[cfg(test)]
 mod tests {
+    use shard_protocol::ErrorCode;
+
     use super::*;
 
     fn standing(role: Option<AttachRole>) -> Standing {
@@ -391,8 +374,9 @@ mod tests {
         let observer = standing(Some(AttachRole::Observer));
         let interactive = standing(Some(AttachRole::Interactive));
         let stranger = standing(None);
-        let code =
-            |attachment, standing| authorize(attachment, "a", standing).map_err(|error| error.code);
+        let code = |attachment, standing| {
+            authorize(attachment, "a", standing).map_err(|error| WireError::from(error).code)
+        };
         assert_eq!(code(Attachment::Act, observer), Err(ErrorCode::PermissionDenied));
         assert_eq!(code(Attachment::Act, stranger), Err(ErrorCode::NotAttached));
         assert_eq!(code(Attachment::Act, interactive), Ok(Grant::Whole));

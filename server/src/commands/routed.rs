@@ -3,11 +3,11 @@
 //! prompt, and a person's steer or abort goes through the run (the lease,
 //! docs/JOBS.md).
 
+use shard_protocol::ClientMessage;
 use shard_protocol::agent::StreamingBehavior;
 use shard_protocol::subagent::SteerStatus;
-use shard_protocol::{ClientMessage, ErrorCode, WireError};
 
-use super::{Caller, Outcome, refused_error};
+use super::{Caller, CommandError, Outcome, refused_error};
 use crate::agents::host::HostCommand;
 
 pub fn run(caller: Caller<'_>, agent_id: String, message: ClientMessage) -> Outcome {
@@ -57,12 +57,7 @@ fn leased(
             }));
         }
         _ => {
-            return Outcome::Now(Err(WireError::new(
-                ErrorCode::Conflict,
-                format!(
-                    "`{agent_id}` is on subagent run `{run_id}`: steer it, or stop the run, instead of prompting it"
-                ),
-            )));
+            return Outcome::Now(Err(CommandError::OnRun { agent_id, run_id }.into()));
         }
     };
     let source = caller.source;
@@ -71,10 +66,7 @@ fn leased(
         if steered.status == SteerStatus::Injected {
             Ok(None)
         } else {
-            Err(WireError::new(
-                ErrorCode::Conflict,
-                "the run's turn ended before the steer was delivered",
-            ))
+            Err(CommandError::SteerLate.into())
         }
     }))
 }

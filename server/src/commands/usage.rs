@@ -1,9 +1,9 @@
 //! `usage.*`: the daemon's rollups of tokens and cost (docs/USAGE.md).
 
+use shard_protocol::ClientMessage;
 use shard_protocol::usage::UsageSessionResult;
-use shard_protocol::{ClientMessage, ErrorCode, WireError};
 
-use super::{Outcome, not_found, ok};
+use super::{CommandError, Outcome, not_found, ok};
 use crate::agents::registry::Registry;
 
 pub fn run(registry: &Registry, message: ClientMessage) -> Outcome {
@@ -31,8 +31,7 @@ pub fn run(registry: &Registry, message: ClientMessage) -> Outcome {
                 .await
                 .unwrap_or(false);
                 if !known {
-                    let message = format!("no session `{session_id}`");
-                    return Err(WireError::new(ErrorCode::NotFound, message));
+                    return Err(CommandError::NoSession(session_id).into());
                 }
                 ok(UsageSessionResult {
                     session_id,

@@ -7,11 +7,12 @@ use shard_protocol::agent::{DeltaKind, PendingKind, RecallSteerResult, UiKind};
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{AttachResult, AttachRole, TerminateResult};
 use shard_protocol::types::RuntimeState;
-use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
+use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 use tokio::time::Instant;
 
 use super::projection::respond;
 use super::{Host, HostCommand, Inflight, Shutdown, Then, Waiting};
+use crate::agents::error::AgentError;
 use crate::agents::runtime::ChildEvent;
 use crate::agents::{Sub, SubscriberId};
 
@@ -74,10 +75,7 @@ impl Host {
                 let _ = reply.send(self.activate(session_id, now));
             }
             HostCommand::Shutdown { force, reply } => {
-                self.fail_waiting_with(WireError::new(
-                    ErrorCode::RuntimeStartFailed,
-                    "the daemon is shutting down",
-                ));
+                self.fail_waiting(AgentError::ShuttingDown);
                 if self.generation.is_none() {
                     self.journal.close();
                     let _ = reply.send(());
@@ -166,7 +164,7 @@ impl Host {
     /// runs the new session, at once if someone is watching, and every
     /// attachment then gets its `sync`. Every cursor resets: the events
     /// before tell of the other conversation.
-    fn activate(&mut self, session_id: String, now: Instant) -> Result<String, WireError> {
+    fn activate(&mut self, session_id: String, now: Instant) -> Result<String, AgentError> {
         let busy = self.status.is_active()
             || self.turn_expected
             || !self.pending.is_empty()
@@ -176,10 +174,7 @@ impl Host {
             || !self.inflight.is_empty()
             || self.generation.as_ref().is_some_and(|generation| generation.stopping);
         if busy {
-            return Err(WireError::new(
-                ErrorCode::Conflict,
-                "the agent has work in hand (a turn, a question, a run or a command); switch sessions when it is idle",
-            ));
+            return Err(AgentError::WorkInHand);
         }
         // Cursors reset first: a daemon killed between the two writes then
         // resets a cursor for nothing, never resumes one across sessions.
@@ -188,7 +183,7 @@ impl Host {
         let previous = std::mem::replace(&mut manifest.session_id, session_id);
         if let Err(error) = manifest.save(&self.context.home) {
             tracing::error!(agent = %self.id(), error = %format!("{error:#}"), "cannot write the manifest");
-            return Err(WireError::new(ErrorCode::InternalError, "cannot record the new session"));
+            return Err(AgentError::SwitchUnrecorded);
         }
         self.manifest = manifest;
         self.session = None;
@@ -229,10 +224,7 @@ impl Host {
             | ClientMessage::ListReasoningLevels(_)
                 if stopped =>
             {
-                let error = WireError::new(
-                    ErrorCode::Conflict,
-                    "the agent's runtime is stopped; send work or re-attach to restore it",
-                );
+                let error = AgentError::RuntimeStopped.into();
                 respond(&subscriber, id, Some(self.id()), Response::failed(command, error));
             }
             ClientMessage::Abort(_) if stopped => {
@@ -266,10 +258,7 @@ impl Host {
         let command = shard_protocol::envelope::MessageSet::type_name(&message);
         let work = matches!(message, ClientMessage::Prompt(_) | ClientMessage::Steer(_));
         if !self.send_to_child(&Envelope::new(message).with_id(internal.clone())) {
-            let error = WireError::new(
-                ErrorCode::Conflict,
-                "the agent is not reading its input fast enough; retry in a moment",
-            );
+            let error = AgentError::InputSlow.into();
             respond(&subscriber, id, Some(self.id()), Response::failed(command, error));
             return;
         }
@@ -384,13 +373,8 @@ impl Host {
             }
             ServerMessage::Error(error) => {
                 tracing::error!(agent = %self.id(), code = %error.code, message = %error.message, "agent refused to start");
-                let code = if error.code == ErrorCode::SessionCorrupt {
-                    ErrorCode::SessionCorrupt
-                } else {
-                    ErrorCode::RuntimeStartFailed
-                };
-                let why = format!("{}: {}", error.code, error.message);
-                self.fail_waiting_with(WireError::new(code, why));
+                let (code, message) = (error.code, error.message.clone());
+                self.fail_waiting(AgentError::StartRefused { code, message });
             }
             _ => {}
         }

@@ -46,6 +46,7 @@ pub use self::journal::JournalLimits;
 use self::process::Generation;
 use super::approvals::ApprovalLog;
 use super::delegation::Delegation;
+use super::error::AgentError;
 use super::manifest::Manifest;
 use super::usage::UsageBook;
 use super::{Broadcast, Sub, SubscriberId};
@@ -141,7 +142,7 @@ pub enum HostCommand {
     /// the agent has work in hand.
     Activate {
         session_id: String,
-        reply: oneshot::Sender<Result<String, WireError>>,
+        reply: oneshot::Sender<Result<String, AgentError>>,
     },
     /// Daemon shutdown: stop when inactive (graceful) or now (force).
     Shutdown {

@@ -10,10 +10,11 @@ use bytes::Bytes;
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::AgentExited;
 use shard_protocol::types::{AgentStatus, RuntimeState};
-use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
+use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
 use tokio::time::Instant;
 
 use super::{Host, Waiting, projection::encode, projection::respond};
+use crate::agents::error::AgentError;
 use crate::agents::runtime::{Runtime, SpawnRequest};
 
 /// How long a new process may take to say `hello` and `sync`.
@@ -44,12 +45,12 @@ impl Host {
             return;
         }
         if self.shutdown.is_some() {
-            self.fail_waiting("the daemon is shutting down");
+            self.fail_waiting(AgentError::ShuttingDown);
             return;
         }
         // Only a dormant host has no queue, and a dormant host runs nothing.
         let Some(events) = self.events.clone() else {
-            self.fail_waiting("the agent's host is not running");
+            self.fail_waiting(AgentError::HostNotRunning);
             return;
         };
         let epoch = self.generations;
@@ -68,7 +69,7 @@ impl Host {
             Err(error) => {
                 tracing::error!(agent = %self.id(), %error, "cannot start the agent process");
                 self.set_runtime_state(RuntimeState::Failed);
-                self.fail_waiting(&format!("cannot start the agent process: {error}"));
+                self.fail_waiting(AgentError::SpawnFailed(error.to_string()));
                 return;
             }
         };
@@ -118,7 +119,7 @@ impl Host {
             tracing::warn!(agent = %self.manifest.agent_id, "agent process did not become ready in time");
             generation.stopping = true;
             generation.runtime.kill();
-            self.fail_waiting("the agent process did not become ready in time");
+            self.fail_waiting(AgentError::NotReady);
             return;
         }
         if generation.kill_at.is_some_and(|at| now >= at) {
@@ -150,8 +151,8 @@ impl Host {
         self.generation.as_ref().is_some_and(|generation| generation.ready && !generation.stopping)
     }
 
-    pub(super) fn fail_waiting(&mut self, why: &str) {
-        self.fail_waiting_with(WireError::new(ErrorCode::RuntimeStartFailed, why));
+    pub(super) fn fail_waiting(&mut self, why: AgentError) {
+        self.fail_waiting_with(why.into());
     }
 
     /// Answers every piece of work that was waiting for a ready process.
@@ -181,9 +182,7 @@ impl Host {
         self.session = None;
         let expected = generation.stopping || self.shutdown.is_some();
         if !generation.ready {
-            self.fail_waiting(&format!(
-                "the agent process exited before it was ready: {description}"
-            ));
+            self.fail_waiting(AgentError::ExitedStarting(description.clone()));
             // A switched session that cannot start is not started again
             // and again for its watchers: the next work or attach retries.
             self.resync_when_ready = false;
@@ -197,7 +196,7 @@ impl Host {
         }
         for (_, inflight) in std::mem::take(&mut self.inflight) {
             if let Some(subscriber) = inflight.subscriber {
-                let error = WireError::new(ErrorCode::InternalError, "the agent process exited");
+                let error = AgentError::ProcessExited.into();
                 let failed = Response::failed(inflight.command, error);
                 respond(&subscriber, inflight.client_id, Some(self.id()), failed);
             }

@@ -16,12 +16,13 @@ use shard_protocol::agent::{
 use shard_protocol::approvals::{Answerer, ApprovalKind, ApprovalRecord};
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::HeadlessPolicy;
-use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
+use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 use tokio::time::Instant;
 
 use super::projection::respond;
 use super::{Host, Inflight, Pending};
 use crate::agents::approvals::bounded_prompt;
+use crate::agents::error::AgentError;
 use crate::agents::{Sub, Wire, now_ms};
 
 impl Host {
@@ -219,10 +220,7 @@ impl Host {
             return;
         };
         if !self.forward_own(message) {
-            let error = WireError::new(
-                ErrorCode::Conflict,
-                "the agent's input queue is full; answer again in a moment",
-            );
+            let error = AgentError::AnswerQueueFull.into();
             respond(subscriber, id, None, Response::failed(command, error));
             return;
         }

@@ -8,11 +8,12 @@
 use shard_protocol::agent::{Empty, Prompt, Steer};
 use shard_protocol::message::Response;
 use shard_protocol::types::{ContentBlock, Usage};
-use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
+use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Duration, Instant};
 
 use super::{Host, Inflight, Then};
+use crate::agents::error::AgentError;
 
 /// How long an aborted run's turn may take to end before its process is
 /// sent SIGTERM (then, after the kill grace, SIGKILL).
@@ -117,7 +118,7 @@ impl Host {
                 self.next_run = Some(run)
             }
             Some(_) => {
-                let error = WireError::new(ErrorCode::Conflict, "the agent is already on a run");
+                let error = AgentError::AlreadyOnRun.into();
                 let _ = reply.send(Err(error));
                 return;
             }
@@ -247,8 +248,7 @@ impl Host {
     ) {
         let turn = self.run.as_ref().filter(|run| !run.stopped).and_then(|run| run.turn_id.clone());
         let Some(turn_id) = turn.filter(|_| self.ready()) else {
-            let _ =
-                reply.send(Err(WireError::new(ErrorCode::Conflict, "the run has no active turn")));
+            let _ = reply.send(Err(AgentError::NoActiveTurn.into()));
             return;
         };
         let steer = Steer { message, images: None, turn_id: Some(turn_id.clone()) };
@@ -256,7 +256,7 @@ impl Host {
         if !self
             .send_to_child(&Envelope::new(ClientMessage::Steer(steer)).with_id(internal.clone()))
         {
-            let error = WireError::new(ErrorCode::Conflict, "the agent is not reading its input");
+            let error = AgentError::NotReading.into();
             let _ = reply.send(Err(error));
             return;
         }

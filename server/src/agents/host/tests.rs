@@ -547,7 +547,7 @@ fn commands_racing_a_host_going_dormant_are_all_answered() {
 fn activate(host: &mut Host, session: &str, now: Instant) -> Result<String, WireError> {
     let (reply, mut answer) = oneshot::channel();
     host.command(HostCommand::Activate { session_id: session.to_owned(), reply }, now);
-    answer.try_recv().expect("answered at once")
+    answer.try_recv().expect("answered at once").map_err(WireError::from)
 }
 
 #[test]

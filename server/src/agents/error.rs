@@ -1,0 +1,216 @@
+//! What the registry and the hosts refuse, and the one mapping of each
+//! refusal to the wire's `{code, message}`.
+
+use serde_json::json;
+use shard_agent::session_view::SessionError;
+use shard_protocol::{ErrorCode, WireError};
+
+use super::host::HOST_QUEUE;
+use super::hosts::Refused;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("no agent `{0}`")]
+    NoAgent(String),
+    #[error("unknown model `{0}`")]
+    UnknownModel(String),
+    #[error("unknown mode `{0}`")]
+    UnknownMode(String),
+    #[error("the agent has {HOST_QUEUE} commands waiting already; retry when it has answered some")]
+    HostBusy,
+    #[error("the agent host stopped")]
+    HostGone,
+    #[error("the agent host stopped")]
+    HostGoneStarting,
+    #[error("agent {agent_id} was created but its process did not start: {why}")]
+    NotStarted { agent_id: String, why: String },
+
+    // What an `agent.create` holds.
+    #[error("`cwd` must be an absolute path")]
+    CwdRelative,
+    #[error("`cwd` {cwd}: {source}")]
+    CwdUnreadable { cwd: String, source: std::io::Error },
+    #[error("`cwd` {0} is not a directory")]
+    CwdNotDirectory(String),
+    #[error("`cwd` {0} is owned by another user")]
+    CwdForeign(String),
+    #[error("`name` is longer than {max} characters")]
+    NameTooLong { max: usize },
+    #[error("`name` holds control or invisible formatting characters")]
+    NameHidden,
+    #[error("`tools`: there is no tool `{0}`")]
+    UnknownTool(String),
+    #[error("`system_prompt` is over {max} bytes")]
+    BriefTooLong { max: usize },
+    #[error("`names` holds more than {max} aliases")]
+    TooManyAliases { max: usize },
+    #[error("`names`: `{alias}` {why}")]
+    BadAlias { alias: String, why: &'static str },
+    #[error("{0:#}")]
+    Config(anyhow::Error),
+    #[error("cannot create the session: {0}")]
+    SessionCreate(SessionError),
+    #[error("cannot write the manifest: {0:#}")]
+    ManifestWrite(anyhow::Error),
+
+    // Delegation: a child never gets more than its parent.
+    #[error(
+        "`{parent}` is at depth {depth} and may nest no deeper (launch policy maxDepth {max_depth})"
+    )]
+    TooDeep { parent: String, depth: u32, max_depth: u32 },
+    #[error("a child never gets a tool its parent lacks: `{parent}` has no `{tool}`")]
+    ToolBeyondParent { parent: String, tool: String },
+    #[error(
+        "a child never gets more than its parent's mode: `{asked}` under a parent in `{parent_mode}` mode"
+    )]
+    ModeBeyondParent { asked: String, parent_mode: String },
+    #[error("`{child}` has {extra}, which its parent `{parent}` lacks")]
+    ChildHasMore { child: String, extra: String, parent: String },
+    #[error(
+        "`{child}` is in `{child_mode}` mode, wider than its parent's `{parent_mode}` mode now; switch the child to `{parent_mode}` or the parent back first"
+    )]
+    ChildModeWider { child: String, child_mode: String, parent_mode: String },
+
+    // Sessions an agent takes on (adopts or switches to).
+    #[error("no session `{0}`")]
+    NoSession(String),
+    #[error("session `{session_id}` cannot be restored: {why}")]
+    SessionUnreadable { session_id: String, why: String },
+    #[error("{0}")]
+    SessionLog(SessionError),
+    #[error("session `{0}` is already adopted")]
+    SessionAdopted(String),
+    #[error(
+        "`{session_id}` is not one of {agent_id}'s sessions (its first session and the forks made from it)"
+    )]
+    NotInLineage { session_id: String, agent_id: String },
+    #[error("session `{session_id}` is run by agent {holder}")]
+    SessionHeld { session_id: String, holder: String },
+    #[error("the session check stopped")]
+    SessionCheckStopped,
+    #[error("the agent is busy; switch again in a moment")]
+    SwitchBusy,
+    #[error(
+        "the agent has work in hand (a turn, a question, a run or a command); switch sessions when it is idle"
+    )]
+    WorkInHand,
+    #[error("cannot record the new session")]
+    SwitchUnrecorded,
+
+    // An agent's process, and what it is asked while it starts or stops.
+    #[error("the daemon is shutting down")]
+    ShuttingDown,
+    #[error("the agent's host is not running")]
+    HostNotRunning,
+    #[error("cannot start the agent process: {0}")]
+    SpawnFailed(String),
+    #[error("the agent process did not become ready in time")]
+    NotReady,
+    #[error("the agent process exited before it was ready: {0}")]
+    ExitedStarting(String),
+    /// The agent refused to start (its first message was an error).
+    #[error("{code}: {message}")]
+    StartRefused { code: ErrorCode, message: String },
+    #[error("the agent process exited")]
+    ProcessExited,
+    #[error("the agent's runtime is stopped; send work or re-attach to restore it")]
+    RuntimeStopped,
+    #[error("the agent is not reading its input fast enough; retry in a moment")]
+    InputSlow,
+    #[error("the agent's input queue is full; answer again in a moment")]
+    AnswerQueueFull,
+    #[error("the agent is already on a run")]
+    AlreadyOnRun,
+    #[error("the run has no active turn")]
+    NoActiveTurn,
+    #[error("the agent is not reading its input")]
+    NotReading,
+}
+
+impl AgentError {
+    /// A session that cannot be taken on: absent, or unreadable.
+    pub fn session(session_id: &str, error: SessionError) -> Self {
+        match error {
+            SessionError::NotFound(_) => Self::NoSession(session_id.to_owned()),
+            SessionError::Corrupt { why, .. } => {
+                Self::SessionUnreadable { session_id: session_id.to_owned(), why }
+            }
+            other => Self::SessionLog(other),
+        }
+    }
+
+    /// Why a host did not take a command for `agent_id`.
+    pub fn refused(refused: Refused, agent_id: &str) -> Self {
+        match refused {
+            Refused::NotFound => Self::NoAgent(agent_id.to_owned()),
+            Refused::Busy => Self::HostBusy,
+            Refused::Gone => Self::HostGone,
+        }
+    }
+
+    fn code(&self) -> ErrorCode {
+        match self {
+            Self::NoAgent(_)
+            | Self::UnknownModel(_)
+            | Self::UnknownMode(_)
+            | Self::NoSession(_)
+            | Self::NotInLineage { .. } => ErrorCode::NotFound,
+            Self::HostBusy
+            | Self::TooDeep { .. }
+            | Self::SessionHeld { .. }
+            | Self::SwitchBusy
+            | Self::WorkInHand => ErrorCode::Conflict,
+            Self::HostGone
+            | Self::Config(_)
+            | Self::SessionCreate(_)
+            | Self::ManifestWrite(_)
+            | Self::SessionCheckStopped
+            | Self::SwitchUnrecorded
+            | Self::ProcessExited => ErrorCode::InternalError,
+            Self::HostGoneStarting
+            | Self::NotStarted { .. }
+            | Self::ShuttingDown
+            | Self::HostNotRunning
+            | Self::SpawnFailed(_)
+            | Self::NotReady
+            | Self::ExitedStarting(_) => ErrorCode::RuntimeStartFailed,
+            Self::StartRefused { code: ErrorCode::SessionCorrupt, .. } => ErrorCode::SessionCorrupt,
+            Self::StartRefused { .. } => ErrorCode::RuntimeStartFailed,
+            Self::RuntimeStopped
+            | Self::InputSlow
+            | Self::AnswerQueueFull
+            | Self::AlreadyOnRun
+            | Self::NoActiveTurn
+            | Self::NotReading => ErrorCode::Conflict,
+            Self::CwdRelative
+            | Self::CwdUnreadable { .. }
+            | Self::CwdNotDirectory(_)
+            | Self::CwdForeign(_)
+            | Self::NameTooLong { .. }
+            | Self::NameHidden
+            | Self::UnknownTool(_)
+            | Self::BriefTooLong { .. }
+            | Self::TooManyAliases { .. }
+            | Self::BadAlias { .. }
+            | Self::SessionAdopted(_) => ErrorCode::InvalidRequest,
+            Self::ToolBeyondParent { .. }
+            | Self::ModeBeyondParent { .. }
+            | Self::ChildHasMore { .. }
+            | Self::ChildModeWider { .. } => ErrorCode::PermissionDenied,
+            Self::SessionUnreadable { .. } | Self::SessionLog(_) => ErrorCode::SessionCorrupt,
+        }
+    }
+}
+
+impl From<AgentError> for WireError {
+    fn from(error: AgentError) -> Self {
+        let wire = WireError::new(error.code(), error.to_string());
+        match error {
+            AgentError::NotStarted { agent_id, .. } => {
+                wire.with_data(json!({"agent_id": agent_id}))
+            }
+            AgentError::SessionHeld { holder, .. } => wire.with_data(json!({"agent_id": holder})),
+            _ => wire,
+        }
+    }
+}
