@@ -265,35 +265,8 @@ pub async fn run(
     let hub = Arc::new(Hub::default());
     let auth = Arc::new(Auth::load(&home.path, config.session_idle, config.session_max_age)?);
     let audit = Arc::new(Audit::open(&home.path).context("cannot open the audit log")?);
-    let mut warnings = Vec::new();
-    if config.allow_insecure {
-        let warning = "remote access over plain http: the session cookie can be read by anyone on the network path; use only on a trusted network, VPN or SSH tunnel";
-        tracing::warn!("{warning}");
-        warnings.push(warning);
-    }
-    audit.record(
-        "startup",
-        json!({"mode": config.mode.as_str(), "bind": local.to_string(), "public_host": config.public_host,
-               "allowed_origins": config.allowed_origins, "trust_proxy": args.web.trust_proxy, "warnings": warnings}),
-    );
-    let exe = std::env::current_exe().context("cannot find the shard executable")?;
-    let processes = Arc::new(crate::agents::Processes::default());
-    let context = Arc::new(HostContext {
-        home: home.path.clone(),
-        spawner: Arc::new(ProcessSpawner {
-            exe,
-            home: home.path.clone(),
-            processes: processes.clone(),
-        }),
-        broadcast: hub.clone(),
-        delegation: Arc::default(),
-        idle_timeout: Duration::from_secs(args.idle_runtime_timeout),
-        headless_timeout: Duration::from_secs(args.headless_timeout),
-        journal: JournalLimits { events: args.journal_events, bytes: args.journal_bytes },
-        usage: Arc::new(UsageBook::new(&home.path)),
-        processes,
-    });
-    let registry = Arc::new(Registry::load(context));
+    record_startup(&audit, &config, &args, local);
+    let registry = Arc::new(Registry::load(host_context(&home, &hub, &args)?));
     let limits = JobLimits {
         run_timeout: Duration::from_secs(args.subagent_run_timeout),
         active_per_parent: args.subagent_max_active_per_parent,
@@ -314,31 +287,8 @@ pub async fn run(
         stop: stop.clone(),
     });
     let daemon: Arc<dyn Daemon> = shard.clone();
-    let limits = Limits::default();
-    raise_open_files(args.max_connections);
-    let max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
-    let connections = Arc::new(Semaphore::new(max_connections));
-    let (expected_host, allowed_origins) = match &config.public_host {
-        Some(host) => (host.clone(), config.allowed_origins.clone()),
-        // §4.1.1: the implicit loopback origin is the only entry.
-        None => (local.to_string(), vec![format!("http://{local}")]),
-    };
-    let web = Arc::new(crate::web::Web {
-        auth,
-        hub: hub.clone(),
-        daemon: daemon.clone(),
-        audit,
-        config: config.clone(),
-        expected_host,
-        allowed_origins,
-        connections,
-        ping_interval: Duration::from_secs(args.ws_ping_interval),
-        limits,
-        credential_failures: Limiter::new(CREDENTIAL_FAILURES_PER_MINUTE, Duration::from_secs(60)),
-        session_sockets: crate::web::ws::SessionSockets::new(
-            usize::try_from(args.max_session_connections).unwrap_or(usize::MAX),
-        ),
-    });
+    let web = web_state(WebParts { auth, hub: &hub, daemon: &daemon, audit, config, local }, &args);
+    let limits = web.limits;
     let unix_stop = CancellationToken::new();
     tokio::spawn(crate::web::enforce_expiry(web.clone(), unix_stop.clone()));
     let app = crate::web::router(local, web);
@@ -355,26 +305,121 @@ pub async fn run(
     tracing::info!(%local, home = %home.path.display(), "daemon ready");
 
     let http_stop = CancellationToken::new();
-    let server = {
-        let http_stop = http_stop.clone();
-        tokio::spawn(async move {
-            // Events are small and streamed: no Nagle delay on any of them.
-            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-                .with_graceful_shutdown(async move { http_stop.cancelled().await })
-                .await
-        })
-    };
+    let server = tokio::spawn(serve_http(listener, app, http_stop.clone()));
     stop.graceful.cancelled().await;
     tracing::info!(force = stop.force.is_cancelled(), "shutting down");
     unix_stop.cancel();
+    shut_down_agents(&shard, &stop).await;
+    hub.close_all("the daemon is shutting down");
+    http_stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    let _ = std::fs::remove_file(home.join("daemon.sock"));
+    tracing::info!("daemon stopped");
+    drop(home);
+    Ok(())
+}
+
+/// The audit log's `startup` record, and a warning for plain-http remote
+/// access.
+fn record_startup(audit: &Audit, config: &WebConfig, args: &DaemonArgs, local: SocketAddr) {
+    let mut warnings = Vec::new();
+    if config.allow_insecure {
+        let warning = "remote access over plain http: the session cookie can be read by anyone on the network path; use only on a trusted network, VPN or SSH tunnel";
+        tracing::warn!("{warning}");
+        warnings.push(warning);
+    }
+    audit.record(
+        "startup",
+        json!({"mode": config.mode.as_str(), "bind": local.to_string(), "public_host": config.public_host,
+               "allowed_origins": config.allowed_origins, "trust_proxy": args.web.trust_proxy, "warnings": warnings}),
+    );
+}
+
+/// What every agent's host shares: how processes start, where registry
+/// events go, the timeouts and budgets the command line set.
+fn host_context(
+    home: &Home,
+    hub: &Arc<Hub>,
+    args: &DaemonArgs,
+) -> anyhow::Result<Arc<HostContext>> {
+    let exe = std::env::current_exe().context("cannot find the shard executable")?;
+    let processes = Arc::new(crate::agents::Processes::default());
+    Ok(Arc::new(HostContext {
+        home: home.path.clone(),
+        spawner: Arc::new(ProcessSpawner {
+            exe,
+            home: home.path.clone(),
+            processes: processes.clone(),
+        }),
+        broadcast: hub.clone(),
+        delegation: Arc::default(),
+        idle_timeout: Duration::from_secs(args.idle_runtime_timeout),
+        headless_timeout: Duration::from_secs(args.headless_timeout),
+        journal: JournalLimits { events: args.journal_events, bytes: args.journal_bytes },
+        usage: Arc::new(UsageBook::new(&home.path)),
+        processes,
+    }))
+}
+
+/// What the web side is built from.
+struct WebParts<'a> {
+    auth: Arc<Auth>,
+    hub: &'a Arc<Hub>,
+    daemon: &'a Arc<dyn Daemon>,
+    audit: Arc<Audit>,
+    config: WebConfig,
+    local: SocketAddr,
+}
+
+/// The web side's state: checks, limits and the connection budget.
+fn web_state(parts: WebParts<'_>, args: &DaemonArgs) -> Arc<crate::web::Web> {
+    let WebParts { auth, hub, daemon, audit, config, local } = parts;
+    raise_open_files(args.max_connections);
+    let max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
+    let (expected_host, allowed_origins) = match &config.public_host {
+        Some(host) => (host.clone(), config.allowed_origins.clone()),
+        // §4.1.1: the implicit loopback origin is the only entry.
+        None => (local.to_string(), vec![format!("http://{local}")]),
+    };
+    Arc::new(crate::web::Web {
+        auth,
+        hub: hub.clone(),
+        daemon: daemon.clone(),
+        audit,
+        config,
+        expected_host,
+        allowed_origins,
+        connections: Arc::new(Semaphore::new(max_connections)),
+        ping_interval: Duration::from_secs(args.ws_ping_interval),
+        limits: Limits::default(),
+        credential_failures: Limiter::new(CREDENTIAL_FAILURES_PER_MINUTE, Duration::from_secs(60)),
+        session_sockets: crate::web::ws::SessionSockets::new(
+            usize::try_from(args.max_session_connections).unwrap_or(usize::MAX),
+        ),
+    })
+}
+
+/// Serves HTTP until `stop`.
+async fn serve_http(
+    listener: TcpListener,
+    app: axum::Router,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    // Events are small and streamed: no Nagle delay on any of them.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await
+}
+
+/// Stops every agent: gracefully (active turns finish, bounded), or at
+/// once on a second signal, `force`, or when the grace runs out.
+async fn shut_down_agents(shard: &Shard, stop: &Stop) {
     // Runs this shutdown ends are not over: the next start marks them
     // interrupted, never failed or replayed.
     shard.jobs.shutting_down();
-    // Agents first: graceful lets active turns finish, bounded, and a
-    // second signal (or `force`) cuts it short.
     let graceful = async {
         if !stop.force.is_cancelled() {
             shard.registry.shutdown(false).await;
@@ -389,13 +434,6 @@ pub async fn run(
         tracing::warn!("killing every agent");
         shard.registry.shutdown(true).await;
     }
-    hub.close_all("the daemon is shutting down");
-    http_stop.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
-    let _ = std::fs::remove_file(home.join("daemon.sock"));
-    tracing::info!("daemon stopped");
-    drop(home);
-    Ok(())
 }
 
 /// A listening socket with `SO_REUSEADDR`, so that a restarted daemon gets

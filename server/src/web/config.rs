@@ -127,94 +127,122 @@ fn refuse(flag: &'static str, message: impl Into<String>) -> ConfigError {
     ConfigError { flag, message: message.into() }
 }
 
+/// `--web-host`: an IP address, loopback by default; never a hostname.
+fn web_host(args: &WebArgs) -> Result<IpAddr, ConfigError> {
+    match &args.web_host {
+        None => Ok(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        Some(value) => value.parse().map_err(|_| {
+            refuse("--web-host", format!("{value:?} is not an IP address (hostnames are refused)"))
+        }),
+    }
+}
+
+/// `--trust-proxy`: `loopback` or one exact address.
+fn trust_proxy(args: &WebArgs) -> Result<Option<Upstream>, ConfigError> {
+    match args.trust_proxy.as_deref() {
+        None => Ok(None),
+        Some("loopback") => Ok(Some(Upstream::Loopback)),
+        Some(value) => value.parse::<IpAddr>().map(|ip| Some(Upstream::Ip(ip))).map_err(|_| {
+            refuse(
+                "--trust-proxy",
+                format!(
+                    "{value:?} must be `loopback` or one exact IP address (no hostname, no CIDR)"
+                ),
+            )
+        }),
+    }
+}
+
+/// `--public-host`, as `HOST:PORT`.
+fn public_host(args: &WebArgs) -> Result<Option<String>, ConfigError> {
+    let Some(value) = &args.public_host else { return Ok(None) };
+    let (host, port) = parse_host_port(value)
+        .ok_or_else(|| refuse("--public-host", format!("{value:?} must be HOST:PORT")))?;
+    Ok(Some(format!("{host}:{port}")))
+}
+
+/// Every `--allowed-origin`, each an exact origin.
+fn allowed_origins(args: &WebArgs) -> Result<Vec<String>, ConfigError> {
+    args.allowed_origin
+        .iter()
+        .map(|value| {
+            parse_origin(value).ok_or_else(|| {
+                refuse("--allowed-origin", format!("{value:?} must be http(s)://HOST[:PORT] with no path, wildcard or trailing slash"))
+            })
+        })
+        .collect()
+}
+
+/// Loopback mode takes none of the remote flags.
+fn check_loopback(args: &WebArgs) -> Result<(), ConfigError> {
+    for (given, flag) in [
+        (args.public_host.is_some(), "--public-host"),
+        (!args.allowed_origin.is_empty(), "--allowed-origin"),
+        (args.allow_insecure_remote, "--allow-insecure-remote"),
+    ] {
+        if given {
+            return Err(refuse(
+                flag,
+                "only applies in remote mode (--web-host other than 127.0.0.1, or --trust-proxy)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Remote mode needs a public host and an origin, and plain http only when
+/// asked for in so many words.
+fn check_remote(
+    args: &WebArgs,
+    mode: Mode,
+    public_host: Option<&str>,
+    allowed_origins: &[String],
+) -> Result<(), ConfigError> {
+    if public_host.is_none() {
+        return Err(refuse("--public-host", "is required in remote mode (§4.1.2 D3)"));
+    }
+    if allowed_origins.is_empty() {
+        return Err(refuse("--allowed-origin", "at least one is required in remote mode"));
+    }
+    let plaintext =
+        mode == Mode::Direct || allowed_origins.iter().any(|origin| origin.starts_with("http://"));
+    if plaintext && !args.allow_insecure_remote {
+        return Err(refuse(
+            "--allow-insecure-remote",
+            "remote access over plain http exposes the session cookie; add this flag to accept that on a trusted network",
+        ));
+    }
+    if !plaintext && args.allow_insecure_remote {
+        return Err(refuse(
+            "--allow-insecure-remote",
+            "every allowed origin is https; this flag would only weaken nothing and is refused to avoid confusion",
+        ));
+    }
+    Ok(())
+}
+
 impl WebConfig {
     pub fn from_args(args: &WebArgs) -> Result<Self, ConfigError> {
-        let web_host: IpAddr = match &args.web_host {
-            None => IpAddr::V4(Ipv4Addr::LOCALHOST),
-            Some(value) => value.parse().map_err(|_| {
-                refuse(
-                    "--web-host",
-                    format!("{value:?} is not an IP address (hostnames are refused)"),
-                )
-            })?,
-        };
-        let trust_proxy = match args.trust_proxy.as_deref() {
-            None => None,
-            Some("loopback") => Some(Upstream::Loopback),
-            Some(value) => match value.parse::<IpAddr>() {
-                Ok(ip) => Some(Upstream::Ip(ip)),
-                Err(_) => {
-                    return Err(refuse(
-                        "--trust-proxy",
-                        format!(
-                            "{value:?} must be `loopback` or one exact IP address (no hostname, no CIDR)"
-                        ),
-                    ));
-                }
-            },
-        };
+        let web_host = web_host(args)?;
+        let trust_proxy = trust_proxy(args)?;
         let remote = web_host != IpAddr::V4(Ipv4Addr::LOCALHOST) || trust_proxy.is_some();
         let mode = match (remote, trust_proxy) {
             (false, _) => Mode::Loopback,
             (true, Some(_)) => Mode::Proxy,
             (true, None) => Mode::Direct,
         };
-        let public_host = match &args.public_host {
-            None => None,
-            Some(value) => {
-                let (host, port) = parse_host_port(value).ok_or_else(|| {
-                    refuse("--public-host", format!("{value:?} must be HOST:PORT"))
-                })?;
-                Some(format!("{host}:{port}"))
-            }
-        };
-        let mut allowed_origins = Vec::new();
-        for value in &args.allowed_origin {
-            let origin = parse_origin(value).ok_or_else(|| {
-                refuse("--allowed-origin", format!("{value:?} must be http(s)://HOST[:PORT] with no path, wildcard or trailing slash"))
-            })?;
-            allowed_origins.push(origin);
-        }
+        let public_host = public_host(args)?;
+        let allowed_origins = allowed_origins(args)?;
         let header = |flag: &'static str, value: &str| {
             HeaderName::try_from(value.to_ascii_lowercase())
                 .map_err(|_| refuse(flag, format!("{value:?} is not a header name")))
         };
         let proto_header = header("--forwarded-proto-header", &args.forwarded_proto_header)?;
         let host_header = header("--forwarded-host-header", &args.forwarded_host_header)?;
-        if !remote {
-            for (given, flag) in [
-                (args.public_host.is_some(), "--public-host"),
-                (!args.allowed_origin.is_empty(), "--allowed-origin"),
-                (args.allow_insecure_remote, "--allow-insecure-remote"),
-            ] {
-                if given {
-                    return Err(refuse(
-                        flag,
-                        "only applies in remote mode (--web-host other than 127.0.0.1, or --trust-proxy)",
-                    ));
-                }
-            }
+        if remote {
+            check_remote(args, mode, public_host.as_deref(), &allowed_origins)?;
         } else {
-            if public_host.is_none() {
-                return Err(refuse("--public-host", "is required in remote mode (§4.1.2 D3)"));
-            }
-            if allowed_origins.is_empty() {
-                return Err(refuse("--allowed-origin", "at least one is required in remote mode"));
-            }
-            let plaintext = mode == Mode::Direct
-                || allowed_origins.iter().any(|origin| origin.starts_with("http://"));
-            if plaintext && !args.allow_insecure_remote {
-                return Err(refuse(
-                    "--allow-insecure-remote",
-                    "remote access over plain http exposes the session cookie; add this flag to accept that on a trusted network",
-                ));
-            }
-            if !plaintext && args.allow_insecure_remote {
-                return Err(refuse(
-                    "--allow-insecure-remote",
-                    "every allowed origin is https; this flag would only weaken nothing and is refused to avoid confusion",
-                ));
-            }
+            check_loopback(args)?;
         }
         if args.session_idle_timeout == 0 || args.session_max_age == 0 {
             return Err(refuse("--session-idle-timeout", "session lifetimes must be positive"));

@@ -46,13 +46,7 @@ pub async fn upgrade(
     let headers = request.headers();
     let web = state.web.clone();
     let peer = effective.client.to_string();
-    let offered: Vec<String> = headers
-        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .map(|protocol| protocol.trim().to_owned())
-        .collect();
+    let offered = offered_protocols(headers);
     let tickets: Vec<&str> =
         offered.iter().filter_map(|protocol| protocol.strip_prefix(WS_TICKET_PREFIX)).collect();
     let origin = headers
@@ -115,6 +109,22 @@ pub async fn upgrade(
         serve(socket, web, session, peer).await;
         drop((permit, slot));
     });
+    switching_protocols(accept)
+}
+
+/// Every subprotocol the client offered, tickets included.
+fn offered_protocols(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|protocol| protocol.trim().to_owned())
+        .collect()
+}
+
+/// The `101` that completes the handshake, naming only `shard.v1`.
+fn switching_protocols(accept: String) -> Response {
     let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
