@@ -52,7 +52,7 @@ impl Host {
                 }
             }
             HostCommand::Terminate { reply } => {
-                let active = self.status.is_active() && self.generation.is_some();
+                let active = self.projection.status.is_active() && self.generation.is_some();
                 if active {
                     self.terminate_when_inactive = true;
                 } else {
@@ -86,7 +86,7 @@ impl Host {
                 shutdown.waiters.push(reply);
                 if force {
                     self.kill_process(true, now);
-                } else if !self.status.is_active() {
+                } else if !self.projection.status.is_active() {
                     self.stop_process();
                 }
             }
@@ -131,7 +131,7 @@ impl Host {
             .filter(|_| self.context.delegation.delegated_pending(self.id()).is_empty())
             .and_then(|after| self.journal.since(after, RESUME_BUDGET));
         let result = AttachResult {
-            status: self.status,
+            status: self.projection.status,
             info: self.current_info(),
             resumed: missed.is_some().then_some(true),
         };
@@ -165,9 +165,9 @@ impl Host {
     /// attachment then gets its `sync`. Every cursor resets: the events
     /// before tell of the other conversation.
     fn activate(&mut self, session_id: String, now: Instant) -> Result<String, AgentError> {
-        let busy = self.status.is_active()
+        let busy = self.projection.status.is_active()
             || self.turn_expected
-            || !self.pending.is_empty()
+            || !self.questions.is_empty()
             || self.run.is_some()
             || self.next_run.is_some()
             || !self.waiting.is_empty()
@@ -324,7 +324,7 @@ impl Host {
     fn startup_message(&mut self, envelope: Envelope<ServerMessage>, now: Instant) {
         match envelope.message {
             ServerMessage::Hello(hello) => {
-                self.capabilities = Some(hello.capabilities);
+                self.projection.capabilities = Some(hello.capabilities);
                 if let Some(generation) = &mut self.generation {
                     generation.saw_hello = true;
                 }
@@ -332,17 +332,17 @@ impl Host {
             ServerMessage::Sync(sync)
                 if self.generation.as_ref().is_some_and(|generation| generation.saw_hello) =>
             {
-                self.status = sync.status;
-                self.mode = Some(sync.mode);
+                self.projection.status = sync.status;
+                self.projection.mode = Some(sync.mode);
                 if sync.capabilities.is_some() {
-                    self.capabilities = sync.capabilities;
+                    self.projection.capabilities = sync.capabilities;
                 }
                 self.session = shard_agent::session_view::SessionView::open(
                     &self.context.home,
                     &self.manifest.session_id,
                 )
                 .ok();
-                self.model = self.session.as_ref().and_then(|session| session.model());
+                self.projection.model = self.session.as_ref().and_then(|session| session.model());
                 if let Some(generation) = &mut self.generation {
                     generation.ready = true;
                 }
@@ -384,7 +384,7 @@ impl Host {
         let Some(inflight) = id.and_then(|id| self.inflight.remove(&id)) else { return };
         // A refused prompt starts nothing.
         let refused_work = matches!(inflight.command, "prompt" | "steer") && !response.success();
-        if refused_work && !self.status.is_active() {
+        if refused_work && !self.projection.status.is_active() {
             self.turn_expected = false;
         }
         match inflight.then {

@@ -35,10 +35,9 @@ use std::time::Duration;
 use shard_agent::session_view::SessionView;
 use shard_protocol::ClientMessage;
 use shard_protocol::WireError;
-use shard_protocol::agent::PendingKind;
 use shard_protocol::approvals::Answerer;
-use shard_protocol::orchestrator::{ActivityPhase, AttachRole, TerminateResult};
-use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
+use shard_protocol::orchestrator::{AttachRole, TerminateResult};
+use shard_protocol::types::AgentInfo;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -165,18 +164,6 @@ impl HostHandle {
     }
 }
 
-/// One open question of this agent.
-struct Pending {
-    request: PendingKind,
-    /// The question as it was sent, tagged: re-sent when the responders
-    /// change (a delegated child's question moving up to an ancestor).
-    announcement: super::Wire,
-    /// Set when every responder left: answer headless at this instant.
-    headless_at: Option<Instant>,
-    /// Who answered, once the daemon forwarded an answer.
-    source: Option<Answerer>,
-}
-
 /// A command forwarded to the agent, waiting for its response.
 struct Inflight {
     /// `None`: the daemon's own command (its response is swallowed).
@@ -212,15 +199,6 @@ enum Waiting {
     Start { reply: oneshot::Sender<Result<(), WireError>> },
 }
 
-/// The coarse activity last broadcast.
-#[derive(Clone, PartialEq)]
-struct Activity {
-    phase: ActivityPhase,
-    /// The tool running, in the `tool` phase.
-    tool: Option<String>,
-    status: AgentStatus,
-}
-
 /// The daemon is shutting down: how, and who waits for the process to end.
 struct Shutdown {
     force: bool,
@@ -230,21 +208,14 @@ struct Shutdown {
 pub struct Host {
     context: Arc<Context>,
     manifest: Manifest,
-    info: Arc<Mutex<AgentInfo>>,
+    projection: projection::Projection,
     /// The running (or starting, or stopping) generation.
     generation: Option<Generation>,
     /// Generations started so far; the current one's `runtime_epoch` is this
     /// minus one.
     generations: u64,
-    runtime_state: RuntimeState,
-    status: AgentStatus,
-    mode: Option<String>,
-    model: Option<String>,
-    capabilities: Option<Vec<String>>,
-    /// The context size the agent last reported.
-    context_tokens: Option<u64>,
     session: Option<SessionView>,
-    pending: Vec<Pending>,
+    questions: questions::OpenQuestions,
     attached: attachments::Attachments,
     inflight: HashMap<String, Inflight>,
     next_internal: u64,
@@ -253,7 +224,6 @@ pub struct Host {
     shutdown: Option<Shutdown>,
     kill_waiters: Vec<oneshot::Sender<()>>,
     last_active: Instant,
-    activity: Activity,
     /// Where this host's processes send their lines and exits; none while
     /// it is dormant.
     events: Option<mpsc::Sender<ChildEvent>>,
@@ -291,7 +261,7 @@ impl Host {
     /// A host for `manifest` with no process and no queues: what a listed
     /// agent is until something is asked of it.
     pub fn dormant(context: Arc<Context>, manifest: Manifest, now: Instant) -> Self {
-        let info = Arc::new(Mutex::new(projection::initial_info(&manifest)));
+        let projection = projection::Projection::new(&manifest);
         context.delegation.set_parent(&manifest.agent_id, manifest.parent_agent_id.as_deref());
         let journal = journal::Journal::new(
             super::manifest::agent_dir(&context.home, &manifest.agent_id),
@@ -301,17 +271,11 @@ impl Host {
         Self {
             context,
             manifest,
-            info,
+            projection,
             generation: None,
             generations: 0,
-            runtime_state: RuntimeState::Stopped,
-            status: AgentStatus::Idle,
-            mode: None,
-            model: None,
-            capabilities: None,
-            context_tokens: None,
             session: None,
-            pending: Vec::new(),
+            questions: questions::OpenQuestions::default(),
             attached: attachments::Attachments::default(),
             inflight: HashMap::new(),
             next_internal: 0,
@@ -320,11 +284,6 @@ impl Host {
             shutdown: None,
             kill_waiters: Vec::new(),
             last_active: now,
-            activity: Activity {
-                phase: ActivityPhase::Idle,
-                tool: None,
-                status: AgentStatus::Idle,
-            },
             events: None,
             run: None,
             next_run: None,
@@ -352,7 +311,7 @@ impl Host {
 
     /// The agent as `agent.list` shows it.
     pub fn info(&self) -> AgentInfo {
-        self.info.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.projection.published()
     }
 
     /// Nothing running, nobody attached, nothing open, waiting or due: the
@@ -360,7 +319,7 @@ impl Host {
     pub fn idle_for_good(&self) -> bool {
         self.generation.is_none()
             && self.attached.is_empty()
-            && self.pending.is_empty()
+            && self.questions.is_empty()
             && self.inflight.is_empty()
             && self.waiting.is_empty()
             && self.kill_waiters.is_empty()
@@ -378,7 +337,7 @@ impl Host {
         self.events = None;
         self.attached.shed();
         self.inflight = HashMap::new();
-        self.pending = Vec::new();
+        self.questions.shed();
         self.waiting = Vec::new();
         self.kill_waiters = Vec::new();
     }
@@ -394,7 +353,7 @@ impl Host {
             }
             deadlines.extend(generation.kill_at);
         }
-        deadlines.extend(self.pending.iter().filter_map(|pending| pending.headless_at));
+        deadlines.extend(self.questions.next_headless());
         deadlines.extend(self.run_deadline());
         deadlines.into_iter().min()
     }
@@ -422,7 +381,7 @@ pub trait Dormancy: Send + Sync + 'static {
 pub fn wake(mut host: Box<Host>, hosts: Arc<dyn Dormancy>) -> HostHandle {
     let child_events = host.wire();
     let (commands, inbox) = mpsc::channel(HOST_QUEUE);
-    let handle = HostHandle { commands, info: host.info.clone() };
+    let handle = HostHandle { commands, info: host.projection.shared() };
     tokio::spawn(run(host, inbox, child_events, hosts));
     handle
 }

@@ -136,9 +136,9 @@ impl Host {
 
     /// Inactive, nothing open, nothing in flight: the process may be stopped.
     pub(super) fn reapable(&self) -> bool {
-        matches!(self.status, AgentStatus::Idle | AgentStatus::Error)
+        matches!(self.projection.status, AgentStatus::Idle | AgentStatus::Error)
             && self.run.is_none()
-            && self.pending.is_empty()
+            && self.questions.is_empty()
             && self.inflight.is_empty()
             && self.waiting.is_empty()
             && self
@@ -206,11 +206,11 @@ impl Host {
         }
         if expected {
             tracing::info!(agent = %self.id(), %description, "agent process stopped");
-            self.status = AgentStatus::Idle;
+            self.projection.status = AgentStatus::Idle;
             self.set_runtime_state(RuntimeState::Stopped);
         } else {
             tracing::warn!(agent = %self.id(), %description, "agent process exited");
-            self.status = AgentStatus::Error;
+            self.projection.status = AgentStatus::Error;
             self.set_runtime_state(RuntimeState::Failed);
             let exited = AgentExited {
                 agent_id: self.id().to_owned(),

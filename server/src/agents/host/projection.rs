@@ -9,7 +9,9 @@ use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
 use shard_protocol::usage::{AgentUsage, TurnState};
 use shard_protocol::{Envelope, ServerMessage};
 
-use super::{Activity, Host};
+use std::sync::{Arc, Mutex};
+
+use super::Host;
 use crate::agents::manifest::Manifest;
 use crate::agents::{Sub, Wire, now_ms};
 
@@ -30,6 +32,138 @@ pub(super) fn initial_info(manifest: &Manifest) -> AgentInfo {
         alias: manifest.alias.clone(),
         definition_name: manifest.definition_name.clone(),
         display_name: manifest.display_name.clone(),
+    }
+}
+
+/// The coarse activity last broadcast.
+#[derive(Clone, PartialEq)]
+struct Activity {
+    phase: ActivityPhase,
+    /// The tool running, in the `tool` phase.
+    tool: Option<String>,
+    status: AgentStatus,
+}
+
+/// What the daemon shows of its agent between its events: status, runtime
+/// state, mode, model, capabilities, context size and coarse activity, and
+/// the `AgentInfo` that `agent.list` reads without asking the host. It
+/// decides what changed; the host broadcasts it.
+pub(super) struct Projection {
+    pub status: AgentStatus,
+    pub runtime_state: RuntimeState,
+    pub mode: Option<String>,
+    pub model: Option<String>,
+    pub capabilities: Option<Vec<String>>,
+    /// The context size the agent last reported.
+    pub context_tokens: Option<u64>,
+    activity: Activity,
+    /// The latest `AgentInfo`, shared with the host's handle.
+    shared: Arc<Mutex<AgentInfo>>,
+}
+
+impl Projection {
+    pub fn new(manifest: &Manifest) -> Self {
+        Self {
+            status: AgentStatus::Idle,
+            runtime_state: RuntimeState::Stopped,
+            mode: None,
+            model: None,
+            capabilities: None,
+            context_tokens: None,
+            activity: Activity {
+                phase: ActivityPhase::Idle,
+                tool: None,
+                status: AgentStatus::Idle,
+            },
+            shared: Arc::new(Mutex::new(initial_info(manifest))),
+        }
+    }
+
+    /// The `AgentInfo` as last published, for the host's handle.
+    pub fn shared(&self) -> Arc<Mutex<AgentInfo>> {
+        self.shared.clone()
+    }
+
+    /// The agent as `agent.list` shows it, as last published.
+    pub fn published(&self) -> AgentInfo {
+        self.shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// The agent as it is now, with its usage so far.
+    pub fn info(
+        &self,
+        manifest: &Manifest,
+        usage: Option<shard_protocol::types::Usage>,
+    ) -> AgentInfo {
+        let mut info = initial_info(manifest);
+        info.status = self.status;
+        info.runtime_state = self.runtime_state;
+        info.mode = self.mode.clone().or(info.mode);
+        info.model = self.model.clone().or(info.model);
+        info.provider = info.model.as_deref().map(|model| {
+            if model.starts_with("demo") { "builtin" } else { "configured" }.to_owned()
+        });
+        info.usage = usage.map(|mut usage| {
+            usage.context_tokens = self.context_tokens;
+            usage
+        });
+        info
+    }
+
+    pub fn publish(&self, info: AgentInfo) {
+        *self.shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = info;
+    }
+
+    /// Whether the activity changed (and must be broadcast).
+    pub fn set_activity(&mut self, phase: ActivityPhase, tool: Option<String>) -> bool {
+        let activity = Activity { phase, tool, status: self.status };
+        if self.activity == activity {
+            return false;
+        }
+        self.activity = activity;
+        true
+    }
+
+    /// The phase the status implies, keeping a tool or thinking phase that
+    /// a streaming status does not contradict.
+    pub fn phase_of_status(&self) -> (ActivityPhase, Option<String>) {
+        let phase = match self.status {
+            AgentStatus::Idle => ActivityPhase::Idle,
+            AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi => ActivityPhase::Waiting,
+            AgentStatus::Compacting => ActivityPhase::Compacting,
+            AgentStatus::Error => ActivityPhase::Error,
+            AgentStatus::Streaming | AgentStatus::Unknown => {
+                if matches!(self.activity.phase, ActivityPhase::Tool | ActivityPhase::Thinking) {
+                    self.activity.phase
+                } else {
+                    ActivityPhase::Streaming
+                }
+            }
+        };
+        let tool = if phase == ActivityPhase::Tool { self.activity.tool.clone() } else { None };
+        (phase, tool)
+    }
+
+    /// `agent_activity`: coarse and sanitized — a phase, the status and at
+    /// most a tool's name; never text, arguments, results or paths.
+    pub fn activity_event(&self, agent_id: &str) -> AgentActivity {
+        AgentActivity {
+            agent_id: agent_id.to_owned(),
+            timestamp: now_ms(),
+            phase: self.activity.phase,
+            status: self.status,
+            tool_name: self.activity.tool.clone(),
+        }
+    }
+
+    /// `agent_status_changed` with the current status and runtime state.
+    pub fn status_event(&self, agent_id: &str, detail: Option<String>) -> AgentStatusChanged {
+        AgentStatusChanged {
+            agent_id: agent_id.to_owned(),
+            status: self.status,
+            runtime_state: self.runtime_state,
+            detail,
+        }
     }
 }
 
@@ -70,16 +204,19 @@ impl Host {
             None => Default::default(),
         };
         let mut pending_requests: Vec<PendingRequest> = self
-            .pending
-            .iter()
-            .filter(|pending| pending.source.is_none())
-            .map(|pending| PendingRequest { agent_id: None, request: pending.request.clone() })
+            .questions
+            .unanswered_requests()
+            .map(|request| PendingRequest { agent_id: None, request: request.clone() })
             .collect();
         pending_requests.extend(self.context.delegation.delegated_pending(self.id()));
         Sync {
-            status: self.status,
-            mode: self.mode.clone().unwrap_or_else(|| shard_agent::modes::BUILD.to_owned()),
-            capabilities: self.capabilities.clone(),
+            status: self.projection.status,
+            mode: self
+                .projection
+                .mode
+                .clone()
+                .unwrap_or_else(|| shard_agent::modes::BUILD.to_owned()),
+            capabilities: self.projection.capabilities.clone(),
             runtime_epoch: Some(self.generations.saturating_sub(1)),
             live_window,
             pending_requests,
@@ -104,99 +241,52 @@ impl Host {
     }
 
     pub(super) fn current_info(&self) -> AgentInfo {
-        let mut info = initial_info(&self.manifest);
-        info.status = self.status;
-        info.runtime_state = self.runtime_state;
-        info.mode = self.mode.clone().or(info.mode);
-        info.model = self.model.clone().or(info.model);
-        info.provider = info.model.as_deref().map(|model| {
-            if model.starts_with("demo") { "builtin" } else { "configured" }.to_owned()
-        });
-        info.usage = self.context.usage.total(self.id()).map(|total| {
-            let mut usage = total.as_usage();
-            usage.context_tokens = self.context_tokens;
-            usage
-        });
-        info
+        let usage = self.context.usage.total(self.id()).map(|total| total.as_usage());
+        self.projection.info(&self.manifest, usage)
     }
 
     pub(super) fn publish_info(&self) {
-        let info = self.current_info();
-        *self.info.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = info;
+        self.projection.publish(self.current_info());
     }
 
     pub(super) fn set_runtime_state(&mut self, state: RuntimeState) {
-        if self.runtime_state == state {
+        if self.projection.runtime_state == state {
             return;
         }
-        self.runtime_state = state;
+        self.projection.runtime_state = state;
         self.publish_info();
         self.broadcast_status(None);
     }
 
-    /// `agent_status_changed` with the current status and runtime state.
     pub(super) fn broadcast_status(&self, detail: Option<String>) {
-        let event = AgentStatusChanged {
-            agent_id: self.id().to_owned(),
-            status: self.status,
-            runtime_state: self.runtime_state,
-            detail,
-        };
+        let event = self.projection.status_event(self.id(), detail);
         self.context
             .broadcast
             .broadcast(&encode(&Envelope::new(ServerMessage::AgentStatusChanged(event))));
     }
 
     pub(super) fn set_activity(&mut self, phase: ActivityPhase, tool: Option<String>) {
-        let activity = Activity { phase, tool, status: self.status };
-        if self.activity == activity {
-            return;
+        if self.projection.set_activity(phase, tool) {
+            let event = self.projection.activity_event(self.id());
+            self.context
+                .broadcast
+                .broadcast(&encode(&Envelope::new(ServerMessage::AgentActivity(event))));
         }
-        self.activity = activity;
-        self.broadcast_activity();
     }
 
     /// The phase implied by the status (used on status changes).
     pub(super) fn emit_activity(&mut self) {
-        let phase = match self.status {
-            AgentStatus::Idle => ActivityPhase::Idle,
-            AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi => ActivityPhase::Waiting,
-            AgentStatus::Compacting => ActivityPhase::Compacting,
-            AgentStatus::Error => ActivityPhase::Error,
-            AgentStatus::Streaming | AgentStatus::Unknown => {
-                if matches!(self.activity.phase, ActivityPhase::Tool | ActivityPhase::Thinking) {
-                    self.activity.phase
-                } else {
-                    ActivityPhase::Streaming
-                }
-            }
-        };
-        let tool = if phase == ActivityPhase::Tool { self.activity.tool.clone() } else { None };
+        let (phase, tool) = self.projection.phase_of_status();
         self.set_activity(phase, tool);
-    }
-
-    /// `agent_activity`: coarse and sanitized — a phase, the status and at
-    /// most a tool's name; never text, arguments, results or paths.
-    fn broadcast_activity(&self) {
-        let event = AgentActivity {
-            agent_id: self.id().to_owned(),
-            timestamp: crate::agents::now_ms(),
-            phase: self.activity.phase,
-            status: self.status,
-            tool_name: self.activity.tool.clone(),
-        };
-        self.context
-            .broadcast
-            .broadcast(&encode(&Envelope::new(ServerMessage::AgentActivity(event))));
     }
 
     /// Keeps the projection current from one of the agent's events.
     pub(super) fn observe(&mut self, message: &ServerMessage) {
         match message {
             ServerMessage::Status(status) => {
-                let changed = self.status != status.status;
-                self.status = status.status;
-                if !self.status.is_active() {
+                let changed = self.projection.status != status.status;
+                self.projection.status = status.status;
+                if !self.projection.status.is_active() {
                     self.turn_expected = false;
                 }
                 if changed {
@@ -206,18 +296,18 @@ impl Host {
                 self.emit_activity();
                 let stop_when_inactive = self.terminate_when_inactive
                     || self.shutdown.as_ref().is_some_and(|shutdown| !shutdown.force);
-                if stop_when_inactive && !self.status.is_active() {
+                if stop_when_inactive && !self.projection.status.is_active() {
                     self.stop_process();
                 }
             }
             ServerMessage::ModeChanged(changed) => {
-                self.mode = Some(changed.mode.clone());
+                self.projection.mode = Some(changed.mode.clone());
                 self.publish_info();
             }
             ServerMessage::ModelChanged(changed) => {
-                self.model = Some(changed.active.id.clone());
+                self.projection.model = Some(changed.active.id.clone());
                 if changed.capabilities.is_some() {
-                    self.capabilities.clone_from(&changed.capabilities);
+                    self.projection.capabilities.clone_from(&changed.capabilities);
                 }
                 self.publish_info();
             }
@@ -226,7 +316,8 @@ impl Host {
                 self.context.usage.turn_started(self.id(), session, &start.turn_id, now_ms());
             }
             ServerMessage::Usage(usage) => {
-                self.context_tokens = usage.context_tokens.or(self.context_tokens);
+                self.projection.context_tokens =
+                    usage.context_tokens.or(self.projection.context_tokens);
                 let session = &self.manifest.session_id;
                 if let Some(total) = self.context.usage.call(self.id(), session, usage, now_ms()) {
                     self.publish_info();

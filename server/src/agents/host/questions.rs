@@ -20,10 +20,93 @@ use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 use tokio::time::Instant;
 
 use super::projection::respond;
-use super::{Host, Inflight, Pending};
+use super::{Host, Inflight};
 use crate::agents::approvals::bounded_prompt;
 use crate::agents::error::AgentError;
 use crate::agents::{Sub, Wire, now_ms};
+
+/// One open question of this agent.
+pub(super) struct Pending {
+    request: PendingKind,
+    /// The question as it was sent, tagged: re-sent when the responders
+    /// change (a delegated child's question moving up to an ancestor).
+    announcement: Wire,
+    /// Set when every responder left: answer headless at this instant.
+    headless_at: Option<Instant>,
+    /// Who answered, once the daemon forwarded an answer.
+    source: Option<Answerer>,
+}
+
+/// The agent's open questions, in the order asked. A question stays open
+/// until the agent says it is settled, even once answered.
+#[derive(Default)]
+pub(super) struct OpenQuestions {
+    open: Vec<Pending>,
+}
+
+impl OpenQuestions {
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    fn ask(&mut self, request: PendingKind, announcement: Wire) {
+        self.open.push(Pending { request, announcement, headless_at: None, source: None });
+    }
+
+    fn get(&self, request_id: &str) -> Option<&Pending> {
+        self.open.iter().find(|pending| pending.request.request_id() == request_id)
+    }
+
+    fn get_mut(&mut self, request_id: &str) -> Option<&mut Pending> {
+        self.open.iter_mut().find(|pending| pending.request.request_id() == request_id)
+    }
+
+    /// Removes a settled question.
+    fn settle(&mut self, request_id: &str) -> Option<Pending> {
+        let at = self.open.iter().position(|pending| pending.request.request_id() == request_id)?;
+        Some(self.open.remove(at))
+    }
+
+    /// Every open question, removed (their process is gone).
+    fn take_all(&mut self) -> Vec<Pending> {
+        std::mem::take(&mut self.open)
+    }
+
+    fn requests(&self) -> Vec<PendingKind> {
+        self.open.iter().map(|pending| pending.request.clone()).collect()
+    }
+
+    /// The questions nobody has answered yet.
+    fn unanswered(&self) -> impl Iterator<Item = &Pending> {
+        self.open.iter().filter(|pending| pending.source.is_none())
+    }
+
+    /// What nobody has answered yet, as asked (for `sync`).
+    pub fn unanswered_requests(&self) -> impl Iterator<Item = &PendingKind> {
+        self.unanswered().map(|pending| &pending.request)
+    }
+
+    fn unanswered_mut(&mut self) -> impl Iterator<Item = &mut Pending> {
+        self.open.iter_mut().filter(|pending| pending.source.is_none())
+    }
+
+    /// When each question due a headless answer gets it.
+    pub fn next_headless(&self) -> impl Iterator<Item = Instant> + '_ {
+        self.open.iter().filter_map(|pending| pending.headless_at)
+    }
+
+    /// The questions whose headless answer is due at `now`.
+    fn due(&self, now: Instant) -> Vec<String> {
+        let due =
+            self.open.iter().filter(|pending| pending.headless_at.is_some_and(|at| now >= at));
+        due.map(|pending| pending.request.request_id().to_owned()).collect()
+    }
+
+    /// Gives back the room the list grew to (a host going dormant).
+    pub fn shed(&mut self) {
+        self.open = Vec::new();
+    }
+}
 
 impl Host {
     /// A question from the agent: announce it, and answer it headless at
@@ -32,12 +115,7 @@ impl Host {
         let request_id = request.request_id().to_owned();
         self.approvals.asked(asked_record(&request));
         let announcement = self.stamp(line);
-        self.pending.push(Pending {
-            request,
-            announcement: announcement.clone(),
-            headless_at: None,
-            source: None,
-        });
+        self.questions.ask(request, announcement.clone());
         self.publish_pending();
         self.deliver_question(announcement);
         if self.context.delegation.responders(self.id()).is_empty() && !self.queues_questions() {
@@ -116,15 +194,13 @@ impl Host {
             PermissionAnswer::Decision(decision) => return decision_name(*decision).to_owned(),
             PermissionAnswer::Choice(choice) => choice,
         };
-        let intent = self.pending.iter().find_map(|pending| match &pending.request {
-            PendingKind::Permission(request) if request.request_id == request_id => request
-                .choices
-                .iter()
-                .flatten()
-                .find(|known| known.id == *choice)
-                .map(|known| known.intent),
-            _ => None,
+        let intent = self.questions.get(request_id).and_then(|pending| match &pending.request {
+            PendingKind::Permission(request) => {
+                request.choices.iter().flatten().find(|known| known.id == *choice)
+            }
+            PendingKind::Ui(_) => None,
         });
+        let intent = intent.map(|known| known.intent);
         match intent {
             Some(ChoiceIntent::Allow) => "allow".to_owned(),
             Some(ChoiceIntent::Persist) => "allow_always".to_owned(),
@@ -135,24 +211,19 @@ impl Host {
 
     /// Removes a settled question; returns who answered it, if known.
     fn settle(&mut self, request_id: &str) -> Option<Answerer> {
-        let at =
-            self.pending.iter().position(|pending| pending.request.request_id() == request_id)?;
-        let pending = self.pending.remove(at);
+        let pending = self.questions.settle(request_id)?;
         self.publish_pending();
         self.emit_activity();
         pending.source
     }
 
     fn publish_pending(&self) {
-        let open = self.pending.iter().map(|pending| pending.request.clone()).collect();
-        self.context.delegation.set_pending(self.id(), open);
+        self.context.delegation.set_pending(self.id(), self.questions.requests());
     }
 
     /// The headless answer: deny, or a null UI value (CONTRACT.md).
     pub(super) fn answer_headless(&mut self, request_id: &str) {
-        let Some(pending) =
-            self.pending.iter_mut().find(|pending| pending.request.request_id() == request_id)
-        else {
+        let Some(pending) = self.questions.get_mut(request_id) else {
             return;
         };
         if pending.source.is_some() {
@@ -202,9 +273,8 @@ impl Host {
             ClientMessage::UiResponse(response) => response.request_id.clone(),
             _ => return,
         };
-        let winner = self.pending.iter().position(|pending| {
-            pending.request.request_id() == request_id
-                && pending.source.is_none()
+        let winner = self.questions.get(&request_id).is_some_and(|pending| {
+            pending.source.is_none()
                 && match (&pending.request, &message) {
                     (
                         PendingKind::Permission(request),
@@ -214,7 +284,7 @@ impl Host {
                     _ => false,
                 }
         });
-        let Some(at) = winner else {
+        if !winner {
             // Unknown, already answered, or not a valid choice: not an answer.
             respond(subscriber, id, None, Response::accepted(command));
             return;
@@ -224,15 +294,16 @@ impl Host {
             respond(subscriber, id, None, Response::failed(command, error));
             return;
         }
-        let pending = &mut self.pending[at];
-        pending.source = Some(answerer);
-        pending.headless_at = None;
+        if let Some(pending) = self.questions.get_mut(&request_id) {
+            pending.source = Some(answerer);
+            pending.headless_at = None;
+        }
         respond(subscriber, id, None, Response::accepted(command));
     }
 
     /// Resolutions for every open question of a process that is gone.
     pub(super) fn questions_orphaned(&mut self) {
-        for pending in std::mem::take(&mut self.pending) {
+        for pending in self.questions.take_all() {
             let request_id = pending.request.request_id().to_owned();
             // An answer already passed on may or may not have been acted
             // on: the history keeps who gave it, unconfirmed.
@@ -275,10 +346,7 @@ impl Host {
     pub(super) fn responders_changed(&mut self, now: Instant) {
         let nobody = self.context.delegation.responders(self.id()).is_empty();
         let wait = self.headless_wait();
-        for pending in &mut self.pending {
-            if pending.source.is_some() {
-                continue;
-            }
+        for pending in self.questions.unanswered_mut() {
             pending.headless_at = match wait {
                 Some(timeout) if nobody => Some(pending.headless_at.unwrap_or(now + timeout)),
                 _ => None,
@@ -291,7 +359,7 @@ impl Host {
     /// request id.
     pub(super) fn reannounce(&self) {
         let responders = self.context.delegation.responders(self.id());
-        for pending in self.pending.iter().filter(|pending| pending.source.is_none()) {
+        for pending in self.questions.unanswered() {
             for subscriber in &responders {
                 subscriber.push(pending.announcement.clone());
             }
@@ -299,13 +367,7 @@ impl Host {
     }
 
     pub(super) fn question_timers(&mut self, now: Instant) {
-        let expired: Vec<String> = self
-            .pending
-            .iter()
-            .filter(|pending| pending.headless_at.is_some_and(|at| now >= at))
-            .map(|pending| pending.request.request_id().to_owned())
-            .collect();
-        for request_id in expired {
+        for request_id in self.questions.due(now) {
             self.answer_headless(&request_id);
         }
     }

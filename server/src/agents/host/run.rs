@@ -130,7 +130,7 @@ impl Host {
 
     /// Sends the run's task once the agent is ready and idle.
     pub(super) fn drive_run(&mut self, now: Instant) {
-        if !self.ready() || self.status.is_active() {
+        if !self.ready() || self.projection.status.is_active() {
             return;
         }
         let Some(run) = &mut self.run else { return };
