@@ -15,14 +15,33 @@ const MAX_OUTPUT: usize = 8 * 1024 * 1024;
 /// The most bytes of git's error output read (its first line is kept).
 const MAX_STDERR: usize = 64 * 1024;
 
-/// A git command that failed: why, in one line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GitError(pub String);
-
-impl std::fmt::Display for GitError {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str(&self.0)
-    }
+/// A git command that failed, in one line: git could not be run or read,
+/// ran too long or printed too much, refused (its first line of stderr), or
+/// answered without the name asked for. The text may hold paths and git's
+/// own words: it is for the log, and a caller shows clients its own.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("cannot run git: {source}")]
+    Spawn { source: std::io::Error },
+    #[error("cannot read git's output")]
+    NoPipes,
+    #[error("cannot read git's output: {source}")]
+    Read { source: std::io::Error },
+    #[error("git {command} did not finish in {} s", .limit.as_secs())]
+    TimedOut { command: String, limit: Duration },
+    #[error("git {command}: more than {limit} bytes of output")]
+    TooMuchOutput { command: String, limit: usize },
+    /// Git exited with a code the caller does not accept.
+    #[error("git {command}: {stderr}")]
+    Failed {
+        command: String,
+        /// Git's first non-blank line of error output, trimmed.
+        stderr: String,
+    },
+    #[error("git worktree list: no main checkout")]
+    NoMainCheckout,
+    #[error("`{rev}` names no commit")]
+    NoCommit { rev: String },
 }
 
 /// What a git command printed, read through a byte cap.
@@ -39,8 +58,7 @@ struct Bounded {
 pub async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     let out = run(dir, args, &[0], MAX_OUTPUT).await?;
     if out.truncated {
-        let what = args.first().copied().unwrap_or("git");
-        return Err(GitError(format!("git {what}: more than {MAX_OUTPUT} bytes of output")));
+        return Err(GitError::TooMuchOutput { command: command_name(args), limit: MAX_OUTPUT });
     }
     Ok(out.text)
 }
@@ -63,11 +81,9 @@ async fn run(dir: &Path, args: &[&str], success: &[i32], cap: usize) -> Result<B
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    let what = args.first().copied().unwrap_or("git");
-    let mut child =
-        command.spawn().map_err(|error| GitError(format!("cannot run git: {error}")))?;
+    let mut child = command.spawn().map_err(|source| GitError::Spawn { source })?;
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return Err(GitError("cannot read git's output".to_owned()));
+        return Err(GitError::NoPipes);
     };
     let work = async {
         let mut out = Vec::new();
@@ -89,28 +105,30 @@ async fn run(dir: &Path, args: &[&str], success: &[i32], cap: usize) -> Result<B
             std::io::Result::Ok(())
         };
         let (read, _) = tokio::join!(reading, draining);
-        read.map_err(|error| GitError(format!("cannot read git's output: {error}")))?;
+        read.map_err(|source| GitError::Read { source })?;
         let truncated = out.len() > cap;
         out.truncate(cap);
-        let status =
-            child.wait().await.map_err(|error| GitError(format!("cannot run git: {error}")))?;
+        let status = child.wait().await.map_err(|source| GitError::Spawn { source })?;
         Ok::<_, GitError>((out, err, status, truncated))
     };
     let (out, err, status, truncated) = match tokio::time::timeout(GIT_TIMEOUT, work).await {
         Ok(result) => result?,
         Err(_) => {
-            return Err(GitError(format!(
-                "git {what} did not finish in {} s",
-                GIT_TIMEOUT.as_secs()
-            )));
+            return Err(GitError::TimedOut { command: command_name(args), limit: GIT_TIMEOUT });
         }
     };
     if !truncated && !status.code().is_some_and(|code| success.contains(&code)) {
         let stderr = String::from_utf8_lossy(&err);
         let first = stderr.lines().find(|line| !line.trim().is_empty()).unwrap_or("failed");
-        return Err(GitError(format!("git {what}: {}", first.trim())));
+        let stderr = first.trim().to_owned();
+        return Err(GitError::Failed { command: command_name(args), stderr });
     }
     Ok(Bounded { text: String::from_utf8_lossy(&out).into_owned(), code: status.code(), truncated })
+}
+
+/// The git command `args` run, as errors name it (`worktree`, `diff`…).
+fn command_name(args: &[&str]) -> String {
+    args.first().copied().unwrap_or("git").to_owned()
 }
 
 /// The top of the checkout `dir` is in, or `None` when it is in none.
@@ -126,7 +144,7 @@ pub async fn main_checkout(dir: &Path) -> Result<PathBuf, GitError> {
     list.lines()
         .find_map(|line| line.strip_prefix("worktree "))
         .map(PathBuf::from)
-        .ok_or_else(|| GitError("git worktree list: no main checkout".to_owned()))
+        .ok_or(GitError::NoMainCheckout)
 }
 
 /// The commit `rev` names, or why not (an unborn HEAD, a bad ref).
@@ -135,7 +153,7 @@ pub async fn commit_of(dir: &Path, rev: &str) -> Result<String, GitError> {
     git(dir, &["rev-parse", "--verify", "--quiet", "--end-of-options", &spec])
         .await
         .map(|out| out.trim().to_owned())
-        .map_err(|_| GitError(format!("`{rev}` names no commit")))
+        .map_err(|_| GitError::NoCommit { rev: rev.to_owned() })
 }
 
 /// The full name of branch `name`: every branch operation names it so,
