@@ -7,15 +7,15 @@
 
 use std::path::{Path, PathBuf};
 
-use shard_protocol::display::{escaped, has_hidden};
+use shard_protocol::ServerMessage;
+use shard_protocol::display::has_hidden;
 use shard_protocol::workspace::{
     WorkspaceCreate, WorkspaceEvent, WorkspaceLaunchResult, WorkspaceLifecycle,
 };
-use shard_protocol::{ErrorCode, ServerMessage, WireError};
 
 use super::launch::Launched;
 use super::records::{RECORD_VERSION, WorkspaceRecord};
-use super::{Workspaces, git, internal, refusal, repository_of};
+use super::{WorkspaceError, Workspaces, git, home, repository_of};
 
 /// The longest label (characters).
 const MAX_LABEL: usize = 100;
@@ -39,7 +39,7 @@ impl Workspaces {
     pub async fn create(
         &self,
         request: WorkspaceCreate,
-    ) -> Result<WorkspaceLaunchResult, WireError> {
+    ) -> Result<WorkspaceLaunchResult, WorkspaceError> {
         let cwd = check_request(&request)?;
         let origin = Origin::resolve(cwd, &request).await?;
         let workspace_id = format!("ws-{}", crate::id::random_hex());
@@ -49,9 +49,9 @@ impl Workspaces {
         let worktree = self.make_worktree(&origin, &workspace_id, &branch).await?;
         let mut record =
             origin.record(workspace_id.clone(), request.label.clone(), branch, &worktree);
-        if let Err(error) = record.save(&self.home) {
+        if let Err(source) = record.save(&self.home) {
             undo(&origin.toplevel, &worktree, Some(&record.branch)).await;
-            return Err(internal(format!("cannot record the workspace: {error:#}")));
+            return Err(WorkspaceError::NotRecorded { source });
         }
         let Launched { agent_id, session_id } = match self.launch(&record, &request.launch).await {
             Ok(launched) => launched,
@@ -65,7 +65,7 @@ impl Workspaces {
         };
         record.agent_ids.push(agent_id.clone());
         record.updated_at = Some(crate::clock::now_ms());
-        record.save(&self.home).map_err(internal)?;
+        record.save(&self.home).map_err(home)?;
         self.broadcast_created(&record);
         let workspace = self.detail(&record).await;
         records.insert(workspace_id, record);
@@ -80,35 +80,23 @@ impl Workspaces {
         origin: &Origin,
         workspace_id: &str,
         branch: &str,
-    ) -> Result<PathBuf, WireError> {
+    ) -> Result<PathBuf, WorkspaceError> {
         let toplevel = &origin.toplevel;
         if git::branch_exists(toplevel, branch).await {
-            return Err(refusal(
-                ErrorCode::Conflict,
-                "branch_exists",
-                format!("branch `{branch}` already exists"),
-            ));
+            return Err(WorkspaceError::BranchExists { branch: branch.to_owned() });
         }
         let worktree = self.home.join("worktrees").join(workspace_id);
         if worktree.exists() {
-            return Err(refusal(
-                ErrorCode::Conflict,
-                "path_collision",
-                "the workspace's directory already exists",
-            ));
+            return Err(WorkspaceError::PathCollision);
         }
-        crate::home::prepare_dir(&self.home.join("worktrees")).map_err(internal)?;
+        crate::home::prepare_dir(&self.home.join("worktrees")).map_err(home)?;
         let path = worktree.display().to_string();
         let add = ["worktree", "add", "--quiet", "-b", branch, &path, &origin.base_commit];
-        if let Err(error) = git::git(toplevel, &add).await {
-            tracing::warn!(%error, "cannot add the worktree");
+        if let Err(source) = git::git(toplevel, &add).await {
+            tracing::warn!(error = %source, "cannot add the worktree");
             // A failed `worktree add -b` makes no branch: only the directory.
             undo(toplevel, &worktree, None).await;
-            return Err(refusal(
-                ErrorCode::Conflict,
-                "git_failed",
-                "git could not create the worktree",
-            ));
+            return Err(WorkspaceError::WorktreeNotAdded { source });
         }
         Ok(worktree)
     }
@@ -123,29 +111,19 @@ impl Workspaces {
 /// What can be checked of a create without git: a label of a sensible
 /// length, names with nothing hidden in them, and an absolute `cwd` that
 /// is a directory (answered).
-fn check_request(request: &WorkspaceCreate) -> Result<&Path, WireError> {
+fn check_request(request: &WorkspaceCreate) -> Result<&Path, WorkspaceError> {
     if request.label.as_ref().is_some_and(|label| label.chars().count() > MAX_LABEL) {
-        return Err(WireError::new(
-            ErrorCode::InvalidRequest,
-            format!("`label` is longer than {MAX_LABEL} characters"),
-        ));
+        return Err(WorkspaceError::LabelTooLong { max: MAX_LABEL });
     }
     // A name a person tells apart by reading it: nothing hidden in it.
     for (field, value) in [("label", &request.label), ("branch", &request.branch)] {
         if value.as_deref().is_some_and(has_hidden) {
-            return Err(WireError::new(
-                ErrorCode::InvalidRequest,
-                format!("`{field}` holds control or invisible formatting characters"),
-            ));
+            return Err(WorkspaceError::HiddenCharacters { field });
         }
     }
     let cwd = Path::new(&request.cwd);
     if !cwd.is_absolute() || !cwd.is_dir() {
-        return Err(refusal(
-            ErrorCode::InvalidRequest,
-            "bad_cwd",
-            "`cwd` must be an absolute path to a directory",
-        ));
+        return Err(WorkspaceError::BadCwd);
     }
     Ok(cwd)
 }
@@ -154,7 +132,7 @@ impl Origin {
     /// The repository `cwd` is in, the base commit (`base_ref`, else a
     /// clean HEAD) and the integration target (the one asked, else the
     /// branch checked out, else the base commit).
-    async fn resolve(cwd: &Path, request: &WorkspaceCreate) -> Result<Self, WireError> {
+    async fn resolve(cwd: &Path, request: &WorkspaceCreate) -> Result<Self, WorkspaceError> {
         let (toplevel, repository) = repository_of(cwd).await?;
         let base_ref = request.base_ref.clone().unwrap_or_else(|| "HEAD".to_owned());
         let base_commit = base_commit(&toplevel, &base_ref).await?;
@@ -176,7 +154,7 @@ impl Origin {
         &self,
         request: &WorkspaceCreate,
         workspace_id: &str,
-    ) -> Result<String, WireError> {
+    ) -> Result<String, WorkspaceError> {
         let branch = match &request.branch {
             Some(branch) => branch.clone(),
             None => {
@@ -185,11 +163,7 @@ impl Origin {
             }
         };
         if !git::valid_branch_name(&self.toplevel, &branch).await {
-            return Err(refusal(
-                ErrorCode::InvalidRequest,
-                "bad_branch",
-                format!("`{}` is not a valid branch name", escaped(&branch)),
-            ));
+            return Err(WorkspaceError::BadBranch { branch });
         }
         Ok(branch)
     }
@@ -228,32 +202,18 @@ impl Origin {
 
 /// The commit `base_ref` names; from HEAD, only with no uncommitted
 /// changes (a new worktree would not have them).
-async fn base_commit(toplevel: &Path, base_ref: &str) -> Result<String, WireError> {
+async fn base_commit(toplevel: &Path, base_ref: &str) -> Result<String, WorkspaceError> {
     let Ok(base_commit) = git::commit_of(toplevel, base_ref).await else {
         return Err(if base_ref == "HEAD" {
-            refusal(
-                ErrorCode::Conflict,
-                "unborn_base",
-                "the repository has no commit to start from",
-            )
+            WorkspaceError::UnbornBase
         } else {
-            refusal(
-                ErrorCode::InvalidRequest,
-                "bad_base_ref",
-                format!("`base_ref` `{base_ref}` names no commit"),
-            )
+            WorkspaceError::BadBaseRef { base_ref: base_ref.to_owned() }
         });
     };
     if base_ref == "HEAD" {
-        let dirty = git::dirty_count(toplevel).await.map_err(internal)?;
+        let dirty = git::dirty_count(toplevel).await?;
         if dirty > 0 {
-            return Err(refusal(
-                ErrorCode::Conflict,
-                "dirty_base",
-                format!(
-                    "the checkout has {dirty} uncommitted changes, which a new worktree would not have; commit or stash them, or give `base_ref`"
-                ),
-            ));
+            return Err(WorkspaceError::DirtyBase { dirty });
         }
     }
     Ok(base_commit)
@@ -265,15 +225,11 @@ async fn integration(
     toplevel: &Path,
     asked: Option<&str>,
     base_commit: &str,
-) -> Result<(String, String), WireError> {
+) -> Result<(String, String), WorkspaceError> {
     Ok(match asked {
         Some(target) => {
             let Ok(commit) = git::commit_of(toplevel, target).await else {
-                return Err(refusal(
-                    ErrorCode::InvalidRequest,
-                    "bad_integration_target",
-                    format!("`integration_target` `{target}` names no commit"),
-                ));
+                return Err(WorkspaceError::BadIntegrationTarget { target: target.to_owned() });
             };
             // A name that is no ref (`HEAD~2`, a short id) is pinned
             // to the commit it names now.

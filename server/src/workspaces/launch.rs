@@ -4,15 +4,15 @@
 
 use std::path::Path;
 
+use shard_protocol::ServerMessage;
 use shard_protocol::orchestrator::AgentCreate;
 use shard_protocol::workspace::{
     WorkspaceAttach, WorkspaceAttached, WorkspaceLaunch, WorkspaceLaunchResult, WorkspaceLifecycle,
 };
-use shard_protocol::{ErrorCode, ServerMessage, WireError};
 
 use super::records::WorkspaceRecord;
 use super::status::MISSING;
-use super::{Workspaces, internal, no_workspace, present, refusal};
+use super::{WorkspaceError, Workspaces, home, no_workspace, present};
 
 /// The agent a launch made, and its session.
 pub(super) struct Launched {
@@ -25,29 +25,25 @@ impl Workspaces {
     pub async fn attach(
         &self,
         request: WorkspaceAttach,
-    ) -> Result<WorkspaceLaunchResult, WireError> {
+    ) -> Result<WorkspaceLaunchResult, WorkspaceError> {
         let mut records = self.records.lock().await;
         let Some(record) = records.get(&request.workspace_id).cloned() else {
             return Err(no_workspace(&request.workspace_id));
         };
         if record.lifecycle == WorkspaceLifecycle::Retired {
-            return Err(refusal(ErrorCode::Conflict, "retired", "the workspace is retired"));
+            return Err(WorkspaceError::Retired);
         }
         if !present(Path::new(&record.worktree)).await {
             if let Some(record) = records.get_mut(&request.workspace_id) {
                 self.settle(record, Some(MISSING));
             }
-            return Err(refusal(
-                ErrorCode::Conflict,
-                "missing",
-                "the workspace's worktree is missing",
-            ));
+            return Err(WorkspaceError::Missing);
         }
         let Launched { agent_id, session_id } = self.launch(&record, &request.launch).await?;
         let mut record = record;
         record.agent_ids.push(agent_id.clone());
         record.updated_at = Some(crate::clock::now_ms());
-        record.save(&self.home).map_err(internal)?;
+        record.save(&self.home).map_err(home)?;
         self.broadcast(ServerMessage::WorkspaceAttached(WorkspaceAttached {
             workspace: record.summary(),
             agent_id: agent_id.clone(),
@@ -64,7 +60,7 @@ impl Workspaces {
         &self,
         record: &WorkspaceRecord,
         launch: &WorkspaceLaunch,
-    ) -> Result<Launched, WireError> {
+    ) -> Result<Launched, WorkspaceError> {
         let create = AgentCreate {
             cwd: record.worktree.clone(),
             name: launch.name.clone().or(launch.title.clone()).or(record.label.clone()),
@@ -73,7 +69,7 @@ impl Workspaces {
             mode: launch.mode.clone(),
             ..AgentCreate::default()
         };
-        let agent_id = self.registry.create(create).await?;
+        let agent_id = self.registry.create(create).await.map_err(WorkspaceError::Launch)?;
         let session_id = self
             .registry
             .manifest(&agent_id)

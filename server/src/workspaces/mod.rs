@@ -12,9 +12,11 @@
 //! workspace, and `workspace.attach`), `status.rs` (`workspace.list`,
 //! `workspace.status` and what git and the agents say of a worktree now),
 //! `retire.rs` (`workspace.retire` and what it proves first) and `git.rs`
-//! (the `git` command itself).
+//! (the `git` command itself); `error.rs` holds every reason a command is
+//! refused and how it reads on the wire.
 
 mod create;
+mod error;
 pub mod git;
 mod launch;
 mod records;
@@ -25,9 +27,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_json::json;
-use shard_protocol::{Envelope, ErrorCode, ServerMessage, WireError};
+use shard_protocol::{Envelope, ServerMessage};
 
+pub use self::error::WorkspaceError;
 pub use self::records::{RECORD_VERSION, WorkspaceRecord};
 use crate::agents::Wire;
 use crate::agents::registry::Registry;
@@ -40,17 +42,13 @@ pub struct Workspaces {
     records: tokio::sync::Mutex<BTreeMap<String, WorkspaceRecord>>,
 }
 
-/// A typed refusal: `code`, a message, and `data.kind`.
-fn refusal(code: ErrorCode, kind: &str, message: impl Into<String>) -> WireError {
-    WireError::new(code, message).with_data(json!({"kind": kind}))
+fn no_workspace(workspace_id: &str) -> WorkspaceError {
+    WorkspaceError::NotFound { workspace_id: workspace_id.to_owned() }
 }
 
-fn internal(why: impl std::fmt::Display) -> WireError {
-    WireError::new(ErrorCode::InternalError, why.to_string())
-}
-
-fn no_workspace(workspace_id: &str) -> WireError {
-    WireError::new(ErrorCode::NotFound, format!("no workspace `{workspace_id}`"))
+/// A write under the daemon's home that failed.
+fn home(source: anyhow::Error) -> WorkspaceError {
+    WorkspaceError::Home { source }
 }
 
 impl Workspaces {
@@ -71,14 +69,11 @@ impl Workspaces {
 
 /// The checkout `cwd` is in and its repository's main checkout, or the
 /// typed `not_a_repository` refusal.
-async fn repository_of(cwd: &Path) -> Result<(PathBuf, PathBuf), WireError> {
-    let refused = || {
-        refusal(ErrorCode::InvalidRequest, "not_a_repository", "`cwd` is not in a git repository")
-    };
-    let toplevel = git::toplevel(cwd).await.ok_or_else(refused)?;
+async fn repository_of(cwd: &Path) -> Result<(PathBuf, PathBuf), WorkspaceError> {
+    let toplevel = git::toplevel(cwd).await.ok_or(WorkspaceError::NotARepository)?;
     let repository = git::main_checkout(&toplevel).await.map_err(|error| {
         tracing::warn!(%error, "cannot find the main checkout");
-        refused()
+        WorkspaceError::NotARepository
     })?;
     Ok((toplevel, repository))
 }

@@ -7,24 +7,24 @@
 
 use std::path::Path;
 
-use serde_json::json;
-use shard_protocol::display::escaped;
+use shard_protocol::ServerMessage;
 use shard_protocol::workspace::{
-    BranchDisposition, ConfirmationRequired, WorkspaceEvent, WorkspaceLifecycle, WorkspaceResult,
-    WorkspaceRetire,
+    BranchDisposition, WorkspaceEvent, WorkspaceLifecycle, WorkspaceResult, WorkspaceRetire,
 };
-use shard_protocol::{ErrorCode, ServerMessage, WireError};
 
 use super::records::WorkspaceRecord;
 use super::status::Liveness;
-use super::{Workspaces, git, internal, no_workspace, present, refusal, target_ref};
+use super::{WorkspaceError, Workspaces, git, home, no_workspace, present, target_ref};
 
 impl Workspaces {
     /// `workspace.retire`, safe by default: refused while an agent is live
     /// or busy, while the worktree has changes, or when the repository that
     /// owns it cannot be found; the branch is deleted only when merged (or
     /// on the explicit `delete_confirmed` retry), or kept.
-    pub async fn retire(&self, request: WorkspaceRetire) -> Result<WorkspaceResult, WireError> {
+    pub async fn retire(
+        &self,
+        request: WorkspaceRetire,
+    ) -> Result<WorkspaceResult, WorkspaceError> {
         let disposition = request.branch_disposition.unwrap_or(BranchDisposition::DeleteIfMerged);
         let mut records = self.records.lock().await;
         let Some(mut record) = records.get(&request.workspace_id).cloned() else {
@@ -48,13 +48,9 @@ impl Workspaces {
 
     /// Refuses a workspace already retired, one its repository does not
     /// list as its worktree, and one with an agent busy or running in it.
-    async fn check_retirable(&self, record: &WorkspaceRecord) -> Result<(), WireError> {
+    async fn check_retirable(&self, record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
         if record.lifecycle == WorkspaceLifecycle::Retired {
-            return Err(refusal(
-                ErrorCode::Conflict,
-                "retired",
-                "the workspace is already retired",
-            ));
+            return Err(WorkspaceError::AlreadyRetired);
         }
         let repository = Path::new(&record.repository_cwd);
         let owns =
@@ -63,26 +59,14 @@ impl Workspaces {
                     .any(|line| line.strip_prefix("worktree ") == Some(record.worktree.as_str()))
             });
         if !owns {
-            return Err(refusal(
-                ErrorCode::Conflict,
-                "missing_authority",
-                "the repository that owns this worktree cannot be found or does not list it; nothing was removed",
-            ));
+            return Err(WorkspaceError::MissingAuthority);
         }
         let Liveness { live, busy } = self.liveness(record);
         if busy {
-            return Err(refusal(
-                ErrorCode::Conflict,
-                "busy",
-                "an agent in this workspace is working; abort or let it finish first",
-            ));
+            return Err(WorkspaceError::Busy);
         }
         if live {
-            return Err(refusal(
-                ErrorCode::Conflict,
-                "live",
-                "an agent in this workspace is running; terminate it first",
-            ));
+            return Err(WorkspaceError::Live);
         }
         Ok(())
     }
@@ -95,53 +79,31 @@ impl Workspaces {
         &self,
         record: &WorkspaceRecord,
         worktree: &Path,
-    ) -> Result<(), WireError> {
-        let unsafe_to_remove = |problem: &str, message: String| {
-            WireError::new(ErrorCode::Conflict, message)
-                .with_data(json!({"kind": "unsafe", "problem": problem}))
-        };
+    ) -> Result<(), WorkspaceError> {
         if !present(worktree).await {
-            return Err(unsafe_to_remove(
-                "unreadable",
-                "git cannot read the worktree as a checkout (its `.git` link is missing or broken), so what it holds cannot be checked; nothing was removed".to_owned(),
-            ));
+            return Err(WorkspaceError::UnreadableCheckout);
         }
         let branch = git::branch_ref(&record.branch);
         if git::head_ref(worktree).await.as_deref() != Some(branch.as_str()) {
-            return Err(unsafe_to_remove(
-                "head_moved",
-                format!(
-                    "the worktree is not on branch `{}` (detached or switched outside Shard), so its commits may be on no branch; switch it back, or keep its work on a branch, first; nothing was removed",
-                    record.branch
-                ),
-            ));
+            return Err(WorkspaceError::HeadMoved { branch: record.branch.clone() });
         }
-        let dirty = git::dirty_count(worktree).await.map_err(|error| {
-            tracing::warn!(%error, "cannot read the worktree's status");
-            unsafe_to_remove(
-                "unreadable",
-                "the worktree's state cannot be read; nothing was removed".to_owned(),
-            )
+        let dirty = git::dirty_count(worktree).await.map_err(|source| {
+            tracing::warn!(error = %source, "cannot read the worktree's status");
+            WorkspaceError::UnreadableStatus { source }
         })?;
         if dirty > 0 {
-            return Err(WireError::new(
-                ErrorCode::Conflict,
-                format!(
-                    "the worktree has {dirty} uncommitted changes; commit or discard them first"
-                ),
-            )
-            .with_data(json!({"kind": "dirty", "dirty_files": dirty})));
+            return Err(WorkspaceError::Dirty { dirty });
         }
         Ok(())
     }
 
     /// Records the workspace retired and announces it.
-    fn mark_retired(&self, record: &mut WorkspaceRecord) -> Result<(), WireError> {
+    fn mark_retired(&self, record: &mut WorkspaceRecord) -> Result<(), WorkspaceError> {
         let now = crate::clock::now_ms();
         record.lifecycle = WorkspaceLifecycle::Retired;
         record.retired_at = Some(now);
         record.updated_at = Some(now);
-        record.save(&self.home).map_err(internal)?;
+        record.save(&self.home).map_err(home)?;
         self.broadcast(ServerMessage::WorkspaceRetired(WorkspaceEvent {
             workspace: record.summary(),
         }));
@@ -156,7 +118,7 @@ impl Workspaces {
 async fn branch_to_delete(
     record: &WorkspaceRecord,
     disposition: BranchDisposition,
-) -> Result<Option<String>, WireError> {
+) -> Result<Option<String>, WorkspaceError> {
     let repository = Path::new(&record.repository_cwd);
     let branch = git::branch_ref(&record.branch);
     let tip = git::commit_of(repository, &branch).await.ok();
@@ -170,18 +132,11 @@ async fn branch_to_delete(
                 false
             });
             if !contained {
-                let confirm = ConfirmationRequired {
-                    kind: "confirmation_required".to_owned(),
+                return Err(WorkspaceError::Unmerged {
                     workspace_id: record.workspace_id.clone(),
-                    reason: format!(
-                        "branch `{}` is not merged into `{}`: deleting it loses its commits",
-                        escaped(&record.branch),
-                        escaped(&record.integration_target)
-                    ),
-                    confirmation_disposition: BranchDisposition::DeleteConfirmed,
-                };
-                return Err(WireError::new(ErrorCode::Conflict, confirm.reason.clone())
-                    .with_data(serde_json::to_value(confirm).unwrap_or_default()));
+                    branch: record.branch.clone(),
+                    integration_target: record.integration_target.clone(),
+                });
             }
             Some(tip.clone())
         }
@@ -194,18 +149,14 @@ async fn take_down(
     record: &WorkspaceRecord,
     here: bool,
     delete_branch: Option<String>,
-) -> Result<(), WireError> {
+) -> Result<(), WorkspaceError> {
     let repository = Path::new(&record.repository_cwd);
     if here {
         // No `--force`: git itself refuses a worktree with changes, so
         // nothing written since the checks above is lost either.
-        if let Err(error) = git::git(repository, &["worktree", "remove", &record.worktree]).await {
-            tracing::warn!(%error, "cannot remove the worktree");
-            return Err(refusal(
-                ErrorCode::Conflict,
-                "git_failed",
-                "git could not remove the worktree (it may have changed since it was checked); nothing was deleted",
-            ));
+        if let Err(source) = git::git(repository, &["worktree", "remove", &record.worktree]).await {
+            tracing::warn!(error = %source, "cannot remove the worktree");
+            return Err(WorkspaceError::WorktreeNotRemoved { source });
         }
     }
     let _ = git::git(repository, &["worktree", "prune"]).await;

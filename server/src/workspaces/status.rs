@@ -6,16 +6,16 @@
 
 use std::path::Path;
 
+use shard_protocol::ServerMessage;
 use shard_protocol::display::escaped;
 use shard_protocol::types::RuntimeState;
 use shard_protocol::workspace::{
     WorkspaceConflict, WorkspaceDetail, WorkspaceLifecycle, WorkspaceList, WorkspaceListResult,
     WorkspaceResult, WorkspaceStatus, WorkspaceSummary,
 };
-use shard_protocol::{ServerMessage, WireError};
 
 use super::records::WorkspaceRecord;
-use super::{Workspaces, git, no_workspace, present, repository_of, target_ref};
+use super::{WorkspaceError, Workspaces, git, no_workspace, present, repository_of, target_ref};
 
 /// Why a workspace whose worktree is gone is a tombstone (no paths).
 pub(super) const MISSING: &str = "the worktree is missing (deleted or moved outside Shard)";
@@ -30,7 +30,10 @@ pub(super) struct Liveness {
 impl Workspaces {
     /// `workspace.list`: by repository (the one `cwd` is in), retired ones
     /// only when asked.
-    pub async fn list(&self, request: WorkspaceList) -> Result<WorkspaceListResult, WireError> {
+    pub async fn list(
+        &self,
+        request: WorkspaceList,
+    ) -> Result<WorkspaceListResult, WorkspaceError> {
         let repository = match &request.cwd {
             Some(cwd) => Some(repository_of(Path::new(cwd)).await?.1.display().to_string()),
             None => None,
@@ -51,7 +54,10 @@ impl Workspaces {
     }
 
     /// `workspace.status`.
-    pub async fn status(&self, request: WorkspaceStatus) -> Result<WorkspaceResult, WireError> {
+    pub async fn status(
+        &self,
+        request: WorkspaceStatus,
+    ) -> Result<WorkspaceResult, WorkspaceError> {
         let record = {
             let records = self.records.lock().await;
             records.get(&request.workspace_id).cloned()

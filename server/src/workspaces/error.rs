@@ -1,0 +1,233 @@
+//! Why a `workspace.*` command is refused or failed, and the one place each
+//! reason becomes a wire error: its code, its `data` (the `kind` a client
+//! branches on, and for some the facts it needs) and its message, which is
+//! the reason's text. Names git holds (branches, targets) are shown through
+//! [`escaped`] where a client reads them; git's own output never is.
+
+use serde_json::{Value, json};
+use shard_protocol::display::escaped;
+use shard_protocol::workspace::{BranchDisposition, ConfirmationRequired};
+use shard_protocol::{ErrorCode, WireError};
+
+use super::git::GitError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("no workspace `{workspace_id}`")]
+    NotFound { workspace_id: String },
+    #[error("`cwd` is not in a git repository")]
+    NotARepository,
+    #[error("`cwd` must be an absolute path to a directory")]
+    BadCwd,
+    #[error("`label` is longer than {max} characters")]
+    LabelTooLong { max: usize },
+    /// A label or branch with control or invisible formatting characters.
+    #[error("`{field}` holds control or invisible formatting characters")]
+    HiddenCharacters { field: &'static str },
+    #[error("`{}` is not a valid branch name", escaped(.branch))]
+    BadBranch { branch: String },
+    #[error("`base_ref` `{base_ref}` names no commit")]
+    BadBaseRef { base_ref: String },
+    #[error("`integration_target` `{target}` names no commit")]
+    BadIntegrationTarget { target: String },
+    #[error("the repository has no commit to start from")]
+    UnbornBase,
+    #[error(
+        "the checkout has {dirty} uncommitted changes, which a new worktree would not have; commit or stash them, or give `base_ref`"
+    )]
+    DirtyBase { dirty: u32 },
+    #[error("branch `{branch}` already exists")]
+    BranchExists { branch: String },
+    #[error("the workspace's directory already exists")]
+    PathCollision,
+    #[error("git could not create the worktree")]
+    WorktreeNotAdded { source: GitError },
+    /// `workspace.attach` to a retired workspace.
+    #[error("the workspace is retired")]
+    Retired,
+    /// `workspace.retire` of a retired workspace.
+    #[error("the workspace is already retired")]
+    AlreadyRetired,
+    #[error("the workspace's worktree is missing")]
+    Missing,
+    #[error(
+        "the repository that owns this worktree cannot be found or does not list it; nothing was removed"
+    )]
+    MissingAuthority,
+    #[error("an agent in this workspace is working; abort or let it finish first")]
+    Busy,
+    #[error("an agent in this workspace is running; terminate it first")]
+    Live,
+    /// What is at the worktree's path is no checkout git can read.
+    #[error(
+        "git cannot read the worktree as a checkout (its `.git` link is missing or broken), so what it holds cannot be checked; nothing was removed"
+    )]
+    UnreadableCheckout,
+    #[error(
+        "the worktree is not on branch `{branch}` (detached or switched outside Shard), so its commits may be on no branch; switch it back, or keep its work on a branch, first; nothing was removed"
+    )]
+    HeadMoved { branch: String },
+    #[error("the worktree's state cannot be read; nothing was removed")]
+    UnreadableStatus { source: GitError },
+    #[error("the worktree has {dirty} uncommitted changes; commit or discard them first")]
+    Dirty { dirty: u32 },
+    /// Deleting the branch would lose commits: the `delete_confirmed`
+    /// retry is needed.
+    #[error(
+        "branch `{}` is not merged into `{}`: deleting it loses its commits",
+        escaped(.branch),
+        escaped(.integration_target)
+    )]
+    Unmerged { workspace_id: String, branch: String, integration_target: String },
+    #[error(
+        "git could not remove the worktree (it may have changed since it was checked); nothing was deleted"
+    )]
+    WorktreeNotRemoved { source: GitError },
+    /// The create's record could not be written (the worktree was undone).
+    #[error("cannot record the workspace: {source:#}")]
+    NotRecorded { source: anyhow::Error },
+    /// A write under the daemon's home failed (a record, the worktrees'
+    /// directory).
+    #[error("{source}")]
+    Home { source: anyhow::Error },
+    #[error("{0}")]
+    Git(#[from] GitError),
+    /// The agent registry refused the launch: already a wire error, whose
+    /// data may name the agent it made.
+    #[error("{}", .0.message)]
+    Launch(WireError),
+}
+
+impl WorkspaceError {
+    fn code(&self) -> ErrorCode {
+        use WorkspaceError::*;
+        match self {
+            NotFound { .. } => ErrorCode::NotFound,
+            NotARepository | BadCwd | LabelTooLong { .. } | HiddenCharacters { .. } => {
+                ErrorCode::InvalidRequest
+            }
+            BadBranch { .. } | BadBaseRef { .. } | BadIntegrationTarget { .. } => {
+                ErrorCode::InvalidRequest
+            }
+            NotRecorded { .. } | Home { .. } | Git(_) => ErrorCode::InternalError,
+            UnbornBase
+            | DirtyBase { .. }
+            | BranchExists { .. }
+            | PathCollision
+            | WorktreeNotAdded { .. }
+            | Retired
+            | AlreadyRetired
+            | Missing
+            | MissingAuthority
+            | Busy
+            | Live
+            | UnreadableCheckout
+            | HeadMoved { .. }
+            | UnreadableStatus { .. }
+            | Dirty { .. }
+            | Unmerged { .. }
+            | WorktreeNotRemoved { .. } => ErrorCode::Conflict,
+            Launch(wire) => wire.code.clone(),
+        }
+    }
+
+    /// `error.data`: the `kind` of a typed refusal, and what else a client
+    /// needs to act on it.
+    fn data(&self) -> Option<Value> {
+        use WorkspaceError::*;
+        let kind = match self {
+            NotARepository => "not_a_repository",
+            BadCwd => "bad_cwd",
+            BadBranch { .. } => "bad_branch",
+            BadBaseRef { .. } => "bad_base_ref",
+            BadIntegrationTarget { .. } => "bad_integration_target",
+            UnbornBase => "unborn_base",
+            DirtyBase { .. } => "dirty_base",
+            BranchExists { .. } => "branch_exists",
+            PathCollision => "path_collision",
+            WorktreeNotAdded { .. } | WorktreeNotRemoved { .. } => "git_failed",
+            Retired | AlreadyRetired => "retired",
+            Missing => "missing",
+            MissingAuthority => "missing_authority",
+            Busy => "busy",
+            Live => "live",
+            UnreadableCheckout | UnreadableStatus { .. } => {
+                return Some(json!({"kind": "unsafe", "problem": "unreadable"}));
+            }
+            HeadMoved { .. } => return Some(json!({"kind": "unsafe", "problem": "head_moved"})),
+            Dirty { dirty } => return Some(json!({"kind": "dirty", "dirty_files": dirty})),
+            Unmerged { workspace_id, .. } => {
+                let confirm = ConfirmationRequired {
+                    kind: "confirmation_required".to_owned(),
+                    workspace_id: workspace_id.clone(),
+                    reason: self.to_string(),
+                    confirmation_disposition: BranchDisposition::DeleteConfirmed,
+                };
+                return Some(serde_json::to_value(confirm).unwrap_or_default());
+            }
+            Launch(wire) => return wire.data.clone(),
+            NotFound { .. }
+            | LabelTooLong { .. }
+            | HiddenCharacters { .. }
+            | NotRecorded { .. }
+            | Home { .. }
+            | Git(_) => return None,
+        };
+        Some(json!({"kind": kind}))
+    }
+}
+
+impl From<WorkspaceError> for WireError {
+    fn from(error: WorkspaceError) -> Self {
+        if let WorkspaceError::Launch(wire) = error {
+            return wire;
+        }
+        let wire = WireError::new(error.code(), error.to_string());
+        match error.data() {
+            Some(data) => wire.with_data(data),
+            None => wire,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use shard_protocol::{ErrorCode, WireError};
+
+    use super::WorkspaceError;
+
+    #[test]
+    fn a_refusal_carries_its_code_and_kind() {
+        let wire = WireError::from(WorkspaceError::BranchExists { branch: "feature".to_owned() });
+        assert_eq!(wire.code, ErrorCode::Conflict);
+        assert_eq!(wire.message, "branch `feature` already exists");
+        assert_eq!(wire.data, Some(json!({"kind": "branch_exists"})));
+        let wire = WireError::from(WorkspaceError::Dirty { dirty: 2 });
+        assert_eq!(wire.data, Some(json!({"kind": "dirty", "dirty_files": 2})));
+        let wire = WireError::from(WorkspaceError::NotFound { workspace_id: "ws-1".to_owned() });
+        assert_eq!((wire.code, wire.data), (ErrorCode::NotFound, None));
+    }
+
+    #[test]
+    fn an_unmerged_branch_asks_for_confirmation_with_names_escaped() {
+        let wire = WireError::from(WorkspaceError::Unmerged {
+            workspace_id: "ws-1".to_owned(),
+            branch: "release\u{202e}main".to_owned(),
+            integration_target: "main".to_owned(),
+        });
+        assert_eq!(wire.code, ErrorCode::Conflict);
+        let data = wire.data.unwrap_or_default();
+        assert_eq!(data["kind"], "confirmation_required");
+        assert_eq!(data["workspace_id"], "ws-1");
+        assert_eq!(data["reason"], wire.message.as_str());
+        assert!(wire.message.contains("release\\u{202E}main"), "{}", wire.message);
+    }
+
+    #[test]
+    fn a_launch_refusal_passes_through_unchanged() {
+        let refused = WireError::new(ErrorCode::NotFound, "unknown model `x`")
+            .with_data(json!({"agent_id": "agent-1"}));
+        assert_eq!(WireError::from(WorkspaceError::Launch(refused.clone())), refused);
+    }
+}
