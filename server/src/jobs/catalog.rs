@@ -7,11 +7,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use shard_protocol::WireError;
 use shard_protocol::subagent::{JobStrategy, RunState};
 
 use super::record::{self, JobRecord, RunRecord};
-use super::{JobLimits, Jobs, conflict, fold, not_found, state_name};
+use super::{JobError, JobLimits, Jobs, fold, not_found, state_name};
 
 #[derive(Default)]
 pub(super) struct Catalog {
@@ -93,23 +92,21 @@ impl Catalog {
 
     /// CONFLICT when `runs` more queued or running runs would pass the
     /// parent's cap or the daemon's.
-    fn check_active(&self, limits: &JobLimits, parent: &str, runs: usize) -> Result<(), WireError> {
+    fn check_active(&self, limits: &JobLimits, parent: &str, runs: usize) -> Result<(), JobError> {
         let active =
             |job: &JobRecord| job.runs.iter().filter(|run| !run.state.is_terminal()).count();
         let mine: usize =
             self.jobs.values().filter(|job| job.parent_agent_id == parent).map(active).sum();
         if mine + runs > limits.active_per_parent {
-            return Err(conflict(format!(
-                "`{parent}` has {mine} subagent runs queued or running and may have at most {} at once; wait for some to end",
-                limits.active_per_parent
-            )));
+            return Err(JobError::ParentBusy {
+                parent: parent.to_owned(),
+                active: mine,
+                max: limits.active_per_parent,
+            });
         }
         let all: usize = self.jobs.values().map(active).sum();
         if all + runs > limits.active {
-            return Err(conflict(format!(
-                "the daemon has {all} subagent runs queued or running and takes at most {} at once; wait for some to end",
-                limits.active
-            )));
+            return Err(JobError::DaemonBusy { active: all, max: limits.active });
         }
         Ok(())
     }
@@ -117,7 +114,7 @@ impl Catalog {
     /// The oldest ended jobs to forget so that one more record stays under
     /// the parent's cap and the daemon's; CONFLICT when forgetting every
     /// ended one would not do.
-    fn to_forget(&self, limits: &JobLimits, parent: &str) -> Result<Vec<String>, WireError> {
+    fn to_forget(&self, limits: &JobLimits, parent: &str) -> Result<Vec<String>, JobError> {
         let ended = |job: &JobRecord| job.runs.iter().all(|run| run.state.is_terminal());
         let mut oldest: Vec<(u64, String, String)> = self
             .jobs
@@ -144,10 +141,10 @@ impl Catalog {
             }
         }
         if kept_mine >= limits.kept_per_parent || kept >= limits.kept {
-            return Err(conflict(format!(
-                "{} job records are kept ({} per parent) and none more has ended; stop or wait for a job first",
-                limits.kept, limits.kept_per_parent
-            )));
+            return Err(JobError::RecordsFull {
+                kept: limits.kept,
+                kept_per_parent: limits.kept_per_parent,
+            });
         }
         Ok(forget)
     }
@@ -161,7 +158,7 @@ impl Jobs {
         catalog: &Catalog,
         parent: &str,
         handle: &str,
-    ) -> Result<Target, WireError> {
+    ) -> Result<Target, JobError> {
         if handle.starts_with("job-") {
             return match catalog.jobs.get(handle) {
                 Some(job) if job.parent_agent_id == parent => Ok(Target::Job(handle.to_owned())),
@@ -200,7 +197,7 @@ impl Jobs {
         catalog: &Catalog,
         parent: &str,
         handle: &str,
-    ) -> Result<Vec<(String, String)>, WireError> {
+    ) -> Result<Vec<(String, String)>, JobError> {
         Ok(match self.resolve(catalog, parent, handle)? {
             Target::Job(job_id) => {
                 let job = &catalog.jobs[&job_id];
@@ -209,9 +206,7 @@ impl Jobs {
             Target::Run { job_id, run_id } => vec![(job_id, run_id)],
             Target::Agent(agent_id) => match catalog.run_of_agent(&agent_id) {
                 Some((job, run)) => vec![(job.job_id.clone(), run.run_id.clone())],
-                None => {
-                    return Err(conflict(format!("`{handle}` has never had a run")));
-                }
+                None => return Err(JobError::NeverRan { handle: handle.to_owned() }),
             },
         })
     }
@@ -225,7 +220,7 @@ impl Jobs {
         catalog: &mut Catalog,
         parent: &str,
         runs: usize,
-    ) -> Result<(), WireError> {
+    ) -> Result<(), JobError> {
         catalog.check_active(&self.limits, parent, runs)?;
         for job_id in catalog.to_forget(&self.limits, parent)? {
             if catalog.forget(&job_id) {

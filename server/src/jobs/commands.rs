@@ -7,18 +7,18 @@
 
 use std::time::Duration;
 
+use shard_protocol::WireError;
 use shard_protocol::subagent::{
     AggregateState, JobStrategy, MixedTag, RunSnapshot, RunState, SteerStatus, SubagentAgent,
     SubagentStatus, SubagentStatusResult, SubagentSteer, SubagentSteerResult, SubagentStop,
     SubagentStopResult, SubagentWait, SubagentWaitResult, WaitMode,
 };
-use shard_protocol::{ErrorCode, WireError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::catalog::{Catalog, Target};
 use super::record::{JobRecord, RunRecord, SteerRecord};
-use super::{Jobs, check_task, conflict, invalid, new_id, not_found, state_name};
+use super::{JobError, Jobs, TextField, check_task, new_id, not_found};
 use crate::agents::host::HostCommand;
 
 /// Jobs `subagent.status` lists without targets.
@@ -28,7 +28,7 @@ const MAX_WAIT: f64 = 365.0 * 24.0 * 3600.0;
 
 impl Jobs {
     /// `subagent.status`.
-    pub async fn status(&self, request: SubagentStatus) -> Result<SubagentStatusResult, WireError> {
+    pub async fn status(&self, request: SubagentStatus) -> Result<SubagentStatusResult, JobError> {
         let parent = request.parent_agent_id.as_str();
         self.parent(parent)?;
         let catalog = self.catalog.lock().await;
@@ -78,7 +78,7 @@ impl Jobs {
     }
 
     /// `subagent.wait`.
-    pub async fn wait(&self, request: SubagentWait) -> Result<SubagentWaitResult, WireError> {
+    pub async fn wait(&self, request: SubagentWait) -> Result<SubagentWaitResult, JobError> {
         let parent = request.parent_agent_id.as_str();
         self.parent(parent)?;
         let mut changes = self.changed.subscribe();
@@ -114,7 +114,7 @@ impl Jobs {
             tokio::select! {
                 changed = changes.changed() => {
                     if changed.is_err() {
-                        return Err(WireError::new(ErrorCode::InternalError, "the daemon is stopping"));
+                        return Err(JobError::Stopping);
                     }
                 }
                 () = crate::clock::sleep_until(deadline) => {}
@@ -128,30 +128,27 @@ impl Jobs {
         &self,
         request: SubagentSteer,
         source: &str,
-    ) -> Result<SubagentSteerResult, WireError> {
-        check_task(&request.message, "`message`")?;
+    ) -> Result<SubagentSteerResult, JobError> {
+        check_task(&request.message, TextField::Steer)?;
         let parent = request.parent_agent_id.as_str();
         self.parent(parent)?;
         let (job_id, run_id, agent_id) = {
             let catalog = self.catalog.lock().await;
             let (job_id, run_id) = match self.resolve(&catalog, parent, &request.target)? {
                 Target::Job(_) => {
-                    return Err(invalid("steer a run, a child or an alias, not a job"));
+                    return Err(JobError::SteerOfJob);
                 }
                 Target::Run { job_id, run_id } => (job_id, run_id),
                 Target::Agent(agent_id) => match catalog.run_of_agent(&agent_id) {
                     Some((job, run)) => (job.job_id.clone(), run.run_id.clone()),
-                    None => return Err(conflict(format!("`{}` has no run", request.target))),
+                    None => return Err(JobError::NoRun { handle: request.target }),
                 },
             };
             let Some((_, run)) = catalog.run(&run_id) else {
                 return Err(not_found(&request.target, parent));
             };
             if run.state != RunState::Active {
-                return Err(conflict(format!(
-                    "run `{run_id}` is {}: only an active run takes a steer",
-                    state_name(run.state)
-                )));
+                return Err(JobError::NotActive { run_id, state: run.state });
             }
             (job_id, run_id, run.agent_id.clone())
         };
@@ -166,7 +163,7 @@ impl Jobs {
         agent_id: &str,
         message: String,
         source: &str,
-    ) -> Result<SubagentSteerResult, WireError> {
+    ) -> Result<SubagentSteerResult, JobError> {
         let correlation_id = new_id("steer");
         let (reply, answer) = oneshot::channel();
         let delivered = match self
@@ -196,14 +193,16 @@ impl Jobs {
     }
 
     /// The parent of a leased child (a child always has one).
-    fn parent_of(&self, agent_id: &str) -> Result<String, WireError> {
+    fn parent_of(&self, agent_id: &str) -> Result<String, JobError> {
         self.registry
             .manifest(agent_id)
             .and_then(|child| child.parent_agent_id)
-            .ok_or_else(|| WireError::new(ErrorCode::NotFound, format!("no agent `{agent_id}`")))
+            .ok_or_else(|| JobError::NoAgent { agent_id: agent_id.to_owned() })
     }
 
-    /// A person's steer to a leased child, through the lease guard.
+    /// A person's steer to a leased child, through the lease guard. The
+    /// guard (commands/routed.rs) answers with what this returns, so it
+    /// is given the wire's error.
     pub async fn steer_leased(
         &self,
         agent_id: &str,
@@ -213,18 +212,20 @@ impl Jobs {
         let parent = self.parent_of(agent_id)?;
         let request =
             SubagentSteer { parent_agent_id: parent, target: agent_id.to_owned(), message };
-        self.steer(request, source).await
+        Ok(self.steer(request, source).await?)
     }
 
-    /// A person's abort of a leased child: its run is stopped.
+    /// A person's abort of a leased child: its run is stopped. Like
+    /// [`Jobs::steer_leased`], it answers the guard in the wire's error.
     pub async fn stop_leased(&self, agent_id: &str) -> Result<SubagentStopResult, WireError> {
         let parent = self.parent_of(agent_id)?;
-        self.stop(SubagentStop { parent_agent_id: parent, handle: agent_id.to_owned() }).await
+        let request = SubagentStop { parent_agent_id: parent, handle: agent_id.to_owned() };
+        Ok(self.stop(request).await?)
     }
 
     /// `subagent.stop`: a job's queued and running runs, or one run (and,
     /// in a chain, the steps after it). Records are kept.
-    pub async fn stop(&self, request: SubagentStop) -> Result<SubagentStopResult, WireError> {
+    pub async fn stop(&self, request: SubagentStop) -> Result<SubagentStopResult, JobError> {
         let parent = request.parent_agent_id.as_str();
         self.parent(parent)?;
         let mut catalog = self.catalog.lock().await;

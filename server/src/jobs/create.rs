@@ -12,12 +12,11 @@ use shard_protocol::subagent::{
     JobStrategy, RunHandle, RunState, SubagentCreate, SubagentCreateResult, SubagentRelaunch,
     SubagentRelaunchResult, TaskSpec,
 };
-use shard_protocol::{ErrorCode, WireError};
 use tokio::sync::MutexGuard;
 
 use super::catalog::{Catalog, Target};
 use super::record::{JobRecord, RECORD_VERSION, RunRecord};
-use super::{Jobs, check_task, conflict, fold, invalid, new_id, not_found};
+use super::{JobError, Jobs, TextField, check_task, fold, new_id, not_found};
 use crate::agents::manifest::Manifest;
 use crate::agents::registry::alias_problem;
 
@@ -41,7 +40,7 @@ impl Jobs {
     pub async fn create(
         self: &Arc<Self>,
         request: SubagentCreate,
-    ) -> Result<SubagentCreateResult, WireError> {
+    ) -> Result<SubagentCreateResult, JobError> {
         let plan = self.check_create(&request)?;
         let mut catalog = self.catalog.lock().await;
         self.make_room(&mut catalog, &plan.parent.agent_id, request.tasks.len()).await?;
@@ -61,30 +60,28 @@ impl Jobs {
     /// the parent may delegate, the tasks fit its launch policy and the
     /// strategy, each name and task is valid, and the mode and model are
     /// known (else the parent's).
-    fn check_create(&self, request: &SubagentCreate) -> Result<Plan, WireError> {
+    fn check_create(&self, request: &SubagentCreate) -> Result<Plan, JobError> {
         let parent = self.parent(&request.parent_agent_id)?;
         let info = self.registry.info(&parent.agent_id);
         let policy = parent.policy();
         if !parent.may_delegate() {
-            return Err(conflict(format!(
-                "`{}` is at depth {} and may launch no subagents (launch policy maxDepth {})",
-                parent.agent_id, parent.depth, policy.max_depth
-            )));
+            return Err(JobError::MayNotDelegate {
+                agent_id: parent.agent_id,
+                depth: parent.depth,
+                max_depth: policy.max_depth,
+            });
         }
         if request.tasks.len() > policy.max_tasks as usize {
-            return Err(invalid(format!(
-                "a job holds at most {} tasks (launch policy maxTasks)",
-                policy.max_tasks
-            )));
+            return Err(JobError::TooManyTasks { max: policy.max_tasks });
         }
         if request.strategy == JobStrategy::Single && request.tasks.len() != 1 {
-            return Err(invalid("strategy `single` takes exactly one task"));
+            return Err(JobError::SingleTakesOne);
         }
         for (index, spec) in request.tasks.iter().enumerate() {
-            if let Some(why) = alias_problem(&spec.name) {
-                return Err(invalid(format!("task {index}: `name` {why}")));
+            if let Some(problem) = alias_problem(&spec.name) {
+                return Err(JobError::BadName { index, problem });
             }
-            check_task(&spec.task, &format!("task {index}: `task`"))?;
+            check_task(&spec.task, TextField::Task { index })?;
         }
         let mode = self.registry.child_mode(&parent, request.mode.clone())?;
         let model = match request.model.clone() {
@@ -146,14 +143,14 @@ impl Jobs {
     pub async fn relaunch(
         self: &Arc<Self>,
         request: SubagentRelaunch,
-    ) -> Result<SubagentRelaunchResult, WireError> {
-        check_task(&request.task, "`task`")?;
+    ) -> Result<SubagentRelaunchResult, JobError> {
+        check_task(&request.task, TextField::Relaunch)?;
         let parent = request.parent_agent_id.as_str();
         self.parent(parent)?;
         let mut catalog = self.catalog.lock().await;
         let agent_id = match self.resolve(&catalog, parent, &request.target)? {
             Target::Job(_) => {
-                return Err(invalid("relaunch a child, a run or an alias, not a job"));
+                return Err(JobError::RelaunchOfJob);
             }
             Target::Run { job_id, run_id } => match catalog.run_mut(&job_id, &run_id) {
                 Some(run) => run.agent_id.clone(),
@@ -162,7 +159,7 @@ impl Jobs {
             Target::Agent(agent_id) => agent_id,
         };
         if let Some(holder) = self.lease(&agent_id) {
-            return Err(conflict(format!("`{agent_id}` is already on run `{holder}`")));
+            return Err(JobError::Leased { agent_id, run_id: holder });
         }
         self.registry.within_parent(parent, &agent_id)?;
         let Some(child) = self.registry.manifest(&agent_id) else {
@@ -202,7 +199,7 @@ impl Jobs {
         self: &Arc<Self>,
         mut catalog: MutexGuard<'_, Catalog>,
         job: JobRecord,
-    ) -> Result<(), WireError> {
+    ) -> Result<(), JobError> {
         self.persist(&job).await?;
         self.leases.hold(&job.runs);
         for run in &job.runs {
@@ -215,12 +212,12 @@ impl Jobs {
         Ok(())
     }
 
-    fn known_model(&self, model: String) -> Result<String, WireError> {
+    fn known_model(&self, model: String) -> Result<String, JobError> {
         let config = shard_agent::config::Config::load(&self.home)
-            .map_err(|error| WireError::new(ErrorCode::InternalError, format!("{error:#}")))?;
+            .map_err(|source| JobError::Config { source })?;
         match config.model(&model) {
             Some(_) => Ok(model),
-            None => Err(WireError::new(ErrorCode::NotFound, format!("unknown model `{model}`"))),
+            None => Err(JobError::UnknownModel { model }),
         }
     }
 }

@@ -21,12 +21,15 @@
 //! handles, limits, restart reconciliation), `lease.rs` (which run holds
 //! which child), `create.rs` (`subagent.create` and `subagent.relaunch`),
 //! `commands.rs` (status, wait, steer and stop), `driver.rs` (a job's runs
-//! from `queued` to their end) and `report.rs` (what the parent is told).
+//! from `queued` to their end) and `report.rs` (what the parent is told);
+//! `error.rs` holds every reason a command is refused and how it reads on
+//! the wire.
 
 mod catalog;
 mod commands;
 mod create;
 mod driver;
+mod error;
 mod lease;
 pub mod record;
 mod report;
@@ -37,12 +40,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use shard_protocol::subagent::RunState;
-use shard_protocol::{Envelope, ErrorCode, ServerMessage, WireError};
+use shard_protocol::{Envelope, ServerMessage};
 use tokio::sync::watch;
 use unicode_normalization::UnicodeNormalization;
 
 use self::catalog::Catalog;
 use self::driver::Stops;
+pub use self::error::{JobError, TextField};
 use self::lease::Leases;
 use self::record::{JobRecord, RunRecord};
 use crate::agents::Wire;
@@ -91,16 +95,8 @@ pub struct Jobs {
     limits: JobLimits,
 }
 
-fn not_found(handle: &str, parent: &str) -> WireError {
-    WireError::new(ErrorCode::NotFound, format!("`{parent}` has no job, run or child `{handle}`"))
-}
-
-fn invalid(message: impl Into<String>) -> WireError {
-    WireError::new(ErrorCode::InvalidRequest, message)
-}
-
-fn conflict(message: impl Into<String>) -> WireError {
-    WireError::new(ErrorCode::Conflict, message)
+fn not_found(handle: &str, parent: &str) -> JobError {
+    JobError::NotFound { handle: handle.to_owned(), parent: parent.to_owned() }
 }
 
 /// An alias as handles compare it: NFKC, lower case.
@@ -119,12 +115,12 @@ fn state_name(state: RunState) -> String {
         .unwrap_or_default()
 }
 
-fn check_task(text: &str, what: &str) -> Result<(), WireError> {
+fn check_task(text: &str, field: TextField) -> Result<(), JobError> {
     if text.trim().is_empty() {
-        return Err(invalid(format!("{what} is empty")));
+        return Err(JobError::EmptyText { field });
     }
     if text.len() > MAX_TASK {
-        return Err(invalid(format!("{what} is over {MAX_TASK} bytes")));
+        return Err(JobError::TextTooLong { field, max: MAX_TASK });
     }
     Ok(())
 }
@@ -156,21 +152,13 @@ impl Jobs {
 
     /// Writes a job record (off the async workers), logging a failure: the
     /// transition stands in memory either way.
-    async fn persist(&self, job: &JobRecord) -> Result<(), WireError> {
+    async fn persist(&self, job: &JobRecord) -> Result<(), JobError> {
         let job = job.clone();
         let home = self.home.clone();
-        let saved = tokio::task::spawn_blocking(move || job.save(&home)).await;
-        match saved {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => {
-                tracing::error!(%error, "cannot write a job record");
-                Err(WireError::new(
-                    ErrorCode::InternalError,
-                    format!("cannot write the job record: {error:#}"),
-                ))
-            }
-            Err(error) => Err(WireError::new(ErrorCode::InternalError, error.to_string())),
-        }
+        tokio::task::spawn_blocking(move || job.save(&home)).await?.map_err(|source| {
+            tracing::error!(error = %source, "cannot write a job record");
+            JobError::NotRecorded { source }
+        })
     }
 
     /// After a persisted transition: tell every connection, wake waiters.
@@ -180,9 +168,9 @@ impl Jobs {
         self.changed.send_modify(|version| *version += 1);
     }
 
-    fn parent(&self, parent: &str) -> Result<Manifest, WireError> {
+    fn parent(&self, parent: &str) -> Result<Manifest, JobError> {
         self.registry
             .manifest(parent)
-            .ok_or_else(|| WireError::new(ErrorCode::NotFound, format!("no agent `{parent}`")))
+            .ok_or_else(|| JobError::NoAgent { agent_id: parent.to_owned() })
     }
 }
