@@ -53,7 +53,7 @@ fn leased(
         }
         ClientMessage::Abort(_) => {
             return Outcome::Later(Box::pin(async move {
-                jobs.stop_leased(&agent_id).await.map(|_| None)
+                jobs.stop_leased(&agent_id).await.map(|_| None).map_err(Into::into)
             }));
         }
         _ => {

@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use shard_protocol::WireError;
 use shard_protocol::subagent::{
     AggregateState, JobStrategy, MixedTag, RunSnapshot, RunState, SteerStatus, SubagentAgent,
     SubagentStatus, SubagentStatusResult, SubagentSteer, SubagentSteerResult, SubagentStop,
@@ -200,27 +199,25 @@ impl Jobs {
             .ok_or_else(|| JobError::NoAgent { agent_id: agent_id.to_owned() })
     }
 
-    /// A person's steer to a leased child, through the lease guard. The
-    /// guard (commands/routed.rs) answers with what this returns, so it
-    /// is given the wire's error.
+    /// A person's steer to a leased child, through the lease guard
+    /// (commands/routed.rs).
     pub async fn steer_leased(
         &self,
         agent_id: &str,
         message: String,
         source: &str,
-    ) -> Result<SubagentSteerResult, WireError> {
+    ) -> Result<SubagentSteerResult, JobError> {
         let parent = self.parent_of(agent_id)?;
         let request =
             SubagentSteer { parent_agent_id: parent, target: agent_id.to_owned(), message };
-        Ok(self.steer(request, source).await?)
+        self.steer(request, source).await
     }
 
-    /// A person's abort of a leased child: its run is stopped. Like
-    /// [`Jobs::steer_leased`], it answers the guard in the wire's error.
-    pub async fn stop_leased(&self, agent_id: &str) -> Result<SubagentStopResult, WireError> {
+    /// A person's abort of a leased child: its run is stopped.
+    pub async fn stop_leased(&self, agent_id: &str) -> Result<SubagentStopResult, JobError> {
         let parent = self.parent_of(agent_id)?;
         let request = SubagentStop { parent_agent_id: parent, handle: agent_id.to_owned() };
-        Ok(self.stop(request).await?)
+        self.stop(request).await
     }
 
     /// `subagent.stop`: a job's queued and running runs, or one run (and,

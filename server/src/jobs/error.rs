@@ -8,6 +8,8 @@ use std::fmt;
 use shard_protocol::subagent::RunState;
 use shard_protocol::{ErrorCode, WireError};
 
+use crate::agents::error::AgentError;
+
 use super::state_name;
 
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +103,13 @@ impl fmt::Display for TextField {
 impl From<WireError> for JobError {
     fn from(error: WireError) -> Self {
         Self::Registry(error)
+    }
+}
+
+/// The registry's refusals pass through as the registry maps them.
+impl From<AgentError> for JobError {
+    fn from(error: AgentError) -> Self {
+        Self::Registry(error.into())
     }
 }
 

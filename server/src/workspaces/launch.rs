@@ -69,7 +69,11 @@ impl Workspaces {
             mode: launch.mode.clone(),
             ..AgentCreate::default()
         };
-        let agent_id = self.registry.create(create).await.map_err(WorkspaceError::Launch)?;
+        let agent_id = self
+            .registry
+            .create(create)
+            .await
+            .map_err(|error| WorkspaceError::Launch(error.into()))?;
         let session_id = self
             .registry
             .manifest(&agent_id)
