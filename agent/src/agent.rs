@@ -6,30 +6,34 @@
 //! State both sides touch lives in [`Shared`] (crate::shared) behind
 //! short-lived locks; the conversation lock is never held across a model
 //! call or a question to the user.
+//!
+//! - `commands`: a command line decoded and routed.
+//! - `inputs`: prompts and steers queued behind a running turn.
+//! - `settings`: mode, model and reasoning level.
+//! - `session`: `session_op`.
+//! - `answers`: permission and UI answers.
 
-use std::collections::VecDeque;
+mod answers;
+mod commands;
+mod inputs;
+mod session;
+mod settings;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use shard_protocol::agent::{
-    CompactResult, Effective, Empty, Hello, ListModelsResult, ListModesResult,
-    ListReasoningLevelsResult, LiveWindow, ModeChanged, ModelChanged, PermissionAnswer,
-    PermissionResolved, Prompt, ReasoningLevelChange, RecallSteerResult, SessionListResult,
-    SessionOp, SetModeResult, SetModelResult, StreamingBehavior, Sync, UiResolved, UiValue,
-};
-use shard_protocol::diagnostic::into_diagnostic;
+use shard_protocol::agent::{Hello, LiveWindow, Sync};
 use shard_protocol::message::Response;
 use shard_protocol::types::AgentStatus;
-use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
+use shard_protocol::{Envelope, ErrorCode, ServerMessage, WireError};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, ModelConfig};
+use crate::config::Config;
 use crate::conversation::Conversation;
-use crate::modes;
 use crate::session_log::{EntryBody, UnqueueReason};
-use crate::shared::{Pending, Shared, State, StrictReply, UserInput};
+use crate::shared::{Shared, State, UserInput};
 use crate::stdio::Inbound;
 use crate::turn::{Ending, Opening};
 
@@ -239,282 +243,6 @@ impl Agent {
         }
     }
 
-    async fn handle_line(&mut self, line: Result<String, shard_protocol::jsonl::LineError>) {
-        let line = match line {
-            Ok(line) => line,
-            Err(problem) => {
-                return self
-                    .report(None, None, error(ErrorCode::InvalidRequest, problem.to_string()))
-                    .await;
-            }
-        };
-        match Envelope::<ClientMessage>::from_json(&line) {
-            Ok(envelope) => self.handle(envelope).await,
-            Err(problem) => {
-                let command = problem.type_name().map(str::to_owned);
-                self.report(problem.id().map(str::to_owned), command, problem.to_wire_error())
-                    .await;
-            }
-        }
-    }
-
-    /// An error answer: a `response` when the command had an `id`, else an
-    /// `error` event (CONTRACT.md).
-    async fn report(&self, id: Option<String>, command: Option<String>, problem: WireError) {
-        match id {
-            Some(id) => {
-                let command = command.unwrap_or_else(|| "unknown".to_owned());
-                self.shared.respond(Some(id), Response::failed(command, problem)).await;
-            }
-            None => {
-                self.shared
-                    .emit(ServerMessage::Error(shard_protocol::agent::ErrorEvent {
-                        code: problem.code,
-                        message: into_diagnostic(problem.message),
-                        fatal: Some(false),
-                    }))
-                    .await;
-            }
-        }
-    }
-
-    async fn handle(&mut self, envelope: Envelope<ClientMessage>) {
-        let Envelope { id, message, .. } = envelope;
-        let command = shard_protocol::envelope::MessageSet::type_name(&message);
-        let result = match message {
-            ClientMessage::Prompt(Prompt { message, images, streaming_behavior, pinned }) => {
-                let input = UserInput {
-                    text: message,
-                    images: images.unwrap_or_default(),
-                    strict: None,
-                    queued: 0,
-                    pinned: pinned.unwrap_or(false),
-                    queued_entry_id: None,
-                };
-                self.prompt(input, streaming_behavior, id.clone(), command).await;
-                return;
-            }
-            ClientMessage::Steer(steer) => {
-                let strict = steer.turn_id;
-                let mut input = UserInput {
-                    text: steer.message,
-                    images: steer.images.unwrap_or_default(),
-                    strict: None,
-                    queued: 0,
-                    pinned: false,
-                    queued_entry_id: None,
-                };
-                if let Some(turn_id) = strict {
-                    input.strict =
-                        Some(StrictReply { id: id.clone(), command: command.to_owned() });
-                    self.strict_steer(input, &turn_id, id, command).await;
-                    return;
-                }
-                self.prompt(input, Some(StreamingBehavior::Steer), id.clone(), command).await;
-                return;
-            }
-            ClientMessage::Abort(Empty {}) => {
-                self.abort_turn().await;
-                Ok(None)
-            }
-            ClientMessage::SetMode(set) => self.set_mode(set.mode).await,
-            ClientMessage::ListModes(Empty {}) => {
-                let active = self.shared.state().mode.clone();
-                ok(ListModesResult { modes: modes::catalog(), active })
-            }
-            ClientMessage::ListModels(Empty {}) => {
-                let (active, _) = self.shared.active_model();
-                ok(ListModelsResult {
-                    models: self.shared.config.models.iter().map(ModelConfig::descriptor).collect(),
-                    active: active.descriptor(),
-                })
-            }
-            ClientMessage::SetModel(set) => self.set_model(set.model).await,
-            ClientMessage::ListReasoningLevels(Empty {}) => self.list_reasoning_levels(),
-            ClientMessage::SetReasoningLevel(set) => {
-                self.set_reasoning_level(set.model, set.effort).await
-            }
-            ClientMessage::SessionOp(op) => {
-                self.session_op(op, id, command).await;
-                return;
-            }
-            ClientMessage::RecallSteer(Empty {}) => {
-                let taken = self.shared.state().recall();
-                let recalled = match taken {
-                    Some((recalled, entry)) => {
-                        self.unqueue(entry, UnqueueReason::Recalled).await;
-                        Some(recalled)
-                    }
-                    None => None,
-                };
-                ok(RecallSteerResult { recalled })
-            }
-            ClientMessage::PermissionResponse(response) => {
-                self.answer_permission(response.request_id, response.answer).await;
-                Ok(None)
-            }
-            ClientMessage::UiResponse(response) => {
-                self.answer_ui(response.request_id, response.value).await;
-                Ok(None)
-            }
-            other => Err(error(
-                ErrorCode::InvalidRequest,
-                format!(
-                    "`{}` is a daemon command; this is a direct connection to one agent",
-                    shard_protocol::envelope::MessageSet::type_name(&other)
-                ),
-            )),
-        };
-        self.shared.respond(id, to_response(command, result)).await;
-    }
-
-    async fn prompt(
-        &mut self,
-        input: UserInput,
-        behavior: Option<StreamingBehavior>,
-        id: Option<String>,
-        command: &str,
-    ) {
-        if self.turn.is_none() {
-            // Idle: the response, then the turn (CONTRACT.md ordering).
-            self.shared.respond(id, Response::accepted(command)).await;
-            self.start_turn(Opening::Input(input));
-            return;
-        }
-        // A client that saw `turn_end` may prompt before the controller has
-        // reaped the turn: that prompt is the next turn, not a steer, and
-        // starts as this one winds down. So is one that reaches a resumed
-        // agent busy with what its last process owed.
-        let (ended, resumed) = {
-            let state = self.shared.state();
-            (state.turn_ended, state.resumed_work)
-        };
-        let behavior = match behavior {
-            None if ended || resumed => Some(StreamingBehavior::FollowUp),
-            behavior => behavior,
-        };
-        let room = {
-            let state = self.shared.state();
-            let weight: usize =
-                state.steers.iter().chain(state.follow_ups.iter()).map(UserInput::size).sum();
-            let full = |queue: &VecDeque<UserInput>| {
-                queue.len() >= MAX_QUEUED_INPUTS || weight + input.size() > MAX_QUEUED_BYTES
-            };
-            match behavior {
-                Some(StreamingBehavior::Steer) if full(&state.steers) => Err(queue_full("steer")),
-                Some(StreamingBehavior::FollowUp) if full(&state.follow_ups) => {
-                    Err(queue_full("follow-up"))
-                }
-                Some(behavior) => Ok(behavior),
-                None => Err(error(
-                    ErrorCode::InvalidRequest,
-                    "the agent is mid-turn: set `streaming_behavior` to `steer` or `follow_up`",
-                )),
-            }
-        };
-        let queued = match room {
-            Ok(behavior) => self.queue(behavior, input).await,
-            Err(problem) => Err(problem),
-        };
-        let response = match queued {
-            Ok(()) => Response::accepted(command),
-            Err(problem) => Response::failed(command, problem),
-        };
-        self.shared.respond(id, response).await;
-    }
-
-    /// Queues a steer or follow-up once its `queued` entry is in the
-    /// session log and synced: a client told it was accepted can count on
-    /// it, whatever becomes of this process (a resumed agent delivers it,
-    /// [`Agent::greet`]). The controller queues nothing else meanwhile, and
-    /// a turn only takes from the queues, so the room checked still holds.
-    async fn queue(
-        &self,
-        behavior: StreamingBehavior,
-        mut input: UserInput,
-    ) -> Result<(), WireError> {
-        let entry = EntryBody::Queued {
-            text: input.text.clone(),
-            images: input.images.clone(),
-            streaming_behavior: behavior,
-            pinned: input.pinned,
-        };
-        input.queued_entry_id = Some(self.record(entry).await?);
-        self.shared.state().enqueue(behavior, input);
-        Ok(())
-    }
-
-    /// Records that queued inputs were taken back, so that no resumed agent
-    /// delivers them. The client has its answer either way; a log that
-    /// cannot take the record is reported here, and the worst a resume can
-    /// then do is deliver what was taken back.
-    async fn unqueue(&self, entries: impl IntoIterator<Item = String>, reason: UnqueueReason) {
-        let mut entries = entries.into_iter().peekable();
-        if entries.peek().is_none() {
-            return;
-        }
-        let mut conversation = self.shared.conversation.lock().await;
-        let written = async {
-            for queued_entry_id in entries {
-                conversation.push(EntryBody::Unqueued { queued_entry_id, reason }).await?;
-            }
-            conversation.flush().await
-        };
-        if let Err(problem) = written.await {
-            tracing::error!(%problem, "cannot record queued inputs as taken back");
-        }
-    }
-
-    /// A strict steer (PROTOCOL.md §10.3 `subagent.steer`): queued only if
-    /// `turn_id` is the turn running now and has not ended; answered when
-    /// delivered, or CONFLICT.
-    async fn strict_steer(
-        &mut self,
-        input: UserInput,
-        turn_id: &str,
-        id: Option<String>,
-        command: &str,
-    ) {
-        let refused = {
-            let mut state = self.shared.state();
-            let current = self.turn.is_some()
-                && !state.turn_ended
-                && state.turn_id.as_deref() == Some(turn_id);
-            let weight: usize =
-                state.steers.iter().chain(state.follow_ups.iter()).map(UserInput::size).sum();
-            if !current {
-                Some(error(ErrorCode::Conflict, format!("turn `{turn_id}` is not running")))
-            } else if state.steers.len() >= MAX_QUEUED_INPUTS
-                || weight + input.size() > MAX_QUEUED_BYTES
-            {
-                Some(queue_full("steer"))
-            } else {
-                state.enqueue(StreamingBehavior::Steer, input);
-                None
-            }
-        };
-        if let Some(problem) = refused {
-            self.shared.respond(id, Response::failed(command, problem)).await;
-        }
-    }
-
-    /// Strict steers still queued when their turn ends (or is aborted) are
-    /// answered CONFLICT and dropped, never delivered into a later turn.
-    async fn refuse_strict_steers(&self) {
-        let refused: Vec<StrictReply> = {
-            let mut state = self.shared.state();
-            let (strict, kept): (Vec<UserInput>, Vec<UserInput>) =
-                state.steers.drain(..).partition(|input| input.strict.is_some());
-            state.steers.extend(kept);
-            strict.into_iter().filter_map(|input| input.strict).collect()
-        };
-        for reply in refused {
-            let problem =
-                error(ErrorCode::Conflict, "the turn ended before the steer was delivered");
-            self.shared.respond(reply.id, Response::failed(reply.command, problem)).await;
-        }
-    }
-
     fn start_turn(&mut self, opening: Opening) {
         self.shared.state().turn_ended = false;
         let cancel = CancellationToken::new();
@@ -582,116 +310,6 @@ impl Agent {
         }
     }
 
-    async fn set_mode(&self, mode: String) -> Result<Option<serde_json::Value>, WireError> {
-        if !modes::is_known(&mode) {
-            return Err(error(ErrorCode::NotFound, format!("unknown mode `{mode}`")));
-        }
-        let previous = std::mem::replace(&mut self.shared.state().mode, mode.clone());
-        if previous != mode {
-            self.record(EntryBody::Settings {
-                mode: Some(mode.clone()),
-                model: None,
-                reasoning_level: None,
-            })
-            .await?;
-            // §9.2: the event goes out before the response.
-            self.shared
-                .emit(ServerMessage::ModeChanged(ModeChanged {
-                    previous_mode: previous.clone(),
-                    mode: mode.clone(),
-                }))
-                .await;
-        }
-        ok(SetModeResult { previous_mode: previous, mode })
-    }
-
-    async fn set_model(&self, id: String) -> Result<Option<serde_json::Value>, WireError> {
-        let Some(next) = self.shared.model_config(&id).cloned() else {
-            return Err(error(ErrorCode::NotFound, format!("unknown model `{id}`")));
-        };
-        let (previous, _) = self.shared.active_model();
-        if previous.id != next.id {
-            {
-                let mut state = self.shared.state();
-                state.model = next.id.clone();
-                state.reasoning_level = next.default_level();
-            }
-            self.record(EntryBody::Settings {
-                mode: None,
-                model: Some(next.id.clone()),
-                reasoning_level: next.default_level(),
-            })
-            .await?;
-            self.shared
-                .emit(ServerMessage::ModelChanged(ModelChanged {
-                    previous: previous.descriptor(),
-                    active: next.descriptor(),
-                    effective: Effective::NextProviderCall,
-                    capabilities: Some(self.shared.capabilities()),
-                }))
-                .await;
-        }
-        ok(SetModelResult {
-            previous: previous.descriptor(),
-            active: next.descriptor(),
-            effective: Effective::NextProviderCall,
-        })
-    }
-
-    fn list_reasoning_levels(&self) -> Result<Option<serde_json::Value>, WireError> {
-        let (model, level) = self.shared.active_model();
-        if model.reasoning_levels.is_empty() {
-            return Err(error(
-                ErrorCode::NotFound,
-                format!("model `{}` has no reasoning levels", model.id),
-            ));
-        }
-        ok(ListReasoningLevelsResult {
-            model: model.descriptor(),
-            levels: model.levels(),
-            active: level.or_else(|| model.default_level()).unwrap_or_default(),
-            effective: Effective::NextProviderCall,
-        })
-    }
-
-    async fn set_reasoning_level(
-        &self,
-        model_id: String,
-        effort: String,
-    ) -> Result<Option<serde_json::Value>, WireError> {
-        let (model, current) = self.shared.active_model();
-        if model.id != model_id {
-            return Err(error(
-                ErrorCode::Conflict,
-                format!("the active model is `{}`, not `{model_id}`", model.id),
-            ));
-        }
-        if model.level(&effort).is_none() {
-            return Err(error(
-                ErrorCode::NotFound,
-                format!("model `{}` has no level `{effort}`", model.id),
-            ));
-        }
-        let previous = current.or_else(|| model.default_level()).unwrap_or_default();
-        let change = ReasoningLevelChange {
-            model: model.descriptor(),
-            previous: previous.clone(),
-            active: effort.clone(),
-            effective: Effective::NextProviderCall,
-        };
-        if previous != effort {
-            self.shared.state().reasoning_level = Some(effort.clone());
-            self.record(EntryBody::Settings {
-                mode: None,
-                model: None,
-                reasoning_level: Some(effort),
-            })
-            .await?;
-            self.shared.emit(ServerMessage::ReasoningLevelChanged(change.clone())).await;
-        }
-        ok(change)
-    }
-
     /// Appends an entry and makes it durable now (a settings change made
     /// while idle must survive a crash too, and so must an accepted steer);
     /// answers its id.
@@ -706,114 +324,12 @@ impl Agent {
             .await
             .map_err(|problem| error(ErrorCode::InternalError, format!("session log: {problem}")))
     }
-
-    /// `session_op` sends its own response: `compact` must put its idle
-    /// status after the response (§9.2 lifecycle).
-    async fn session_op(&self, op: SessionOp, id: Option<String>, command: &str) {
-        let busy = self.turn.is_some() || !self.shared.state().follow_ups.is_empty();
-        let result = match op {
-            SessionOp::List => {
-                let conversation = self.shared.conversation.lock().await;
-                ok(SessionListResult {
-                    active: conversation.session_id.clone(),
-                    sessions: conversation.list_sessions(),
-                })
-            }
-            SessionOp::Compact { .. } | SessionOp::Fork { .. } if busy => Err(error(
-                ErrorCode::Conflict,
-                "a turn is queued or in flight; session operations run between turns",
-            )),
-            SessionOp::Compact { keep_recent_tokens } => {
-                let keep =
-                    keep_recent_tokens.unwrap_or(self.shared.config.compaction.keep_recent_tokens);
-                let response = match crate::turn::compact(&self.shared, keep).await {
-                    Ok(Some(compaction)) => ok(CompactResult::Compacted(compaction)),
-                    Ok(None) => ok(CompactResult::Skipped { reason: "no_safe_cut".to_owned() }),
-                    Err(problem) => Err(error(ErrorCode::InternalError, problem)),
-                };
-                self.shared.respond(id, to_response(command, response)).await;
-                self.shared.set_status(AgentStatus::Idle).await;
-                return;
-            }
-            SessionOp::Fork { from_entry_id } => {
-                let conversation = self.shared.conversation.lock().await;
-                match conversation.fork(&from_entry_id).await {
-                    Ok(result) => ok(result),
-                    Err(crate::session_log::SessionError::NotFound(id)) => {
-                        Err(error(ErrorCode::NotFound, format!("no entry `{id}` in this session")))
-                    }
-                    Err(problem) => {
-                        Err(error(ErrorCode::InternalError, format!("fork failed: {problem}")))
-                    }
-                }
-            }
-        };
-        self.shared.respond(id, to_response(command, result)).await;
-    }
-
-    async fn answer_permission(&self, request_id: String, answer: PermissionAnswer) {
-        let reply = {
-            let mut state = self.shared.state();
-            let Some(at) = state.pending.iter().position(|(id, _)| *id == request_id) else {
-                return; // late or unknown: discarded silently (§6.3)
-            };
-            let valid = matches!(&state.pending[at].1, Pending::Permission { request, .. } if request.accepts(&answer));
-            if !valid {
-                return; // an unknown choice_id is not an answer (§9.5)
-            }
-            match state.pending.remove(at).1 {
-                Pending::Permission { reply, .. } => reply,
-                Pending::Ui { .. } => return,
-            }
-        };
-        self.shared
-            .emit(ServerMessage::PermissionResolved(PermissionResolved {
-                request_id,
-                answer: answer.clone(),
-                source: None,
-            }))
-            .await;
-        let _ = reply.send(answer);
-    }
-
-    async fn answer_ui(&self, request_id: String, value: Option<UiValue>) {
-        let reply = {
-            let mut state = self.shared.state();
-            let Some(at) = state.pending.iter().position(|(id, pending)| {
-                *id == request_id && matches!(pending, Pending::Ui { .. })
-            }) else {
-                return;
-            };
-            match state.pending.remove(at).1 {
-                Pending::Ui { reply, .. } => reply,
-                Pending::Permission { .. } => return,
-            }
-        };
-        self.shared
-            .emit(ServerMessage::UiResolved(UiResolved {
-                request_id,
-                value: serde_json::to_value(&value).unwrap_or_default(),
-            }))
-            .await;
-        let _ = reply.send(value);
-    }
 }
 
 fn ok(data: impl serde::Serialize) -> Result<Option<serde_json::Value>, WireError> {
     serde_json::to_value(data)
         .map(Some)
         .map_err(|problem| error(ErrorCode::InternalError, problem.to_string()))
-}
-
-fn queue_full(which: &str) -> WireError {
-    error(
-        ErrorCode::Conflict,
-        format!(
-            "the {which} queue is full ({MAX_QUEUED_INPUTS} messages or {} MiB wait for this turn); \
-             wait for the turn to take them, or abort",
-            MAX_QUEUED_BYTES / (1024 * 1024)
-        ),
-    )
 }
 
 async fn wait_turn(turn: &mut Option<(JoinHandle<Ending>, CancellationToken)>) -> Ending {

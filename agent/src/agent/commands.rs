@@ -1,0 +1,101 @@
+//! Reading a command line: decoded into an envelope (or answered with why
+//! not), then routed to the part of the controller that owns it. Every
+//! command is answered once: by its own part, or here.
+
+use shard_protocol::agent::Empty;
+use shard_protocol::diagnostic::into_diagnostic;
+use shard_protocol::message::Response;
+use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
+
+use super::{Agent, error, to_response};
+
+impl Agent {
+    pub(super) async fn handle_line(
+        &mut self,
+        line: Result<String, shard_protocol::jsonl::LineError>,
+    ) {
+        let line = match line {
+            Ok(line) => line,
+            Err(problem) => {
+                return self
+                    .report(None, None, error(ErrorCode::InvalidRequest, problem.to_string()))
+                    .await;
+            }
+        };
+        match Envelope::<ClientMessage>::from_json(&line) {
+            Ok(envelope) => self.handle(envelope).await,
+            Err(problem) => {
+                let command = problem.type_name().map(str::to_owned);
+                self.report(problem.id().map(str::to_owned), command, problem.to_wire_error())
+                    .await;
+            }
+        }
+    }
+
+    /// An error answer: a `response` when the command had an `id`, else an
+    /// `error` event (CONTRACT.md).
+    pub(super) async fn report(
+        &self,
+        id: Option<String>,
+        command: Option<String>,
+        problem: WireError,
+    ) {
+        match id {
+            Some(id) => {
+                let command = command.unwrap_or_else(|| "unknown".to_owned());
+                self.shared.respond(Some(id), Response::failed(command, problem)).await;
+            }
+            None => {
+                self.shared
+                    .emit(ServerMessage::Error(shard_protocol::agent::ErrorEvent {
+                        code: problem.code,
+                        message: into_diagnostic(problem.message),
+                        fatal: Some(false),
+                    }))
+                    .await;
+            }
+        }
+    }
+
+    pub(super) async fn handle(&mut self, envelope: Envelope<ClientMessage>) {
+        let Envelope { id, message, .. } = envelope;
+        let command = shard_protocol::envelope::MessageSet::type_name(&message);
+        let result = match message {
+            ClientMessage::Prompt(prompt) => return self.take_prompt(prompt, id, command).await,
+            ClientMessage::Steer(steer) => return self.take_steer(steer, id, command).await,
+            ClientMessage::Abort(Empty {}) => {
+                self.abort_turn().await;
+                Ok(None)
+            }
+            ClientMessage::SetMode(set) => self.set_mode(set.mode).await,
+            ClientMessage::ListModes(Empty {}) => self.list_modes(),
+            ClientMessage::ListModels(Empty {}) => self.list_models(),
+            ClientMessage::SetModel(set) => self.set_model(set.model).await,
+            ClientMessage::ListReasoningLevels(Empty {}) => self.list_reasoning_levels(),
+            ClientMessage::SetReasoningLevel(set) => {
+                self.set_reasoning_level(set.model, set.effort).await
+            }
+            ClientMessage::SessionOp(op) => {
+                self.session_op(op, id, command).await;
+                return;
+            }
+            ClientMessage::RecallSteer(Empty {}) => self.recall_steer().await,
+            ClientMessage::PermissionResponse(response) => {
+                self.answer_permission(response.request_id, response.answer).await;
+                Ok(None)
+            }
+            ClientMessage::UiResponse(response) => {
+                self.answer_ui(response.request_id, response.value).await;
+                Ok(None)
+            }
+            other => Err(error(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "`{}` is a daemon command; this is a direct connection to one agent",
+                    shard_protocol::envelope::MessageSet::type_name(&other)
+                ),
+            )),
+        };
+        self.shared.respond(id, to_response(command, result)).await;
+    }
+}
