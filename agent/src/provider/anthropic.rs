@@ -132,7 +132,7 @@ pub async fn stream(
     while let Some(event) = stream.next().await {
         let event = event?;
         let data: Value = serde_json::from_str(&event.data)
-            .map_err(|error| ProviderError(format!("unreadable stream event: {error}")))?;
+            .map_err(|source| ProviderError::Unreadable { what: "event", source })?;
         match data["type"].as_str().unwrap_or_default() {
             "message_start" => take_counts(&mut usage, &data["message"]["usage"]),
             "content_block_start" => {
@@ -169,7 +169,7 @@ pub async fn stream(
                         let id = tool_ids
                             .get(&index)
                             .cloned()
-                            .ok_or_else(|| ProviderError("tool input before its block".into()))?;
+                            .ok_or(ProviderError::Protocol("tool input before its block"))?;
                         let partial = delta["partial_json"].as_str().unwrap_or_default();
                         if !partial.is_empty() {
                             send(ProviderEvent::ToolArgs { id, delta: partial.to_owned() }).await?;
@@ -197,12 +197,12 @@ pub async fn stream(
             "error" => {
                 let message = data["error"]["message"].as_str().unwrap_or("unknown error");
                 let kind = data["error"]["type"].as_str().unwrap_or("error");
-                return Err(ProviderError(format!("{kind}: {message}")));
+                return Err(ProviderError::Reported(format!("{kind}: {message}")));
             }
             _ => {}
         }
     }
-    Err(ProviderError("the stream ended before message_stop".into()))
+    Err(ProviderError::EndedEarly("message_stop"))
 }
 
 /// Folds a `usage` object into the call's counts: `message_start`'s, then

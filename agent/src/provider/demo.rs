@@ -58,7 +58,7 @@ impl Out {
             | ProviderEvent::ToolArgs { delta: text, .. } => self.written.push_str(text),
             _ => {}
         }
-        self.events.send(event).await.map_err(|_| ProviderError("cancelled".into()))
+        self.events.send(event).await.map_err(|_| ProviderError::Cancelled)
     }
 
     /// `count` deltas at `rate` a second, on a fixed schedule (a late tick
@@ -377,7 +377,7 @@ async fn respond(
             }
             "fail" => {
                 out.words("Starting, then failing.").await?;
-                return Err(ProviderError(argument.to_owned()));
+                return Err(ProviderError::Scripted(argument.to_owned()));
             }
             _ => {}
         }

@@ -47,9 +47,51 @@ pub struct ProviderRequest {
     pub tools: Vec<ToolDefinition>,
 }
 
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub struct ProviderError(pub String);
+/// Why a model call failed. Its text is what the user sees in the turn's
+/// `error` event (made safe to show and bounded there, as a provider wrote
+/// some of it).
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// The model names an `api_key_env` that is not set.
+    #[error("model `{model}` needs its API key in the environment variable {variable}")]
+    MissingKey { model: String, variable: String },
+    /// The request never got a response: connection, TLS, timeout.
+    #[error("request failed: {0}")]
+    Transport(#[source] reqwest::Error),
+    /// The provider answered with an error status; `body` is the start of
+    /// what it said.
+    #[error("HTTP {status}: {body}")]
+    Status { status: reqwest::StatusCode, body: String },
+    /// The response body broke off while streaming.
+    #[error("stream interrupted: {0}")]
+    Interrupted(#[source] eventsource_stream::EventStreamError<reqwest::Error>),
+    /// A streamed `data` payload that is not JSON (`what`: event or chunk).
+    #[error("unreadable stream {what}: {source}")]
+    Unreadable { what: &'static str, source: serde_json::Error },
+    /// The stream broke the provider's own protocol.
+    #[error("{0}")]
+    Protocol(&'static str),
+    /// The stream ended with a tool call it never named (OpenAI), which
+    /// cannot be run or sent back.
+    #[error("the stream ended with a tool call that has no name (id {id})")]
+    UnnamedToolCall { id: String },
+    /// The stream ended before the reply was complete; it names what was
+    /// still owed.
+    #[error("the stream ended before {0}")]
+    EndedEarly(&'static str),
+    /// The provider reported an error in the stream, as it worded it.
+    #[error("{0}")]
+    Reported(String),
+    /// The demo model's `fail:` directive, with its text.
+    #[error("{0}")]
+    Scripted(String),
+    /// The turn stopped listening (aborted).
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// The most characters of an error body a [`ProviderError::Status`] keeps.
+const BODY_EXCERPT: usize = 500;
 
 /// Put before a refusal (OpenAI's `delta.refusal` or `content_filter`,
 /// Anthropic's `stop_reason: refusal`): the wire has no field that marks a
@@ -75,10 +117,7 @@ pub(crate) fn api_key(model: &ModelConfig) -> Result<Option<String>, ProviderErr
     match &model.api_key_env {
         None => Ok(None),
         Some(variable) => crate::keys::get(variable).map(Some).ok_or_else(|| {
-            ProviderError(format!(
-                "model `{}` needs its API key in the environment variable {variable}",
-                model.id
-            ))
+            ProviderError::MissingKey { model: model.id.clone(), variable: variable.clone() }
         }),
     }
 }
@@ -104,15 +143,12 @@ pub(crate) async fn open_stream(
     impl futures_util::Stream<Item = Result<eventsource_stream::Event, ProviderError>>,
     ProviderError,
 > {
-    let response =
-        call.send().await.map_err(|error| ProviderError(format!("request failed: {error}")))?;
+    let response = call.send().await.map_err(ProviderError::Transport)?;
     let status = response.status();
     if !status.is_success() {
         let body = response.text().await.unwrap_or_default();
-        return Err(ProviderError(format!(
-            "HTTP {status}: {}",
-            crate::util::truncate_chars(body.trim(), 500)
-        )));
+        let body = crate::util::truncate_chars(body.trim(), BODY_EXCERPT);
+        return Err(ProviderError::Status { status, body });
     }
     Ok(Box::pin(sse::events(response)))
 }
@@ -122,5 +158,5 @@ pub(crate) async fn emit(
     events: &mpsc::Sender<ProviderEvent>,
     event: ProviderEvent,
 ) -> Result<(), ProviderError> {
-    events.send(event).await.map_err(|_| ProviderError("cancelled".into()))
+    events.send(event).await.map_err(|_| ProviderError::Cancelled)
 }

@@ -112,13 +112,13 @@ pub async fn stream(
             return decoder.end();
         }
         let chunk: Value = serde_json::from_str(&event.data)
-            .map_err(|error| ProviderError(format!("unreadable stream chunk: {error}")))?;
+            .map_err(|source| ProviderError::Unreadable { what: "chunk", source })?;
         send_all(&events, decoder.chunk(&chunk)?).await?;
     }
     if decoder.finished {
         decoder.end()
     } else {
-        Err(ProviderError("the stream ended before the reply was complete".into()))
+        Err(ProviderError::EndedEarly("the reply was complete"))
     }
 }
 
@@ -162,7 +162,7 @@ impl Decoder {
         if let Some(error) = chunk.get("error") {
             let message =
                 error["message"].as_str().map_or_else(|| error.to_string(), str::to_owned);
-            return Err(ProviderError(message));
+            return Err(ProviderError::Reported(message));
         }
         let mut events = Vec::new();
         if let Some(usage) = chunk.get("usage").filter(|usage| usage.is_object()) {
@@ -331,10 +331,7 @@ impl ToolCalls {
     /// A call that never got a name cannot be run or sent back.
     fn end(&self) -> Result<(), ProviderError> {
         match self.calls.iter().find(|call| !call.announced) {
-            Some(call) => Err(ProviderError(format!(
-                "the stream ended with a tool call that has no name (id {})",
-                call.id
-            ))),
+            Some(call) => Err(ProviderError::UnnamedToolCall { id: call.id.clone() }),
             None => Ok(()),
         }
     }
@@ -393,7 +390,8 @@ mod tests {
         let (events, calls) = events(&[json!({"index": 0, "function": {"arguments": "{}"}})]);
         assert!(events.is_empty());
         let problem = calls.end().expect_err("no name");
-        assert!(problem.0.contains("no name"), "{problem}");
+        assert!(matches!(problem, ProviderError::UnnamedToolCall { .. }), "{problem}");
+        assert!(problem.to_string().contains("no name"), "{problem}");
     }
 
     #[test]

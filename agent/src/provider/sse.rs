@@ -7,8 +7,5 @@ use super::ProviderError;
 
 /// The events of a response body, each `data` payload as one item.
 pub fn events(response: reqwest::Response) -> impl Stream<Item = Result<Event, ProviderError>> {
-    response
-        .bytes_stream()
-        .eventsource()
-        .map(|event| event.map_err(|error| ProviderError(format!("stream interrupted: {error}"))))
+    response.bytes_stream().eventsource().map(|event| event.map_err(ProviderError::Interrupted))
 }

@@ -221,7 +221,7 @@ pub(super) async fn call_model(shared: &Arc<Shared>, cancel: &CancellationToken)
     let failed = outcome.err();
     let (content, signatures, calls) = assembler.finish(failed.is_none());
     if let Some(problem) = &failed {
-        report(shared, ErrorCode::ProviderError, problem.0.clone(), false).await;
+        report(shared, ErrorCode::ProviderError, problem.to_string(), false).await;
     }
     ModelReply {
         message_id,
