@@ -145,38 +145,7 @@ pub async fn stream(
                 }
             }
             "content_block_delta" => {
-                let delta = &data["delta"];
-                match delta["type"].as_str().unwrap_or_default() {
-                    "text_delta" => {
-                        let text = delta["text"].as_str().unwrap_or_default();
-                        wrote_text |= !text.is_empty();
-                        send(ProviderEvent::Text(text.to_owned())).await?
-                    }
-                    "thinking_delta" => {
-                        send(ProviderEvent::Thinking(
-                            delta["thinking"].as_str().unwrap_or_default().to_owned(),
-                        ))
-                        .await?;
-                    }
-                    "signature_delta" => {
-                        send(ProviderEvent::ThinkingSignature(
-                            delta["signature"].as_str().unwrap_or_default().to_owned(),
-                        ))
-                        .await?;
-                    }
-                    "input_json_delta" => {
-                        let index = data["index"].as_u64().unwrap_or(0);
-                        let id = tool_ids
-                            .get(&index)
-                            .cloned()
-                            .ok_or(ProviderError::Protocol("tool input before its block"))?;
-                        let partial = delta["partial_json"].as_str().unwrap_or_default();
-                        if !partial.is_empty() {
-                            send(ProviderEvent::ToolArgs { id, delta: partial.to_owned() }).await?;
-                        }
-                    }
-                    _ => {}
-                }
+                block_delta(&data, &tool_ids, &mut wrote_text, &events).await?;
             }
             "message_delta" => {
                 take_counts(&mut usage, &data["usage"]);
@@ -203,6 +172,42 @@ pub async fn stream(
         }
     }
     Err(ProviderError::EndedEarly("message_stop"))
+}
+
+/// One `content_block_delta`: text, thinking, a thinking block's signature,
+/// or a piece of a tool call's input (`tool_ids`: the call each block index
+/// opened).
+async fn block_delta(
+    data: &Value,
+    tool_ids: &HashMap<u64, String>,
+    wrote_text: &mut bool,
+    events: &mpsc::Sender<ProviderEvent>,
+) -> Result<(), ProviderError> {
+    let send = |event| emit(events, event);
+    let delta = &data["delta"];
+    let text = |key: &str| delta[key].as_str().unwrap_or_default().to_owned();
+    match delta["type"].as_str().unwrap_or_default() {
+        "text_delta" => {
+            let text = text("text");
+            *wrote_text |= !text.is_empty();
+            send(ProviderEvent::Text(text)).await
+        }
+        "thinking_delta" => send(ProviderEvent::Thinking(text("thinking"))).await,
+        "signature_delta" => send(ProviderEvent::ThinkingSignature(text("signature"))).await,
+        "input_json_delta" => {
+            let index = data["index"].as_u64().unwrap_or(0);
+            let id = tool_ids
+                .get(&index)
+                .cloned()
+                .ok_or(ProviderError::Protocol("tool input before its block"))?;
+            let partial = text("partial_json");
+            if partial.is_empty() {
+                return Ok(());
+            }
+            send(ProviderEvent::ToolArgs { id, delta: partial }).await
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Folds a `usage` object into the call's counts: `message_start`'s, then
