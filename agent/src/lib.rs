@@ -92,35 +92,8 @@ pub async fn run_stdio(options: Options) -> anyhow::Result<Ending> {
 async fn serve(options: Options) -> anyhow::Result<Ending> {
     let home = config::shard_home()?;
     let config = Config::load(&home)?;
-    let cwd = match &options.cwd {
-        Some(cwd) => cwd.clone(),
-        None => std::env::current_dir().context("no working directory")?,
-    };
-    let cwd = cwd
-        .canonicalize()
-        .with_context(|| format!("cannot use {} as the working directory", cwd.display()))?;
-    if let Some(model) = &options.model {
-        anyhow::ensure!(config.model(model).is_some(), "unknown model `{model}`");
-    }
-    if let Some(mode) = &options.mode {
-        anyhow::ensure!(modes::is_known(mode), "unknown mode `{mode}` (build or plan)");
-    }
-    if let Some(unknown) = options.tools.iter().flatten().find(|name| !tools::is_known(name)) {
-        anyhow::bail!("unknown tool `{unknown}` in --tools");
-    }
-    let instructions = match &options.system_prompt_file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            anyhow::ensure!(
-                text.len() <= MAX_INSTRUCTIONS,
-                "{} is over {MAX_INSTRUCTIONS} bytes",
-                path.display()
-            );
-            Some(text)
-        }
-        None => None,
-    };
+    let cwd = working_dir(&options, &config)?;
+    let instructions = read_instructions(options.system_prompt_file.as_deref())?;
     let delegate = options
         .delegate_as
         .clone()
@@ -180,6 +153,42 @@ async fn serve(options: Options) -> anyhow::Result<Ending> {
     // Every sender is gone once the agent is dropped: the writer drains and ends.
     let _ = writer.await;
     Ok(Ending::Clean)
+}
+
+/// The working directory, made canonical, once every name the options give
+/// (model, mode, tools) is known to exist.
+fn working_dir(options: &Options, config: &Config) -> anyhow::Result<PathBuf> {
+    let cwd = match &options.cwd {
+        Some(cwd) => cwd.clone(),
+        None => std::env::current_dir().context("no working directory")?,
+    };
+    let cwd = cwd
+        .canonicalize()
+        .with_context(|| format!("cannot use {} as the working directory", cwd.display()))?;
+    if let Some(model) = &options.model {
+        anyhow::ensure!(config.model(model).is_some(), "unknown model `{model}`");
+    }
+    if let Some(mode) = &options.mode {
+        anyhow::ensure!(modes::is_known(mode), "unknown mode `{mode}` (build or plan)");
+    }
+    if let Some(unknown) = options.tools.iter().flatten().find(|name| !tools::is_known(name)) {
+        anyhow::bail!("unknown tool `{unknown}` in --tools");
+    }
+    Ok(cwd)
+}
+
+/// A manager's instructions (`--system-prompt-file`), at most
+/// [`MAX_INSTRUCTIONS`] bytes.
+fn read_instructions(path: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    let Some(path) = path else { return Ok(None) };
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    anyhow::ensure!(
+        text.len() <= MAX_INSTRUCTIONS,
+        "{} is over {MAX_INSTRUCTIONS} bytes",
+        path.display()
+    );
+    Ok(Some(text))
 }
 
 /// A session that cannot be opened: `hello`, then a fatal error naming why.
