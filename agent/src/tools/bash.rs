@@ -129,12 +129,9 @@ pub async fn run(args: &JsonObject, context: &ToolContext) -> ToolOutput {
         Ok(command) => command,
         Err(error) => return ToolOutput::error(error),
     };
-    let timeout = match args.get("timeout") {
-        None | Some(Value::Null) => DEFAULT_TIMEOUT_SECS,
-        Some(value) => match value.as_u64() {
-            Some(seconds) if seconds > 0 => seconds.min(MAX_TIMEOUT_SECS),
-            _ => return ToolOutput::error("`timeout` must be a positive number of seconds"),
-        },
+    let timeout = match timeout_secs(args) {
+        Ok(timeout) => timeout,
+        Err(error) => return ToolOutput::error(error),
     };
     let (mut child, _managed) = match spawn(&command, context) {
         Ok(spawned) => spawned,
@@ -188,7 +185,22 @@ pub async fn run(args: &JsonObject, context: &ToolContext) -> ToolOutput {
             () = &mut drain => break,
         }
     }
-    let text = output.render();
+    result(ending, output.render(), timeout)
+}
+
+/// `timeout` in seconds: the default when absent, at most the maximum.
+fn timeout_secs(args: &JsonObject) -> Result<u64, &'static str> {
+    match args.get("timeout") {
+        None | Some(Value::Null) => Ok(DEFAULT_TIMEOUT_SECS),
+        Some(value) => match value.as_u64() {
+            Some(seconds) if seconds > 0 => Ok(seconds.min(MAX_TIMEOUT_SECS)),
+            _ => Err("`timeout` must be a positive number of seconds"),
+        },
+    }
+}
+
+/// The tool result of a command that ended so, with what it wrote (`text`).
+fn result(ending: Ending, text: String, timeout: u64) -> ToolOutput {
     match ending {
         Ending::Exited(status) => {
             let code = exit_code(status);
