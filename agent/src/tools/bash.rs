@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use serde_json::Value;
+use serde_json::{Value, json};
 use shard_protocol::types::JsonObject;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
-use super::{ToolContext, ToolOutput, required_string};
+use super::{ToolContext, ToolDefinition, ToolOutput, required_string};
 use crate::process_tree::Managed;
 
 const DEFAULT_TIMEOUT_SECS: u64 = 120;
@@ -22,6 +22,18 @@ const MAX_TIMEOUT_SECS: u64 = 1800;
 /// printed, so both the first error and the final summary survive.
 const KEEP_HEAD_BYTES: usize = 30 * 1024;
 const KEEP_TAIL_BYTES: usize = 20 * 1024;
+
+/// `bash`, as the model is offered it.
+pub fn definition() -> ToolDefinition {
+    ToolDefinition {
+        name: "bash",
+        description: "Run a shell command in the working directory. Output is capped; the exit code is reported.",
+        parameters: json!({"type": "object", "properties": {
+            "command": {"type": "string"},
+            "timeout": {"type": "integer", "minimum": 1, "description": "Seconds (default 120, at most 1800)"}
+        }, "required": ["command"]}),
+    }
+}
 
 /// Sends SIGKILL to a whole process group. A group that is already gone is fine.
 pub fn kill_process_group(pid: u32) {

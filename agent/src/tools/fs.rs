@@ -1,10 +1,12 @@
 //! `read`, `write` and `edit`.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use shard_protocol::types::{Hunk, JsonObject, RenderDescriptor};
 use similar::{ChangeTag, TextDiff};
 
-use super::{ToolContext, ToolOutput, display_path, required_string, resolve, usize_arg};
+use super::{
+    ToolContext, ToolDefinition, ToolOutput, display_path, required_string, resolve, usize_arg,
+};
 
 /// Lines `read` returns when no `limit` is given.
 const DEFAULT_READ_LINES: usize = 2000;
@@ -16,6 +18,39 @@ const MAX_EDIT_BYTES: u64 = 10 * 1024 * 1024;
 /// Bytes `read` looks through to count a file's lines after its page: a
 /// larger file's total is given as "more than".
 const MAX_COUNT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// `read`, `write` and `edit`, as the model is offered them.
+pub fn definitions() -> Vec<ToolDefinition> {
+    vec![
+        ToolDefinition {
+            name: "read",
+            description: "Read a text file. Returns up to `limit` lines from line `offset` (1-based).",
+            parameters: json!({"type": "object", "properties": {
+                "path": {"type": "string", "description": "File path, relative to the working directory or absolute"},
+                "offset": {"type": "integer", "minimum": 1},
+                "limit": {"type": "integer", "minimum": 1}
+            }, "required": ["path"]}),
+        },
+        ToolDefinition {
+            name: "write",
+            description: "Create or overwrite a file with the given content.",
+            parameters: json!({"type": "object", "properties": {
+                "path": {"type": "string"},
+                "content": {"type": "string"}
+            }, "required": ["path", "content"]}),
+        },
+        ToolDefinition {
+            name: "edit",
+            description: "Replace an exact string in a file. `old_string` must occur exactly once unless `replace_all` is true.",
+            parameters: json!({"type": "object", "properties": {
+                "path": {"type": "string"},
+                "old_string": {"type": "string"},
+                "new_string": {"type": "string"},
+                "replace_all": {"type": "boolean"}
+            }, "required": ["path", "old_string", "new_string"]}),
+        },
+    ]
+}
 
 pub async fn read(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, String> {
     let path_arg = required_string(args, "path")?;

@@ -106,69 +106,17 @@ pub fn is_known(name: &str) -> bool {
 
 /// The tools every model is offered, in a stable order.
 pub fn definitions() -> Vec<ToolDefinition> {
+    let mut tools = fs::definitions();
+    tools.push(bash::definition());
+    tools.extend(search::definitions());
+    tools.extend(turn_definitions());
+    tools
+}
+
+/// The tools the turn runs itself (`crate::turn`): they read the session
+/// or ask the user.
+fn turn_definitions() -> Vec<ToolDefinition> {
     vec![
-        ToolDefinition {
-            name: "read",
-            description: "Read a text file. Returns up to `limit` lines from line `offset` (1-based).",
-            parameters: json!({"type": "object", "properties": {
-                "path": {"type": "string", "description": "File path, relative to the working directory or absolute"},
-                "offset": {"type": "integer", "minimum": 1},
-                "limit": {"type": "integer", "minimum": 1}
-            }, "required": ["path"]}),
-        },
-        ToolDefinition {
-            name: "write",
-            description: "Create or overwrite a file with the given content.",
-            parameters: json!({"type": "object", "properties": {
-                "path": {"type": "string"},
-                "content": {"type": "string"}
-            }, "required": ["path", "content"]}),
-        },
-        ToolDefinition {
-            name: "edit",
-            description: "Replace an exact string in a file. `old_string` must occur exactly once unless `replace_all` is true.",
-            parameters: json!({"type": "object", "properties": {
-                "path": {"type": "string"},
-                "old_string": {"type": "string"},
-                "new_string": {"type": "string"},
-                "replace_all": {"type": "boolean"}
-            }, "required": ["path", "old_string", "new_string"]}),
-        },
-        ToolDefinition {
-            name: "bash",
-            description: "Run a shell command in the working directory. Output is capped; the exit code is reported.",
-            parameters: json!({"type": "object", "properties": {
-                "command": {"type": "string"},
-                "timeout": {"type": "integer", "minimum": 1, "description": "Seconds (default 120, at most 1800)"}
-            }, "required": ["command"]}),
-        },
-        ToolDefinition {
-            name: "grep",
-            description: "Search file contents with a regular expression. Honors .gitignore.",
-            parameters: json!({"type": "object", "properties": {
-                "pattern": {"type": "string"},
-                "path": {"type": "string"},
-                "glob": {"type": "string", "description": "Only files matching this glob"},
-                "ignore_case": {"type": "boolean"},
-                "limit": {"type": "integer", "minimum": 1}
-            }, "required": ["pattern"]}),
-        },
-        ToolDefinition {
-            name: "find",
-            description: "Find files whose path matches a glob (e.g. `**/*.rs`). Honors .gitignore.",
-            parameters: json!({"type": "object", "properties": {
-                "pattern": {"type": "string"},
-                "path": {"type": "string"},
-                "limit": {"type": "integer", "minimum": 1}
-            }, "required": ["pattern"]}),
-        },
-        ToolDefinition {
-            name: "ls",
-            description: "List a directory.",
-            parameters: json!({"type": "object", "properties": {
-                "path": {"type": "string"}
-            }}),
-        },
         ToolDefinition {
             name: "recall",
             description: "Read the exact messages that a compaction summarized, a page at a time.",

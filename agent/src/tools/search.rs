@@ -5,11 +5,12 @@
 use globset::GlobBuilder;
 use ignore::WalkBuilder;
 use regex::RegexBuilder;
-use serde_json::Value;
+use serde_json::{Value, json};
 use shard_protocol::types::{JsonObject, PathEntry, PathKind, RenderDescriptor};
 
 use super::{
-    ToolContext, ToolOutput, display_path, required_string, resolve, string_arg, usize_arg,
+    ToolContext, ToolDefinition, ToolOutput, display_path, required_string, resolve, string_arg,
+    usize_arg,
 };
 
 const DEFAULT_LIMIT: usize = 100;
@@ -19,6 +20,39 @@ const MAX_GREP_FILE_BYTES: u64 = 2 * 1024 * 1024;
 
 fn limit(args: &JsonObject) -> Result<usize, String> {
     Ok(usize_arg(args, "limit")?.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT))
+}
+
+/// `grep`, `find` and `ls`, as the model is offered them.
+pub fn definitions() -> Vec<ToolDefinition> {
+    vec![
+        ToolDefinition {
+            name: "grep",
+            description: "Search file contents with a regular expression. Honors .gitignore.",
+            parameters: json!({"type": "object", "properties": {
+                "pattern": {"type": "string"},
+                "path": {"type": "string"},
+                "glob": {"type": "string", "description": "Only files matching this glob"},
+                "ignore_case": {"type": "boolean"},
+                "limit": {"type": "integer", "minimum": 1}
+            }, "required": ["pattern"]}),
+        },
+        ToolDefinition {
+            name: "find",
+            description: "Find files whose path matches a glob (e.g. `**/*.rs`). Honors .gitignore.",
+            parameters: json!({"type": "object", "properties": {
+                "pattern": {"type": "string"},
+                "path": {"type": "string"},
+                "limit": {"type": "integer", "minimum": 1}
+            }, "required": ["pattern"]}),
+        },
+        ToolDefinition {
+            name: "ls",
+            description: "List a directory.",
+            parameters: json!({"type": "object", "properties": {
+                "path": {"type": "string"}
+            }}),
+        },
+    ]
 }
 
 pub async fn grep(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, String> {
