@@ -109,32 +109,51 @@ pub async fn grep(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput
                         truncated = true;
                         break 'walk;
                     }
-                    matches.push((shown.clone(), number + 1, line.trim_end().to_owned()));
+                    matches.push(Match {
+                        path: shown.clone(),
+                        line: number + 1,
+                        content: line.trim_end().to_owned(),
+                    });
                 }
             }
         }
-        let mut text: String = matches
-            .iter()
-            .map(|(path, line, content)| format!("{path}:{line}:{content}\n"))
-            .collect();
-        if matches.is_empty() {
-            text = "no matches\n".into();
-        }
-        if truncated {
-            text.push_str(&format!("[stopped at {limit} matches]\n"));
-        }
-        let paths = matches
-            .into_iter()
-            .map(|(path, line, content)| PathEntry {
-                path,
-                kind: PathKind::File,
-                hint: Some(format!("{line}: {}", crate::util::truncate_chars(&content, 200))),
-            })
-            .collect();
-        Ok(ToolOutput::text(text).with_render(RenderDescriptor::PathList { paths }))
+        Ok(grep_output(matches, truncated, limit))
     })
     .await
     .map_err(|error| format!("grep failed: {error}"))?
+}
+
+/// One line `grep` found.
+struct Match {
+    /// As shown: relative to the working directory when inside it.
+    path: String,
+    /// 1-based.
+    line: usize,
+    content: String,
+}
+
+/// `path:line:content` lines for the model, and the same matches as a path
+/// list for a person.
+fn grep_output(matches: Vec<Match>, truncated: bool, limit: usize) -> ToolOutput {
+    let mut text: String = matches
+        .iter()
+        .map(|Match { path, line, content }| format!("{path}:{line}:{content}\n"))
+        .collect();
+    if matches.is_empty() {
+        text = "no matches\n".into();
+    }
+    if truncated {
+        text.push_str(&format!("[stopped at {limit} matches]\n"));
+    }
+    let paths = matches
+        .into_iter()
+        .map(|Match { path, line, content }| PathEntry {
+            path,
+            kind: PathKind::File,
+            hint: Some(format!("{line}: {}", crate::util::truncate_chars(&content, 200))),
+        })
+        .collect();
+    ToolOutput::text(text).with_render(RenderDescriptor::PathList { paths })
 }
 
 pub async fn find(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, String> {
