@@ -3,16 +3,25 @@
 //! stdio. The daemon spawns one per agent; it also runs headless on its own.
 //! See docs/AGENT.md.
 //!
-//! - [`agent`]: the controller that answers every command.
+//! - [`agent`]: the controller that answers every command: its life in
+//!   `agent.rs`, then `commands` (decoding and routing), `inputs` (prompts and
+//!   steers queued behind a turn), `settings` (mode, model, reasoning level),
+//!   `session` (`session_op`) and `answers` (permission and UI answers).
 //! - [`shared`]: what the controller and the running turn share.
-//! - [`turn`]: the turn loop: model calls, tools, steering, compaction.
-//! - [`provider`]: the built-in demo models, OpenAI-compatible and Anthropic.
+//! - [`turn`]: the turn loop in `turn.rs`, then `stream` (one model call),
+//!   `tool_calls`, `questions` (the permission gate's and `ask`'s), `recall`
+//!   and `compaction`.
+//! - [`provider`]: the built-in demo models, OpenAI-compatible and Anthropic,
+//!   and [`provider::ProviderError`], why a call failed.
 //! - [`tools`]: read, write, edit, bash, grep, find, ls (recall and ask in `turn`).
 //! - [`permission`]: the gate in front of every tool call.
-//! - [`conversation`] and [`session_log`]: the session on disk and its live window.
+//! - [`conversation`]: the session in memory: `history` (the `Conversation`
+//!   type), `window`, `compaction`, `lineage` (forks, the session list) and
+//!   `recorded` (owed inputs, settings); [`session_log`]: the file itself.
+//! - [`session_view`]: the daemon's one door to a session log.
 //! - [`process_tree`]: the agent as subreaper; nothing it starts outlives it.
 //! - [`keys`]: provider keys out of every tool's reach.
-//! - [`config`], [`modes`], [`stdio`].
+//! - [`config`], [`modes`], [`stdio`], [`private`] (owner-only files).
 
 pub mod agent;
 pub mod config;

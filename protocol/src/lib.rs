@@ -7,11 +7,15 @@
 //!
 //! - [`envelope`]: the §5 envelope, decoding with field-naming errors, encoding.
 //! - [`message`]: the closed message sets, [`ClientMessage`] and [`ServerMessage`].
-//! - [`agent`]: per-agent commands, events and results (§9).
+//! - [`agent`]: per-agent commands, events and results (§9), one module per
+//!   part of the section (`lifecycle`, `drive`, `session`, `turn`,
+//!   `permission`, `ui`), all re-exported from `agent`.
 //! - [`orchestrator`]: registry commands, events and results (§10.1, §10.2).
 //! - [`workspace`]: workspace commands and projections (§10.1a).
 //! - [`subagent`]: background job commands and types (§10.3, §11.2).
 //! - [`types`]: the shared types of §11.
+//! - [`usage`], [`approvals`]: the daemon's usage rollups and approval history
+//!   (Shard extensions).
 //! - [`error`]: the §8 error registry and the `{code, message}` shape.
 //! - [`diagnostic`]: error text made safe to show and bounded.
 //! - [`display`]: text a person decides on, hidden characters made visible.
