@@ -14,13 +14,11 @@ use shard_protocol::agent::{
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::AgentsResult;
 use shard_protocol::subagent::{SubagentRunChanged, SubagentStatusResult};
-use shard_protocol::types::{
-    AgentStatus, ContentBlock, Message as WireMessage, Role, RuntimeState,
-};
+use shard_protocol::types::{AgentStatus, RuntimeState};
 use shard_protocol::{Envelope, ServerMessage};
 
-use crate::state::{ClientState, Connection, Item, NOT_CONNECTED, Question, Request, waiting};
-use crate::transcript;
+use crate::state::{ClientState, Connection, NOT_CONNECTED, Question, Request, waiting};
+use crate::transcript::{self, Item};
 
 /// Whether a message was the daemon's greeting, and whether it fit.
 pub enum Greeted {
@@ -464,7 +462,7 @@ fn apply_sync(state: &ClientState, sync: Sync, seq: Option<u64>) {
     }
     transcript::reconcile(
         state.transcript,
-        transcript_of(&sync.live_window.messages, sync.live_window.compaction_index),
+        transcript::from_sync(&sync.live_window.messages, sync.live_window.compaction_index),
     );
     let selected = state.selected.get_untracked().unwrap_or_default();
     // Questions of this agent are exactly the ones the sync re-shows.
@@ -475,63 +473,6 @@ fn apply_sync(state: &ClientState, sync: Sync, seq: Option<u64>) {
     }
     // Controls exist only for what the runtime advertises (§7, §9.1).
     state.query_catalogs(modes, models, levels);
-}
-
-/// The transcript a `sync` window describes.
-fn transcript_of(messages: &[WireMessage], compaction_index: Option<u64>) -> Vec<Item> {
-    let mut items = Vec::new();
-    if let Some(index) = compaction_index {
-        items.push(Item::Compaction { index, tokens_before: 0, tokens_after: 0 });
-    }
-    for message in messages {
-        match message.role {
-            Role::User => {
-                for block in &message.content {
-                    match block {
-                        ContentBlock::Text { text } => items.push(Item::User {
-                            entry_id: Some(message.id.clone()),
-                            text: text.clone(),
-                        }),
-                        ContentBlock::ToolResult { tool_call_id, content, is_error } => {
-                            let result = shard_protocol::agent::ToolResult {
-                                tool_call_id: tool_call_id.clone(),
-                                content: content.clone(),
-                                is_error: is_error.unwrap_or(false),
-                                exit_code: None,
-                                duration_ms: None,
-                                render: None,
-                            };
-                            let call = items.iter_mut().rev().find_map(|item| match item {
-                                Item::Tool { tool_call_id: id, result, .. }
-                                    if *id == *tool_call_id =>
-                                {
-                                    Some(result)
-                                }
-                                _ => None,
-                            });
-                            if let Some(slot) = call {
-                                *slot = Some(result);
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            _ => {
-                items.push(Item::Assistant {
-                    message_id: message.id.clone(),
-                    entry_id: Some(message.id.clone()),
-                    blocks: transcript::blocks_of(&message.content),
-                });
-                for block in &message.content {
-                    if let ContentBlock::ToolCall { id, name, args } = block {
-                        items.push(transcript::tool_item(id, name, args));
-                    }
-                }
-            }
-        }
-    }
-    items
 }
 
 /// Changes the selected agent's row in the list.

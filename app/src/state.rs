@@ -9,16 +9,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use leptos::prelude::*;
-use serde_json::Value;
 use shard_protocol::agent::{
-    Empty, PendingKind, Prompt, SetMode, SetModel, SetReasoningLevel, StreamingBehavior, ToolResult,
+    Empty, PendingKind, Prompt, SetMode, SetModel, SetReasoningLevel, StreamingBehavior,
 };
 use shard_protocol::orchestrator::{
     ActivityPhase, AgentAttach, AgentCreate, AgentKill, AgentTarget, AttachRole,
 };
 use shard_protocol::subagent::{JobSnapshot, RunSnapshot, SubagentStatus, SubagentStop};
 use shard_protocol::types::{
-    AgentInfo, AgentStatus, ModeDescriptor, ModelDescriptor, ReasoningLevel, RenderDescriptor,
+    AgentInfo, AgentStatus, ModeDescriptor, ModelDescriptor, ReasoningLevel,
 };
 use shard_protocol::workspace::{WorkspaceDetail, WorkspaceSummary};
 use shard_protocol::{ClientMessage, Envelope};
@@ -74,49 +73,6 @@ impl Connection {
 /// Whether an agent in `status` waits for an answer from a person.
 pub fn waiting(status: AgentStatus) -> bool {
     matches!(status, AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi)
-}
-
-/// One piece of an assistant message as it streams.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Block {
-    Text(String),
-    Thinking(String),
-}
-
-/// One line of the transcript.
-#[derive(Debug, Clone, PartialEq)]
-#[allow(clippy::large_enum_variant)] // short-lived UI state; boxing buys nothing
-pub enum Item {
-    User {
-        /// Its session entry, when known (a `sync` says; a live prompt does not).
-        entry_id: Option<String>,
-        text: String,
-    },
-    Assistant {
-        /// The id its deltas carried (a `sync` has none: the entry id then).
-        message_id: String,
-        /// The session entry it became, once complete: a `sync` and a late
-        /// `message_complete` name the same message by it.
-        entry_id: Option<String>,
-        blocks: Vec<Block>,
-    },
-    Tool {
-        tool_call_id: String,
-        name: String,
-        args: Value,
-        read_only: Option<bool>,
-        start: Option<RenderDescriptor>,
-        result: Option<ToolResult>,
-    },
-    Compaction {
-        index: u64,
-        tokens_before: u64,
-        tokens_after: u64,
-    },
-    Notice {
-        text: String,
-        error: bool,
-    },
 }
 
 /// An open question: whose, and what.

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use shard_protocol::types::AgentStatus;
 
 use super::{Greeted, handle};
-use crate::state::{Block, ClientState, Connection, Item};
+use crate::state::{ClientState, Connection};
+use crate::transcript::{Block, Item};
 
 const AGENT: &str = "agent-a";
 const OTHER: &str = "agent-b";

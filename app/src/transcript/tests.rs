@@ -8,8 +8,7 @@ use leptos::prelude::{ArcMemo, Get, GetUntracked, RwSignal, Set, With, WithUntra
 use shard_protocol::agent::DeltaKind;
 use shard_protocol::types::ContentBlock;
 
-use super::{CHUNK_BYTES, Row, RowKind, Rows, complete, delta, items, reconcile};
-use crate::state::{Block, Item};
+use super::{Block, CHUNK_BYTES, Item, Row, RowKind, Rows, complete, delta, items, reconcile};
 
 fn rows() -> Rows {
     let owner = leptos::prelude::Owner::new_root(None);
