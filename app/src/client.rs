@@ -16,8 +16,9 @@ use gloo_net::websocket::futures::WebSocket;
 use leptos::prelude::Set;
 use shard_protocol::web::{BROWSER_SECRET_HEADER, Bootstrap, EnrollAnswer, EnrollRequest};
 
+use crate::link::Connection;
 use crate::reducer::{Greeted, handle};
-use crate::state::{ClientState, Connection};
+use crate::state::ClientState;
 
 const MAX_BACKOFF_SECONDS: u32 = 30;
 /// Where the browser secret is kept (localStorage: per origin, so per
@@ -52,7 +53,7 @@ fn take_enroll_code() -> Option<String> {
 }
 
 async fn enroll(state: &ClientState, code: String) {
-    state.connection.set(Connection::Enrolling);
+    state.link.connection.set(Connection::Enrolling);
     let body = EnrollRequest { code };
     let enrolled = match Http::post("/enroll").json(&body) {
         Ok(request) => request.send().await,
@@ -73,12 +74,13 @@ async fn enroll(state: &ClientState, code: String) {
             } else {
                 "Enrolled, but this browser would not keep the enrollment: allow this site's storage and open a new link."
             };
-            state.notice.set(Some(notice.to_owned()));
+            state.link.notice.set(Some(notice.to_owned()));
         }
-        Ok(429) => {
-            state.notice.set(Some("Too many tries; wait a minute and open a new link.".to_owned()))
-        }
-        _ => state.notice.set(Some(
+        Ok(429) => state
+            .link
+            .notice
+            .set(Some("Too many tries; wait a minute and open a new link.".to_owned())),
+        _ => state.link.notice.set(Some(
             "That enrollment link is invalid, used or expired. Run `shard enroll` for a new one."
                 .to_owned(),
         )),
@@ -112,25 +114,25 @@ pub async fn run(state: ClientState) {
         }
         let mut backoff = 1;
         loop {
-            state.connection.set(Connection::Connecting);
+            state.link.connection.set(Connection::Connecting);
             match connect(&state).await {
                 Ended::NotEnrolled => {
-                    state.connection.set(Connection::NotEnrolled);
+                    state.link.connection.set(Connection::NotEnrolled);
                     break;
                 }
                 Ended::Mismatch => {
                     // Reconnecting cannot help; a reload (of a new page) can.
-                    *state.sender.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                    state.link.disconnect();
                     return;
                 }
                 Ended::Dropped { connected } => {
-                    *state.sender.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                    state.link.disconnect();
                     // Answers to what was sent on that connection never come.
                     state.connection_lost();
                     if connected {
                         backoff = 1;
                     }
-                    state.connection.set(Connection::Retrying(backoff));
+                    state.link.connection.set(Connection::Retrying(backoff));
                     gloo_timers::future::TimeoutFuture::new(backoff * 1000).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF_SECONDS);
                 }
@@ -171,10 +173,9 @@ async fn connect(state: &ClientState) -> Ended {
     let Ok(socket) = WebSocket::open_with_protocols(&url, &protocols) else { return dropped };
     let (mut writer, mut reader) = socket.split();
     let (outgoing, mut queue) = futures::channel::mpsc::unbounded::<String>();
-    *state.sender.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-        Some(Box::new(move |text| {
-            let _ = outgoing.unbounded_send(text);
-        }));
+    state.link.connect(Box::new(move |text| {
+        let _ = outgoing.unbounded_send(text);
+    }));
     leptos::task::spawn_local(async move {
         while let Some(text) = queue.next().await {
             if writer.send(Message::Text(text)).await.is_err() {

@@ -16,13 +16,21 @@ mod client;
 #[cfg(feature = "hydrate")]
 mod follow;
 mod guard;
+mod jobs;
 mod ledger;
+mod link;
 mod markdown;
 mod notify;
 mod order;
 #[cfg(feature = "hydrate")]
 mod persist;
+mod questions;
+// Messages arrive only in the browser, and in the tests that play the
+// daemon: elsewhere (the daemon's first paint) nothing feeds the reducer.
+#[cfg(any(feature = "hydrate", test))]
 mod reducer;
+mod roster;
+mod screen;
 mod state;
 mod transcript;
 mod views;
@@ -30,7 +38,8 @@ mod workspaces;
 
 use leptos::prelude::*;
 
-pub use state::{ClientState, Connection};
+pub use link::Connection;
+pub use state::ClientState;
 use views::{AgentList, AgentView, CreateAgent, Inbox, QuestionDialog};
 
 /// The name of the bundle's files under `/pkg/` (`shard.js`,
@@ -99,30 +108,29 @@ pub fn App() -> impl IntoView {
     // Effects run only in the browser, so this flips once the app is live;
     // the server-rendered HTML always says "false".
     let hydrated = RwSignal::new(false);
-    Effect::new({
-        #[cfg_attr(not(feature = "hydrate"), allow(unused_variables))]
-        let state = state.clone();
-        move |_| {
-            hydrated.set(true);
-            #[cfg(feature = "hydrate")]
-            {
-                persist::restore(&state);
-                persist::keep(&state);
-                notify::restore(&state);
-                leptos::task::spawn_local(client::run(state.clone()));
-            }
+    #[cfg(feature = "hydrate")]
+    let live = state.clone();
+    Effect::new(move |_| {
+        hydrated.set(true);
+        #[cfg(feature = "hydrate")]
+        {
+            persist::restore(&live);
+            persist::keep(&live);
+            notify::restore(&live);
+            notify::listen(&live);
+            leptos::task::spawn_local(client::run(live.clone()));
         }
     });
-    let connection = state.connection;
-    let notice = state.notice;
-    let questions = state.questions;
+    let connection = state.link.connection;
+    let notice = state.link.notice;
+    let questions = state.questions.open;
     let pending = move || questions.with(|questions| questions.len());
     let title = move || match pending() {
         0 => "Shard".to_owned(),
         count => format!("({count}) Shard"),
     };
     let notify_state = state.clone();
-    let notify_on = state.notify;
+    let notify_on = state.questions.notify;
     // The tab's title counts open questions; the server renders "Shard".
     #[cfg(feature = "hydrate")]
     Effect::new(move |_| document().set_title(&title()));

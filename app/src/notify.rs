@@ -8,11 +8,12 @@
 
 use leptos::prelude::*;
 
+#[cfg(feature = "hydrate")]
+use crate::questions::Question;
 use crate::state::ClientState;
-use crate::state::Question;
 
 /// How long a question waits before it notifies.
-#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+#[cfg(feature = "hydrate")]
 pub const NOTIFY_DELAY_MS: u64 = 3_000;
 
 #[cfg(feature = "hydrate")]
@@ -27,9 +28,15 @@ fn granted() -> bool {
     web_sys::Notification::permission() == web_sys::NotificationPermission::Granted
 }
 
-/// A new question arrived: notify about it later if it still waits then.
+/// Every question new to the page notifies later if it still waits then.
 #[cfg(feature = "hydrate")]
-pub fn question(state: &ClientState, question: &Question) {
+pub fn listen(state: &ClientState) {
+    let page = state.clone();
+    state.questions.listen(Box::new(move |question| schedule(&page, question)));
+}
+
+#[cfg(feature = "hydrate")]
+fn schedule(state: &ClientState, question: &Question) {
     let (state, question) = (state.clone(), question.clone());
     set_timeout(
         move || notify_if_waiting(&state, &question),
@@ -42,10 +49,9 @@ fn notify_if_waiting(state: &ClientState, question: &Question) {
     use shard_protocol::agent::PendingKind;
     use wasm_bindgen::JsCast;
     use wasm_bindgen::closure::Closure;
-    let open = state.questions.with_untracked(|open| open.contains_key(&question.key()));
-    let on_screen = !hidden()
-        && state.selected.with_untracked(|selected| selected.as_ref() == Some(&question.agent_id));
-    if !open || on_screen || !state.notify.get_untracked() || !granted() {
+    let open = state.questions.is_open(question);
+    let on_screen = !hidden() && state.screen.shows(&question.agent_id);
+    if !open || on_screen || !state.questions.notify.get_untracked() || !granted() {
         return;
     }
     let body = match &question.request {
@@ -59,7 +65,7 @@ fn notify_if_waiting(state: &ClientState, question: &Question) {
     let options = web_sys::NotificationOptions::new();
     options.set_body(&body);
     options.set_tag(question.request.request_id());
-    let name = shard_protocol::display::escaped(&state.agent_name(&question.agent_id));
+    let name = shard_protocol::display::escaped(&state.roster.name_of(&question.agent_id));
     let title = format!("{name} needs an answer");
     let Ok(notification) = web_sys::Notification::new_with_options(&title, &options) else {
         return;
@@ -75,22 +81,17 @@ fn notify_if_waiting(state: &ClientState, question: &Question) {
     notification.set_onclick(Some(open_agent.unchecked_ref()));
 }
 
-/// Outside the browser there is nothing to notify.
-#[cfg(not(feature = "hydrate"))]
-#[allow(dead_code)] // called by the reducer, which only the browser feeds
-pub fn question(_: &ClientState, _: &Question) {}
-
 /// Turns notifications on if this browser already allows them.
 #[cfg(feature = "hydrate")]
 pub fn restore(state: &ClientState) {
     if granted() {
-        state.notify.set(true);
+        state.questions.notify.set(true);
     }
 }
 
 /// Asks for notification permission (from a click) and turns them on.
 pub fn enable(state: &ClientState) {
-    state.notify.set(true);
+    state.questions.notify.set(true);
     #[cfg(feature = "hydrate")]
     {
         let _ = web_sys::Notification::request_permission();

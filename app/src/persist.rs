@@ -26,17 +26,19 @@ pub fn restore(state: &ClientState) {
         .and_then(|json| serde_json::from_str(&json).ok())
         .unwrap_or_default();
     let selected = storage.get_item(SELECTED).ok().flatten().filter(|id| !id.is_empty());
+    let screen = state.screen;
     if let Some(agent_id) = &selected {
-        state.draft.set(drafts.get(agent_id).cloned().unwrap_or_default());
+        screen.drafts.draft.set(drafts.get(agent_id).cloned().unwrap_or_default());
     }
-    state.drafts.set(drafts);
+    screen.drafts.others.set(drafts);
     // The connection attaches it once greeted.
-    state.selected.set(selected);
+    screen.selected.set(selected);
 }
 
 /// Keeps storage up to date as the user selects and types.
 pub fn keep(state: &ClientState) {
-    let (selected, draft, drafts) = (state.selected, state.draft, state.drafts);
+    let screen = state.screen;
+    let (selected, draft, drafts) = (screen.selected, screen.drafts.draft, screen.drafts.others);
     Effect::new(move |_| {
         let Some(storage) = storage() else { return };
         let selected = selected.get();

@@ -6,7 +6,7 @@
 //! - what changes inside a row lives in its own signals: a `message_delta`
 //!   appends to the last chunk of one block of one message and notifies
 //!   nothing else; the list itself changes only when a row is added;
-//! - streamed text is held in chunks of at most [`CHUNK_BYTES`], so a delta
+//! - streamed text is held in chunks of at most [`row::CHUNK_BYTES`], so a delta
 //!   rewrites one small text node however long the message grows;
 //! - a message's markdown is parsed once, when it is complete;
 //! - a `sync` is reconciled into the rows already there (same message, same
@@ -30,7 +30,7 @@ use shard_protocol::types::ContentBlock;
 
 pub use item::{Block, Item, from_sync};
 use item::{blocks_of, tool_item};
-pub use row::{CHUNK_BYTES, Message, Row, RowKind, TextBlock, Tool, ToolCall};
+pub use row::{Message, Row, RowKind, TextBlock, Tool, ToolCall};
 use row::{next_key, set_if_changed};
 
 /// The transcript's operations, on the rows signal. Each looks rows up from

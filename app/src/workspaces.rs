@@ -7,8 +7,6 @@
 //! the workspaces the daemon reported (`repository_cwd` is the one
 //! repository path a workspace projection carries, PROTOCOL.md §10.1a).
 
-#![cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use leptos::prelude::*;
@@ -16,12 +14,12 @@ use shard_protocol::ClientMessage;
 use shard_protocol::message::Response;
 use shard_protocol::types::AgentInfo;
 use shard_protocol::workspace::{
-    BranchDisposition, WorkspaceAttach, WorkspaceCreate, WorkspaceLaunch, WorkspaceLaunchResult,
-    WorkspaceList, WorkspaceListResult, WorkspaceResult, WorkspaceRetire, WorkspaceStatus,
-    WorkspaceSummary,
+    BranchDisposition, WorkspaceAttach, WorkspaceCreate, WorkspaceDetail, WorkspaceLaunch,
+    WorkspaceLaunchResult, WorkspaceList, WorkspaceListResult, WorkspaceResult, WorkspaceRetire,
+    WorkspaceStatus, WorkspaceSummary,
 };
 
-use crate::state::{ClientState, Request};
+use crate::link::{Link, Request};
 
 /// Why the last retirement of the workspace on screen did not happen.
 #[derive(Debug, Clone, PartialEq)]
@@ -182,16 +180,41 @@ pub struct NewWorkspace<'a> {
     pub mode: &'a str,
 }
 
-impl ClientState {
+/// The workspaces slice: every workspace the page knows, and the panel of
+/// the one on screen.
+#[derive(Clone, Copy)]
+pub struct Workspaces {
+    /// Every workspace the page knows, by id (PROTOCOL.md §10.1a).
+    pub all: RwSignal<BTreeMap<String, WorkspaceSummary>>,
+    /// The latest status of the workspace on screen.
+    pub detail: RwSignal<Option<WorkspaceDetail>>,
+    /// Whether the workspace panel shows the diff (its status then asks
+    /// for it).
+    pub diff: RwSignal<bool>,
+    pub retire_problem: RwSignal<Option<RetireProblem>>,
+    link: Link,
+}
+
+impl Workspaces {
+    pub fn new(link: Link) -> Self {
+        Self {
+            all: RwSignal::new(BTreeMap::new()),
+            detail: RwSignal::new(None),
+            diff: RwSignal::new(false),
+            retire_problem: RwSignal::new(None),
+            link,
+        }
+    }
+
     /// Every workspace, retired ones too: their agents are still listed.
-    pub fn list_workspaces(&self) {
+    pub fn list(&self) {
         let list = WorkspaceList { include_retired: Some(true), ..WorkspaceList::default() };
-        self.send(ClientMessage::WorkspaceList(list), None, Request::Workspaces);
+        self.link.send(ClientMessage::WorkspaceList(list), None, Request::Workspaces);
     }
 
     /// A new worktree with a fresh agent in it; the agent is opened once
     /// the daemon made it.
-    pub fn create_workspace(&self, form: NewWorkspace<'_>) {
+    pub fn create(&self, form: NewWorkspace<'_>) {
         let create = WorkspaceCreate {
             cwd: form.cwd.trim().to_owned(),
             label: given(form.name),
@@ -205,41 +228,37 @@ impl ClientState {
             },
             ..WorkspaceCreate::default()
         };
-        self.send(ClientMessage::WorkspaceCreate(create), None, Request::WorkspaceLaunch);
+        self.link.send(ClientMessage::WorkspaceCreate(create), None, Request::WorkspaceLaunch);
     }
 
     /// A fresh agent in an existing workspace.
-    pub fn attach_workspace(&self, workspace_id: &str) {
+    pub fn attach(&self, workspace_id: &str) {
         let attach = WorkspaceAttach {
             version: None,
             workspace_id: workspace_id.to_owned(),
             launch: WorkspaceLaunch::default(),
         };
-        self.send(ClientMessage::WorkspaceAttach(attach), None, Request::WorkspaceLaunch);
+        self.link.send(ClientMessage::WorkspaceAttach(attach), None, Request::WorkspaceLaunch);
     }
 
-    /// The workspace of the agent on screen, if it works in one.
-    pub fn shown_workspace(&self) -> Option<WorkspaceSummary> {
-        let selected = self.selected.get()?;
-        let cwd = self.agents.with(|agents| {
-            agents.iter().find(|agent| agent.agent_id == selected).map(|agent| agent.cwd.clone())
-        })?;
-        self.workspaces.with(|workspaces| workspace_of(workspaces, &cwd).cloned())
+    /// The workspace whose worktree holds `cwd` (tracked).
+    pub fn of_cwd(&self, cwd: &str) -> Option<WorkspaceSummary> {
+        self.all.with(|workspaces| workspace_of(workspaces, cwd).cloned())
     }
 
     /// Asks for the status of `workspace_id` (with its diff while the
     /// panel's diff is open).
-    pub fn workspace_status(&self, workspace_id: &str) {
+    pub fn status(&self, workspace_id: &str) {
         let status = WorkspaceStatus {
             version: None,
             workspace_id: workspace_id.to_owned(),
-            include_diff: self.workspace_diff.get_untracked().then_some(true),
+            include_diff: self.diff.get_untracked().then_some(true),
         };
         let request = Request::WorkspaceStatus { workspace_id: workspace_id.to_owned() };
-        self.send(ClientMessage::WorkspaceStatus(status), None, request);
+        self.link.send(ClientMessage::WorkspaceStatus(status), None, request);
     }
 
-    pub fn retire_workspace(&self, workspace_id: &str, disposition: BranchDisposition) {
+    pub fn retire(&self, workspace_id: &str, disposition: BranchDisposition) {
         self.retire_problem.set(None);
         let retire = WorkspaceRetire {
             version: None,
@@ -247,85 +266,97 @@ impl ClientState {
             branch_disposition: Some(disposition),
         };
         let request = Request::WorkspaceRetire { workspace_id: workspace_id.to_owned() };
-        self.send(ClientMessage::WorkspaceRetire(retire), None, request);
+        self.link.send(ClientMessage::WorkspaceRetire(retire), None, request);
     }
 
     /// Records what the daemon said of a workspace.
-    pub fn upsert_workspace(&self, workspace: WorkspaceSummary) {
-        self.workspaces.update(|workspaces| {
+    fn upsert(&self, workspace: WorkspaceSummary) {
+        self.all.update(|workspaces| {
             workspaces.insert(workspace.workspace_id.clone(), workspace);
         });
     }
-}
 
-/// A workspace event: the page's record of it follows, and the panel asks
-/// for a fresh status when it is the workspace on screen (a retirement or
-/// a conflict seen from another tab shows here too).
-pub fn changed(state: &ClientState, workspace: WorkspaceSummary) {
-    let shown = untrack(|| state.shown_workspace())
-        .is_some_and(|shown| shown.workspace_id == workspace.workspace_id);
-    let id = workspace.workspace_id.clone();
-    state.upsert_workspace(workspace);
-    if shown {
-        state.workspace_status(&id);
-    }
-}
-
-/// The answer to a `workspace.*` request.
-pub fn answered(state: &ClientState, request: Request, response: Response) {
-    let shown = || untrack(|| state.shown_workspace()).map(|shown| shown.workspace_id);
-    match request {
-        Request::Workspaces => {
-            if let Ok(WorkspaceListResult { workspaces }) = response.data() {
-                state.workspaces.set(
-                    workspaces
-                        .into_iter()
-                        .map(|workspace| (workspace.workspace_id.clone(), workspace))
-                        .collect(),
-                );
-            }
+    /// A workspace event: the page's record of it follows, and the panel
+    /// asks for a fresh status when it is the workspace on screen
+    /// (`shown`): a retirement or a conflict seen from another tab shows
+    /// here too.
+    pub fn changed(&self, workspace: WorkspaceSummary, shown: Option<&str>) {
+        let id = workspace.workspace_id.clone();
+        self.upsert(workspace);
+        if shown == Some(id.as_str()) {
+            self.status(&id);
         }
-        Request::WorkspaceLaunch => match response.data::<WorkspaceLaunchResult>() {
-            Ok(launched) => {
-                state.notice.set(None);
-                state.upsert_workspace(launched.workspace.summary);
-                state.select(Some(launched.agent_id));
-            }
-            Err(error) => {
-                state.notice.set(Some(format!("Could not make the workspace: {}", error.message)))
-            }
-        },
-        Request::WorkspaceStatus { workspace_id } => match response.data::<WorkspaceResult>() {
-            Ok(WorkspaceResult { workspace }) => {
-                state.upsert_workspace(workspace.summary.clone());
-                if shown().as_deref() == Some(workspace_id.as_str()) {
-                    state.workspace.set(Some(workspace));
+    }
+
+    /// The answer to a `workspace.*` request; `shown` tells the workspace
+    /// on screen (once what the answer said is recorded). A launch answers
+    /// with the agent to open.
+    pub fn answered(
+        &self,
+        request: Request,
+        response: Response,
+        shown: impl Fn() -> Option<String>,
+    ) -> Option<String> {
+        match request {
+            Request::Workspaces => {
+                if let Ok(WorkspaceListResult { workspaces }) = response.data() {
+                    self.all.set(
+                        workspaces
+                            .into_iter()
+                            .map(|workspace| (workspace.workspace_id.clone(), workspace))
+                            .collect(),
+                    );
                 }
             }
-            Err(error) => {
-                state.notice.set(Some(format!("Could not read the workspace: {}", error.message)))
-            }
-        },
-        Request::WorkspaceRetire { workspace_id } => match response.data::<WorkspaceResult>() {
-            Ok(WorkspaceResult { workspace }) => {
-                state.retire_problem.set(None);
-                state.upsert_workspace(workspace.summary.clone());
-                if shown().as_deref() == Some(workspace_id.as_str()) {
-                    state.workspace.set(Some(workspace));
+            Request::WorkspaceLaunch => match response.data::<WorkspaceLaunchResult>() {
+                Ok(launched) => {
+                    self.link.notice.set(None);
+                    self.upsert(launched.workspace.summary);
+                    return Some(launched.agent_id);
                 }
-            }
-            Err(error) => {
-                let kind = error.data.as_ref().and_then(|data| data["kind"].as_str());
-                let problem = match kind {
-                    Some("confirmation_required") => {
-                        RetireProblem::Confirm { workspace_id, reason: error.message }
-                    }
-                    _ => RetireProblem::Refused(error.message),
-                };
-                state.retire_problem.set(Some(problem));
-            }
-        },
-        _ => {}
+                Err(error) => {
+                    self.link.tell(format!("Could not make the workspace: {}", error.message))
+                }
+            },
+            Request::WorkspaceStatus { workspace_id } => match response.data::<WorkspaceResult>() {
+                Ok(WorkspaceResult { workspace }) => self.read(workspace, &workspace_id, &shown),
+                Err(error) => {
+                    self.link.tell(format!("Could not read the workspace: {}", error.message))
+                }
+            },
+            Request::WorkspaceRetire { workspace_id } => match response.data::<WorkspaceResult>() {
+                Ok(WorkspaceResult { workspace }) => {
+                    self.retire_problem.set(None);
+                    self.read(workspace, &workspace_id, &shown);
+                }
+                Err(error) => {
+                    let kind = error.data.as_ref().and_then(|data| data["kind"].as_str());
+                    let problem = match kind {
+                        Some("confirmation_required") => {
+                            RetireProblem::Confirm { workspace_id, reason: error.message }
+                        }
+                        _ => RetireProblem::Refused(error.message),
+                    };
+                    self.retire_problem.set(Some(problem));
+                }
+            },
+            _ => {}
+        }
+        None
+    }
+
+    /// A status of `workspace_id`: recorded, and shown if it is the
+    /// workspace on screen.
+    fn read(
+        &self,
+        workspace: WorkspaceDetail,
+        workspace_id: &str,
+        shown: &impl Fn() -> Option<String>,
+    ) {
+        self.upsert(workspace.summary.clone());
+        if shown().as_deref() == Some(workspace_id) {
+            self.detail.set(Some(workspace));
+        }
     }
 }
 

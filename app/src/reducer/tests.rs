@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use shard_protocol::types::AgentStatus;
 
 use super::{Greeted, handle};
-use crate::state::{ClientState, Connection};
+use crate::link::{Connection, NOT_CONNECTED};
+use crate::state::ClientState;
 use crate::transcript::{Block, Item};
 
 const AGENT: &str = "agent-a";
@@ -24,11 +25,16 @@ fn page() -> (ClientState, Arc<Mutex<Vec<Value>>>) {
     std::mem::forget(owner);
     let state = ClientState::new();
     let sent = Arc::new(Mutex::new(Vec::new()));
+    record(&state, &sent);
+    (state, sent)
+}
+
+/// Connects `state` to a daemon that records every frame it sends in `sent`.
+fn record(state: &ClientState, sent: &Arc<Mutex<Vec<Value>>>) {
     let capture = sent.clone();
-    *state.sender.lock().expect("lock") = Some(Box::new(move |text: String| {
+    state.link.connect(Box::new(move |text: String| {
         capture.lock().expect("lock").push(serde_json::from_str(&text).expect("JSON frame"));
     }));
-    (state, sent)
 }
 
 fn feed(state: &ClientState, frame: Value) -> Greeted {
@@ -75,7 +81,7 @@ fn permission(agent: &str, request_id: &str) -> Value {
 }
 
 fn texts(state: &ClientState) -> Vec<String> {
-    crate::transcript::items(state.transcript)
+    crate::transcript::items(state.screen.transcript)
         .iter()
         .map(|item| match item {
             Item::User { text, .. } => format!("user: {text}"),
@@ -111,7 +117,7 @@ fn a_sync_replaces_the_transcript_and_the_agents_questions() {
     let (state, sent) = attached();
     feed(&state, sync(0, vec![user("one"), assistant("e-2", "first")], vec![]));
     assert_eq!(texts(&state), ["user: one", "assistant: first"]);
-    assert_eq!(state.epoch.get_untracked(), Some(0));
+    assert_eq!(state.screen.epoch.get_untracked(), Some(0));
     let asked = take(&sent);
     assert!(asked.iter().any(|frame| frame["type"] == "list_modes" && frame["agent_id"] == AGENT));
     // A question of this agent, then a resync that no longer holds it but a
@@ -127,9 +133,10 @@ fn a_sync_replaces_the_transcript_and_the_agents_questions() {
     );
     let open: Vec<String> = state
         .questions
+        .open
         .with_untracked(|questions| questions.keys().map(|(_, request)| request.clone()).collect());
     assert_eq!(open, ["perm-2"]);
-    assert_eq!(state.epoch.get_untracked(), Some(1));
+    assert_eq!(state.screen.epoch.get_untracked(), Some(1));
 }
 
 #[test]
@@ -166,7 +173,7 @@ fn questions_come_from_any_agent_and_go_when_resolved_elsewhere() {
     feed(&state, sync(0, vec![], vec![]));
     feed(&state, permission(AGENT, "perm-1"));
     feed(&state, permission(OTHER, "perm-9"));
-    assert_eq!(state.questions.with_untracked(|questions| questions.len()), 2);
+    assert_eq!(state.questions.open.with_untracked(|questions| questions.len()), 2);
     // Another tab answered this agent's: its resolution closes it here.
     feed(
         &state,
@@ -179,7 +186,7 @@ fn questions_come_from_any_agent_and_go_when_resolved_elsewhere() {
         json!({"type": "agent_status_changed", "agent_id": OTHER, "status": "streaming",
                         "runtime_state": "running"}),
     );
-    assert_eq!(state.questions.with_untracked(|questions| questions.len()), 0);
+    assert_eq!(state.questions.open.with_untracked(|questions| questions.len()), 0);
 }
 
 #[test]
@@ -191,7 +198,7 @@ fn a_reconnect_lists_and_reattaches_and_old_answers_are_void() {
     // Events of the agent on screen move its cursor; another agent's do not.
     feed(&state, json!({"type": "status", "agent_id": AGENT, "seq": 7, "status": "idle"}));
     feed(&state, json!({"type": "status", "agent_id": OTHER, "seq": 90, "status": "idle"}));
-    assert_eq!(state.cursor.get_untracked(), Some(7));
+    assert_eq!(state.screen.cursor.get_untracked(), Some(7));
     let before = take(&sent);
     let modes = before.iter().find(|frame| frame["type"] == "list_modes").expect("asked").clone();
     // The connection drops: what it was waiting for will never be answered.
@@ -209,24 +216,24 @@ fn a_reconnect_lists_and_reattaches_and_old_answers_are_void() {
         json!({"status": "idle", "resumed": true,
         "info": {"agent_id": AGENT, "cwd": "/", "status": "idle", "runtime_state": "running", "created_at": 0}}),
     );
-    assert_eq!(state.resumed.get_untracked(), Some(true));
-    assert_eq!(state.connection.get_untracked(), Connection::Connected);
+    assert_eq!(state.screen.resumed.get_untracked(), Some(true));
+    assert_eq!(state.link.connection.get_untracked(), Connection::Connected);
     // A stray answer to the old connection's request changes nothing.
-    state.mode.set("build".to_owned());
+    state.screen.catalogs.mode.set("build".to_owned());
     feed(
         &state,
         json!({"type": "response", "id": modes["id"], "command": "list_modes", "success": true,
                         "data": {"modes": [], "active": "plan"}}),
     );
-    assert_eq!(state.mode.get_untracked(), "build");
+    assert_eq!(state.screen.catalogs.mode.get_untracked(), "build");
 }
 
 #[test]
 fn another_protocol_version_stops_the_page_with_a_reason() {
     let (state, sent) = page();
     assert!(matches!(feed(&state, hello("9.0.0")), Greeted::Mismatch));
-    assert_eq!(state.connection.get_untracked(), Connection::Mismatch { newer: true });
-    assert!(state.connection.get_untracked().label().contains("reload"));
+    assert_eq!(state.link.connection.get_untracked(), Connection::Mismatch { newer: true });
+    assert!(state.link.connection.get_untracked().label().contains("reload"));
     assert!(take(&sent).is_empty(), "nothing is sent to a daemon it cannot speak to");
 }
 
@@ -239,9 +246,9 @@ fn a_superseded_runtimes_catalog_is_dropped() {
     let new = take(&sent);
     let modes = json!({"modes": [{"name": "plan", "description": "read only"}], "active": "plan"});
     answer(&state, &old, "list_modes", modes.clone());
-    assert_eq!(state.mode.get_untracked(), "build", "epoch 0's answer is history");
+    assert_eq!(state.screen.catalogs.mode.get_untracked(), "build", "epoch 0's answer is history");
     answer(&state, &new, "list_modes", modes);
-    assert_eq!(state.mode.get_untracked(), "plan");
+    assert_eq!(state.screen.catalogs.mode.get_untracked(), "plan");
 }
 
 #[test]
@@ -249,12 +256,12 @@ fn a_prompt_is_shown_once_accepted_and_a_refused_one_returns_to_the_box() {
     let (state, sent) = attached();
     feed(&state, sync(0, vec![], vec![]));
     take(&sent);
-    assert!(state.prompt("first", None));
+    assert!(state.screen.prompt("first", None));
     assert!(texts(&state).is_empty(), "not shown before it is accepted");
     answer(&state, &take(&sent), "prompt", json!(null));
     assert_eq!(texts(&state), ["user: first"]);
 
-    assert!(state.prompt("second", None));
+    assert!(state.screen.prompt("second", None));
     let frames = take(&sent);
     answer(
         &state,
@@ -263,8 +270,10 @@ fn a_prompt_is_shown_once_accepted_and_a_refused_one_returns_to_the_box() {
         json!({"error": {"code": "RUNTIME_START_FAILED", "message": "no cwd"}}),
     );
     assert_eq!(texts(&state), ["user: first"]);
-    assert_eq!(state.draft.get_untracked(), "second");
-    assert!(state.prompt_error.get_untracked().unwrap_or_default().contains("no cwd"));
+    assert_eq!(state.screen.drafts.draft.get_untracked(), "second");
+    assert!(
+        state.screen.drafts.prompt_error.get_untracked().unwrap_or_default().contains("no cwd")
+    );
 }
 
 #[test]
@@ -302,7 +311,7 @@ fn another_agent_waiting_is_peeked_at_for_its_questions() {
     other["agent_id"] = json!(OTHER);
     feed(&state, other);
     let open: Vec<(String, String)> =
-        state.questions.with_untracked(|questions| questions.keys().cloned().collect());
+        state.questions.open.with_untracked(|questions| questions.keys().cloned().collect());
     assert_eq!(open, [(OTHER.to_owned(), "perm-7".to_owned())]);
     assert_eq!(texts(&state), ["assistant: mine"]);
     let frames = take(&sent);
@@ -349,7 +358,7 @@ fn run_changes_update_the_known_job_and_fetch_the_parent_s_jobs_when_it_ends() {
         json!({"agents": [], "jobs": [job("job-1", AGENT, &[("run-1", OTHER, "queued")])]}),
     );
     assert_eq!(
-        state.run_of(OTHER).map(|run| run.state),
+        state.jobs.run_of(OTHER).map(|run| run.state),
         Some(shard_protocol::subagent::RunState::Queued)
     );
 
@@ -360,7 +369,7 @@ fn run_changes_update_the_known_job_and_fetch_the_parent_s_jobs_when_it_ends() {
                         "run_id": "run-1", "agent_id": OTHER, "state": "active", "previous_state": "queued"}),
     );
     assert_eq!(
-        state.run_of(OTHER).map(|run| run.state),
+        state.jobs.run_of(OTHER).map(|run| run.state),
         Some(shard_protocol::subagent::RunState::Active)
     );
     assert!(take(&sent).is_empty());
@@ -379,7 +388,7 @@ fn run_changes_update_the_known_job_and_fetch_the_parent_s_jobs_when_it_ends() {
                         "run_id": "run-2", "agent_id": OTHER, "state": "queued"}),
     );
     assert_eq!(take(&sent).len(), 1);
-    let jobs = state.jobs.with_untracked(|jobs| jobs["job-1"].runs[0].ended_at);
+    let jobs = state.jobs.all.with_untracked(|jobs| jobs["job-1"].runs[0].ended_at);
     assert_eq!(jobs, Some(9));
 }
 
@@ -399,7 +408,7 @@ fn a_workspace_launch_opens_its_agent_and_the_panel_follows_retirement() {
     answer(&state, &asked, "workspace.list", json!({"workspaces": []}));
 
     // The form's workspace.create: the agent it made is opened.
-    state.create_workspace(crate::workspaces::NewWorkspace {
+    state.workspaces.create(crate::workspaces::NewWorkspace {
         cwd: " /src/app ",
         name: "fix",
         branch: "",
@@ -421,8 +430,8 @@ fn a_workspace_launch_opens_its_agent_and_the_panel_follows_retirement() {
         "workspace.create",
         json!({"agent_id": AGENT, "session_id": "s-1", "workspace": detail}),
     );
-    assert_eq!(state.selected.get_untracked().as_deref(), Some(AGENT));
-    assert!(state.workspaces.with_untracked(|known| known.contains_key("ws-1")));
+    assert_eq!(state.screen.selected.get_untracked().as_deref(), Some(AGENT));
+    assert!(state.workspaces.all.with_untracked(|known| known.contains_key("ws-1")));
     let agent = json!({"agent_id": AGENT, "cwd": "/home/.shard/worktrees/ws-1", "status": "idle",
                        "runtime_state": "running", "created_at": 1});
     feed(&state, json!({"type": "agent_spawned", "agent_id": AGENT, "info": agent}));
@@ -430,7 +439,7 @@ fn a_workspace_launch_opens_its_agent_and_the_panel_follows_retirement() {
     take(&sent);
 
     // An unmerged branch: the daemon asks, the page asks the user.
-    state.retire_workspace("ws-1", shard_protocol::workspace::BranchDisposition::DeleteIfMerged);
+    state.workspaces.retire("ws-1", shard_protocol::workspace::BranchDisposition::DeleteIfMerged);
     let asked = take(&sent);
     assert_eq!(asked[0]["branch_disposition"], "delete_if_merged");
     answer(
@@ -443,7 +452,7 @@ fn a_workspace_launch_opens_its_agent_and_the_panel_follows_retirement() {
                  "confirmation_disposition": "delete_confirmed"}}}),
     );
     assert!(matches!(
-        state.retire_problem.get_untracked(),
+        state.workspaces.retire_problem.get_untracked(),
         Some(crate::workspaces::RetireProblem::Confirm { workspace_id, .. }) if workspace_id == "ws-1"
     ));
     // Another refusal is shown in the daemon's words.
@@ -452,15 +461,15 @@ fn a_workspace_launch_opens_its_agent_and_the_panel_follows_retirement() {
     answer(&state, &asked, "workspace.retire", dirty.clone());
     assert!(
         matches!(
-            state.retire_problem.get_untracked(),
+            state.workspaces.retire_problem.get_untracked(),
             Some(crate::workspaces::RetireProblem::Confirm { .. })
         ),
         "a second answer to one id is ignored"
     );
-    state.retire_workspace("ws-1", shard_protocol::workspace::BranchDisposition::Keep);
+    state.workspaces.retire("ws-1", shard_protocol::workspace::BranchDisposition::Keep);
     answer(&state, &take(&sent), "workspace.retire", dirty);
     assert_eq!(
-        state.retire_problem.get_untracked(),
+        state.workspaces.retire_problem.get_untracked(),
         Some(crate::workspaces::RetireProblem::Refused(
             "the worktree has 1 uncommitted changes".to_owned()
         ))
@@ -469,14 +478,16 @@ fn a_workspace_launch_opens_its_agent_and_the_panel_follows_retirement() {
     // Retired in another tab: the event updates the record and the panel
     // asks for a fresh status, whose answer it shows.
     feed(&state, json!({"type": "workspace_retired", "workspace": workspace("retired")}));
-    let lifecycle = state.workspaces.with_untracked(|known| known["ws-1"].lifecycle);
+    let lifecycle = state.workspaces.all.with_untracked(|known| known["ws-1"].lifecycle);
     assert_eq!(lifecycle, shard_protocol::workspace::WorkspaceLifecycle::Retired);
     let asked = take(&sent);
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0]["type"], "workspace.status");
     answer(&state, &asked, "workspace.status", json!({"workspace": workspace("retired")}));
-    let shown =
-        state.workspace.with_untracked(|detail| detail.as_ref().map(|d| d.summary.lifecycle));
+    let shown = state
+        .workspaces
+        .detail
+        .with_untracked(|detail| detail.as_ref().map(|d| d.summary.lifecycle));
     assert_eq!(shown, Some(shard_protocol::workspace::WorkspaceLifecycle::Retired));
 }
 
@@ -487,7 +498,7 @@ fn agent_row(agent_id: &str) -> Value {
 #[test]
 fn the_daemons_usage_rollup_sets_each_agents_total_and_a_usage_event_adds_nothing() {
     let (state, sent) = attached();
-    state.list_agents();
+    state.roster.list();
     let list = take(&sent);
     answer(&state, &list, "agent.list", json!({"agents": [agent_row(AGENT), agent_row(OTHER)]}));
     let totals = json!({"input": 100, "output": 20, "cost": 0.5, "calls": 1, "unpriced_calls": 0, "turns": 1});
@@ -504,7 +515,7 @@ fn the_daemons_usage_rollup_sets_each_agents_total_and_a_usage_event_adds_nothin
         json!({"type": "agent_usage", "agent_id": OTHER, "usage": {"input": 5, "output": 1}}),
     );
     let usage = |agent: &str| {
-        state.agents.with_untracked(|agents| {
+        state.roster.agents.with_untracked(|agents| {
             agents
                 .iter()
                 .find(|known| known.agent_id == agent)
@@ -535,16 +546,16 @@ fn a_queued_prompt_taken_back_leaves_the_transcript_and_returns_to_the_box() {
     feed(&state, json!({"type": "status", "agent_id": AGENT, "status": "streaming"}));
     take(&sent);
     assert!(
-        state.prompt(
+        state.screen.prompt(
             "wait, use the other file",
             Some(shard_protocol::agent::StreamingBehavior::Steer)
         )
     );
     let frames = take(&sent);
     answer(&state, &frames, "prompt", json!(null));
-    assert_eq!(state.queued.get_untracked(), 1);
+    assert_eq!(state.screen.drafts.queued.get_untracked(), 1);
     assert_eq!(texts(&state), ["user: one", "user: wait, use the other file"]);
-    state.recall();
+    state.screen.recall();
     let frames = take(&sent);
     assert_eq!(frames[0]["type"], "recall_steer");
     assert_eq!(frames[0]["agent_id"], AGENT);
@@ -555,10 +566,10 @@ fn a_queued_prompt_taken_back_leaves_the_transcript_and_returns_to_the_box() {
         json!({"recalled": {"message": "wait, use the other file", "streaming_behavior": "steer"}}),
     );
     assert_eq!(texts(&state), ["user: one"], "its row is gone");
-    assert_eq!(state.draft.get_untracked(), "wait, use the other file");
-    assert_eq!(state.queued.get_untracked(), 0);
+    assert_eq!(state.screen.drafts.draft.get_untracked(), "wait, use the other file");
+    assert_eq!(state.screen.drafts.queued.get_untracked(), 0);
     // Nothing left: said so, and nothing else changes.
-    state.recall();
+    state.screen.recall();
     let frames = take(&sent);
     answer(&state, &frames, "recall_steer", json!({"recalled": null}));
     let note = state.ledger.note.get_untracked().expect("a note");
@@ -571,7 +582,7 @@ fn a_fork_offers_the_switch_and_a_switch_refused_says_why() {
     let (state, sent) = attached();
     feed(&state, sync(0, vec![user("one"), assistant("e-2", "first")], vec![]));
     take(&sent);
-    state.fork_at("e-2");
+    state.ledger.fork_at("e-2");
     let frames = take(&sent);
     assert_eq!(frames[0]["type"], "session_op");
     assert_eq!(frames[0]["args"]["from_entry_id"], "e-2");
@@ -585,7 +596,7 @@ fn a_fork_offers_the_switch_and_a_switch_refused_says_why() {
     assert!(state.ledger.sessions_open.get_untracked(), "the sessions panel opens");
     let frames = take(&sent);
     assert!(frames.iter().any(|frame| frame["type"] == "session_op" && frame["op"] == "list"));
-    state.activate_session("sess-f");
+    state.ledger.activate_session("sess-f");
     let frames = take(&sent);
     assert_eq!(frames[0]["type"], "session.activate");
     assert_eq!(frames[0]["agent_id"], AGENT);
@@ -607,17 +618,18 @@ fn a_stopped_runtime_leaves_nothing_streaming_or_waiting_on_screen() {
     feed(&state, json!({"type": "status", "agent_id": AGENT, "status": "waiting_for_permission"}));
     feed(&state, permission(AGENT, "perm-1"));
     feed(&state, permission(OTHER, "perm-9"));
-    state.queued.set(1);
+    state.screen.drafts.queued.set(1);
     // Killed: the registry says so; the process will say nothing more.
     feed(
         &state,
         json!({"type": "agent_status_changed", "agent_id": AGENT, "status": "idle",
                "runtime_state": "stopped"}),
     );
-    assert_eq!(state.status.get_untracked(), AgentStatus::Idle);
-    assert_eq!(state.queued.get_untracked(), 0);
+    assert_eq!(state.screen.status.get_untracked(), AgentStatus::Idle);
+    assert_eq!(state.screen.drafts.queued.get_untracked(), 0);
     let open: Vec<String> = state
         .questions
+        .open
         .with_untracked(|questions| questions.keys().map(|(_, request)| request.clone()).collect());
     assert_eq!(open, ["perm-9"], "another agent's question stays");
     // What the next runtime settled (a call closed as interrupted) only a
@@ -643,14 +655,14 @@ fn a_sync_settles_what_the_tab_had_queued() {
     let (state, _) = attached();
     feed(&state, sync(0, vec![], vec![]));
     feed(&state, json!({"type": "status", "agent_id": AGENT, "status": "streaming"}));
-    state.queued.set(2);
+    state.screen.drafts.queued.set(2);
     let mut streaming = sync(1, vec![user("hi")], vec![]);
     streaming["status"] = json!("streaming");
     feed(&state, streaming);
-    assert_eq!(state.queued.get_untracked(), 2, "mid-turn, they may still land");
+    assert_eq!(state.screen.drafts.queued.get_untracked(), 2, "mid-turn, they may still land");
     feed(&state, sync(1, vec![user("hi")], vec![]));
-    assert_eq!(state.status.get_untracked(), AgentStatus::Idle);
-    assert_eq!(state.queued.get_untracked(), 0);
+    assert_eq!(state.screen.status.get_untracked(), AgentStatus::Idle);
+    assert_eq!(state.screen.drafts.queued.get_untracked(), 0);
 }
 
 #[test]
@@ -693,15 +705,15 @@ fn a_resume_that_finds_the_agent_settled_asks_for_a_sync() {
 #[test]
 fn the_not_connected_notice_goes_once_connected_again() {
     let (state, sent) = page();
-    let sender = state.sender.lock().expect("lock").take();
-    state.list_agents();
-    assert_eq!(state.notice.get_untracked().as_deref(), Some(crate::state::NOT_CONNECTED));
-    *state.sender.lock().expect("lock") = sender;
+    state.link.disconnect();
+    state.roster.list();
+    assert_eq!(state.link.notice.get_untracked().as_deref(), Some(NOT_CONNECTED));
+    record(&state, &sent);
     feed(&state, hello(shard_protocol::PROTOCOL_VERSION));
-    assert_eq!(state.notice.get_untracked(), None);
+    assert_eq!(state.link.notice.get_untracked(), None);
     assert!(!take(&sent).is_empty());
     // Any other notice is still worth reading.
-    state.notice.set(Some("This browser is now enrolled.".to_owned()));
+    state.link.notice.set(Some("This browser is now enrolled.".to_owned()));
     feed(&state, hello(shard_protocol::PROTOCOL_VERSION));
-    assert_eq!(state.notice.get_untracked().as_deref(), Some("This browser is now enrolled."));
+    assert_eq!(state.link.notice.get_untracked().as_deref(), Some("This browser is now enrolled."));
 }

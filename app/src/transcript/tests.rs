@@ -8,7 +8,8 @@ use leptos::prelude::{ArcMemo, Get, GetUntracked, RwSignal, Set, With, WithUntra
 use shard_protocol::agent::DeltaKind;
 use shard_protocol::types::ContentBlock;
 
-use super::{Block, CHUNK_BYTES, Item, Row, RowKind, Rows, complete, delta, items, reconcile};
+use super::row::CHUNK_BYTES;
+use super::{Block, Item, Row, RowKind, Rows, complete, delta, items, reconcile};
 
 fn rows() -> Rows {
     let owner = leptos::prelude::Owner::new_root(None);

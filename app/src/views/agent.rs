@@ -10,37 +10,26 @@ use super::{state, status_label};
 
 #[component]
 fn Pickers() -> impl IntoView {
-    let state = state();
-    let s1 = state.clone();
-    let s2 = state.clone();
-    let s3 = state.clone();
-    let s4 = state.clone();
-    let s5 = state.clone();
-    let s6 = state.clone();
+    let screen = state().screen;
+    let catalogs = screen.catalogs;
     view! {
         <div class="pickers">
-            <Show when=move || s1.has_capability("mode-switch") && !s1.modes.get().is_empty()>
+            <Show when=move || catalogs.has("mode-switch") && !catalogs.modes.get().is_empty()>
                 <label>"Mode"
-                    <select aria-label="Mode" on:change={
-                        let state = s2.clone();
-                        move |event| state.set_mode(event_target_value(&event))
-                    }>
-                        {let state = s2.clone(); move || state.modes.get().into_iter().map(|mode| {
-                            let current = state.mode.get() == mode.name;
+                    <select aria-label="Mode" on:change=move |event| screen.set_mode(event_target_value(&event))>
+                        {move || catalogs.modes.get().into_iter().map(|mode| {
+                            let current = catalogs.mode.get() == mode.name;
                             view! { <option value=mode.name.clone() selected=current title=mode.description>{mode.name.clone()}</option> }
                         }).collect_view()}
                     </select>
                 </label>
             </Show>
-            <Show when=move || s3.has_capability("model-switch") && !s3.models.get().is_empty()>
+            <Show when=move || catalogs.has("model-switch") && !catalogs.models.get().is_empty()>
                 <label>"Model"
-                    <select aria-label="Model" on:change={
-                        let state = s4.clone();
-                        move |event| state.set_model(event_target_value(&event))
-                    }>
-                        {let state = s4.clone(); move || {
-                            let active = state.model.get().map(|model| model.id);
-                            state.models.get().into_iter().map(|model| {
+                    <select aria-label="Model" on:change=move |event| screen.set_model(event_target_value(&event))>
+                        {move || {
+                            let active = catalogs.model.get().map(|model| model.id);
+                            catalogs.models.get().into_iter().map(|model| {
                                 let current = active.as_deref() == Some(model.id.as_str());
                                 view! { <option value=model.id.clone() selected=current>{model.id.clone()}</option> }
                             }).collect_view()
@@ -48,18 +37,15 @@ fn Pickers() -> impl IntoView {
                     </select>
                 </label>
             </Show>
-            <Show when=move || s5.has_capability("reasoning-switch") && !s5.levels.get().is_empty()>
+            <Show when=move || catalogs.has("reasoning-switch") && !catalogs.levels.get().is_empty()>
                 <label>"Reasoning"
-                    <select aria-label="Reasoning" on:change={
-                        let state = s6.clone();
-                        move |event| {
-                            let model = state.model.get_untracked().map(|model| model.id).unwrap_or_default();
-                            state.set_reasoning_level(model, event_target_value(&event));
-                        }
+                    <select aria-label="Reasoning" on:change=move |event| {
+                        let model = catalogs.model.get_untracked().map(|model| model.id).unwrap_or_default();
+                        screen.set_reasoning_level(model, event_target_value(&event));
                     }>
-                        {let state = s6.clone(); move || {
-                            let active = state.level.get();
-                            state.levels.get().into_iter().map(|level| {
+                        {move || {
+                            let active = catalogs.level.get();
+                            catalogs.levels.get().into_iter().map(|level| {
                                 let current = active.as_deref() == Some(level.id.as_str());
                                 view! { <option value=level.id.clone() selected=current>{level.label.clone()}</option> }
                             }).collect_view()
@@ -73,55 +59,34 @@ fn Pickers() -> impl IntoView {
 
 #[component]
 fn PromptBox() -> impl IntoView {
-    let state = state();
+    let screen = state().screen;
     // The draft lives in the state: it survives a reconnect, and a refused
     // prompt comes back into it.
-    let text = state.draft;
-    let error = state.prompt_error;
-    let busy = {
-        let status = state.status;
-        move || !matches!(status.get(), AgentStatus::Idle | AgentStatus::Error)
-    };
-    let send = {
-        let state = state.clone();
-        move |behavior: Option<StreamingBehavior>| {
-            let message = text.get_untracked();
-            if message.trim().is_empty() {
-                return;
-            }
-            if state.prompt(&message, behavior) {
-                text.set(String::new());
-            }
+    let text = screen.drafts.draft;
+    let error = screen.drafts.prompt_error;
+    let busy = move || !matches!(screen.status.get(), AgentStatus::Idle | AgentStatus::Error);
+    let send = move |behavior: Option<StreamingBehavior>| {
+        let message = text.get_untracked();
+        if message.trim().is_empty() {
+            return;
+        }
+        if screen.prompt(&message, behavior) {
+            text.set(String::new());
         }
     };
-    let on_submit = {
-        let send = send.clone();
-        move |event: leptos::ev::SubmitEvent| {
+    let on_submit = move |event: leptos::ev::SubmitEvent| {
+        event.prevent_default();
+        send(busy().then_some(StreamingBehavior::FollowUp));
+    };
+    let steer = move |_| send(Some(StreamingBehavior::Steer));
+    let abort = move |_| screen.abort();
+    let recall = move |_| screen.recall();
+    let queued = screen.drafts.queued;
+    let on_key = move |event: leptos::ev::KeyboardEvent| {
+        // Ctrl/Cmd+Enter sends.
+        if event.key() == "Enter" && (event.ctrl_key() || event.meta_key()) {
             event.prevent_default();
             send(busy().then_some(StreamingBehavior::FollowUp));
-        }
-    };
-    let steer = {
-        let send = send.clone();
-        move |_| send(Some(StreamingBehavior::Steer))
-    };
-    let abort = {
-        let state = state.clone();
-        move |_| state.abort()
-    };
-    let recall = {
-        let state = state.clone();
-        move |_| state.recall()
-    };
-    let queued = state.queued;
-    let on_key = {
-        let send = send.clone();
-        move |event: leptos::ev::KeyboardEvent| {
-            // Ctrl/Cmd+Enter sends.
-            if event.key() == "Enter" && (event.ctrl_key() || event.meta_key()) {
-                event.prevent_default();
-                send(busy().then_some(StreamingBehavior::FollowUp));
-            }
         }
     };
     view! {
@@ -132,11 +97,11 @@ fn PromptBox() -> impl IntoView {
             <div class="prompt-actions">
                 <button type="submit">{move || if busy() { "Queue follow-up" } else { "Send" }}</button>
                 <Show when=busy>
-                    <button type="button" on:click=steer.clone()>"Steer"</button>
-                    <button type="button" class="danger" on:click=abort.clone()>"Abort"</button>
+                    <button type="button" on:click=steer>"Steer"</button>
+                    <button type="button" class="danger" on:click=abort>"Abort"</button>
                 </Show>
                 <Show when=move || { busy() && queued.get() > 0 }>
-                    <button type="button" class="recall" on:click=recall.clone()
+                    <button type="button" class="recall" on:click=recall
                         title="Take back the newest steer or follow-up before it reaches the agent">"Take back"</button>
                 </Show>
             </div>
@@ -144,84 +109,70 @@ fn PromptBox() -> impl IntoView {
     }
 }
 
+/// The agent on screen's header: its name, status, usage, pickers and
+/// lifecycle buttons.
+#[component]
+fn AgentHeader() -> impl IntoView {
+    let state = state();
+    let (screen, roster) = (state.screen, state.roster);
+    // Tracked: after a reload the agent is on screen before the list that
+    // names it has arrived.
+    let title = move || {
+        roster.agents.track();
+        screen.selected.get().map(|id| roster.name_of(&id)).unwrap_or_default()
+    };
+    let close = move |_| state.select(None);
+    let status = screen.status;
+    let usage = move || {
+        let selected = screen.selected.get()?;
+        roster.agents.with(|agents| {
+            let usage = agents.iter().find(|agent| agent.agent_id == selected)?.usage.clone()?;
+            Some(match usage.cost {
+                Some(cost) => {
+                    format!("{} in · {} out · {}", usage.input, usage.output, super::dollars(cost))
+                }
+                None => format!("{} in · {} out", usage.input, usage.output),
+            })
+        })
+    };
+    view! {
+        <header class="agent-header">
+            <button class="back" on:click=close aria-label="Back to agents">"←"</button>
+            <h2>{title}</h2>
+            <span class="status" data-status=move || status_label(status.get())>{move || status_label(status.get())}</span>
+            <span class="usage" title="tokens used">{usage}</span>
+            <Pickers/>
+            <div class="lifecycle">
+                <button on:click=move |_| screen.terminate()>"Terminate"</button>
+                <button class="danger" on:click=move |_| screen.kill()>"Kill"</button>
+            </div>
+        </header>
+    }
+}
+
 #[component]
 pub fn AgentView() -> impl IntoView {
-    let state = state();
-    let s = state.clone();
+    let screen = state().screen;
+    let resumed = screen.resumed;
     view! {
-        <Show when=move || s.selected.get().is_some() fallback=|| view! { <section class="agent-view empty"><p>"Select an agent to see its work."</p></section> }>
-            {
-                let state = state.clone();
-                // Tracked: after a reload the agent is on screen before the
-                // list that names it has arrived.
-                let title = {
-                    let state = state.clone();
-                    move || {
-                        state.agents.track();
-                        state.selected.get().map(|id| state.agent_name(&id)).unwrap_or_default()
-                    }
-                };
-                let terminate = {
-                    let state = state.clone();
-                    move |_| {
-                        state.terminate_selected();
-                    }
-                };
-                let kill = {
-                    let state = state.clone();
-                    move |_| {
-                        state.kill_selected();
-                    }
-                };
-                let close = {
-                    let state = state.clone();
-                    move |_| state.select(None)
-                };
-                let status = state.status;
-                let resumed = state.resumed;
-                let usage = {
-                    let state = state.clone();
-                    move || {
-                        let selected = state.selected.get()?;
-                        state.agents.with(|agents| {
-                            let usage = agents.iter().find(|agent| agent.agent_id == selected)?.usage.clone()?;
-                            Some(match usage.cost {
-                                Some(cost) => format!("{} in · {} out · {}", usage.input, usage.output, super::dollars(cost)),
-                                None => format!("{} in · {} out", usage.input, usage.output),
-                            })
-                        })
-                    }
-                };
-                view! {
-                    <section class="agent-view" aria-label="Agent" data-attach=move || match resumed.get() {
-                        Some(true) => "resumed",
-                        Some(false) => "sync",
-                        None => "",
-                    }>
-                        <header class="agent-header">
-                            <button class="back" on:click=close aria-label="Back to agents">"←"</button>
-                            <h2>{title}</h2>
-                            <span class="status" data-status=move || status_label(status.get())>{move || status_label(status.get())}</span>
-                            <span class="usage" title="tokens used">{usage}</span>
-                            <Pickers/>
-                            <div class="lifecycle">
-                                <button on:click=terminate>"Terminate"</button>
-                                <button class="danger" on:click=kill>"Kill"</button>
-                            </div>
-                        </header>
-                        <super::workspace::WorkspacePanel/>
-                        <div class="ledger-panels">
-                            <super::ledger::SessionsPanel/>
-                            <super::ledger::UsagePanel/>
-                            <super::ledger::ApprovalsPanel/>
-                        </div>
-                        <super::jobs::JobsPanel/>
-                        <Transcript/>
-                        <super::ledger::LedgerNote/>
-                        <PromptBox/>
-                    </section>
-                }
-            }
+        <Show when=move || screen.selected.get().is_some() fallback=|| view! { <section class="agent-view empty"><p>"Select an agent to see its work."</p></section> }>
+            <section class="agent-view" aria-label="Agent" data-attach=move || match resumed.get() {
+                Some(true) => "resumed",
+                Some(false) => "sync",
+                None => "",
+            }>
+                <AgentHeader/>
+                <super::workspace::WorkspacePanel/>
+                <div class="ledger-panels">
+                    <super::ledger::SessionsPanel/>
+                    <super::ledger::UsagePanel/>
+                    <super::ledger::ApprovalsPanel/>
+                </div>
+                <super::jobs::JobsPanel/>
+                <Transcript/>
+                <super::ledger::LedgerNote/>
+                <PromptBox/>
+            </section>
         </Show>
     }
 }

@@ -7,52 +7,76 @@ use shard_protocol::types::AgentInfo;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{phase_label, run_label, runtime_label, state, status_label};
+use crate::link::Connection;
 use crate::order::sort_by_rank;
-use crate::state::{Connection, waiting};
-use crate::workspaces::Row;
+use crate::roster::waiting;
+use crate::state::ClientState;
+use crate::workspaces::{NewWorkspace, Row};
+
+/// What the new-agent form holds as the user types.
+#[derive(Clone, Copy)]
+struct NewAgent {
+    cwd: RwSignal<String>,
+    name: RwSignal<String>,
+    model: RwSignal<String>,
+    mode: RwSignal<String>,
+    in_workspace: RwSignal<bool>,
+    branch: RwSignal<String>,
+    base: RwSignal<String>,
+}
+
+impl NewAgent {
+    fn new() -> Self {
+        Self {
+            cwd: RwSignal::new(String::new()),
+            name: RwSignal::new(String::new()),
+            model: RwSignal::new(String::new()),
+            mode: RwSignal::new(String::new()),
+            in_workspace: RwSignal::new(false),
+            branch: RwSignal::new(String::new()),
+            base: RwSignal::new(String::new()),
+        }
+    }
+
+    /// Asks for what the form holds: an agent, or a workspace with one.
+    fn submit(&self, state: &ClientState) {
+        let cwd = self.cwd.get_untracked();
+        if cwd.trim().is_empty() {
+            state.link.tell("Give the agent a working directory (an absolute path).".to_owned());
+            return;
+        }
+        if self.in_workspace.get_untracked() {
+            state.workspaces.create(NewWorkspace {
+                cwd: &cwd,
+                name: &self.name.get_untracked(),
+                branch: &self.branch.get_untracked(),
+                base: &self.base.get_untracked(),
+                model: &self.model.get_untracked(),
+                mode: &self.mode.get_untracked(),
+            });
+            self.branch.set(String::new());
+        } else {
+            state.roster.create(
+                cwd.trim(),
+                self.name.get_untracked().trim(),
+                self.model.get_untracked().trim(),
+                &self.mode.get_untracked(),
+            );
+        }
+        self.name.set(String::new());
+    }
+}
 
 #[component]
 pub fn CreateAgent() -> impl IntoView {
     let state = state();
-    let cwd = RwSignal::new(String::new());
-    let name = RwSignal::new(String::new());
-    let model = RwSignal::new(String::new());
-    let mode = RwSignal::new(String::new());
-    let in_workspace = RwSignal::new(false);
-    let branch = RwSignal::new(String::new());
-    let base = RwSignal::new(String::new());
-    let connected = move || state.connection.get() == Connection::Connected;
-    let submit = {
-        let state = state.clone();
-        move |event: leptos::ev::SubmitEvent| {
-            event.prevent_default();
-            let cwd_value = cwd.get_untracked();
-            if cwd_value.trim().is_empty() {
-                state
-                    .notice
-                    .set(Some("Give the agent a working directory (an absolute path).".to_owned()));
-                return;
-            }
-            if in_workspace.get_untracked() {
-                state.create_workspace(crate::workspaces::NewWorkspace {
-                    cwd: &cwd_value,
-                    name: &name.get_untracked(),
-                    branch: &branch.get_untracked(),
-                    base: &base.get_untracked(),
-                    model: &model.get_untracked(),
-                    mode: &mode.get_untracked(),
-                });
-                branch.set(String::new());
-            } else {
-                state.create_agent(
-                    cwd_value.trim(),
-                    name.get_untracked().trim(),
-                    model.get_untracked().trim(),
-                    &mode.get_untracked(),
-                );
-            }
-            name.set(String::new());
-        }
+    let form = NewAgent::new();
+    let NewAgent { cwd, name, model, mode, in_workspace, .. } = form;
+    let connection = state.link.connection;
+    let connected = move || connection.get() == Connection::Connected;
+    let submit = move |event: leptos::ev::SubmitEvent| {
+        event.prevent_default();
+        form.submit(&state);
     };
     view! {
         <details class="create-panel">
@@ -83,18 +107,27 @@ pub fn CreateAgent() -> impl IntoView {
                     "In a new workspace (its own git worktree and branch)"
                 </label>
                 <Show when=move || in_workspace.get()>
-                    <label>"Branch"
-                        <input name="branch" type="text" placeholder="shard/<name>"
-                            prop:value=branch on:input=move |event| branch.set(event_target_value(&event))/>
-                    </label>
-                    <label>"Base"
-                        <input name="base" type="text" placeholder="HEAD"
-                            prop:value=base on:input=move |event| base.set(event_target_value(&event))/>
-                    </label>
+                    <WorkspaceFields form=form/>
                 </Show>
                 <button type="submit" disabled=move || !connected()>"Create agent"</button>
             </form>
         </details>
+    }
+}
+
+/// The new-agent form's fields for a new workspace.
+#[component]
+fn WorkspaceFields(form: NewAgent) -> impl IntoView {
+    let NewAgent { branch, base, .. } = form;
+    view! {
+        <label>"Branch"
+            <input name="branch" type="text" placeholder="shard/<name>"
+                prop:value=branch on:input=move |event| branch.set(event_target_value(&event))/>
+        </label>
+        <label>"Base"
+            <input name="base" type="text" placeholder="HEAD"
+                prop:value=base on:input=move |event| base.set(event_target_value(&event))/>
+        </label>
     }
 }
 
@@ -210,10 +243,10 @@ pub fn AgentList() -> impl IntoView {
     let state = state();
     let filter = RwSignal::new(String::new());
     let sort = RwSignal::new("created".to_owned());
-    let agents = state.agents;
+    let agents = state.roster.agents;
     // The ids in order: the list itself changes only when this does.
-    let collapsed = state.collapsed;
-    let workspaces = state.workspaces;
+    let collapsed = state.roster.collapsed;
+    let workspaces = state.workspaces.all;
     let rows = Memo::new(move |_| {
         let needle = filter.get().to_lowercase();
         let list: Vec<AgentInfo> = agents.with(|agents| {
@@ -260,53 +293,63 @@ pub fn AgentList() -> impl IntoView {
 #[component]
 fn AgentRow(agent_id: String) -> impl IntoView {
     let state = state();
+    let roster = state.roster;
     let info = {
-        let agents = state.agents;
+        let agents = roster.agents;
         let agent_id = agent_id.clone();
         Memo::new(move |_| {
             agents.with(|agents| agents.iter().find(|agent| agent.agent_id == agent_id).cloned())
         })
     };
-    let field = move |read: fn(&AgentInfo) -> String| {
-        move || info.with(|info| info.as_ref().map(read).unwrap_or_default())
-    };
-    let doing = {
-        let activity = state.activity;
-        let agent_id = agent_id.clone();
-        Memo::new(move |_| {
-            activity.with(|map| {
-                map.get(&agent_id).map(|(phase, tool)| match tool {
-                    Some(tool) => format!("{} · {tool}", phase_label(*phase)),
-                    None => phase_label(*phase).to_owned(),
-                })
-            })
-        })
-    };
     let unread = {
-        let unread = state.unread;
+        let unread = roster.unread;
         let agent_id = agent_id.clone();
         Memo::new(move |_| unread.with(|unread| unread.contains(&agent_id)))
     };
-    let needs_you =
-        move || info.with(|info| info.as_ref().is_some_and(|info| waiting(info.status)));
     let is_selected = {
-        let selected = state.selected;
+        let selected = state.screen.selected;
         let agent_id = agent_id.clone();
         move || selected.with(|selected| selected.as_deref() == Some(agent_id.as_str()))
     };
-    // Names and aliases as a person is shown them: hidden characters as
-    // visible escapes (shard_protocol::display).
-    let name = field(|info| {
-        shard_protocol::display::escaped(info.name.as_deref().unwrap_or(&info.agent_id))
-    });
-    let status = field(|info| status_label(info.status).to_owned());
     let depth = {
-        let agents = state.agents;
+        let agents = roster.agents;
         let agent_id = agent_id.clone();
         Memo::new(move |_| agents.with(|agents| depth_of(agents, &agent_id)))
     };
+    let parent = field(info, |info| info.parent_agent_id.clone().unwrap_or_default());
+    let (head, facts) = (agent_id.clone(), agent_id.clone());
+    view! {
+        <li class="agent" class:selected=is_selected class:unread=move || unread.get() class:child=move || { depth.get() > 0 }
+            data-agent-id=agent_id data-parent-id=parent style=move || format!("--depth: {}", depth.get())>
+            <RowHead agent_id=head info=info unread=unread/>
+            <RowFacts agent_id=facts info=info/>
+        </li>
+    }
+}
+
+/// A text `read` from the agent's row as it is now, or nothing.
+fn field(
+    info: Memo<Option<AgentInfo>>,
+    read: fn(&AgentInfo) -> String,
+) -> impl Fn() -> String + Copy + Send + Sync + 'static {
+    move || info.with(|info| info.as_ref().map(read).unwrap_or_default())
+}
+
+/// A row's head: the fold of its children, and the button that opens the
+/// agent with its name and badges.
+#[component]
+fn RowHead(agent_id: String, info: Memo<Option<AgentInfo>>, unread: Memo<bool>) -> impl IntoView {
+    let state = state();
+    let roster = state.roster;
+    let needs_you =
+        move || info.with(|info| info.as_ref().is_some_and(|info| waiting(info.status)));
+    // Names and aliases as a person is shown them: hidden characters as
+    // visible escapes (shard_protocol::display).
+    let name = field(info, |info| {
+        shard_protocol::display::escaped(info.name.as_deref().unwrap_or(&info.agent_id))
+    });
     let children = {
-        let agents = state.agents;
+        let agents = roster.agents;
         let agent_id = agent_id.clone();
         Memo::new(move |_| {
             agents.with(|agents| {
@@ -318,17 +361,16 @@ fn AgentRow(agent_id: String) -> impl IntoView {
         })
     };
     let run = {
-        let state = state.clone();
+        let jobs = state.jobs;
         let agent_id = agent_id.clone();
-        Memo::new(move |_| state.run_of(&agent_id).map(|run| run_label(run.state)))
+        Memo::new(move |_| jobs.run_of(&agent_id).map(|run| run_label(run.state)))
     };
+    let collapsed = roster.collapsed;
     let expanded = {
-        let collapsed = state.collapsed;
         let agent_id = agent_id.clone();
         Memo::new(move |_| collapsed.with(|collapsed| !collapsed.contains(&agent_id)))
     };
     let toggle = {
-        let collapsed = state.collapsed;
         let agent_id = agent_id.clone();
         move |_| {
             collapsed.update(|collapsed| {
@@ -338,50 +380,62 @@ fn AgentRow(agent_id: String) -> impl IntoView {
             })
         }
     };
-    let alias =
-        field(|info| shard_protocol::display::escaped(info.alias.as_deref().unwrap_or_default()));
-    let parent = field(|info| info.parent_agent_id.clone().unwrap_or_default());
-    let select = {
-        let state = state.clone();
-        let agent_id = agent_id.clone();
-        move |_| state.select(Some(agent_id.clone()))
-    };
+    let alias = field(info, |info| {
+        shard_protocol::display::escaped(info.alias.as_deref().unwrap_or_default())
+    });
+    let select = move |_| state.select(Some(agent_id.clone()));
     view! {
-        <li class="agent" class:selected=is_selected class:unread=move || unread.get() class:child=move || { depth.get() > 0 }
-            data-agent-id=agent_id data-parent-id=parent style=move || format!("--depth: {}", depth.get())>
-            <div class="row-head">
-            <Show when=move || { children.get() > 0 }>
-                <button class="toggle" on:click=toggle.clone() aria-expanded=move || expanded.get().to_string()
-                    aria-label=move || format!("{} the {} subagents of {}", if expanded.get() { "Hide" } else { "Show" }, children.get(), name())>
-                    {move || if expanded.get() { "▾" } else { "▸" }}
-                </button>
-            </Show>
-            <button class="open" on:click=select aria-label=move || format!("Open {}", name())>
-                <span class="name">{name}</span>
-                <Show when=move || !alias().is_empty()>
-                    <span class="badge alias" title="its alias under its parent">{alias}</span>
-                </Show>
-                {move || run.get().map(|state| view! {
-                    <span class="badge run" data-run-state=state title="its subagent run">{format!("run {state}")}</span>
-                })}
-                <Show when=needs_you>
-                    <span class="badge waiting" title="a question is waiting for you">"waiting for you"</span>
-                </Show>
-                <Show when=move || unread.get()>
-                    <span class="badge unread" title="new activity since you last looked">"new"</span>
-                </Show>
+        <div class="row-head">
+        <Show when=move || { children.get() > 0 }>
+            <button class="toggle" on:click=toggle.clone() aria-expanded=move || expanded.get().to_string()
+                aria-label=move || format!("{} the {} subagents of {}", if expanded.get() { "Hide" } else { "Show" }, children.get(), name())>
+                {move || if expanded.get() { "▾" } else { "▸" }}
             </button>
-            </div>
-            <span class="status" data-status=status>{status}</span>
-            <span class="runtime">{field(|info| runtime_label(info.runtime_state).to_owned())}</span>
-            <span class="activity">{move || doing.get()}</span>
-            <span class="cwd" title=field(|info| info.cwd.clone())>{field(|info| info.cwd.clone())}</span>
-            <span class="model">{field(|info| [info.model.clone(), info.mode.clone()].into_iter().flatten().collect::<Vec<_>>().join(" · "))}</span>
-            <span class="usage">{field(|info| info.usage.as_ref().map(|usage| match usage.cost {
-                Some(cost) => format!("{} tok · {}", usage.input + usage.output, super::dollars(cost)),
-                None => format!("{} tok", usage.input + usage.output),
-            }).unwrap_or_default())}</span>
-        </li>
+        </Show>
+        <button class="open" on:click=select aria-label=move || format!("Open {}", name())>
+            <span class="name">{name}</span>
+            <Show when=move || !alias().is_empty()>
+                <span class="badge alias" title="its alias under its parent">{alias}</span>
+            </Show>
+            {move || run.get().map(|state| view! {
+                <span class="badge run" data-run-state=state title="its subagent run">{format!("run {state}")}</span>
+            })}
+            <Show when=needs_you>
+                <span class="badge waiting" title="a question is waiting for you">"waiting for you"</span>
+            </Show>
+            <Show when=move || unread.get()>
+                <span class="badge unread" title="new activity since you last looked">"new"</span>
+            </Show>
+        </button>
+        </div>
+    }
+}
+
+/// A row's facts: status, runtime, activity, place, model and usage.
+#[component]
+fn RowFacts(agent_id: String, info: Memo<Option<AgentInfo>>) -> impl IntoView {
+    let doing = {
+        let activity = state().roster.activity;
+        Memo::new(move |_| {
+            activity.with(|map| {
+                map.get(&agent_id).map(|doing| match &doing.tool_name {
+                    Some(tool) => format!("{} · {tool}", phase_label(doing.phase)),
+                    None => phase_label(doing.phase).to_owned(),
+                })
+            })
+        })
+    };
+    let status = field(info, |info| status_label(info.status).to_owned());
+    view! {
+        <span class="status" data-status=status>{status}</span>
+        <span class="runtime">{field(info, |info| runtime_label(info.runtime_state).to_owned())}</span>
+        <span class="activity">{move || doing.get()}</span>
+        <span class="cwd" title=field(info, |info| info.cwd.clone())>{field(info, |info| info.cwd.clone())}</span>
+        <span class="model">{field(info, |info| [info.model.clone(), info.mode.clone()].into_iter().flatten().collect::<Vec<_>>().join(" · "))}</span>
+        <span class="usage">{field(info, |info| info.usage.as_ref().map(|usage| match usage.cost {
+            Some(cost) => format!("{} tok · {}", usage.input + usage.output, super::dollars(cost)),
+            None => format!("{} tok", usage.input + usage.output),
+        }).unwrap_or_default())}</span>
     }
 }
 

@@ -59,11 +59,11 @@ fn job_key(job: &JobSnapshot) -> String {
 #[component]
 pub fn JobsPanel() -> impl IntoView {
     let state = state();
+    let (selected, all) = (state.screen.selected, state.jobs.all);
     let jobs = {
-        let state = state.clone();
         Memo::new(move |_| {
-            let selected = state.selected.get();
-            let mut list: Vec<JobSnapshot> = state.jobs.with(|jobs| {
+            let selected = selected.get();
+            let mut list: Vec<JobSnapshot> = all.with(|jobs| {
                 jobs.values()
                     .filter(|job| Some(&job.parent_agent_id) == selected.as_ref())
                     .cloned()
@@ -92,12 +92,11 @@ pub fn JobsPanel() -> impl IntoView {
 
 #[component]
 fn Job(job: JobSnapshot) -> impl IntoView {
-    let state = state();
+    let jobs = state().jobs;
     let live = job.runs.iter().any(|run| !run.state.is_terminal());
     let stop = {
-        let state = state.clone();
         let (parent, job_id) = (job.parent_agent_id.clone(), job.job_id.clone());
-        move |_| state.stop_job(&parent, &job_id)
+        move |_| jobs.stop(&parent, &job_id)
     };
     let spent: u64 = job
         .runs
@@ -145,9 +144,9 @@ fn Run(parent: String, run: RunSnapshot) -> impl IntoView {
         }
     };
     let stop = {
-        let state = state.clone();
+        let jobs = state.jobs;
         let run_id = run.run_id.clone();
-        move |_| state.stop_job(&parent, &run_id)
+        move |_| jobs.stop(&parent, &run_id)
     };
     let live = !run.state.is_terminal();
     let usage =

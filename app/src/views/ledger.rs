@@ -69,9 +69,9 @@ fn Panel(
 /// Every agent's usage together, above the list.
 #[component]
 pub fn UsageTotal() -> impl IntoView {
-    let state = state();
+    let agents = state().roster.agents;
     let total = Memo::new(move |_| {
-        state.agents.with(|agents| {
+        agents.with(|agents| {
             let (mut spent, mut cost, mut priced) = (0, 0.0, false);
             for usage in agents.iter().filter_map(|agent| agent.usage.as_ref()) {
                 spent += usage.input
@@ -101,26 +101,19 @@ pub fn UsageTotal() -> impl IntoView {
 #[component]
 pub fn SessionsPanel() -> impl IntoView {
     let state = state();
-    let ledger = state.ledger;
-    let fetch = {
-        let state = state.clone();
-        move || state.fetch_sessions()
-    };
-    let compact = {
-        let state = state.clone();
-        move |_| state.compact()
-    };
+    let (ledger, roster) = (state.ledger, state.roster);
+    let fetch = move || ledger.fetch_sessions();
+    let compact = move |_| ledger.compact();
     let forked = {
-        let state = state.clone();
         move || {
             ledger.forked.get().map(|session_id| {
                 let switch = {
-                    let (state, session_id) = (state.clone(), session_id.clone());
-                    move |_| state.activate_session(&session_id)
+                    let session_id = session_id.clone();
+                    move |_| ledger.activate_session(&session_id)
                 };
                 let open = {
-                    let (state, session_id) = (state.clone(), session_id.clone());
-                    move |_| state.open_session_as_agent(&session_id)
+                    let session_id = session_id.clone();
+                    move |_| ledger.open_session_as_agent(&roster, &session_id)
                 };
                 view! {
                     <div class="forked">
@@ -155,7 +148,7 @@ pub fn SessionsPanel() -> impl IntoView {
 
 #[component]
 fn SessionRow(session: SessionSummary, active: String) -> impl IntoView {
-    let state = state();
+    let ledger = state().ledger;
     let is_active = session.session_id == active;
     let title = session
         .title
@@ -164,7 +157,7 @@ fn SessionRow(session: SessionSummary, active: String) -> impl IntoView {
     let origin = session.forked_from.as_ref().map(|_| "fork");
     let switch = {
         let session_id = session.session_id.clone();
-        move |_| state.activate_session(&session_id)
+        move |_| ledger.activate_session(&session_id)
     };
     view! {
         <li class="session" class:active=is_active data-session-id=session.session_id.clone()>
@@ -196,9 +189,8 @@ pub fn LedgerNote() -> impl IntoView {
 /// turns.
 #[component]
 pub fn UsagePanel() -> impl IntoView {
-    let state = state();
-    let ledger = state.ledger;
-    let fetch = move || state.fetch_usage();
+    let ledger = state().ledger;
+    let fetch = move || ledger.fetch_usage();
     let body = move || {
         let usage = ledger.usage.get()?;
         let sessions = usage
@@ -247,9 +239,8 @@ fn turn_row(turn: &TurnUsage) -> impl IntoView + use<> {
 /// The agent on screen's approval history, newest first.
 #[component]
 pub fn ApprovalsPanel() -> impl IntoView {
-    let state = state();
-    let ledger = state.ledger;
-    let fetch = move || state.fetch_approvals();
+    let ledger = state().ledger;
+    let fetch = move || ledger.fetch_approvals();
     let body = move || {
         let records = ledger.approvals.get()?;
         if records.is_empty() {

@@ -1,9 +1,11 @@
 //! The dashboard's components, by what they show: the agent list
-//! ([`agents`]), the agent on screen with its pickers and prompt box
+//! ([`agents`]); the agent on screen with its pickers and prompt box
 //! ([`agent`]), its transcript ([`transcript`]) and tool calls ([`tools`]),
-//! and the questions: the dialog and the approval inbox ([`questions`]).
-//! Every component takes the page's [`ClientState`](crate::state::ClientState)
-//! from context ([`state`]).
+//! its jobs ([`jobs`]) and its sessions, usage and approval history
+//! ([`ledger`]); the questions: the dialog and the approval inbox
+//! ([`questions`]); and the workspaces ([`workspace`]). Every component takes the page's
+//! [`ClientState`](crate::state::ClientState) from context ([`state`]) and
+//! reads the slices it shows.
 
 mod agent;
 mod agents;

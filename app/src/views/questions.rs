@@ -14,7 +14,7 @@ use shard_protocol::display::{escaped, has_hidden};
 
 use super::state;
 use crate::guard;
-use crate::state::{Answer, Question};
+use crate::questions::{Answer, Question};
 
 /// Whether anything a permission request shows held a hidden character.
 fn permission_hides(request: &PermissionRequest) -> bool {
@@ -154,7 +154,7 @@ pub fn QuestionBody(question: Question, shown_at: f64) -> impl IntoView {
                                 confirming.set(true);
                                 return;
                             }
-                            state.answer(&question, answer.clone());
+                            state.questions.answer(&question, answer.clone());
                         };
                         view! {
                             <button class="answer" data-intent=intent data-key=key.unwrap_or_default()
@@ -183,7 +183,7 @@ fn UiBody(
     let value = RwSignal::new(request.prefill.clone().unwrap_or_default());
     let respond = move |answer: Option<UiValue>| {
         if guard::armed(shown_at, guard::now_ms()) {
-            state.answer(&question, Answer::Ui(answer))
+            state.questions.answer(&question, Answer::Ui(answer))
         }
     };
     let message = request.message.clone().or(request.title.clone()).unwrap_or_default();
@@ -244,8 +244,8 @@ pub fn QuestionDialog() -> impl IntoView {
     let current = {
         let state = state.clone();
         Memo::new(move |_| {
-            let selected = state.selected.get()?;
-            state.open_questions().into_iter().find(|question| question.agent_id == selected)
+            let selected = state.screen.selected.get()?;
+            state.questions.undismissed().into_iter().find(|question| question.agent_id == selected)
         })
     };
     view! {
@@ -265,7 +265,7 @@ pub fn QuestionDialog() -> impl IntoView {
             let dismiss = {
                 let state = state.clone();
                 let key = key.clone();
-                move || state.dismissed.update(|dismissed| dismissed.push(key.clone()))
+                move || state.questions.dismiss(key.clone())
             };
             let on_key = {
                 let state = state.clone();
@@ -279,11 +279,11 @@ pub fn QuestionDialog() -> impl IntoView {
                     }
                     if let Some(answer) = shortcut_answer(&question, &event, shown_at) {
                         event.prevent_default();
-                        state.answer(&question, answer);
+                        state.questions.answer(&question, answer);
                     }
                 }
             };
-            let agent = escaped(&state.agent_name(&question.agent_id));
+            let agent = escaped(&state.roster.name_of(&question.agent_id));
             let title = match &question.request {
                 PendingKind::Permission(request) => format!("{agent} asks to use {}", escaped(&request.tool_name)),
                 PendingKind::Ui(_) => format!("{agent} asks you"),
@@ -312,7 +312,9 @@ pub fn Inbox() -> impl IntoView {
     let state = state();
     let all = {
         let state = state.clone();
-        move || state.questions.with(|questions| questions.values().cloned().collect::<Vec<_>>())
+        move || {
+            state.questions.open.with(|questions| questions.values().cloned().collect::<Vec<_>>())
+        }
     };
     let count = move || all().len();
     view! {
@@ -323,7 +325,7 @@ pub fn Inbox() -> impl IntoView {
                 // other questions come and go.
                 <For each=all key=Question::key let:question>
                     {
-                        let name = escaped(&state.agent_name(&question.agent_id));
+                        let name = escaped(&state.roster.name_of(&question.agent_id));
                         let shown_at = guard::now_ms();
                         let open = {
                             let state = state.clone();
@@ -339,7 +341,7 @@ pub fn Inbox() -> impl IntoView {
                                 if on_entry {
                                     if let Some(answer) = shortcut_answer(&question, &event, shown_at) {
                                         event.prevent_default();
-                                        state.answer(&question, answer);
+                                        state.questions.answer(&question, answer);
                                     }
                                 }
                             }

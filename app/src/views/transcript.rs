@@ -21,9 +21,9 @@ pub const PAGE_ROWS: usize = 100;
 
 #[component]
 pub fn Transcript() -> impl IntoView {
-    let state = state();
-    let rows = state.transcript;
-    let start = state.window_start;
+    let screen = state().screen;
+    let rows = screen.transcript;
+    let start = screen.window_start;
     let range = Memo::new(move |_| {
         let len = rows.with(Vec::len);
         match start.get() {
@@ -59,7 +59,7 @@ pub fn Transcript() -> impl IntoView {
         }
     });
     // Opening an agent, or sending a prompt, shows the end.
-    let to_end = state.scroll_to_end;
+    let to_end = screen.scroll_to_end;
     Effect::new(move |_| {
         to_end.track();
         request_animation_frame(move || {
@@ -138,8 +138,8 @@ fn MessageView(message: Message) -> impl IntoView {
 /// does not follow the status (a transcript of any length stays cheap).
 #[component]
 fn ForkButton(entry_id: String) -> impl IntoView {
-    let state = state();
-    let fork = move |_| state.fork_at(&entry_id);
+    let ledger = state().ledger;
+    let fork = move |_| ledger.fork_at(&entry_id);
     // Its label is the stylesheet's (`::before`), so that a message's text
     // stays the message's own (what copying or reading it gives).
     view! {

@@ -7,11 +7,12 @@ use leptos::html;
 use leptos::prelude::*;
 use shard_protocol::types::RenderDescriptor;
 use shard_protocol::workspace::{
-    BranchDisposition, WorkspaceDetail, WorkspaceLifecycle, WorkspaceSummary,
+    BranchDisposition, WorkspaceDetail, WorkspaceDiff, WorkspaceLifecycle, WorkspaceSummary,
 };
 
 use super::state;
-use crate::workspaces::{RetireProblem, Row};
+use crate::roster::Roster;
+use crate::workspaces::{RetireProblem, Row, Workspaces};
 
 fn lifecycle_label(lifecycle: WorkspaceLifecycle) -> &'static str {
     match lifecycle {
@@ -61,9 +62,9 @@ pub fn Heading(row: Row) -> impl IntoView {
 
 #[component]
 fn WorkspaceHeading(workspace_id: String) -> impl IntoView {
-    let state = state();
+    let workspaces = state().workspaces;
     let summary = {
-        let workspaces = state.workspaces;
+        let workspaces = workspaces.all;
         let workspace_id = workspace_id.clone();
         Memo::new(move |_| workspaces.with(|workspaces| workspaces.get(&workspace_id).cloned()))
     };
@@ -78,9 +79,8 @@ fn WorkspaceHeading(workspace_id: String) -> impl IntoView {
     });
     let name = read(title);
     let attach = {
-        let state = state.clone();
         let workspace_id = workspace_id.clone();
-        move |_| state.attach_workspace(&workspace_id)
+        move |_| workspaces.attach(&workspace_id)
     };
     view! {
         <li class="group workspace" data-workspace-id=workspace_id.clone() data-lifecycle=lifecycle>
@@ -137,54 +137,14 @@ pub fn WorkspacePanel() -> impl IntoView {
     let workspace_id = Memo::new(move |_| {
         shown.with(|shown| shown.as_ref().map(|shown| shown.workspace_id.clone()))
     });
-    // The workspace's agents as they stand: a change asks for a status.
-    let agents_now = {
-        let state = state.clone();
-        Memo::new(move |_| {
-            let cwd = shown.with(|shown| shown.as_ref().map(|shown| shown.cwd.clone()))?;
-            Some(state.agents.with(|agents| {
-                agents
-                    .iter()
-                    .filter(|agent| crate::workspaces::within(&agent.cwd, &cwd))
-                    .map(|agent| (agent.agent_id.clone(), agent.status, agent.runtime_state))
-                    .collect::<Vec<_>>()
-            }))
-        })
-    };
-    {
-        let state = state.clone();
-        Effect::new(move |previous: Option<Option<String>>| {
-            let id = workspace_id.get();
-            let agents = agents_now.get();
-            untrack(|| {
-                let moved = previous.as_ref() != Some(&id);
-                if moved {
-                    state.retire_problem.set(None);
-                    if state.workspace.with(|detail| {
-                        detail.as_ref().map(|detail| &detail.summary.workspace_id) != id.as_ref()
-                    }) {
-                        state.workspace.set(None);
-                    }
-                }
-                let working = agents.iter().flatten().any(|(_, status, _)| status.is_active());
-                if let Some(id) = &id {
-                    if moved || !working {
-                        state.workspace_status(id);
-                    }
-                }
-            });
-            id
-        });
-    }
-    let detail = {
-        let state = state.clone();
-        Memo::new(move |_| {
-            let id = workspace_id.get()?;
-            state
-                .workspace
-                .with(|detail| detail.clone().filter(|detail| detail.summary.workspace_id == id))
-        })
-    };
+    follow_status(state.roster, state.workspaces, shown, workspace_id);
+    let workspaces = state.workspaces;
+    let detail = Memo::new(move |_| {
+        let id = workspace_id.get()?;
+        workspaces
+            .detail
+            .with(|detail| detail.clone().filter(|detail| detail.summary.workspace_id == id))
+    });
     let summary = Memo::new(move |_| {
         detail.with(|detail| detail.as_ref().map(|detail| detail.summary.clone())).or(shown.get())
     });
@@ -193,97 +153,11 @@ pub fn WorkspacePanel() -> impl IntoView {
     };
     let lifecycle = read(|summary| lifecycle_label(summary.lifecycle).to_owned());
     let retired = move || lifecycle() == "retired";
-    let refresh = {
-        let state = state.clone();
-        move |_| {
-            if let Some(id) = workspace_id.get_untracked() {
-                state.workspace_status(&id);
-            }
+    let refresh = move |_| {
+        if let Some(id) = workspace_id.get_untracked() {
+            workspaces.status(&id);
         }
     };
-    let diff_element: NodeRef<html::Details> = NodeRef::new();
-    let toggled = {
-        let state = state.clone();
-        move |_| {
-            let open = diff_element.get_untracked().is_some_and(|element| element.open());
-            state.workspace_diff.set(open);
-            if let (true, Some(id)) = (open, workspace_id.get_untracked()) {
-                state.workspace_status(&id);
-            }
-        }
-    };
-    let diff = move || {
-        let diff = detail.with(|detail| detail.as_ref().and_then(|detail| detail.diff.clone()));
-        match diff {
-            None => view! { <p class="hint">"Loading the diff…"</p> }.into_any(),
-            Some(diff) if diff.files.is_empty() => {
-                view! { <p class="hint">"No changes against the integration target."</p> }
-                    .into_any()
-            }
-            Some(diff) => {
-                let truncated = diff.truncated;
-                let files = diff
-                    .files
-                    .into_iter()
-                    .map(|file| match file.omitted {
-                        // Listed, not read: a binary or very large file.
-                        Some(why) => view! {
-                            <div class="diff-omitted">
-                                <code>{file.path}</code>
-                                " · "
-                                {why}
-                            </div>
-                        }
-                        .into_any(),
-                        None => super::tools::render_descriptor(RenderDescriptor::Diff {
-                            path: file.path,
-                            hunks: file.hunks,
-                        }),
-                    })
-                    .collect_view();
-                view! {
-                    {files}
-                    <Show when=move || truncated>
-                        <p class="hint">"The diff is cut short here: it is too long to show whole."</p>
-                    </Show>
-                }
-                .into_any()
-            }
-        }
-    };
-    let disposition = RwSignal::new(BranchDisposition::DeleteIfMerged);
-    let retire = {
-        let state = state.clone();
-        move |chosen: BranchDisposition| {
-            if let Some(id) = workspace_id.get_untracked() {
-                state.retire_workspace(&id, chosen);
-            }
-        }
-    };
-    let problem = state.retire_problem;
-    let problem_view = {
-        let retire = retire.clone();
-        move || {
-            problem.get().map(|shown| match shown {
-                RetireProblem::Refused(why) => {
-                    view! { <p class="retire-error" role="alert">{why}</p> }.into_any()
-                }
-                RetireProblem::Confirm { reason, .. } => {
-                    let (delete, keep) = (retire.clone(), retire.clone());
-                    view! {
-                        <div class="confirm" role="alertdialog" aria-label="Delete the branch?">
-                            <p>{reason}</p>
-                            <button class="danger" on:click=move |_| delete(BranchDisposition::DeleteConfirmed)>"Delete the branch anyway"</button>
-                            <button on:click=move |_| keep(BranchDisposition::Keep)>"Keep the branch"</button>
-                            <button on:click=move |_| problem.set(None)>"Cancel"</button>
-                        </div>
-                    }
-                    .into_any()
-                }
-            })
-        }
-    };
-    let retire_now = move |_| retire(disposition.get_untracked());
     view! {
         <Show when=move || workspace_id.with(Option::is_some)>
             <section class="workspace-panel" aria-label="Workspace" data-lifecycle=lifecycle>
@@ -297,36 +171,181 @@ pub fn WorkspacePanel() -> impl IntoView {
                     <Show when=move || lifecycle() != "active">
                         <span class="badge lifecycle">{lifecycle}</span>
                     </Show>
-                    <button class="link" on:click=refresh.clone()>"Refresh"</button>
+                    <button class="link" on:click=refresh>"Refresh"</button>
                 </div>
                 <p class="facts">{move || detail.with(|detail| detail.as_ref().map(facts))}</p>
                 {move || detail.with(|detail| detail.as_ref().and_then(|detail| detail.conflict.clone()))
                     .map(|conflict| view! { <p class="conflict" role="status">{conflict}</p> })}
                 <div class="workspace-body" hidden=retired>
-                    <details class="workspace-diff" node_ref=diff_element on:toggle=toggled.clone()>
-                        <summary>{read(|summary| format!("Diff against {}", summary.integration_target.clone().unwrap_or_default()))}</summary>
-                        {diff}
-                    </details>
-                    <div class="retire">
-                        <label>"After retiring"
-                            <select aria-label="Branch after retiring" on:change=move |event| {
-                                disposition.set(match event_target_value(&event).as_str() {
-                                    "keep" => BranchDisposition::Keep,
-                                    _ => BranchDisposition::DeleteIfMerged,
-                                })
-                            }>
-                                <option value="delete_if_merged">"delete the branch if merged"</option>
-                                <option value="keep">"keep the branch"</option>
-                            </select>
-                        </label>
-                        <button class="danger" on:click=retire_now.clone()>"Retire workspace"</button>
-                    </div>
-                    {problem_view.clone()}
+                    <DiffPanel workspace_id=workspace_id detail=detail summary=summary/>
+                    <RetireControls workspace_id=workspace_id/>
                 </div>
                 <Show when=retired>
                     <p class="hint">"Retired: its worktree is removed. Its agents' transcripts stay."</p>
                 </Show>
             </section>
         </Show>
+    }
+}
+
+/// Keeps the panel's status current: another workspace on screen clears
+/// what the last one showed and asks for its own; a change among its
+/// agents asks again, unless one of them is working (the next change will).
+fn follow_status(
+    roster: Roster,
+    workspaces: Workspaces,
+    shown: Memo<Option<WorkspaceSummary>>,
+    workspace_id: Memo<Option<String>>,
+) {
+    // The workspace's agents as they stand: a change asks for a status.
+    let agents_now = Memo::new(move |_| {
+        let cwd = shown.with(|shown| shown.as_ref().map(|shown| shown.cwd.clone()))?;
+        Some(roster.agents.with(|agents| {
+            agents
+                .iter()
+                .filter(|agent| crate::workspaces::within(&agent.cwd, &cwd))
+                .map(|agent| (agent.agent_id.clone(), agent.status, agent.runtime_state))
+                .collect::<Vec<_>>()
+        }))
+    });
+    Effect::new(move |previous: Option<Option<String>>| {
+        let id = workspace_id.get();
+        let agents = agents_now.get();
+        untrack(|| {
+            let moved = previous.as_ref() != Some(&id);
+            if moved {
+                workspaces.retire_problem.set(None);
+                if workspaces.detail.with(|detail| {
+                    detail.as_ref().map(|detail| &detail.summary.workspace_id) != id.as_ref()
+                }) {
+                    workspaces.detail.set(None);
+                }
+            }
+            let working = agents.iter().flatten().any(|(_, status, _)| status.is_active());
+            if let Some(id) = &id {
+                if moved || !working {
+                    workspaces.status(id);
+                }
+            }
+        });
+        id
+    });
+}
+
+/// The workspace's diff against its integration target, asked for (with
+/// the status) only while it is open.
+#[component]
+fn DiffPanel(
+    workspace_id: Memo<Option<String>>,
+    detail: Memo<Option<WorkspaceDetail>>,
+    summary: Memo<Option<WorkspaceSummary>>,
+) -> impl IntoView {
+    let workspaces = state().workspaces;
+    let diff_element: NodeRef<html::Details> = NodeRef::new();
+    let toggled = move |_| {
+        let open = diff_element.get_untracked().is_some_and(|element| element.open());
+        workspaces.diff.set(open);
+        if let (true, Some(id)) = (open, workspace_id.get_untracked()) {
+            workspaces.status(&id);
+        }
+    };
+    let label = move || {
+        summary.with(|summary| {
+            summary.as_ref().map_or_else(String::new, |summary| {
+                let target = summary.integration_target.clone().unwrap_or_default();
+                format!("Diff against {target}")
+            })
+        })
+    };
+    view! {
+        <details class="workspace-diff" node_ref=diff_element on:toggle=toggled>
+            <summary>{label}</summary>
+            {move || diff_view(detail.with(|detail| detail.as_ref().and_then(|detail| detail.diff.clone())))}
+        </details>
+    }
+}
+
+fn diff_view(diff: Option<WorkspaceDiff>) -> AnyView {
+    match diff {
+        None => view! { <p class="hint">"Loading the diff…"</p> }.into_any(),
+        Some(diff) if diff.files.is_empty() => {
+            view! { <p class="hint">"No changes against the integration target."</p> }.into_any()
+        }
+        Some(diff) => {
+            let truncated = diff.truncated;
+            let files = diff
+                .files
+                .into_iter()
+                .map(|file| match file.omitted {
+                    // Listed, not read: a binary or very large file.
+                    Some(why) => view! {
+                        <div class="diff-omitted">
+                            <code>{file.path}</code>
+                            " · "
+                            {why}
+                        </div>
+                    }
+                    .into_any(),
+                    None => super::tools::render_descriptor(RenderDescriptor::Diff {
+                        path: file.path,
+                        hunks: file.hunks,
+                    }),
+                })
+                .collect_view();
+            view! {
+                {files}
+                <Show when=move || truncated>
+                    <p class="hint">"The diff is cut short here: it is too long to show whole."</p>
+                </Show>
+            }
+            .into_any()
+        }
+    }
+}
+
+/// Retiring the workspace: what becomes of its branch, and the daemon's
+/// refusal or its question when the branch is not proven merged.
+#[component]
+fn RetireControls(workspace_id: Memo<Option<String>>) -> impl IntoView {
+    let workspaces = state().workspaces;
+    let disposition = RwSignal::new(BranchDisposition::DeleteIfMerged);
+    let retire = move |chosen: BranchDisposition| {
+        if let Some(id) = workspace_id.get_untracked() {
+            workspaces.retire(&id, chosen);
+        }
+    };
+    let problem = workspaces.retire_problem;
+    let problem_view = move || {
+        problem.get().map(|shown| match shown {
+            RetireProblem::Refused(why) => {
+                view! { <p class="retire-error" role="alert">{why}</p> }.into_any()
+            }
+            RetireProblem::Confirm { reason, .. } => view! {
+                <div class="confirm" role="alertdialog" aria-label="Delete the branch?">
+                    <p>{reason}</p>
+                    <button class="danger" on:click=move |_| retire(BranchDisposition::DeleteConfirmed)>"Delete the branch anyway"</button>
+                    <button on:click=move |_| retire(BranchDisposition::Keep)>"Keep the branch"</button>
+                    <button on:click=move |_| problem.set(None)>"Cancel"</button>
+                </div>
+            }
+            .into_any(),
+        })
+    };
+    view! {
+        <div class="retire">
+            <label>"After retiring"
+                <select aria-label="Branch after retiring" on:change=move |event| {
+                    disposition.set(match event_target_value(&event).as_str() {
+                        "keep" => BranchDisposition::Keep,
+                        _ => BranchDisposition::DeleteIfMerged,
+                    })
+                }>
+                    <option value="delete_if_merged">"delete the branch if merged"</option>
+                    <option value="keep">"keep the branch"</option>
+                </select>
+            </label>
+            <button class="danger" on:click=move |_| retire(disposition.get_untracked())>"Retire workspace"</button>
+        </div>
+        {problem_view}
     }
 }

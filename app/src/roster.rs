@@ -1,0 +1,252 @@
+//! The roster: every agent the daemon lists, what each is doing now, which
+//! did something while not on screen, and which parents the list folds.
+//! It follows the registry events every connection receives
+//! (`agent_spawned`, `agent_status_changed`, `agent_exited`,
+//! `agent_activity`, `agent_usage`) and sends the agent-wide commands
+//! (list, create, terminate, kill).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use leptos::prelude::*;
+use shard_protocol::ClientMessage;
+use shard_protocol::ServerMessage;
+use shard_protocol::agent::Empty;
+use shard_protocol::message::Response;
+use shard_protocol::orchestrator::{
+    ActivityPhase, AgentActivity, AgentCreate, AgentCreateResult, AgentExited, AgentKill,
+    AgentStatusChanged, AgentTarget, AgentsResult,
+};
+use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
+use shard_protocol::usage::AgentUsage;
+
+use crate::link::{Link, Request};
+
+/// Whether an agent in `status` waits for an answer from a person.
+pub fn waiting(status: AgentStatus) -> bool {
+    matches!(status, AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi)
+}
+
+/// What an agent is doing, as its last `agent_activity` said.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Doing {
+    pub phase: ActivityPhase,
+    pub tool_name: Option<String>,
+}
+
+/// What the agent list names that the page asks more about: the agents
+/// waiting for an answer (their questions), and the parents (their jobs).
+pub struct Listed {
+    pub waiting: Vec<String>,
+    pub parents: BTreeSet<String>,
+}
+
+#[derive(Clone, Copy)]
+pub struct Roster {
+    /// Every agent, in creation order.
+    pub agents: RwSignal<Vec<AgentInfo>>,
+    pub activity: RwSignal<BTreeMap<String, Doing>>,
+    /// Agents that did something while not on screen.
+    pub unread: RwSignal<BTreeSet<String>>,
+    /// Parents whose children the agent list hides.
+    pub collapsed: RwSignal<BTreeSet<String>>,
+    link: Link,
+}
+
+impl Roster {
+    pub fn new(link: Link) -> Self {
+        Self {
+            agents: RwSignal::new(Vec::new()),
+            activity: RwSignal::new(BTreeMap::new()),
+            unread: RwSignal::new(BTreeSet::new()),
+            collapsed: RwSignal::new(BTreeSet::new()),
+            link,
+        }
+    }
+
+    pub fn list(&self) {
+        self.link.send(ClientMessage::AgentList(Empty {}), None, Request::List);
+    }
+
+    pub fn create(&self, cwd: &str, name: &str, model: &str, mode: &str) {
+        let given = |value: &str| (!value.is_empty()).then(|| value.to_owned());
+        let create = AgentCreate {
+            cwd: cwd.to_owned(),
+            name: given(name),
+            model: given(model),
+            mode: given(mode),
+            ..AgentCreate::default()
+        };
+        self.link.send(ClientMessage::AgentCreate(create), None, Request::Create);
+    }
+
+    pub fn terminate(&self, agent_id: String) {
+        let target = AgentTarget { agent_id };
+        self.link.send(ClientMessage::AgentTerminate(target), None, Request::Command);
+    }
+
+    pub fn kill(&self, agent_id: String) {
+        let kill = AgentKill { agent_id, force: Some(true) };
+        self.link.send(ClientMessage::AgentKill(kill), None, Request::Command);
+    }
+
+    /// Adds or replaces one agent, keeping creation order.
+    pub fn upsert(&self, info: AgentInfo) {
+        self.agents.update(|agents| {
+            match agents.iter_mut().find(|known| known.agent_id == info.agent_id) {
+                Some(known) => *known = info,
+                None => {
+                    agents.push(info);
+                    crate::order::sort_by_rank(agents, |agent| {
+                        (agent.created_at, agent.agent_id.clone())
+                    });
+                }
+            }
+        });
+    }
+
+    /// What a person calls `agent_id`: its name, else its id (untracked).
+    pub fn name_of(&self, agent_id: &str) -> String {
+        self.agents.with_untracked(|agents| {
+            agents
+                .iter()
+                .find(|agent| agent.agent_id == agent_id)
+                .and_then(|agent| agent.name.clone())
+                .unwrap_or_else(|| agent_id.to_owned())
+        })
+    }
+
+    /// Where `agent_id` works (tracked).
+    pub fn cwd_of(&self, agent_id: &str) -> Option<String> {
+        self.agents.with(|agents| {
+            agents.iter().find(|agent| agent.agent_id == agent_id).map(|agent| agent.cwd.clone())
+        })
+    }
+
+    /// `agent_id`'s status as the registry last said (untracked).
+    pub fn status_of(&self, agent_id: &str) -> Option<AgentStatus> {
+        self.agents.with_untracked(|agents| {
+            agents.iter().find(|agent| agent.agent_id == agent_id).map(|agent| agent.status)
+        })
+    }
+
+    /// Changes `agent_id`'s row, if the page knows it.
+    fn update(&self, agent_id: &str, change: impl FnOnce(&mut AgentInfo)) {
+        self.agents.update(|agents| {
+            if let Some(agent) = agents.iter_mut().find(|agent| agent.agent_id == agent_id) {
+                change(agent);
+            }
+        });
+    }
+
+    /// `agent_id` is on screen: nothing of it is unread.
+    pub fn mark_read(&self, agent_id: &str) {
+        self.unread.update(|unread| {
+            unread.remove(agent_id);
+        });
+    }
+
+    /// The answer to `agent.list`: the whole list, and what it names.
+    pub fn listed(&self, response: &Response) -> Option<Listed> {
+        let AgentsResult { agents } = response.data::<AgentsResult>().ok()?;
+        let waiting = agents
+            .iter()
+            .filter(|agent| waiting(agent.status))
+            .map(|agent| agent.agent_id.clone())
+            .collect();
+        let parents = agents.iter().filter_map(|agent| agent.parent_agent_id.clone()).collect();
+        self.agents.set(agents);
+        Some(Listed { waiting, parents })
+    }
+
+    /// The answer to `agent.create`: the new agent, to open.
+    pub fn created(&self, response: &Response) -> Option<String> {
+        match response.data::<AgentCreateResult>() {
+            Ok(created) => {
+                self.link.notice.set(None);
+                Some(created.agent_id)
+            }
+            Err(error) => {
+                self.link.tell(format!("Could not create the agent: {}", error.message));
+                None
+            }
+        }
+    }
+
+    /// An `agent_status_changed`: the row follows; a (re)started process
+    /// knows its model and mode, so the list is asked again; a turn that
+    /// ended off screen leaves something to read.
+    pub fn status_changed(&self, changed: &AgentStatusChanged, on_screen: bool) {
+        let known = self.agents.with_untracked(|agents| {
+            agents
+                .iter()
+                .find(|agent| agent.agent_id == changed.agent_id)
+                .map(|agent| (agent.status, agent.runtime_state))
+        });
+        let started = changed.runtime_state == RuntimeState::Running
+            && known.is_some_and(|(_, runtime)| runtime != changed.runtime_state);
+        if started {
+            self.list();
+        }
+        let was_busy = known
+            .is_some_and(|(status, _)| !matches!(status, AgentStatus::Idle | AgentStatus::Unknown));
+        let settled = matches!(changed.status, AgentStatus::Idle | AgentStatus::Error);
+        if !on_screen && was_busy && settled {
+            self.unread.update(|unread| {
+                unread.insert(changed.agent_id.clone());
+            });
+        }
+        self.update(&changed.agent_id, |agent| {
+            agent.status = changed.status;
+            agent.runtime_state = changed.runtime_state;
+        });
+    }
+
+    pub fn exited(&self, exited: &AgentExited) {
+        self.update(&exited.agent_id, |agent| agent.runtime_state = exited.runtime_state);
+    }
+
+    pub fn activity_changed(&self, activity: AgentActivity) {
+        let doing = Doing { phase: activity.phase, tool_name: activity.tool_name };
+        self.activity.update(|map| {
+            map.insert(activity.agent_id, doing);
+        });
+    }
+
+    /// `agent_id`'s process stopped: whatever it was doing ended.
+    pub fn runtime_gone(&self, agent_id: &str) {
+        self.activity.update(|activity| {
+            activity.remove(agent_id);
+        });
+    }
+
+    /// An agent's rollup changed: its row shows the new totals, with the
+    /// context size its own `usage` events keep.
+    pub fn usage_changed(&self, event: &AgentUsage) {
+        self.update(&event.agent_id, |agent| {
+            let context = agent.usage.as_ref().and_then(|usage| usage.context_tokens);
+            let mut usage = event.usage.as_usage();
+            usage.context_tokens = context;
+            agent.usage = Some(usage);
+        });
+    }
+
+    /// An event of the agent on screen that its row shows too.
+    pub fn agent_event(&self, agent_id: &str, message: &ServerMessage) {
+        match message {
+            ServerMessage::ModeChanged(changed) => {
+                self.update(agent_id, |agent| agent.mode = Some(changed.mode.clone()))
+            }
+            ServerMessage::ModelChanged(changed) => {
+                self.update(agent_id, |agent| agent.model = Some(changed.active.id.clone()))
+            }
+            // The totals come from the daemon's rollup (`agent_usage`), which
+            // every tab gets; this is how full the context is.
+            ServerMessage::Usage(usage) => self.update(agent_id, |agent| {
+                if let Some(total) = agent.usage.as_mut() {
+                    total.context_tokens = usage.context_tokens.or(total.context_tokens);
+                }
+            }),
+            _ => {}
+        }
+    }
+}
