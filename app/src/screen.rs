@@ -59,7 +59,7 @@ pub struct Screen {
     pub status: RwSignal<AgentStatus>,
     pub transcript: Rows,
     /// The first transcript row on the page, when the user paged back;
-    /// `None` follows the end (crate::views::transcript).
+    /// `None` follows the end (the transcript view pages it).
     pub window_start: RwSignal<Option<usize>>,
     /// Bumped to bring the transcript's end into view (an agent opened, a
     /// prompt sent).
