@@ -2,8 +2,9 @@
 //! value, read the next message as text. Both carry one JSON message per
 //! frame or line, so the scenarios read them the same way.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -15,6 +16,17 @@ use tokio::net::{TcpSocket, TcpStream, UnixStream};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+/// A loopback address for the next browser connection. The daemon limits
+/// bootstraps and upgrades per client address (CONTRACT.md), as it should;
+/// a benchmark that opens a thousand tabs spreads them over 127.0.0.0/8 the
+/// way a thousand browsers would come from their own addresses.
+pub fn next_loopback() -> IpAddr {
+    static OPENED: AtomicUsize = AtomicUsize::new(0);
+    let index = OPENED.fetch_add(1, Ordering::Relaxed) / 40;
+    let [b, c] = [(index / 250) as u8, (index % 250) as u8 + 2];
+    IpAddr::V4(Ipv4Addr::new(127, 1 + b, 0, c))
+}
 
 /// How long any one read may wait before the run is called broken.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(60);

@@ -5,16 +5,14 @@
 //! of the stream itself. The time from the prompt to that first delta (the
 //! turn's start, through the daemon or the relay) is reported beside it.
 
-use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use crate::conn::{Conn, Seen, read_burst};
+use crate::conn::{Conn, Seen, next_loopback, read_burst};
 use crate::procfs;
-use crate::relay::Relay;
+use crate::relay::{Relay, leave};
 use crate::shard::{Shard, attach};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,17 +77,6 @@ impl Outcome {
     pub fn deliveries_per_second(&self) -> f64 {
         (self.clients as f64 * self.deltas as f64) / self.elapsed.as_secs_f64()
     }
-}
-
-/// A loopback address for the next browser connection. The daemon limits
-/// bootstraps and upgrades per client address (CONTRACT.md), as it should;
-/// a benchmark that opens a thousand tabs spreads them over 127.0.0.0/8 the
-/// way a thousand browsers would come from their own addresses.
-pub fn next_loopback() -> IpAddr {
-    static OPENED: AtomicUsize = AtomicUsize::new(0);
-    let index = OPENED.fetch_add(1, Ordering::Relaxed) / 40;
-    let [b, c] = [(index / 250) as u8, (index % 250) as u8 + 2];
-    IpAddr::V4(Ipv4Addr::new(127, 1 + b, 0, c))
 }
 
 async fn collect(readers: Vec<Conn>, start: Instant) -> Result<(Vec<Seen>, Instant)> {
@@ -187,7 +174,7 @@ pub async fn relay(bin: &std::path::Path, clients: usize, deltas: u64) -> Result
         .send(&json!({"type": "prompt", "id": "p", "message": format!("burst: {deltas}")}))
         .await?;
     // As through Shard, the controller leaves: only the readers read.
-    crate::latency::leave(control, 1).await?;
+    leave(control, 1).await?;
     let (seen, last) = running.await??;
     let cpu = Cpu::sample(None, &agents).since(before);
     relay.stop().await;

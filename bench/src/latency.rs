@@ -16,10 +16,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use crate::conn::Conn;
-use crate::fanout::next_loopback;
+use crate::conn::{Conn, next_loopback};
 use crate::procfs;
-use crate::relay::Relay;
+use crate::relay::{Relay, leave};
 use crate::shard::{Shard, attach};
 
 /// The paced turn one point runs: how many agents, at what total rate, for
@@ -204,19 +203,6 @@ pub async fn relay(bin: &std::path::Path, load: Load) -> Result<Figures> {
     let reads = reading.await?;
     relay.stop().await;
     Ok(figures(&reads, load.per_agent() * load.agents as u64))
-}
-
-/// A relay controller leaves once its `turns` turns have started: closing
-/// a socket with unread data resets it, which could lose prompts the relay
-/// had not read yet.
-pub async fn leave(mut control: Conn, turns: usize) -> Result<()> {
-    let mut started = 0;
-    while started < turns {
-        if control.recv().await?.contains("\"turn_start\"") {
-            started += 1;
-        }
-    }
-    Ok(())
 }
 
 /// How a stalled client ended.

@@ -480,7 +480,7 @@ async fn idle_scale(args: &Args) -> Result<()> {
     // freed memory, which idle connections would reuse unseen. With its
     // default connection cap, which must fit this.
     let fresh = shard::Shard::start(&args.shard, None, None).await?;
-    let idle = idle::idle(&fresh, connections, idle_agents, fanout::next_loopback).await?;
+    let idle = idle::idle(&fresh, connections, idle_agents, conn::next_loopback).await?;
     fresh.stop().await?;
     let mean = |of: fn(&procfs::Memory) -> u64| {
         idle.per_agent.iter().map(|memory| of(memory) as f64 / 1e6).sum::<f64>()

@@ -167,3 +167,16 @@ impl Relay {
         let _ = std::fs::remove_dir_all(&self.home);
     }
 }
+
+/// A relay controller leaves once its `turns` turns have started: closing
+/// a socket with unread data resets it, which could lose prompts the relay
+/// had not read yet.
+pub async fn leave(mut control: crate::conn::Conn, turns: usize) -> Result<()> {
+    let mut started = 0;
+    while started < turns {
+        if control.recv().await?.contains("\"turn_start\"") {
+            started += 1;
+        }
+    }
+    Ok(())
+}

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use crate::fanout::next_loopback;
+use crate::conn::next_loopback;
 use crate::latency::read_paced;
 use crate::procfs;
 use crate::shard::{Shard, attach};
