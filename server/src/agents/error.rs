@@ -5,9 +5,6 @@ use serde_json::json;
 use shard_agent::session_view::SessionError;
 use shard_protocol::{ErrorCode, WireError};
 
-use super::host::HOST_QUEUE;
-use super::hosts::Refused;
-
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     #[error("no agent `{0}`")]
@@ -16,8 +13,8 @@ pub enum AgentError {
     UnknownModel(String),
     #[error("unknown mode `{0}`")]
     UnknownMode(String),
-    #[error("the agent has {HOST_QUEUE} commands waiting already; retry when it has answered some")]
-    HostBusy,
+    #[error("the agent has {queue} commands waiting already; retry when it has answered some")]
+    HostBusy { queue: usize },
     #[error("the agent host stopped")]
     HostGone,
     #[error("the agent host stopped")]
@@ -139,15 +136,6 @@ impl AgentError {
         }
     }
 
-    /// Why a host did not take a command for `agent_id`.
-    pub fn refused(refused: Refused, agent_id: &str) -> Self {
-        match refused {
-            Refused::NotFound => Self::NoAgent(agent_id.to_owned()),
-            Refused::Busy => Self::HostBusy,
-            Refused::Gone => Self::HostGone,
-        }
-    }
-
     fn code(&self) -> ErrorCode {
         match self {
             Self::NoAgent(_)
@@ -155,7 +143,7 @@ impl AgentError {
             | Self::UnknownMode(_)
             | Self::NoSession(_)
             | Self::NotInLineage { .. } => ErrorCode::NotFound,
-            Self::HostBusy
+            Self::HostBusy { .. }
             | Self::TooDeep { .. }
             | Self::SessionHeld { .. }
             | Self::SwitchBusy

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use shard_protocol::types::AgentInfo;
 use tokio::sync::{mpsc, oneshot};
 
+use super::error::AgentError;
 use super::host::{self, Dormancy, Host, HostCommand, HostHandle};
 
 /// Why a command did not reach its agent.
@@ -28,6 +29,17 @@ pub enum Refused {
     Busy,
     /// Its host ended without going dormant (it failed).
     Gone,
+}
+
+impl Refused {
+    /// The refusal of a command for `agent_id`, as the registry says it.
+    pub fn for_agent(self, agent_id: &str) -> AgentError {
+        match self {
+            Refused::NotFound => AgentError::NoAgent(agent_id.to_owned()),
+            Refused::Busy => AgentError::HostBusy { queue: host::HOST_QUEUE },
+            Refused::Gone => AgentError::HostGone,
+        }
+    }
 }
 
 fn refused<T>(error: mpsc::error::TrySendError<T>) -> Refused {

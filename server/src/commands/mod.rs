@@ -351,7 +351,7 @@ pub fn not_found(agent_id: &str) -> WireError {
 
 /// The wire error for a host that did not take a command.
 pub fn refused_error(refused: Refused, agent_id: &str) -> WireError {
-    AgentError::refused(refused, agent_id).into()
+    refused.for_agent(agent_id).into()
 }
 
 /// A host that stopped before it answered.
