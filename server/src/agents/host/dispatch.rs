@@ -10,8 +10,9 @@ use shard_protocol::types::RuntimeState;
 use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 use tokio::time::Instant;
 
+use super::process::Shutdown;
 use super::projection::respond;
-use super::{Host, HostCommand, Inflight, Shutdown, Then, Waiting};
+use super::{Host, HostCommand, Inflight, Then, Waiting};
 use crate::agents::error::AgentError;
 use crate::agents::runtime::ChildEvent;
 use crate::agents::{Sub, SubscriberId};
@@ -52,7 +53,7 @@ impl Host {
                 }
             }
             HostCommand::Terminate { reply } => {
-                let active = self.projection.status.is_active() && self.generation.is_some();
+                let active = self.projection.status.is_active() && self.process.current.is_some();
                 if active {
                     self.terminate_when_inactive = true;
                 } else {
@@ -61,11 +62,11 @@ impl Host {
                 let _ = reply.send(TerminateResult { deferred: active });
             }
             HostCommand::Kill { force, reply } => {
-                if self.generation.is_none() {
+                if self.process.current.is_none() {
                     let _ = reply.send(());
                     return;
                 }
-                self.kill_waiters.push(reply);
+                self.process.kill_waiters.push(reply);
                 self.kill_process(force, now);
             }
             HostCommand::Run { task, events, reply } => self.take_run(task, events, reply, now),
@@ -76,13 +77,14 @@ impl Host {
             }
             HostCommand::Shutdown { force, reply } => {
                 self.fail_waiting(AgentError::ShuttingDown);
-                if self.generation.is_none() {
+                if self.process.current.is_none() {
                     self.journal.close();
                     let _ = reply.send(());
-                    self.shutdown.get_or_insert(Shutdown { force, waiters: Vec::new() });
+                    self.process.shutdown.get_or_insert(Shutdown { force, waiters: Vec::new() });
                     return;
                 }
-                let shutdown = self.shutdown.get_or_insert(Shutdown { force, waiters: Vec::new() });
+                let shutdown =
+                    self.process.shutdown.get_or_insert(Shutdown { force, waiters: Vec::new() });
                 shutdown.waiters.push(reply);
                 if force {
                     self.kill_process(true, now);
@@ -94,8 +96,9 @@ impl Host {
     }
 
     pub fn child_event(&mut self, event: ChildEvent, now: Instant) {
-        let current =
-            |epoch| self.generation.as_ref().is_some_and(|generation| generation.epoch == epoch);
+        let current = |epoch| {
+            self.process.current.as_ref().is_some_and(|generation| generation.epoch == epoch)
+        };
         match event {
             // A superseded generation's lines and exit are history.
             ChildEvent::Lines { epoch, .. } | ChildEvent::Exited { epoch, .. }
@@ -172,7 +175,7 @@ impl Host {
             || self.next_run.is_some()
             || !self.waiting.is_empty()
             || !self.inflight.is_empty()
-            || self.generation.as_ref().is_some_and(|generation| generation.stopping);
+            || self.process.current.as_ref().is_some_and(|generation| generation.stopping);
         if busy {
             return Err(AgentError::WorkInHand);
         }
@@ -188,7 +191,7 @@ impl Host {
         self.manifest = manifest;
         self.session = None;
         self.resync_when_ready = true;
-        if self.generation.is_some() {
+        if self.process.current.is_some() {
             self.stop_process();
         } else if !self.attached.is_empty() {
             self.ensure_process(now);
@@ -216,7 +219,7 @@ impl Host {
             return;
         }
         let command = shard_protocol::envelope::MessageSet::type_name(&message);
-        let stopped = self.generation.is_none();
+        let stopped = self.process.current.is_none();
         match message {
             // Listing never wakes a stopped runtime (§9.2).
             ClientMessage::ListModes(_)
@@ -239,7 +242,7 @@ impl Host {
             message => {
                 self.waiting.push(Waiting::Forward { subscriber, id, message: Box::new(message) });
                 let stopping =
-                    self.generation.as_ref().is_some_and(|generation| generation.stopping);
+                    self.process.current.as_ref().is_some_and(|generation| generation.stopping);
                 if !stopping {
                     self.ensure_process(now);
                 }
@@ -276,7 +279,7 @@ impl Host {
     }
 
     fn child_line(&mut self, line: String, now: Instant) {
-        let ready = self.generation.as_ref().is_some_and(|generation| generation.ready);
+        let ready = self.process.current.as_ref().is_some_and(|generation| generation.ready);
         // Deltas are nearly all of an agent's traffic, and all the host
         // needs of one is its kind: it goes out tagged, never decoded.
         if let Some(kind) = ready.then(|| streamed_delta(&line)).flatten() {
@@ -325,12 +328,12 @@ impl Host {
         match envelope.message {
             ServerMessage::Hello(hello) => {
                 self.projection.capabilities = Some(hello.capabilities);
-                if let Some(generation) = &mut self.generation {
+                if let Some(generation) = &mut self.process.current {
                     generation.saw_hello = true;
                 }
             }
             ServerMessage::Sync(sync)
-                if self.generation.as_ref().is_some_and(|generation| generation.saw_hello) =>
+                if self.process.current.as_ref().is_some_and(|generation| generation.saw_hello) =>
             {
                 self.projection.status = sync.status;
                 self.projection.mode = Some(sync.mode);
@@ -343,7 +346,7 @@ impl Host {
                 )
                 .ok();
                 self.projection.model = self.session.as_ref().and_then(|session| session.model());
-                if let Some(generation) = &mut self.generation {
+                if let Some(generation) = &mut self.process.current {
                     generation.ready = true;
                 }
                 self.last_active = now;
@@ -352,7 +355,7 @@ impl Host {
                 // §9.1: a replacement generation re-syncs existing
                 // attachments, and so does a switched session.
                 let switched = std::mem::take(&mut self.resync_when_ready);
-                if self.generations > 1 || switched {
+                if self.process.generations > 1 || switched {
                     let sync = self.sync_bytes(false);
                     self.fan_out(sync);
                 }

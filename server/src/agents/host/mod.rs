@@ -42,7 +42,6 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 pub use self::journal::JournalLimits;
-use self::process::Generation;
 use super::approvals::ApprovalLog;
 use super::delegation::Delegation;
 use super::error::AgentError;
@@ -199,21 +198,12 @@ enum Waiting {
     Start { reply: oneshot::Sender<Result<(), WireError>> },
 }
 
-/// The daemon is shutting down: how, and who waits for the process to end.
-struct Shutdown {
-    force: bool,
-    waiters: Vec<oneshot::Sender<()>>,
-}
-
 pub struct Host {
     context: Arc<Context>,
     manifest: Manifest,
     projection: projection::Projection,
-    /// The running (or starting, or stopping) generation.
-    generation: Option<Generation>,
-    /// Generations started so far; the current one's `runtime_epoch` is this
-    /// minus one.
-    generations: u64,
+    /// The agent's process: its generations, stops and who waits on them.
+    process: process::Supervision,
     session: Option<SessionView>,
     questions: questions::OpenQuestions,
     attached: attachments::Attachments,
@@ -221,8 +211,6 @@ pub struct Host {
     next_internal: u64,
     waiting: Vec<Waiting>,
     terminate_when_inactive: bool,
-    shutdown: Option<Shutdown>,
-    kill_waiters: Vec<oneshot::Sender<()>>,
     last_active: Instant,
     /// Where this host's processes send their lines and exits; none while
     /// it is dormant.
@@ -272,8 +260,7 @@ impl Host {
             context,
             manifest,
             projection,
-            generation: None,
-            generations: 0,
+            process: process::Supervision::default(),
             session: None,
             questions: questions::OpenQuestions::default(),
             attached: attachments::Attachments::default(),
@@ -281,8 +268,6 @@ impl Host {
             next_internal: 0,
             waiting: Vec::new(),
             terminate_when_inactive: false,
-            shutdown: None,
-            kill_waiters: Vec::new(),
             last_active: now,
             events: None,
             run: None,
@@ -317,13 +302,13 @@ impl Host {
     /// Nothing running, nobody attached, nothing open, waiting or due: the
     /// host may go dormant, to be woken by the next command.
     pub fn idle_for_good(&self) -> bool {
-        self.generation.is_none()
+        self.process.current.is_none()
             && self.attached.is_empty()
             && self.questions.is_empty()
             && self.inflight.is_empty()
             && self.waiting.is_empty()
-            && self.kill_waiters.is_empty()
-            && self.shutdown.is_none()
+            && self.process.kill_waiters.is_empty()
+            && self.process.shutdown.is_none()
             && !self.terminate_when_inactive
             && self.run.is_none()
             && self.next_deadline().is_none()
@@ -339,13 +324,13 @@ impl Host {
         self.inflight = HashMap::new();
         self.questions.shed();
         self.waiting = Vec::new();
-        self.kill_waiters = Vec::new();
+        self.process.kill_waiters = Vec::new();
     }
 
     /// The next instant at which [`Host::timers`] has something to do.
     pub fn next_deadline(&self) -> Option<Instant> {
         let mut deadlines = Vec::new();
-        if let Some(generation) = &self.generation {
+        if let Some(generation) = &self.process.current {
             if !generation.ready {
                 deadlines.push(generation.started + process::START_TIMEOUT);
             } else if self.reapable() {

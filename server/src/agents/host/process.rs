@@ -11,6 +11,7 @@ use shard_protocol::message::Response;
 use shard_protocol::orchestrator::AgentExited;
 use shard_protocol::types::{AgentStatus, RuntimeState};
 use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::{Host, Waiting, projection::encode, projection::respond};
@@ -23,6 +24,67 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// The agent itself exits within a few seconds of SIGTERM whatever it was
 /// doing; this only catches one that is wedged.
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// The daemon is shutting down: how, and who waits for the process to end.
+pub(super) struct Shutdown {
+    pub(super) force: bool,
+    pub(super) waiters: Vec<oneshot::Sender<()>>,
+}
+
+/// The agent's process as the host supervises it: the current generation,
+/// how many there were, a shutdown in progress, and who waits for the
+/// process to end.
+#[derive(Default)]
+pub(super) struct Supervision {
+    /// The running (or starting, or stopping) generation.
+    pub(super) current: Option<Generation>,
+    /// Generations started so far; the current one's `runtime_epoch` is
+    /// this minus one.
+    pub(super) generations: u64,
+    pub(super) shutdown: Option<Shutdown>,
+    pub(super) kill_waiters: Vec<oneshot::Sender<()>>,
+}
+
+impl Supervision {
+    /// Graceful stop: close the agent's input; it finishes and exits.
+    pub(super) fn stop(&mut self) {
+        if let Some(generation) = &mut self.current {
+            generation.stopping = true;
+            generation.runtime.close_input();
+        }
+    }
+
+    /// SIGTERM with a grace period, or the whole tree at once.
+    pub(super) fn kill(&mut self, force: bool, now: Instant) {
+        let Some(generation) = &mut self.current else { return };
+        generation.stopping = true;
+        if force {
+            generation.runtime.kill();
+        } else {
+            generation.runtime.terminate();
+            generation.kill_at.get_or_insert(now + KILL_GRACE);
+        }
+    }
+
+    /// Queues one line for the agent. `false` when there is no process or
+    /// its input queue is full.
+    pub(super) fn send(&mut self, envelope: &Envelope<ClientMessage>) -> bool {
+        let Some(generation) = &mut self.current else { return false };
+        let mut line = envelope.to_json().into_bytes();
+        line.push(b'\n');
+        generation.runtime.send(Bytes::from(line)).is_ok()
+    }
+
+    /// A process that is up and not being stopped.
+    pub(super) fn ready(&self) -> bool {
+        self.current.as_ref().is_some_and(|generation| generation.ready && !generation.stopping)
+    }
+
+    /// The daemon is stopping gracefully: stop once the agent is inactive.
+    pub(super) fn stopping_when_inactive(&self) -> bool {
+        self.shutdown.as_ref().is_some_and(|shutdown| !shutdown.force)
+    }
+}
 
 /// The host's view of its current generation.
 pub(super) struct Generation {
@@ -41,10 +103,10 @@ pub(super) struct Generation {
 impl Host {
     /// Starts a new generation unless one is running or starting.
     pub(super) fn ensure_process(&mut self, now: Instant) {
-        if self.generation.is_some() {
+        if self.process.current.is_some() {
             return;
         }
-        if self.shutdown.is_some() {
+        if self.process.shutdown.is_some() {
             self.fail_waiting(AgentError::ShuttingDown);
             return;
         }
@@ -53,8 +115,8 @@ impl Host {
             self.fail_waiting(AgentError::HostNotRunning);
             return;
         };
-        let epoch = self.generations;
-        self.generations += 1;
+        let epoch = self.process.generations;
+        self.process.generations += 1;
         let request = SpawnRequest {
             agent_id: &self.manifest.agent_id,
             cwd: &self.manifest.cwd,
@@ -73,7 +135,7 @@ impl Host {
                 return;
             }
         };
-        self.generation = Some(Generation {
+        self.process.current = Some(Generation {
             epoch,
             runtime,
             ready: false,
@@ -87,34 +149,21 @@ impl Host {
 
     /// Graceful stop: close stdin; the agent finishes its work and exits.
     pub(super) fn stop_process(&mut self) {
-        if let Some(generation) = &mut self.generation {
-            generation.stopping = true;
-            generation.runtime.close_input();
-        }
+        self.process.stop();
     }
 
     /// `agent.kill`: SIGTERM with a grace period, or the tree at once.
     pub(super) fn kill_process(&mut self, force: bool, now: Instant) {
-        let Some(generation) = &mut self.generation else { return };
-        generation.stopping = true;
-        if force {
-            generation.runtime.kill();
-        } else {
-            generation.runtime.terminate();
-            generation.kill_at.get_or_insert(now + KILL_GRACE);
-        }
+        self.process.kill(force, now);
     }
 
     /// Sends a command to the agent. `false` when its input queue is full.
     pub(super) fn send_to_child(&mut self, envelope: &Envelope<ClientMessage>) -> bool {
-        let Some(generation) = &mut self.generation else { return false };
-        let mut line = envelope.to_json().into_bytes();
-        line.push(b'\n');
-        generation.runtime.send(Bytes::from(line)).is_ok()
+        self.process.send(envelope)
     }
 
     pub(super) fn process_timers(&mut self, now: Instant) {
-        let Some(generation) = &mut self.generation else { return };
+        let Some(generation) = &mut self.process.current else { return };
         if !generation.ready && now >= generation.started + START_TIMEOUT {
             tracing::warn!(agent = %self.manifest.agent_id, "agent process did not become ready in time");
             generation.stopping = true;
@@ -141,14 +190,11 @@ impl Host {
             && self.questions.is_empty()
             && self.inflight.is_empty()
             && self.waiting.is_empty()
-            && self
-                .generation
-                .as_ref()
-                .is_some_and(|generation| generation.ready && !generation.stopping)
+            && self.process.ready()
     }
 
     pub(super) fn ready(&self) -> bool {
-        self.generation.as_ref().is_some_and(|generation| generation.ready && !generation.stopping)
+        self.process.ready()
     }
 
     pub(super) fn fail_waiting(&mut self, why: AgentError) {
@@ -176,11 +222,11 @@ impl Host {
     }
 
     pub(super) fn process_exited(&mut self, code: Option<i32>, description: String, now: Instant) {
-        let Some(generation) = self.generation.take() else { return };
+        let Some(generation) = self.process.current.take() else { return };
         // The session's entries are read again when a process next starts:
         // a stopped agent holds none of them (a daemon lists many).
         self.session = None;
-        let expected = generation.stopping || self.shutdown.is_some();
+        let expected = generation.stopping || self.process.shutdown.is_some();
         if !generation.ready {
             self.fail_waiting(AgentError::ExitedStarting(description.clone()));
             // A switched session that cannot start is not started again
@@ -201,7 +247,7 @@ impl Host {
                 respond(&subscriber, inflight.client_id, Some(self.id()), failed);
             }
         }
-        for waiter in self.kill_waiters.drain(..) {
+        for waiter in self.process.kill_waiters.drain(..) {
             let _ = waiter.send(());
         }
         if expected {
@@ -224,7 +270,7 @@ impl Host {
         }
         self.emit_activity();
         self.terminate_when_inactive = false;
-        if let Some(shutdown) = self.shutdown.as_mut() {
+        if let Some(shutdown) = self.process.shutdown.as_mut() {
             self.journal.close();
             for waiter in shutdown.waiters.drain(..) {
                 let _ = waiter.send(());
@@ -241,7 +287,7 @@ impl Host {
 
     /// The host is going away (the daemon is exiting): nothing may outlive it.
     pub(super) fn abandon(&mut self) {
-        if let Some(generation) = &mut self.generation {
+        if let Some(generation) = &mut self.process.current {
             generation.runtime.kill();
         }
     }

@@ -217,7 +217,7 @@ impl Host {
                 .clone()
                 .unwrap_or_else(|| shard_agent::modes::BUILD.to_owned()),
             capabilities: self.projection.capabilities.clone(),
-            runtime_epoch: Some(self.generations.saturating_sub(1)),
+            runtime_epoch: Some(self.process.generations.saturating_sub(1)),
             live_window,
             pending_requests,
             seq: Some(self.journal.last_seq()),
@@ -294,8 +294,8 @@ impl Host {
                     self.broadcast_status(status.detail.clone());
                 }
                 self.emit_activity();
-                let stop_when_inactive = self.terminate_when_inactive
-                    || self.shutdown.as_ref().is_some_and(|shutdown| !shutdown.force);
+                let stop_when_inactive =
+                    self.terminate_when_inactive || self.process.stopping_when_inactive();
                 if stop_when_inactive && !self.projection.status.is_active() {
                     self.stop_process();
                 }
