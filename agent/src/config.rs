@@ -37,6 +37,12 @@
 //! hide_env = ["CORP_*", "VAULT_TOKEN"]
 //! # Names of HIDDEN_BY_DEFAULT that tools may see after all.
 //! show_env = ["GH_TOKEN"]
+//!
+//! # Agents that are not Shard's own (crate::runtimes).
+//! [[runtimes]]
+//! id = "claude"
+//! protocol = "acp"
+//! command = "claude-agent-acp"
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -44,6 +50,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::Deserialize;
 use shard_protocol::types::{ModelDescriptor, ReasoningLevel};
+
+use crate::runtimes::RuntimeConfig;
 
 /// The built-in model's context window: small on purpose, so that compaction
 /// is easy to reach in tests and demos.
@@ -258,6 +266,9 @@ struct ConfigFile {
     /// Prices by model id.
     #[serde(default)]
     prices: std::collections::HashMap<String, Price>,
+    /// Agents that are not Shard's own (crate::runtimes).
+    #[serde(default)]
+    runtimes: Vec<RuntimeConfig>,
 }
 
 /// Which environment variables tool processes (`bash` and what it runs)
@@ -298,6 +309,8 @@ pub struct Config {
     pub compaction: CompactionConfig,
     pub hidden_env: std::sync::Arc<HiddenEnv>,
     pub prices: std::collections::HashMap<String, Price>,
+    /// Agents that are not Shard's own, in the order configured.
+    pub runtimes: Vec<RuntimeConfig>,
 }
 
 impl Config {
@@ -353,8 +366,16 @@ impl Config {
                  HIDDEN_BY_DEFAULT can be shown; provider keys and SHARD_ variables never are)"
             );
         }
+        crate::runtimes::check(&file.runtimes)?;
         let hidden_env = hidden_env(&models, &file.tools);
-        Ok(Self { models, default_model, compaction, hidden_env, prices: file.prices })
+        Ok(Self {
+            models,
+            default_model,
+            compaction,
+            hidden_env,
+            prices: file.prices,
+            runtimes: file.runtimes,
+        })
     }
 
     pub fn builtin() -> Self {
@@ -366,7 +387,13 @@ impl Config {
             compaction: CompactionConfig::default(),
             hidden_env,
             prices: Default::default(),
+            runtimes: Vec::new(),
         }
+    }
+
+    /// The configured runtime `id` (not the built-in agent).
+    pub fn runtime(&self, id: &str) -> Option<&RuntimeConfig> {
+        self.runtimes.iter().find(|runtime| runtime.id == id)
     }
 
     /// The price of model `id`, if `config.toml` gives one.

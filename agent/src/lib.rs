@@ -21,7 +21,8 @@
 //! - [`session_view`]: the daemon's one door to a session log.
 //! - [`process_tree`]: the agent as subreaper; nothing it starts outlives it.
 //! - [`keys`]: provider keys out of every tool's reach.
-//! - [`config`], [`modes`], [`stdio`], [`private`] (owner-only files).
+//! - [`config`] (with [`runtimes`], agents that are not Shard's own),
+//!   [`modes`], [`stdio`], [`private`] (owner-only files).
 
 pub mod agent;
 pub mod config;
@@ -32,6 +33,7 @@ pub mod permission;
 pub mod private;
 pub mod process_tree;
 pub mod provider;
+pub mod runtimes;
 pub mod session_log;
 pub mod session_view;
 pub mod shared;

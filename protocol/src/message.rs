@@ -146,6 +146,8 @@ message_set! {
         UsageSession(UsageSessionQuery) = "usage.session", Registry, required;
         ApprovalList(ApprovalList) = "approval.list", Registry, required;
         SessionActivate(SessionActivate) = "session.activate", Registry, required;
+        // The runtimes agents may run (CONTRACT.md).
+        RuntimeList(Empty) = "runtime.list", Registry, required;
     }
 }
 

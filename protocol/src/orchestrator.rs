@@ -64,6 +64,10 @@ pub struct AgentCreate {
     pub display_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub names: Option<Vec<String>>,
+    /// The runtime the agent runs (`runtime.list`); absent: the built-in
+    /// agent (CONTRACT.md, "Agents that are not Shard's own").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -173,6 +177,20 @@ impl From<RevokeSession> for RawRevokeSession {
             RevokeSession::All => Self { session_id: None, all: Some(true) },
         }
     }
+}
+
+/// One runtime an agent may run (`runtime.list`): the built-in agent is
+/// `{id: "shard", protocol: "shard"}`, a configured one speaks `acp`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeInfo {
+    pub id: String,
+    pub protocol: String,
+}
+
+/// The data of `runtime.list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeListResult {
+    pub runtimes: Vec<RuntimeInfo>,
 }
 
 /// A browser session as `daemon.sessions` lists it: ids and times only.

@@ -298,4 +298,8 @@ pub struct AgentInfo {
     pub definition_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
+    /// The runtime the agent runs: `shard` for the built-in agent, else a
+    /// configured runtime's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
 }

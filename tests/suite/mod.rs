@@ -15,6 +15,7 @@ mod remote;
 mod replay;
 mod retire;
 mod rules;
+mod runtimes;
 mod security;
 mod session_ops;
 mod supervision;

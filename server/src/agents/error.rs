@@ -13,6 +13,8 @@ pub enum AgentError {
     UnknownModel(String),
     #[error("unknown mode `{0}`")]
     UnknownMode(String),
+    #[error("unknown runtime `{0}`: runtime.list names the configured ones")]
+    UnknownRuntime(String),
     #[error("the agent has {queue} commands waiting already; retry when it has answered some")]
     HostBusy { queue: usize },
     #[error("the agent host stopped")]
@@ -141,6 +143,7 @@ impl AgentError {
             Self::NoAgent(_)
             | Self::UnknownModel(_)
             | Self::UnknownMode(_)
+            | Self::UnknownRuntime(_)
             | Self::NoSession(_)
             | Self::NotInLineage { .. } => ErrorCode::NotFound,
             Self::HostBusy { .. }

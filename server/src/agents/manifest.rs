@@ -48,6 +48,16 @@ pub struct Manifest {
     /// Friendly aliases its children's launches take, in order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub names: Option<Vec<String>>,
+    /// A configured runtime's id; absent: the built-in agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+}
+
+impl Manifest {
+    /// The runtime this agent runs, as `AgentInfo.runtime` says it.
+    pub fn runtime_id(&self) -> &str {
+        self.runtime.as_deref().unwrap_or(shard_agent::runtimes::BUILTIN)
+    }
 }
 
 /// Launch limits for agents that set none: a job of at most 8 tasks, and

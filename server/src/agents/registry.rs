@@ -9,7 +9,7 @@ use std::sync::Arc;
 use shard_agent::config::Config;
 use shard_agent::session_view;
 use shard_protocol::orchestrator::{
-    AgentCreate, AgentSpawned, LaunchPolicy, SessionActivate, SessionActivateResult,
+    AgentCreate, AgentSpawned, LaunchPolicy, RuntimeInfo, SessionActivate, SessionActivateResult,
 };
 use shard_protocol::types::AgentInfo;
 use shard_protocol::{Envelope, ServerMessage};
@@ -170,6 +170,11 @@ impl Registry {
                 return Err(AgentError::UnknownMode(mode.clone()));
             }
         }
+        let runtime = match request.runtime.as_deref() {
+            None | Some(shard_agent::runtimes::BUILTIN) => None,
+            Some(id) if config.runtime(id).is_some() => Some(id.to_owned()),
+            Some(id) => return Err(AgentError::UnknownRuntime(id.to_owned())),
+        };
         if request.name.as_ref().is_some_and(|name| name.chars().count() > MAX_NAME) {
             return Err(AgentError::NameTooLong { max: MAX_NAME });
         }
@@ -207,6 +212,7 @@ impl Registry {
             system_prompt: request.system_prompt.clone(),
             headless_policy: request.headless_policy,
             names: request.names.clone(),
+            runtime,
         };
         manifest.save(&home).map_err(AgentError::ManifestWrite)?;
         self.manifests().insert(manifest.agent_id.clone(), manifest.clone());
@@ -415,6 +421,19 @@ impl Registry {
             manifest.session_id.clone_from(&session_id);
         }
         Ok(SessionActivateResult { agent_id, session_id, previous_session_id: previous })
+    }
+
+    /// `runtime.list`: the built-in agent, then every configured runtime.
+    pub fn runtimes(&self) -> Result<Vec<RuntimeInfo>, AgentError> {
+        let config = Config::load(&self.context.home).map_err(AgentError::Config)?;
+        let builtin = shard_agent::runtimes::BUILTIN;
+        let mut runtimes =
+            vec![RuntimeInfo { id: builtin.to_owned(), protocol: builtin.to_owned() }];
+        runtimes.extend(config.runtimes.iter().map(|runtime| RuntimeInfo {
+            id: runtime.id.clone(),
+            protocol: runtime.protocol.as_str().to_owned(),
+        }));
+        Ok(runtimes)
     }
 
     /// Stops every process: gracefully (active turns finish) or now.

@@ -1,8 +1,9 @@
 //! `agent.*`: list and status from the registry, create, attach and detach
-//! through the agent's host, terminate and kill answered once done.
+//! through the agent's host, terminate and kill answered once done; and
+//! `runtime.list`, what an agent may run.
 
 use shard_protocol::ClientMessage;
-use shard_protocol::orchestrator::{AgentCreateResult, AgentsResult};
+use shard_protocol::orchestrator::{AgentCreateResult, AgentsResult, RuntimeListResult};
 use tokio::sync::oneshot;
 
 use super::{Caller, Outcome, host_gone, not_found, ok, refused_error};
@@ -19,6 +20,15 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
                 None => Err(not_found(&agent_id)),
             },
         }),
+        ClientMessage::RuntimeList(_) => {
+            let daemon = caller.daemon.clone();
+            Outcome::Later(Box::pin(async move {
+                let runtimes = tokio::task::spawn_blocking(move || daemon.registry().runtimes())
+                    .await
+                    .map_err(|_| crate::agents::error::AgentError::HostGone)??;
+                ok(RuntimeListResult { runtimes })
+            }))
+        }
         ClientMessage::AgentCreate(request) => {
             let daemon = caller.daemon.clone();
             Outcome::Later(Box::pin(async move {

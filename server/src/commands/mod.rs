@@ -178,6 +178,7 @@ pub fn rule(message: &ClientMessage) -> Rule {
         ClientMessage::UsageSession(_) => rule_of(Anyone, None, Background),
         ClientMessage::ApprovalList(_) => rule_of(Anyone, Watch, Background),
         ClientMessage::SessionActivate(_) => rule_of(Anyone, Act, Background),
+        ClientMessage::RuntimeList(_) => rule_of(Anyone, None, Background),
     }
 }
 
@@ -305,7 +306,8 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
         | ClientMessage::AgentAttach(_)
         | ClientMessage::AgentDetach(_)
         | ClientMessage::AgentTerminate(_)
-        | ClientMessage::AgentKill(_) => agent::run(caller, message),
+        | ClientMessage::AgentKill(_)
+        | ClientMessage::RuntimeList(_) => agent::run(caller, message),
         ClientMessage::DaemonShutdown(_)
         | ClientMessage::DaemonEnroll(_)
         | ClientMessage::DaemonSessions(_)

@@ -119,6 +119,7 @@ impl Host {
         self.process.generations += 1;
         let request = SpawnRequest {
             agent_id: &self.manifest.agent_id,
+            runtime: self.manifest.runtime_id(),
             cwd: &self.manifest.cwd,
             session_id: &self.manifest.session_id,
             epoch,

@@ -32,6 +32,7 @@ pub(super) fn initial_info(manifest: &Manifest) -> AgentInfo {
         alias: manifest.alias.clone(),
         definition_name: manifest.definition_name.clone(),
         display_name: manifest.display_name.clone(),
+        runtime: Some(manifest.runtime_id().to_owned()),
     }
 }
 

@@ -24,6 +24,9 @@ use tokio::sync::mpsc;
 /// What a new generation is started with.
 pub struct SpawnRequest<'a> {
     pub agent_id: &'a str,
+    /// The runtime to run: `shard` (the built-in agent) or a configured
+    /// runtime's id.
+    pub runtime: &'a str,
     pub cwd: &'a str,
     pub session_id: &'a str,
     pub epoch: u64,

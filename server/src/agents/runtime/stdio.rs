@@ -43,6 +43,12 @@ impl Spawner for ProcessSpawner {
         request: &SpawnRequest<'_>,
         events: mpsc::Sender<ChildEvent>,
     ) -> std::io::Result<Box<dyn Runtime>> {
+        if request.runtime != shard_agent::runtimes::BUILTIN {
+            return Err(std::io::Error::other(format!(
+                "runtime `{}` speaks ACP, which this daemon does not run yet",
+                request.runtime
+            )));
+        }
         let mut command = tokio::process::Command::new(&self.exe);
         command
             .args(["agent", "--stdio", "--cwd", request.cwd, "--session", request.session_id])
@@ -274,6 +280,7 @@ mod tests {
             let (events, mut received) = mpsc::channel(1);
             let request = SpawnRequest {
                 agent_id: "agent-x",
+                runtime: shard_agent::runtimes::BUILTIN,
                 cwd: "/",
                 session_id: "s",
                 epoch,

@@ -1,0 +1,101 @@
+//! Runtimes (CONTRACT.md, "Agents that are not Shard's own"): what
+//! `runtime.list` names, what `agent.create`'s `runtime` accepts, and what
+//! `AgentInfo.runtime` says, through the real daemon.
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use super::client::Client;
+use super::support::Daemon;
+
+const TWO_RUNTIMES: &str = r#"
+[[runtimes]]
+id = "claude"
+protocol = "acp"
+command = "claude-agent-acp"
+env = { IS_SANDBOX = "1", ANTHROPIC_API_KEY = "sk-runtime-secret" }
+
+[[runtimes]]
+id = "codex"
+protocol = "acp"
+command = "/opt/codex-acp"
+args = ["--quiet"]
+"#;
+
+fn runtimes(answer: &Value) -> Vec<(String, String)> {
+    let listed = answer["data"]["runtimes"].as_array().unwrap_or_else(|| panic!("{answer}"));
+    listed
+        .iter()
+        .map(|runtime| {
+            (
+                runtime["id"].as_str().unwrap().to_owned(),
+                runtime["protocol"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn runtime_list_names_the_builtin_agent_then_each_configured_runtime() {
+    let home = TempDir::new().unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let bare = client.call("r0", json!({"type": "runtime.list"})).await;
+    assert_eq!(runtimes(&bare), [("shard".to_owned(), "shard".to_owned())]);
+
+    // Read when asked: a runtime added to config.toml is listed at once.
+    std::fs::write(home.path().join("config.toml"), TWO_RUNTIMES).unwrap();
+    let listed = client.call("r1", json!({"type": "runtime.list"})).await;
+    let expected = [("shard", "shard"), ("claude", "acp"), ("codex", "acp")]
+        .map(|(id, protocol)| (id.to_owned(), protocol.to_owned()));
+    assert_eq!(runtimes(&listed), expected);
+    // Only ids and protocols: no command, no argument, no key.
+    let text = listed.to_string();
+    for hidden in ["claude-agent-acp", "codex-acp", "--quiet", "IS_SANDBOX", "sk-runtime-secret"] {
+        assert!(!text.contains(hidden), "{hidden} leaked: {text}");
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_runtime_is_not_found_and_a_bad_one_is_refused_clearly() {
+    let home = TempDir::new().unwrap();
+    let project = TempDir::new().unwrap();
+    let cwd = project.path().to_str().unwrap();
+    std::fs::write(home.path().join("config.toml"), TWO_RUNTIMES).unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let unknown =
+        client.call("c", json!({"type": "agent.create", "cwd": cwd, "runtime": "gemini"})).await;
+    assert_eq!(unknown["error"]["code"], "NOT_FOUND", "{unknown}");
+    assert!(unknown["error"]["message"].as_str().unwrap().contains("`gemini`"), "{unknown}");
+    let listed = client.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(listed["data"]["agents"], json!([]), "nothing made: {listed}");
+
+    // A runtime that takes the built-in agent's id is a configuration
+    // error, said as such.
+    let taken = "[[runtimes]]\nid = \"shard\"\nprotocol = \"acp\"\ncommand = \"x\"\n";
+    std::fs::write(home.path().join("config.toml"), taken).unwrap();
+    let refused = client.call("r", json!({"type": "runtime.list"})).await;
+    assert_eq!(refused["success"], false, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("built-in"), "{refused}");
+}
+
+#[tokio::test]
+async fn the_builtin_agent_says_it_runs_shard() {
+    let home = TempDir::new().unwrap();
+    let project = TempDir::new().unwrap();
+    let cwd = project.path().to_str().unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    for (id, create) in [
+        ("a", json!({"type": "agent.create", "cwd": cwd})),
+        ("b", json!({"type": "agent.create", "cwd": cwd, "runtime": "shard"})),
+    ] {
+        let made = client.call(id, create).await;
+        assert_eq!(made["success"], true, "{made}");
+    }
+    let listed = client.call("l", json!({"type": "agent.list"})).await;
+    let agents = listed["data"]["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2, "{listed}");
+    assert!(agents.iter().all(|agent| agent["runtime"] == "shard"), "{listed}");
+}
