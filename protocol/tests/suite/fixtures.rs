@@ -14,7 +14,7 @@ use shard_protocol::agent::{
 use shard_protocol::approvals::ApprovalListResult;
 use shard_protocol::orchestrator::{
     AgentCreateResult, AgentsResult, AttachResult, DisconnectResult, EnrollResult, RevokeResult,
-    SessionActivateResult, SessionsResult, TerminateResult,
+    RuntimeListResult, SessionActivateResult, SessionsResult, TerminateResult,
 };
 use shard_protocol::subagent::{
     SubagentCreateResult, SubagentRelaunchResult, SubagentStatusResult, SubagentSteerResult,
@@ -75,6 +75,7 @@ const EXTENSION_CLIENT_TYPES: &[&str] = &[
     "approval.list",
     "session.activate",
     "recall_steer",
+    "runtime.list",
 ];
 
 /// Shard's own additions to the server set, pinned in docs/PROTOCOL-NOTES.md.
@@ -305,6 +306,7 @@ fn every_result_fixture_decodes_and_round_trips() {
             "usage.session" => round_trip_data::<UsageSessionResult>(name, data),
             "approval.list" => round_trip_data::<ApprovalListResult>(name, data),
             "session.activate" => round_trip_data::<SessionActivateResult>(name, data),
+            "runtime.list" => round_trip_data::<RuntimeListResult>(name, data),
             other => panic!("result fixture `{other}` has no type to decode into"),
         }
     }
