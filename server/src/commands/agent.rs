@@ -20,15 +20,7 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
                 None => Err(not_found(&agent_id)),
             },
         }),
-        ClientMessage::RuntimeList(_) => {
-            let daemon = caller.daemon.clone();
-            Outcome::Later(Box::pin(async move {
-                let runtimes = tokio::task::spawn_blocking(move || daemon.registry().runtimes())
-                    .await
-                    .map_err(|_| crate::agents::error::AgentError::HostGone)??;
-                ok(RuntimeListResult { runtimes })
-            }))
-        }
+        ClientMessage::RuntimeList(_) => runtimes(&caller),
         ClientMessage::AgentCreate(request) => {
             let daemon = caller.daemon.clone();
             Outcome::Later(Box::pin(async move {
@@ -89,4 +81,15 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
         }
         other => super::run_elsewhere(other),
     }
+}
+
+/// `runtime.list`, read from `config.toml` off the runtime's threads.
+fn runtimes(caller: &Caller<'_>) -> Outcome {
+    let daemon = caller.daemon.clone();
+    Outcome::Later(Box::pin(async move {
+        let runtimes = tokio::task::spawn_blocking(move || daemon.registry().runtimes())
+            .await
+            .map_err(|_| crate::agents::error::AgentError::HostGone)??;
+        ok(RuntimeListResult { runtimes })
+    }))
 }

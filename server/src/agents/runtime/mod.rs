@@ -15,6 +15,7 @@
 //! - [`stdio`]: Shard's own agent process, its stdin queue bounded in
 //!   bytes, its stdout reader, and the wait that reports its exit last.
 
+pub mod acp;
 pub mod stdio;
 
 use bytes::Bytes;

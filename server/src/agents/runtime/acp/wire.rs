@@ -1,0 +1,232 @@
+//! ACP's wire, with the field's own types (`agent-client-protocol-schema`):
+//! one JSON-RPC 2.0 message per line. Each line from the agent is decoded
+//! by its method (never by the shape of its payload), and a response is
+//! matched to the request it answers by id, so its result is decoded as
+//! that request's. Ids are kept exactly as the agent sent them: `0` is an
+//! id like any other, and a string stays a string.
+
+use std::collections::HashMap;
+
+use agent_client_protocol_schema::v1::{
+    self as acp, AgentNotification, AgentRequest, AgentResponse, ClientNotification, ClientRequest,
+    ClientResponse, JsonRpcMessage, Notification, Request, RequestId, Response,
+};
+use serde_json::Value;
+
+/// One line from the agent, decoded.
+#[derive(Debug)]
+pub enum Incoming {
+    /// The agent asks something of the client; it waits for the answer.
+    Request(RequestId, Box<AgentRequest>),
+    /// A request whose method or parameters this client does not know: it
+    /// must still be answered, with this error.
+    Unanswerable(RequestId, acp::Error),
+    Notification(Box<AgentNotification>),
+    /// The answer to one of our requests, and what was asked.
+    Response {
+        id: i64,
+        method: String,
+        result: Result<Box<AgentResponse>, acp::Error>,
+    },
+    /// Something that is none of these, or a notification this client
+    /// cannot read: said why, and otherwise ignored.
+    Ignored(String),
+}
+
+/// The requests we sent and have not had an answer to, by id.
+#[derive(Debug, Default)]
+pub struct Outstanding {
+    next: i64,
+    methods: HashMap<i64, String>,
+}
+
+impl Outstanding {
+    /// Numbers a request and remembers its method; the line to send.
+    pub fn request(&mut self, request: ClientRequest) -> (i64, String) {
+        let id = self.next;
+        self.next += 1;
+        let method = request.method().to_owned();
+        self.methods.insert(id, method.clone());
+        let message =
+            Request { id: RequestId::Number(id), method: method.into(), params: Some(request) };
+        (id, line(&JsonRpcMessage::wrap(message)))
+    }
+
+    pub fn is_waiting(&self, id: i64) -> bool {
+        self.methods.contains_key(&id)
+    }
+}
+
+/// A notification to the agent (`session/cancel`).
+pub fn notification(notification: ClientNotification) -> String {
+    let method = notification.method().to_owned();
+    line(&JsonRpcMessage::wrap(Notification { method: method.into(), params: Some(notification) }))
+}
+
+/// The answer to the agent's request `id`.
+pub fn answer(id: RequestId, result: Result<ClientResponse, acp::Error>) -> String {
+    line(&JsonRpcMessage::wrap(Response::new(id, result)))
+}
+
+fn line(message: &impl serde::Serialize) -> String {
+    let mut text = serde_json::to_string(message).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// Decodes one line from the agent.
+pub fn decode(line: &str, outstanding: &mut Outstanding) -> Incoming {
+    let Ok(Value::Object(mut object)) = serde_json::from_str::<Value>(line) else {
+        return Incoming::Ignored("a line that is not a JSON object".to_owned());
+    };
+    // A request or a response has the key, whatever its value.
+    let id = match object.remove("id") {
+        None => None,
+        Some(id) => match serde_json::from_value::<RequestId>(id) {
+            Ok(id) => Some(id),
+            Err(_) => return Incoming::Ignored("an id that is not a JSON-RPC id".to_owned()),
+        },
+    };
+    let params = object.remove("params").unwrap_or(Value::Null);
+    match (object.remove("method"), id) {
+        (Some(Value::String(method)), Some(id)) => {
+            match AgentRequest::from_method_and_params(&method, &params) {
+                Ok(request) => Incoming::Request(id, Box::new(request)),
+                Err(agent_client_protocol_schema::MethodDispatchError::UnknownMethod {
+                    ..
+                }) => Incoming::Unanswerable(id, acp::Error::method_not_found()),
+                Err(error) => {
+                    Incoming::Unanswerable(id, acp::Error::invalid_params().data(error.to_string()))
+                }
+            }
+        }
+        (Some(Value::String(method)), None) => {
+            match AgentNotification::from_method_and_params(&method, &params) {
+                Ok(notification) => Incoming::Notification(Box::new(notification)),
+                Err(error) => Incoming::Ignored(format!("notification `{method}`: {error}")),
+            }
+        }
+        (None, Some(RequestId::Number(id))) => response(id, object, outstanding),
+        (None, Some(other)) => Incoming::Ignored(format!("a response to `{other}`, never asked")),
+        _ => Incoming::Ignored("neither a request, a notification nor a response".to_owned()),
+    }
+}
+
+fn response(
+    id: i64,
+    mut object: serde_json::Map<String, Value>,
+    outstanding: &mut Outstanding,
+) -> Incoming {
+    let Some(method) = outstanding.methods.remove(&id) else {
+        return Incoming::Ignored(format!("a response to `{id}`, never asked"));
+    };
+    let result = match (object.remove("error"), object.remove("result")) {
+        (Some(error), _) => Err(serde_json::from_value(error)
+            .unwrap_or_else(|_| acp::Error::internal_error().data("an unreadable error"))),
+        (None, Some(result)) => AgentResponse::from_method_and_result(&method, result)
+            .map(Box::new)
+            .map_err(|error| acp::Error::invalid_params().data(error.to_string())),
+        (None, None) => Err(acp::Error::invalid_request().data("a response with no result")),
+    };
+    Incoming::Response { id, method, result }
+}
+
+#[cfg(test)]
+mod tests {
+    use agent_client_protocol_schema::ProtocolVersion;
+    use agent_client_protocol_schema::v1::{
+        InitializeRequest, PermissionOptionKind, SessionUpdate,
+    };
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_request_with_id_zero_is_a_request_and_its_id_is_kept() {
+        let mut outstanding = Outstanding::default();
+        let line = json!({"jsonrpc": "2.0", "id": 0, "method": "session/request_permission",
+            "params": {"sessionId": "s", "toolCall": {"toolCallId": "c1", "title": "Run ls"},
+                       "options": [{"optionId": "once", "name": "Once", "kind": "allow_once"},
+                                   {"optionId": "reject", "name": "No", "kind": "reject_once"}]}});
+        let Incoming::Request(id, request) = decode(&line.to_string(), &mut outstanding) else {
+            panic!("not a request");
+        };
+        let AgentRequest::RequestPermissionRequest(request) = *request else {
+            panic!("not a permission request");
+        };
+        assert_eq!(id, RequestId::Number(0));
+        assert_eq!(request.options[0].kind, PermissionOptionKind::AllowOnce);
+        let reply = answer(id, Err(acp::Error::method_not_found()));
+        let reply: Value = serde_json::from_str(&reply).unwrap();
+        assert_eq!(reply["id"], 0, "{reply}");
+        assert_eq!(reply["jsonrpc"], "2.0");
+    }
+
+    #[test]
+    fn a_response_is_read_as_the_answer_to_what_was_asked() {
+        let mut outstanding = Outstanding::default();
+        let initialize =
+            ClientRequest::InitializeRequest(InitializeRequest::new(ProtocolVersion::V1));
+        let (id, sent) = outstanding.request(initialize);
+        let sent: Value = serde_json::from_str(&sent).unwrap();
+        assert_eq!(sent["method"], "initialize", "{sent}");
+        assert_eq!(sent["params"]["protocolVersion"], 1, "{sent}");
+        let reply = json!({"jsonrpc": "2.0", "id": id,
+            "result": {"protocolVersion": 1, "agentCapabilities": {"loadSession": true}}});
+        let Incoming::Response { result: Ok(response), .. } =
+            decode(&reply.to_string(), &mut outstanding)
+        else {
+            panic!("not a response");
+        };
+        let AgentResponse::InitializeResponse(response) = *response else {
+            panic!("not an initialize response");
+        };
+        assert!(response.agent_capabilities.load_session);
+        assert!(!outstanding.is_waiting(id), "answered once");
+        let again = decode(&reply.to_string(), &mut outstanding);
+        assert!(matches!(again, Incoming::Ignored(_)), "{again:?}");
+    }
+
+    #[test]
+    fn an_error_response_and_a_stream_update_decode() {
+        let mut outstanding = Outstanding::default();
+        let (id, _) = outstanding
+            .request(ClientRequest::InitializeRequest(InitializeRequest::new(ProtocolVersion::V1)));
+        let failed =
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "no"}});
+        let Incoming::Response { result: Err(error), .. } =
+            decode(&failed.to_string(), &mut outstanding)
+        else {
+            panic!("not an error");
+        };
+        assert_eq!(error.message, "no");
+        let chunk = json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s",
+            "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}}});
+        let Incoming::Notification(notification) = decode(&chunk.to_string(), &mut outstanding)
+        else {
+            panic!("not a notification");
+        };
+        let AgentNotification::SessionNotification(update) = *notification else {
+            panic!("not an update");
+        };
+        assert!(matches!(update.update, SessionUpdate::AgentMessageChunk(_)));
+    }
+
+    #[test]
+    fn what_cannot_be_read_is_said_and_a_strange_request_still_gets_an_answer() {
+        let mut outstanding = Outstanding::default();
+        for garbage in ["not json", "[1,2]", "{}", r#"{"id": {"x": 1}}"#] {
+            assert!(matches!(decode(garbage, &mut outstanding), Incoming::Ignored(_)), "{garbage}");
+        }
+        let unknown = json!({"jsonrpc": "2.0", "id": "q", "method": "x/unknown", "params": {}});
+        let Incoming::Unanswerable(id, error) = decode(&unknown.to_string(), &mut outstanding)
+        else {
+            panic!("an unknown request must be answered");
+        };
+        assert_eq!(id, RequestId::Str("q".to_owned()));
+        assert_eq!(error.code, acp::ErrorCode::MethodNotFound);
+        let update = json!({"jsonrpc": "2.0", "method": "session/update",
+            "params": {"sessionId": "s", "update": {"sessionUpdate": "brand_new_kind"}}});
+        assert!(matches!(decode(&update.to_string(), &mut outstanding), Incoming::Ignored(_)));
+    }
+}
