@@ -124,6 +124,18 @@ pub enum AgentError {
     NoActiveTurn,
     #[error("the agent is not reading its input")]
     NotReading,
+
+    // An agent that speaks ACP.
+    #[error("`{0}` is not available for this agent (it speaks ACP)")]
+    NotForAcp(&'static str),
+    #[error("the agent has no session open yet")]
+    NoAcpSession,
+    #[error("the agent is on a turn; wait for its end or abort it")]
+    TurnRunning,
+    #[error("the agent refused to answer")]
+    Refused,
+    #[error("the agent's turn failed: {0}")]
+    PromptFailed(String),
 }
 
 impl AgentError {
@@ -172,7 +184,11 @@ impl AgentError {
             | Self::AnswerQueueFull
             | Self::AlreadyOnRun
             | Self::NoActiveTurn
-            | Self::NotReading => ErrorCode::Conflict,
+            | Self::NotReading
+            | Self::NoAcpSession
+            | Self::TurnRunning => ErrorCode::Conflict,
+            Self::NotForAcp(_) => ErrorCode::NotFound,
+            Self::Refused | Self::PromptFailed(_) => ErrorCode::ProviderError,
             Self::CwdRelative
             | Self::CwdUnreadable { .. }
             | Self::CwdNotDirectory(_)

@@ -2,6 +2,7 @@
 //! runtime seam (docs/ARCHITECTURE.md, "The runtime seam"). In progress:
 //! [`wire`] reads and writes ACP's lines.
 
+pub mod translate;
 pub mod wire;
 
 #[cfg(test)]
