@@ -17,6 +17,8 @@ use tokio_util::sync::CancellationToken;
 use crate::agents::host::Context as HostContext;
 use crate::agents::host::JournalLimits;
 use crate::agents::registry::Registry;
+use crate::agents::runtime::Spawners;
+use crate::agents::runtime::acp::AcpSpawner;
 use crate::agents::runtime::stdio::ProcessSpawner;
 use crate::agents::usage::UsageBook;
 use crate::clients::Limits;
@@ -346,10 +348,10 @@ fn host_context(
     let processes = Arc::new(crate::agents::Processes::default());
     Ok(Arc::new(HostContext {
         home: home.path.clone(),
-        spawner: Arc::new(ProcessSpawner {
-            exe,
+        spawner: Arc::new(Spawners {
+            builtin: ProcessSpawner { exe, home: home.path.clone(), processes: processes.clone() },
+            acp: AcpSpawner { home: home.path.clone(), processes: processes.clone() },
             home: home.path.clone(),
-            processes: processes.clone(),
         }),
         broadcast: hub.clone(),
         delegation: Arc::default(),

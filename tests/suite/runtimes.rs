@@ -99,3 +99,79 @@ async fn the_builtin_agent_says_it_runs_shard() {
     assert_eq!(agents.len(), 2, "{listed}");
     assert!(agents.iter().all(|agent| agent["runtime"] == "shard"), "{listed}");
 }
+
+/// `config.toml` with the scripted ACP agent (tests/fixtures/acp) as `fake`.
+fn scripted_runtime() -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/acp/fake_acp_agent.py");
+    format!(
+        "[[runtimes]]\nid = \"fake\"\nprotocol = \"acp\"\ncommand = \"python3\"\nargs = [{script:?}]\n"
+    )
+}
+
+#[tokio::test]
+async fn an_acp_agent_streams_asks_and_is_recorded_like_shards_own() {
+    let home = TempDir::new().unwrap();
+    let project = TempDir::new().unwrap();
+    let cwd = project.path().to_str().unwrap();
+    std::fs::write(home.path().join("config.toml"), scripted_runtime()).unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let made = client
+        .call("c", json!({"type": "agent.create", "cwd": cwd, "runtime": "fake", "name": "acp"}))
+        .await;
+    assert_eq!(made["success"], true, "{made}");
+    let agent = made["data"]["agent_id"].as_str().unwrap().to_owned();
+    client.attach(&agent, "interactive").await;
+
+    // A streamed reply: deltas, then the whole message, then the turn's end.
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": "hello world"});
+    assert_eq!(client.call("p1", prompt).await["success"], true);
+    let turn = client.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    let deltas =
+        turn.iter().filter(|m| m["type"] == "message_delta" && m["kind"] == "text").count();
+    assert!(deltas >= 2, "streamed in deltas: {turn:?}");
+    let complete = turn.iter().find(|m| m["type"] == "message_complete").expect("a whole message");
+    let text = complete["message"]["content"].to_string();
+    assert!(text.contains("echo: hello world"), "{complete}");
+
+    // A tool call that asks first: Shard's own question, answered as any.
+    let run =
+        json!({"type": "prompt", "agent_id": agent, "message": "run: echo from-the-acp-tool"});
+    assert_eq!(client.call("p2", run).await["success"], true);
+    let asked = client.permission_request(&agent).await;
+    let decision = json!({"type": "permission_response", "agent_id": agent,
+        "request_id": asked["request_id"], "decision": "allow"});
+    assert_eq!(client.call("a", decision).await["success"], true);
+    let turn = client.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    let result = turn.iter().find(|m| m["type"] == "tool_result").expect("a tool result");
+    assert!(result["content"].to_string().contains("from-the-acp-tool"), "{result}");
+    let resolved = turn.iter().find(|m| m["type"] == "permission_resolved");
+    assert!(resolved.is_some(), "every client learns the question is settled: {turn:?}");
+
+    // A client that attaches later sees the conversation from Shard's own
+    // record of it, and the agent says which runtime it runs.
+    let mut late = Client::unix(&daemon.socket()).await;
+    let sync = late.attach(&agent, "observer").await;
+    let window = sync["live_window"].to_string();
+    assert!(window.contains("hello world") && window.contains("echo: hello world"), "{sync}");
+    let listed = late.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(listed["data"]["agents"][0]["runtime"], "fake", "{listed}");
+}
+
+#[tokio::test]
+async fn an_acp_agent_that_cannot_start_says_so() {
+    let home = TempDir::new().unwrap();
+    let project = TempDir::new().unwrap();
+    let cwd = project.path().to_str().unwrap();
+    let config = "[[runtimes]]\nid = \"missing\"\nprotocol = \"acp\"\ncommand = \"/nonexistent/acp-agent\"\n";
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let made =
+        client.call("c", json!({"type": "agent.create", "cwd": cwd, "runtime": "missing"})).await;
+    assert_eq!(made["error"]["code"], "RUNTIME_START_FAILED", "{made}");
+    let agent = made["error"]["data"]["agent_id"].as_str().expect("the agent is kept");
+    let listed = client.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(listed["data"]["agents"][0]["agent_id"], agent, "{listed}");
+    assert_eq!(listed["data"]["agents"][0]["runtime_state"], "failed", "{listed}");
+}

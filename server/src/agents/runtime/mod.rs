@@ -79,3 +79,31 @@ pub trait Runtime: Send {
     /// SIGKILL to the process and everything below it.
     fn kill(&mut self);
 }
+
+/// Chooses each agent's runtime: Shard's own agent, or a runtime
+/// configured in `config.toml` (read when a process starts, so a runtime
+/// changed there applies to the next one).
+pub struct Spawners {
+    pub builtin: stdio::ProcessSpawner,
+    pub acp: acp::AcpSpawner,
+    pub home: std::path::PathBuf,
+}
+
+impl Spawner for Spawners {
+    fn spawn(
+        &self,
+        request: &SpawnRequest<'_>,
+        events: mpsc::Sender<ChildEvent>,
+    ) -> std::io::Result<Box<dyn Runtime>> {
+        if request.runtime == shard_agent::runtimes::BUILTIN {
+            return self.builtin.spawn(request, events);
+        }
+        let config = shard_agent::config::Config::load(&self.home)
+            .map_err(|error| std::io::Error::other(format!("{error:#}")))?;
+        let Some(runtime) = config.runtime(request.runtime) else {
+            let why = format!("runtime `{}` is no longer in config.toml", request.runtime);
+            return Err(std::io::Error::other(why));
+        };
+        self.acp.spawn(runtime, request, events)
+    }
+}

@@ -43,12 +43,6 @@ impl Spawner for ProcessSpawner {
         request: &SpawnRequest<'_>,
         events: mpsc::Sender<ChildEvent>,
     ) -> std::io::Result<Box<dyn Runtime>> {
-        if request.runtime != shard_agent::runtimes::BUILTIN {
-            return Err(std::io::Error::other(format!(
-                "runtime `{}` speaks ACP, which this daemon does not run yet",
-                request.runtime
-            )));
-        }
         let mut command = tokio::process::Command::new(&self.exe);
         command
             .args(["agent", "--stdio", "--cwd", request.cwd, "--session", request.session_id])
@@ -105,10 +99,10 @@ impl Spawner for ProcessSpawner {
     }
 }
 
-struct Process {
-    pid: Option<u32>,
-    input: Option<ByteQueue<Bytes>>,
-    kill: CancellationToken,
+pub(super) struct Process {
+    pub(super) pid: Option<u32>,
+    pub(super) input: Option<ByteQueue<Bytes>>,
+    pub(super) kill: CancellationToken,
 }
 
 impl Runtime for Process {
@@ -140,7 +134,7 @@ impl Runtime for Process {
 /// The agent's stdin, fed from a queue bounded in bytes that never blocks
 /// the host. Dropping the queue ends the feed once what is queued has been
 /// written, closing the pipe.
-async fn feed(mut queue: ByteReceiver<Bytes>, mut stdin: tokio::process::ChildStdin) {
+pub(super) async fn feed(mut queue: ByteReceiver<Bytes>, mut stdin: tokio::process::ChildStdin) {
     while let Some(bytes) = queue.recv().await {
         let written = match stdin.write_all(&bytes).await {
             Ok(()) => stdin.flush().await,
@@ -179,7 +173,7 @@ async fn read_lines(
 /// reports the exit once, after every line it wrote: the host drops what a
 /// finished generation says, and the last lines are often the ones that
 /// matter (a turn's end, an abort).
-async fn wait(
+pub(super) async fn wait(
     mut child: tokio::process::Child,
     pid: Option<u32>,
     epoch: u64,
@@ -240,7 +234,7 @@ fn describe_exit(status: std::io::Result<std::process::ExitStatus>) -> (Option<i
 
 /// The agent's stderr goes to `agents/<id>/agent.log` (0600), restarted
 /// when it grows past 1 MiB so it cannot fill the disk.
-fn stderr_log(home: &Path, agent_id: &str) -> Stdio {
+pub(super) fn stderr_log(home: &Path, agent_id: &str) -> Stdio {
     use std::os::unix::fs::OpenOptionsExt;
     const MAX_LOG: u64 = 1024 * 1024;
     let path = crate::agents::manifest::agent_dir(home, agent_id).join("agent.log");

@@ -1,9 +1,14 @@
 //! Agents that speak the Agent Client Protocol, run as Shard agents at the
-//! runtime seam (docs/ARCHITECTURE.md, "The runtime seam"). In progress:
-//! [`wire`] reads and writes ACP's lines.
+//! runtime seam (docs/ARCHITECTURE.md, "The runtime seam"): [`wire`] reads
+//! and writes ACP's lines, [`translate`] turns them into Shard's per-agent
+//! protocol and back, and [`process`] runs the agent with a bridge between
+//! the two.
 
+pub mod process;
 pub mod translate;
 pub mod wire;
+
+pub use self::process::AcpSpawner;
 
 #[cfg(test)]
 mod tests {

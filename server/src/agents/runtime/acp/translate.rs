@@ -169,10 +169,15 @@ impl Translator {
         let Some(session) = self.session.clone().filter(|_| self.turn.is_some()) else {
             return out;
         };
-        for question in std::mem::take(&mut self.questions).into_values() {
+        for (request_id, question) in std::mem::take(&mut self.questions) {
             let cancelled = RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled);
             let answer = ClientResponse::RequestPermissionResponse(cancelled);
             out.push(Out::Agent(wire::answer(question.asked, Ok(answer))));
+            out.push(resolved(
+                request_id,
+                PermissionAnswer::Decision(Decision::Deny),
+                Some("abort"),
+            ));
         }
         let cancel = ClientNotification::CancelNotification(CancelNotification::new(session));
         out.push(Out::Agent(wire::notification(cancel)));
@@ -201,6 +206,8 @@ impl Translator {
         vec![
             respond(id, Response::accepted(command)),
             Out::Agent(wire::answer(question.asked, Ok(response))),
+            // Settled: the host tells every client who answered.
+            resolved(answer.request_id, answer.answer, None),
         ]
     }
 
@@ -490,6 +497,15 @@ fn respond(id: Option<String>, response: Response) -> Out {
     )
 }
 
+fn resolved(request_id: String, answer: PermissionAnswer, source: Option<&str>) -> Out {
+    let source = source.map(str::to_owned);
+    event(ServerMessage::PermissionResolved(shard_protocol::agent::PermissionResolved {
+        request_id,
+        answer,
+        source,
+    }))
+}
+
 fn status(status: AgentStatus) -> Out {
     event(ServerMessage::Status(Status { status, detail: None }))
 }
@@ -634,7 +650,9 @@ mod tests {
         let request_id = request["request_id"].as_str().unwrap();
         let answer = json!({"id": "a1", "type": "permission_response", "request_id": request_id, "decision": "deny"});
         let out = translator.from_host(&answer.to_string());
-        assert_eq!(host(&out)[0]["success"], true);
+        let told = host(&out);
+        assert_eq!(types(&told), ["response", "permission_resolved"]);
+        assert_eq!(told[1]["decision"], "deny");
         let reply = &agent(&out)[0];
         assert_eq!(reply["id"], 0, "answered under the agent's own id");
         assert_eq!(reply["result"]["outcome"], json!({"outcome": "selected", "optionId": "nope"}));
@@ -653,6 +671,7 @@ mod tests {
         translator.from_agent(&ask.to_string());
         let out = translator.from_host(r#"{"id": "c2", "type": "abort"}"#);
         let sent = agent(&out);
+        assert_eq!(types(&host(&out)), ["response", "permission_resolved"]);
         assert_eq!(sent[0]["id"], "q");
         assert_eq!(sent[0]["result"]["outcome"], json!({"outcome": "cancelled"}));
         assert_eq!(sent[1]["method"], "session/cancel");
