@@ -199,6 +199,25 @@ impl Client {
         read.last().cloned().expect("response")
     }
 
+    /// [`Client::call`] for a command that may take up to `within` to
+    /// answer, with nothing else arriving meanwhile.
+    pub async fn call_within(&mut self, id: &str, mut command: Value, within: Duration) -> Value {
+        command["id"] = json!(id);
+        self.send(command);
+        let answer = async {
+            loop {
+                match self.incoming.recv().await {
+                    Some(Ok(value)) if value["type"] == "response" && value["id"] == id => {
+                        return value;
+                    }
+                    Some(Ok(value)) => self.seen.push(value),
+                    other => panic!("connection ended: {other:?}"),
+                }
+            }
+        };
+        tokio::time::timeout(within, answer).await.expect("an answer in time")
+    }
+
     pub async fn silent_for(&mut self, millis: u64) {
         if let Ok(Some(message)) =
             tokio::time::timeout(Duration::from_millis(millis), self.incoming.recv()).await

@@ -175,3 +175,95 @@ async fn an_acp_agent_that_cannot_start_says_so() {
     assert_eq!(listed["data"]["agents"][0]["agent_id"], agent, "{listed}");
     assert_eq!(listed["data"]["agents"][0]["runtime_state"], "failed", "{listed}");
 }
+
+/// A scripted ACP agent on `fake`, attached interactively; its id.
+async fn scripted_agent(daemon: &Daemon, client: &mut Client, cwd: &str) -> String {
+    std::fs::write(daemon.home.join("config.toml"), scripted_runtime()).unwrap();
+    let made =
+        client.call("c", json!({"type": "agent.create", "cwd": cwd, "runtime": "fake"})).await;
+    assert_eq!(made["success"], true, "{made}");
+    let agent = made["data"]["agent_id"].as_str().unwrap().to_owned();
+    client.attach(&agent, "interactive").await;
+    agent
+}
+
+/// Prompts `message` and reads the agent's events until its turn ends.
+async fn turn(client: &mut Client, agent: &str, message: &str) -> Vec<Value> {
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": message});
+    let answer = client.call(message, prompt).await;
+    assert_eq!(answer["success"], true, "{answer}");
+    client.until_agent(agent, |event| event["type"] == "turn_end").await
+}
+
+fn said(turn: &[Value]) -> String {
+    let complete = turn.iter().find(|event| event["type"] == "message_complete");
+    complete.map(|event| event["message"]["content"].to_string()).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_acp_agent_that_writes_garbage_huge_lines_or_strange_requests_goes_on() {
+    let home = TempDir::new().unwrap();
+    let project = TempDir::new().unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let agent = scripted_agent(&daemon, &mut client, project.path().to_str().unwrap()).await;
+    // Not JSON, a JSON array, a line past the 16 MiB cap, a request Shard
+    // does not know: each is skipped or refused, and the turn still ends
+    // with the reply that follows.
+    for script in ["garbage", "huge: 17000000", "unknown-request"] {
+        let events = turn(&mut client, &agent, script).await;
+        assert!(
+            said(&events).contains(&format!("echo: {}", script.split(':').next().unwrap())),
+            "{script}: {events:?}"
+        );
+    }
+    let listed = client.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(listed["data"]["agents"][0]["runtime_state"], "running", "{listed}");
+}
+
+#[tokio::test]
+async fn an_acp_agent_that_dies_mid_turn_is_reported_and_the_next_prompt_starts_it_again() {
+    let home = TempDir::new().unwrap();
+    let project = TempDir::new().unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let agent = scripted_agent(&daemon, &mut client, project.path().to_str().unwrap()).await;
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": "die"});
+    assert_eq!(client.call("die", prompt).await["success"], true);
+    let exited =
+        client.until(|event| event["type"] == "agent_exited" && event["agent_id"] == agent).await;
+    assert_eq!(exited.last().unwrap()["runtime_state"], "failed", "{exited:?}");
+    let events = turn(&mut client, &agent, "hello again").await;
+    assert!(said(&events).contains("echo: hello again"), "{events:?}");
+}
+
+/// Creates an agent on the scripted runtime started with `env`; the answer.
+async fn create_with_env(env: &str) -> Value {
+    let home = TempDir::new().unwrap();
+    let project = TempDir::new().unwrap();
+    let config = format!("{}env = {{ {env} }}\n", scripted_runtime());
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let cwd = project.path().to_str().unwrap();
+    let create = json!({"type": "agent.create", "cwd": cwd, "runtime": "fake"});
+    client.call_within("c", create, std::time::Duration::from_secs(45)).await
+}
+
+#[tokio::test]
+async fn an_acp_agent_that_dies_or_stays_silent_at_start_fails_with_its_stderr() {
+    let crashed = create_with_env(r#"FAKE_ACP_CRASH_AT_START = "1""#).await;
+    assert_eq!(crashed["error"]["code"], "RUNTIME_START_FAILED", "{crashed}");
+    let message = crashed["error"]["message"].as_str().unwrap();
+    assert!(message.contains("exited before it was ready"), "{message}");
+    assert!(message.ends_with("fatal: cannot start (scripted)"), "ends with its stderr: {message}");
+
+    // Silent at `initialize`: refused after CONTRACT.md's 30 s, quoting
+    // what it wrote; the bridge's deadline comes before the host's.
+    let silent = create_with_env(r#"FAKE_ACP_SILENT = "1", FAKE_ACP_STDERR_LINES = "8""#).await;
+    assert_eq!(silent["error"]["code"], "RUNTIME_START_FAILED", "{silent}");
+    let message = silent["error"]["message"].as_str().unwrap();
+    assert!(message.contains("did not answer within 30 s"), "{message}");
+    assert!(message.contains("its stderr ends:"), "{message}");
+    assert!(message.len() < 2048, "bounded: {message}");
+}

@@ -18,8 +18,10 @@ use super::{Host, Waiting, projection::encode, projection::respond};
 use crate::agents::error::AgentError;
 use crate::agents::runtime::{Runtime, SpawnRequest};
 
-/// How long a new process may take to say `hello` and `sync`.
-pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a new process may take to say `hello` and `sync`: a little
+/// longer than an ACP agent gets to answer `initialize` and open its
+/// session (CONTRACT.md: 30 s), so that its runtime reports why first.
+pub const START_TIMEOUT: Duration = Duration::from_secs(35);
 /// After SIGTERM, how long a process may take before its tree is killed.
 /// The agent itself exits within a few seconds of SIGTERM whatever it was
 /// doing; this only catches one that is wedged.

@@ -22,6 +22,14 @@ use crate::agents::runtime::stdio::{INPUT_BYTES, Process, feed, stderr_log, wait
 use crate::agents::runtime::{ChildEvent, Runtime, SpawnRequest};
 use crate::queue::{ByteQueue, ByteReceiver, byte_queue};
 
+/// How long an agent has to answer `initialize` and open its session
+/// (CONTRACT.md).
+const START: std::time::Duration = std::time::Duration::from_secs(30);
+/// The most of the agent's stderr a start failure quotes.
+const STDERR_TAIL: usize = 1024;
+/// The most lines of it quoted.
+const STDERR_LINES: usize = 5;
+
 /// Starts agents on configured ACP runtimes.
 pub struct AcpSpawner {
     pub home: PathBuf,
@@ -67,6 +75,8 @@ impl AcpSpawner {
         }
         let bridge = child.stdout.take().map(|stdout| {
             let bridge = Bridge {
+                stderr: crate::agents::manifest::agent_dir(&self.home, request.agent_id)
+                    .join("agent.log"),
                 home: self.home.clone(),
                 session_id: request.session_id.to_owned(),
                 epoch: request.epoch,
@@ -86,6 +96,8 @@ impl AcpSpawner {
 
 /// Between the host and the agent's process, for one generation.
 struct Bridge {
+    /// Where the agent's stderr goes: a start failure quotes its end.
+    stderr: PathBuf,
     home: PathBuf,
     session_id: String,
     epoch: u64,
@@ -107,11 +119,16 @@ impl Bridge {
         let mut decoder = LineDecoder::default();
         let mut buffer = vec![0; 64 * 1024];
         let mut host_open = true;
+        let deadline = tokio::time::Instant::now() + START;
         if !self.deliver(first).await {
             return;
         }
         loop {
             let out = tokio::select! {
+                () = tokio::time::sleep_until(deadline), if !translator.is_ready() => {
+                    let why = format!("the agent did not answer within {} s", START.as_secs());
+                    vec![Out::Fatal(why)]
+                },
                 line = from_host.recv(), if host_open => match line {
                     Some(line) => translator.from_host(String::from_utf8_lossy(&line).trim_end()),
                     None => {
@@ -121,6 +138,11 @@ impl Bridge {
                     }
                 },
                 read = stdout.read(&mut buffer) => match read {
+                    Ok(0) | Err(_) if !translator.is_ready() => {
+                        // Its exit follows: the host hears why first.
+                        self.deliver(vec![Out::Fatal("the agent exited before it was ready".to_owned())]).await;
+                        break;
+                    }
                     Ok(0) | Err(_) => break,
                     Ok(read) => {
                         decoder.feed(&buffer[..read]);
@@ -164,7 +186,7 @@ impl Bridge {
                 Out::Fatal(why) => {
                     let error = shard_protocol::agent::ErrorEvent {
                         code: shard_protocol::ErrorCode::RuntimeStartFailed,
-                        message: why,
+                        message: with_stderr(why, &self.stderr),
                         fatal: Some(true),
                     };
                     let line =
@@ -201,4 +223,26 @@ impl Bridge {
             }
         }
     }
+}
+
+/// `why`, then the last lines the agent wrote to its stderr, made safe to
+/// show (control and invisible characters escaped) and bounded.
+fn with_stderr(why: String, path: &std::path::Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else { return why };
+    let length = file.metadata().map_or(0, |meta| meta.len());
+    let from = length.saturating_sub(STDERR_TAIL as u64);
+    let mut tail = Vec::new();
+    if file.seek(SeekFrom::Start(from)).is_err() || file.read_to_end(&mut tail).is_err() {
+        return why;
+    }
+    let text = String::from_utf8_lossy(&tail);
+    let lines: Vec<&str> = text.lines().filter(|line| !line.trim().is_empty()).collect();
+    let last = &lines[lines.len().saturating_sub(STDERR_LINES)..];
+    if last.is_empty() {
+        return why;
+    }
+    let shown: Vec<String> =
+        last.iter().map(|line| shard_protocol::display::escaped(line)).collect();
+    format!("{why}; its stderr ends: {}", shown.join(" | "))
 }

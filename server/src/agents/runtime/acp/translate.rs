@@ -109,6 +109,11 @@ impl Translator {
         (translator, vec![Out::Agent(line)])
     }
 
+    /// The agent has a session: Shard's `hello` and `sync` went out.
+    pub fn is_ready(&self) -> bool {
+        matches!(self.phase, Phase::Ready)
+    }
+
     fn fresh(&mut self, prefix: &str) -> String {
         self.next += 1;
         format!("{prefix}-{}", self.next)
