@@ -69,20 +69,7 @@ impl Spawner for ProcessSpawner {
         if request.delegates {
             command.args(["--delegate-as", request.agent_id]);
         }
-        // Registered as spawned, under the lock the orphan killer lists
-        // under: an agent is never taken for an orphan.
-        let mut child = {
-            let mut managed = shard_agent::process_tree::Managed::lock();
-            let child = command.spawn()?;
-            if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
-                managed.insert(pid);
-            }
-            child
-        };
-        let pid = child.id();
-        if let Some(pid) = pid {
-            self.processes.started(pid, request.agent_id);
-        }
+        let (mut child, pid) = spawn_managed(&mut command, &self.processes, request.agent_id)?;
         let epoch = request.epoch;
         let (input, queued) = byte_queue(INPUT_BYTES);
         if let Some(stdin) = child.stdin.take() {
@@ -134,6 +121,29 @@ impl Runtime for Process {
 /// The agent's stdin, fed from a queue bounded in bytes that never blocks
 /// the host. Dropping the queue ends the feed once what is queued has been
 /// written, closing the pipe.
+/// Starts `command` as agent `agent_id`'s process, registered as spawned
+/// under the lock the orphan killer lists under (an agent is never taken
+/// for an orphan) and recorded as that agent's while it runs.
+pub(super) fn spawn_managed(
+    command: &mut tokio::process::Command,
+    processes: &crate::agents::Processes,
+    agent_id: &str,
+) -> std::io::Result<(tokio::process::Child, Option<u32>)> {
+    let child = {
+        let mut managed = shard_agent::process_tree::Managed::lock();
+        let child = command.spawn()?;
+        if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
+            managed.insert(pid);
+        }
+        child
+    };
+    let pid = child.id();
+    if let Some(pid) = pid {
+        processes.started(pid, agent_id);
+    }
+    Ok((child, pid))
+}
+
 pub(super) async fn feed(mut queue: ByteReceiver<Bytes>, mut stdin: tokio::process::ChildStdin) {
     while let Some(bytes) = queue.recv().await {
         let written = match stdin.write_all(&bytes).await {

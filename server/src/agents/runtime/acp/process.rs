@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::translate::{Out, Translator};
-use crate::agents::runtime::stdio::{INPUT_BYTES, Process, feed, stderr_log, wait};
+use crate::agents::runtime::stdio::{INPUT_BYTES, Process, feed, spawn_managed, stderr_log, wait};
 use crate::agents::runtime::{ChildEvent, Runtime, SpawnRequest};
 use crate::queue::{ByteQueue, ByteReceiver, byte_queue};
 
@@ -56,18 +56,7 @@ impl AcpSpawner {
         // the runtime's own variables come last and win.
         shard_agent::keys::hand_down(&mut command);
         command.envs(&runtime.env);
-        let mut child = {
-            let mut managed = shard_agent::process_tree::Managed::lock();
-            let child = command.spawn()?;
-            if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
-                managed.insert(pid);
-            }
-            child
-        };
-        let pid = child.id();
-        if let Some(pid) = pid {
-            self.processes.started(pid, request.agent_id);
-        }
+        let (mut child, pid) = spawn_managed(&mut command, &self.processes, request.agent_id)?;
         let (input, from_host) = byte_queue(INPUT_BYTES);
         let (to_agent, queued) = byte_queue(INPUT_BYTES);
         if let Some(stdin) = child.stdin.take() {
