@@ -34,6 +34,8 @@ struct Entry {
     /// Running, sleeping or stopped: not a zombie (`Z`) or dead (`X`).
     live: bool,
     stopped: bool,
+    /// Its process group.
+    group: i32,
 }
 
 /// Parses `/proc/<pid>/stat`. The command name is in parentheses and may
@@ -45,9 +47,11 @@ fn parse_stat(text: &str) -> Option<Entry> {
     let mut fields = rest.split_whitespace();
     let state = fields.next()?.chars().next()?;
     let parent = fields.next()?.parse().ok()?;
+    let group = fields.next()?.parse().ok()?;
     Some(Entry {
         pid,
         parent,
+        group,
         live: !matches!(state, 'Z' | 'X' | 'x'),
         stopped: matches!(state, 'T' | 't'),
     })
@@ -91,6 +95,31 @@ pub fn descendants(root: u32) -> Vec<u32> {
         .filter(|entry| entry.live)
         .filter_map(|entry| u32::try_from(entry.pid).ok())
         .collect()
+}
+
+/// The live processes below `root` in a process group other than its own:
+/// the commands an agent started apart from itself (in a session of their
+/// own, as Claude Code and Codex start theirs).
+pub fn detached(root: u32) -> HashSet<u32> {
+    let Ok(root) = i32::try_from(root) else { return HashSet::new() };
+    let table = processes();
+    let Some(own) = table.iter().find(|entry| entry.pid == root).map(|entry| entry.group) else {
+        return HashSet::new();
+    };
+    descendants_in(&table, root)
+        .into_iter()
+        .filter(|entry| entry.live && entry.group != own)
+        .filter_map(|entry| u32::try_from(entry.pid).ok())
+        .collect()
+}
+
+/// Kills what `root` started apart from itself since `before` was taken
+/// (each with its own tree): what an agent left running when its turn was
+/// cancelled. What was there before is left alone. Returns how many
+/// processes were killed.
+pub fn kill_detached_since(root: u32, before: &HashSet<u32>) -> usize {
+    let new: Vec<u32> = detached(root).into_iter().filter(|pid| !before.contains(pid)).collect();
+    new.into_iter().map(|pid| kill_tree(pid, true)).sum()
 }
 
 /// The ancestors of `pid`, parent first, up to (not including) init. Bounded:
@@ -245,7 +274,7 @@ mod tests {
 
     #[test]
     fn descendants_follow_parents_down_only() {
-        let entry = |pid, parent| Entry { pid, parent, live: true, stopped: false };
+        let entry = |pid, parent| Entry { pid, parent, live: true, stopped: false, group: pid };
         let table = [entry(1, 0), entry(10, 1), entry(11, 10), entry(12, 11), entry(20, 1)];
         let mut below: Vec<i32> = descendants_in(&table, 10).iter().map(|e| e.pid).collect();
         below.sort_unstable();

@@ -267,3 +267,103 @@ async fn an_acp_agent_that_dies_or_stays_silent_at_start_fails_with_its_stderr()
     assert!(message.contains("its stderr ends:"), "{message}");
     assert!(message.len() < 2048, "bounded: {message}");
 }
+
+/// Whether process `pid` is still alive (a zombie is not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !matches!(
+            stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().chars().next()),
+            Some(Some('Z' | 'X'))
+        )
+    })
+}
+
+#[tokio::test]
+async fn an_acp_agent_takes_follow_ups_refuses_steers_and_an_abort_leaves_no_process() {
+    let home = TempDir::new().unwrap();
+    let project = TempDir::new().unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let agent = scripted_agent(&daemon, &mut client, project.path().to_str().unwrap()).await;
+
+    // A follow-up waits for the turn's end, then is a turn of its own; a
+    // steer has no way into an ACP turn and says what to do instead.
+    let first = json!({"type": "prompt", "agent_id": agent, "message": "sleep: 1"});
+    assert_eq!(client.call("p1", first).await["success"], true);
+    let follow = json!({"type": "prompt", "agent_id": agent, "message": "and then",
+                        "streaming_behavior": "follow_up"});
+    assert_eq!(client.call("p2", follow).await["success"], true);
+    let steer = client.call("s", json!({"type": "steer", "agent_id": agent, "message": "x"})).await;
+    assert_eq!(steer["error"]["code"], "CONFLICT", "{steer}");
+    assert!(steer["error"]["message"].as_str().unwrap().contains("follow-up"), "{steer}");
+    client.until_agent(&agent, |event| event["type"] == "turn_end").await;
+    let second = client.until_agent(&agent, |event| event["type"] == "turn_end").await;
+    assert!(said(&second).contains("echo: and then"), "{second:?}");
+
+    // A command the agent started in a session of its own, left running
+    // when the turn is cancelled (as Codex leaves it), is killed with it.
+    let spawn = json!({"type": "prompt", "agent_id": agent, "message": "spawn: 60"});
+    assert_eq!(client.call("p3", spawn).await["success"], true);
+    let started = client
+        .until_agent(&agent, |event| {
+            event["text_delta"].as_str().is_some_and(|t| t.starts_with("pid "))
+        })
+        .await;
+    let text = started.last().unwrap()["text_delta"].as_str().unwrap().to_owned();
+    let pid: u32 = text.trim().trim_start_matches("pid ").parse().expect("a pid");
+    assert!(alive(pid), "the command runs");
+    assert_eq!(
+        client.call("a", json!({"type": "abort", "agent_id": agent})).await["success"],
+        true
+    );
+    client.until_agent(&agent, |event| event["type"] == "turn_end").await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while alive(pid) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!alive(pid), "the cancelled turn's command was killed");
+}
+
+#[tokio::test]
+async fn an_acp_agent_takes_up_its_session_after_a_daemon_restart() {
+    let home = TempDir::new().unwrap();
+    let project = TempDir::new().unwrap();
+    let state = TempDir::new().unwrap();
+    let config = format!("{}env = {{ FAKE_ACP_STATE = {:?} }}\n", scripted_runtime(), state.path());
+    std::fs::write(home.path().join("config.toml"), &config).unwrap();
+    let cwd = project.path().to_str().unwrap();
+    let agent = {
+        let daemon = Daemon::start_in(home.path(), &[]).await;
+        let mut client = Client::unix(&daemon.socket()).await;
+        let made =
+            client.call("c", json!({"type": "agent.create", "cwd": cwd, "runtime": "fake"})).await;
+        let agent = made["data"]["agent_id"].as_str().unwrap().to_owned();
+        client.attach(&agent, "interactive").await;
+        let events = turn(&mut client, &agent, "remember this").await;
+        assert!(said(&events).contains("echo: remember this"), "{events:?}");
+        agent
+    };
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let sync = client.attach(&agent, "interactive").await;
+    assert!(sync["live_window"].to_string().contains("remember this"), "Shard's record: {sync}");
+    // The agent itself remembers: its session was loaded, not started anew.
+    let events = turn(&mut client, &agent, "history").await;
+    assert!(said(&events).contains("history: 2 earlier messages"), "{events:?}");
+    assert!(!events.iter().any(|event| event["type"] == "error"), "{events:?}");
+
+    // Without its state the agent cannot load it: a new session, said plainly.
+    drop(client);
+    drop(daemon);
+    for entry in std::fs::read_dir(state.path()).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    client.attach(&agent, "interactive").await;
+    let started = client.until_agent(&agent, |event| event["type"] == "error").await;
+    let notice = started.last().unwrap();
+    assert!(notice["message"].as_str().unwrap().contains("starts a new one"), "{notice}");
+    let events = turn(&mut client, &agent, "history").await;
+    assert!(said(&events).contains("history: 0 earlier messages"), "{events:?}");
+}

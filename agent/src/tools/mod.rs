@@ -18,6 +18,7 @@ use shard_protocol::types::{JsonObject, RenderDescriptor, ToolResultContent};
 use tokio_util::sync::CancellationToken;
 
 pub use bash::kill_process_group;
+pub use fs::hunks;
 
 /// What a tool returns.
 #[derive(Debug, Clone)]

@@ -130,12 +130,35 @@ pub enum AgentError {
     NotForAcp(&'static str),
     #[error("the agent has no session open yet")]
     NoAcpSession,
-    #[error("the agent is on a turn; wait for its end or abort it")]
+    #[error(
+        "the agent is on a turn: send this as a follow-up (`streaming_behavior: follow_up`), \
+         or wait for the turn's end"
+    )]
     TurnRunning,
     #[error("the agent refused to answer")]
     Refused,
     #[error("the agent's turn failed: {0}")]
     PromptFailed(String),
+    #[error(
+        "this agent speaks ACP, which has no way into a running turn: send it as a follow-up \
+         (`streaming_behavior: follow_up`) or abort the turn"
+    )]
+    AcpSteer,
+    #[error("the follow-up could not be recorded, so it was not accepted")]
+    AcpQueueUnrecorded,
+    #[error("too many follow-ups are waiting for this agent's turn to end")]
+    AcpQueueFull,
+    #[error("this agent offers no models to choose from")]
+    AcpNoModels,
+    #[error("this agent offers no {0} `{1}`")]
+    AcpUnknown(&'static str, String),
+    #[error("the agent refused the change: {0}")]
+    AcpRefusedSetting(String),
+    #[error(
+        "this agent could not take up its earlier session ({0}): it starts a new one, and \
+         does not remember what Shard's transcript shows before this point"
+    )]
+    AcpStartedAfresh(String),
 }
 
 impl AgentError {
@@ -169,7 +192,8 @@ impl AgentError {
             | Self::ManifestWrite(_)
             | Self::SessionCheckStopped
             | Self::SwitchUnrecorded
-            | Self::ProcessExited => ErrorCode::InternalError,
+            | Self::ProcessExited
+            | Self::AcpQueueUnrecorded => ErrorCode::InternalError,
             Self::HostGoneStarting
             | Self::NotStarted { .. }
             | Self::ShuttingDown
@@ -186,8 +210,14 @@ impl AgentError {
             | Self::NoActiveTurn
             | Self::NotReading
             | Self::NoAcpSession
-            | Self::TurnRunning => ErrorCode::Conflict,
-            Self::NotForAcp(_) => ErrorCode::NotFound,
+            | Self::TurnRunning
+            | Self::AcpSteer
+            | Self::AcpQueueFull
+            | Self::AcpRefusedSetting(_) => ErrorCode::Conflict,
+            Self::NotForAcp(_)
+            | Self::AcpNoModels
+            | Self::AcpUnknown(..)
+            | Self::AcpStartedAfresh(_) => ErrorCode::NotFound,
             Self::Refused | Self::PromptFailed(_) => ErrorCode::ProviderError,
             Self::CwdRelative
             | Self::CwdUnreadable { .. }

@@ -4,6 +4,7 @@
 //! protocol and back, and [`process`] runs the agent with a bridge between
 //! the two.
 
+pub mod fs;
 pub mod process;
 pub mod translate;
 pub mod wire;

@@ -17,7 +17,11 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::translate::{Out, Translator};
+use shard_agent::conversation::Undelivered;
+use shard_agent::session_log::EntryBody;
+
+use super::translate::{Out, Queueing, Start, Translator};
+use crate::agents::error::AgentError;
 use crate::agents::runtime::stdio::{INPUT_BYTES, Process, feed, spawn_managed, stderr_log, wait};
 use crate::agents::runtime::{ChildEvent, Runtime, SpawnRequest};
 use crate::queue::{ByteQueue, ByteReceiver, byte_queue};
@@ -67,14 +71,16 @@ impl AcpSpawner {
                 stderr: crate::agents::manifest::agent_dir(&self.home, request.agent_id)
                     .join("agent.log"),
                 home: self.home.clone(),
+                cwd: PathBuf::from(request.cwd),
                 session_id: request.session_id.to_owned(),
                 epoch: request.epoch,
                 events: events.clone(),
                 to_agent: Some(to_agent),
                 log: None,
+                pid,
+                before: std::collections::HashSet::new(),
             };
-            let (translator, first) = Translator::start(PathBuf::from(request.cwd), &runtime.id);
-            tokio::spawn(bridge.run(translator, first, from_host, stdout))
+            tokio::spawn(bridge.run(runtime.id.clone(), from_host, stdout))
         });
         let kill = CancellationToken::new();
         let processes = self.processes.clone();
@@ -88,28 +94,42 @@ struct Bridge {
     /// Where the agent's stderr goes: a start failure quotes its end.
     stderr: PathBuf,
     home: PathBuf,
+    /// The agent's directory: its file requests are served inside it.
+    cwd: PathBuf,
     session_id: String,
     epoch: u64,
     events: mpsc::Sender<ChildEvent>,
     /// Dropped when the host closes the agent's input: its stdin closes.
     to_agent: Option<ByteQueue<Bytes>>,
-    /// Shard's record of the session, opened at the first entry.
+    /// Shard's record of the session.
     log: Option<Conversation>,
+    pid: Option<u32>,
+    /// What the agent ran apart from itself when the turn started.
+    before: std::collections::HashSet<u32>,
+}
+
+/// Beside Shard's record of a session: the agent's own id for it.
+const SIDECAR: &str = "acp.json";
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Sidecar {
+    session_id: String,
 }
 
 impl Bridge {
     async fn run(
         mut self,
-        mut translator: Translator,
-        first: Vec<Out>,
+        runtime: String,
         mut from_host: ByteReceiver<Bytes>,
         mut stdout: tokio::process::ChildStdout,
     ) {
+        let start = self.start(runtime).await;
+        let (mut translator, first) = Translator::start(start);
         let mut decoder = LineDecoder::default();
         let mut buffer = vec![0; 64 * 1024];
         let mut host_open = true;
         let deadline = tokio::time::Instant::now() + START;
-        if !self.deliver(first).await {
+        if !self.deliver(&mut translator, first).await {
             return;
         }
         loop {
@@ -129,7 +149,8 @@ impl Bridge {
                 read = stdout.read(&mut buffer) => match read {
                     Ok(0) | Err(_) if !translator.is_ready() => {
                         // Its exit follows: the host hears why first.
-                        self.deliver(vec![Out::Fatal("the agent exited before it was ready".to_owned())]).await;
+                        let fatal = Out::Fatal("the agent exited before it was ready".to_owned());
+                        self.deliver(&mut translator, vec![fatal]).await;
                         break;
                     }
                     Ok(0) | Err(_) => break,
@@ -146,7 +167,7 @@ impl Bridge {
                     }
                 },
             };
-            if !self.deliver(out).await {
+            if !self.deliver(&mut translator, out).await {
                 break;
             }
         }
@@ -155,22 +176,75 @@ impl Bridge {
         }
     }
 
-    /// Carries out what one line gave. `false` once the agent cannot go on
-    /// or the host stopped listening.
-    async fn deliver(&mut self, out: Vec<Out>) -> bool {
+    /// What a translator starts from: Shard's record of the session (what
+    /// it still owes, the settings last set) and the agent's own session id
+    /// from an earlier process.
+    async fn start(&mut self, runtime: String) -> Start {
+        match Conversation::resume(&self.home, &self.session_id).await {
+            Ok(log) => self.log = Some(log),
+            Err(error) => {
+                tracing::error!(session = %self.session_id, %error, "cannot open the session log");
+            }
+        }
+        let (owed, recorded) = match &self.log {
+            Some(log) => (log.undelivered(), log.settings()),
+            None => Default::default(),
+        };
+        let previous = self.sidecar().and_then(|path| {
+            let bytes = std::fs::read(path).ok()?;
+            serde_json::from_slice::<Sidecar>(&bytes).ok().map(|sidecar| sidecar.session_id)
+        });
+        Start { cwd: self.cwd.clone(), runtime, previous, owed, recorded }
+    }
+
+    fn sidecar(&self) -> Option<PathBuf> {
+        let dir = shard_agent::session_log::find_session(&self.home, &self.session_id).ok()?;
+        Some(dir.join(SIDECAR))
+    }
+
+    /// Carries out what one line gave, and what that gives in turn. `false`
+    /// once the agent cannot go on or the host stopped listening.
+    async fn deliver(&mut self, translator: &mut Translator, out: Vec<Out>) -> bool {
         let mut lines = Vec::new();
         let mut logged = false;
-        for out in out {
+        let mut work: std::collections::VecDeque<Out> = out.into();
+        while let Some(out) = work.pop_front() {
             match out {
                 Out::Host(line) => lines.push(Ok(line)),
-                Out::Agent(line) => {
-                    if let Some(to_agent) = &self.to_agent {
-                        let _ = to_agent.push(Bytes::from(line));
-                    }
-                }
+                Out::Agent(line) => self.to_agent(line),
                 Out::Log(body) => {
                     self.record(body).await;
                     logged = true;
+                }
+                Out::Queue(queueing) => {
+                    let more = self.queue(translator, queueing).await;
+                    for out in more.into_iter().rev() {
+                        work.push_front(out);
+                    }
+                }
+                Out::Session(session_id) => self.keep_session(session_id),
+                Out::Watch => {
+                    if let Some(pid) = self.pid {
+                        let found = tokio::task::spawn_blocking(move || {
+                            shard_agent::process_tree::detached(pid)
+                        });
+                        self.before = found.await.unwrap_or_default();
+                    }
+                }
+                Out::Reap => {
+                    if let Some(pid) = self.pid {
+                        let before = std::mem::take(&mut self.before);
+                        let reaped = tokio::task::spawn_blocking(move || {
+                            shard_agent::process_tree::kill_detached_since(pid, &before)
+                        });
+                        if let Ok(killed @ 1..) = reaped.await {
+                            tracing::info!(killed, "killed what a cancelled turn left running");
+                        }
+                    }
+                }
+                Out::Fs(asked, request) => {
+                    let answer = super::fs::serve(self.cwd.clone(), request).await;
+                    self.to_agent(super::wire::answer(asked, answer));
                 }
                 Out::Fatal(why) => {
                     let error = shard_protocol::agent::ErrorEvent {
@@ -196,16 +270,55 @@ impl Bridge {
             || self.events.send(ChildEvent::Lines { epoch: self.epoch, lines }).await.is_ok()
     }
 
-    async fn record(&mut self, body: shard_agent::session_log::EntryBody) {
-        if self.log.is_none() {
-            match Conversation::resume(&self.home, &self.session_id).await {
-                Ok(log) => self.log = Some(log),
-                Err(error) => {
-                    tracing::error!(session = %self.session_id, %error, "cannot open the session log");
-                    return;
+    fn to_agent(&self, line: String) {
+        if let Some(to_agent) = &self.to_agent {
+            let _ = to_agent.push(Bytes::from(line));
+        }
+    }
+
+    /// A follow-up recorded and synced, then handed to the translator; one
+    /// the log cannot take is refused, never accepted and lost.
+    async fn queue(&mut self, translator: &mut Translator, queueing: Queueing) -> Vec<Out> {
+        let Queueing { reply, text, behavior, pinned } = queueing;
+        let entry = EntryBody::Queued {
+            text: text.clone(),
+            images: Vec::new(),
+            streaming_behavior: behavior,
+            pinned,
+        };
+        let recorded = match &mut self.log {
+            Some(log) => match log.push(entry).await {
+                Ok(entry) => {
+                    let id = entry.id.clone();
+                    log.flush().await.map(|()| id)
                 }
+                Err(error) => Err(error),
+            },
+            None => Err(std::io::Error::other("the session log is not open")),
+        };
+        match recorded {
+            Ok(entry_id) => {
+                let input = Undelivered { entry_id, text, images: Vec::new(), behavior, pinned };
+                translator.queued(reply, input)
+            }
+            Err(error) => {
+                tracing::error!(session = %self.session_id, %error, "cannot record a follow-up");
+                let failed = AgentError::AcpQueueUnrecorded.into();
+                vec![super::translate::failed(reply, "prompt", failed)]
             }
         }
+    }
+
+    /// The agent's own session id, kept for the next process to take up.
+    fn keep_session(&self, session_id: String) {
+        let Some(path) = self.sidecar() else { return };
+        let bytes = serde_json::to_vec(&Sidecar { session_id }).unwrap_or_default();
+        if let Err(error) = crate::home::write_private(&path, &bytes) {
+            tracing::warn!(session = %self.session_id, %error, "cannot keep the agent's session id");
+        }
+    }
+
+    async fn record(&mut self, body: EntryBody) {
         if let Some(log) = &mut self.log {
             if let Err(error) = log.push(body).await {
                 tracing::error!(session = %self.session_id, %error, "cannot record the session");

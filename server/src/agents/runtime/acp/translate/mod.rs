@@ -1,0 +1,322 @@
+//! The translation between Shard's per-agent protocol (PROTOCOL.md §9, what
+//! the host speaks) and ACP (what the agent speaks), as a synchronous state
+//! machine: a line from either side in, the lines and log entries it gives
+//! out. No process, no clock, no file: unit tests drive it line by line, and
+//! the bridge (`process.rs`) carries out what it gives.
+//!
+//! Its parts, each an `impl Translator` of its own file:
+//! - [`opening`]: `initialize`, then `session/load` or `session/resume` of
+//!   the agent's previous session when it offers them, else `session/new`;
+//!   then Shard's `hello` and `sync`.
+//! - [`turn`]: `prompt` → `session/prompt`, chunks → deltas reconciled by
+//!   `message_complete`, the result → usage and `turn_end`; follow-ups
+//!   queued durably for the turn's end; `abort` → `session/cancel`.
+//! - [`tools`]: tool calls as `tool_call`/`tool_result` (diffs and commands
+//!   rendered as Shard's own), and permission requests both ways.
+//! - [`settings`]: modes and models from the session's modes and config
+//!   options, listed and switched as Shard's own.
+//!
+//! Every other command is answered with an error saying so, never left
+//! without an answer.
+
+mod opening;
+mod settings;
+mod tools;
+mod turn;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+
+use agent_client_protocol_schema::v1::{
+    self as acp, AgentNotification, AgentRequest, AgentResponse, ClientRequest,
+    ReadTextFileRequest, RequestId, WriteTextFileRequest,
+};
+use shard_agent::conversation::{RecordedSettings, Undelivered};
+use shard_agent::session_log::EntryBody;
+use shard_protocol::agent::{PermissionAnswer, Status, StreamingBehavior};
+use shard_protocol::message::Response;
+use shard_protocol::types::AgentStatus;
+use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
+
+use self::settings::Settings;
+use self::tools::{Question, Tool};
+use self::turn::Turn;
+use super::wire::{self, Incoming, Outstanding};
+use crate::agents::error::AgentError;
+
+/// What one line in gives out.
+#[derive(Debug, PartialEq)]
+pub enum Out {
+    /// A §9 line for the host.
+    Host(String),
+    /// An ACP line for the agent.
+    Agent(String),
+    /// An entry for Shard's own record of the session.
+    Log(EntryBody),
+    /// A follow-up to record, synced, before it is accepted: the bridge
+    /// records it and hands its entry back through [`Translator::queued`].
+    Queue(Queueing),
+    /// The agent's own id for the session, kept beside Shard's record so
+    /// that a later process resumes it.
+    Session(String),
+    /// A file request of the agent, to carry out inside the cwd and answer.
+    Fs(RequestId, FsRequest),
+    /// A turn starts: what the agent runs apart from itself now is its own.
+    Watch,
+    /// A cancelled turn ended: what the agent started apart from itself
+    /// during it (a command in a session of its own) is killed.
+    Reap,
+    /// The agent cannot be used: why. The process is stopped.
+    Fatal(String),
+}
+
+/// A follow-up waiting to be recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Queueing {
+    pub reply: Option<String>,
+    pub text: String,
+    pub behavior: StreamingBehavior,
+    pub pinned: bool,
+}
+
+#[derive(Debug, PartialEq)]
+pub enum FsRequest {
+    Read(ReadTextFileRequest),
+    Write(WriteTextFileRequest),
+}
+
+/// What a translator starts from: the agent's directory, and what Shard's
+/// record of the session says a new process owes.
+#[derive(Debug, Default)]
+pub struct Start {
+    pub cwd: PathBuf,
+    /// The runtime's id: names the model in Shard's record.
+    pub runtime: String,
+    /// The agent's own session id from an earlier process, if any.
+    pub previous: Option<String>,
+    /// Follow-ups accepted and never delivered, oldest first.
+    pub owed: Vec<Undelivered>,
+    /// The mode and model last set.
+    pub recorded: RecordedSettings,
+}
+
+/// A request to the agent that a client waits on.
+enum Pending {
+    Mode { reply: Option<String>, previous: String, mode: String },
+    Model { reply: Option<String>, previous: String },
+}
+
+pub struct Translator {
+    cwd: PathBuf,
+    runtime: String,
+    outstanding: Outstanding,
+    phase: opening::Phase,
+    /// The agent's earlier session, until it is loaded, resumed or given up.
+    previous: Option<String>,
+    /// Said once ready: the earlier session could not be taken up.
+    started_afresh: Option<String>,
+    session: Option<acp::SessionId>,
+    settings: Settings,
+    turn: Option<Turn>,
+    /// Follow-ups recorded and waiting for the turn's end.
+    queue: VecDeque<Undelivered>,
+    questions: HashMap<String, Question>,
+    /// Tool calls of this session, by the agent's id.
+    tools: HashMap<String, Tool>,
+    pending: HashMap<i64, Pending>,
+    /// The agent's running cost of the session, as it last said.
+    cost: Option<f64>,
+    /// The context the agent last said it holds, in tokens.
+    context: Option<u64>,
+    next: u64,
+}
+
+impl Translator {
+    /// A translator, and its first line: `initialize`.
+    pub fn start(start: Start) -> (Self, Vec<Out>) {
+        let mut outstanding = Outstanding::default();
+        let (id, line) =
+            outstanding.request(ClientRequest::InitializeRequest(opening::initialize()));
+        let translator = Self {
+            cwd: start.cwd,
+            settings: Settings::recorded(&start.recorded),
+            runtime: start.runtime,
+            outstanding,
+            phase: opening::Phase::Initializing(id),
+            previous: start.previous,
+            started_afresh: None,
+            session: None,
+            turn: None,
+            queue: start.owed.into(),
+            questions: HashMap::new(),
+            tools: HashMap::new(),
+            pending: HashMap::new(),
+            cost: None,
+            context: None,
+            next: 0,
+        };
+        (translator, vec![Out::Agent(line)])
+    }
+
+    /// The agent has a session: Shard's `hello` and `sync` went out.
+    pub fn is_ready(&self) -> bool {
+        matches!(self.phase, opening::Phase::Ready)
+    }
+
+    fn fresh(&mut self, prefix: &str) -> String {
+        self.next += 1;
+        format!("{prefix}-{}", self.next)
+    }
+
+    /// One line from the host (a §9 command).
+    pub fn from_host(&mut self, line: &str) -> Vec<Out> {
+        let Ok(envelope) = Envelope::<ClientMessage>::from_json(line) else {
+            return Vec::new();
+        };
+        let id = envelope.id;
+        let command = shard_protocol::envelope::MessageSet::type_name(&envelope.message);
+        match envelope.message {
+            ClientMessage::Prompt(prompt) => self.prompt(id, prompt),
+            ClientMessage::Steer(_) => {
+                vec![respond(id, Response::failed(command, AgentError::AcpSteer.into()))]
+            }
+            ClientMessage::RecallSteer(_) => self.recall(id),
+            ClientMessage::Abort(_) => self.abort(id),
+            ClientMessage::PermissionResponse(answer) => self.answered(id, answer),
+            ClientMessage::ListModes(_) => vec![respond(id, self.settings.list_modes())],
+            ClientMessage::SetMode(set) => self.set_mode(id, set.mode),
+            ClientMessage::ListModels(_) => {
+                vec![respond(id, self.settings.list_models(&self.runtime))]
+            }
+            ClientMessage::SetModel(set) => self.set_model(id, set.model),
+            _ => {
+                vec![respond(id, Response::failed(command, AgentError::NotForAcp(command).into()))]
+            }
+        }
+    }
+
+    /// A follow-up is in Shard's record: it waits for the turn's end (or
+    /// starts one, if the turn ended meanwhile).
+    pub fn queued(&mut self, reply: Option<String>, input: Undelivered) -> Vec<Out> {
+        self.queue.push_back(input);
+        let mut out = vec![respond(reply, Response::accepted("prompt"))];
+        if self.turn.is_none() {
+            out.extend(self.next_queued());
+        }
+        out
+    }
+
+    /// One line from the agent.
+    pub fn from_agent(&mut self, line: &str) -> Vec<Out> {
+        match wire::decode(line, &mut self.outstanding) {
+            Incoming::Response { id, result, .. } => self.response(id, result.map(|r| *r)),
+            Incoming::Notification(notification) => match *notification {
+                AgentNotification::SessionNotification(update) if self.is_ready() => {
+                    self.update(update.update)
+                }
+                // Before the session is open: a replay of `session/load`,
+                // already in Shard's own record.
+                _ => Vec::new(),
+            },
+            Incoming::Request(asked, request) => match *request {
+                AgentRequest::RequestPermissionRequest(request) => self.asked(asked, request),
+                AgentRequest::ReadTextFileRequest(request) => {
+                    vec![Out::Fs(asked, FsRequest::Read(request))]
+                }
+                AgentRequest::WriteTextFileRequest(request) => {
+                    vec![Out::Fs(asked, FsRequest::Write(request))]
+                }
+                _ => vec![Out::Agent(wire::answer(asked, Err(acp::Error::method_not_found())))],
+            },
+            Incoming::Unanswerable(asked, error) => {
+                vec![Out::Agent(wire::answer(asked, Err(error)))]
+            }
+            Incoming::Ignored(why) => {
+                tracing::warn!(%why, "an ACP agent's line was ignored");
+                Vec::new()
+            }
+        }
+    }
+
+    fn response(&mut self, id: i64, result: Result<AgentResponse, acp::Error>) -> Vec<Out> {
+        if let Some(out) = self.opened(id, &result) {
+            return out;
+        }
+        if let Some(pending) = self.pending.remove(&id) {
+            return self.settled(pending, result);
+        }
+        if self.turn.as_ref().is_some_and(|turn| turn.prompt == id) {
+            return self.turn_ended(result);
+        }
+        Vec::new()
+    }
+
+    fn update(&mut self, update: acp::SessionUpdate) -> Vec<Out> {
+        use acp::SessionUpdate as U;
+        match update {
+            U::AgentMessageChunk(chunk) => {
+                self.chunk(chunk, shard_protocol::agent::DeltaKind::Text)
+            }
+            U::AgentThoughtChunk(chunk) => {
+                self.chunk(chunk, shard_protocol::agent::DeltaKind::Thinking)
+            }
+            U::ToolCall(call) => self.tool_call(call),
+            U::ToolCallUpdate(update) => self.tool_update(update),
+            U::CurrentModeUpdate(update) => self.mode_now(update.current_mode_id.0.to_string()),
+            U::ConfigOptionUpdate(update) => self.options_now(update.config_options),
+            U::UsageUpdate(usage) => {
+                self.context = Some(usage.used);
+                if let Some(cost) = usage.cost.filter(|cost| cost.currency == "USD") {
+                    self.turn_cost(cost.amount);
+                }
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// A refusal of `command`, for the bridge's own refusals.
+pub fn failed(reply: Option<String>, command: &str, error: WireError) -> Out {
+    respond(reply, Response::failed(command, error))
+}
+
+fn event(message: ServerMessage) -> Out {
+    Out::Host(Envelope::new(message).to_json())
+}
+
+fn respond(id: Option<String>, response: Response) -> Out {
+    let envelope = Envelope::new(ServerMessage::Response(response));
+    Out::Host(
+        match id {
+            Some(id) => envelope.with_id(id),
+            None => envelope,
+        }
+        .to_json(),
+    )
+}
+
+fn resolved(request_id: String, answer: PermissionAnswer, source: Option<&str>) -> Out {
+    let source = source.map(str::to_owned);
+    event(ServerMessage::PermissionResolved(shard_protocol::agent::PermissionResolved {
+        request_id,
+        answer,
+        source,
+    }))
+}
+
+fn status(status: AgentStatus) -> Out {
+    event(ServerMessage::Status(Status { status, detail: None }))
+}
+
+fn error_event(error: WireError) -> Out {
+    let event_ = shard_protocol::agent::ErrorEvent {
+        code: error.code,
+        message: error.message,
+        fatal: Some(false),
+    };
+    event(ServerMessage::Error(event_))
+}

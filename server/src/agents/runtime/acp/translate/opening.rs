@@ -1,0 +1,177 @@
+//! The start: `initialize`, then the agent's earlier session taken up
+//! (`session/load`, else `session/resume`, when the agent offers them) or a
+//! new one; then Shard's `hello` and `sync`, and what Shard's record still
+//! owes the agent.
+
+use agent_client_protocol_schema::ProtocolVersion;
+use agent_client_protocol_schema::v1::{
+    self as acp, AgentResponse, ClientCapabilities, ClientRequest, FileSystemCapabilities,
+    InitializeRequest, LoadSessionRequest, NewSessionRequest, ResumeSessionRequest,
+};
+use shard_protocol::ServerMessage;
+use shard_protocol::agent::{Hello, LiveWindow, Sync};
+use shard_protocol::types::AgentStatus;
+
+use super::{Out, Translator, error_event, event};
+use crate::agents::error::AgentError;
+
+pub(super) enum Phase {
+    Initializing(i64),
+    Opening { id: i64, how: How },
+    Ready,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum How {
+    New,
+    Load,
+    Resume,
+}
+
+/// Shard's `initialize`: what it implements as an ACP client, and nothing
+/// more: text files inside the agent's directory, no terminal.
+pub(super) fn initialize() -> InitializeRequest {
+    let fs = FileSystemCapabilities::new().read_text_file(true).write_text_file(true);
+    InitializeRequest::new(ProtocolVersion::V1)
+        .client_capabilities(ClientCapabilities::new().fs(fs).terminal(false))
+        .client_info(acp::Implementation::new("shard", env!("CARGO_PKG_VERSION")))
+}
+
+impl Translator {
+    /// The answer to `initialize` or to the session's opening, if `id` is
+    /// one of them.
+    pub(super) fn opened(
+        &mut self,
+        id: i64,
+        result: &Result<AgentResponse, acp::Error>,
+    ) -> Option<Vec<Out>> {
+        match self.phase {
+            Phase::Initializing(asked) if asked == id => Some(self.initialized(result)),
+            Phase::Opening { id: asked, how } if asked == id => {
+                Some(self.session_opened(how, result))
+            }
+            _ => None,
+        }
+    }
+
+    fn initialized(&mut self, result: &Result<AgentResponse, acp::Error>) -> Vec<Out> {
+        let initialized = match result {
+            Ok(AgentResponse::InitializeResponse(initialized)) => initialized,
+            Ok(_) => {
+                return vec![Out::Fatal(
+                    "the agent answered initialize with something else".into(),
+                )];
+            }
+            Err(error) => {
+                return vec![Out::Fatal(format!("the agent refused to start: {}", error.message))];
+            }
+        };
+        if initialized.protocol_version != ProtocolVersion::V1 {
+            return vec![Out::Fatal(format!(
+                "the agent speaks ACP version {}, Shard speaks 1",
+                initialized.protocol_version
+            ))];
+        }
+        let capabilities = &initialized.agent_capabilities;
+        let how = match self.previous {
+            Some(_) if capabilities.load_session => How::Load,
+            Some(_) if capabilities.session_capabilities.resume.is_some() => How::Resume,
+            Some(_) => {
+                self.started_afresh =
+                    Some("the agent cannot take up its earlier session".to_owned());
+                How::New
+            }
+            None => How::New,
+        };
+        vec![self.open(how)]
+    }
+
+    fn open(&mut self, how: How) -> Out {
+        let cwd = self.cwd.clone();
+        let request = match (how, self.previous.clone()) {
+            (How::Load, Some(session)) => {
+                ClientRequest::LoadSessionRequest(LoadSessionRequest::new(session, cwd))
+            }
+            (How::Resume, Some(session)) => {
+                ClientRequest::ResumeSessionRequest(ResumeSessionRequest::new(session, cwd))
+            }
+            _ => ClientRequest::NewSessionRequest(NewSessionRequest::new(cwd)),
+        };
+        let (id, line) = self.outstanding.request(request);
+        self.phase = Phase::Opening { id, how };
+        Out::Agent(line)
+    }
+
+    fn session_opened(&mut self, how: How, result: &Result<AgentResponse, acp::Error>) -> Vec<Out> {
+        let (session, modes, options) = match (how, result) {
+            (How::New, Ok(AgentResponse::NewSessionResponse(opened))) => {
+                (opened.session_id.clone(), &opened.modes, &opened.config_options)
+            }
+            (How::Load, Ok(AgentResponse::LoadSessionResponse(opened))) => (
+                self.previous.clone().unwrap_or_default().into(),
+                &opened.modes,
+                &opened.config_options,
+            ),
+            (How::Resume, Ok(AgentResponse::ResumeSessionResponse(opened))) => (
+                self.previous.clone().unwrap_or_default().into(),
+                &opened.modes,
+                &opened.config_options,
+            ),
+            (How::New, Ok(_)) => {
+                return vec![Out::Fatal(
+                    "the agent answered session/new with something else".into(),
+                )];
+            }
+            (How::New, Err(error)) => {
+                return vec![Out::Fatal(format!(
+                    "the agent cannot open a session: {}",
+                    error.message
+                ))];
+            }
+            // The earlier session is gone or unreadable to the agent: a new
+            // one, said plainly once ready.
+            (_, Ok(_)) => return self.afresh("the agent answered with something else".to_owned()),
+            (_, Err(error)) => return self.afresh(error.message.clone()),
+        };
+        self.settings.offered(modes.as_ref(), options.as_deref());
+        self.previous = None;
+        self.session = Some(session.clone());
+        self.phase = Phase::Ready;
+        let mut out = vec![Out::Session(session.0.to_string())];
+        out.extend(self.ready());
+        out
+    }
+
+    fn afresh(&mut self, why: String) -> Vec<Out> {
+        self.started_afresh = Some(why);
+        self.previous = None;
+        vec![self.open(How::New)]
+    }
+
+    /// Shard's `hello` and `sync` once the agent has a session, what it
+    /// could not take up said plainly, and the first follow-up still owed.
+    fn ready(&mut self) -> Vec<Out> {
+        let capabilities = self.settings.capabilities();
+        let hello = Hello {
+            protocol_version: "0.1".to_owned(),
+            server_version: format!("acp:{}", self.runtime),
+            capabilities: capabilities.clone(),
+        };
+        let sync = Sync {
+            status: AgentStatus::Idle,
+            mode: self.settings.mode.clone(),
+            capabilities: Some(capabilities),
+            runtime_epoch: None,
+            live_window: LiveWindow { messages: Vec::new(), compaction_index: None },
+            pending_requests: Vec::new(),
+            seq: None,
+            reset: None,
+        };
+        let mut out = vec![event(ServerMessage::Hello(hello)), event(ServerMessage::Sync(sync))];
+        if let Some(why) = self.started_afresh.take() {
+            out.push(error_event(AgentError::AcpStartedAfresh(why).into()));
+        }
+        out.extend(self.next_queued());
+        out
+    }
+}

@@ -1,0 +1,454 @@
+//! The translator driven line by line, as the bridge drives it.
+
+use serde_json::{Value, json};
+
+use super::*;
+
+/// The host's lines among `out`, as JSON.
+fn host(out: &[Out]) -> Vec<Value> {
+    out.iter()
+        .filter_map(|out| match out {
+            Out::Host(line) => Some(serde_json::from_str(line).expect("a JSON line")),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The agent's lines among `out`, as JSON.
+fn agent(out: &[Out]) -> Vec<Value> {
+    out.iter()
+        .filter_map(|out| match out {
+            Out::Agent(line) => Some(serde_json::from_str(line).expect("a JSON line")),
+            _ => None,
+        })
+        .collect()
+}
+
+fn types(lines: &[Value]) -> Vec<&str> {
+    lines.iter().map(|line| line["type"].as_str().unwrap_or("?")).collect()
+}
+
+fn start(cwd: &str) -> Start {
+    Start { cwd: PathBuf::from(cwd), runtime: "fake".to_owned(), ..Start::default() }
+}
+
+/// A translator past `initialize` and `session/new`.
+fn ready() -> Translator {
+    let (mut translator, out) = Translator::start(start("/work"));
+    let initialize = &agent(&out)[0];
+    assert_eq!(initialize["method"], "initialize");
+    let out = translator.from_agent(
+        &json!({"jsonrpc": "2.0", "id": initialize["id"],
+                "result": {"protocolVersion": 1, "agentCapabilities": {}}})
+        .to_string(),
+    );
+    let new = &agent(&out)[0];
+    assert_eq!(new["method"], "session/new");
+    assert_eq!(new["params"]["cwd"], "/work");
+    let out = translator.from_agent(
+        &json!({"jsonrpc": "2.0", "id": new["id"], "result": {"sessionId": "s-1",
+                "modes": {"currentModeId": "plan", "availableModes": [{"id": "plan", "name": "Plan"}]}}})
+        .to_string(),
+    );
+    let lines = host(&out);
+    assert_eq!(types(&lines), ["hello", "sync"]);
+    assert_eq!(lines[1]["mode"], "plan");
+    translator
+}
+
+fn update(kind: &str, extra: Value) -> String {
+    let mut update = json!({"sessionUpdate": kind});
+    update.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s-1", "update": update}})
+        .to_string()
+}
+
+#[test]
+fn a_prompt_is_a_turn_of_deltas_completed_and_recorded() {
+    let mut translator = ready();
+    let out = translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "hello"}"#);
+    let lines = host(&out);
+    assert_eq!(types(&lines), ["response", "turn_start", "status"]);
+    assert_eq!(lines[0]["id"], "c1");
+    assert_eq!(lines[0]["success"], true);
+    assert!(out.contains(&Out::Log(EntryBody::User {
+        text: "hello".to_owned(),
+        images: Vec::new(),
+        queued_entry_id: None
+    })));
+    let prompt = &agent(&out)[0];
+    assert_eq!(prompt["method"], "session/prompt");
+    assert_eq!(prompt["params"]["prompt"][0]["text"], "hello");
+
+    let thought = translator.from_agent(&update(
+        "agent_thought_chunk",
+        json!({"content": {"type": "text", "text": "hmm"}}),
+    ));
+    let first = translator.from_agent(&update(
+        "agent_message_chunk",
+        json!({"content": {"type": "text", "text": "hi "}}),
+    ));
+    let second = translator.from_agent(&update(
+        "agent_message_chunk",
+        json!({"content": {"type": "text", "text": "there"}}),
+    ));
+    let deltas: Vec<Value> = [thought, first, second].iter().flat_map(|out| host(out)).collect();
+    assert_eq!(types(&deltas), ["message_delta"; 3]);
+    assert_eq!(deltas[0]["kind"], "thinking");
+    assert_eq!(
+        (deltas[1]["block_index"].as_u64(), deltas[2]["block_index"].as_u64()),
+        (Some(1), Some(1))
+    );
+
+    let done = translator.from_agent(
+        &json!({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "end_turn"}})
+            .to_string(),
+    );
+    let lines = host(&done);
+    assert_eq!(types(&lines), ["message_complete", "turn_end", "status"]);
+    assert_eq!(lines[0]["message"]["content"][1]["text"], "hi there");
+    assert_eq!(lines[0]["message_id"], deltas[1]["message_id"]);
+    assert_eq!(lines[2]["status"], "idle");
+    assert!(done.iter().any(|out| matches!(out, Out::Log(EntryBody::Assistant { .. }))));
+}
+
+#[test]
+fn a_permission_request_is_shards_own_and_the_option_chosen_is_the_agents() {
+    let mut translator = ready();
+    translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "run: ls"}"#);
+    let ask = json!({"jsonrpc": "2.0", "id": 0, "method": "session/request_permission",
+        "params": {"sessionId": "s-1", "toolCall": {"toolCallId": "t1", "title": "Run ls", "rawInput": {"command": "ls"}},
+                   "options": [{"optionId": "allow", "name": "Yes", "kind": "allow_once"},
+                               {"optionId": "always", "name": "Always", "kind": "allow_always"},
+                               {"optionId": "nope", "name": "No", "kind": "reject_once"}]}});
+    let asked = host(&translator.from_agent(&ask.to_string()));
+    assert_eq!(types(&asked), ["message_complete", "tool_call", "permission_request"]);
+    let request = &asked[2];
+    assert_eq!(request["options"], json!(["allow", "allow_always", "deny"]));
+    assert_eq!(request["choices"][2]["label"], "No");
+    assert_eq!(request["choices"][2]["intent"], "deny");
+    assert_eq!(request["input"]["command"], "ls");
+
+    let request_id = request["request_id"].as_str().unwrap();
+    let answer = json!({"id": "a1", "type": "permission_response", "request_id": request_id, "decision": "deny"});
+    let out = translator.from_host(&answer.to_string());
+    let told = host(&out);
+    assert_eq!(types(&told), ["response", "permission_resolved"]);
+    assert_eq!(told[1]["decision"], "deny");
+    let reply = &agent(&out)[0];
+    assert_eq!(reply["id"], 0, "answered under the agent's own id");
+    assert_eq!(reply["result"]["outcome"], json!({"outcome": "selected", "optionId": "nope"}));
+    // A second answer finds nothing open and sends the agent nothing.
+    let again = translator.from_host(&answer.to_string());
+    assert!(agent(&again).is_empty());
+}
+
+#[test]
+fn an_abort_cancels_the_turn_and_every_open_question() {
+    let mut translator = ready();
+    translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "run: ls"}"#);
+    let ask = json!({"jsonrpc": "2.0", "id": "q", "method": "session/request_permission",
+        "params": {"sessionId": "s-1", "toolCall": {"toolCallId": "t1"},
+                   "options": [{"optionId": "y", "name": "Yes", "kind": "allow_once"}]}});
+    translator.from_agent(&ask.to_string());
+    let out = translator.from_host(r#"{"id": "c2", "type": "abort"}"#);
+    let sent = agent(&out);
+    assert_eq!(types(&host(&out)), ["response", "permission_resolved"]);
+    assert_eq!(sent[0]["id"], "q");
+    assert_eq!(sent[0]["result"]["outcome"], json!({"outcome": "cancelled"}));
+    assert_eq!(sent[1]["method"], "session/cancel");
+    let prompt_id = 2; // initialize 0, session/new 1
+    let ended = translator.from_agent(
+        &json!({"jsonrpc": "2.0", "id": prompt_id, "result": {"stopReason": "cancelled"}})
+            .to_string(),
+    );
+    let lines = host(&ended);
+    assert_eq!(types(&lines), ["tool_result", "turn_end", "status"]);
+    assert_eq!(lines[0]["is_error"], true, "a call cut short by the turn's end ends with it");
+}
+
+#[test]
+fn what_cannot_be_done_is_said_and_a_tool_call_is_shown() {
+    let mut translator = ready();
+    let out = translator.from_host(r#"{"id": "m", "type": "set_model", "model": "x"}"#);
+    let refused = &host(&out)[0];
+    assert_eq!(refused["id"], "m");
+    assert_eq!(refused["error"]["code"], "NOT_FOUND", "{refused}");
+    translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "x"}"#);
+    let busy = host(&translator.from_host(r#"{"id": "c2", "type": "prompt", "message": "y"}"#));
+    assert_eq!(busy[0]["error"]["code"], "CONFLICT");
+    let call = translator.from_agent(&update(
+        "tool_call",
+        json!({"toolCallId": "t1", "title": "Read a.txt", "rawInput": {"path": "a.txt"}}),
+    ));
+    assert_eq!(types(&host(&call)), ["message_complete", "tool_call"]);
+    let done = translator.from_agent(&update(
+        "tool_call_update",
+        json!({"toolCallId": "t1", "status": "completed",
+        "content": [{"type": "content", "content": {"type": "text", "text": "contents"}}]}),
+    ));
+    let result = &host(&done)[0];
+    assert_eq!(result["type"], "tool_result");
+    assert_eq!(result["content"]["text"], "contents");
+    let failed = translator.from_agent(
+        &json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32603, "message": "boom"}})
+            .to_string(),
+    );
+    let lines = host(&failed);
+    assert_eq!(types(&lines), ["error", "turn_end", "status"]);
+    assert!(lines[0]["message"].as_str().unwrap().contains("boom"));
+}
+
+#[test]
+fn an_agent_of_another_protocol_version_or_that_cannot_open_a_session_is_fatal() {
+    let (mut translator, _) = Translator::start(start("/w"));
+    let out =
+        translator.from_agent(r#"{"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 2}}"#);
+    assert!(matches!(&out[..], [Out::Fatal(why)] if why.contains("version 2")), "{out:?}");
+    let (mut translator, _) = Translator::start(start("/w"));
+    translator.from_agent(r#"{"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}}"#);
+    let out = translator.from_agent(
+        r#"{"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "login first"}}"#,
+    );
+    assert!(matches!(&out[..], [Out::Fatal(why)] if why.contains("login first")), "{out:?}");
+}
+
+/// The id of the newest request sent to the agent among `out`.
+fn asked_id(out: &[Out]) -> Value {
+    agent(out).last().expect("a request")["id"].clone()
+}
+
+fn answer(id: &Value, result: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
+}
+
+#[test]
+fn a_follow_up_is_recorded_before_it_is_accepted_and_starts_the_next_turn() {
+    let mut translator = ready();
+    let first = translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "one"}"#);
+    let prompt = asked_id(&first);
+    let steer = host(&translator.from_host(r#"{"id": "s", "type": "steer", "message": "x"}"#));
+    assert_eq!(steer[0]["error"]["code"], "CONFLICT");
+    assert!(steer[0]["error"]["message"].as_str().unwrap().contains("follow-up"), "{steer:?}");
+
+    let out = translator.from_host(
+        r#"{"id": "c2", "type": "prompt", "message": "two", "streaming_behavior": "follow_up"}"#,
+    );
+    let [Out::Queue(queueing)] = &out[..] else { panic!("not queued first: {out:?}") };
+    assert_eq!((queueing.text.as_str(), queueing.reply.as_deref()), ("two", Some("c2")));
+    let undelivered = |entry: &str, text: &str| Undelivered {
+        entry_id: entry.to_owned(),
+        text: text.to_owned(),
+        images: Vec::new(),
+        behavior: StreamingBehavior::FollowUp,
+        pinned: false,
+    };
+    let accepted = host(&translator.queued(Some("c2".into()), undelivered("e-7", "two")));
+    assert_eq!(
+        (accepted[0]["id"].as_str(), accepted[0]["success"].as_bool()),
+        (Some("c2"), Some(true))
+    );
+    translator.queued(None, undelivered("e-8", "three"));
+    let recalled = translator.from_host(r#"{"id": "r", "type": "recall_steer"}"#);
+    assert_eq!(host(&recalled)[0]["data"]["recalled"]["message"], "three", "{recalled:?}");
+    assert!(recalled.contains(&Out::Log(EntryBody::Unqueued {
+        queued_entry_id: "e-8".into(),
+        reason: shard_agent::session_log::UnqueueReason::Recalled,
+    })));
+
+    let ended = translator.from_agent(&answer(&prompt, json!({"stopReason": "end_turn"})));
+    assert_eq!(types(&host(&ended)), ["turn_end", "status", "turn_start", "status"]);
+    assert!(ended.contains(&Out::Log(EntryBody::User {
+        text: "two".into(),
+        images: Vec::new(),
+        queued_entry_id: Some("e-7".into()),
+    })));
+    assert_eq!(agent(&ended)[0]["params"]["prompt"][0]["text"], "two");
+}
+
+#[test]
+fn usage_comes_from_the_prompts_result_and_the_sessions_running_cost() {
+    let mut translator = ready();
+    let out = translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "one"}"#);
+    let prompt = asked_id(&out);
+    translator.from_agent(&update(
+        "usage_update",
+        json!({"used": 1200, "size": 200000, "cost": {"amount": 0.5, "currency": "USD"}}),
+    ));
+    let ended = translator.from_agent(&answer(
+        &prompt,
+        json!({"stopReason": "end_turn", "usage": {"totalTokens": 130, "inputTokens": 100,
+               "outputTokens": 30, "cachedReadTokens": 7}}),
+    ));
+    let lines = host(&ended);
+    assert_eq!(types(&lines), ["usage", "turn_end", "status"]);
+    let usage = &lines[0];
+    assert_eq!((usage["input"].as_u64(), usage["output"].as_u64()), (Some(100), Some(30)));
+    assert_eq!(
+        (usage["cache_read"].as_u64(), usage["context_tokens"].as_u64()),
+        (Some(7), Some(1200))
+    );
+    assert_eq!(usage["cost"], 0.5);
+    // The next turn costs what the running cost grew by.
+    let prompt =
+        asked_id(&translator.from_host(r#"{"id": "c2", "type": "prompt", "message": "two"}"#));
+    translator.from_agent(&update(
+        "usage_update",
+        json!({"used": 1500, "size": 200000, "cost": {"amount": 0.75, "currency": "USD"}}),
+    ));
+    let ended = translator.from_agent(&answer(&prompt, json!({"stopReason": "end_turn"})));
+    assert_eq!(host(&ended)[0]["cost"], 0.25);
+}
+
+#[test]
+fn modes_and_models_are_listed_and_switched_through_the_agent() {
+    let (mut translator, out) = Translator::start(start("/w"));
+    translator.from_agent(&answer(&asked_id(&out), json!({"protocolVersion": 1})));
+    let model = json!({"id": "model", "name": "Model", "category": "model", "type": "select",
+        "currentValue": "m1", "options": [{"value": "m1", "name": "Small"}, {"value": "m2", "name": "Large"}]});
+    let opened = translator.from_agent(&answer(
+        &json!(1),
+        json!({"sessionId": "s-1", "configOptions": [model],
+               "modes": {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]}}),
+    ));
+    let capabilities = &host(&opened)[0]["capabilities"];
+    assert!(capabilities.as_array().unwrap().contains(&json!("model-switch")), "{capabilities}");
+
+    let modes = host(&translator.from_host(r#"{"id": "l", "type": "list_modes"}"#));
+    assert_eq!(modes[0]["data"]["modes"][1]["name"], "code");
+    let unknown = host(&translator.from_host(r#"{"id": "u", "type": "set_mode", "mode": "yolo"}"#));
+    assert_eq!(unknown[0]["error"]["code"], "NOT_FOUND");
+    let out = translator.from_host(r#"{"id": "m", "type": "set_mode", "mode": "code"}"#);
+    let sent = &agent(&out)[0];
+    assert_eq!(
+        (sent["method"].as_str(), sent["params"]["modeId"].as_str()),
+        (Some("session/set_mode"), Some("code"))
+    );
+    assert!(host(&out).is_empty(), "answered once the agent has switched");
+    let switched = translator.from_agent(&answer(&sent["id"], json!({})));
+    let lines = host(&switched);
+    assert_eq!(types(&lines), ["mode_changed", "response"]);
+    assert_eq!(lines[1]["data"], json!({"previous_mode": "ask", "mode": "code"}));
+    assert!(
+        switched
+            .iter()
+            .any(|out| matches!(out, Out::Log(EntryBody::Settings { mode: Some(_), .. })))
+    );
+
+    let models = host(&translator.from_host(r#"{"id": "l", "type": "list_models"}"#));
+    assert_eq!(models[0]["data"]["active"]["model"], "Small", "{models:?}");
+    let out = translator.from_host(r#"{"id": "s", "type": "set_model", "model": "m2"}"#);
+    let sent = &agent(&out)[0];
+    assert_eq!(sent["method"], "session/set_config_option");
+    assert_eq!(
+        (sent["params"]["configId"].as_str(), sent["params"]["value"].as_str()),
+        (Some("model"), Some("m2"))
+    );
+    let mut now = model.clone();
+    now["currentValue"] = json!("m2");
+    let lines = host(&translator.from_agent(&answer(&sent["id"], json!({"configOptions": [now]}))));
+    assert_eq!(types(&lines), ["model_changed", "response"]);
+    assert_eq!(lines[1]["data"]["active"]["id"], "m2");
+    // The agent may change its mode by itself.
+    let own = host(
+        &translator.from_agent(&update("current_mode_update", json!({"currentModeId": "ask"}))),
+    );
+    assert_eq!(own[0]["type"], "mode_changed");
+}
+
+#[test]
+fn an_earlier_session_is_loaded_without_its_replay_or_else_said_to_be_new() {
+    let mut begun = start("/w");
+    begun.previous = Some("old".into());
+    let (mut translator, out) = Translator::start(begun);
+    let out = translator.from_agent(&answer(
+        &asked_id(&out),
+        json!({"protocolVersion": 1, "agentCapabilities": {"loadSession": true}}),
+    ));
+    let load = &agent(&out)[0];
+    assert_eq!(
+        (load["method"].as_str(), load["params"]["sessionId"].as_str()),
+        (Some("session/load"), Some("old"))
+    );
+    let replay = translator.from_agent(&update(
+        "agent_message_chunk",
+        json!({"content": {"type": "text", "text": "said before"}}),
+    ));
+    assert!(replay.is_empty(), "a replay is already in Shard's record");
+    let loaded = translator.from_agent(&answer(&load["id"], json!({})));
+    assert_eq!(loaded[0], Out::Session("old".into()));
+    assert_eq!(types(&host(&loaded)), ["hello", "sync"]);
+
+    // An agent that can neither load nor resume starts afresh, and says so.
+    let mut begun = start("/w");
+    begun.previous = Some("old".into());
+    let (mut translator, out) = Translator::start(begun);
+    let out = translator.from_agent(&answer(&asked_id(&out), json!({"protocolVersion": 1})));
+    assert_eq!(agent(&out)[0]["method"], "session/new");
+    let opened = translator.from_agent(&answer(&asked_id(&out), json!({"sessionId": "new"})));
+    let lines = host(&opened);
+    assert_eq!(types(&lines), ["hello", "sync", "error"]);
+    assert!(lines[2]["message"].as_str().unwrap().contains("starts a new one"), "{lines:?}");
+    assert_eq!(opened[0], Out::Session("new".into()));
+}
+
+#[test]
+fn a_failed_load_starts_a_new_session_and_a_file_request_goes_to_the_bridge() {
+    let mut begun = start("/w");
+    begun.previous = Some("gone".into());
+    let (mut translator, out) = Translator::start(begun);
+    let out = translator.from_agent(&answer(
+        &asked_id(&out),
+        json!({"protocolVersion": 1, "agentCapabilities": {"sessionCapabilities": {"resume": {}}}}),
+    ));
+    let resume = &agent(&out)[0];
+    assert_eq!(resume["method"], "session/resume");
+    let failed = json!({"jsonrpc": "2.0", "id": resume["id"], "error": {"code": -32002, "message": "no such session"}});
+    let out = translator.from_agent(&failed.to_string());
+    assert_eq!(agent(&out)[0]["method"], "session/new");
+    let opened = translator.from_agent(&answer(&asked_id(&out), json!({"sessionId": "s-1"})));
+    assert!(host(&opened)[2]["message"].as_str().unwrap().contains("no such session"));
+
+    let read = json!({"jsonrpc": "2.0", "id": 5, "method": "fs/read_text_file",
+                      "params": {"sessionId": "s-1", "path": "/w/a.txt"}});
+    let out = translator.from_agent(&read.to_string());
+    assert!(
+        matches!(&out[..], [Out::Fs(_, FsRequest::Read(request))] if request.path == std::path::Path::new("/w/a.txt")),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_call_filled_in_by_updates_is_shown_once_with_its_command_and_an_edit_as_a_diff() {
+    let mut translator = ready();
+    translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "x"}"#);
+    let bare = translator.from_agent(&update(
+        "tool_call",
+        json!({"toolCallId": "t1", "title": "Terminal", "kind": "execute", "rawInput": {}}),
+    ));
+    assert!(host(&bare).is_empty(), "not shown before its input is known");
+    let filled = host(&translator.from_agent(&update(
+        "tool_call_update",
+        json!({"toolCallId": "t1", "rawInput": {"command": "ls -la"}, "status": "in_progress"}),
+    )));
+    assert_eq!(types(&filled), ["message_complete", "tool_call"]);
+    assert_eq!(filled[1]["render"], json!({"kind": "command", "command": "ls -la"}));
+    let again = translator
+        .from_agent(&update("tool_call_update", json!({"toolCallId": "t1", "title": "ls"})));
+    assert!(host(&again).is_empty(), "shown once");
+    let done = host(&translator.from_agent(&update(
+        "tool_call_update",
+        json!({"toolCallId": "t1", "status": "completed", "rawOutput": {"output": "total 0"}}),
+    )));
+    assert_eq!(done[0]["content"]["text"], "total 0");
+
+    let edit = host(&translator.from_agent(&update(
+        "tool_call",
+        json!({"toolCallId": "t2", "title": "Write a.txt", "kind": "edit", "status": "completed",
+               "content": [{"type": "diff", "path": "/w/a.txt", "oldText": "old\n", "newText": "new\n"}]}),
+    )));
+    assert_eq!(types(&edit), ["message_complete", "tool_call", "tool_result"]);
+    assert_eq!(edit[1]["render"]["kind"], "diff");
+    assert_eq!(edit[1]["render"]["hunks"][0]["lines"], json!(["-old", "+new"]));
+    assert_eq!(edit[2]["render"]["kind"], "diff", "the result shows the diff too");
+}

@@ -1,0 +1,339 @@
+//! Tool calls and permission requests. An ACP tool call comes in pieces
+//! (a `tool_call`, then `tool_call_update`s that fill in its input, status
+//! and output; some agents ask permission before announcing it at all), so
+//! it is gathered here and shown to Shard's clients once its input is
+//! known: as a `tool_call` with Shard's own renders (a command, a diff),
+//! then one `tool_result`, each recorded in Shard's log.
+
+use std::collections::HashMap;
+
+use agent_client_protocol_schema::v1::{
+    self as acp, ClientResponse, PermissionOptionKind, RequestId, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    ToolCallContent, ToolCallStatus, ToolCallUpdateFields, ToolKind,
+};
+use serde_json::Value;
+use shard_agent::session_log::EntryBody;
+use shard_protocol::ServerMessage;
+use shard_protocol::agent::{
+    ChoiceIntent, Decision, PermissionAnswer, PermissionChoice, PermissionRequest,
+    PermissionResponse, ToolCall, ToolResult,
+};
+use shard_protocol::message::Response;
+use shard_protocol::types::{ContentBlock, RenderDescriptor, ToolResultContent};
+
+use super::{Out, Translator, event, resolved, respond};
+
+/// A tool call as gathered so far.
+#[derive(Default)]
+pub(super) struct Tool {
+    title: String,
+    kind: Option<ToolKind>,
+    input: Option<Value>,
+    status: Option<ToolCallStatus>,
+    content: Vec<ToolCallContent>,
+    output: Option<Value>,
+    announced: bool,
+    finished: bool,
+}
+
+/// A permission request of the agent, open until answered or cancelled.
+pub(super) struct Question {
+    pub asked: RequestId,
+    /// Shard's choice id → the agent's option id.
+    options: HashMap<String, acp::PermissionOptionId>,
+    /// The option each legacy decision picks, by its kind.
+    decisions: HashMap<Decision, acp::PermissionOptionId>,
+}
+
+impl Tool {
+    fn merge(&mut self, fields: ToolCallUpdateFields) {
+        if let Some(title) = fields.title {
+            self.title = title;
+        }
+        self.kind = fields.kind.or(self.kind);
+        self.status = fields.status.or(self.status);
+        if let Some(input) = fields.raw_input.filter(|input| !is_empty(input)) {
+            self.input = Some(input);
+        }
+        if let Some(content) = fields.content {
+            self.content = content;
+        }
+        self.output = fields.raw_output.or(self.output.take());
+    }
+
+    fn args(&self) -> serde_json::Map<String, Value> {
+        match &self.input {
+            Some(Value::Object(args)) => args.clone(),
+            Some(other) => serde_json::Map::from_iter([("input".to_owned(), other.clone())]),
+            None => serde_json::Map::new(),
+        }
+    }
+
+    fn name(&self) -> String {
+        if self.title.trim().is_empty() { "tool".to_owned() } else { self.title.clone() }
+    }
+
+    /// The command an execute call runs, as its input names it.
+    fn command(&self) -> Option<String> {
+        let input = self.input.as_ref()?;
+        match input.get("command").or_else(|| input.get("cmd"))? {
+            Value::String(command) => Some(command.clone()),
+            Value::Array(words) => {
+                let words: Vec<&str> = words.iter().filter_map(Value::as_str).collect();
+                Some(words.join(" "))
+            }
+            _ => None,
+        }
+    }
+
+    /// Shard's render: a diff for an edit, the command for a run.
+    fn render(&self) -> Option<RenderDescriptor> {
+        let diff = self.content.iter().find_map(|content| match content {
+            ToolCallContent::Diff(diff) => Some(diff),
+            _ => None,
+        });
+        if let Some(diff) = diff {
+            let before = diff.old_text.as_deref().unwrap_or("");
+            return Some(RenderDescriptor::Diff {
+                path: diff.path.display().to_string(),
+                hunks: shard_agent::tools::hunks(before, &diff.new_text),
+            });
+        }
+        let command = self.command().filter(|_| self.kind == Some(ToolKind::Execute))?;
+        Some(RenderDescriptor::Command { command, exit_code: None, duration_ms: None })
+    }
+
+    /// What the tool gave: its text content, else its raw output.
+    fn output_text(&self) -> String {
+        let text: Vec<String> = self
+            .content
+            .iter()
+            .filter_map(|content| match content {
+                ToolCallContent::Content(content) => match &content.content {
+                    acp::ContentBlock::Text(text) => Some(text.text.clone()),
+                    _ => None,
+                },
+                ToolCallContent::Diff(diff) => Some(format!("edited {}", diff.path.display())),
+                _ => None,
+            })
+            .collect();
+        if !text.is_empty() {
+            return text.join("\n");
+        }
+        match &self.output {
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Object(object)) => {
+                let field = ["output", "stdout", "formatted_output", "aggregated_output"]
+                    .iter()
+                    .find_map(|key| object.get(*key).and_then(Value::as_str));
+                field.map_or_else(|| Value::Object(object.clone()).to_string(), str::to_owned)
+            }
+            Some(other) => other.to_string(),
+            None => String::new(),
+        }
+    }
+}
+
+fn is_empty(input: &Value) -> bool {
+    match input {
+        Value::Null => true,
+        Value::Object(object) => object.is_empty(),
+        _ => false,
+    }
+}
+
+impl Translator {
+    pub(super) fn tool_call(&mut self, call: acp::ToolCall) -> Vec<Out> {
+        let fields = ToolCallUpdateFields::new()
+            .title(call.title)
+            .kind(call.kind)
+            .status(call.status)
+            .content(call.content)
+            .raw_input(call.raw_input)
+            .raw_output(call.raw_output);
+        self.tool_update(acp::ToolCallUpdate::new(call.tool_call_id, fields))
+    }
+
+    pub(super) fn tool_update(&mut self, update: acp::ToolCallUpdate) -> Vec<Out> {
+        let id = update.tool_call_id.0.to_string();
+        self.tools.entry(id.clone()).or_default().merge(update.fields);
+        let Some(tool) = self.tools.get(&id) else { return Vec::new() };
+        let started = tool.input.is_some()
+            || matches!(
+                tool.status,
+                Some(
+                    ToolCallStatus::InProgress | ToolCallStatus::Completed | ToolCallStatus::Failed
+                )
+            );
+        let done = matches!(tool.status, Some(ToolCallStatus::Completed | ToolCallStatus::Failed));
+        let mut out = Vec::new();
+        if started {
+            out.extend(self.announce(&id));
+        }
+        if done {
+            out.extend(self.finish(&id, None));
+        }
+        out
+    }
+
+    /// Shows the call, once: the message streaming so far completes with
+    /// the call as its last block, then `tool_call`.
+    fn announce(&mut self, id: &str) -> Vec<Out> {
+        let Some(tool) = self.tools.get_mut(id) else { return Vec::new() };
+        if tool.announced || self.turn.is_none() {
+            return Vec::new();
+        }
+        tool.announced = true;
+        let (name, args, render) = (tool.name(), tool.args(), tool.render());
+        let read_only = tool.kind.map(|kind| {
+            matches!(kind, ToolKind::Read | ToolKind::Search | ToolKind::Think | ToolKind::Fetch)
+        });
+        let block =
+            ContentBlock::ToolCall { id: id.to_owned(), name: name.clone(), args: args.clone() };
+        let mut out = self.complete_message(vec![block]);
+        let call = ToolCall { tool_call_id: id.to_owned(), name, args, render, read_only };
+        out.push(event(ServerMessage::ToolCall(call)));
+        out
+    }
+
+    /// Its result, once: shown and recorded. `cut` says why a call the
+    /// agent never finished ends here.
+    fn finish(&mut self, id: &str, cut: Option<&str>) -> Vec<Out> {
+        let Some(tool) = self.tools.get_mut(id) else { return Vec::new() };
+        if tool.finished || !tool.announced {
+            return Vec::new();
+        }
+        tool.finished = true;
+        let text = match cut {
+            Some(why) => why.to_owned(),
+            None => tool.output_text(),
+        };
+        let is_error = cut.is_some() || tool.status == Some(ToolCallStatus::Failed);
+        let content = ToolResultContent::Text { text };
+        let render = tool.render().filter(|render| matches!(render, RenderDescriptor::Diff { .. }));
+        let name = tool.name();
+        let result = ToolResult {
+            tool_call_id: id.to_owned(),
+            content: content.clone(),
+            is_error,
+            exit_code: None,
+            duration_ms: None,
+            render,
+        };
+        vec![
+            Out::Log(EntryBody::ToolResult {
+                tool_call_id: id.to_owned(),
+                tool_name: name,
+                content,
+                is_error,
+                exit_code: None,
+            }),
+            event(ServerMessage::ToolResult(result)),
+        ]
+    }
+
+    /// At the turn's end: every call shown and never finished ends, and the
+    /// calls of the turn are forgotten.
+    pub(super) fn tools_left_open(&mut self) -> Vec<Out> {
+        let open: Vec<String> = self
+            .tools
+            .iter()
+            .filter(|(_, tool)| tool.announced && !tool.finished)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let mut out = Vec::new();
+        for id in open {
+            out.extend(self.finish(&id, Some("the turn ended before the tool finished")));
+        }
+        self.tools.clear();
+        out
+    }
+
+    /// A permission request: Shard's own, with one choice per option the
+    /// agent offered (its id kept), and the legacy decisions by kind. The
+    /// call it is about is shown first, whatever the agent said of it so far.
+    pub(super) fn asked(
+        &mut self,
+        asked: RequestId,
+        request: RequestPermissionRequest,
+    ) -> Vec<Out> {
+        let tool_id = request.tool_call.tool_call_id.0.to_string();
+        self.tools.entry(tool_id.clone()).or_default().merge(request.tool_call.fields.clone());
+        let mut out = self.announce(&tool_id);
+        let request_id = self.fresh("perm");
+        let mut options = HashMap::new();
+        let mut decisions = HashMap::new();
+        let mut choices = Vec::new();
+        for (at, option) in request.options.iter().enumerate() {
+            let (intent, decision) = match option.kind {
+                PermissionOptionKind::AllowOnce => (ChoiceIntent::Allow, Some(Decision::Allow)),
+                PermissionOptionKind::AllowAlways => {
+                    (ChoiceIntent::Persist, Some(Decision::AllowAlways))
+                }
+                PermissionOptionKind::RejectOnce => (ChoiceIntent::Deny, Some(Decision::Deny)),
+                _ => (ChoiceIntent::Deny, None),
+            };
+            let choice_id = format!("option-{at}");
+            options.insert(choice_id.clone(), option.option_id.clone());
+            if let Some(decision) = decision {
+                decisions.entry(decision).or_insert_with(|| option.option_id.clone());
+            }
+            choices.push(PermissionChoice {
+                id: choice_id,
+                label: option.name.clone(),
+                description: None,
+                accelerator: None,
+                intent,
+            });
+        }
+        let tool = self.tools.get(&tool_id);
+        let name = tool.map_or_else(|| "a tool".to_owned(), Tool::name);
+        let prompt = match tool.and_then(Tool::command) {
+            Some(command) if !name.contains(&command) => format!("{name}: {command}"),
+            _ => name.clone(),
+        };
+        let shard_request = PermissionRequest {
+            request_id: request_id.clone(),
+            tool_name: name,
+            input: tool.and_then(|tool| tool.input.clone()).unwrap_or(Value::Null),
+            prompt,
+            options: [Decision::Allow, Decision::AllowAlways, Decision::Deny]
+                .into_iter()
+                .filter(|decision| decisions.contains_key(decision))
+                .collect(),
+            details: None,
+            choices: Some(choices),
+        };
+        self.questions.insert(request_id, Question { asked, options, decisions });
+        out.push(event(ServerMessage::PermissionRequest(shard_request)));
+        out
+    }
+
+    pub(super) fn answered(&mut self, id: Option<String>, answer: PermissionResponse) -> Vec<Out> {
+        let command = "permission_response";
+        let Some(question) = self.questions.get(&answer.request_id) else {
+            // Already settled: not an answer any more (§9.5).
+            return vec![respond(id, Response::accepted(command))];
+        };
+        let option = match &answer.answer {
+            PermissionAnswer::Choice(choice) => question.options.get(choice),
+            PermissionAnswer::Decision(decision) => question.decisions.get(decision),
+        };
+        let Some(option) = option.cloned() else {
+            return vec![respond(id, Response::accepted(command))];
+        };
+        let Some(question) = self.questions.remove(&answer.request_id) else {
+            return Vec::new();
+        };
+        let selected = RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(option));
+        let response =
+            ClientResponse::RequestPermissionResponse(RequestPermissionResponse::new(selected));
+        vec![
+            respond(id, Response::accepted(command)),
+            Out::Agent(super::wire::answer(question.asked, Ok(response))),
+            // Settled: the host tells every client who answered.
+            resolved(answer.request_id, answer.answer, None),
+        ]
+    }
+}

@@ -1,0 +1,272 @@
+//! A turn: a prompt in, the agent's chunks out as deltas reconciled by
+//! `message_complete`, its result as usage and `turn_end`. Follow-ups wait
+//! for the turn's end, recorded first so that no process's end loses them;
+//! ACP has no way into a running turn, so a steer is refused.
+
+use agent_client_protocol_schema::v1::{
+    self as acp, AgentResponse, CancelNotification, ClientNotification, ClientRequest,
+    ContentChunk, PromptRequest, RequestPermissionOutcome, RequestPermissionResponse, StopReason,
+};
+use shard_agent::conversation::Undelivered;
+use shard_agent::session_log::{EntryBody, UnqueueReason};
+use shard_protocol::ServerMessage;
+use shard_protocol::agent::{
+    Decision, DeltaKind, MessageComplete, MessageDelta, PermissionAnswer, Prompt,
+    RecallSteerResult, RecalledInput, StreamingBehavior, TurnEnd, TurnStart,
+};
+use shard_protocol::message::Response;
+use shard_protocol::types::{AgentStatus, ContentBlock, Message, Role, Usage};
+
+use super::{Out, Queueing, Translator, error_event, event, resolved, respond, status};
+use crate::agents::error::AgentError;
+
+/// The most follow-ups waiting at once, and their bytes.
+const MAX_QUEUED: usize = 32;
+const MAX_QUEUED_BYTES: usize = 1 << 20;
+
+/// A turn in progress: Shard's ids for it and for the message streaming.
+pub(super) struct Turn {
+    pub turn_id: String,
+    pub prompt: i64,
+    pub message_id: String,
+    pub blocks: Vec<ContentBlock>,
+    /// The session's cost when the turn started, as the agent said it.
+    pub cost_before: Option<f64>,
+    /// A client aborted it.
+    pub aborted: bool,
+}
+
+impl Translator {
+    pub(super) fn prompt(&mut self, id: Option<String>, prompt: Prompt) -> Vec<Out> {
+        if !self.is_ready() {
+            return vec![respond(id, Response::failed("prompt", AgentError::NoAcpSession.into()))];
+        }
+        if self.turn.is_none() && self.queue.is_empty() {
+            let mut out = vec![respond(id, Response::accepted("prompt"))];
+            out.extend(self.begin(prompt.message, None));
+            return out;
+        }
+        let behavior = match prompt.streaming_behavior {
+            Some(StreamingBehavior::FollowUp) => StreamingBehavior::FollowUp,
+            Some(StreamingBehavior::Steer) => {
+                return vec![respond(id, Response::failed("prompt", AgentError::AcpSteer.into()))];
+            }
+            None => {
+                return vec![respond(
+                    id,
+                    Response::failed("prompt", AgentError::TurnRunning.into()),
+                )];
+            }
+        };
+        let weight: usize = self.queue.iter().map(|queued| queued.text.len()).sum();
+        if self.queue.len() >= MAX_QUEUED || weight + prompt.message.len() > MAX_QUEUED_BYTES {
+            let full = AgentError::AcpQueueFull.into();
+            return vec![respond(id, Response::failed("prompt", full))];
+        }
+        vec![Out::Queue(Queueing {
+            reply: id,
+            text: prompt.message,
+            behavior,
+            pinned: prompt.pinned.unwrap_or(false),
+        })]
+    }
+
+    /// Starts a turn with `text` (a queued entry's, when it delivers one).
+    fn begin(&mut self, text: String, queued_entry_id: Option<String>) -> Vec<Out> {
+        let Some(session) = self.session.clone() else { return Vec::new() };
+        let request = PromptRequest::new(session, vec![text.clone().into()]);
+        let (prompt, line) = self.outstanding.request(ClientRequest::PromptRequest(request));
+        let turn_id = self.fresh("turn");
+        let message_id = self.fresh("msg");
+        self.turn = Some(Turn {
+            turn_id: turn_id.clone(),
+            prompt,
+            message_id,
+            blocks: Vec::new(),
+            cost_before: self.cost,
+            aborted: false,
+        });
+        vec![
+            Out::Watch,
+            Out::Log(EntryBody::User { text, images: Vec::new(), queued_entry_id }),
+            event(ServerMessage::TurnStart(TurnStart { turn_id })),
+            status(AgentStatus::Streaming),
+            Out::Agent(line),
+        ]
+    }
+
+    /// The oldest follow-up waiting, as a turn of its own.
+    pub(super) fn next_queued(&mut self) -> Vec<Out> {
+        if self.turn.is_some() || !self.is_ready() {
+            return Vec::new();
+        }
+        match self.queue.pop_front() {
+            Some(Undelivered { entry_id, text, .. }) => self.begin(text, Some(entry_id)),
+            None => Vec::new(),
+        }
+    }
+
+    /// `recall_steer`: the newest follow-up a person may take back.
+    pub(super) fn recall(&mut self, id: Option<String>) -> Vec<Out> {
+        let at = self.queue.iter().rposition(|queued| !queued.pinned);
+        let taken = at.and_then(|at| self.queue.remove(at));
+        let mut out = Vec::new();
+        let recalled = taken.map(|taken| {
+            out.push(Out::Log(EntryBody::Unqueued {
+                queued_entry_id: taken.entry_id,
+                reason: UnqueueReason::Recalled,
+            }));
+            RecalledInput { message: taken.text, streaming_behavior: taken.behavior, images: 0 }
+        });
+        out.push(respond(id, Response::ok("recall_steer", RecallSteerResult { recalled })));
+        out
+    }
+
+    /// `session/cancel`, every open question answered `cancelled` as ACP
+    /// requires, and the follow-ups dropped with the turn; the turn ends
+    /// when the agent answers the prompt.
+    pub(super) fn abort(&mut self, id: Option<String>) -> Vec<Out> {
+        let mut out = vec![respond(id, Response::accepted("abort"))];
+        for dropped in std::mem::take(&mut self.queue) {
+            out.push(Out::Log(EntryBody::Unqueued {
+                queued_entry_id: dropped.entry_id,
+                reason: UnqueueReason::Aborted,
+            }));
+        }
+        let Some(session) = self.session.clone().filter(|_| self.turn.is_some()) else {
+            return out;
+        };
+        if let Some(turn) = &mut self.turn {
+            turn.aborted = true;
+        }
+        for (request_id, question) in std::mem::take(&mut self.questions) {
+            let cancelled = RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled);
+            let answer = acp::ClientResponse::RequestPermissionResponse(cancelled);
+            out.push(Out::Agent(super::wire::answer(question.asked, Ok(answer))));
+            out.push(resolved(
+                request_id,
+                PermissionAnswer::Decision(Decision::Deny),
+                Some("abort"),
+            ));
+        }
+        let cancel = ClientNotification::CancelNotification(CancelNotification::new(session));
+        out.push(Out::Agent(super::wire::notification(cancel)));
+        out
+    }
+
+    pub(super) fn chunk(&mut self, chunk: ContentChunk, kind: DeltaKind) -> Vec<Out> {
+        let acp::ContentBlock::Text(text) = chunk.content else { return Vec::new() };
+        let Some(turn) = &mut self.turn else { return Vec::new() };
+        let text = text.text;
+        let same_kind = matches!(
+            (turn.blocks.last(), kind),
+            (Some(ContentBlock::Text { .. }), DeltaKind::Text)
+                | (Some(ContentBlock::Thinking { .. }), DeltaKind::Thinking)
+        );
+        if !same_kind {
+            turn.blocks.push(match kind {
+                DeltaKind::Thinking => ContentBlock::Thinking { text: String::new() },
+                _ => ContentBlock::Text { text: String::new() },
+            });
+        }
+        if let Some(ContentBlock::Text { text: all } | ContentBlock::Thinking { text: all }) =
+            turn.blocks.last_mut()
+        {
+            all.push_str(&text);
+        }
+        let delta = MessageDelta {
+            message_id: turn.message_id.clone(),
+            block_index: u32::try_from(turn.blocks.len() - 1).unwrap_or(u32::MAX),
+            kind,
+            text_delta: Some(text),
+            tool_call_id: None,
+            name: None,
+            args_delta: None,
+        };
+        vec![event(ServerMessage::MessageDelta(delta))]
+    }
+
+    /// The message streaming so far, completed and recorded with `more`
+    /// blocks after it (a tool call); the next chunk starts another.
+    pub(super) fn complete_message(&mut self, more: Vec<ContentBlock>) -> Vec<Out> {
+        let next = self.fresh("msg");
+        let Some(turn) = &mut self.turn else { return Vec::new() };
+        let mut blocks = std::mem::take(&mut turn.blocks);
+        blocks.extend(more);
+        let message_id = std::mem::replace(&mut turn.message_id, next);
+        if blocks.is_empty() {
+            return Vec::new();
+        }
+        let message =
+            Message { id: message_id.clone(), role: Role::Assistant, content: blocks.clone() };
+        vec![
+            event(ServerMessage::MessageComplete(MessageComplete { message_id, message })),
+            Out::Log(EntryBody::Assistant {
+                content: blocks,
+                model: self.settings.model_name(&self.runtime),
+                thinking_signatures: Vec::new(),
+                usage: None,
+            }),
+        ]
+    }
+
+    /// The agent's running cost of the session.
+    pub(super) fn turn_cost(&mut self, amount: f64) {
+        self.cost = Some(amount);
+    }
+
+    /// The agent answered the turn's prompt: the message is complete, the
+    /// turn's usage counted, and the turn ends (an error says why, then
+    /// ends it too). A follow-up waiting starts the next.
+    pub(super) fn turn_ended(&mut self, result: Result<AgentResponse, acp::Error>) -> Vec<Out> {
+        let mut out = self.complete_message(Vec::new());
+        let Some(turn) = self.turn.take() else { return out };
+        out.extend(self.tools_left_open());
+        let usage = match &result {
+            Ok(AgentResponse::PromptResponse(done)) => {
+                self.usage(done.usage.as_ref(), turn.cost_before)
+            }
+            _ => None,
+        };
+        match result {
+            Ok(AgentResponse::PromptResponse(done)) if done.stop_reason == StopReason::Refusal => {
+                out.push(error_event(AgentError::Refused.into()));
+            }
+            Ok(_) => {}
+            Err(error) => out.push(error_event(AgentError::PromptFailed(error.message).into())),
+        }
+        if let Some(usage) = &usage {
+            out.push(event(ServerMessage::Usage(usage.clone())));
+        }
+        out.push(event(ServerMessage::TurnEnd(TurnEnd { turn_id: turn.turn_id, usage })));
+        out.push(status(AgentStatus::Idle));
+        if turn.aborted {
+            out.push(Out::Reap);
+        }
+        out.extend(self.next_queued());
+        out
+    }
+
+    /// The turn's usage: tokens from the prompt's result, cost from what the
+    /// session's running cost grew by, the context from the last update.
+    fn usage(&self, tokens: Option<&acp::Usage>, cost_before: Option<f64>) -> Option<Usage> {
+        let cost = match (self.cost, cost_before) {
+            (Some(now), Some(before)) => Some((now - before).max(0.0)),
+            (Some(now), None) => Some(now),
+            _ => None,
+        };
+        if tokens.is_none() && cost.is_none() {
+            return None;
+        }
+        let tokens = tokens.cloned().unwrap_or_else(|| acp::Usage::new(0, 0, 0));
+        Some(Usage {
+            input: tokens.input_tokens,
+            output: tokens.output_tokens,
+            cache_read: tokens.cached_read_tokens,
+            cache_write: tokens.cached_write_tokens,
+            cost,
+            context_tokens: self.context,
+            model: Some(self.settings.model_name(&self.runtime)),
+        })
+    }
+}
