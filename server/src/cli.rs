@@ -25,6 +25,9 @@ pub enum Command {
     Sessions(crate::admin::SessionsCommand),
     /// Run one headless agent speaking the per-agent protocol on stdio.
     Agent(AgentArgs),
+    /// Internal: how the daemon runs an agent that is not Shard's own.
+    #[command(hide = true)]
+    Guard(crate::guard::GuardArgs),
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -74,6 +77,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             let runtime = single_threaded()?;
             runtime.block_on(crate::admin::sessions(command))
         }
+        Command::Guard(args) => std::process::exit(crate::guard::run(args)?),
         Command::Agent(args) => {
             seal_keys()?;
             let runtime = single_threaded()?;

@@ -349,8 +349,12 @@ fn host_context(
     Ok(Arc::new(HostContext {
         home: home.path.clone(),
         spawner: Arc::new(Spawners {
-            builtin: ProcessSpawner { exe, home: home.path.clone(), processes: processes.clone() },
-            acp: AcpSpawner { home: home.path.clone(), processes: processes.clone() },
+            builtin: ProcessSpawner {
+                exe: exe.clone(),
+                home: home.path.clone(),
+                processes: processes.clone(),
+            },
+            acp: AcpSpawner { exe, home: home.path.clone(), processes: processes.clone() },
             home: home.path.clone(),
         }),
         broadcast: hub.clone(),

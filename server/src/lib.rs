@@ -29,6 +29,7 @@ pub mod clients;
 pub mod clock;
 pub mod commands;
 pub mod daemon;
+pub mod guard;
 pub mod home;
 pub mod id;
 pub mod jobs;

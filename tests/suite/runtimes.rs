@@ -367,3 +367,29 @@ async fn an_acp_agent_takes_up_its_session_after_a_daemon_restart() {
     let events = turn(&mut client, &agent, "history").await;
     assert!(said(&events).contains("history: 0 earlier messages"), "{events:?}");
 }
+
+#[tokio::test]
+async fn an_acp_agent_and_what_it_started_do_not_outlive_a_killed_daemon() {
+    let home = TempDir::new().unwrap();
+    let project = TempDir::new().unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let agent = scripted_agent(&daemon, &mut client, project.path().to_str().unwrap()).await;
+    let spawn = json!({"type": "prompt", "agent_id": agent, "message": "spawn: 120"});
+    assert_eq!(client.call("p", spawn).await["success"], true);
+    let started = client
+        .until_agent(&agent, |event| {
+            event["text_delta"].as_str().is_some_and(|text| text.starts_with("pid "))
+        })
+        .await;
+    let text = started.last().unwrap()["text_delta"].as_str().unwrap().to_owned();
+    let pid: u32 = text.trim().trim_start_matches("pid ").parse().expect("a pid");
+    // SIGKILL: the daemon has no chance to kill anything itself.
+    drop(client);
+    drop(daemon);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while alive(pid) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!alive(pid), "a command of the agent outlived the daemon");
+}

@@ -36,6 +36,9 @@ const STDERR_LINES: usize = 5;
 
 /// Starts agents on configured ACP runtimes.
 pub struct AcpSpawner {
+    /// This `shard`: the agent runs under `shard guard`, which kills it if
+    /// the daemon dies first.
+    pub exe: PathBuf,
     pub home: PathBuf,
     pub processes: Arc<crate::agents::Processes>,
 }
@@ -47,8 +50,11 @@ impl AcpSpawner {
         request: &SpawnRequest<'_>,
         events: mpsc::Sender<ChildEvent>,
     ) -> std::io::Result<Box<dyn Runtime>> {
-        let mut command = tokio::process::Command::new(&runtime.command);
+        let program = find_program(&runtime.command)?;
+        let mut command = tokio::process::Command::new(&self.exe);
         command
+            .args(["guard", "--"])
+            .arg(program)
             .args(&runtime.args)
             .current_dir(request.cwd)
             .stdin(Stdio::piped())
@@ -325,6 +331,29 @@ impl Bridge {
             }
         }
     }
+}
+
+/// The runtime's command as a path: as given when it names one, else found
+/// on PATH. A command that is not there fails the spawn itself, as it
+/// would without the guard in between.
+fn find_program(command: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |path: &std::path::Path| {
+        std::fs::metadata(path)
+            .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+    };
+    let found = if command.contains('/') {
+        Some(PathBuf::from(command)).filter(|path| runnable(path))
+    } else {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path).map(|dir| dir.join(command)).find(|path| runnable(path))
+    };
+    found.ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("`{command}` is not a program here"),
+        )
+    })
 }
 
 /// `why`, then the last lines the agent wrote to its stderr, made safe to
