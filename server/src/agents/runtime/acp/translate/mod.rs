@@ -118,6 +118,10 @@ pub struct Translator {
     previous: Option<String>,
     /// Said once ready: the earlier session could not be taken up.
     started_afresh: Option<String>,
+    /// The agent can close and resume its session.
+    reopens: bool,
+    /// Reopening the session after a cancelled turn.
+    reopening: bool,
     session: Option<acp::SessionId>,
     settings: Settings,
     turn: Option<Turn>,
@@ -148,6 +152,8 @@ impl Translator {
             phase: opening::Phase::Initializing(id),
             previous: start.previous,
             started_afresh: None,
+            reopens: false,
+            reopening: false,
             session: None,
             turn: None,
             queue: start.owed.into(),

@@ -5,8 +5,9 @@
 
 use agent_client_protocol_schema::ProtocolVersion;
 use agent_client_protocol_schema::v1::{
-    self as acp, AgentResponse, ClientCapabilities, ClientRequest, FileSystemCapabilities,
-    InitializeRequest, LoadSessionRequest, NewSessionRequest, ResumeSessionRequest,
+    self as acp, AgentResponse, ClientCapabilities, ClientRequest, CloseSessionRequest,
+    FileSystemCapabilities, InitializeRequest, LoadSessionRequest, NewSessionRequest,
+    ResumeSessionRequest,
 };
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::{Hello, LiveWindow, Sync};
@@ -17,7 +18,12 @@ use crate::agents::error::AgentError;
 
 pub(super) enum Phase {
     Initializing(i64),
-    Opening { id: i64, how: How },
+    Opening {
+        id: i64,
+        how: How,
+    },
+    /// Closing the session after a cancelled turn, to resume it afresh.
+    Closing(i64),
     Ready,
 }
 
@@ -47,6 +53,11 @@ impl Translator {
     ) -> Option<Vec<Out>> {
         match self.phase {
             Phase::Initializing(asked) if asked == id => Some(self.initialized(result)),
+            Phase::Closing(asked) if asked == id => {
+                // Closed or not, the session is resumed: what matters is
+                // that the agent drops what the cancelled turn left.
+                Some(vec![self.open(How::Resume)])
+            }
             Phase::Opening { id: asked, how } if asked == id => {
                 Some(self.session_opened(how, result))
             }
@@ -73,6 +84,8 @@ impl Translator {
             ))];
         }
         let capabilities = &initialized.agent_capabilities;
+        let sessions = &capabilities.session_capabilities;
+        self.reopens = sessions.close.is_some() && sessions.resume.is_some();
         let how = match self.previous {
             Some(_) if capabilities.load_session => How::Load,
             Some(_) if capabilities.session_capabilities.resume.is_some() => How::Resume,
@@ -88,7 +101,10 @@ impl Translator {
 
     fn open(&mut self, how: How) -> Out {
         let cwd = self.cwd.clone();
-        let request = match (how, self.previous.clone()) {
+        let previous = self.previous.clone().or_else(|| {
+            self.session.clone().filter(|_| self.reopening).map(|session| session.0.to_string())
+        });
+        let request = match (how, previous) {
             (How::Load, Some(session)) => {
                 ClientRequest::LoadSessionRequest(LoadSessionRequest::new(session, cwd))
             }
@@ -107,16 +123,12 @@ impl Translator {
             (How::New, Ok(AgentResponse::NewSessionResponse(opened))) => {
                 (opened.session_id.clone(), &opened.modes, &opened.config_options)
             }
-            (How::Load, Ok(AgentResponse::LoadSessionResponse(opened))) => (
-                self.previous.clone().unwrap_or_default().into(),
-                &opened.modes,
-                &opened.config_options,
-            ),
-            (How::Resume, Ok(AgentResponse::ResumeSessionResponse(opened))) => (
-                self.previous.clone().unwrap_or_default().into(),
-                &opened.modes,
-                &opened.config_options,
-            ),
+            (How::Load, Ok(AgentResponse::LoadSessionResponse(opened))) => {
+                (self.resumed_id(), &opened.modes, &opened.config_options)
+            }
+            (How::Resume, Ok(AgentResponse::ResumeSessionResponse(opened))) => {
+                (self.resumed_id(), &opened.modes, &opened.config_options)
+            }
             (How::New, Ok(_)) => {
                 return vec![Out::Fatal(
                     "the agent answered session/new with something else".into(),
@@ -138,14 +150,47 @@ impl Translator {
         self.session = Some(session.clone());
         self.phase = Phase::Ready;
         let mut out = vec![Out::Session(session.0.to_string())];
-        out.extend(self.ready());
+        if std::mem::take(&mut self.reopening) {
+            // The clients never saw the session go: no new hello, only
+            // what could not be kept, and the prompts that waited.
+            if let Some(why) = self.started_afresh.take() {
+                out.push(error_event(AgentError::AcpStartedAfresh(why).into()));
+            }
+            out.extend(self.next_queued());
+        } else {
+            out.extend(self.ready());
+        }
         out
+    }
+
+    /// The session taken up: the earlier one, or this one reopened.
+    fn resumed_id(&self) -> acp::SessionId {
+        match (&self.previous, &self.session) {
+            (Some(previous), _) => previous.clone().into(),
+            (None, Some(session)) => session.clone(),
+            (None, None) => acp::SessionId::new(""),
+        }
     }
 
     fn afresh(&mut self, why: String) -> Vec<Out> {
         self.started_afresh = Some(why);
         self.previous = None;
+        self.session = None;
         vec![self.open(How::New)]
+    }
+
+    /// After a cancelled turn, an agent that can close and resume its
+    /// session does so before its next prompt: Claude Code's adapter
+    /// otherwise answers that prompt with the cancelled turn's stale end.
+    pub(super) fn reopen(&mut self) -> Vec<Out> {
+        let Some(session) = self.session.clone().filter(|_| self.reopens) else {
+            return Vec::new();
+        };
+        self.reopening = true;
+        let request = ClientRequest::CloseSessionRequest(CloseSessionRequest::new(session));
+        let (id, line) = self.outstanding.request(request);
+        self.phase = Phase::Closing(id);
+        vec![Out::Agent(line)]
     }
 
     /// Shard's `hello` and `sync` once the agent has a session, what it

@@ -57,7 +57,15 @@ impl Tool {
             self.input = Some(input);
         }
         if let Some(content) = fields.content {
-            self.content = content;
+            // A diff once shown stays (opencode shows its edit only in the
+            // permission request, then reports the call without it).
+            let diff = |content: &ToolCallContent| matches!(content, ToolCallContent::Diff(_));
+            let kept: Vec<ToolCallContent> = if content.iter().any(diff) {
+                Vec::new()
+            } else {
+                self.content.iter().filter(|content| diff(content)).cloned().collect()
+            };
+            self.content = kept.into_iter().chain(content).collect();
         }
         self.output = fields.raw_output.or(self.output.take());
     }

@@ -38,6 +38,15 @@ pub(super) struct Turn {
 
 impl Translator {
     pub(super) fn prompt(&mut self, id: Option<String>, prompt: Prompt) -> Vec<Out> {
+        if self.reopening {
+            // Waits, recorded, for the session to be back.
+            return vec![Out::Queue(Queueing {
+                reply: id,
+                text: prompt.message,
+                behavior: StreamingBehavior::FollowUp,
+                pinned: prompt.pinned.unwrap_or(false),
+            })];
+        }
         if !self.is_ready() {
             return vec![respond(id, Response::failed("prompt", AgentError::NoAcpSession.into()))];
         }
@@ -242,6 +251,11 @@ impl Translator {
         out.push(status(AgentStatus::Idle));
         if turn.aborted {
             out.push(Out::Reap);
+            let reopened = self.reopen();
+            if !reopened.is_empty() {
+                out.extend(reopened);
+                return out;
+            }
         }
         out.extend(self.next_queued());
         out
