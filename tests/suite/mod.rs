@@ -11,6 +11,7 @@ mod ledger;
 mod lifecycle;
 mod multiplexer;
 mod providers;
+mod real_acp;
 mod remote;
 mod replay;
 mod retire;

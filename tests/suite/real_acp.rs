@@ -1,0 +1,236 @@
+//! Agents nobody here wrote, under Shard through ACP: Claude Code
+//! (`@zed-industries/claude-agent-acp`), Codex (`@zed-industries/codex-acp`)
+//! and opencode (`opencode-ai`), pinned in tests/acp/package-lock.json and
+//! installed by scripts/test. Each runs offline against a scripted local
+//! model server (tests/fixtures/acp/model_server.py: Anthropic Messages,
+//! OpenAI Responses, chat completions) with the configuration
+//! tests/fixtures/acp/setup_agent.py writes, and is driven over the unix
+//! socket as any client would: a streamed reply, a command that asks and
+//! is allowed, one that is denied, a file edit shown as a diff, an abort
+//! mid-command that leaves no process behind, a prompt after it, and a
+//! daemon restart after which the agent remembers its session.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::client::Client;
+use super::support::Daemon;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/acp").join(name)
+}
+
+/// The scripted model server, on a port of its own.
+struct ModelServer {
+    _child: tokio::process::Child,
+    port: u16,
+}
+
+impl ModelServer {
+    async fn start(log: &Path) -> Self {
+        let mut child = tokio::process::Command::new("python3")
+            .arg(fixture("model_server.py"))
+            .args(["--port", "0", "--log"])
+            .arg(log)
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("python3 runs the model server");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next_line().await.expect("read").expect("the server says its port");
+        let port = first.trim_start_matches("PORT ").trim().parse().expect("a port");
+        Self { _child: child, port }
+    }
+}
+
+/// `config.toml` naming `agent` as a runtime, set up in `state` to reach
+/// the model server on `port`: the command and environment
+/// setup_agent.py gives.
+fn runtime_config(agent: &str, state: &Path, port: u16) -> String {
+    let output = std::process::Command::new("python3")
+        .arg(fixture("setup_agent.py"))
+        .args([agent, state.to_str().unwrap(), &port.to_string()])
+        .output()
+        .expect("python3 runs setup_agent.py");
+    assert!(
+        output.status.success(),
+        "{agent} is not installed: run scripts/test (or `npm install` in tests/acp): {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let spec: Value = serde_json::from_slice(&output.stdout).expect("a JSON spec");
+    let command: Vec<&str> =
+        spec["command"].as_array().unwrap().iter().map(|word| word.as_str().unwrap()).collect();
+    let env: Vec<String> = spec["env"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(key, value)| format!("{key} = {:?}", value.as_str().unwrap()))
+        .collect();
+    format!(
+        "[[runtimes]]\nid = {agent:?}\nprotocol = \"acp\"\ncommand = {:?}\nargs = {:?}\nenv = {{ {} }}\n",
+        command[0],
+        &command[1..],
+        env.join(", ")
+    )
+}
+
+/// Prompts `message` and reads until the turn ends, answering each
+/// permission request with `decision`.
+async fn turn(client: &mut Client, agent: &str, message: &str, decision: &str) -> Vec<Value> {
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": message});
+    let answer = client.call_within(message, prompt, std::time::Duration::from_secs(60)).await;
+    assert_eq!(answer["success"], true, "{answer}");
+    let mut seen = Vec::new();
+    loop {
+        let events = client
+            .until_agent(agent, |event| {
+                event["type"] == "turn_end" || event["type"] == "permission_request"
+            })
+            .await;
+        let last = events.last().cloned().unwrap();
+        seen.extend(events);
+        if last["type"] == "turn_end" {
+            return seen;
+        }
+        let answer = json!({"type": "permission_response", "agent_id": agent,
+                            "request_id": last["request_id"], "decision": decision});
+        assert_eq!(client.call("answer", answer).await["success"], true);
+    }
+}
+
+fn said(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|event| event["type"] == "message_complete")
+        .map(|event| event["message"]["content"].to_string())
+        .collect()
+}
+
+fn has(events: &[Value], kind: &str) -> bool {
+    events.iter().any(|event| event["type"] == kind)
+}
+
+/// The pids of live `sleep <seconds>` processes on this machine.
+fn sleeping(seconds: &str) -> Vec<u32> {
+    let wanted = format!("sleep\0{seconds}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|line| line == wanted.as_bytes())
+        })
+        .collect()
+}
+
+async fn a_real_agent_works_under_shard(agent: &str, sleep: &str) {
+    let scratch = TempDir::new().unwrap();
+    let home = scratch.path().join("home");
+    let state = scratch.path().join(agent);
+    let project = scratch.path().join("project");
+    for dir in [&home, &state, &project] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let project = project.canonicalize().unwrap();
+    let cwd = project.to_str().unwrap();
+    let server = ModelServer::start(&scratch.path().join("model.log")).await;
+    std::fs::write(home.join("config.toml"), runtime_config(agent, &state, server.port)).unwrap();
+
+    let agent_id = {
+        let daemon = Daemon::start_in(&home, &[]).await;
+        let mut client = Client::unix(&daemon.socket()).await;
+        let create = json!({"type": "agent.create", "cwd": cwd, "runtime": agent});
+        let made = client.call_within("c", create, std::time::Duration::from_secs(60)).await;
+        assert_eq!(made["success"], true, "{agent}: {made}");
+        let agent_id = made["data"]["agent_id"].as_str().unwrap().to_owned();
+        client.attach(&agent_id, "interactive").await;
+
+        // A streamed reply.
+        let events = turn(&mut client, &agent_id, "hello zebra42", "deny").await;
+        let deltas = events.iter().filter(|event| event["type"] == "message_delta").count();
+        assert!(said(&events).contains("echo: hello zebra42"), "{agent}: {events:?}");
+        assert!(deltas >= 2, "{agent} streams: {events:?}");
+
+        // A command that asks, allowed; one that asks, denied.
+        let events = turn(&mut client, &agent_id, "run: touch allowed.txt", "allow").await;
+        assert!(has(&events, "permission_resolved"), "{agent} asked: {events:?}");
+        assert!(project.join("allowed.txt").exists(), "{agent} ran it: {events:?}");
+        let events = turn(&mut client, &agent_id, "run: touch denied.txt", "deny").await;
+        assert!(has(&events, "permission_request"), "{agent} asked: {events:?}");
+        assert!(!project.join("denied.txt").exists(), "{agent} did not run it: {events:?}");
+
+        // A file edit, shown as a diff.
+        let events = turn(&mut client, &agent_id, "edit: edited.txt", "allow").await;
+        let written = std::fs::read_to_string(project.join("edited.txt")).unwrap_or_default();
+        assert_eq!(written, "new\n", "{agent}: {events:?}");
+        let diff = events.iter().any(|event| event["render"]["kind"] == "diff");
+        assert!(diff, "{agent} shows a diff: {events:?}");
+
+        // An abort mid-command leaves no process behind, and the next
+        // prompt is answered as usual.
+        let prompt =
+            json!({"type": "prompt", "agent_id": agent_id, "message": format!("sleep: {sleep}")});
+        assert_eq!(client.call("sleep", prompt).await["success"], true);
+        let started = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while sleeping(sleep).is_empty() {
+            assert!(std::time::Instant::now() < started, "{agent} never ran sleep {sleep}");
+            let next = tokio::time::timeout(std::time::Duration::from_millis(200), client.next());
+            if let Ok(event) = next.await {
+                if event["type"] == "permission_request" {
+                    let answer = json!({"type": "permission_response", "agent_id": agent_id,
+                                        "request_id": event["request_id"], "decision": "allow"});
+                    client.call("answer", answer).await;
+                }
+            }
+        }
+        let abort = json!({"type": "abort", "agent_id": agent_id});
+        assert_eq!(client.call("abort", abort).await["success"], true);
+        client.until_agent(&agent_id, |event| event["type"] == "turn_end").await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !sleeping(sleep).is_empty() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let left: Vec<String> = sleeping(sleep)
+            .into_iter()
+            .map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default())
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{agent} left sleep {sleep} running: {left:?} (daemon {})",
+            daemon.child.id().unwrap_or(0)
+        );
+        let events = turn(&mut client, &agent_id, "hello again", "deny").await;
+        assert!(said(&events).contains("echo: hello again"), "{agent} after abort: {events:?}");
+        agent_id
+    };
+
+    // After a restart the agent takes up its session: the model sees the
+    // earlier conversation again.
+    let daemon = Daemon::start_in(&home, &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let sync = client.attach(&agent_id, "interactive").await;
+    assert!(sync["live_window"].to_string().contains("hello zebra42"), "{agent}: {sync}");
+    let events = turn(&mut client, &agent_id, "recall zebra42", "deny").await;
+    assert!(said(&events).contains("recall: remembered"), "{agent} after a restart: {events:?}");
+}
+
+#[tokio::test]
+async fn claude_code_works_under_shard() {
+    a_real_agent_works_under_shard("claude", "41").await;
+}
+
+#[tokio::test]
+async fn codex_works_under_shard() {
+    a_real_agent_works_under_shard("codex", "43").await;
+}
+
+#[tokio::test]
+async fn opencode_works_under_shard() {
+    a_real_agent_works_under_shard("opencode", "47").await;
+}
