@@ -15,6 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use shard_protocol::jsonl::LineDecoder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -43,21 +44,11 @@ impl Spawner for ProcessSpawner {
         request: &SpawnRequest<'_>,
         events: mpsc::Sender<ChildEvent>,
     ) -> std::io::Result<Box<dyn Runtime>> {
-        let mut command = tokio::process::Command::new(&self.exe);
+        let mut command = agent_command(&self.exe, &self.home, request.agent_id);
         command
             .args(["agent", "--stdio", "--cwd", request.cwd, "--session", request.session_id])
             .env("SHARD_HOME", &self.home)
-            .env(shard_agent::PARENT_PID_ENV, std::process::id().to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr_log(&self.home, request.agent_id))
-            // Its own process group: Ctrl-C in the daemon's terminal is the
-            // daemon's to handle, not every agent's.
-            .process_group(0)
-            .kill_on_drop(true);
-        // The keys this daemon took out of its own environment; the agent
-        // takes them out of its own before any tool runs.
-        shard_agent::keys::hand_down(&mut command);
+            .env(shard_agent::PARENT_PID_ENV, std::process::id().to_string());
         if let Some(tools) = request.tools {
             command.arg("--tools").arg(tools.join(","));
         }
@@ -79,11 +70,43 @@ impl Spawner for ProcessSpawner {
             .stdout
             .take()
             .map(|stdout| tokio::spawn(read_lines(stdout, epoch, events.clone())));
-        let kill = CancellationToken::new();
-        let processes = self.processes.clone();
-        tokio::spawn(wait(child, pid, epoch, reader, kill.clone(), events, processes));
-        Ok(Box::new(Process { pid, input: Some(input), kill }))
+        Ok(supervised(child, pid, epoch, reader, events, self.processes.clone(), input))
     }
+}
+
+/// An agent process's command, as every runtime starts one: its protocol on
+/// piped stdin and stdout, stderr to its log, a process group of its own
+/// (Ctrl-C in the daemon's terminal is the daemon's to handle, not every
+/// agent's), killed if dropped, and the keys this daemon took out of its
+/// own environment handed down (Shard's own agent takes them out of its
+/// environment before any tool runs).
+pub(super) fn agent_command(program: &Path, home: &Path, agent_id: &str) -> Command {
+    let mut command = Command::new(program);
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr_log(home, agent_id))
+        .process_group(0)
+        .kill_on_drop(true);
+    shard_agent::keys::hand_down(&mut command);
+    command
+}
+
+/// A started process under supervision: [`wait`] reports its exit once
+/// `reader` (what reads its stdout) has ended, and kills its tree when the
+/// host asks. The host's handle to it.
+pub(super) fn supervised(
+    child: tokio::process::Child,
+    pid: Option<u32>,
+    epoch: u64,
+    reader: Option<tokio::task::JoinHandle<()>>,
+    events: mpsc::Sender<ChildEvent>,
+    processes: Arc<crate::agents::Processes>,
+    input: ByteQueue<Bytes>,
+) -> Box<dyn Runtime> {
+    let kill = CancellationToken::new();
+    tokio::spawn(wait(child, pid, epoch, reader, kill.clone(), events, processes));
+    Box::new(Process { pid, input: Some(input), kill })
 }
 
 pub(super) struct Process {
@@ -244,10 +267,15 @@ fn describe_exit(status: std::io::Result<std::process::ExitStatus>) -> (Option<i
 
 /// The agent's stderr goes to `agents/<id>/agent.log` (0600), restarted
 /// when it grows past 1 MiB so it cannot fill the disk.
+/// Where an agent process's stderr goes.
+pub(super) fn agent_log(home: &Path, agent_id: &str) -> PathBuf {
+    crate::agents::manifest::agent_dir(home, agent_id).join("agent.log")
+}
+
 pub(super) fn stderr_log(home: &Path, agent_id: &str) -> Stdio {
     use std::os::unix::fs::OpenOptionsExt;
     const MAX_LOG: u64 = 1024 * 1024;
-    let path = crate::agents::manifest::agent_dir(home, agent_id).join("agent.log");
+    let path = agent_log(home, agent_id);
     let too_big = std::fs::metadata(&path).is_ok_and(|meta| meta.len() > MAX_LOG);
     let file = std::fs::OpenOptions::new()
         .create(true)

@@ -6,23 +6,21 @@
 //! what the agent said in the session log.
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use shard_agent::conversation::Conversation;
+use shard_agent::conversation::{Conversation, Undelivered};
 use shard_agent::runtimes::RuntimeConfig;
+use shard_agent::session_log::EntryBody;
 use shard_protocol::jsonl::LineDecoder;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-
-use shard_agent::conversation::Undelivered;
-use shard_agent::session_log::EntryBody;
 
 use super::translate::{Out, Queueing, Start, Translator};
 use crate::agents::error::AgentError;
-use crate::agents::runtime::stdio::{INPUT_BYTES, Process, feed, spawn_managed, stderr_log, wait};
+use crate::agents::runtime::stdio::{
+    INPUT_BYTES, agent_command, agent_log, feed, spawn_managed, supervised,
+};
 use crate::agents::runtime::{ChildEvent, Runtime, SpawnRequest};
 use crate::queue::{ByteQueue, ByteReceiver, byte_queue};
 
@@ -51,20 +49,10 @@ impl AcpSpawner {
         events: mpsc::Sender<ChildEvent>,
     ) -> std::io::Result<Box<dyn Runtime>> {
         let program = find_program(&runtime.command)?;
-        let mut command = tokio::process::Command::new(&self.exe);
-        command
-            .args(["guard", "--"])
-            .arg(program)
-            .args(&runtime.args)
-            .current_dir(request.cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr_log(&self.home, request.agent_id))
-            .process_group(0)
-            .kill_on_drop(true);
+        let mut command = agent_command(&self.exe, &self.home, request.agent_id);
+        command.args(["guard", "--"]).arg(program).args(&runtime.args).current_dir(request.cwd);
         // The keys this daemon holds reach the agent, never its clients;
         // the runtime's own variables come last and win.
-        shard_agent::keys::hand_down(&mut command);
         command.envs(&runtime.env);
         let (mut child, pid) = spawn_managed(&mut command, &self.processes, request.agent_id)?;
         let (input, from_host) = byte_queue(INPUT_BYTES);
@@ -74,8 +62,7 @@ impl AcpSpawner {
         }
         let bridge = child.stdout.take().map(|stdout| {
             let bridge = Bridge {
-                stderr: crate::agents::manifest::agent_dir(&self.home, request.agent_id)
-                    .join("agent.log"),
+                stderr: agent_log(&self.home, request.agent_id),
                 home: self.home.clone(),
                 cwd: PathBuf::from(request.cwd),
                 session_id: request.session_id.to_owned(),
@@ -88,10 +75,7 @@ impl AcpSpawner {
             };
             tokio::spawn(bridge.run(runtime.id.clone(), from_host, stdout))
         });
-        let kill = CancellationToken::new();
-        let processes = self.processes.clone();
-        tokio::spawn(wait(child, pid, request.epoch, bridge, kill.clone(), events, processes));
-        Ok(Box::new(Process { pid, input: Some(input), kill }))
+        Ok(supervised(child, pid, request.epoch, bridge, events, self.processes.clone(), input))
     }
 }
 
@@ -203,9 +187,9 @@ impl Bridge {
         Start { cwd: self.cwd.clone(), runtime, previous, owed, recorded }
     }
 
+    /// Beside Shard's record of the session, once it is open.
     fn sidecar(&self) -> Option<PathBuf> {
-        let dir = shard_agent::session_log::find_session(&self.home, &self.session_id).ok()?;
-        Some(dir.join(SIDECAR))
+        self.log.as_ref().map(|log| log.dir.join(SIDECAR))
     }
 
     /// Carries out what one line gave, and what that gives in turn. `false`
@@ -228,7 +212,7 @@ impl Bridge {
                         work.push_front(out);
                     }
                 }
-                Out::Session(session_id) => self.keep_session(session_id),
+                Out::Session(session_id) => self.keep_session(session_id).await,
                 Out::Watch => {
                     if let Some(pid) = self.pid {
                         let found = tokio::task::spawn_blocking(move || {
@@ -316,10 +300,12 @@ impl Bridge {
     }
 
     /// The agent's own session id, kept for the next process to take up.
-    fn keep_session(&self, session_id: String) {
+    async fn keep_session(&self, session_id: String) {
         let Some(path) = self.sidecar() else { return };
         let bytes = serde_json::to_vec(&Sidecar { session_id }).unwrap_or_default();
-        if let Err(error) = crate::home::write_private(&path, &bytes) {
+        let written =
+            tokio::task::spawn_blocking(move || crate::home::write_private(&path, &bytes));
+        if let Ok(Err(error)) = written.await {
             tracing::warn!(session = %self.session_id, %error, "cannot keep the agent's session id");
         }
     }
