@@ -276,7 +276,7 @@ impl Translator {
             U::UsageUpdate(usage) => {
                 self.context = Some(usage.used);
                 if let Some(cost) = usage.cost.filter(|cost| cost.currency == "USD") {
-                    self.turn_cost(cost.amount);
+                    self.cost = Some(cost.amount);
                 }
                 Vec::new()
             }

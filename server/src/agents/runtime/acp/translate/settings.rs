@@ -281,15 +281,17 @@ impl Translator {
 
     /// The agent says its mode is now `mode`.
     pub(super) fn mode_now(&mut self, mode: String) -> Vec<Out> {
-        let previous = std::mem::replace(&mut self.settings.mode, mode.clone());
-        self.mode_now_from(previous, mode)
+        let previous = std::mem::replace(&mut self.settings.mode, mode);
+        self.mode_changed(previous)
     }
 
-    fn mode_now_from(&mut self, previous: String, mode: String) -> Vec<Out> {
+    /// The mode changed from `previous` to the one set: announced and
+    /// recorded, if it really changed.
+    fn mode_changed(&self, previous: String) -> Vec<Out> {
+        let mode = self.settings.mode.clone();
         if previous == mode {
             return Vec::new();
         }
-        self.settings.mode = mode.clone();
         vec![
             Out::Log(EntryBody::Settings {
                 mode: Some(mode.clone()),
@@ -306,11 +308,7 @@ impl Translator {
         let runtime = self.runtime.clone();
         let (mode, model) = (self.settings.mode.clone(), self.settings.active_model(&runtime));
         self.settings.offered(None, Some(&options));
-        let mut out = Vec::new();
-        if self.settings.mode != mode {
-            let now = std::mem::replace(&mut self.settings.mode, mode);
-            out.extend(self.mode_now(now));
-        }
+        let mut out = self.mode_changed(mode);
         let now = self.settings.active_model(&runtime);
         if let (Some(previous), Some(active)) = (model, now) {
             if previous != active {

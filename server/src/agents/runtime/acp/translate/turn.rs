@@ -219,11 +219,6 @@ impl Translator {
         ]
     }
 
-    /// The agent's running cost of the session.
-    pub(super) fn turn_cost(&mut self, amount: f64) {
-        self.cost = Some(amount);
-    }
-
     /// The agent answered the turn's prompt: the message is complete, the
     /// turn's usage counted, and the turn ends (an error says why, then
     /// ends it too). A follow-up waiting starts the next.
