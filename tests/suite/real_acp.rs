@@ -18,7 +18,7 @@ use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::client::Client;
-use super::support::Daemon;
+use super::support::{Daemon, running, wait_until_within};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/acp").join(name)
@@ -115,18 +115,9 @@ fn has(events: &[Value], kind: &str) -> bool {
     events.iter().any(|event| event["type"] == kind)
 }
 
-/// The pids of live `sleep <seconds>` processes on this machine.
-fn sleeping(seconds: &str) -> Vec<u32> {
-    let wanted = format!("sleep\0{seconds}\0");
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|line| line == wanted.as_bytes())
-        })
-        .collect()
+/// The live `sleep <seconds>` processes on this machine.
+fn sleeping(seconds: &str) -> Vec<String> {
+    running(&format!("^sleep {seconds}$"))
 }
 
 async fn a_real_agent_works_under_shard(agent: &str, sleep: &str) {
@@ -192,19 +183,8 @@ async fn a_real_agent_works_under_shard(agent: &str, sleep: &str) {
         let abort = json!({"type": "abort", "agent_id": agent_id});
         assert_eq!(client.call("abort", abort).await["success"], true);
         client.until_agent(&agent_id, |event| event["type"] == "turn_end").await;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !sleeping(sleep).is_empty() && std::time::Instant::now() < deadline {
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        let left: Vec<String> = sleeping(sleep)
-            .into_iter()
-            .map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default())
-            .collect();
-        assert!(
-            left.is_empty(),
-            "{agent} left sleep {sleep} running: {left:?} (daemon {})",
-            daemon.child.id().unwrap_or(0)
-        );
+        let ten = std::time::Duration::from_secs(10);
+        wait_until_within("the aborted command to die", ten, || sleeping(sleep).is_empty()).await;
         let events = turn(&mut client, &agent_id, "hello again", "deny").await;
         assert!(said(&events).contains("echo: hello again"), "{agent} after abort: {events:?}");
         agent_id

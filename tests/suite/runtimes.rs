@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 
 use super::client::Client;
-use super::support::Daemon;
+use super::support::{Daemon, alive, wait_until_within};
 
 const TWO_RUNTIMES: &str = r#"
 [[runtimes]]
@@ -268,14 +268,19 @@ async fn an_acp_agent_that_dies_or_stays_silent_at_start_fails_with_its_stderr()
     assert!(message.len() < 2048, "bounded: {message}");
 }
 
-/// Whether process `pid` is still alive (a zombie is not).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        !matches!(
-            stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().chars().next()),
-            Some(Some('Z' | 'X'))
-        )
-    })
+/// Prompts the scripted agent to start `sleep <seconds>` in a session of
+/// its own; that process's pid.
+async fn spawned(client: &mut Client, agent: &str, seconds: u32) -> u32 {
+    let spawn =
+        json!({"type": "prompt", "agent_id": agent, "message": format!("spawn: {seconds}")});
+    assert_eq!(client.call("spawn", spawn).await["success"], true);
+    let started = client
+        .until_agent(agent, |event| {
+            event["text_delta"].as_str().is_some_and(|text| text.starts_with("pid "))
+        })
+        .await;
+    let text = started.last().unwrap()["text_delta"].as_str().unwrap().to_owned();
+    text.trim().trim_start_matches("pid ").parse().expect("a pid")
 }
 
 #[tokio::test]
@@ -302,26 +307,15 @@ async fn an_acp_agent_takes_follow_ups_refuses_steers_and_an_abort_leaves_no_pro
 
     // A command the agent started in a session of its own, left running
     // when the turn is cancelled (as Codex leaves it), is killed with it.
-    let spawn = json!({"type": "prompt", "agent_id": agent, "message": "spawn: 60"});
-    assert_eq!(client.call("p3", spawn).await["success"], true);
-    let started = client
-        .until_agent(&agent, |event| {
-            event["text_delta"].as_str().is_some_and(|t| t.starts_with("pid "))
-        })
-        .await;
-    let text = started.last().unwrap()["text_delta"].as_str().unwrap().to_owned();
-    let pid: u32 = text.trim().trim_start_matches("pid ").parse().expect("a pid");
+    let pid = spawned(&mut client, &agent, 60).await;
     assert!(alive(pid), "the command runs");
     assert_eq!(
         client.call("a", json!({"type": "abort", "agent_id": agent})).await["success"],
         true
     );
     client.until_agent(&agent, |event| event["type"] == "turn_end").await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while alive(pid) && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(!alive(pid), "the cancelled turn's command was killed");
+    let ten = std::time::Duration::from_secs(10);
+    wait_until_within("the cancelled turn's command to be killed", ten, || !alive(pid)).await;
 }
 
 #[tokio::test]
@@ -375,21 +369,10 @@ async fn an_acp_agent_and_what_it_started_do_not_outlive_a_killed_daemon() {
     let daemon = Daemon::start_in(home.path(), &[]).await;
     let mut client = Client::unix(&daemon.socket()).await;
     let agent = scripted_agent(&daemon, &mut client, project.path().to_str().unwrap()).await;
-    let spawn = json!({"type": "prompt", "agent_id": agent, "message": "spawn: 120"});
-    assert_eq!(client.call("p", spawn).await["success"], true);
-    let started = client
-        .until_agent(&agent, |event| {
-            event["text_delta"].as_str().is_some_and(|text| text.starts_with("pid "))
-        })
-        .await;
-    let text = started.last().unwrap()["text_delta"].as_str().unwrap().to_owned();
-    let pid: u32 = text.trim().trim_start_matches("pid ").parse().expect("a pid");
+    let pid = spawned(&mut client, &agent, 120).await;
     // SIGKILL: the daemon has no chance to kill anything itself.
     drop(client);
     drop(daemon);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while alive(pid) && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(!alive(pid), "a command of the agent outlived the daemon");
+    let ten = std::time::Duration::from_secs(10);
+    wait_until_within("the agent's command to die with the daemon", ten, || !alive(pid)).await;
 }

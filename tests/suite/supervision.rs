@@ -13,7 +13,7 @@ use tempfile::TempDir;
 use super::agent_support::live_texts;
 use super::client::{Browser, Client, connect_ws};
 use super::lifecycle::sigkill_agent;
-use super::support::{Daemon, agent_pids, shard, wait_until};
+use super::support::{Daemon, agent_pids, running, shard, wait_until};
 
 /// A number no other test's `sleep` uses, so `pgrep` finds only ours.
 fn unique_seconds() -> u64 {
@@ -21,24 +21,6 @@ fn unique_seconds() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let salt = u64::from(std::process::id() % 1000) * 1000;
     7_000_000 + salt + NEXT.fetch_add(10, Ordering::Relaxed)
-}
-
-/// Live processes whose command line holds `pattern`.
-fn running(pattern: &str) -> Vec<String> {
-    let output =
-        std::process::Command::new("pgrep").args(["-a", "-f", pattern]).output().expect("pgrep");
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter(|line| {
-            // Zombies are gone already; only a live process counts.
-            let pid = line.split_whitespace().next().unwrap_or("");
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim().to_owned()))
-                .is_some_and(|rest| !rest.starts_with('Z'))
-        })
-        .map(str::to_owned)
-        .collect()
 }
 
 /// A command that leaves three processes behind: one in its own process

@@ -153,12 +153,38 @@ impl Drop for Daemon {
 }
 
 /// Polls `check` every 50 ms until it holds; fails after 15 s.
-pub async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
+pub async fn wait_until(what: &str, check: impl FnMut() -> bool) {
+    wait_until_within(what, Duration::from_secs(15), check).await;
+}
+
+/// Polls `check` every 50 ms until it holds; fails after `limit`.
+pub async fn wait_until_within(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
     let started = std::time::Instant::now();
     while !check() {
-        assert!(started.elapsed() < Duration::from_secs(15), "timed out waiting for {what}");
+        assert!(started.elapsed() < limit, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Whether process `pid` is alive: there, and not a zombie.
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+    })
+}
+
+/// Live processes whose command line matches `pattern` (`pgrep -f`), as
+/// `pgrep -a` lists them.
+pub fn running(pattern: &str) -> Vec<String> {
+    let output =
+        std::process::Command::new("pgrep").args(["-a", "-f", pattern]).output().expect("pgrep");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| {
+            line.split_whitespace().next().and_then(|pid| pid.parse().ok()).is_some_and(alive)
+        })
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The `shard` binary under test, run from `cwd` with `SHARD_HOME=home`.
