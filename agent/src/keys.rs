@@ -75,7 +75,8 @@ pub fn hand_down(command: &mut tokio::process::Command) {
 
 /// Shard's own settings: hidden from tools like every `SHARD_` variable, but
 /// no secret, and read from the environment after the exec.
-const SETTINGS: &[&str] = &["SHARD_HOME", "SHARD_LOG", crate::PARENT_PID_ENV, HANDOFF_ENV];
+const SETTINGS: &[&str] =
+    &["SHARD_HOME", "SHARD_LOG", crate::process_tree::PARENT_PID_ENV, HANDOFF_ENV];
 
 /// Whether a variable leaves the environment: every variable hidden from
 /// tools except Shard's own settings.

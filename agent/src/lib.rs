@@ -219,9 +219,7 @@ async fn refuse(out: &mpsc::Sender<Envelope<ServerMessage>>, problem: &SessionEr
     let _ = out.send(Envelope::new(ServerMessage::Error(error))).await;
 }
 
-/// The environment variable through which the daemon gives its pid to the
-/// agents it starts.
-pub const PARENT_PID_ENV: &str = "SHARD_PARENT_PID";
+pub use process_tree::PARENT_PID_ENV;
 
 /// A daemon's child must not outlive it, even when the daemon is SIGKILLed:
 /// ask the kernel to send SIGTERM when the parent dies (SIGTERM, not

@@ -21,6 +21,10 @@ use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
+/// The environment variable through which the daemon gives its pid to the
+/// processes it starts, so that each can tell when it is gone.
+pub const PARENT_PID_ENV: &str = "SHARD_PARENT_PID";
+
 /// Rounds of stop-and-look before giving up on a tree that keeps growing.
 /// Each round stops everything it saw, so only processes forked during the
 /// previous scan are new; real trees settle in two or three.

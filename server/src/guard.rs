@@ -26,7 +26,12 @@ pub struct GuardArgs {
 /// Runs the agent until it exits (the guard exits with its status) or the
 /// daemon goes (the agent's tree is killed).
 pub fn run(args: GuardArgs) -> anyhow::Result<i32> {
-    let parent = nix::unistd::getppid();
+    // The daemon's pid as the daemon gave it, not this process's parent
+    // now: a daemon that died before this line would not be noticed.
+    let given = std::env::var(shard_agent::PARENT_PID_ENV).ok();
+    let parent = given
+        .and_then(|pid| pid.parse().ok())
+        .map_or_else(nix::unistd::getppid, nix::unistd::Pid::from_raw);
     shard_agent::process_tree::become_subreaper().context("cannot become a subreaper")?;
     let Some((program, rest)) = args.command.split_first() else {
         anyhow::bail!("no command to run");
@@ -37,6 +42,7 @@ pub fn run(args: GuardArgs) -> anyhow::Result<i32> {
         let mut managed = shard_agent::process_tree::Managed::lock();
         let child = std::process::Command::new(program)
             .args(rest)
+            .env_remove(shard_agent::PARENT_PID_ENV)
             .spawn()
             .with_context(|| format!("cannot start `{}`", program.to_string_lossy()))?;
         if let Ok(pid) = i32::try_from(child.id()) {

@@ -47,8 +47,7 @@ impl Spawner for ProcessSpawner {
         let mut command = agent_command(&self.exe, &self.home, request.agent_id);
         command
             .args(["agent", "--stdio", "--cwd", request.cwd, "--session", request.session_id])
-            .env("SHARD_HOME", &self.home)
-            .env(shard_agent::PARENT_PID_ENV, std::process::id().to_string());
+            .env("SHARD_HOME", &self.home);
         if let Some(tools) = request.tools {
             command.arg("--tools").arg(tools.join(","));
         }
@@ -77,12 +76,14 @@ impl Spawner for ProcessSpawner {
 /// An agent process's command, as every runtime starts one: its protocol on
 /// piped stdin and stdout, stderr to its log, a process group of its own
 /// (Ctrl-C in the daemon's terminal is the daemon's to handle, not every
-/// agent's), killed if dropped, and the keys this daemon took out of its
-/// own environment handed down (Shard's own agent takes them out of its
-/// environment before any tool runs).
+/// agent's), killed if dropped, told the daemon's pid (to die with it),
+/// and the keys this daemon took out of its own environment handed down
+/// (Shard's own agent takes them out of its environment before any tool
+/// runs).
 pub(super) fn agent_command(program: &Path, home: &Path, agent_id: &str) -> Command {
     let mut command = Command::new(program);
     command
+        .env(shard_agent::PARENT_PID_ENV, std::process::id().to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr_log(home, agent_id))
