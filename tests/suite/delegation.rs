@@ -94,12 +94,13 @@ async fn orchestrator_commands_follow_the_attachment_and_role_rule() {
     assert_eq!(listed["data"]["jobs"].as_array().unwrap().len(), 1, "{listed}");
 
     // The agent itself still delegates through its own tools.
-    owner
-        .call("p", json!({"type": "prompt", "agent_id": lead, "message": "spawn: helper: hi"}))
-        .await;
     // The job's completion report may still be ending a turn of its own
-    // (it is delivered to the lead as a prompt): the turn wanted is the one
-    // with the tool call.
+    // (it is delivered to the lead as a prompt): this prompt follows it if
+    // so, and the turn wanted is the one with the tool call.
+    let prompt = json!({"type": "prompt", "agent_id": lead, "message": "spawn: helper: hi",
+                        "streaming_behavior": "follow_up"});
+    let accepted = owner.call("p", prompt).await;
+    assert_eq!(accepted["success"], true, "{accepted}");
     let mut result = None;
     for _ in 0..3 {
         let turn = owner.until_agent(&lead, |m| m["type"] == "turn_end").await;
