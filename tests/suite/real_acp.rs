@@ -12,6 +12,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -120,7 +121,9 @@ fn sleeping(seconds: &str) -> Vec<String> {
     running(&format!("^sleep {seconds}$"))
 }
 
-async fn a_real_agent_works_under_shard(agent: &str, sleep: &str) {
+/// `agent`, whose command line holds `program`, through every step above;
+/// `sleep` is a number of seconds no other test sleeps.
+async fn a_real_agent_works_under_shard(agent: &str, program: &str, sleep: &str) {
     let scratch = TempDir::new().unwrap();
     let home = scratch.path().join("home");
     let state = scratch.path().join(agent);
@@ -183,7 +186,7 @@ async fn a_real_agent_works_under_shard(agent: &str, sleep: &str) {
         let abort = json!({"type": "abort", "agent_id": agent_id});
         assert_eq!(client.call("abort", abort).await["success"], true);
         client.until_agent(&agent_id, |event| event["type"] == "turn_end").await;
-        let ten = std::time::Duration::from_secs(10);
+        let ten = Duration::from_secs(10);
         wait_until_within("the aborted command to die", ten, || sleeping(sleep).is_empty()).await;
         let events = turn(&mut client, &agent_id, "hello again", "deny").await;
         assert!(said(&events).contains("echo: hello again"), "{agent} after abort: {events:?}");
@@ -191,7 +194,13 @@ async fn a_real_agent_works_under_shard(agent: &str, sleep: &str) {
     };
 
     // After a restart the agent takes up its session: the model sees the
-    // earlier conversation again.
+    // earlier conversation again. The restart is an orderly one: the first
+    // daemon's agent is gone (its guard killed it) before the second starts.
+    let guarded = format!("shard guard -- .*{program}");
+    wait_until_within("the first agent to be gone", Duration::from_secs(10), || {
+        running(&guarded).is_empty()
+    })
+    .await;
     let daemon = Daemon::start_in(&home, &[]).await;
     let mut client = Client::unix(&daemon.socket()).await;
     let sync = client.attach(&agent_id, "interactive").await;
@@ -202,15 +211,15 @@ async fn a_real_agent_works_under_shard(agent: &str, sleep: &str) {
 
 #[tokio::test]
 async fn claude_code_works_under_shard() {
-    a_real_agent_works_under_shard("claude", "41").await;
+    a_real_agent_works_under_shard("claude", "claude-agent-acp/dist", "41").await;
 }
 
 #[tokio::test]
 async fn codex_works_under_shard() {
-    a_real_agent_works_under_shard("codex", "43").await;
+    a_real_agent_works_under_shard("codex", "codex-acp", "43").await;
 }
 
 #[tokio::test]
 async fn opencode_works_under_shard() {
-    a_real_agent_works_under_shard("opencode", "47").await;
+    a_real_agent_works_under_shard("opencode", "opencode.exe acp", "47").await;
 }
