@@ -54,6 +54,10 @@ pub struct WorkspaceLaunch {
     pub provider: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// The runtime the agent runs (CONTRACT.md, "Agents that are not
+    /// Shard's own"); absent: Shard's own agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -376,3 +376,42 @@ async fn an_acp_agent_and_what_it_started_do_not_outlive_a_killed_daemon() {
     let ten = std::time::Duration::from_secs(10);
     wait_until_within("the agent's command to die with the daemon", ten, || !alive(pid)).await;
 }
+
+#[tokio::test]
+async fn an_acp_agent_runs_in_a_workspace_and_takes_no_shard_model_or_mode() {
+    let home = TempDir::new().unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    std::fs::write(daemon.home.join("config.toml"), scripted_runtime()).unwrap();
+    let project = TempDir::new().unwrap();
+    let cwd = project.path().to_str().unwrap();
+    // A Shard model or mode means nothing to another agent: refused, saying
+    // where its own are chosen.
+    for extra in [json!({"model": "demo"}), json!({"mode": "plan"})] {
+        let mut create = json!({"type": "agent.create", "cwd": cwd, "runtime": "fake"});
+        create.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let refused = client.call("c", create).await;
+        assert_eq!(refused["error"]["code"], "INVALID_REQUEST", "{refused}");
+        assert!(refused["error"]["message"].as_str().unwrap().contains("set_model"), "{refused}");
+    }
+
+    // A workspace's agent runs the runtime asked for, in its worktree.
+    let repo = super::workspaces::repository();
+    let body = json!({"type": "workspace.create", "cwd": super::workspaces::canonical(repo.path()),
+                      "runtime": "fake"});
+    let made = client.call("w", body).await;
+    assert_eq!(made["success"], true, "{made}");
+    let agent = made["data"]["agent_id"].as_str().unwrap().to_owned();
+    let worktree = made["data"]["workspace"]["cwd"].as_str().unwrap().to_owned();
+    let status = client.call("s", json!({"type": "agent.status", "agent_id": agent})).await;
+    let info = &status["data"]["agents"][0];
+    assert_eq!(
+        (info["runtime"].as_str(), info["cwd"].as_str()),
+        (Some("fake"), Some(worktree.as_str()))
+    );
+    // Until the agent names its model, Shard names it by its runtime.
+    assert_eq!(info["model"], "fake", "{status}");
+    client.attach(&agent, "interactive").await;
+    let events = turn(&mut client, &agent, "hello from the worktree").await;
+    assert!(said(&events).contains("echo: hello from the worktree"), "{events:?}");
+}

@@ -148,6 +148,11 @@ pub enum AgentError {
     AcpQueueUnrecorded,
     #[error("too many follow-ups are waiting for this agent's turn to end")]
     AcpQueueFull,
+    #[error(
+        "an agent that is not Shard's own takes no `model` or `mode` at creation: choose them \
+         from its own catalogs once it runs (`set_model`, `set_mode`)"
+    )]
+    AcpSettingAtCreate,
     #[error("this agent offers no models to choose from")]
     AcpNoModels,
     #[error("this agent offers no {0} `{1}`")]
@@ -220,6 +225,7 @@ impl AgentError {
             | Self::AcpStartedAfresh(_) => ErrorCode::NotFound,
             Self::Refused | Self::PromptFailed(_) => ErrorCode::ProviderError,
             Self::CwdRelative
+            | Self::AcpSettingAtCreate
             | Self::CwdUnreadable { .. }
             | Self::CwdNotDirectory(_)
             | Self::CwdForeign(_)

@@ -175,6 +175,10 @@ impl Registry {
             Some(id) if config.runtime(id).is_some() => Some(id.to_owned()),
             Some(id) => return Err(AgentError::UnknownRuntime(id.to_owned())),
         };
+        // An ACP agent's models and modes are its own, known once it runs.
+        if runtime.is_some() && (request.model.is_some() || request.mode.is_some()) {
+            return Err(AgentError::AcpSettingAtCreate);
+        }
         if request.name.as_ref().is_some_and(|name| name.chars().count() > MAX_NAME) {
             return Err(AgentError::NameTooLong { max: MAX_NAME });
         }
@@ -185,9 +189,18 @@ impl Registry {
         let session_id = match &request.session_id {
             Some(session_id) => self.adoptable(session_id)?,
             None => {
-                let model = request.model.clone().unwrap_or_else(|| config.default_model.clone());
-                let mode =
-                    managed.mode.clone().unwrap_or_else(|| shard_agent::modes::BUILD.to_owned());
+                // Shard's record of an ACP agent's session names the
+                // runtime as its model until the agent says which it uses.
+                let model = match &runtime {
+                    Some(runtime) => runtime.clone(),
+                    None => request.model.clone().unwrap_or_else(|| config.default_model.clone()),
+                };
+                let mode = match &runtime {
+                    Some(_) => "default".to_owned(),
+                    None => {
+                        managed.mode.clone().unwrap_or_else(|| shard_agent::modes::BUILD.to_owned())
+                    }
+                };
                 session_view::create(&home, &cwd, &model, &mode)
                     .await
                     .map_err(AgentError::SessionCreate)?

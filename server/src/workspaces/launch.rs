@@ -67,6 +67,7 @@ impl Workspaces {
             model: launch.model.clone(),
             provider: launch.provider.clone(),
             mode: launch.mode.clone(),
+            runtime: launch.runtime.clone(),
             ..AgentCreate::default()
         };
         let agent_id = self
