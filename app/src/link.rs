@@ -75,6 +75,8 @@ pub type SendFrame = Box<dyn Fn(String) + Send + Sync>;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
     List,
+    /// `runtime.list`, for the new-agent form.
+    Runtimes,
     Create,
     /// Attaching the agent on screen (its `sync` follows).
     Attach,

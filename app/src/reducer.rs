@@ -84,6 +84,7 @@ fn greeted(state: &ClientState, protocol_version: &str) -> Greeted {
         return Greeted::Mismatch;
     }
     state.roster.list();
+    state.roster.list_runtimes();
     state.workspaces.list();
     if let Some(agent_id) = state.screen.selected.get_untracked() {
         state.screen.resume(&agent_id);
@@ -213,6 +214,7 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
                 state.jobs.fetch(&parent);
             }
         }
+        Request::Runtimes => state.roster.runtimes_listed(&response),
         Request::Create => {
             if let Some(agent_id) = state.roster.created(&response) {
                 state.select(Some(agent_id));

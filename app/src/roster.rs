@@ -14,7 +14,7 @@ use shard_protocol::agent::Empty;
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{
     ActivityPhase, AgentActivity, AgentCreate, AgentCreateResult, AgentExited, AgentKill,
-    AgentStatusChanged, AgentTarget, AgentsResult,
+    AgentStatusChanged, AgentTarget, AgentsResult, RuntimeListResult,
 };
 use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
 use shard_protocol::usage::AgentUsage;
@@ -40,6 +40,15 @@ pub struct Listed {
     pub parents: BTreeSet<String>,
 }
 
+/// What the new-agent form asks for; an empty field is the default.
+pub struct NewAgent<'a> {
+    pub cwd: &'a str,
+    pub name: &'a str,
+    pub model: &'a str,
+    pub mode: &'a str,
+    pub runtime: &'a str,
+}
+
 #[derive(Clone, Copy)]
 pub struct Roster {
     /// Every agent, in creation order.
@@ -49,6 +58,9 @@ pub struct Roster {
     pub unread: RwSignal<BTreeSet<String>>,
     /// Parents whose children the agent list hides.
     pub collapsed: RwSignal<BTreeSet<String>>,
+    /// The runtimes a new agent may run, by id (`runtime.list`): Shard's
+    /// own first, then each configured one.
+    pub runtimes: RwSignal<Vec<String>>,
     link: Link,
 }
 
@@ -59,6 +71,7 @@ impl Roster {
             activity: RwSignal::new(BTreeMap::new()),
             unread: RwSignal::new(BTreeSet::new()),
             collapsed: RwSignal::new(BTreeSet::new()),
+            runtimes: RwSignal::new(Vec::new()),
             link,
         }
     }
@@ -67,13 +80,25 @@ impl Roster {
         self.link.send(ClientMessage::AgentList(Empty {}), None, Request::List);
     }
 
-    pub fn create(&self, cwd: &str, name: &str, model: &str, mode: &str) {
+    /// Asks which runtimes a new agent may run.
+    pub fn list_runtimes(&self) {
+        self.link.send(ClientMessage::RuntimeList(Empty {}), None, Request::Runtimes);
+    }
+
+    pub fn runtimes_listed(&self, response: &Response) {
+        if let Ok(listed) = response.data::<RuntimeListResult>() {
+            self.runtimes.set(listed.runtimes.into_iter().map(|runtime| runtime.id).collect());
+        }
+    }
+
+    pub fn create(&self, new: NewAgent<'_>) {
         let given = |value: &str| (!value.is_empty()).then(|| value.to_owned());
         let create = AgentCreate {
-            cwd: cwd.to_owned(),
-            name: given(name),
-            model: given(model),
-            mode: given(mode),
+            cwd: new.cwd.to_owned(),
+            name: given(new.name),
+            model: given(new.model),
+            mode: given(new.mode),
+            runtime: given(new.runtime),
             ..AgentCreate::default()
         };
         self.link.send(ClientMessage::AgentCreate(create), None, Request::Create);
@@ -126,6 +151,17 @@ impl Roster {
     pub fn status_of(&self, agent_id: &str) -> Option<AgentStatus> {
         self.agents.with_untracked(|agents| {
             agents.iter().find(|agent| agent.agent_id == agent_id).map(|agent| agent.status)
+        })
+    }
+
+    /// Whether `agent_id` runs an agent that is not Shard's own (tracked):
+    /// one that cannot be steered mid-turn.
+    pub fn is_foreign(&self, agent_id: &str) -> bool {
+        self.agents.with(|agents| {
+            agents.iter().any(|agent| {
+                agent.agent_id == agent_id
+                    && agent.runtime.as_deref().is_some_and(|runtime| runtime != "shard")
+            })
         })
     }
 

@@ -178,6 +178,7 @@ pub struct NewWorkspace<'a> {
     pub base: &'a str,
     pub model: &'a str,
     pub mode: &'a str,
+    pub runtime: &'a str,
 }
 
 /// The workspaces slice: every workspace the page knows, and the panel of
@@ -224,6 +225,7 @@ impl Workspaces {
                 name: given(form.name),
                 model: given(form.model),
                 mode: given(form.mode),
+                runtime: given(form.runtime),
                 ..WorkspaceLaunch::default()
             },
             ..WorkspaceCreate::default()

@@ -206,9 +206,9 @@ fn a_reconnect_lists_and_reattaches_and_old_answers_are_void() {
     assert!(matches!(feed(&state, hello(shard_protocol::PROTOCOL_VERSION)), Greeted::Yes));
     let again = take(&sent);
     let kinds: Vec<&str> = again.iter().filter_map(|frame| frame["type"].as_str()).collect();
-    assert_eq!(kinds, ["agent.list", "workspace.list", "agent.attach"]);
-    assert_eq!(again[2]["agent_id"], AGENT);
-    assert_eq!(again[2]["after_seq"], 7, "it resumes from its cursor");
+    assert_eq!(kinds, ["agent.list", "runtime.list", "workspace.list", "agent.attach"]);
+    assert_eq!(again[3]["agent_id"], AGENT);
+    assert_eq!(again[3]["after_seq"], 7, "it resumes from its cursor");
     answer(
         &state,
         &again,
@@ -407,6 +407,12 @@ fn a_workspace_launch_opens_its_agent_and_the_panel_follows_retirement() {
     assert_eq!(list["include_retired"], true, "retired ones still head their agents");
     answer(&state, &asked, "workspace.list", json!({"workspaces": []}));
 
+    // The runtimes the daemon has are the new-agent form's choices.
+    let runtimes = json!({"runtimes": [{"id": "shard", "protocol": "shard"},
+                                       {"id": "claude", "protocol": "acp"}]});
+    answer(&state, &asked, "runtime.list", runtimes);
+    assert_eq!(state.roster.runtimes.get_untracked(), ["shard", "claude"]);
+
     // The form's workspace.create: the agent it made is opened.
     state.workspaces.create(crate::workspaces::NewWorkspace {
         cwd: " /src/app ",
@@ -415,9 +421,11 @@ fn a_workspace_launch_opens_its_agent_and_the_panel_follows_retirement() {
         base: "",
         model: "",
         mode: "",
+        runtime: "claude",
     });
     let asked = take(&sent);
     assert_eq!(asked[0]["type"], "workspace.create");
+    assert_eq!(asked[0]["runtime"], "claude", "its agent runs the runtime chosen");
     assert_eq!(asked[0]["cwd"], "/src/app");
     assert_eq!(asked[0]["label"], "fix");
     assert_eq!(asked[0]["name"], "fix");

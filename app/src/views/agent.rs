@@ -59,7 +59,10 @@ fn Pickers() -> impl IntoView {
 
 #[component]
 fn PromptBox() -> impl IntoView {
-    let screen = state().screen;
+    let (screen, roster) = (state().screen, state().roster);
+    // ACP has no way into a running turn: such an agent takes follow-ups.
+    let steerable =
+        move || !screen.selected.get().is_some_and(|agent_id| roster.is_foreign(&agent_id));
     // The draft lives in the state: it survives a reconnect, and a refused
     // prompt comes back into it.
     let text = screen.drafts.draft;
@@ -96,8 +99,10 @@ fn PromptBox() -> impl IntoView {
             {move || error.get().map(|why| view! { <p class="prompt-error" role="alert">{why}</p> })}
             <div class="prompt-actions">
                 <button type="submit">{move || if busy() { "Queue follow-up" } else { "Send" }}</button>
-                <Show when=busy>
+                <Show when=move || busy() && steerable()>
                     <button type="button" on:click=steer>"Steer"</button>
+                </Show>
+                <Show when=busy>
                     <button type="button" class="danger" on:click=abort>"Abort"</button>
                 </Show>
                 <Show when=move || { busy() && queued.get() > 0 }>

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{phase_label, run_label, runtime_label, state, status_label};
 use crate::link::Connection;
 use crate::order::sort_by_rank;
-use crate::roster::waiting;
+use crate::roster::{self, waiting};
 use crate::state::ClientState;
 use crate::workspaces::{NewWorkspace, Row};
 
@@ -20,6 +20,8 @@ struct NewAgent {
     name: RwSignal<String>,
     model: RwSignal<String>,
     mode: RwSignal<String>,
+    /// Empty: Shard's own agent.
+    runtime: RwSignal<String>,
     in_workspace: RwSignal<bool>,
     branch: RwSignal<String>,
     base: RwSignal<String>,
@@ -32,6 +34,7 @@ impl NewAgent {
             name: RwSignal::new(String::new()),
             model: RwSignal::new(String::new()),
             mode: RwSignal::new(String::new()),
+            runtime: RwSignal::new(String::new()),
             in_workspace: RwSignal::new(false),
             branch: RwSignal::new(String::new()),
             base: RwSignal::new(String::new()),
@@ -45,23 +48,32 @@ impl NewAgent {
             state.link.tell("Give the agent a working directory (an absolute path).".to_owned());
             return;
         }
+        let (name, model) = (self.name.get_untracked(), self.model.get_untracked());
+        let runtime = self.runtime.get_untracked();
+        // An ACP agent's model and mode are its own, chosen once it runs.
+        let (model, mode) = match runtime.is_empty() {
+            true => (model, self.mode.get_untracked()),
+            false => (String::new(), String::new()),
+        };
         if self.in_workspace.get_untracked() {
             state.workspaces.create(NewWorkspace {
                 cwd: &cwd,
-                name: &self.name.get_untracked(),
+                name: &name,
                 branch: &self.branch.get_untracked(),
                 base: &self.base.get_untracked(),
-                model: &self.model.get_untracked(),
-                mode: &self.mode.get_untracked(),
+                model: &model,
+                mode: &mode,
+                runtime: &runtime,
             });
             self.branch.set(String::new());
         } else {
-            state.roster.create(
-                cwd.trim(),
-                self.name.get_untracked().trim(),
-                self.model.get_untracked().trim(),
-                &self.mode.get_untracked(),
-            );
+            state.roster.create(roster::NewAgent {
+                cwd: cwd.trim(),
+                name: name.trim(),
+                model: model.trim(),
+                mode: &mode,
+                runtime: &runtime,
+            });
         }
         self.name.set(String::new());
     }
@@ -71,7 +83,13 @@ impl NewAgent {
 pub fn CreateAgent() -> impl IntoView {
     let state = state();
     let form = NewAgent::new();
-    let NewAgent { cwd, name, model, mode, in_workspace, .. } = form;
+    let NewAgent { cwd, name, model, mode, runtime, in_workspace, .. } = form;
+    let roster = state.roster;
+    let runtimes = roster.runtimes;
+    // Shard's own agent is the default; the others are listed once the
+    // daemon said which it has.
+    let others =
+        move || runtimes.get().into_iter().filter(|id| id != "shard").collect::<Vec<String>>();
     let connection = state.link.connection;
     let connected = move || connection.get() == Connection::Connected;
     let submit = move |event: leptos::ev::SubmitEvent| {
@@ -80,7 +98,9 @@ pub fn CreateAgent() -> impl IntoView {
     };
     view! {
         <details class="create-panel">
-            <summary>"New agent"</summary>
+            // The runtimes asked again as the form opens, so one added to
+            // config.toml since the page loaded is offered.
+            <summary on:click=move |_| roster.list_runtimes()>"New agent"</summary>
             <form class="create" on:submit=submit aria-label="Create an agent">
                 <label>"Working directory"
                     <input name="cwd" type="text" placeholder="/home/me/project" required
@@ -90,17 +110,39 @@ pub fn CreateAgent() -> impl IntoView {
                     <input name="name" type="text" placeholder="optional"
                         prop:value=name on:input=move |event| name.set(event_target_value(&event))/>
                 </label>
-                <label>"Model"
-                    <input name="model" type="text" placeholder="default"
-                        prop:value=model on:input=move |event| model.set(event_target_value(&event))/>
-                </label>
-                <label>"Mode"
-                    <select name="mode" on:change=move |event| mode.set(event_target_value(&event))>
-                        <option value="">"default"</option>
-                        <option value="build">"build"</option>
-                        <option value="plan">"plan"</option>
-                    </select>
-                </label>
+                <Show when=move || !others().is_empty()>
+                    <label>"Runtime"
+                        <select name="runtime"
+                            on:change=move |event| runtime.set(event_target_value(&event))>
+                            <option value="" selected=move || runtime.get().is_empty()>
+                                "shard (built in)"
+                            </option>
+                            <For each=others key=|id| id.clone() let:id>
+                                <option value=id.clone()
+                                    selected={
+                                        let id = id.clone();
+                                        move || runtime.get() == id
+                                    }>
+                                    {id.clone()}
+                                </option>
+                            </For>
+                        </select>
+                    </label>
+                </Show>
+                // An ACP agent's model and mode are its own, chosen once it runs.
+                <Show when=move || runtime.get().is_empty()>
+                    <label>"Model"
+                        <input name="model" type="text" placeholder="default"
+                            prop:value=model on:input=move |event| model.set(event_target_value(&event))/>
+                    </label>
+                    <label>"Mode"
+                        <select name="mode" on:change=move |event| mode.set(event_target_value(&event))>
+                            <option value="">"default"</option>
+                            <option value="build">"build"</option>
+                            <option value="plan">"plan"</option>
+                        </select>
+                    </label>
+                </Show>
                 <label class="check">
                     <input name="workspace" type="checkbox" prop:checked=in_workspace
                         on:change=move |event| in_workspace.set(event_target_checked(&event))/>

@@ -1,0 +1,85 @@
+// An agent that is not Shard's own (ACP), in Chromium against the real
+// daemon: the scripted ACP agent of tests/fixtures/acp, configured as the
+// runtime `fake` in config.toml, created from the dashboard's form, its
+// question answered from a second tab and from a phone-sized one.
+import { writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { test, expect, enrolled, openAgent, project, prompt, unixCall } from './daemon';
+
+const FAKE = resolve(__dirname, '../../tests/fixtures/acp/fake_acp_agent.py');
+
+test.beforeAll(({ daemon }) => {
+  writeFileSync(
+    join(daemon.home, 'config.toml'),
+    `[[runtimes]]\nid = "fake"\nprotocol = "acp"\ncommand = "python3"\nargs = [${JSON.stringify(FAKE)}]\n`,
+  );
+});
+
+/** Creates an agent on `runtime` through the dashboard's form. */
+async function createOn(page: import('@playwright/test').Page, runtime: string, name: string): Promise<void> {
+  await page.locator('details.create-panel summary').click();
+  await page.getByLabel('Working directory').fill(project());
+  await page.getByLabel('Name', { exact: true }).fill(name);
+  await page.getByLabel('Runtime').selectOption(runtime);
+  // Its model and mode are its own, chosen once it runs.
+  await expect(page.getByLabel('Model', { exact: true })).toHaveCount(0);
+  await page.getByRole('button', { name: 'Create agent' }).click();
+  await expect(page.locator('.agent-view h2')).toHaveText(name);
+}
+
+test('an ACP agent made from the form streams, and its question is answered in another tab', async ({ browser, daemon }, testInfo) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createOn(tab, 'fake', 'acp-agent');
+  const listed = await unixCall(daemon, { id: 'l', type: 'agent.list' });
+  const made = listed.data.agents.find((agent: any) => agent.name === 'acp-agent');
+  expect(made.runtime).toBe('fake');
+
+  await prompt(tab, 'hello from the browser');
+  await expect(tab.locator('.message.assistant').last()).toContainText('echo: hello from the browser');
+
+  const other = await context.newPage();
+  await other.goto(daemon.baseURL);
+  await expect(other.locator('.connection')).toHaveText('connected');
+  await openAgent(other, 'acp-agent');
+
+  await prompt(tab, 'run: echo acp-ok');
+  const dialog = tab.getByRole('dialog');
+  const otherDialog = other.getByRole('dialog');
+  await expect(dialog).toBeVisible();
+  await expect(otherDialog).toBeVisible();
+  await expect(dialog).toContainText('echo acp-ok');
+  // ACP has no way into a running turn: no Steer, only follow-ups and Abort.
+  await expect(tab.getByRole('button', { name: 'Abort' })).toBeVisible();
+  await expect(tab.getByRole('button', { name: 'Steer' })).toHaveCount(0);
+  await expect(tab.locator('li.agent', { hasText: 'acp-agent' }).locator('.model')).toHaveText('fake · default');
+  // The agent's own options, by the names it gave them.
+  await expect(dialog.getByRole('button', { name: 'Always allow' })).toBeVisible();
+  await tab.screenshot({ path: testInfo.outputPath('acp-dialog.png') });
+  await otherDialog.getByRole('button', { name: 'Allow', exact: true }).click();
+  await expect(otherDialog).toBeHidden();
+  await expect(dialog).toBeHidden();
+  await expect(tab.locator('.tool').last()).toContainText('acp-ok');
+
+  // An edit is shown as a diff.
+  await prompt(tab, 'edit: notes.txt');
+  const diff = tab.locator('.tool').last().locator('.render.diff');
+  await expect(diff.locator('.line.del')).toHaveText('-old');
+  await expect(diff.locator('.line.add')).toHaveText('+new');
+  await tab.screenshot({ path: testInfo.outputPath('acp-agent-view.png'), fullPage: true });
+  await context.close();
+});
+
+test('on a phone-sized tab an ACP agent is watched and its question answered', async ({ browser, daemon }, testInfo) => {
+  const [context, tab] = await enrolled(browser, daemon, { viewport: { width: 390, height: 844 } });
+  await createOn(tab, 'fake', 'acp-pocket');
+  await prompt(tab, 'run: echo from-a-phone');
+  const dialog = tab.getByRole('dialog');
+  await expect(dialog).toBeVisible();
+  const allow = dialog.getByRole('button', { name: 'Allow', exact: true });
+  await expect(allow).toBeInViewport();
+  await tab.screenshot({ path: testInfo.outputPath('acp-phone-dialog.png') });
+  await allow.click();
+  await expect(dialog).toBeHidden();
+  await expect(tab.locator('.tool').last()).toContainText('from-a-phone');
+  await context.close();
+});
