@@ -40,6 +40,12 @@ pub struct Listed {
     pub parents: BTreeSet<String>,
 }
 
+/// `None` for an empty field.
+pub fn given(value: &str) -> Option<String> {
+    let value = value.trim();
+    (!value.is_empty()).then(|| value.to_owned())
+}
+
 /// What the new-agent form asks for; an empty field is the default.
 pub struct NewAgent<'a> {
     pub cwd: &'a str,
@@ -92,9 +98,8 @@ impl Roster {
     }
 
     pub fn create(&self, new: NewAgent<'_>) {
-        let given = |value: &str| (!value.is_empty()).then(|| value.to_owned());
         let create = AgentCreate {
-            cwd: new.cwd.to_owned(),
+            cwd: new.cwd.trim().to_owned(),
             name: given(new.name),
             model: given(new.model),
             mode: given(new.mode),

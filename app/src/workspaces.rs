@@ -20,6 +20,7 @@ use shard_protocol::workspace::{
 };
 
 use crate::link::{Link, Request};
+use crate::roster::{NewAgent, given};
 
 /// Why the last retirement of the workspace on screen did not happen.
 #[derive(Debug, Clone, PartialEq)]
@@ -164,21 +165,12 @@ pub fn without_empty_groups(rows: Vec<Row>) -> Vec<Row> {
     kept
 }
 
-/// `None` for an empty field.
-fn given(value: &str) -> Option<String> {
-    let value = value.trim();
-    (!value.is_empty()).then(|| value.to_owned())
-}
-
-/// What the new-agent form asks of a workspace.
+/// What the new-agent form asks of a workspace: its agent (whose `cwd` is
+/// the repository), and the branch and base of its worktree.
 pub struct NewWorkspace<'a> {
-    pub cwd: &'a str,
-    pub name: &'a str,
+    pub agent: NewAgent<'a>,
     pub branch: &'a str,
     pub base: &'a str,
-    pub model: &'a str,
-    pub mode: &'a str,
-    pub runtime: &'a str,
 }
 
 /// The workspaces slice: every workspace the page knows, and the panel of
@@ -215,17 +207,17 @@ impl Workspaces {
 
     /// A new worktree with a fresh agent in it; the agent is opened once
     /// the daemon made it.
-    pub fn create(&self, form: NewWorkspace<'_>) {
+    pub fn create(&self, NewWorkspace { agent, branch, base }: NewWorkspace<'_>) {
         let create = WorkspaceCreate {
-            cwd: form.cwd.trim().to_owned(),
-            label: given(form.name),
-            branch: given(form.branch),
-            base_ref: given(form.base),
+            cwd: agent.cwd.trim().to_owned(),
+            label: given(agent.name),
+            branch: given(branch),
+            base_ref: given(base),
             launch: WorkspaceLaunch {
-                name: given(form.name),
-                model: given(form.model),
-                mode: given(form.mode),
-                runtime: given(form.runtime),
+                name: given(agent.name),
+                model: given(agent.model),
+                mode: given(agent.mode),
+                runtime: given(agent.runtime),
                 ..WorkspaceLaunch::default()
             },
             ..WorkspaceCreate::default()

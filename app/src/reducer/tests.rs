@@ -414,15 +414,14 @@ fn a_workspace_launch_opens_its_agent_and_the_panel_follows_retirement() {
     assert_eq!(state.roster.runtimes.get_untracked(), ["shard", "claude"]);
 
     // The form's workspace.create: the agent it made is opened.
-    state.workspaces.create(crate::workspaces::NewWorkspace {
+    let agent = crate::roster::NewAgent {
         cwd: " /src/app ",
         name: "fix",
-        branch: "",
-        base: "",
         model: "",
         mode: "",
         runtime: "claude",
-    });
+    };
+    state.workspaces.create(crate::workspaces::NewWorkspace { agent, branch: "", base: "" });
     let asked = take(&sent);
     assert_eq!(asked[0]["type"], "workspace.create");
     assert_eq!(asked[0]["runtime"], "claude", "its agent runs the runtime chosen");

@@ -48,32 +48,26 @@ impl NewAgent {
             state.link.tell("Give the agent a working directory (an absolute path).".to_owned());
             return;
         }
-        let (name, model) = (self.name.get_untracked(), self.model.get_untracked());
-        let runtime = self.runtime.get_untracked();
+        let (name, runtime) = (self.name.get_untracked(), self.runtime.get_untracked());
         // An ACP agent's model and mode are its own, chosen once it runs.
-        let (model, mode) = match runtime.is_empty() {
-            true => (model, self.mode.get_untracked()),
-            false => (String::new(), String::new()),
+        let (model, mode) = if runtime.is_empty() {
+            (self.model.get_untracked(), self.mode.get_untracked())
+        } else {
+            (String::new(), String::new())
+        };
+        let agent = roster::NewAgent {
+            cwd: &cwd,
+            name: &name,
+            model: &model,
+            mode: &mode,
+            runtime: &runtime,
         };
         if self.in_workspace.get_untracked() {
-            state.workspaces.create(NewWorkspace {
-                cwd: &cwd,
-                name: &name,
-                branch: &self.branch.get_untracked(),
-                base: &self.base.get_untracked(),
-                model: &model,
-                mode: &mode,
-                runtime: &runtime,
-            });
+            let (branch, base) = (self.branch.get_untracked(), self.base.get_untracked());
+            state.workspaces.create(NewWorkspace { agent, branch: &branch, base: &base });
             self.branch.set(String::new());
         } else {
-            state.roster.create(roster::NewAgent {
-                cwd: cwd.trim(),
-                name: name.trim(),
-                model: model.trim(),
-                mode: &mode,
-                runtime: &runtime,
-            });
+            state.roster.create(agent);
         }
         self.name.set(String::new());
     }
