@@ -29,9 +29,9 @@ async function createOn(page: import('@playwright/test').Page, runtime: string, 
 
 test('an ACP agent made from the form streams, and its question is answered in another tab', async ({ browser, daemon }, testInfo) => {
   const [context, tab] = await enrolled(browser, daemon);
-  await createOn(tab, 'fake', 'acp-agent');
+  await createOn(tab, 'fake', 'quillon');
   const listed = await unixCall(daemon, { id: 'l', type: 'agent.list' });
-  const made = listed.data.agents.find((agent: any) => agent.name === 'acp-agent');
+  const made = listed.data.agents.find((agent: any) => agent.name === 'quillon');
   expect(made.runtime).toBe('fake');
 
   await prompt(tab, 'hello from the browser');
@@ -40,7 +40,7 @@ test('an ACP agent made from the form streams, and its question is answered in a
   const other = await context.newPage();
   await other.goto(daemon.baseURL);
   await expect(other.locator('.connection')).toHaveText('connected');
-  await openAgent(other, 'acp-agent');
+  await openAgent(other, 'quillon');
 
   await prompt(tab, 'run: echo acp-ok');
   const dialog = tab.getByRole('dialog');
@@ -51,7 +51,7 @@ test('an ACP agent made from the form streams, and its question is answered in a
   // ACP has no way into a running turn: no Steer, only follow-ups and Abort.
   await expect(tab.getByRole('button', { name: 'Abort' })).toBeVisible();
   await expect(tab.getByRole('button', { name: 'Steer' })).toHaveCount(0);
-  await expect(tab.locator('li.agent', { hasText: 'acp-agent' }).locator('.model')).toHaveText('fake · default');
+  await expect(tab.locator('li.agent', { hasText: 'quillon' }).locator('.model')).toHaveText('fake · default');
   // The agent's own options, by the names it gave them.
   await expect(dialog.getByRole('button', { name: 'Always allow' })).toBeVisible();
   await tab.screenshot({ path: testInfo.outputPath('acp-dialog.png') });
@@ -71,7 +71,7 @@ test('an ACP agent made from the form streams, and its question is answered in a
 
 test('on a phone-sized tab an ACP agent is watched and its question answered', async ({ browser, daemon }, testInfo) => {
   const [context, tab] = await enrolled(browser, daemon, { viewport: { width: 390, height: 844 } });
-  await createOn(tab, 'fake', 'acp-pocket');
+  await createOn(tab, 'fake', 'wjzmoth');
   await prompt(tab, 'run: echo from-a-phone');
   const dialog = tab.getByRole('dialog');
   await expect(dialog).toBeVisible();
