@@ -135,6 +135,9 @@ pub struct Translator {
     cost: Option<f64>,
     /// The context the agent last said it holds, in tokens.
     context: Option<u64>,
+    /// What this process's ids start with: random, so that no id of an
+    /// earlier process (still shown by clients after a restart) recurs.
+    ids: String,
     next: u64,
 }
 
@@ -162,6 +165,7 @@ impl Translator {
             pending: HashMap::new(),
             cost: None,
             context: None,
+            ids: crate::id::random_hex(),
             next: 0,
         };
         (translator, vec![Out::Agent(line)])
@@ -174,7 +178,7 @@ impl Translator {
 
     fn fresh(&mut self, prefix: &str) -> String {
         self.next += 1;
-        format!("{prefix}-{}", self.next)
+        format!("{prefix}-{}-{}", self.ids, self.next)
     }
 
     /// One line from the host (a §9 command).

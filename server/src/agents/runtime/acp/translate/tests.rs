@@ -452,3 +452,31 @@ fn a_call_filled_in_by_updates_is_shown_once_with_its_command_and_an_edit_as_a_d
     assert_eq!(edit[1]["render"]["hunks"][0]["lines"], json!(["-old", "+new"]));
     assert_eq!(edit[2]["render"]["kind"], "diff", "the result shows the diff too");
 }
+
+#[test]
+fn a_new_process_never_reuses_the_ids_of_an_earlier_one() {
+    // After a restart the clients still hold the earlier process's
+    // messages, turns and questions: an id handed out again would
+    // overwrite a message they show, or take an answer meant for another
+    // question.
+    let ids = |translator: &mut Translator| {
+        let out = translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "hello"}"#);
+        let started = host(&out);
+        let ask = json!({"jsonrpc": "2.0", "id": 7, "method": "session/request_permission",
+            "params": {"sessionId": "s-1", "toolCall": {"toolCallId": "t1", "title": "x"},
+                       "options": [{"optionId": "a", "name": "Allow", "kind": "allow_once"}]}});
+        let asked = host(&translator.from_agent(&ask.to_string()));
+        let question = asked.iter().find(|line| line["type"] == "permission_request").unwrap();
+        [
+            started[1]["turn_id"].as_str().unwrap().to_owned(),
+            question["request_id"].as_str().unwrap().to_owned(),
+        ]
+    };
+    let earlier = ids(&mut ready());
+    let later = ids(&mut ready());
+    for (earlier, later) in earlier.iter().zip(&later) {
+        assert_ne!(earlier, later);
+    }
+    let first = ready().fresh("msg");
+    assert_ne!(first, ready().fresh("msg"));
+}
