@@ -4,7 +4,7 @@
 // question answered from a second tab and from a phone-sized one.
 import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { test, expect, enrolled, openAgent, project, prompt, unixCall } from './daemon';
+import { test, expect, createOnRuntime, enrolled, openAgent, project, prompt, unixCall } from './daemon';
 
 const FAKE = resolve(__dirname, '../../tests/fixtures/acp/fake_acp_agent.py');
 
@@ -15,21 +15,9 @@ test.beforeAll(({ daemon }) => {
   );
 });
 
-/** Creates an agent on `runtime` through the dashboard's form. */
-async function createOn(page: import('@playwright/test').Page, runtime: string, name: string): Promise<void> {
-  await page.locator('details.create-panel summary').click();
-  await page.getByLabel('Working directory').fill(project());
-  await page.getByLabel('Name', { exact: true }).fill(name);
-  await page.getByLabel('Runtime').selectOption(runtime);
-  // Its model and mode are its own, chosen once it runs.
-  await expect(page.getByLabel('Model', { exact: true })).toHaveCount(0);
-  await page.getByRole('button', { name: 'Create agent' }).click();
-  await expect(page.locator('.agent-view h2')).toHaveText(name);
-}
-
 test('an ACP agent made from the form streams, and its question is answered in another tab', async ({ browser, daemon }, testInfo) => {
   const [context, tab] = await enrolled(browser, daemon);
-  await createOn(tab, 'fake', 'quillon');
+  await createOnRuntime(tab, 'fake', 'quillon', project());
   const listed = await unixCall(daemon, { id: 'l', type: 'agent.list' });
   const made = listed.data.agents.find((agent: any) => agent.name === 'quillon');
   expect(made.runtime).toBe('fake');
@@ -71,7 +59,7 @@ test('an ACP agent made from the form streams, and its question is answered in a
 
 test('on a phone-sized tab an ACP agent is watched and its question answered', async ({ browser, daemon }, testInfo) => {
   const [context, tab] = await enrolled(browser, daemon, { viewport: { width: 390, height: 844 } });
-  await createOn(tab, 'fake', 'wjzmoth');
+  await createOnRuntime(tab, 'fake', 'wjzmoth', project());
   await prompt(tab, 'run: echo from-a-phone');
   const dialog = tab.getByRole('dialog');
   await expect(dialog).toBeVisible();

@@ -21,38 +21,43 @@ export type Daemon = {
   process: ChildProcess;
 };
 
-export async function startDaemon(extraArgs: string[] = []): Promise<Daemon> {
-  const home = mkdtempSync(join(tmpdir(), 'shard-home-'));
-  const cwd = mkdtempSync(join(tmpdir(), 'shard-cwd-'));
-  const port = extraArgs.includes('--port') ? [] : ['--port', '0'];
-  const child = spawn(SHARD_BIN, ['daemon', ...port, ...extraArgs], {
+/** Runs `shard daemon ARGS` in `home` and `cwd`; resolves once it has announced its URLs. */
+async function spawnDaemon(home: string, cwd: string, args: string[]): Promise<Daemon> {
+  const child = spawn(SHARD_BIN, ['daemon', ...args], {
     cwd,
     env: { SHARD_LOG: 'warn', ...process.env, SHARD_HOME: home },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const [baseURL, enrollURL] = await new Promise<[string, string]>((resolveURLs, reject) => {
-    const timer = setTimeout(() => reject(new Error('shard daemon did not announce within 30 s')), 30_000);
-    const lines = createInterface({ input: child.stdout! });
+  const [baseURL, enrollURL] = await new Promise<[string, string]>((announced, failed) => {
+    const timer = setTimeout(() => failed(new Error('shard daemon did not announce within 30 s')), 30_000);
     let base = '';
-    lines.on('line', (line) => {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
       const listening = /^listening on (http:\/\/\S+)$/.exec(line);
       if (listening) base = listening[1];
       const enroll = /^enroll: (\S+)$/.exec(line);
       if (enroll && base) {
         clearTimeout(timer);
-        resolveURLs([base, enroll[1]]);
+        announced([base, enroll[1]]);
       }
     });
     child.once('exit', (code) => {
       clearTimeout(timer);
-      reject(new Error(`shard daemon exited early with ${code}`));
+      failed(new Error(`shard daemon exited early with ${code}`));
     });
   });
-  child.on('exit', () => {
+  return { baseURL, enrollURL, home, process: child };
+}
+
+export async function startDaemon(extraArgs: string[] = []): Promise<Daemon> {
+  const home = mkdtempSync(join(tmpdir(), 'shard-home-'));
+  const cwd = mkdtempSync(join(tmpdir(), 'shard-cwd-'));
+  const port = extraArgs.includes('--port') ? [] : ['--port', '0'];
+  const daemon = await spawnDaemon(home, cwd, [...port, ...extraArgs]);
+  daemon.process.on('exit', () => {
     rmSync(home, { recursive: true, force: true });
     rmSync(cwd, { recursive: true, force: true });
   });
-  return { baseURL, enrollURL, home, process: child };
+  return daemon;
 }
 
 export async function stopDaemon(daemon: Daemon): Promise<void> {
@@ -92,6 +97,41 @@ export function unixCall(daemon: Daemon, command: Record<string, unknown>): Prom
   });
 }
 
+/**
+ * A daemon that can be stopped and started again on the same $SHARD_HOME and
+ * port, so that an open tab reconnects to it (the shared fixture's daemon
+ * lives as long as its worker and takes its home with it).
+ */
+export class Restartable {
+  daemon!: Daemon;
+  private port = '0';
+  private readonly home = mkdtempSync(join(tmpdir(), 'shard-home-'));
+  private readonly cwd = mkdtempSync(join(tmpdir(), 'shard-cwd-'));
+
+  async start(): Promise<Daemon> {
+    this.daemon = await spawnDaemon(this.home, this.cwd, ['--port', this.port]);
+    this.port = new URL(this.daemon.baseURL).port;
+    return this.daemon;
+  }
+
+  /** Stops the daemon: gracefully (SIGTERM) or as a crash would (SIGKILL). */
+  async stop(signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM'): Promise<void> {
+    const child = this.daemon.process;
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((done) => child.once('exit', done));
+    child.kill(signal);
+    await exited;
+  }
+
+  async dispose(): Promise<void> {
+    await this.stop();
+    // SHARD_KEEP=1 keeps the home (logs, sessions) to look into a failure.
+    if (process.env.SHARD_KEEP) return console.log(`kept ${this.home}`);
+    rmSync(this.home, { recursive: true, force: true });
+    rmSync(this.cwd, { recursive: true, force: true });
+  }
+}
+
 export const test = base.extend<{}, { daemon: Daemon }>({
   daemon: [
     async ({}, use) => {
@@ -117,6 +157,18 @@ export async function createAgent(page: import('@playwright/test').Page, cwd: st
   await page.getByLabel('Name', { exact: true }).fill(name);
   await page.getByRole('button', { name: 'Create agent' }).click();
   await page.locator('li.agent', { hasText: name }).waitFor();
+}
+
+/** Creates an agent on `runtime` (not Shard's own) through the dashboard's form, and opens it. */
+export async function createOnRuntime(page: import('@playwright/test').Page, runtime: string, name: string, cwd: string): Promise<void> {
+  await page.locator('details.create-panel summary').click();
+  await page.getByLabel('Working directory').fill(cwd);
+  await page.getByLabel('Name', { exact: true }).fill(name);
+  await page.getByLabel('Runtime').selectOption(runtime);
+  // Its model and mode are its own, chosen once it runs.
+  await expect(page.getByLabel('Model', { exact: true })).toHaveCount(0);
+  await page.getByRole('button', { name: 'Create agent' }).click();
+  await expect(page.locator('.agent-view h2')).toHaveText(name, { timeout: 60_000 });
 }
 
 /**

@@ -4,72 +4,11 @@
 // the `sync` a reattachment or a new runtime brings). Each test compares
 // the open tab with a new tab of the same browser, in Chromium against the
 // real daemon and the demo model.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import type { BrowserContext, Page } from '@playwright/test';
 import {
-  test, expect, agentId, createAgent, enrolled, openAgent, project, prompt, unixCall, type Daemon,
+  test, expect, agentId, createAgent, enrolled, openAgent, project, prompt, unixCall, Restartable,
+  type Daemon,
 } from './daemon';
-
-const SHARD_BIN = process.env.SHARD_BIN ?? resolve(__dirname, '../../target/release/shard');
-
-/**
- * A daemon that can be stopped and started again on the same $SHARD_HOME and
- * port, so that an open tab reconnects to it (the shared fixture's daemon
- * lives as long as its worker and takes its home with it).
- */
-class Restartable {
-  daemon!: Daemon;
-  private port = '0';
-  private readonly home = mkdtempSync(join(tmpdir(), 'shard-home-'));
-  private readonly cwd = mkdtempSync(join(tmpdir(), 'shard-cwd-'));
-
-  async start(): Promise<Daemon> {
-    const child: ChildProcess = spawn(SHARD_BIN, ['daemon', '--port', this.port], {
-      cwd: this.cwd,
-      env: { SHARD_LOG: 'warn', ...process.env, SHARD_HOME: this.home },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    const [baseURL, enrollURL] = await new Promise<[string, string]>((announced, failed) => {
-      const timer = setTimeout(() => failed(new Error('shard daemon did not announce within 30 s')), 30_000);
-      let base = '';
-      createInterface({ input: child.stdout! }).on('line', (line) => {
-        const listening = /^listening on (http:\/\/\S+)$/.exec(line);
-        if (listening) base = listening[1];
-        const enroll = /^enroll: (\S+)$/.exec(line);
-        if (enroll && base) {
-          clearTimeout(timer);
-          announced([base, enroll[1]]);
-        }
-      });
-      child.once('exit', (code) => {
-        clearTimeout(timer);
-        failed(new Error(`shard daemon exited early with ${code}`));
-      });
-    });
-    this.port = new URL(baseURL).port;
-    this.daemon = { baseURL, enrollURL, home: this.home, process: child };
-    return this.daemon;
-  }
-
-  /** Stops the daemon: gracefully (SIGTERM) or as a crash would (SIGKILL). */
-  async stop(signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM'): Promise<void> {
-    const child = this.daemon.process;
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((done) => child.once('exit', done));
-    child.kill(signal);
-    await exited;
-  }
-
-  async dispose(): Promise<void> {
-    await this.stop();
-    rmSync(this.home, { recursive: true, force: true });
-    rmSync(this.cwd, { recursive: true, force: true });
-  }
-}
 
 /** What a tab shows of the agent on screen, as plain data to compare. */
 type Shown = {
