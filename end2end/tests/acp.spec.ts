@@ -53,6 +53,14 @@ test('an ACP agent made from the form streams, and its question is answered in a
   const diff = tab.locator('.tool').last().locator('.render.diff');
   await expect(diff.locator('.line.del')).toHaveText('-old');
   await expect(diff.locator('.line.add')).toHaveText('+new');
+
+  // Its plan: one card, showing the list as it last stood.
+  await prompt(tab, 'plan');
+  await expect(tab.locator('.message.assistant').last()).toContainText('planned');
+  const plan = tab.locator('.tool', { has: tab.locator('.tool-name', { hasText: /^plan$/ }) });
+  await expect(plan).toHaveCount(1);
+  await expect(plan.locator('.render.kv dt')).toHaveText(['done', 'doing']);
+  await expect(plan.locator('.render.kv dd')).toHaveText(['read the code', 'fix the bug']);
   await tab.screenshot({ path: testInfo.outputPath('acp-agent-view.png'), fullPage: true });
   await context.close();
 });

@@ -20,6 +20,7 @@
 //! without an answer.
 
 mod opening;
+mod plan;
 mod settings;
 mod tools;
 mod turn;
@@ -41,6 +42,7 @@ use shard_protocol::message::Response;
 use shard_protocol::types::AgentStatus;
 use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
 
+use self::plan::Plan;
 use self::settings::Settings;
 use self::tools::{Question, Tool};
 use self::turn::Turn;
@@ -130,6 +132,8 @@ pub struct Translator {
     questions: HashMap<String, Question>,
     /// Tool calls of this session, by the agent's id.
     tools: HashMap<String, Tool>,
+    /// The plan of the turn in progress, once the agent sent one.
+    plan: Option<Plan>,
     pending: HashMap<i64, Pending>,
     /// The agent's running cost of the session, as it last said.
     cost: Option<f64>,
@@ -162,6 +166,7 @@ impl Translator {
             queue: start.owed.into(),
             questions: HashMap::new(),
             tools: HashMap::new(),
+            plan: None,
             pending: HashMap::new(),
             cost: None,
             context: None,
@@ -275,6 +280,7 @@ impl Translator {
             }
             U::ToolCall(call) => self.tool_call(call),
             U::ToolCallUpdate(update) => self.tool_update(update),
+            U::Plan(plan) => self.plan(plan),
             U::CurrentModeUpdate(update) => self.mode_now(update.current_mode_id.0.to_string()),
             U::ConfigOptionUpdate(update) => self.options_now(update.config_options),
             U::UsageUpdate(usage) => {

@@ -480,3 +480,54 @@ fn a_new_process_never_reuses_the_ids_of_an_earlier_one() {
     let first = ready().fresh("msg");
     assert_ne!(first, ready().fresh("msg"));
 }
+
+#[test]
+fn a_plan_is_one_card_per_turn_brought_up_to_date_and_recorded_as_it_last_stood() {
+    let mut translator = ready();
+    let out = translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "plan it"}"#);
+    let prompt = agent(&out)[0].clone();
+    let plan = |first: &str, second: &str| {
+        update(
+            "plan",
+            json!({"entries": [
+                {"content": "read the code", "priority": "high", "status": first},
+                {"content": "fix the bug", "priority": "medium", "status": second}]}),
+        )
+    };
+    let shown = host(&translator.from_agent(&plan("in_progress", "pending")));
+    let calls: Vec<&Value> = shown.iter().filter(|line| line["type"] == "tool_call").collect();
+    assert_eq!(calls.len(), 1, "{shown:?}");
+    assert_eq!(calls[0]["name"], "plan");
+    assert_eq!(calls[0]["render"]["kind"], "kv");
+    assert_eq!(calls[0]["render"]["pairs"][0], json!({"k": "doing", "v": "read the code"}));
+    let id = calls[0]["tool_call_id"].clone();
+
+    let later = host(&translator.from_agent(&plan("completed", "in_progress")));
+    assert_eq!(types(&later), ["tool_call"], "the same card again, not a new message");
+    assert_eq!(later[0]["tool_call_id"], id);
+    assert_eq!(later[0]["render"]["pairs"][1], json!({"k": "doing", "v": "fix the bug"}));
+
+    let done = translator.from_agent(
+        &json!({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "end_turn"}})
+            .to_string(),
+    );
+    let lines = host(&done);
+    let result = lines.iter().find(|line| line["type"] == "tool_result").expect("a result");
+    assert_eq!(result["tool_call_id"], id);
+    assert_eq!(result["content"]["text"], "[done] read the code\n[doing] fix the bug");
+    let recorded = done.iter().any(|out| {
+        matches!(out, Out::Log(EntryBody::ToolResult { tool_name, content: shard_protocol::types::ToolResultContent::Text { text }, .. })
+            if tool_name == "plan" && text.starts_with("[done] read the code"))
+    });
+    assert!(recorded, "the last plan is in the log");
+    let order: Vec<&str> = types(&lines);
+    let at = |kind: &str| order.iter().position(|seen| *seen == kind).unwrap();
+    assert!(at("tool_result") < at("turn_end"), "{order:?}");
+
+    // The next turn's plan is a card of its own.
+    let out = translator.from_host(r#"{"id": "c2", "type": "prompt", "message": "again"}"#);
+    assert_eq!(agent(&out)[0]["method"], "session/prompt");
+    let next = host(&translator.from_agent(&plan("pending", "pending")));
+    let call = next.iter().find(|line| line["type"] == "tool_call").unwrap();
+    assert_ne!(call["tool_call_id"], id);
+}

@@ -226,6 +226,7 @@ impl Translator {
         let mut out = self.complete_message(Vec::new());
         let Some(turn) = self.turn.take() else { return out };
         out.extend(self.tools_left_open());
+        out.extend(self.plan_left_open());
         let usage = match &result {
             Ok(AgentResponse::PromptResponse(done)) => {
                 self.usage(done.usage.as_ref(), turn.cost_before)
