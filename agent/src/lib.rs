@@ -220,6 +220,7 @@ async fn refuse(out: &mpsc::Sender<Envelope<ServerMessage>>, problem: &SessionEr
 }
 
 pub use process_tree::PARENT_PID_ENV;
+pub use util::truncate_chars;
 
 /// A daemon's child must not outlive it, even when the daemon is SIGKILLed:
 /// ask the kernel to send SIGTERM when the parent dies (SIGTERM, not

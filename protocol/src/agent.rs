@@ -25,9 +25,10 @@ mod turn;
 mod ui;
 
 pub use self::drive::{
-    Effective, ListModelsResult, ListModesResult, ListReasoningLevelsResult, ModeChanged,
-    ModelChanged, Prompt, ReasoningLevelChange, RecallSteerResult, RecalledInput, SetMode,
-    SetModeResult, SetModel, SetModelResult, SetReasoningLevel, Steer, StreamingBehavior,
+    AgentCommand, AgentCommands, Effective, ListModelsResult, ListModesResult,
+    ListReasoningLevelsResult, ModeChanged, ModelChanged, Prompt, ReasoningLevelChange,
+    RecallSteerResult, RecalledInput, SetMode, SetModeResult, SetModel, SetModelResult,
+    SetReasoningLevel, Steer, StreamingBehavior,
 };
 pub use self::lifecycle::{Hello, LiveWindow, PendingKind, PendingRequest, Status, Sync};
 pub use self::permission::{

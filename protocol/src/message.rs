@@ -7,10 +7,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::agent::{
-    Compaction, Empty, ErrorEvent, Hello, MessageComplete, MessageDelta, ModeChanged, ModelChanged,
-    PermissionRequest, PermissionResolved, PermissionResponse, Prompt, ReasoningLevelChange,
-    SessionOp, SetMode, SetModel, SetReasoningLevel, Status, Steer, Sync, ToolCall, ToolResult,
-    TurnEnd, TurnStart, UiRequest, UiResolved, UiResponse,
+    AgentCommands, Compaction, Empty, ErrorEvent, Hello, MessageComplete, MessageDelta,
+    ModeChanged, ModelChanged, PermissionRequest, PermissionResolved, PermissionResponse, Prompt,
+    ReasoningLevelChange, SessionOp, SetMode, SetModel, SetReasoningLevel, Status, Steer, Sync,
+    ToolCall, ToolResult, TurnEnd, TurnStart, UiRequest, UiResolved, UiResponse,
 };
 use crate::approvals::ApprovalList;
 use crate::envelope::{MessageSet, PayloadError, Scope, payload};
@@ -97,6 +97,8 @@ message_set! {
         SetMode(SetMode) = "set_mode", Routed, optional;
         ListModes(Empty) = "list_modes", Routed, optional;
         ListModels(Empty) = "list_models", Routed, optional;
+        // Shard's own extension (docs/PROTOCOL-NOTES.md, "Runtimes").
+        ListCommands(Empty) = "list_commands", Routed, optional;
         SetModel(SetModel) = "set_model", Routed, optional;
         ListReasoningLevels(Empty) = "list_reasoning_levels", Routed, required;
         SetReasoningLevel(SetReasoningLevel) = "set_reasoning_level", Routed, required;
@@ -180,6 +182,8 @@ message_set! {
         ModelChanged(ModelChanged) = "model_changed", Routed, optional;
         ModeChanged(ModeChanged) = "mode_changed", Routed, optional;
         ReasoningLevelChanged(ReasoningLevelChange) = "reasoning_level_changed", Routed, optional;
+        // Shard extension: the commands an agent offers changed.
+        CommandsChanged(AgentCommands) = "commands_changed", Routed, optional;
         // §10.2 registry events
         WorkspaceCreated(WorkspaceEvent) = "workspace_created", Registry, optional;
         WorkspaceAttached(WorkspaceAttached) = "workspace_attached", Registry, optional;

@@ -2,6 +2,8 @@
 //! `runtime.list` names, what `agent.create`'s `runtime` accepts, and what
 //! `AgentInfo.runtime` says, through the real daemon.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -247,7 +249,7 @@ async fn create_with_env(env: &str) -> Value {
     let mut client = Client::unix(&daemon.socket()).await;
     let cwd = project.path().to_str().unwrap();
     let create = json!({"type": "agent.create", "cwd": cwd, "runtime": "fake"});
-    client.call_within("c", create, std::time::Duration::from_secs(45)).await
+    client.call_within("c", create, Duration::from_secs(45)).await
 }
 
 #[tokio::test]
@@ -314,7 +316,7 @@ async fn an_acp_agent_takes_follow_ups_refuses_steers_and_an_abort_leaves_no_pro
         true
     );
     client.until_agent(&agent, |event| event["type"] == "turn_end").await;
-    let ten = std::time::Duration::from_secs(10);
+    let ten = Duration::from_secs(10);
     wait_until_within("the cancelled turn's command to be killed", ten, || !alive(pid)).await;
 }
 
@@ -373,7 +375,7 @@ async fn an_acp_agent_and_what_it_started_do_not_outlive_a_killed_daemon() {
     // SIGKILL: the daemon has no chance to kill anything itself.
     drop(client);
     drop(daemon);
-    let ten = std::time::Duration::from_secs(10);
+    let ten = Duration::from_secs(10);
     wait_until_within("the agent's command to die with the daemon", ten, || !alive(pid)).await;
 }
 
@@ -414,4 +416,40 @@ async fn an_acp_agent_runs_in_a_workspace_and_takes_no_shard_model_or_mode() {
     client.attach(&agent, "interactive").await;
     let events = turn(&mut client, &agent, "hello from the worktree").await;
     assert!(said(&events).contains("echo: hello from the worktree"), "{events:?}");
+}
+
+#[tokio::test]
+async fn an_acp_agents_commands_are_listed_and_sent_as_typed_and_shards_own_has_none() {
+    let project = TempDir::new().unwrap();
+    let cwd = project.path().to_str().unwrap();
+    let daemon = Daemon::start(&[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let agent = scripted_agent(&daemon, &mut client, cwd).await;
+    // The agent lists its commands once its session has started.
+    let list = json!({"type": "list_commands", "agent_id": agent});
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let commands = loop {
+        let listed = client.call("l", list.clone()).await;
+        assert_eq!(listed["success"], true, "{listed}");
+        if listed["data"]["commands"].as_array().is_some_and(|commands| !commands.is_empty()) {
+            break listed["data"]["commands"].clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no commands: {listed}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        commands[0],
+        json!({"name": "review", "description": "Review the changes",
+                                   "hint": "what to look at"})
+    );
+    assert_eq!(commands[1]["name"], "compact");
+    let events = turn(&mut client, &agent, "/review the diff").await;
+    assert!(said(&events).contains("echo: /review the diff"), "{events:?}");
+
+    let made = client.call("b", json!({"type": "agent.create", "cwd": cwd})).await;
+    let builtin = made["data"]["agent_id"].as_str().unwrap().to_owned();
+    client.attach(&builtin, "interactive").await;
+    let listed = client.call("n", json!({"type": "list_commands", "agent_id": builtin})).await;
+    assert_eq!(listed["success"], true, "{listed}");
+    assert_eq!(listed["data"]["commands"], json!([]));
 }

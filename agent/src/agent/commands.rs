@@ -70,6 +70,7 @@ impl Agent {
             ClientMessage::SetMode(set) => self.set_mode(set.mode).await,
             ClientMessage::ListModes(Empty {}) => self.list_modes(),
             ClientMessage::ListModels(Empty {}) => self.list_models(),
+            ClientMessage::ListCommands(Empty {}) => self.list_commands(),
             ClientMessage::SetModel(set) => self.set_model(set.model).await,
             ClientMessage::ListReasoningLevels(Empty {}) => self.list_reasoning_levels(),
             ClientMessage::SetReasoningLevel(set) => {

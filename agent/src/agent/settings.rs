@@ -19,6 +19,12 @@ impl Agent {
         ok(ListModesResult { modes: modes::catalog(), active })
     }
 
+    /// Shard's own agent offers no commands of its own (an ACP agent's
+    /// slash commands are what `list_commands` is for).
+    pub(super) fn list_commands(&self) -> Result<Option<serde_json::Value>, WireError> {
+        ok(shard_protocol::agent::AgentCommands { commands: Vec::new() })
+    }
+
     pub(super) fn list_models(&self) -> Result<Option<serde_json::Value>, WireError> {
         let (active, _) = self.shared.active_model();
         ok(ListModelsResult {

@@ -79,6 +79,25 @@ pub struct ListModesResult {
     pub active: String,
 }
 
+/// A command the agent offers (an ACP agent's slash commands): sent as a
+/// prompt that starts with `/` and its name. Shard's own addition
+/// (docs/PROTOCOL-NOTES.md, "Runtimes").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentCommand {
+    pub name: String,
+    pub description: String,
+    /// What to type after the name, when it takes input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// The answer to `list_commands`, and the `commands_changed` event: the
+/// commands the agent offers now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentCommands {
+    pub commands: Vec<AgentCommand>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListModelsResult {
     pub models: Vec<ModelDescriptor>,

@@ -8,8 +8,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use shard_protocol::agent::{
-    CompactResult, ForkResult, ListModelsResult, ListModesResult, ListReasoningLevelsResult,
-    ReasoningLevelChange, RecallSteerResult, SessionListResult, SetModeResult, SetModelResult,
+    AgentCommands, CompactResult, ForkResult, ListModelsResult, ListModesResult,
+    ListReasoningLevelsResult, ReasoningLevelChange, RecallSteerResult, SessionListResult,
+    SetModeResult, SetModelResult,
 };
 use shard_protocol::approvals::ApprovalListResult;
 use shard_protocol::orchestrator::{
@@ -76,10 +77,11 @@ const EXTENSION_CLIENT_TYPES: &[&str] = &[
     "session.activate",
     "recall_steer",
     "runtime.list",
+    "list_commands",
 ];
 
 /// Shard's own additions to the server set, pinned in docs/PROTOCOL-NOTES.md.
-const EXTENSION_SERVER_TYPES: &[&str] = &["agent_usage"];
+const EXTENSION_SERVER_TYPES: &[&str] = &["agent_usage", "commands_changed"];
 
 /// Every server → client `type` PROTOCOL.md names (§9.1, §9.3, §9.4, §9.5,
 /// §10.2, §10.3).
@@ -307,6 +309,7 @@ fn every_result_fixture_decodes_and_round_trips() {
             "approval.list" => round_trip_data::<ApprovalListResult>(name, data),
             "session.activate" => round_trip_data::<SessionActivateResult>(name, data),
             "runtime.list" => round_trip_data::<RuntimeListResult>(name, data),
+            "list_commands" => round_trip_data::<AgentCommands>(name, data),
             other => panic!("result fixture `{other}` has no type to decode into"),
         }
     }

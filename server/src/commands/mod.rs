@@ -139,7 +139,8 @@ pub fn rule(message: &ClientMessage) -> Rule {
         ClientMessage::SessionOp(_) => rule_of(Anyone, Act, Host),
         ClientMessage::ListModes(_)
         | ClientMessage::ListModels(_)
-        | ClientMessage::ListReasoningLevels(_) => rule_of(Anyone, Watch, Host),
+        | ClientMessage::ListReasoningLevels(_)
+        | ClientMessage::ListCommands(_) => rule_of(Anyone, Watch, Host),
         ClientMessage::PermissionResponse(_) | ClientMessage::UiResponse(_) => {
             rule_of(Anyone, Answer, Host)
         }

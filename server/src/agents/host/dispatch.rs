@@ -225,6 +225,7 @@ impl Host {
             ClientMessage::ListModes(_)
             | ClientMessage::ListModels(_)
             | ClientMessage::ListReasoningLevels(_)
+            | ClientMessage::ListCommands(_)
                 if stopped =>
             {
                 let error = AgentError::RuntimeStopped.into();

@@ -19,6 +19,7 @@
 //! Every other command is answered with an error saying so, never left
 //! without an answer.
 
+mod commands;
 mod opening;
 mod plan;
 mod settings;
@@ -134,6 +135,8 @@ pub struct Translator {
     tools: HashMap<String, Tool>,
     /// The plan of the turn in progress, once the agent sent one.
     plan: Option<Plan>,
+    /// The commands the agent offers, as it last listed them.
+    commands: Vec<shard_protocol::agent::AgentCommand>,
     pending: HashMap<i64, Pending>,
     /// The agent's running cost of the session, as it last said.
     cost: Option<f64>,
@@ -167,6 +170,7 @@ impl Translator {
             questions: HashMap::new(),
             tools: HashMap::new(),
             plan: None,
+            commands: Vec::new(),
             pending: HashMap::new(),
             cost: None,
             context: None,
@@ -207,6 +211,7 @@ impl Translator {
                 vec![respond(id, self.settings.list_models(&self.runtime))]
             }
             ClientMessage::SetModel(set) => self.set_model(id, set.model),
+            ClientMessage::ListCommands(_) => vec![self.list_commands(id)],
             _ => {
                 vec![respond(id, Response::failed(command, AgentError::NotForAcp(command).into()))]
             }
@@ -281,6 +286,7 @@ impl Translator {
             U::ToolCall(call) => self.tool_call(call),
             U::ToolCallUpdate(update) => self.tool_update(update),
             U::Plan(plan) => self.plan(plan),
+            U::AvailableCommandsUpdate(update) => self.commands_now(update),
             U::CurrentModeUpdate(update) => self.mode_now(update.current_mode_id.0.to_string()),
             U::ConfigOptionUpdate(update) => self.options_now(update.config_options),
             U::UsageUpdate(usage) => {

@@ -110,7 +110,8 @@ impl Settings {
     }
 
     pub fn capabilities(&self) -> Vec<String> {
-        let mut capabilities = vec!["streaming-deltas"];
+        // The agent's commands may come at any time: the catalog is always there.
+        let mut capabilities = vec!["streaming-deltas", "command-catalog"];
         if !self.modes.is_empty() {
             capabilities.extend(["mode-catalog", "mode-switch"]);
         }

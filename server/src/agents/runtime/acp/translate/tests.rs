@@ -531,3 +531,27 @@ fn a_plan_is_one_card_per_turn_brought_up_to_date_and_recorded_as_it_last_stood(
     let call = next.iter().find(|line| line["type"] == "tool_call").unwrap();
     assert_ne!(call["tool_call_id"], id);
 }
+
+#[test]
+fn the_agents_commands_are_listed_and_their_changes_announced() {
+    let mut translator = ready();
+    let offered = update(
+        "available_commands_update",
+        json!({"availableCommands": [
+            {"name": "review", "description": "Review the changes", "input": {"hint": "what to look at"}},
+            {"name": "/compact", "description": "Summarize the conversation"},
+            {"name": "", "description": "nameless"}]}),
+    );
+    let lines = host(&translator.from_agent(&offered));
+    assert_eq!(types(&lines), ["commands_changed"]);
+    let expected = json!([
+        {"name": "review", "description": "Review the changes", "hint": "what to look at"},
+        {"name": "compact", "description": "Summarize the conversation"}]);
+    assert_eq!(lines[0]["commands"], expected);
+    // The same list again is no change.
+    assert!(host(&translator.from_agent(&offered)).is_empty());
+
+    let answer = host(&translator.from_host(r#"{"id": "l1", "type": "list_commands"}"#));
+    assert_eq!(answer[0]["success"], true, "{answer:?}");
+    assert_eq!(answer[0]["data"]["commands"], expected);
+}
