@@ -99,6 +99,9 @@ pub enum Request {
     Levels {
         epoch: Option<u64>,
     },
+    Commands {
+        epoch: Option<u64>,
+    },
     /// A prompt, shown in the transcript only once the agent accepted it;
     /// `queued` when it was sent as a steer or follow-up (it can then be
     /// taken back until it lands).

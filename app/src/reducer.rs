@@ -230,9 +230,10 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
                 state.select(Some(agent_id));
             }
         }
-        request @ (Request::Modes { .. } | Request::Models { .. } | Request::Levels { .. }) => {
-            state.screen.catalog_answered(request, response)
-        }
+        request @ (Request::Modes { .. }
+        | Request::Models { .. }
+        | Request::Levels { .. }
+        | Request::Commands { .. }) => state.screen.catalog_answered(request, response),
         Request::Prompt { agent_id, text, queued } => {
             state.screen.prompted(Sent { agent_id, text, queued }, &response, &state.roster)
         }

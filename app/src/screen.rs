@@ -181,6 +181,9 @@ impl Screen {
         } else {
             self.catalogs.levels.set(Vec::new());
         }
+        if wanted.commands {
+            self.command(ClientMessage::ListCommands(Empty {}), Request::Commands { epoch });
+        }
     }
 
     /// Sends a prompt; it joins the transcript once the agent accepts it,
@@ -280,7 +283,8 @@ impl Screen {
             }
             message @ (ServerMessage::ModeChanged(_)
             | ServerMessage::ModelChanged(_)
-            | ServerMessage::ReasoningLevelChanged(_)) => {
+            | ServerMessage::ReasoningLevelChanged(_)
+            | ServerMessage::CommandsChanged(_)) => {
                 if let Some(wanted) = self.catalogs.changed(message) {
                     self.query_catalogs(wanted);
                 }

@@ -22,6 +22,21 @@ test('an ACP agent made from the form streams, and its question is answered in a
   const made = listed.data.agents.find((agent: any) => agent.name === 'quillon');
   expect(made.runtime).toBe('fake');
 
+  // Its own commands are suggested as `/` is typed, and sent as typed.
+  const box = tab.getByLabel('Message to the agent');
+  await box.fill('/');
+  const hints = tab.getByRole('list', { name: 'Agent commands' });
+  await expect(hints.locator('.name')).toHaveText(['/review', '/compact']);
+  await box.fill('/re');
+  await expect(hints.locator('.name')).toHaveText(['/review']);
+  await expect(hints).toContainText('Review the changes');
+  await hints.getByRole('button').click();
+  await expect(box).toHaveValue('/review ');
+  await expect(hints).toHaveCount(0);
+  await box.fill('/review the diff');
+  await tab.locator('.prompt button[type="submit"]').click();
+  await expect(tab.locator('.message.assistant').last()).toContainText('echo: /review the diff');
+
   await prompt(tab, 'hello from the browser');
   await expect(tab.locator('.message.assistant').last()).toContainText('echo: hello from the browser');
 

@@ -2,11 +2,15 @@
 //! and the catalogs its pickers are built from (`list_modes`,
 //! `list_models`, `list_reasoning_levels`), with the choices in force:
 //! they follow `mode_changed`, `model_changed` and
-//! `reasoning_level_changed` from other tabs too.
+//! `reasoning_level_changed` from other tabs too. An agent that offers
+//! commands of its own (`list_commands`, `commands_changed`) has them
+//! suggested as the user types `/`.
 
 use leptos::prelude::*;
 use shard_protocol::ServerMessage;
-use shard_protocol::agent::{ListModelsResult, ListModesResult, ListReasoningLevelsResult};
+use shard_protocol::agent::{
+    AgentCommand, AgentCommands, ListModelsResult, ListModesResult, ListReasoningLevelsResult,
+};
 use shard_protocol::message::Response;
 use shard_protocol::types::{ModeDescriptor, ModelDescriptor, ReasoningLevel};
 
@@ -18,6 +22,7 @@ pub struct Wanted {
     pub modes: bool,
     pub models: bool,
     pub levels: bool,
+    pub commands: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -29,6 +34,7 @@ pub struct Catalogs {
     pub model: RwSignal<Option<ModelDescriptor>>,
     pub levels: RwSignal<Vec<ReasoningLevel>>,
     pub level: RwSignal<Option<String>>,
+    pub commands: RwSignal<Vec<AgentCommand>>,
 }
 
 impl Catalogs {
@@ -41,6 +47,7 @@ impl Catalogs {
             model: RwSignal::new(None),
             levels: RwSignal::new(Vec::new()),
             level: RwSignal::new(None),
+            commands: RwSignal::new(Vec::new()),
         }
     }
 
@@ -55,6 +62,7 @@ impl Catalogs {
         self.modes.set(Vec::new());
         self.models.set(Vec::new());
         self.levels.set(Vec::new());
+        self.commands.set(Vec::new());
     }
 
     /// A `sync`'s mode and capabilities; controls exist only for what the
@@ -66,6 +74,7 @@ impl Catalogs {
             modes: has("mode-catalog"),
             models: has("model-catalog"),
             levels: has("reasoning-catalog"),
+            commands: has("command-catalog"),
         };
         self.capabilities.set(capabilities);
         wanted
@@ -82,9 +91,10 @@ impl Catalogs {
                 let capabilities = changed.capabilities?;
                 let levels = capabilities.iter().any(|known| known == "reasoning-catalog");
                 self.capabilities.set(capabilities);
-                return Some(Wanted { modes: false, models: false, levels });
+                return Some(Wanted { modes: false, models: false, levels, commands: false });
             }
             ServerMessage::ReasoningLevelChanged(changed) => self.level.set(Some(changed.active)),
+            ServerMessage::CommandsChanged(changed) => self.commands.set(changed.commands),
             _ => {}
         }
         None
@@ -94,7 +104,10 @@ impl Catalogs {
     pub fn answered(&self, request: Request, response: Response, current: Option<u64>) {
         match request {
             // A superseded runtime's catalog is no longer the agent's.
-            Request::Modes { epoch } | Request::Models { epoch } | Request::Levels { epoch }
+            Request::Modes { epoch }
+            | Request::Models { epoch }
+            | Request::Levels { epoch }
+            | Request::Commands { epoch }
                 if epoch != current => {}
             Request::Modes { .. } => {
                 if let Ok(ListModesResult { modes, active }) = response.data() {
@@ -115,6 +128,10 @@ impl Catalogs {
                 }
                 Err(_) => self.levels.set(Vec::new()),
             },
+            Request::Commands { .. } => {
+                let commands = response.data::<AgentCommands>().map(|listed| listed.commands);
+                self.commands.set(commands.unwrap_or_default());
+            }
             _ => {}
         }
     }

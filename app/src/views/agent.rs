@@ -96,6 +96,7 @@ fn PromptBox() -> impl IntoView {
         <form class="prompt" on:submit=on_submit aria-label="Prompt">
             <textarea name="prompt" rows="3" aria-label="Message to the agent" placeholder="Message (Ctrl+Enter to send)"
                 prop:value=text on:input=move |event| text.set(event_target_value(&event)) on:keydown=on_key></textarea>
+            <CommandHints text/>
             {move || error.get().map(|why| view! { <p class="prompt-error" role="alert">{why}</p> })}
             <div class="prompt-actions">
                 <button type="submit">{move || if busy() { "Queue follow-up" } else { "Send" }}</button>
@@ -111,6 +112,44 @@ fn PromptBox() -> impl IntoView {
                 </Show>
             </div>
         </form>
+    }
+}
+
+/// The commands the agent offers whose names start with what is typed,
+/// while the draft is `/` and part of a name; choosing one puts it in the
+/// draft, ready for its input. The agent gets the text as typed.
+#[component]
+fn CommandHints(text: RwSignal<String>) -> impl IntoView {
+    const SHOWN: usize = 8;
+    let commands = state().screen.catalogs.commands;
+    let matching = move || {
+        let draft = text.get();
+        let typed = draft.strip_prefix('/').filter(|typed| !typed.contains(char::is_whitespace))?;
+        let matching: Vec<_> = commands.with(|commands| {
+            commands
+                .iter()
+                .filter(|command| command.name.starts_with(typed))
+                .take(SHOWN)
+                .cloned()
+                .collect()
+        });
+        (!matching.is_empty()).then_some(matching)
+    };
+    move || {
+        matching().map(|matching| view! {
+            <ul class="command-hints" aria-label="Agent commands">
+                {matching.into_iter().map(|command| {
+                    let chosen = format!("/{} ", command.name);
+                    view! {
+                        <li><button type="button" on:click=move |_| text.set(chosen.clone())>
+                            <span class="name">{format!("/{}", command.name)}</span>
+                            {command.hint.map(|hint| view! { <span class="hint">{hint}</span> })}
+                            <span class="description">{command.description}</span>
+                        </button></li>
+                    }
+                }).collect_view()}
+            </ul>
+        })
     }
 }
 
