@@ -146,6 +146,8 @@ pub enum AgentError {
     AcpSteer,
     #[error("the follow-up could not be recorded, so it was not accepted")]
     AcpQueueUnrecorded,
+    #[error("this agent takes no images in a prompt (it does not offer them in ACP); send text")]
+    AcpNoImages,
     #[error("too many follow-ups are waiting for this agent's turn to end")]
     AcpQueueFull,
     #[error(
@@ -226,6 +228,7 @@ impl AgentError {
             Self::Refused | Self::PromptFailed(_) => ErrorCode::ProviderError,
             Self::CwdRelative
             | Self::AcpSettingAtCreate
+            | Self::AcpNoImages
             | Self::CwdUnreadable { .. }
             | Self::CwdNotDirectory(_)
             | Self::CwdForeign(_)

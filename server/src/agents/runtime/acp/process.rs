@@ -269,10 +269,10 @@ impl Bridge {
     /// A follow-up recorded and synced, then handed to the translator; one
     /// the log cannot take is refused, never accepted and lost.
     async fn queue(&mut self, translator: &mut Translator, queueing: Queueing) -> Vec<Out> {
-        let Queueing { reply, text, behavior, pinned } = queueing;
+        let Queueing { reply, text, images, behavior, pinned } = queueing;
         let entry = EntryBody::Queued {
             text: text.clone(),
-            images: Vec::new(),
+            images: images.clone(),
             streaming_behavior: behavior,
             pinned,
         };
@@ -288,7 +288,7 @@ impl Bridge {
         };
         match recorded {
             Ok(entry_id) => {
-                let input = Undelivered { entry_id, text, images: Vec::new(), behavior, pinned };
+                let input = Undelivered { entry_id, text, images, behavior, pinned };
                 translator.queued(reply, input)
             }
             Err(error) => {

@@ -40,7 +40,7 @@ use shard_agent::conversation::{RecordedSettings, Undelivered};
 use shard_agent::session_log::EntryBody;
 use shard_protocol::agent::{PermissionAnswer, Status, StreamingBehavior};
 use shard_protocol::message::Response;
-use shard_protocol::types::AgentStatus;
+use shard_protocol::types::{AgentStatus, Image};
 use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
 
 use self::plan::Plan;
@@ -81,6 +81,7 @@ pub enum Out {
 pub struct Queueing {
     pub reply: Option<String>,
     pub text: String,
+    pub images: Vec<Image>,
     pub behavior: StreamingBehavior,
     pub pinned: bool,
 }
@@ -123,6 +124,8 @@ pub struct Translator {
     started_afresh: Option<String>,
     /// The agent can close and resume its session.
     reopens: bool,
+    /// The agent takes images in a prompt (`promptCapabilities.image`).
+    takes_images: bool,
     /// Reopening the session after a cancelled turn.
     reopening: bool,
     session: Option<acp::SessionId>,
@@ -163,6 +166,7 @@ impl Translator {
             previous: start.previous,
             started_afresh: None,
             reopens: false,
+            takes_images: false,
             reopening: false,
             session: None,
             turn: None,

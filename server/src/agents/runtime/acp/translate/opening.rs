@@ -86,6 +86,7 @@ impl Translator {
         let capabilities = &initialized.agent_capabilities;
         let sessions = &capabilities.session_capabilities;
         self.reopens = sessions.close.is_some() && sessions.resume.is_some();
+        self.takes_images = capabilities.prompt_capabilities.image;
         let how = match self.previous {
             Some(_) if capabilities.load_session => How::Load,
             Some(_) if capabilities.session_capabilities.resume.is_some() => How::Resume,

@@ -34,12 +34,18 @@ fn start(cwd: &str) -> Start {
 
 /// A translator past `initialize` and `session/new`.
 fn ready() -> Translator {
+    ready_with(json!({}))
+}
+
+/// A translator past `initialize`, whose agent said it has
+/// `capabilities`, and `session/new`.
+fn ready_with(capabilities: Value) -> Translator {
     let (mut translator, out) = Translator::start(start("/work"));
     let initialize = &agent(&out)[0];
     assert_eq!(initialize["method"], "initialize");
     let out = translator.from_agent(
         &json!({"jsonrpc": "2.0", "id": initialize["id"],
-                "result": {"protocolVersion": 1, "agentCapabilities": {}}})
+                "result": {"protocolVersion": 1, "agentCapabilities": capabilities}})
         .to_string(),
     );
     let new = &agent(&out)[0];
@@ -554,4 +560,35 @@ fn the_agents_commands_are_listed_and_their_changes_announced() {
     let answer = host(&translator.from_host(r#"{"id": "l1", "type": "list_commands"}"#));
     assert_eq!(answer[0]["success"], true, "{answer:?}");
     assert_eq!(answer[0]["data"]["commands"], expected);
+}
+
+#[test]
+fn images_go_to_an_agent_that_takes_them_and_are_refused_by_one_that_does_not() {
+    let prompt = r#"{"id": "c1", "type": "prompt", "message": "look",
+                     "images": [{"type": "image", "data": "aGk=", "mime_type": "image/png"}]}"#;
+    let mut blind = ready();
+    let out = blind.from_host(prompt);
+    let refused = host(&out);
+    assert_eq!(refused[0]["success"], false, "{refused:?}");
+    assert_eq!(refused[0]["error"]["code"], "INVALID_REQUEST");
+    assert!(agent(&out).is_empty(), "nothing goes to the agent");
+
+    let mut seeing = ready_with(json!({"promptCapabilities": {"image": true}}));
+    let out = seeing.from_host(prompt);
+    assert_eq!(host(&out)[0]["success"], true);
+    let sent = &agent(&out)[0]["params"]["prompt"];
+    assert_eq!(sent[0], json!({"type": "text", "text": "look"}));
+    assert_eq!(sent[1], json!({"type": "image", "data": "aGk=", "mimeType": "image/png"}));
+    let recorded = out
+        .iter()
+        .any(|out| matches!(out, Out::Log(EntryBody::User { images, .. }) if images.len() == 1));
+    assert!(recorded, "the image is in the log");
+
+    // Mid-turn, a follow-up keeps its image until it is delivered.
+    let follow = r#"{"id": "c2", "type": "prompt", "message": "and this",
+                     "streaming_behavior": "follow_up",
+                     "images": [{"type": "image", "data": "aG8=", "mime_type": "image/jpeg"}]}"#;
+    let out = seeing.from_host(follow);
+    let Some(Out::Queue(queueing)) = out.first() else { panic!("{out:?}") };
+    assert_eq!(queueing.images.len(), 1);
 }

@@ -15,7 +15,7 @@ use shard_protocol::agent::{
     RecallSteerResult, RecalledInput, StreamingBehavior, TurnEnd, TurnStart,
 };
 use shard_protocol::message::Response;
-use shard_protocol::types::{AgentStatus, ContentBlock, Message, Role, Usage};
+use shard_protocol::types::{AgentStatus, ContentBlock, Image, Message, Role, Usage};
 
 use super::{Out, Queueing, Translator, error_event, event, resolved, respond, status};
 use crate::agents::error::AgentError;
@@ -23,6 +23,11 @@ use crate::agents::error::AgentError;
 /// The most follow-ups waiting at once, and their bytes.
 const MAX_QUEUED: usize = 32;
 const MAX_QUEUED_BYTES: usize = 1 << 20;
+
+/// What a waiting follow-up weighs.
+fn bytes(text: &str, images: &[Image]) -> usize {
+    text.len() + images.iter().map(|image| image.data.len()).sum::<usize>()
+}
 
 /// A turn in progress: Shard's ids for it and for the message streaming.
 pub(super) struct Turn {
@@ -38,11 +43,16 @@ pub(super) struct Turn {
 
 impl Translator {
     pub(super) fn prompt(&mut self, id: Option<String>, prompt: Prompt) -> Vec<Out> {
+        let images = prompt.images.unwrap_or_default();
+        if !images.is_empty() && !self.takes_images {
+            return vec![respond(id, Response::failed("prompt", AgentError::AcpNoImages.into()))];
+        }
         if self.reopening {
             // Waits, recorded, for the session to be back.
             return vec![Out::Queue(Queueing {
                 reply: id,
                 text: prompt.message,
+                images,
                 behavior: StreamingBehavior::FollowUp,
                 pinned: prompt.pinned.unwrap_or(false),
             })];
@@ -52,7 +62,7 @@ impl Translator {
         }
         if self.turn.is_none() && self.queue.is_empty() {
             let mut out = vec![respond(id, Response::accepted("prompt"))];
-            out.extend(self.begin(prompt.message, None));
+            out.extend(self.begin(prompt.message, images, None));
             return out;
         }
         let behavior = match prompt.streaming_behavior {
@@ -67,23 +77,36 @@ impl Translator {
                 )];
             }
         };
-        let weight: usize = self.queue.iter().map(|queued| queued.text.len()).sum();
-        if self.queue.len() >= MAX_QUEUED || weight + prompt.message.len() > MAX_QUEUED_BYTES {
+        let weight: usize =
+            self.queue.iter().map(|queued| bytes(&queued.text, &queued.images)).sum();
+        let adding = bytes(&prompt.message, &images);
+        if self.queue.len() >= MAX_QUEUED || weight + adding > MAX_QUEUED_BYTES {
             let full = AgentError::AcpQueueFull.into();
             return vec![respond(id, Response::failed("prompt", full))];
         }
         vec![Out::Queue(Queueing {
             reply: id,
             text: prompt.message,
+            images,
             behavior,
             pinned: prompt.pinned.unwrap_or(false),
         })]
     }
 
-    /// Starts a turn with `text` (a queued entry's, when it delivers one).
-    fn begin(&mut self, text: String, queued_entry_id: Option<String>) -> Vec<Out> {
+    /// Starts a turn with `text` and `images` (a queued entry's, when it
+    /// delivers one).
+    fn begin(
+        &mut self,
+        text: String,
+        images: Vec<Image>,
+        queued_entry_id: Option<String>,
+    ) -> Vec<Out> {
         let Some(session) = self.session.clone() else { return Vec::new() };
-        let request = PromptRequest::new(session, vec![text.clone().into()]);
+        let mut blocks = vec![acp::ContentBlock::from(text.clone())];
+        blocks.extend(images.iter().map(|image| {
+            acp::ContentBlock::Image(acp::ImageContent::new(&image.data, &image.mime_type))
+        }));
+        let request = PromptRequest::new(session, blocks);
         let (prompt, line) = self.outstanding.request(ClientRequest::PromptRequest(request));
         let turn_id = self.fresh("turn");
         let message_id = self.fresh("msg");
@@ -97,7 +120,7 @@ impl Translator {
         });
         vec![
             Out::Watch,
-            Out::Log(EntryBody::User { text, images: Vec::new(), queued_entry_id }),
+            Out::Log(EntryBody::User { text, images, queued_entry_id }),
             event(ServerMessage::TurnStart(TurnStart { turn_id })),
             status(AgentStatus::Streaming),
             Out::Agent(line),
@@ -110,7 +133,9 @@ impl Translator {
             return Vec::new();
         }
         match self.queue.pop_front() {
-            Some(Undelivered { entry_id, text, .. }) => self.begin(text, Some(entry_id)),
+            Some(Undelivered { entry_id, text, images, .. }) => {
+                self.begin(text, images, Some(entry_id))
+            }
             None => Vec::new(),
         }
     }
