@@ -27,6 +27,7 @@ test('an ACP agent made from the form streams, and its question is answered in a
   await box.fill('/');
   const hints = tab.getByRole('list', { name: 'Agent commands' });
   await expect(hints.locator('.name')).toHaveText(['/review', '/compact']);
+  await tab.screenshot({ path: testInfo.outputPath('acp-commands.png') });
   await box.fill('/re');
   await expect(hints.locator('.name')).toHaveText(['/review']);
   await expect(hints).toContainText('Review the changes');
