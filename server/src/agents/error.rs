@@ -166,6 +166,8 @@ pub enum AgentError {
          does not remember what Shard's transcript shows before this point"
     )]
     AcpStartedAfresh(String),
+    #[error("the agent's session could not be set back to {0}: it runs as the agent chose")]
+    AcpNotRestored(String),
 }
 
 impl AgentError {
@@ -225,6 +227,7 @@ impl AgentError {
             | Self::AcpNoModels
             | Self::AcpUnknown(..)
             | Self::AcpStartedAfresh(_) => ErrorCode::NotFound,
+            Self::AcpNotRestored(_) => ErrorCode::Conflict,
             Self::Refused | Self::PromptFailed(_) => ErrorCode::ProviderError,
             Self::CwdRelative
             | Self::AcpSettingAtCreate

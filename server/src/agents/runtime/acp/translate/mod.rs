@@ -109,8 +109,18 @@ pub struct Start {
 
 /// A request to the agent that a client waits on.
 enum Pending {
-    Mode { reply: Option<String>, previous: String, mode: String },
-    Model { reply: Option<String>, previous: String },
+    Mode {
+        reply: Option<String>,
+        previous: String,
+        mode: String,
+    },
+    Model {
+        reply: Option<String>,
+        previous: String,
+    },
+    /// A choice of Shard's record, set again on a session that opened
+    /// without it; clients wait for the session, not for this.
+    Restore(settings::Restore),
 }
 
 pub struct Translator {
@@ -124,6 +134,13 @@ pub struct Translator {
     started_afresh: Option<String>,
     /// The agent can close and resume its session.
     reopens: bool,
+    /// The mode and model Shard's record holds, until the first session
+    /// opens (and is set to them).
+    recorded: RecordedSettings,
+    /// Choices being set again before the session is shown; what the
+    /// agent refused, said once it is.
+    restoring: usize,
+    unrestored: Vec<String>,
     /// The agent takes images in a prompt (`promptCapabilities.image`).
     takes_images: bool,
     /// Reopening the session after a cancelled turn.
@@ -160,6 +177,9 @@ impl Translator {
         let translator = Self {
             cwd: start.cwd,
             settings: Settings::recorded(&start.recorded),
+            recorded: start.recorded,
+            restoring: 0,
+            unrestored: Vec::new(),
             runtime: start.runtime,
             outstanding,
             phase: opening::Phase::Initializing(id),

@@ -146,22 +146,47 @@ impl Translator {
             (_, Ok(_)) => return self.afresh("the agent answered with something else".to_owned()),
             (_, Err(error)) => return self.afresh(error.message.clone()),
         };
+        let wanted = self.wanted_settings();
         self.settings.offered(modes.as_ref(), options.as_deref());
         self.previous = None;
         self.session = Some(session.clone());
         self.phase = Phase::Ready;
         let mut out = vec![Out::Session(session.0.to_string())];
+        let restoring = self.restore(wanted, &session);
+        if !restoring.is_empty() {
+            // Shown once the agent has answered (while reopening, prompts
+            // meanwhile wait as follow-ups).
+            out.extend(restoring);
+            return out;
+        }
+        out.extend(self.session_shown());
+        out
+    }
+
+    /// The session opened, with the mode and model it must have: clients
+    /// see it (a `hello` and `sync`, or nothing new after a reopening),
+    /// then what could not be kept, and the first follow-up owed.
+    pub(super) fn session_shown(&mut self) -> Vec<Out> {
+        let mut out = Vec::new();
         if std::mem::take(&mut self.reopening) {
             // The clients never saw the session go: no new hello, only
             // what could not be kept, and the prompts that waited.
             if let Some(why) = self.started_afresh.take() {
                 out.push(error_event(AgentError::AcpStartedAfresh(why).into()));
             }
+            out.extend(self.unrestored());
             out.extend(self.next_queued());
         } else {
             out.extend(self.ready());
         }
         out
+    }
+
+    fn unrestored(&mut self) -> Vec<Out> {
+        std::mem::take(&mut self.unrestored)
+            .into_iter()
+            .map(|why| error_event(AgentError::AcpNotRestored(why).into()))
+            .collect()
     }
 
     /// The session taken up: the earlier one, or this one reopened.
@@ -217,6 +242,7 @@ impl Translator {
         if let Some(why) = self.started_afresh.take() {
             out.push(error_event(AgentError::AcpStartedAfresh(why).into()));
         }
+        out.extend(self.unrestored());
         out.extend(self.next_queued());
         out
     }

@@ -159,10 +159,37 @@ impl Settings {
         }
     }
 
+    fn mode_request(&self, session: acp::SessionId, mode: String) -> ClientRequest {
+        match &self.mode_option {
+            Some(option) => {
+                ClientRequest::SetSessionConfigOptionRequest(SetSessionConfigOptionRequest::new(
+                    session,
+                    option.clone(),
+                    SessionConfigOptionValue::value_id(mode),
+                ))
+            }
+            None => ClientRequest::SetSessionModeRequest(SetSessionModeRequest::new(session, mode)),
+        }
+    }
+
     /// The model as Shard's record names it: the agent's, else the runtime.
     pub fn model_name(&self, runtime: &str) -> String {
         self.model.clone().unwrap_or_else(|| runtime.to_owned())
     }
+}
+
+fn model_request(session: acp::SessionId, option: SessionConfigId, model: String) -> ClientRequest {
+    let value = SessionConfigOptionValue::value_id(model);
+    ClientRequest::SetSessionConfigOptionRequest(SetSessionConfigOptionRequest::new(
+        session, option, value,
+    ))
+}
+
+/// A choice of Shard's record the agent's new session is set to again.
+#[derive(Clone)]
+pub(super) enum Restore {
+    Mode(String),
+    Model(String),
 }
 
 fn descriptor(choice: &Choice, runtime: &str) -> ModelDescriptor {
@@ -197,16 +224,7 @@ impl Translator {
             )];
         }
         let mode_wanted = mode.clone();
-        let request = match &self.settings.mode_option {
-            Some(option) => {
-                ClientRequest::SetSessionConfigOptionRequest(SetSessionConfigOptionRequest::new(
-                    session,
-                    option.clone(),
-                    SessionConfigOptionValue::value_id(mode),
-                ))
-            }
-            None => ClientRequest::SetSessionModeRequest(SetSessionModeRequest::new(session, mode)),
-        };
+        let request = self.settings.mode_request(session, mode);
         let (id, line) = self.outstanding.request(request);
         self.pending.insert(id, Pending::Mode { reply, previous, mode: mode_wanted });
         vec![Out::Agent(line)]
@@ -230,13 +248,7 @@ impl Translator {
             )];
         }
         let previous = self.settings.model.clone().unwrap_or_default();
-        let request = SetSessionConfigOptionRequest::new(
-            session,
-            option,
-            SessionConfigOptionValue::value_id(model),
-        );
-        let (id, line) =
-            self.outstanding.request(ClientRequest::SetSessionConfigOptionRequest(request));
+        let (id, line) = self.outstanding.request(model_request(session, option, model));
         self.pending.insert(id, Pending::Model { reply, previous });
         vec![Out::Agent(line)]
     }
@@ -250,6 +262,7 @@ impl Translator {
         let (reply, command) = match &pending {
             Pending::Mode { reply, .. } => (reply.clone(), "set_mode"),
             Pending::Model { reply, .. } => (reply.clone(), "set_model"),
+            Pending::Restore(restore) => return self.restored(restore.clone(), result),
         };
         let options = match result {
             Err(error) => {
@@ -266,6 +279,7 @@ impl Translator {
                 let result = SetModeResult { previous_mode: previous, mode };
                 out.push(respond(reply, Response::ok(command, result)));
             }
+            Pending::Restore(_) => {}
             Pending::Model { previous, .. } => {
                 let runtime = self.runtime.clone();
                 let previous = self.settings.descriptor_of(&previous, &runtime);
@@ -278,6 +292,79 @@ impl Translator {
             }
         }
         out
+    }
+
+    /// The mode and model the session must have: Shard's record for the
+    /// process's first session, else what the session being reopened had.
+    pub(super) fn wanted_settings(&mut self) -> RecordedSettings {
+        if self.reopening {
+            let (mode, model) = (self.settings.mode.clone(), self.settings.model.clone());
+            return RecordedSettings { mode: Some(mode), model, reasoning_level: None };
+        }
+        std::mem::take(&mut self.recorded)
+    }
+
+    /// Sets a session that opened without them to the `wanted` mode and
+    /// model, where the agent offers them: the requests sent.
+    pub(super) fn restore(
+        &mut self,
+        wanted: RecordedSettings,
+        session: &acp::SessionId,
+    ) -> Vec<Out> {
+        let offered =
+            |choices: &[Choice], value: &str| choices.iter().any(|choice| choice.value == value);
+        let mut requests = Vec::new();
+        if let Some(mode) = wanted
+            .mode
+            .filter(|mode| *mode != self.settings.mode && offered(&self.settings.modes, mode))
+        {
+            let request = self.settings.mode_request(session.clone(), mode.clone());
+            requests.push((request, Restore::Mode(mode)));
+        }
+        if let (Some(model), Some(option)) = (wanted.model, self.settings.model_option.clone()) {
+            if self.settings.model.as_ref() != Some(&model)
+                && offered(&self.settings.models, &model)
+            {
+                let request = model_request(session.clone(), option, model.clone());
+                requests.push((request, Restore::Model(model)));
+            }
+        }
+        self.restoring = requests.len();
+        requests
+            .into_iter()
+            .map(|(request, restore)| {
+                let (id, line) = self.outstanding.request(request);
+                self.pending.insert(id, Pending::Restore(restore));
+                Out::Agent(line)
+            })
+            .collect()
+    }
+
+    /// The agent answered a restoring request: once all are answered the
+    /// session is shown, as it now is.
+    fn restored(
+        &mut self,
+        restore: Restore,
+        result: Result<AgentResponse, acp::Error>,
+    ) -> Vec<Out> {
+        match (result, restore) {
+            (Err(error), Restore::Mode(mode)) => {
+                self.unrestored.push(format!("mode `{mode}` ({})", error.message));
+            }
+            (Err(error), Restore::Model(model)) => {
+                self.unrestored.push(format!("model `{model}` ({})", error.message));
+            }
+            (Ok(AgentResponse::SetSessionConfigOptionResponse(answer)), _) => {
+                self.settings.offered(None, Some(&answer.config_options));
+            }
+            (Ok(_), Restore::Mode(mode)) => self.settings.mode = mode,
+            (Ok(_), Restore::Model(model)) => self.settings.model = Some(model),
+        }
+        self.restoring = self.restoring.saturating_sub(1);
+        if self.restoring > 0 {
+            return Vec::new();
+        }
+        self.session_shown()
     }
 
     /// The agent says its mode is now `mode`.

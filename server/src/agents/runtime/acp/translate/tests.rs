@@ -592,3 +592,53 @@ fn images_go_to_an_agent_that_takes_them_and_are_refused_by_one_that_does_not() 
     let Some(Out::Queue(queueing)) = out.first() else { panic!("{out:?}") };
     assert_eq!(queueing.images.len(), 1);
 }
+
+/// A translator for an agent whose record says mode `plan`, past
+/// `initialize`, with `session/new` answered in mode `default`: what it
+/// sent the agent then.
+fn reopened_in_default() -> (Translator, Vec<Value>) {
+    let recorded =
+        RecordedSettings { mode: Some("plan".to_owned()), ..RecordedSettings::default() };
+    let (mut translator, out) = Translator::start(Start { recorded, ..start("/work") });
+    let initialize = &agent(&out)[0];
+    let out = translator.from_agent(
+        &json!({"jsonrpc": "2.0", "id": initialize["id"],
+                "result": {"protocolVersion": 1, "agentCapabilities": {}}})
+        .to_string(),
+    );
+    let new = &agent(&out)[0];
+    let out = translator.from_agent(
+        &json!({"jsonrpc": "2.0", "id": new["id"], "result": {"sessionId": "s-1",
+                "modes": {"currentModeId": "default", "availableModes": [
+                    {"id": "default", "name": "Default"}, {"id": "plan", "name": "Plan"}]}}})
+        .to_string(),
+    );
+    assert!(host(&out).is_empty(), "no hello before the mode is back: {out:?}");
+    (translator, agent(&out))
+}
+
+#[test]
+fn a_new_session_is_set_to_the_recorded_mode_before_clients_see_it() {
+    // A read-only mode chosen before a restart must not silently become
+    // the agent's default.
+    let (mut translator, sent) = reopened_in_default();
+    assert_eq!(sent[0]["method"], "session/set_mode");
+    assert_eq!(sent[0]["params"]["modeId"], "plan");
+    let out = translator
+        .from_agent(&json!({"jsonrpc": "2.0", "id": sent[0]["id"], "result": {}}).to_string());
+    let lines = host(&out);
+    assert_eq!(types(&lines), ["hello", "sync"]);
+    assert_eq!(lines[1]["mode"], "plan");
+}
+
+#[test]
+fn a_recorded_mode_the_agent_refuses_is_said_plainly() {
+    let (mut translator, sent) = reopened_in_default();
+    let refused = json!({"jsonrpc": "2.0", "id": sent[0]["id"],
+                         "error": {"code": -32602, "message": "no such mode"}});
+    let lines = host(&translator.from_agent(&refused.to_string()));
+    assert_eq!(types(&lines), ["hello", "sync", "error"]);
+    assert_eq!(lines[1]["mode"], "default");
+    assert!(lines[2]["message"].as_str().unwrap().contains("plan"), "{lines:?}");
+    assert_eq!(lines[2]["fatal"], false);
+}
