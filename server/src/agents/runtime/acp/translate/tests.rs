@@ -642,3 +642,26 @@ fn a_recorded_mode_the_agent_refuses_is_said_plainly() {
     assert!(lines[2]["message"].as_str().unwrap().contains("plan"), "{lines:?}");
     assert_eq!(lines[2]["fatal"], false);
 }
+
+#[test]
+fn a_calls_location_is_shown_as_its_path_unless_its_input_names_one() {
+    let mut translator = ready();
+    translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "x"}"#);
+    let read = host(&translator.from_agent(&update(
+        "tool_call",
+        json!({"toolCallId": "t1", "title": "Read", "kind": "read", "status": "in_progress",
+               "rawInput": {"file": "src/main.rs"},
+               "locations": [{"path": "/w/src/main.rs", "line": 12}]}),
+    )));
+    let call = read.iter().find(|line| line["type"] == "tool_call").unwrap();
+    assert_eq!(call["args"], json!({"file": "src/main.rs", "path": "/w/src/main.rs:12"}));
+    assert_eq!(call["read_only"], true);
+
+    let named = host(&translator.from_agent(&update(
+        "tool_call",
+        json!({"toolCallId": "t2", "title": "Edit", "kind": "edit", "status": "in_progress",
+               "rawInput": {"path": "a.txt"}, "locations": [{"path": "/w/a.txt"}]}),
+    )));
+    let call = named.iter().find(|line| line["type"] == "tool_call").unwrap();
+    assert_eq!(call["args"]["path"], "a.txt", "the agent's own input is kept");
+}

@@ -32,6 +32,8 @@ pub(super) struct Tool {
     input: Option<Value>,
     status: Option<ToolCallStatus>,
     content: Vec<ToolCallContent>,
+    /// The files it works on, as the agent says.
+    locations: Vec<acp::ToolCallLocation>,
     output: Option<Value>,
     announced: bool,
     finished: bool,
@@ -67,15 +69,29 @@ impl Tool {
             };
             self.content = kept.into_iter().chain(content).collect();
         }
+        if let Some(locations) = fields.locations.filter(|locations| !locations.is_empty()) {
+            self.locations = locations;
+        }
         self.output = fields.raw_output.or(self.output.take());
     }
 
+    /// Its input, with the file it works on as `path` (what clients show
+    /// beside a call's name) when the input names none.
     fn args(&self) -> serde_json::Map<String, Value> {
-        match &self.input {
+        let mut args = match &self.input {
             Some(Value::Object(args)) => args.clone(),
             Some(other) => serde_json::Map::from_iter([("input".to_owned(), other.clone())]),
             None => serde_json::Map::new(),
+        };
+        if let Some(location) = self.locations.first().filter(|_| !args.contains_key("path")) {
+            let path = location.path.display().to_string();
+            let path = match location.line {
+                Some(line) => format!("{path}:{line}"),
+                None => path,
+            };
+            args.insert("path".to_owned(), path.into());
         }
+        args
     }
 
     fn name(&self) -> String {
@@ -158,6 +174,7 @@ impl Translator {
             .kind(call.kind)
             .status(call.status)
             .content(call.content)
+            .locations(call.locations)
             .raw_input(call.raw_input)
             .raw_output(call.raw_output);
         self.tool_update(acp::ToolCallUpdate::new(call.tool_call_id, fields))
