@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   test, expect, createAgent, enrolled, project, prompt, startDaemon, stopDaemon, unixCall,
-  type Daemon,
+  Restartable, type Daemon,
 } from './daemon';
 
 /** A daemon of its own, with `config` as its config.toml. */
@@ -77,6 +77,38 @@ test('usage: each agent in its row and view, all agents above the list, sessions
     await context.close();
   } finally {
     await stopDaemon(daemon);
+  }
+});
+
+test('after a daemon restart every agent is listed with what it spent, running or not', async ({ browser }) => {
+  const host = new Restartable();
+  let daemon = await host.start();
+  try {
+    writeFileSync(join(daemon.home, 'config.toml'), '[prices.demo]\ninput = 1000000.0\noutput = 2000000.0\n');
+    const [context, tab] = await enrolled(browser, daemon);
+    for (const name of ['thrifty', 'lavish']) {
+      await createAgent(tab, project(), name);
+      await prompt(tab, `hello from ${name}`);
+      await expect(tab.locator('.message.assistant').last()).toHaveText(`You said: hello from ${name}`);
+    }
+    const row = (name: string) => tab.locator('li.agent', { hasText: name }).locator('.usage');
+    const total = tab.getByLabel('Usage of all agents');
+    const before = [await row('thrifty').textContent(), await row('lavish').textContent(), await total.textContent()];
+    expect(before[0]).toMatch(/^\d+ tok · \$/);
+
+    await host.stop('SIGTERM');
+    daemon = await host.start();
+    // A fresh page that opens no agent: both are listed, stopped, as they were.
+    const page = await context.newPage();
+    await page.goto(daemon.baseURL);
+    await expect(page.locator('.connection')).toHaveText('connected', { timeout: 20_000 });
+    const rowOf = (name: string) => page.locator('li.agent', { hasText: name }).locator('.usage');
+    await expect(rowOf('thrifty')).toHaveText(before[0]!);
+    await expect(rowOf('lavish')).toHaveText(before[1]!);
+    await expect(page.getByLabel('Usage of all agents')).toHaveText(before[2]!);
+    await context.close();
+  } finally {
+    await host.dispose();
   }
 });
 

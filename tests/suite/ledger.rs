@@ -169,6 +169,13 @@ async fn usage_adds_up_across_turns_sessions_agents_and_a_restart() {
     assert_eq!(data(&again)["total"], global["total"]);
     let again = client.call("u", json!({"type": "usage.agent", "agent_id": one})).await;
     assert_eq!(data(&again)["turns"], usage["turns"]);
+    // And the registry, for the agent not running since: what the
+    // dashboard's rows and its all-agents total are built from.
+    let listed = client.call("l", json!({"type": "agent.list"})).await;
+    let agents = data(&listed)["agents"].as_array().unwrap().clone();
+    let info = agents.iter().find(|a| a["agent_id"] == one).expect("listed");
+    assert_eq!(number(&info["usage"]["input"]), in1 + in2, "{info}");
+    assert_eq!(info["usage"]["cost"].as_f64(), Some(cost(in1 + in2, out1 + out2)));
 
     // A daemon killed mid-turn keeps the calls already made; the turn it
     // never saw end comes back as interrupted.

@@ -256,7 +256,7 @@ impl Host {
             context.journal,
         );
         let approvals = ApprovalLog::new(&context.home, &manifest.agent_id);
-        Self {
+        let host = Self {
             context,
             manifest,
             projection,
@@ -276,7 +276,11 @@ impl Host {
             approvals,
             resync_when_ready: false,
             turn_expected: false,
-        }
+        };
+        // Listed with what it has spent, though no process ran since the
+        // daemon started (the usage book was loaded from its ledger).
+        host.publish_info();
+        host
     }
 
     /// A fresh queue for this host's processes' events.
