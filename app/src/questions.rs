@@ -215,7 +215,12 @@ impl Questions {
 
     /// Answers a question of any agent. For an agent other than the one on
     /// screen the tab attaches interactively just long enough to answer.
+    /// Answers `question`, if this tab is connected: offline the answer
+    /// could not be sent, so the question stays open, here and everywhere.
     pub fn answer(&self, question: &Question, answer: Answer) {
+        if self.link.connection.get_untracked() != crate::link::Connection::Connected {
+            return;
+        }
         let agent_id = question.agent_id.clone();
         let on_screen = self.shows(&agent_id);
         if !on_screen {

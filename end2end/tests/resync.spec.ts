@@ -231,3 +231,35 @@ test('after the daemon is killed mid-stream and started again, the open tab show
     await host.dispose();
   }
 });
+
+test('offline, a question cannot be answered: its buttons wait for the connection and it stays open', async ({ browser }) => {
+  const host = new Restartable();
+  let daemon = await host.start();
+  try {
+    const [context, tab] = await enrolled(browser, daemon);
+    await createAgent(tab, project(), 'unanswered');
+    await prompt(tab, 'run: echo asked-before-the-drop');
+    const dialog = tab.getByRole('dialog');
+    await expect(dialog).toContainText('asked-before-the-drop');
+    await dialog.getByRole('button', { name: /^Later/ }).click();
+    const item = tab.locator('.inbox-item');
+    const allow = item.locator('button[data-intent="allow"]');
+    await expect(allow).toBeEnabled();
+
+    await host.stop('SIGKILL');
+    await expect(tab.locator('.connection')).toHaveText(/reconnecting/);
+    await expect(allow).toBeDisabled();
+    await expect(item.locator('.offline-note')).toHaveText('Offline: answers wait for the connection.');
+    // A keyboard shortcut does not answer it either: it stays in the inbox.
+    await item.focus();
+    await tab.keyboard.press('y');
+    await expect(item).toHaveCount(1);
+
+    daemon = await host.start();
+    await expect(tab.locator('.connection')).toHaveText('connected', { timeout: 20_000 });
+    await expect(item.locator('.offline-note')).toHaveCount(0);
+    await context.close();
+  } finally {
+    await host.dispose();
+  }
+});

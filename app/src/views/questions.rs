@@ -14,6 +14,7 @@ use shard_protocol::display::{escaped, has_hidden};
 
 use super::state;
 use crate::guard;
+use crate::link::Connection;
 use crate::questions::{Answer, Question};
 
 /// Whether anything a permission request shows held a hidden character.
@@ -116,16 +117,24 @@ pub fn QuestionBody(question: Question, shown_at: f64) -> impl IntoView {
     let state = state();
     // The answers are disabled until armed, so they look it too. An effect,
     // so the timer only ever runs in the browser.
-    let armed = RwSignal::new(false);
+    let delay_over = RwSignal::new(false);
     Effect::new(move |_| {
         let wait = (guard::ARM_DELAY_MS - (guard::now_ms() - shown_at)).max(0.0);
         set_timeout(
             move || {
-                armed.try_set(true);
+                delay_over.try_set(true);
             },
             std::time::Duration::from_millis(wait as u64),
         );
     });
+    // Offline an answer cannot be sent: the answers wait for the link.
+    let connection = state.link.connection;
+    let online = move || connection.get() == Connection::Connected;
+    let armed = RwSignal::new(false);
+    Effect::new(move |_| armed.set(delay_over.get() && online()));
+    let offline_note = move || {
+        (!online()).then(|| view! { <p class="offline-note" role="status">"Offline: answers wait for the connection."</p> })
+    };
     match question.request.clone() {
         PendingKind::Permission(request) => {
             let details = request.details.clone().unwrap_or_default();
@@ -133,6 +142,7 @@ pub fn QuestionBody(question: Question, shown_at: f64) -> impl IntoView {
             let hidden = permission_hides(&request);
             view! {
                 {hidden.then(hidden_notice)}
+                {offline_note}
                 <p class="question-prompt">{escaped(&request.prompt)}</p>
                 <dl class="details">
                     {details.into_iter().map(detail_view).collect_view()}
@@ -166,7 +176,7 @@ pub fn QuestionBody(question: Question, shown_at: f64) -> impl IntoView {
             }.into_any()
         }
         PendingKind::Ui(request) => {
-            view! { <UiBody question=question request=request shown_at=shown_at armed=armed/> }
+            view! { {offline_note}<UiBody question=question request=request shown_at=shown_at armed=armed/> }
                 .into_any()
         }
     }
