@@ -2,7 +2,9 @@
 import { mkdtempSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test, expect, createAgent, newEnrollURL, unixCall } from './daemon';
+import {
+  test, expect, createAgent, enrolled, newEnrollURL, project, startDaemon, stopDaemon, unixCall,
+} from './daemon';
 
 test('a browser enrolls with the printed URL and sees the agents it creates, live', async ({ page, daemon }, testInfo) => {
   const problems: string[] = [];
@@ -49,4 +51,20 @@ test('a used or wrong enrollment link says so and the browser stays out', async 
   await page.goto(newEnrollURL(daemon));
   await expect(page.locator('.connection')).toHaveText('connected');
   await context.close();
+});
+
+test('with no agent yet the page says how to make one, and once there are agents, to pick one', async ({ browser }) => {
+  const daemon = await startDaemon();
+  try {
+    // Phone-sized: where "Back to agents" is shown.
+    const [context, tab] = await enrolled(browser, daemon, { viewport: { width: 390, height: 844 } });
+    const empty = tab.locator('.agent-view.empty');
+    await expect(empty).toHaveText('No agents yet: create one under \u201cNew agent\u201d.');
+    await createAgent(tab, project(), 'firstborn');
+    await tab.getByRole('button', { name: 'Back to agents' }).click();
+    await expect(empty).toHaveText('Select an agent to see its work.');
+    await context.close();
+  } finally {
+    await stopDaemon(daemon);
+  }
 });

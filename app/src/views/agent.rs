@@ -196,10 +196,15 @@ fn AgentHeader() -> impl IntoView {
 
 #[component]
 pub fn AgentView() -> impl IntoView {
-    let screen = state().screen;
+    let (screen, roster) = (state().screen, state().roster);
     let resumed = screen.resumed;
+    // With no agent yet, the way to one; else which to pick.
+    let empty = move || match roster.agents.with(Vec::is_empty) {
+        true => "No agents yet: create one under \u{201c}New agent\u{201d}.",
+        false => "Select an agent to see its work.",
+    };
     view! {
-        <Show when=move || screen.selected.get().is_some() fallback=|| view! { <section class="agent-view empty"><p>"Select an agent to see its work."</p></section> }>
+        <Show when=move || screen.selected.get().is_some() fallback=move || view! { <section class="agent-view empty"><p>{empty}</p></section> }>
             <section class="agent-view" aria-label="Agent" data-attach=move || match resumed.get() {
                 Some(true) => "resumed",
                 Some(false) => "sync",
