@@ -268,9 +268,12 @@ export function project(): string {
 export async function enrolled(
   browser: import('@playwright/test').Browser,
   daemon: Daemon,
-  options: { viewport?: { width: number; height: number }; init?: () => void } = {},
+  options: { viewport?: { width: number; height: number }; init?: () => void; timezoneId?: string } = {},
 ): Promise<[import('@playwright/test').BrowserContext, import('@playwright/test').Page]> {
-  const context = await browser.newContext(options.viewport ? { viewport: options.viewport } : {});
+  const context = await browser.newContext({
+    ...(options.viewport ? { viewport: options.viewport } : {}),
+    ...(options.timezoneId ? { timezoneId: options.timezoneId } : {}),
+  });
   if (options.init) await context.addInitScript(options.init);
   const page = await context.newPage();
   await page.goto(newEnrollURL(daemon));

@@ -168,7 +168,13 @@ test('fork from a message, switch to the fork and back, and compact, from the da
 });
 
 test('the approval history says what was asked, the answer, and who gave it from where', async ({ browser, daemon }) => {
-  const [context, tab] = await enrolled(browser, daemon);
+  // Far from UTC: times are shown in the reader's own zone.
+  const [context, tab] = await enrolled(browser, daemon, { timezoneId: 'Asia/Kolkata' });
+  const localNow = () => tab.evaluate(() => {
+    const now = new Date();
+    const two = (n: number) => String(n).padStart(2, '0');
+    return `${now.getFullYear()}-${two(now.getMonth() + 1)}-${two(now.getDate())} ${two(now.getHours())}:${two(now.getMinutes())}`;
+  });
   await createAgent(tab, project(), 'approval-keeper');
   const history = tab.locator('details.approvals-panel');
   await history.locator('summary').click();
@@ -178,14 +184,18 @@ test('the approval history says what was asked, the answer, and who gave it from
   const dialog = tab.getByRole('dialog');
   await expect(dialog).toBeVisible();
   await tab.waitForTimeout(900); // answers are armed after 800 ms (crate::guard)
+  const before = await localNow();
   await dialog.getByRole('button', { name: /Allow once/ }).click();
   await expect(tab.locator('.tool').last().locator('.tool-footer')).toContainText('exit code 0');
+  const after = await localNow();
   // The panel is open: the answer shows without reopening it.
   const newest = history.locator('li.approval').first();
   await expect(newest).toHaveAttribute('data-outcome', 'allow');
   await expect(newest.locator('.approval-what')).toHaveText('bash');
   await expect(newest.locator('.approval-prompt')).toContainText('echo approved-here');
-  await expect(newest.locator('.approval-who')).toContainText(/^by web from 127\.0\.0\.1 \(browser [\w-]+\) at \d\d:\d\d$/);
+  await expect(newest.locator('.approval-who')).toContainText(/^by web from 127\.0\.0\.1 \(browser [0-9a-f]{6}\) at \d{4}-\d\d-\d\d \d\d:\d\d$/);
+  const answeredAt = (await newest.locator('.approval-who').textContent())!.split(' at ')[1];
+  expect([before, after]).toContain(answeredAt);
 
   await prompt(tab, 'run: echo refused-here');
   await expect(dialog).toBeVisible();

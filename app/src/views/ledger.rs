@@ -32,9 +32,34 @@ fn totals_label(usage: &UsageTotals) -> String {
 }
 
 /// `HH:MM` (UTC) of a millisecond timestamp.
+/// `millis` as the reader's local date and time, `2026-12-03 16:20`. The
+/// panels render in the browser only; elsewhere (the server, unit tests)
+/// the time is UTC and says so.
 fn clock(millis: u64) -> String {
-    let minutes = millis / 60_000;
-    format!("{:02}:{:02}", minutes / 60 % 24, minutes % 60)
+    #[cfg(feature = "hydrate")]
+    {
+        let date = web_sys::js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(millis as f64));
+        format!(
+            "{:04}-{:02}-{:02} {:02}:{:02}",
+            date.get_full_year(),
+            date.get_month() + 1,
+            date.get_date(),
+            date.get_hours(),
+            date.get_minutes()
+        )
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        let minutes = millis / 60_000;
+        format!("{:02}:{:02} UTC", minutes / 60 % 24, minutes % 60)
+    }
+}
+
+/// A browser principal as people can tell them apart: the random part of
+/// its id, shortened (`principal-3fa9c1…` → `3fa9c1`).
+fn principal_label(principal_id: &str) -> String {
+    let random = principal_id.strip_prefix("principal-").unwrap_or(principal_id);
+    random.chars().take(6).collect()
 }
 
 /// A `<details>` whose open state is `open`; `on_open` runs each time it
@@ -270,7 +295,7 @@ fn approval_row(record: &ApprovalRecord) -> impl IntoView + use<> {
             who.push_str(&format!(" from {address}"));
         }
         if let Some(principal) = &by.principal_id {
-            who.push_str(&format!(" (browser {})", principal.chars().take(8).collect::<String>()));
+            who.push_str(&format!(" (browser {})", principal_label(principal)));
         }
         if let Some(at) = record.resolved_at {
             who.push_str(&format!(" at {}", clock(at)));
@@ -303,6 +328,7 @@ mod tests {
         assert_eq!(totals_label(&usage), "1.1k tok · $0.0420");
         usage.unpriced_calls = 1;
         assert_eq!(totals_label(&usage), "1.1k tok · $0.0420+");
-        assert_eq!(clock(3_600_000 * 25 + 61_000), "01:01");
+        assert_eq!(clock(3_600_000 * 25 + 61_000), "01:01 UTC");
+        assert_eq!(principal_label("principal-3fa9c1d2e4b5"), "3fa9c1");
     }
 }
