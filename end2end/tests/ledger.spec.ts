@@ -34,8 +34,9 @@ test('usage: each agent in its row and view, all agents above the list, sessions
   try {
     const [context, tab] = await enrolled(browser, daemon);
     await createAgent(tab, project(), 'spender');
-    await prompt(tab, 'hello usage');
-    await expect(tab.locator('.message.assistant').last()).toHaveText('You said: hello usage');
+    // Long enough to spend thousands of tokens: counts are shortened (2.1k).
+    await prompt(tab, `hello usage ${'word '.repeat(2000)}`);
+    await expect(tab.locator('.message.assistant').last()).toContainText('You said: hello usage');
     await createAgent(tab, project(), 'saver');
     await prompt(tab, 'just once');
     await expect(tab.locator('.message.assistant').last()).toHaveText('You said: just once');
@@ -51,12 +52,19 @@ test('usage: each agent in its row and view, all agents above the list, sessions
     for (const line of global.agents) {
       const used = line.usage;
       const row = tab.locator(`li.agent[data-agent-id="${line.agent_id}"]`);
-      await expect(row.locator('.usage')).toHaveText(`${used.input + used.output} tok · ${dollars(used.cost)}`);
+      // Token counts read the same way everywhere: the row, the total, the header.
+      await expect(row.locator('.usage')).toHaveText(`${tokens(used.input + used.output)} tok · ${dollars(used.cost)}`);
     }
 
     // The spender's view: its total in the header, then its panel.
     await tab.locator('li.agent', { hasText: 'spender' }).locator('button.open').click();
     await expect(tab.locator('.agent-view h2')).toHaveText('spender');
+    const listed = (await unixCall(daemon, { id: 'l', type: 'agent.list' })).data.agents;
+    const spender = listed.find((agent: any) => agent.name === 'spender').usage;
+    expect(spender.input).toBeGreaterThan(1000);
+    await expect(tab.locator('.agent-view [title="tokens used"]')).toHaveText(
+      `${tokens(spender.input)} in · ${tokens(spender.output)} out · ${dollars(spender.cost)}`,
+    );
     const panel = tab.locator('details.usage-panel');
     await panel.locator('summary').click();
     await expect(panel.locator('.usage-agent-total')).toContainText('1 calls · 1 turns');

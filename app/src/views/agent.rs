@@ -5,6 +5,7 @@ use leptos::prelude::*;
 use shard_protocol::agent::StreamingBehavior;
 use shard_protocol::types::AgentStatus;
 
+use super::ledger::tokens;
 use super::transcript::Transcript;
 use super::{state, status_label};
 
@@ -172,10 +173,13 @@ fn AgentHeader() -> impl IntoView {
         roster.agents.with(|agents| {
             let usage = agents.iter().find(|agent| agent.agent_id == selected)?.usage.clone()?;
             Some(match usage.cost {
-                Some(cost) => {
-                    format!("{} in · {} out · {}", usage.input, usage.output, super::dollars(cost))
-                }
-                None => format!("{} in · {} out", usage.input, usage.output),
+                Some(cost) => format!(
+                    "{} in · {} out · {}",
+                    tokens(usage.input),
+                    tokens(usage.output),
+                    super::dollars(cost)
+                ),
+                None => format!("{} in · {} out", tokens(usage.input), tokens(usage.output)),
             })
         })
     };

@@ -469,8 +469,8 @@ fn RowFacts(agent_id: String, info: Memo<Option<AgentInfo>>) -> impl IntoView {
         <span class="cwd" title=field(info, |info| info.cwd.clone())>{field(info, |info| info.cwd.clone())}</span>
         <span class="model">{field(info, |info| [info.model.clone(), info.mode.clone()].into_iter().flatten().collect::<Vec<_>>().join(" · "))}</span>
         <span class="usage">{field(info, |info| info.usage.as_ref().map(|usage| match usage.cost {
-            Some(cost) => format!("{} tok · {}", usage.input + usage.output, super::dollars(cost)),
-            None => format!("{} tok", usage.input + usage.output),
+            Some(cost) => format!("{} tok · {}", super::ledger::tokens(usage.input + usage.output), super::dollars(cost)),
+            None => format!("{} tok", super::ledger::tokens(usage.input + usage.output)),
         }).unwrap_or_default())}</span>
     }
 }
