@@ -178,3 +178,31 @@ pub async fn read_burst(conn: &mut Conn) -> Result<Seen> {
         }
     }
 }
+
+/// Reads one `burst:` turn of an ACP agent, its lines as the relay passes
+/// them on, to the prompt's answer (`stopReason`), checking the chunks'
+/// text `tick-1 `, `tick-2 `, … arrive in order; like [`read_burst`], by
+/// looking at the text.
+pub async fn read_acp_burst(conn: &mut Conn) -> Result<Seen> {
+    const FIELD: &str = "\"text\":\"";
+    let mut seen = Seen { in_order: true, ..Seen::default() };
+    let mut expected = String::new();
+    loop {
+        let text = conn.recv().await?;
+        if text.contains("\"agent_message_chunk\"") {
+            seen.first.get_or_insert_with(std::time::Instant::now);
+            seen.deltas += 1;
+            seen.delta_bytes += text.len() as u64;
+            expected.clear();
+            expected.push_str(FIELD);
+            expected.push_str("tick-");
+            expected.push_str(&seen.deltas.to_string());
+            expected.push_str(" \"");
+            if !text.contains(expected.as_str()) {
+                seen.in_order = false;
+            }
+        } else if text.contains("\"stopReason\"") {
+            return Ok(seen);
+        }
+    }
+}

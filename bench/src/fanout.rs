@@ -4,21 +4,35 @@
 //! delta any client read to the last client's complete message: the rate
 //! of the stream itself. The time from the prompt to that first delta (the
 //! turn's start, through the daemon or the relay) is reported beside it.
+//!
+//! The agent is Shard's own (S1) or the scripted ACP agent ([`crate::acp`],
+//! the ACP scenario): the daemon runs it as a configured runtime and turns
+//! its chunks into the same `message_delta`s, the relay passes its ACP
+//! lines on unchanged and the controller speaks ACP through it.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use crate::conn::{Conn, Seen, next_loopback, read_burst};
+use crate::conn::{Conn, Seen, next_loopback, read_acp_burst, read_burst};
 use crate::procfs;
-use crate::relay::{Relay, leave};
+use crate::relay::{Relay, leave, leave_acp};
 use crate::shard::{Shard, attach};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
     WebSocket,
     Unix,
+}
+
+/// Whose agent streams the turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agent {
+    /// Shard's own (`shard agent`, its demo model).
+    Shard,
+    /// The scripted ACP agent, the runtime [`crate::acp::RUNTIME`].
+    Acp,
 }
 
 /// One run's figures.
@@ -79,12 +93,15 @@ impl Outcome {
     }
 }
 
-async fn collect(readers: Vec<Conn>, start: Instant) -> Result<(Vec<Seen>, Instant)> {
+/// Each reader's turn, read as Shard sends it or, with `acp`, as the
+/// relay passes on an ACP agent's lines.
+async fn collect(readers: Vec<Conn>, start: Instant, acp: bool) -> Result<(Vec<Seen>, Instant)> {
     let tasks: Vec<_> = readers
         .into_iter()
         .map(|mut conn| {
             tokio::spawn(async move {
-                let seen = read_burst(&mut conn).await;
+                let seen =
+                    if acp { read_acp_burst(&mut conn).await } else { read_burst(&mut conn).await };
                 (seen, Instant::now())
             })
         })
@@ -120,15 +137,21 @@ fn outcome(clients: usize, deltas: u64, seen: &[Seen], start: Instant, last: Ins
     }
 }
 
-/// The turn through Shard, to `clients` observers over `transport`.
+/// The turn of `agent` through Shard, to `clients` observers over
+/// `transport`.
 pub async fn shard(
     shard: &Shard,
+    agent: Agent,
     clients: usize,
     deltas: u64,
     transport: Transport,
 ) -> Result<Outcome> {
     let mut control = shard.unix().await?;
-    let agent = shard.create_agent(&mut control).await?;
+    let runtime = match agent {
+        Agent::Shard => None,
+        Agent::Acp => Some(crate::acp::RUNTIME),
+    };
+    let agent = shard.create_agent_on(&mut control, runtime).await?;
     attach(&mut control, &agent, "interactive").await?;
     let mut readers = Vec::with_capacity(clients);
     for _ in 0..clients {
@@ -140,10 +163,11 @@ pub async fn shard(
         readers.push(conn);
     }
     let daemon = shard.pid();
-    let agents = daemon.map(procfs::children).unwrap_or_default();
+    // An ACP agent runs under `shard guard`: both count as the agent.
+    let agents = daemon.map(procfs::descendants).unwrap_or_default();
     let before = Cpu::sample(daemon, &agents);
     let start = Instant::now();
-    let running = tokio::spawn(collect(readers, start));
+    let running = tokio::spawn(collect(readers, start, false));
     let prompt =
         json!({"type": "prompt", "agent_id": agent, "message": format!("burst: {deltas}")});
     control.call(prompt, "prompt").await.context("prompting")?;
@@ -157,10 +181,26 @@ pub async fn shard(
     Ok(Outcome { cpu, ..outcome(clients, deltas, &seen, start, last) })
 }
 
-/// The same turn through the bare relay, to `clients` WebSocket clients.
-pub async fn relay(bin: &std::path::Path, clients: usize, deltas: u64) -> Result<Outcome> {
-    let relay = Relay::start(bin, 1).await?;
+/// The same turn of `agent` through the bare relay (`bin agent --stdio`
+/// children for Shard's own), to `clients` WebSocket clients.
+pub async fn relay(
+    bin: &std::path::Path,
+    agent: Agent,
+    clients: usize,
+    deltas: u64,
+) -> Result<Outcome> {
+    let relay = match agent {
+        Agent::Shard => Relay::start(bin, 1).await?,
+        Agent::Acp => Relay::start_acp().await?,
+    };
     let mut control = relay.client(None).await?;
+    if agent == Agent::Acp {
+        // What the daemon does for its ACP agent, the controller does here,
+        // before any reader is there to see it.
+        acp_call(&mut control, 1, "initialize", json!({"protocolVersion": 1})).await?;
+        let new = json!({"cwd": "/tmp", "mcpServers": []});
+        acp_call(&mut control, 2, "session/new", new).await?;
+    }
     let mut readers = Vec::with_capacity(clients);
     for _ in 0..clients {
         readers.push(relay.client(None).await?);
@@ -169,16 +209,48 @@ pub async fn relay(bin: &std::path::Path, clients: usize, deltas: u64) -> Result
     let agents = relay.agent_pids();
     let before = Cpu::sample(None, &agents);
     let start = Instant::now();
-    let running = tokio::spawn(collect(readers, start));
-    control
-        .send(&json!({"type": "prompt", "id": "p", "message": format!("burst: {deltas}")}))
-        .await?;
-    // As through Shard, the controller leaves: only the readers read.
-    leave(control, 1).await?;
+    let running = tokio::spawn(collect(readers, start, agent == Agent::Acp));
+    let message = format!("burst: {deltas}");
+    match agent {
+        Agent::Shard => {
+            control.send(&json!({"type": "prompt", "id": "p", "message": message})).await?;
+            // As through Shard, the controller leaves: only the readers read.
+            leave(control, 1).await?;
+        }
+        Agent::Acp => {
+            let prompt = json!({
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "session/prompt",
+                "params": {
+                    "sessionId": crate::acp::SESSION,
+                    "prompt": [{"type": "text", "text": message}],
+                },
+            });
+            control.send(&prompt).await?;
+            leave_acp(control).await?;
+        }
+    }
     let (seen, last) = running.await??;
     let cpu = Cpu::sample(None, &agents).since(before);
     relay.stop().await;
     Ok(Outcome { cpu, ..outcome(clients, deltas, &seen, start, last) })
+}
+
+/// An ACP request through the relay, and its answer (a success).
+async fn acp_call(
+    control: &mut Conn,
+    id: u64,
+    method: &str,
+    params: serde_json::Value,
+) -> Result<()> {
+    let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    control.send(&request).await?;
+    let answer = control.until(|message| message["id"] == id).await?;
+    if answer.get("result").is_none() {
+        anyhow::bail!("the ACP agent refused {method}: {answer}");
+    }
+    Ok(())
 }
 
 /// Of several runs of one point, the median by throughput; complete only if

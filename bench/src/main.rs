@@ -5,6 +5,7 @@
 //! breaks (a client missed an event, a process did not start), never on a
 //! timing.
 
+mod acp;
 mod conn;
 mod fanout;
 mod idle;
@@ -20,7 +21,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 
-use fanout::Transport;
+use fanout::{Agent, Transport};
 
 #[derive(Parser)]
 #[command(about = "Benchmarks of shard against a bare relay, in one run")]
@@ -31,15 +32,19 @@ struct Args {
     /// The `shard` binary to measure (and whose agent the relay runs).
     #[arg(long, default_value = "target/release/shard")]
     shard: PathBuf,
-    /// Run only these scenarios (s1 … s8, bundle), comma-separated.
+    /// Run only these scenarios (s1 … s8, acp, bundle), comma-separated.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// How long S8, the soak, runs: 1800 s by default, 30 s with --short.
     #[arg(long, value_name = "SECS")]
     soak: Option<u64>,
-    /// S1's client counts instead of the mode's (for profiling one point).
+    /// S1's and ACP's client counts instead of the mode's (for profiling
+    /// one point).
     #[arg(long, value_delimiter = ',')]
     clients: Vec<usize>,
+    /// Be the scripted ACP agent the ACP scenario runs (on stdin and stdout).
+    #[arg(long = "acp-agent", hide = true)]
+    acp_agent: bool,
 }
 
 impl Args {
@@ -50,6 +55,9 @@ impl Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    if args.acp_agent {
+        return acp::serve();
+    }
     // A thousand clients need more descriptors than the usual soft limit.
     if let Ok((soft, hard)) =
         nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
@@ -94,7 +102,10 @@ async fn run(args: Args) -> Result<()> {
     );
     let mut broken = Vec::new();
     if args.wants("s1") || args.wants("s7") {
-        broken.extend(fan_out(&args).await?);
+        broken.extend(fan_out(&args, Agent::Shard).await?);
+    }
+    if args.wants("acp") {
+        broken.extend(fan_out(&args, Agent::Acp).await?);
     }
     if args.wants("s2") {
         broken.extend(latency(&args).await?);
@@ -123,9 +134,14 @@ async fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// S1 and S7. Returns what broke (a client that missed events).
-async fn fan_out(args: &Args) -> Result<Vec<String>> {
-    let mut counts: &[usize] = if args.short { &[1, 10, 50] } else { &[1, 10, 100, 1_000] };
+/// S1 and S7 with Shard's own agent; the ACP scenario, S1's with the
+/// scripted ACP agent. Returns what broke (a client that missed events).
+async fn fan_out(args: &Args, agent: Agent) -> Result<Vec<String>> {
+    let mut counts: &[usize] = match (agent, args.short) {
+        (Agent::Shard, true) => &[1, 10, 50],
+        (Agent::Acp, true) => &[1, 10],
+        (_, false) => &[1, 10, 100, 1_000],
+    };
     // Long enough turns that a run measures the stream, not the scheduler:
     // 50,000 deltas to one client. With more clients the turn is shorter
     // than the 4 MiB a connection may have queued (a delta is about 150
@@ -144,11 +160,25 @@ async fn fan_out(args: &Args) -> Result<Vec<String>> {
         counts = &args.clients;
     }
     let max_clients = counts.iter().copied().max().unwrap_or(1);
-    let daemon = shard::Shard::start(&args.shard, 2 * max_clients + 64, None).await?;
+    let (name, config) = match agent {
+        Agent::Shard => ("S1", None),
+        Agent::Acp => {
+            let exe = std::env::current_exe().context("the benchmark's own path")?;
+            ("ACP", Some(acp::config(&exe)))
+        }
+    };
+    let daemon = shard::Shard::start(&args.shard, 2 * max_clients + 64, config.as_deref()).await?;
     println!();
-    println!(
-        "S1 fan-out: one agent's `burst: D` turn to N clients (deliveries/s from the first delta to the last, the median of {runs}; every client must get every delta; then the prompt to the first delta)"
-    );
+    match agent {
+        Agent::Shard => println!(
+            "S1 fan-out: one agent's `burst: D` turn to N clients (deliveries/s from the first delta to the last, the median of {runs}; every client must get every delta; then the prompt to the first delta)"
+        ),
+        Agent::Acp => println!(
+            "ACP fan-out: S1 with an ACP agent (`shard-bench {}`, the runtime `{}`) streaming `burst: D` as fast as it can; the relay runs the same agent, its clients read its ACP lines (deliveries/s from the first delta to the last, the median of {runs}; every client must get every delta; then the prompt to the first delta)",
+            acp::FLAG,
+            acp::RUNTIME
+        ),
+    }
     println!(
         "{:>6} | {:>6} | {:>12} | {:>12} | {:>12} | {:>6} | {:>18} | all delivered",
         "N", "D", "shard ws", "relay ws", "shard unix", "ratio", "first: shard/relay"
@@ -161,13 +191,14 @@ async fn fan_out(args: &Args) -> Result<Vec<String>> {
         let (mut ws_runs, mut unix_runs, mut relay_runs) = (Vec::new(), Vec::new(), Vec::new());
         let deltas = deltas(clients);
         for _ in 0..runs {
-            ws_runs.push(fanout::shard(&daemon, clients, deltas, Transport::WebSocket).await?);
+            let over = |transport| fanout::shard(&daemon, agent, clients, deltas, transport);
+            ws_runs.push(over(Transport::WebSocket).await?);
             // The daemon takes at most 64 local connections (one is the
             // controller's): beyond that the unix column stays empty.
             if clients < 64 {
-                unix_runs.push(fanout::shard(&daemon, clients, deltas, Transport::Unix).await?);
+                unix_runs.push(over(Transport::Unix).await?);
             }
-            relay_runs.push(fanout::relay(&args.shard, clients, deltas).await?);
+            relay_runs.push(fanout::relay(&args.shard, agent, clients, deltas).await?);
         }
         let over_ws = fanout::median(ws_runs).context("runs")?;
         let over_unix = fanout::median(unix_runs);
@@ -175,7 +206,7 @@ async fn fan_out(args: &Args) -> Result<Vec<String>> {
         let unix_complete = over_unix.is_none_or(|outcome| outcome.complete);
         let all = over_ws.complete && unix_complete && baseline.complete;
         if !all {
-            broken.push(format!("S1 at {clients} clients: a client missed deltas"));
+            broken.push(format!("{name} at {clients} clients: a client missed deltas"));
         }
         println!(
             "{clients:>6} | {deltas:>6} | {:>12} | {:>12} | {:>12} | {:>6} | {:>18} | {}",
@@ -198,7 +229,7 @@ async fn fan_out(args: &Args) -> Result<Vec<String>> {
     }
     println!();
     println!(
-        "S1 CPU per delivery (ns, of the median runs): the clients share the cores with the daemon and the agent, so throughput follows the total"
+        "{name} CPU per delivery (ns, of the median runs): the clients share the cores with the daemon and the agent, so throughput follows the total"
     );
     println!(
         "{:>6} | {:>8} | {:>8} | {:>8} | {:>8} || {:>8} | {:>14} | {:>8} | {:>6}",
@@ -222,7 +253,10 @@ async fn fan_out(args: &Args) -> Result<Vec<String>> {
     }
     if let Some((over_ws, over_unix, baseline)) = wire {
         println!();
-        println!("S7 wire: bytes per delta as a client reads it, against the agent's own line");
+        println!(
+            "{} wire: bytes per delta as a client reads it, against the agent's own line",
+            if agent == Agent::Shard { "S7" } else { "ACP" }
+        );
         println!("  agent line (what the relay sends): {:.1} B", baseline.bytes_per_delta);
         println!(
             "  shard over WebSocket: {:.1} B ({})",

@@ -1,5 +1,5 @@
 //! What the benchmarks read of a process from `/proc`: resident memory,
-//! CPU time, open descriptors, threads and children.
+//! CPU time, open descriptors, threads, children and their descendants.
 
 use anyhow::{Context, Result};
 
@@ -73,4 +73,28 @@ pub fn children(pid: u32) -> Vec<u32> {
             })
         })
         .collect()
+}
+
+/// Every process below `pid`: its children, theirs, and so on (an agent
+/// that is not Shard's own runs under `shard guard`, a child of the
+/// daemon's child).
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let parents: Vec<(u32, u32)> = entries
+        .filter_map(|entry| {
+            let process = entry.ok()?.file_name().to_str()?.parse::<u32>().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{process}/stat")).ok()?;
+            let (_, rest) = stat.rsplit_once(')')?;
+            Some((process, rest.split_whitespace().nth(1)?.parse::<u32>().ok()?))
+        })
+        .collect();
+    let mut found = Vec::new();
+    let mut below = vec![pid];
+    while let Some(parent) = below.pop() {
+        for &(process, _) in parents.iter().filter(|&&(_, of)| of == parent) {
+            found.push(process);
+            below.push(process);
+        }
+    }
+    found
 }

@@ -1,5 +1,6 @@
 //! The baseline: the least a daemon of this kind could do. Child processes
-//! (`shard agent --stdio`, the same agent runtime), each one's stdout read
+//! (`shard agent --stdio`, the same agent runtime, or for the ACP scenario
+//! the same scripted ACP agent the daemon runs), each one's stdout read
 //! line by line, each line sent unchanged as one WebSocket text frame to
 //! every client through a bounded queue per client (a client whose queue
 //! is full is no longer fed), and every frame a client sends written to the
@@ -33,10 +34,35 @@ pub struct Relay {
 }
 
 impl Relay {
-    /// A relay of `agents` children: every child's lines go to every
-    /// client. A client's frame goes to the child its `"agent"` field
-    /// names (an index; the first child without one), unchanged.
+    /// A relay of `agents` children, each `bin agent --stdio` (Shard's own
+    /// agent): every child's lines go to every client. A client's frame
+    /// goes to the child its `"agent"` field names (an index; the first
+    /// child without one), unchanged.
     pub async fn start(bin: &Path, agents: usize) -> Result<Relay> {
+        Relay::start_with(agents, |cwd| {
+            let mut command = Command::new(bin);
+            command.args(["agent", "--stdio", "--cwd"]).arg(cwd);
+            command
+        })
+        .await
+    }
+
+    /// The same relay of one agent that is not Shard's own: this benchmark
+    /// binary as the scripted ACP agent ([`crate::acp`]). Clients speak
+    /// ACP to it themselves, through the relay.
+    pub async fn start_acp() -> Result<Relay> {
+        let exe = std::env::current_exe().context("the benchmark's own path")?;
+        Relay::start_with(1, |_| {
+            let mut command = Command::new(&exe);
+            command.arg(crate::acp::FLAG);
+            command
+        })
+        .await
+    }
+
+    /// A relay of `agents` children, each the command `command` makes for
+    /// its working directory.
+    async fn start_with(agents: usize, command: impl Fn(&Path) -> Command) -> Result<Relay> {
         let home = crate::shard::scratch("relay")?;
         let clients: Clients = Arc::default();
         let mut children = Vec::with_capacity(agents);
@@ -44,9 +70,7 @@ impl Relay {
         for index in 0..agents {
             let cwd = home.join(format!("agent-{index}"));
             std::fs::create_dir_all(&cwd)?;
-            let mut child = Command::new(bin)
-                .args(["agent", "--stdio", "--cwd"])
-                .arg(&cwd)
+            let mut child = command(&cwd)
                 .env("SHARD_HOME", &cwd)
                 .env("SHARD_LOG", "error")
                 .current_dir(&cwd)
@@ -178,5 +202,11 @@ pub async fn leave(mut control: crate::conn::Conn, turns: usize) -> Result<()> {
             started += 1;
         }
     }
+    Ok(())
+}
+
+/// An ACP controller leaves likewise, once its agent streams the turn.
+pub async fn leave_acp(mut control: crate::conn::Conn) -> Result<()> {
+    while !control.recv().await?.contains("\"agent_message_chunk\"") {}
     Ok(())
 }

@@ -168,10 +168,22 @@ impl Shard {
 
     /// A new agent working in a fresh directory; its id.
     pub async fn create_agent(&self, control: &mut Conn) -> Result<String> {
+        self.create_agent_on(control, None).await
+    }
+
+    /// The same on `runtime` (one configured in the daemon's
+    /// `config.toml`), or Shard's own agent for `None`.
+    pub async fn create_agent_on(
+        &self,
+        control: &mut Conn,
+        runtime: Option<&str>,
+    ) -> Result<String> {
         let cwd = scratch("cwd")?;
-        let response = control
-            .call(json!({"type": "agent.create", "cwd": cwd, "name": "bench"}), "create")
-            .await?;
+        let mut create = json!({"type": "agent.create", "cwd": cwd, "name": "bench"});
+        if let Some(runtime) = runtime {
+            create["runtime"] = Value::from(runtime);
+        }
+        let response = control.call(create, "create").await?;
         Ok(response["data"]["agent_id"].as_str().context("agent_id")?.to_owned())
     }
 
