@@ -84,6 +84,14 @@ mod tests {
                             updates.push(update.update);
                         }
                     }
+                    Incoming::TextChunk { text, thinking } => {
+                        let chunk =
+                            agent_client_protocol_schema::v1::ContentChunk::new(text.into());
+                        updates.push(match thinking {
+                            true => SessionUpdate::AgentThoughtChunk(chunk),
+                            false => SessionUpdate::AgentMessageChunk(chunk),
+                        });
+                    }
                     other => panic!("unexpected {other:?}"),
                 }
             }

@@ -5,6 +5,7 @@
 //! that request's. Ids are kept exactly as the agent sent them: `0` is an
 //! id like any other, and a string stays a string.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use agent_client_protocol_schema::v1::{
@@ -22,6 +23,13 @@ pub enum Incoming {
     /// must still be answered, with this error.
     Unanswerable(RequestId, acp::Error),
     Notification(Box<AgentNotification>),
+    /// A text chunk of the agent's message or of its thinking
+    /// (`agent_message_chunk` / `agent_thought_chunk`): the line agents
+    /// send most, read on its own way (see [`text_chunk`]).
+    TextChunk {
+        text: String,
+        thinking: bool,
+    },
     /// The answer to one of our requests, and what was asked.
     Response {
         id: i64,
@@ -74,8 +82,69 @@ fn line(message: &impl serde::Serialize) -> String {
     text
 }
 
+/// A text chunk notification, as far as it is read: unknown fields are
+/// skipped, the text is borrowed from the line unless it has escapes.
+#[derive(serde::Deserialize)]
+struct ChunkLine<'a> {
+    #[serde(borrow)]
+    method: Cow<'a, str>,
+    /// Whether the line has an `id` at all (then it is no notification).
+    #[serde(default, deserialize_with = "present")]
+    id: bool,
+    #[serde(borrow)]
+    params: ChunkParams<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct ChunkParams<'a> {
+    #[serde(borrow)]
+    update: ChunkUpdate<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct ChunkUpdate<'a> {
+    #[serde(rename = "sessionUpdate", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    content: ChunkContent<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct ChunkContent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    text: Cow<'a, str>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    <serde::de::IgnoredAny as serde::Deserialize>::deserialize(deserializer).map(|_| true)
+}
+
+/// A text chunk, read in one pass over the line. The general way below
+/// builds the line's tree, has the schema crate copy its params and read
+/// them again: about three times the daemon's work for the line an agent
+/// streams thousands of (docs/PERFORMANCE.md, "An agent that is not Shard's
+/// own"). Any other line, or a chunk of another kind, takes the general
+/// way, which reads it the same.
+fn text_chunk(line: &str) -> Option<Incoming> {
+    let chunk: ChunkLine<'_> = serde_json::from_str(line).ok()?;
+    let thinking = match chunk.params.update.kind.as_ref() {
+        "agent_message_chunk" => false,
+        "agent_thought_chunk" => true,
+        _ => return None,
+    };
+    let is_text = chunk.params.update.content.kind == "text";
+    let text = chunk.params.update.content.text;
+    (chunk.method == "session/update" && !chunk.id && is_text)
+        .then(|| Incoming::TextChunk { text: text.into_owned(), thinking })
+}
+
 /// Decodes one line from the agent.
 pub fn decode(line: &str, outstanding: &mut Outstanding) -> Incoming {
+    if let Some(chunk) = text_chunk(line) {
+        return chunk;
+    }
     let Ok(Value::Object(mut object)) = serde_json::from_str::<Value>(line) else {
         return Incoming::Ignored("a line that is not a JSON object".to_owned());
     };
@@ -142,6 +211,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_text_chunk_is_read_on_its_own_way_and_anything_else_on_the_general_one() {
+        let mut outstanding = Outstanding::default();
+        let chunk = |kind: &str, content: Value| {
+            json!({"jsonrpc": "2.0", "method": "session/update",
+                   "params": {"sessionId": "s", "update": {"sessionUpdate": kind, "content": content,
+                              "_meta": {"x": [1, 2]}}}})
+            .to_string()
+        };
+        let text = json!({"type": "text", "text": "say \"hi\"\n\u{e9}", "annotations": null});
+        let Incoming::TextChunk { text: said, thinking } =
+            decode(&chunk("agent_message_chunk", text.clone()), &mut outstanding)
+        else {
+            panic!("not a text chunk");
+        };
+        assert_eq!((said.as_str(), thinking), ("say \"hi\"\n\u{e9}", false));
+        let thought = decode(&chunk("agent_thought_chunk", text.clone()), &mut outstanding);
+        assert!(matches!(thought, Incoming::TextChunk { thinking: true, .. }), "{thought:?}");
+
+        // The same as the general way reads it.
+        let general = AgentNotification::from_method_and_params(
+            "session/update",
+            &serde_json::from_str::<Value>(&chunk("agent_message_chunk", text.clone())).unwrap()["params"],
+        );
+        let Ok(AgentNotification::SessionNotification(general)) = general else { panic!() };
+        let SessionUpdate::AgentMessageChunk(general) = general.update else { panic!() };
+        let acp::ContentBlock::Text(general) = general.content else { panic!() };
+        assert_eq!(general.text, said);
+
+        // An image, a user's chunk, a line with an id: the general way.
+        let image = json!({"type": "image", "data": "aGk=", "mimeType": "image/png"});
+        let image = decode(&chunk("agent_message_chunk", image), &mut outstanding);
+        assert!(matches!(image, Incoming::Notification(_)), "{image:?}");
+        let user = decode(&chunk("user_message_chunk", text.clone()), &mut outstanding);
+        assert!(matches!(user, Incoming::Notification(_)), "{user:?}");
+        let mut asking: Value = serde_json::from_str(&chunk("agent_message_chunk", text)).unwrap();
+        asking["id"] = json!(null);
+        let asking = decode(&asking.to_string(), &mut outstanding);
+        assert!(!matches!(asking, Incoming::TextChunk { .. }), "{asking:?}");
+    }
+
+    #[test]
     fn a_request_with_id_zero_is_a_request_and_its_id_is_kept() {
         let mut outstanding = Outstanding::default();
         let line = json!({"jsonrpc": "2.0", "id": 0, "method": "session/request_permission",
@@ -200,16 +310,16 @@ mod tests {
             panic!("not an error");
         };
         assert_eq!(error.message, "no");
-        let chunk = json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s",
-            "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}}});
-        let Incoming::Notification(notification) = decode(&chunk.to_string(), &mut outstanding)
+        let call = json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s",
+            "update": {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "ls"}}});
+        let Incoming::Notification(notification) = decode(&call.to_string(), &mut outstanding)
         else {
             panic!("not a notification");
         };
         let AgentNotification::SessionNotification(update) = *notification else {
             panic!("not an update");
         };
-        assert!(matches!(update.update, SessionUpdate::AgentMessageChunk(_)));
+        assert!(matches!(update.update, SessionUpdate::ToolCall(_)));
     }
 
     #[test]

@@ -257,6 +257,15 @@ impl Translator {
     pub fn from_agent(&mut self, line: &str) -> Vec<Out> {
         match wire::decode(line, &mut self.outstanding) {
             Incoming::Response { id, result, .. } => self.response(id, result.map(|r| *r)),
+            Incoming::TextChunk { text, thinking } if self.is_ready() => {
+                let kind = match thinking {
+                    true => shard_protocol::agent::DeltaKind::Thinking,
+                    false => shard_protocol::agent::DeltaKind::Text,
+                };
+                self.text_chunk(text, kind)
+            }
+            // Before the session is open: a replay of `session/load`.
+            Incoming::TextChunk { .. } => Vec::new(),
             Incoming::Notification(notification) => match *notification {
                 AgentNotification::SessionNotification(update) if self.is_ready() => {
                     self.update(update.update)

@@ -190,8 +190,12 @@ impl Translator {
 
     pub(super) fn chunk(&mut self, chunk: ContentChunk, kind: DeltaKind) -> Vec<Out> {
         let acp::ContentBlock::Text(text) = chunk.content else { return Vec::new() };
+        self.text_chunk(text.text, kind)
+    }
+
+    /// A chunk of the message's text or thinking, streamed as a delta.
+    pub(super) fn text_chunk(&mut self, text: String, kind: DeltaKind) -> Vec<Out> {
         let Some(turn) = &mut self.turn else { return Vec::new() };
-        let text = text.text;
         let same_kind = matches!(
             (turn.blocks.last(), kind),
             (Some(ContentBlock::Text { .. }), DeltaKind::Text)
