@@ -16,6 +16,9 @@ use shard_protocol::types::AgentStatus;
 use super::{Out, Translator, error_event, event};
 use crate::agents::error::AgentError;
 
+/// What Claude Code's ACP adapters call themselves (`agentInfo.name`).
+const CLAUDE_ADAPTERS: &[&str] = &["claude-agent-acp", "claude-code-acp"];
+
 pub(super) enum Phase {
     Initializing(i64),
     Opening {
@@ -85,7 +88,14 @@ impl Translator {
         }
         let capabilities = &initialized.agent_capabilities;
         let sessions = &capabilities.session_capabilities;
-        self.reopens = sessions.close.is_some() && sessions.resume.is_some();
+        // Only for the agent whose bug it works around: Codex offers the
+        // same, and refuses a resume right after a close (its writer is
+        // still live), which would cost it its session.
+        let claude = initialized
+            .agent_info
+            .as_ref()
+            .is_some_and(|info| CLAUDE_ADAPTERS.iter().any(|adapter| info.name.ends_with(adapter)));
+        self.reopens = claude && sessions.close.is_some() && sessions.resume.is_some();
         self.takes_images = capabilities.prompt_capabilities.image;
         let how = match self.previous {
             Some(_) if capabilities.load_session => How::Load,
@@ -205,9 +215,9 @@ impl Translator {
         vec![self.open(How::New)]
     }
 
-    /// After a cancelled turn, an agent that can close and resume its
-    /// session does so before its next prompt: Claude Code's adapter
-    /// otherwise answers that prompt with the cancelled turn's stale end.
+    /// After a cancelled turn, Claude Code's adapter has its session closed
+    /// and resumed before its next prompt: it otherwise answers that prompt
+    /// with the cancelled turn's stale end.
     pub(super) fn reopen(&mut self) -> Vec<Out> {
         let Some(session) = self.session.clone().filter(|_| self.reopens) else {
             return Vec::new();

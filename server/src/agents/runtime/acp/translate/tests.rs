@@ -40,12 +40,18 @@ fn ready() -> Translator {
 /// A translator past `initialize`, whose agent said it has
 /// `capabilities`, and `session/new`.
 fn ready_with(capabilities: Value) -> Translator {
+    ready_with_info(capabilities, json!(null))
+}
+
+/// The same, the agent naming itself with `info` (`agentInfo`).
+fn ready_with_info(capabilities: Value, info: Value) -> Translator {
     let (mut translator, out) = Translator::start(start("/work"));
     let initialize = &agent(&out)[0];
     assert_eq!(initialize["method"], "initialize");
     let out = translator.from_agent(
         &json!({"jsonrpc": "2.0", "id": initialize["id"],
-                "result": {"protocolVersion": 1, "agentCapabilities": capabilities}})
+                "result": {"protocolVersion": 1, "agentCapabilities": capabilities,
+                           "agentInfo": info}})
         .to_string(),
     );
     let new = &agent(&out)[0];
@@ -664,4 +670,30 @@ fn a_calls_location_is_shown_as_its_path_unless_its_input_names_one() {
     )));
     let call = named.iter().find(|line| line["type"] == "tool_call").unwrap();
     assert_eq!(call["args"]["path"], "a.txt", "the agent's own input is kept");
+}
+
+/// After an aborted turn of an agent that can close and resume its
+/// session and calls itself `name`: what Shard sends it.
+fn after_an_abort(name: &str) -> Vec<Value> {
+    let mut translator = ready_with_info(
+        json!({"sessionCapabilities": {"close": {}, "resume": {}}}),
+        json!({"name": name, "version": "1"}),
+    );
+    let out = translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "x"}"#);
+    let prompt = agent(&out)[0].clone();
+    translator.from_host(r#"{"id": "a", "type": "abort"}"#);
+    let ended =
+        json!({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "cancelled"}});
+    agent(&translator.from_agent(&ended.to_string()))
+}
+
+#[test]
+fn only_claude_codes_adapter_has_its_session_reopened_after_an_abort() {
+    // Its stale end_turn after a cancel is its own bug; Codex, which
+    // offers the same capabilities, refuses a resume right after a close
+    // ("already has a live local writer") and would lose its session.
+    let claude = after_an_abort("@zed-industries/claude-agent-acp");
+    assert_eq!(claude[0]["method"], "session/close", "{claude:?}");
+    let codex = after_an_abort("codex-acp");
+    assert!(codex.iter().all(|line| line["method"] != "session/close"), "{codex:?}");
 }
