@@ -152,31 +152,24 @@ pub struct Seen {
     pub first: Option<std::time::Instant>,
 }
 
+/// How a turn's stream reads, for [`read_ticks`]: what marks a delta, the
+/// field its text is in, and what marks the turn's end.
+struct Ticks {
+    delta: &'static str,
+    field: &'static str,
+    end: &'static str,
+}
+
 /// Reads one `burst:` turn to its complete message, checking the deltas
 /// `tick-1 `, `tick-2 `, … arrive in order. Looks at the text rather than
 /// parsing each message, so that the reader is never what is measured.
 pub async fn read_burst(conn: &mut Conn) -> Result<Seen> {
-    const FIELD: &str = "\"text_delta\":\"";
-    let mut seen = Seen { in_order: true, ..Seen::default() };
-    let mut expected = String::new();
-    loop {
-        let text = conn.recv().await?;
-        if text.contains("\"message_delta\"") {
-            seen.first.get_or_insert_with(std::time::Instant::now);
-            seen.deltas += 1;
-            seen.delta_bytes += text.len() as u64;
-            expected.clear();
-            expected.push_str(FIELD);
-            expected.push_str("tick-");
-            expected.push_str(&seen.deltas.to_string());
-            expected.push_str(" \"");
-            if !text.contains(expected.as_str()) {
-                seen.in_order = false;
-            }
-        } else if text.contains("\"message_complete\"") {
-            return Ok(seen);
-        }
-    }
+    let shard = Ticks {
+        delta: "\"message_delta\"",
+        field: "\"text_delta\":\"",
+        end: "\"message_complete\"",
+    };
+    read_ticks(conn, &shard).await
 }
 
 /// Reads one `burst:` turn of an ACP agent, its lines as the relay passes
@@ -184,24 +177,29 @@ pub async fn read_burst(conn: &mut Conn) -> Result<Seen> {
 /// text `tick-1 `, `tick-2 `, … arrive in order; like [`read_burst`], by
 /// looking at the text.
 pub async fn read_acp_burst(conn: &mut Conn) -> Result<Seen> {
-    const FIELD: &str = "\"text\":\"";
+    let acp =
+        Ticks { delta: "\"agent_message_chunk\"", field: "\"text\":\"", end: "\"stopReason\"" };
+    read_ticks(conn, &acp).await
+}
+
+async fn read_ticks(conn: &mut Conn, ticks: &Ticks) -> Result<Seen> {
     let mut seen = Seen { in_order: true, ..Seen::default() };
     let mut expected = String::new();
     loop {
         let text = conn.recv().await?;
-        if text.contains("\"agent_message_chunk\"") {
+        if text.contains(ticks.delta) {
             seen.first.get_or_insert_with(std::time::Instant::now);
             seen.deltas += 1;
             seen.delta_bytes += text.len() as u64;
             expected.clear();
-            expected.push_str(FIELD);
+            expected.push_str(ticks.field);
             expected.push_str("tick-");
             expected.push_str(&seen.deltas.to_string());
             expected.push_str(" \"");
             if !text.contains(expected.as_str()) {
                 seen.in_order = false;
             }
-        } else if text.contains("\"stopReason\"") {
+        } else if text.contains(ticks.end) {
             return Ok(seen);
         }
     }
