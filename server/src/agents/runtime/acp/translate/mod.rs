@@ -109,18 +109,8 @@ pub struct Start {
 
 /// A request to the agent that a client waits on.
 enum Pending {
-    Mode {
-        reply: Option<String>,
-        previous: String,
-        mode: String,
-    },
-    Model {
-        reply: Option<String>,
-        previous: String,
-    },
-    /// A choice of Shard's record, set again on a session that opened
-    /// without it; clients wait for the session, not for this.
-    Restore(settings::Restore),
+    Mode { reply: Option<String>, previous: String, mode: String },
+    Model { reply: Option<String>, previous: String },
 }
 
 pub struct Translator {
@@ -137,9 +127,10 @@ pub struct Translator {
     /// The mode and model Shard's record holds, until the first session
     /// opens (and is set to them).
     recorded: RecordedSettings,
-    /// Choices being set again before the session is shown; what the
-    /// agent refused, said once it is.
-    restoring: usize,
+    /// Choices of Shard's record being set again, by request id, before
+    /// the session is shown (clients wait for the session, not for these);
+    /// what the agent refused, said once it is.
+    restoring: HashMap<i64, settings::Restore>,
     unrestored: Vec<String>,
     /// The agent takes images in a prompt (`promptCapabilities.image`).
     takes_images: bool,
@@ -178,7 +169,7 @@ impl Translator {
             cwd: start.cwd,
             settings: Settings::recorded(&start.recorded),
             recorded: start.recorded,
-            restoring: 0,
+            restoring: HashMap::new(),
             unrestored: Vec::new(),
             runtime: start.runtime,
             outstanding,
@@ -297,6 +288,9 @@ impl Translator {
     fn response(&mut self, id: i64, result: Result<AgentResponse, acp::Error>) -> Vec<Out> {
         if let Some(out) = self.opened(id, &result) {
             return out;
+        }
+        if let Some(restore) = self.restoring.remove(&id) {
+            return self.restored(restore, result);
         }
         if let Some(pending) = self.pending.remove(&id) {
             return self.settled(pending, result);

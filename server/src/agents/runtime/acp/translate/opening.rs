@@ -181,22 +181,23 @@ impl Translator {
         if std::mem::take(&mut self.reopening) {
             // The clients never saw the session go: no new hello, only
             // what could not be kept, and the prompts that waited.
-            if let Some(why) = self.started_afresh.take() {
-                out.push(error_event(AgentError::AcpStartedAfresh(why).into()));
-            }
-            out.extend(self.unrestored());
-            out.extend(self.next_queued());
+            out.extend(self.said_then_owed());
         } else {
             out.extend(self.ready());
         }
         out
     }
 
-    fn unrestored(&mut self) -> Vec<Out> {
-        std::mem::take(&mut self.unrestored)
-            .into_iter()
-            .map(|why| error_event(AgentError::AcpNotRestored(why).into()))
-            .collect()
+    /// What could not be kept (the earlier session, a recorded mode or
+    /// model), said plainly, then the first follow-up owed.
+    fn said_then_owed(&mut self) -> Vec<Out> {
+        let afresh = self.started_afresh.take().map(AgentError::AcpStartedAfresh);
+        let unrestored =
+            std::mem::take(&mut self.unrestored).into_iter().map(AgentError::AcpNotRestored);
+        let mut out: Vec<Out> =
+            afresh.into_iter().chain(unrestored).map(|error| error_event(error.into())).collect();
+        out.extend(self.next_queued());
+        out
     }
 
     /// The session taken up: the earlier one, or this one reopened.
@@ -249,11 +250,7 @@ impl Translator {
             reset: None,
         };
         let mut out = vec![event(ServerMessage::Hello(hello)), event(ServerMessage::Sync(sync))];
-        if let Some(why) = self.started_afresh.take() {
-            out.push(error_event(AgentError::AcpStartedAfresh(why).into()));
-        }
-        out.extend(self.unrestored());
-        out.extend(self.next_queued());
+        out.extend(self.said_then_owed());
         out
     }
 }

@@ -186,7 +186,6 @@ fn model_request(session: acp::SessionId, option: SessionConfigId, model: String
 }
 
 /// A choice of Shard's record the agent's new session is set to again.
-#[derive(Clone)]
 pub(super) enum Restore {
     Mode(String),
     Model(String),
@@ -262,7 +261,6 @@ impl Translator {
         let (reply, command) = match &pending {
             Pending::Mode { reply, .. } => (reply.clone(), "set_mode"),
             Pending::Model { reply, .. } => (reply.clone(), "set_model"),
-            Pending::Restore(restore) => return self.restored(restore.clone(), result),
         };
         let options = match result {
             Err(error) => {
@@ -279,7 +277,6 @@ impl Translator {
                 let result = SetModeResult { previous_mode: previous, mode };
                 out.push(respond(reply, Response::ok(command, result)));
             }
-            Pending::Restore(_) => {}
             Pending::Model { previous, .. } => {
                 let runtime = self.runtime.clone();
                 let previous = self.settings.descriptor_of(&previous, &runtime);
@@ -329,12 +326,11 @@ impl Translator {
                 requests.push((request, Restore::Model(model)));
             }
         }
-        self.restoring = requests.len();
         requests
             .into_iter()
             .map(|(request, restore)| {
                 let (id, line) = self.outstanding.request(request);
-                self.pending.insert(id, Pending::Restore(restore));
+                self.restoring.insert(id, restore);
                 Out::Agent(line)
             })
             .collect()
@@ -342,7 +338,7 @@ impl Translator {
 
     /// The agent answered a restoring request: once all are answered the
     /// session is shown, as it now is.
-    fn restored(
+    pub(super) fn restored(
         &mut self,
         restore: Restore,
         result: Result<AgentResponse, acp::Error>,
@@ -360,8 +356,7 @@ impl Translator {
             (Ok(_), Restore::Mode(mode)) => self.settings.mode = mode,
             (Ok(_), Restore::Model(model)) => self.settings.model = Some(model),
         }
-        self.restoring = self.restoring.saturating_sub(1);
-        if self.restoring > 0 {
+        if !self.restoring.is_empty() {
             return Vec::new();
         }
         self.session_shown()
