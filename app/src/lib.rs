@@ -40,7 +40,8 @@ use leptos::prelude::*;
 
 pub use link::Connection;
 pub use state::ClientState;
-use views::{AgentList, AgentView, CreateAgent, Inbox, QuestionDialog};
+use state::Pane;
+use views::{AgentList, AgentView, CreateAgent, Inbox, PhoneBar, QuestionDialog};
 
 /// The name of the bundle's files under `/pkg/` (`shard.js`,
 /// `shard_bg.wasm`, `shard.css`); the daemon and scripts/build agree on it.
@@ -129,6 +130,13 @@ pub fn App() -> impl IntoView {
         0 => "Shard".to_owned(),
         count => format!("({count}) Shard"),
     };
+    let pane = state.pane;
+    let waiting = move || format!("{} waiting", pending());
+    let show_inbox = move || {
+        pane.set(Pane::Inbox);
+        #[cfg(feature = "hydrate")]
+        views::reveal(".inbox".to_owned(), Some(".inbox-item"));
+    };
     let notify_state = state.clone();
     let notify_on = state.questions.notify;
     // The tab's title counts open questions; the server renders "Shard".
@@ -139,9 +147,10 @@ pub fn App() -> impl IntoView {
     view! {
         <header class="topbar">
             <span class="brand">"Shard"</span>
-            <span class=move || { if pending() > 0 { "pending active" } else { "pending" } } title="open questions">
-                {move || format!("{} waiting", pending())}
-            </span>
+            <button class=move || { if pending() > 0 { "pending active" } else { "pending" } }
+                title="Open the approval inbox" on:click=move |_| show_inbox()>
+                {waiting}
+            </button>
             <button class="notify" on:click=move |_| notify::enable(&notify_state) disabled=move || notify_on.get()>
                 {move || if notify_on.get() { "notifications on" } else { "notify me" }}
             </button>
@@ -157,7 +166,7 @@ pub fn App() -> impl IntoView {
                     " on the daemon's machine and open the link it prints."
                 </p>
             })}
-            <div class="layout">
+            <div class="layout" data-pane=move || pane.get().key()>
                 <aside class="sidebar">
                     <Inbox/>
                     <CreateAgent/>
@@ -167,6 +176,7 @@ pub fn App() -> impl IntoView {
             </div>
             <QuestionDialog/>
         </main>
+        <PhoneBar/>
     }
 }
 

@@ -6,7 +6,8 @@
 //! components take it with `views::state()` and read the slice they show.
 //!
 //! The few actions that span slices live here: opening an agent, and
-//! telling which workspace is on screen.
+//! telling which workspace is on screen; and which pane a narrow screen
+//! shows ([`Pane`]).
 
 use leptos::prelude::*;
 use shard_protocol::workspace::WorkspaceSummary;
@@ -19,9 +20,29 @@ use crate::roster::Roster;
 use crate::screen::Screen;
 use crate::workspaces::Workspaces;
 
+/// The pane a narrow screen shows: it has room for one at a time. A wide
+/// one shows them side by side and ignores this.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Pane {
+    List,
+    Agent,
+    Inbox,
+}
+
+impl Pane {
+    pub fn key(self) -> &'static str {
+        match self {
+            Pane::List => "list",
+            Pane::Agent => "agent",
+            Pane::Inbox => "inbox",
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct ClientState {
     pub link: Link,
+    pub pane: RwSignal<Pane>,
     pub roster: Roster,
     pub screen: Screen,
     pub questions: Questions,
@@ -37,6 +58,7 @@ impl ClientState {
         let on_screen = screen.selected.read_only();
         Self {
             link,
+            pane: RwSignal::new(Pane::List),
             roster: Roster::new(link),
             screen,
             questions: Questions::new(link, on_screen),
@@ -46,8 +68,11 @@ impl ClientState {
         }
     }
 
-    /// Shows an agent: it becomes this tab's one interactive attachment.
+    /// Shows an agent: it becomes this tab's one interactive attachment,
+    /// and on a narrow screen its pane comes up. `None` goes back to the
+    /// list.
     pub fn select(&self, agent_id: Option<String>) {
+        self.pane.set(if agent_id.is_some() { Pane::Agent } else { Pane::List });
         let previous = self.screen.selected.get_untracked();
         if previous == agent_id {
             return;

@@ -56,13 +56,22 @@ test('a used or wrong enrollment link says so and the browser stays out', async 
 test('with no agent yet the page says how to make one, and once there are agents, to pick one', async ({ browser }) => {
   const daemon = await startDaemon();
   try {
-    // Phone-sized: where "Back to agents" is shown.
-    const [context, tab] = await enrolled(browser, daemon, { viewport: { width: 390, height: 844 } });
+    const [context, tab] = await enrolled(browser, daemon);
     const empty = tab.locator('.agent-view.empty');
     await expect(empty).toHaveText('No agents yet: create one under \u201cNew agent\u201d.');
+    // A phone shows the list alone: the list says it there.
+    const [phoneContext, phone] = await enrolled(browser, daemon, { viewport: { width: 390, height: 844 } });
+    await expect(phone.locator('.agent-view')).toBeHidden();
+    await expect(phone.locator('.agents li.empty')).toHaveText('No agents yet: create one under \u201cNew agent\u201d.');
     await createAgent(tab, project(), 'firstborn');
-    await tab.getByRole('button', { name: 'Back to agents' }).click();
-    await expect(empty).toHaveText('Select an agent to see its work.');
+    await expect(phone.locator('.agents li.empty')).toHaveCount(0);
+    await expect(phone.locator('li.agent', { hasText: 'firstborn' })).toBeVisible();
+    // A tab that has opened none asks to pick one.
+    const other = await context.newPage();
+    await other.goto(daemon.baseURL);
+    await expect(other.locator('li.agent', { hasText: 'firstborn' })).toBeVisible();
+    await expect(other.locator('.agent-view.empty')).toHaveText('Select an agent to see its work.');
+    await phoneContext.close();
     await context.close();
   } finally {
     await stopDaemon(daemon);

@@ -156,7 +156,8 @@ export async function createAgent(page: import('@playwright/test').Page, cwd: st
   await page.getByLabel('Working directory').fill(cwd);
   await page.getByLabel('Name', { exact: true }).fill(name);
   await page.getByRole('button', { name: 'Create agent' }).click();
-  await page.locator('li.agent', { hasText: name }).waitFor();
+  // Listed, though on a phone the list is behind the agent's pane.
+  await page.locator('li.agent', { hasText: name }).waitFor({ state: 'attached' });
 }
 
 /** Creates an agent on `runtime` (not Shard's own) through the dashboard's form, and opens it. */

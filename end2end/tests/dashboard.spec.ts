@@ -150,6 +150,64 @@ test('on a 390×844 screen every action is reachable', async ({ browser, daemon 
   await context.close();
 });
 
+test('at 375×812 one pane at a time: which agent waits, answer it, read it, go back, each in one tap', async ({ browser, daemon }, testInfo) => {
+  const [context, phone] = await enrolled(browser, daemon, { viewport: { width: 375, height: 812 } });
+  const dir = project();
+  await createAgent(phone, dir, 'thumbwise');
+  // A new agent opens in its own pane: the list is not on screen beneath it.
+  await expect(phone.locator('.agent-view h2')).toHaveText('thumbwise');
+  await expect(phone.locator('.agent-list')).toBeHidden();
+  await expect(phone.getByLabel('Message to the agent')).toBeInViewport();
+  await phone.getByRole('button', { name: 'Back to agents' }).click();
+  await expect(phone.locator('.agent-view')).toBeHidden();
+  await expect(phone.locator('li.agent', { hasText: 'thumbwise' })).toBeInViewport();
+
+  // Another tab (a desktop) sets the agent a command that asks.
+  const desk = await context.newPage();
+  await desk.goto(daemon.baseURL);
+  await openAgent(desk, 'thumbwise');
+  await prompt(desk, 'run: echo from-the-pocket');
+  await expect(desk.getByRole('dialog')).toBeVisible();
+
+  // The bar at the bottom says one waits; one tap shows which, and its answers.
+  const bar = phone.getByRole('navigation', { name: 'Panes' });
+  const waiting = bar.getByRole('button', { name: '1 waiting' });
+  await expect(waiting).toBeInViewport();
+  await waiting.click();
+  const entry = phone.locator('.inbox-item', { hasText: 'echo from-the-pocket' });
+  await expect(entry).toBeInViewport();
+  await expect(entry).toContainText('thumbwise');
+  await expect(phone.locator('.agent-list')).toBeHidden();
+  await phone.screenshot({ path: testInfo.outputPath('phone-inbox.png') });
+  const allow = entry.getByRole('button', { name: /Allow once/ });
+  await expect(allow).toBeInViewport();
+  await allow.click();
+  await expect(bar.getByRole('button', { name: '0 waiting' })).toBeVisible();
+  await expect(desk.getByRole('dialog')).toBeHidden();
+
+  // One tap back to the list, one to the agent: its transcript fills the screen.
+  await bar.getByRole('button', { name: 'Agents' }).click();
+  await phone.locator('li.agent', { hasText: 'thumbwise' }).locator('button.open').click();
+  await expect(phone.locator('.tool').last()).toContainText('from-the-pocket');
+  await expect(phone.locator('.tool').last()).toBeInViewport();
+  await expect(phone.locator('.agent-list')).toBeHidden();
+  await phone.screenshot({ path: testInfo.outputPath('phone-transcript.png') });
+  await phone.getByRole('button', { name: 'Back to agents' }).click();
+  await expect(phone.locator('li.agent', { hasText: 'thumbwise' })).toBeInViewport();
+
+  // From the inbox, the agent's name opens it, its question in a dialog.
+  await prompt(desk, 'run: echo second-ask');
+  await bar.getByRole('button', { name: '1 waiting' }).click();
+  await phone.locator('.inbox-item', { hasText: 'echo second-ask' }).getByRole('button', { name: 'thumbwise' }).click();
+  await expect(phone.locator('.agent-view h2')).toHaveText('thumbwise');
+  const dialog = phone.getByRole('dialog');
+  await expect(dialog).toContainText('echo second-ask');
+  await dialog.getByRole('button', { name: /Deny/ }).click();
+  await expect(dialog).toBeHidden();
+  await expect(bar.getByRole('button', { name: '0 waiting' })).toBeVisible();
+  await context.close();
+});
+
 test('an ask: question is answered in its dialog', async ({ browser, daemon }) => {
   const [context, tab] = await enrolled(browser, daemon);
   await createAgent(tab, project(), 'curious');

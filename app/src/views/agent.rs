@@ -166,7 +166,17 @@ fn AgentHeader() -> impl IntoView {
         roster.agents.track();
         screen.selected.get().map(|id| roster.name_of(&id)).unwrap_or_default()
     };
-    let close = move |_| state.select(None);
+    // Back to the list, where the agent left is brought into view.
+    let close = move |_| {
+        let left = screen.selected.get_untracked();
+        state.select(None);
+        #[cfg(feature = "hydrate")]
+        if let Some(agent_id) = left {
+            super::reveal(format!("li.agent[data-agent-id=\"{agent_id}\"]"), Some("button.open"));
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = left;
+    };
     let status = screen.status;
     let usage = move || {
         let selected = screen.selected.get()?;

@@ -312,7 +312,7 @@ pub fn AgentList() -> impl IntoView {
             </div>
             <super::ledger::UsageTotal/>
             <ul class="agents">
-                <Show when=none><li class="empty">"No agents yet."</li></Show>
+                <Show when=none><li class="empty">"No agents yet: create one under \u{201c}New agent\u{201d}."</li></Show>
                 <Show when=no_match><li class="empty">"No agent matches."</li></Show>
                 <For each=move || rows.get() key=Row::key let:row>
                     {match row {

@@ -330,6 +330,7 @@ pub fn Inbox() -> impl IntoView {
     view! {
         <section class="inbox" aria-label="Approval inbox" class:empty=move || count() == 0>
             <h2>"Inbox " <span class="count">{count}</span></h2>
+            <Show when=move || count() == 0><p class="none">"Nothing waits for an answer."</p></Show>
             <ul>
                 // Keyed: an entry (and an answer being typed in it) stays as
                 // other questions come and go.

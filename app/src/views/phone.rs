@@ -1,0 +1,55 @@
+//! What a narrow screen adds: it shows one pane at a time (the agents, the
+//! agent on screen, the approval inbox; `data-pane` on the layout, read by
+//! the stylesheet), and this bar at its bottom moves between them and says
+//! how many questions wait. A wide screen hides the bar.
+
+use leptos::prelude::*;
+
+use super::state;
+use crate::state::Pane;
+
+#[component]
+pub fn PhoneBar() -> impl IntoView {
+    let state = state();
+    let pane = state.pane;
+    let open = state.questions.open;
+    let waiting = move || open.with(|questions| questions.len());
+    let to_list = {
+        let state = state.clone();
+        move |_| state.select(None)
+    };
+    // The inbox has its own pane: the agent on screen is left, so that its
+    // dialog does not cover the inbox.
+    let to_inbox = move |_| {
+        state.select(None);
+        pane.set(Pane::Inbox);
+    };
+    let pressed = move |which: Pane| move || (pane.get() == which).to_string();
+    view! {
+        <nav class="phonebar" aria-label="Panes">
+            <button aria-pressed=pressed(Pane::List) on:click=to_list>"Agents"</button>
+            <button class="waiting" class:active=move || { waiting() > 0 } aria-pressed=pressed(Pane::Inbox)
+                on:click=to_inbox>
+                {move || format!("{} waiting", waiting())}
+            </button>
+        </nav>
+    }
+}
+
+/// Brings the first element matching `selector` into view once the pane
+/// it is in is shown, and puts the keyboard on the first match of `focus`
+/// inside it.
+#[cfg(feature = "hydrate")]
+pub fn reveal(selector: String, focus: Option<&'static str>) {
+    use wasm_bindgen::JsCast;
+    request_animation_frame(move || {
+        let Some(found) = document().query_selector(&selector).ok().flatten() else { return };
+        let options = web_sys::ScrollIntoViewOptions::new();
+        options.set_block(web_sys::ScrollLogicalPosition::Nearest);
+        found.scroll_into_view_with_scroll_into_view_options(&options);
+        let inner = focus.and_then(|focus| found.query_selector(focus).ok().flatten());
+        if let Some(inner) = inner.and_then(|inner| inner.dyn_into::<web_sys::HtmlElement>().ok()) {
+            let _ = inner.focus();
+        }
+    });
+}
