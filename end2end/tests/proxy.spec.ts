@@ -1,8 +1,9 @@
-// Remote access through a real nginx TLS reverse proxy, configured with the
-// server block of docs/WEB-DEPLOYMENT.md: Chromium enrolls over https, gets
-// the __Host- cookie, connects, and sees its agents.
+// Remote access through real TLS reverse proxies, each configured with its
+// recipe from docs/WEB-DEPLOYMENT.md: Chromium enrolls over https, gets the
+// __Host- cookie, connects, and sees its agents. Each proxy runs on a free
+// port, and Caddy on 443 too: its recipe once worked only there.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -10,6 +11,7 @@ import { test, expect } from '@playwright/test';
 import { createAgent, startDaemon, stopDaemon, type Daemon } from './daemon';
 
 const NGINX = process.env.NGINX_BIN ?? '/usr/sbin/nginx';
+const CADDY = process.env.CADDY_BIN ?? '/usr/bin/caddy';
 
 function freePort(): Promise<number> {
   return new Promise((done, fail) => {
@@ -18,6 +20,20 @@ function freePort(): Promise<number> {
       const address = server.address();
       server.close(() => (typeof address === 'object' && address ? done(address.port) : fail(new Error('no port'))));
     });
+  });
+}
+
+/** Fails, saying why, unless this process could listen on `port` (443 needs root, and nobody on it). */
+function bindable(port: number): Promise<void> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.once('error', (error: NodeJS.ErrnoException) => {
+      const why = error.code === 'EADDRINUSE'
+        ? 'something already listens there (a system nginx or caddy?): stop it'
+        : 'run the tests as root, or let this user bind low ports';
+      fail(new Error(`this test needs 127.0.0.1:${port} and cannot bind it (${error.code}): ${why}`));
+    });
+    server.listen(port, '127.0.0.1', () => server.close(() => done()));
   });
 }
 
@@ -39,52 +55,53 @@ function waitForPort(port: number, timeoutMs = 15_000): Promise<void> {
   });
 }
 
-/** The nginx recipe from docs/WEB-DEPLOYMENT.md, with this test's values. */
-function recipe(daemonPort: number, proxyPort: number, cert: string, key: string): string {
+/**
+ * The block of docs/WEB-DEPLOYMENT.md that follows `<!-- NAME-recipe`, with
+ * each of the doc's values replaced by this test's; a value the doc no longer
+ * holds fails the test, so the doc cannot drift from what is run.
+ */
+function recipe(name: string, language: string, replacements: [string, string][]): string {
   const doc = readFileSync(resolve(__dirname, '../../docs/WEB-DEPLOYMENT.md'), 'utf8');
-  const marker = doc.indexOf('<!-- nginx-recipe');
-  const block = /```nginx\n([\s\S]*?)```/.exec(doc.slice(marker));
-  if (marker < 0 || !block) throw new Error('no nginx recipe in WEB-DEPLOYMENT.md');
-  const replacements: [string, string][] = [
-    ['listen 443 ssl;', `listen 127.0.0.1:${proxyPort} ssl;`],
-    ['server_name shard.example.com;', 'server_name localhost;'],
-    ['/etc/ssl/shard/fullchain.pem', cert],
-    ['/etc/ssl/shard/privkey.pem', key],
-    ['proxy_pass http://127.0.0.1:8787;', `proxy_pass http://127.0.0.1:${daemonPort};`],
-  ];
+  const marker = doc.indexOf(`<!-- ${name}-recipe`);
+  const block = new RegExp('```' + language + '\\n([\\s\\S]*?)```').exec(doc.slice(marker));
+  if (marker < 0 || !block) throw new Error(`no ${name} recipe in WEB-DEPLOYMENT.md`);
   let config = block[1];
   for (const [from, to] of replacements) {
-    if (!config.includes(from)) throw new Error(`the recipe no longer contains ${from}`);
+    if (!config.includes(from)) throw new Error(`the ${name} recipe no longer contains ${from}`);
     config = config.replace(from, to);
   }
   return config;
 }
 
-let daemon: Daemon;
-let nginx: ChildProcess;
-let proxyPort: number;
+/** A reverse proxy as the test runs it: on 127.0.0.1:`port`, in front of the daemon, its files in `dir`. */
+type Proxy = {
+  name: string;
+  start(dir: string, daemonPort: number, port: number): ChildProcess;
+  /** The signal that makes it finish what it serves and exit. */
+  stopSignal: NodeJS.Signals;
+};
 
-test.beforeAll(async () => {
-  if (!existsSync(NGINX)) throw new Error(`${NGINX} is missing: scripts/test installs Debian's nginx`);
-  const dir = realpathSync(mkdtempSync(join(tmpdir(), 'shard-nginx-')));
-  const cert = join(dir, 'cert.pem');
-  const key = join(dir, 'key.pem');
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1',
-    '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost',
-  ], { stdio: 'ignore' });
-  const daemonPort = await freePort();
-  proxyPort = await freePort();
-  daemon = await startDaemon([
-    '--port', String(daemonPort),
-    '--trust-proxy', 'loopback',
-    '--public-host', `localhost:${proxyPort}`,
-    '--allowed-origin', `https://localhost:${proxyPort}`,
-  ]);
-  writeFileSync(join(dir, 'shard.conf'), recipe(daemonPort, proxyPort, cert, key));
-  for (const temp of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, temp));
-  const root = process.getuid?.() === 0 ? 'user root root;\n' : '';
-  writeFileSync(join(dir, 'nginx.conf'), `${root}daemon off;
+const nginx: Proxy = {
+  name: 'nginx',
+  stopSignal: 'SIGQUIT',
+  start(dir, daemonPort, port) {
+    if (!existsSync(NGINX)) throw new Error(`${NGINX} is missing: scripts/test installs Debian's nginx`);
+    const cert = join(dir, 'cert.pem');
+    const key = join(dir, 'key.pem');
+    execFileSync('openssl', [
+      'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1',
+      '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost',
+    ], { stdio: 'ignore' });
+    writeFileSync(join(dir, 'shard.conf'), recipe('nginx', 'nginx', [
+      ['listen 443 ssl;', `listen 127.0.0.1:${port} ssl;`],
+      ['server_name shard.example.com;', 'server_name localhost;'],
+      ['/etc/ssl/shard/fullchain.pem', cert],
+      ['/etc/ssl/shard/privkey.pem', key],
+      ['proxy_pass http://127.0.0.1:8787;', `proxy_pass http://127.0.0.1:${daemonPort};`],
+    ]));
+    for (const temp of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, temp));
+    const root = process.getuid?.() === 0 ? 'user root root;\n' : '';
+    writeFileSync(join(dir, 'nginx.conf'), `${root}daemon off;
 worker_processes 1;
 pid ${dir}/nginx.pid;
 error_log ${dir}/error.log warn;
@@ -99,36 +116,124 @@ http {
   include ${dir}/shard.conf;
 }
 `);
-  nginx = spawn(NGINX, ['-p', dir, '-c', join(dir, 'nginx.conf')], { stdio: 'inherit' });
-  await waitForPort(proxyPort);
-});
+    return spawn(NGINX, ['-p', dir, '-c', join(dir, 'nginx.conf')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  },
+};
 
-test.afterAll(async () => {
-  nginx?.kill('SIGQUIT');
-  if (daemon) await stopDaemon(daemon);
-});
+// Caddy issues its own certificate (`tls internal`) from a CA it keeps in
+// `dir`: the global options keep that CA out of the system's trust stores,
+// turn off the admin endpoint and the port-80 redirects, and stay on loopback.
+const caddy: Proxy = {
+  name: 'caddy',
+  stopSignal: 'SIGTERM',
+  start(dir, daemonPort, port) {
+    if (!existsSync(CADDY)) throw new Error(`${CADDY} is missing: scripts/test installs Debian's caddy`);
+    const site = recipe('caddy', 'caddyfile', [
+      ['shard.example.com {', `localhost:${port} {\n    tls internal`],
+      ['reverse_proxy 127.0.0.1:8787', `reverse_proxy 127.0.0.1:${daemonPort}`],
+    ]);
+    const config = join(dir, 'Caddyfile');
+    writeFileSync(config, `{
+    admin off
+    skip_install_trust
+    auto_https disable_redirects
+    default_bind 127.0.0.1
+}
 
-test('through nginx over https: enroll, the __Host- cookie, connect, see the agents', async ({ browser }, testInfo) => {
-  const context = await browser.newContext({ ignoreHTTPSErrors: true });
-  const page = await context.newPage();
-  expect(daemon.enrollURL.startsWith(`https://localhost:${proxyPort}/#enroll=`)).toBe(true);
-  await page.goto(daemon.enrollURL);
-  await expect(page.locator('.connection')).toHaveText('connected');
+${site}`);
+    return spawn(CADDY, ['run', '--adapter', 'caddyfile', '--config', config], {
+      env: { ...process.env, HOME: dir, XDG_CONFIG_HOME: join(dir, 'config'), XDG_DATA_HOME: join(dir, 'data') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+  },
+};
 
-  const cookies = await context.cookies();
-  const session = cookies.find((cookie) => cookie.name.startsWith('__Host-shard_session'));
-  expect(session, JSON.stringify(cookies)).toBeTruthy();
-  expect(session!.secure).toBe(true);
-  expect(session!.httpOnly).toBe(true);
-  expect(session!.sameSite).toBe('Strict');
-  expect(session!.path).toBe('/');
-  expect(cookies.some((cookie) => cookie.name === 'shard_session')).toBe(false);
+/** Resolves once `child` listens on `port`; else fails with what it printed (it exited, or never listened). */
+async function listening(proxy: Proxy, child: ChildProcess, port: number): Promise<void> {
+  let output = '';
+  const keep = (chunk: Buffer) => (output = (output + chunk.toString()).slice(-8_000));
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  let exited!: (code: number | null) => void;
+  const exit = new Promise<number | null>((done) => (exited = done));
+  child.once('exit', (code) => exited(code));
+  const outcome = await Promise.race([
+    waitForPort(port).then(() => 'up', (error: Error) => error.message),
+    exit.then((code) => `it exited with ${code}`),
+  ]);
+  if (outcome !== 'up') throw new Error(`${proxy.name} is not listening on ${port} (${outcome}):\n${output}`);
+}
 
-  const project = realpathSync(mkdtempSync(join(tmpdir(), 'shard-project-')));
-  await createAgent(page, project, 'behind the proxy');
-  const row = page.locator('li.agent', { hasText: 'behind the proxy' });
-  await expect(row).toBeVisible();
-  await expect(row.locator('.runtime')).toHaveText('running');
-  await page.screenshot({ path: testInfo.outputPath('proxy.png'), fullPage: true });
-  await context.close();
-});
+async function stopProcess(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((done) => child.once('exit', done));
+  child.kill(signal);
+  const late = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(late);
+}
+
+/** The whole flow behind `proxy` on `fixedPort` (else a free port). */
+function behind(proxy: Proxy, fixedPort?: number) {
+  const where = fixedPort ? `port ${fixedPort}` : 'a free port';
+  test.describe(`${proxy.name} on ${where}`, () => {
+    let daemon: Daemon | undefined;
+    let child: ChildProcess | undefined;
+    let dir: string | undefined;
+    let port: number;
+
+    test.beforeAll(async () => {
+      if (fixedPort) await bindable(fixedPort);
+      dir = realpathSync(mkdtempSync(join(tmpdir(), `shard-${proxy.name}-`)));
+      const daemonPort = await freePort();
+      port = fixedPort ?? (await freePort());
+      daemon = await startDaemon([
+        '--port', String(daemonPort),
+        '--trust-proxy', 'loopback',
+        '--public-host', `localhost:${port}`,
+        '--allowed-origin', new URL(`https://localhost:${port}`).origin,
+      ]);
+      child = proxy.start(dir, daemonPort, port);
+      await listening(proxy, child, port);
+    });
+
+    test.afterAll(async () => {
+      if (child) await stopProcess(child, proxy.stopSignal);
+      if (daemon) await stopDaemon(daemon);
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    });
+
+    test(`through ${proxy.name} over https on ${where}: enroll, the __Host- cookie, connect, see the agents`, async ({ browser }, testInfo) => {
+      const context = await browser.newContext({ ignoreHTTPSErrors: true });
+      const page = await context.newPage();
+      const enroll = new URL(daemon!.enrollURL);
+      expect(enroll.origin).toBe(new URL(`https://localhost:${port}`).origin);
+      expect(enroll.hash.startsWith('#enroll=')).toBe(true);
+      // A proxy that forwards the wrong host gets a 400 that names the header.
+      const response = await page.goto(daemon!.enrollURL);
+      expect(response?.status(), await response?.text()).toBe(200);
+      await expect(page.locator('.connection')).toHaveText('connected');
+
+      const cookies = await context.cookies();
+      const session = cookies.find((cookie) => cookie.name.startsWith('__Host-shard_session'));
+      expect(session, JSON.stringify(cookies)).toBeTruthy();
+      expect(session!.secure).toBe(true);
+      expect(session!.httpOnly).toBe(true);
+      expect(session!.sameSite).toBe('Strict');
+      expect(session!.path).toBe('/');
+      expect(cookies.some((cookie) => cookie.name === 'shard_session')).toBe(false);
+
+      const project = realpathSync(mkdtempSync(join(tmpdir(), 'shard-project-')));
+      await createAgent(page, project, 'behind the proxy');
+      const row = page.locator('li.agent', { hasText: 'behind the proxy' });
+      await expect(row).toBeVisible();
+      await expect(row.locator('.runtime')).toHaveText('running');
+      await page.screenshot({ path: testInfo.outputPath(`${proxy.name}-${port}.png`), fullPage: true });
+      await context.close();
+    });
+  });
+}
+
+behind(nginx);
+behind(caddy);
+behind(caddy, 443);
