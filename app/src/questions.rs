@@ -127,6 +127,17 @@ impl Questions {
         self.dismissed.update(|dismissed| dismissed.retain(|known| *known != key));
     }
 
+    /// Only the agents in `waiting`, and the one on screen (its `sync`
+    /// says), have open questions.
+    pub fn only_of(&self, waiting: &[String]) {
+        let on_screen = self.on_screen.get_untracked();
+        self.open.update(|questions| {
+            questions.retain(|(agent, _), _| {
+                waiting.contains(agent) || on_screen.as_deref() == Some(agent.as_str())
+            })
+        });
+    }
+
     /// `agent_id` has no open question any more.
     pub fn forget(&self, agent_id: &str) {
         self.open.update(|questions| questions.retain(|(agent, _), _| agent != agent_id));
@@ -167,7 +178,15 @@ impl Questions {
         let known = self
             .open
             .with_untracked(|questions| questions.keys().any(|(agent, _)| agent == agent_id));
-        if self.shows(agent_id) || known || !self.start_peeking(agent_id) {
+        if !known {
+            self.refresh(agent_id);
+        }
+    }
+
+    /// Asks the open questions of `agent_id` (not on screen) again, even
+    /// if some are known: its `sync` replaces them.
+    pub fn refresh(&self, agent_id: &str) {
+        if self.shows(agent_id) || !self.start_peeking(agent_id) {
             return;
         }
         let request = Request::Peek { agent_id: agent_id.to_owned() };
@@ -197,7 +216,7 @@ impl Questions {
         let peeking =
             self.peeking.try_with_value(|peeking| peeking.contains(agent_id)).unwrap_or(false);
         if peeking {
-            self.add_pending(agent_id, pending);
+            self.synced(agent_id, pending);
             self.stop_peeking(agent_id);
             self.link.detach(agent_id, Request::Detach);
         }

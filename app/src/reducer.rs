@@ -207,8 +207,12 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
     match request {
         Request::List => {
             let Some(listed) = state.roster.listed(&response) else { return };
+            // The list is the daemon's word on who waits (after a
+            // reconnect, on what was answered meanwhile): the inbox
+            // follows it rather than what the page had.
+            state.questions.only_of(&listed.waiting);
             for agent_id in listed.waiting {
-                state.questions.peek(&agent_id);
+                state.questions.refresh(&agent_id);
             }
             for parent in listed.parents {
                 state.jobs.fetch(&parent);

@@ -724,3 +724,70 @@ fn the_not_connected_notice_goes_once_connected_again() {
     feed(&state, hello(shard_protocol::PROTOCOL_VERSION));
     assert_eq!(state.link.notice.get_untracked().as_deref(), Some("This browser is now enrolled."));
 }
+
+/// An `agent.list` answer listing `agents` as (id, status).
+fn listing(agents: &[(&str, &str)]) -> Value {
+    let agents: Vec<Value> = agents
+        .iter()
+        .map(|(id, status)| {
+            json!({"agent_id": id, "cwd": "/", "status": status, "runtime_state": "running", "created_at": 0})
+        })
+        .collect();
+    json!({"agents": agents})
+}
+
+#[test]
+fn after_a_reconnect_the_inbox_is_what_the_daemon_says_not_what_the_page_had() {
+    const THIRD: &str = "agent-c";
+    let (state, sent) = attached();
+    feed(&state, sync(0, vec![], vec![]));
+    // Before the drop the page knew a question of OTHER and one of THIRD.
+    state.questions.add(crate::questions::Question {
+        agent_id: OTHER.to_owned(),
+        request: serde_json::from_value(
+            json!({"type": "permission_request", "request_id": "perm-1",
+            "tool_name": "bash", "input": {}, "prompt": "old", "options": ["allow", "deny"]}),
+        )
+        .expect("request"),
+    });
+    state.questions.add(crate::questions::Question {
+        agent_id: THIRD.to_owned(),
+        request: serde_json::from_value(
+            json!({"type": "permission_request", "request_id": "perm-9",
+            "tool_name": "bash", "input": {}, "prompt": "gone", "options": ["allow", "deny"]}),
+        )
+        .expect("request"),
+    });
+    take(&sent);
+    // Offline, both were answered elsewhere, and OTHER asked something new.
+    state.connection_lost();
+    assert!(matches!(feed(&state, hello(shard_protocol::PROTOCOL_VERSION)), Greeted::Yes));
+    let again = take(&sent);
+    answer(
+        &state,
+        &again,
+        "agent.list",
+        listing(&[(AGENT, "idle"), (OTHER, "waiting_for_permission"), (THIRD, "idle")]),
+    );
+    // THIRD waits for nothing: its question leaves the inbox at once.
+    let open = |state: &ClientState| -> Vec<(String, String)> {
+        state.questions.open.with_untracked(|questions| questions.keys().cloned().collect())
+    };
+    assert_eq!(open(&state), [(OTHER.to_owned(), "perm-1".to_owned())]);
+    // OTHER waits: its questions are asked again, though one was known.
+    let frames = take(&sent);
+    let peek = frames
+        .iter()
+        .find(|frame| frame["type"] == "agent.attach" && frame["agent_id"] == OTHER)
+        .expect("OTHER is peeked at again");
+    assert_eq!(peek["role"], "observer");
+    let mut other = sync(
+        0,
+        vec![],
+        vec![json!({"type": "permission_request", "request_id": "perm-2",
+        "tool_name": "bash", "input": {}, "prompt": "new", "options": ["allow", "deny"]})],
+    );
+    other["agent_id"] = json!(OTHER);
+    feed(&state, other);
+    assert_eq!(open(&state), [(OTHER.to_owned(), "perm-2".to_owned())]);
+}
