@@ -3,7 +3,9 @@
 //! `/bootstrap`, open `/ws` with it, keep the agent list live, re-attach the
 //! selected agent after every reconnect (its `sync` brings the transcript and
 //! any open question back), and retry a lost connection with backoff 1 s,
-//! 2 s, 4 s … 30 s (§2.2).
+//! 2 s, 4 s … 30 s (§2.2). The wait ends early when a retry is likelier to
+//! work: the browser is back `online`, the tab is shown again
+//! (`visibilitychange`, `pageshow`), or the user asks ([`reconnect_now`]).
 //!
 //! Enrollment also hands out a browser secret, kept in this origin's
 //! localStorage and sent to `/bootstrap` beside the cookie: the cookie also
@@ -107,7 +109,57 @@ async fn hash_changed() {
     let _ = window.remove_event_listener_with_callback("hashchange", callback);
 }
 
+thread_local! {
+    /// Ends the wait before the next try, while one is under way.
+    static WAKE: std::cell::RefCell<Option<futures::channel::oneshot::Sender<()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Tries to connect at once rather than at the end of the backoff.
+pub fn reconnect_now() {
+    WAKE.with(|wake| {
+        if let Some(wake) = wake.borrow_mut().take() {
+            let _ = wake.send(());
+        }
+    });
+}
+
+/// Waits `milliseconds`, or less if [`reconnect_now`] is called meanwhile.
+async fn pause(milliseconds: u32) {
+    let (wake, woken) = futures::channel::oneshot::channel();
+    WAKE.with(|slot| *slot.borrow_mut() = Some(wake));
+    let timer = gloo_timers::future::TimeoutFuture::new(milliseconds);
+    futures::future::select(timer, woken).await;
+    WAKE.with(|slot| slot.borrow_mut().take());
+}
+
+/// What tells the page a retry would now work: the network is back, or the
+/// tab is shown again (a phone's browser woken, a tab restored from the
+/// back-forward cache). Listened to for the page's life.
+fn wake_on_return() {
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen::closure::Closure;
+    let Some(window) = web_sys::window() else { return };
+    let wake = Closure::<dyn FnMut()>::new(|| {
+        let shown = web_sys::window().and_then(|window| window.document()).is_none_or(|document| {
+            document.visibility_state() == web_sys::VisibilityState::Visible
+        });
+        if shown {
+            reconnect_now();
+        }
+    });
+    let callback = wake.as_ref().unchecked_ref();
+    for event in ["online", "pageshow"] {
+        let _ = window.add_event_listener_with_callback(event, callback);
+    }
+    if let Some(document) = window.document() {
+        let _ = document.add_event_listener_with_callback("visibilitychange", callback);
+    }
+    wake.forget();
+}
+
 pub async fn run(state: ClientState) {
+    wake_on_return();
     loop {
         if let Some(code) = take_enroll_code() {
             enroll(&state, code).await;
@@ -133,7 +185,7 @@ pub async fn run(state: ClientState) {
                         backoff = 1;
                     }
                     state.link.connection.set(Connection::Retrying(backoff));
-                    gloo_timers::future::TimeoutFuture::new(backoff * 1000).await;
+                    pause(backoff * 1000).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF_SECONDS);
                 }
             }

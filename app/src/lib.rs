@@ -157,6 +157,12 @@ pub fn App() -> impl IntoView {
             <span class="connection" data-state=move || connection.get().key() aria-live="polite">
                 {move || connection.get().label()}
             </span>
+            <Show when=move || matches!(connection.get(), Connection::Retrying(_))>
+                <button class="reconnect" on:click=move |_| {
+                    #[cfg(feature = "hydrate")]
+                    client::reconnect_now();
+                }>"Reconnect now"</button>
+            </Show>
         </header>
         <main class="home" data-hydrated=move || hydrated.get().to_string()>
             {move || notice.get().map(|text| view! { <p class="notice" role="status">{text}</p> })}

@@ -263,3 +263,36 @@ test('offline, a question cannot be answered: its buttons wait for the connectio
     await host.dispose();
   }
 });
+
+test('a long backoff ends at once: "Reconnect now", the network back, the tab shown again', async ({ browser }) => {
+  test.setTimeout(120_000);
+  const host = new Restartable();
+  let daemon = await host.start();
+  try {
+    const [context, tab] = await enrolled(browser, daemon);
+    const connection = tab.locator('.connection');
+    await expect(connection).toHaveText('connected');
+    await expect(tab.getByRole('button', { name: 'Reconnect now' })).toHaveCount(0);
+    // Each way back, tried once the backoff has grown to 8 s: the page must
+    // connect well before that wait would have ended.
+    const ways: [string, () => Promise<unknown>][] = [
+      ['the button', () => tab.getByRole('button', { name: 'Reconnect now' }).click()],
+      ['online', () => tab.evaluate(() => window.dispatchEvent(new Event('online')))],
+      ['visibilitychange', () => tab.evaluate(() => document.dispatchEvent(new Event('visibilitychange')))],
+      ['pageshow', () => tab.evaluate(() => window.dispatchEvent(new Event('pageshow')))],
+    ];
+    for (const [way, wake] of ways) {
+      await host.stop();
+      await expect(connection, way).toHaveText('reconnecting in 8 s', { timeout: 30_000 });
+      daemon = await host.start();
+      const woken = Date.now();
+      await wake();
+      await expect(connection, way).toHaveText('connected', { timeout: 5_000 });
+      console.log(`${way}: connected ${Date.now() - woken} ms after it, with 8 s of backoff left`);
+      await expect(tab.getByRole('button', { name: 'Reconnect now' })).toHaveCount(0);
+    }
+    await context.close();
+  } finally {
+    await host.dispose();
+  }
+});
