@@ -7,13 +7,14 @@
 
 mod catalogs;
 mod drafts;
+mod held;
 
 use leptos::prelude::*;
 use shard_protocol::ClientMessage;
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::{
-    Empty, PendingRequest, Prompt, RecallSteerResult, SetMode, SetModel, SetReasoningLevel,
-    StreamingBehavior, Sync,
+    DeltaKind, Empty, PendingRequest, Prompt, RecallSteerResult, SetMode, SetModel,
+    SetReasoningLevel, StreamingBehavior, Sync,
 };
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{AgentKill, AgentTarget, AttachResult, AttachRole};
@@ -21,6 +22,7 @@ use shard_protocol::types::AgentStatus;
 
 pub use catalogs::{Catalogs, Wanted};
 pub use drafts::Drafts;
+use held::Held;
 
 use crate::ledger::Ledger;
 use crate::link::{Link, Request};
@@ -66,6 +68,8 @@ pub struct Screen {
     pub scroll_to_end: RwSignal<u64>,
     pub catalogs: Catalogs,
     pub drafts: Drafts,
+    /// Streamed text not shown yet: it is shown once a frame.
+    held: StoredValue<Held>,
     link: Link,
 }
 
@@ -83,6 +87,7 @@ impl Screen {
             scroll_to_end: RwSignal::new(0),
             catalogs: Catalogs::new(),
             drafts: Drafts::new(),
+            held: StoredValue::new(Held::default()),
             link,
         }
     }
@@ -99,6 +104,8 @@ impl Screen {
         if let Some(previous) = previous {
             self.link.detach(&previous, Request::Detach);
         }
+        // What streamed for the last agent is not this one's.
+        self.held.update_value(|held| drop(held.take()));
         self.transcript.set(Vec::new());
         self.window_start.set(None);
         self.catalogs.clear();
@@ -221,6 +228,8 @@ impl Screen {
     /// what a freshly opened one shows. Its open questions are returned,
     /// for the questions slice.
     pub fn synced(&self, sync: Sync, seq: Option<u64>) -> Vec<PendingRequest> {
+        // What streamed before it is in it.
+        self.held.update_value(|held| drop(held.take()));
         // The sync's `seq` travels in the envelope (the decoder takes it there).
         self.cursor.set(sync.seq.or(seq));
         self.resumed.set(Some(false));
@@ -246,9 +255,42 @@ impl Screen {
         sync.pending_requests
     }
 
+    /// Holds a delta until the next frame, asking for one if none is due.
+    fn hold(&self, message_id: &str, kind: DeltaKind, text: &str) {
+        let first = self.held.try_update_value(|held| held.add(message_id, kind, text));
+        if first != Some(true) {
+            return;
+        }
+        // In the browser, at the next frame; elsewhere (the tests that
+        // play the daemon) there are no frames, so at once.
+        #[cfg(feature = "hydrate")]
+        {
+            let screen = *self;
+            request_animation_frame(move || screen.show_held());
+        }
+        #[cfg(not(feature = "hydrate"))]
+        self.show_held();
+    }
+
+    /// Shows the streamed text held so far.
+    pub fn show_held(&self) {
+        let runs = self.held.try_update_value(Held::take).unwrap_or_default();
+        for (message_id, kind, text) in runs {
+            transcript::delta(self.transcript, &message_id, kind, &text);
+        }
+    }
+
     /// An event of the agent on screen.
     pub fn apply(&self, message: ServerMessage) {
         let rows = self.transcript;
+        if let ServerMessage::MessageDelta(delta) = &message {
+            if let Some(text) = &delta.text_delta {
+                self.hold(&delta.message_id, delta.kind, text);
+            }
+            return;
+        }
+        // Whatever streamed before this event is shown before it.
+        self.show_held();
         match message {
             ServerMessage::Status(status) => {
                 // Idle: whatever this tab queued has landed.
@@ -256,11 +298,6 @@ impl Screen {
                     self.drafts.landed();
                 }
                 self.status.set(status.status);
-            }
-            ServerMessage::MessageDelta(delta) => {
-                if let Some(text) = &delta.text_delta {
-                    transcript::delta(rows, &delta.message_id, delta.kind, text);
-                }
             }
             ServerMessage::MessageComplete(complete) => transcript::complete(
                 rows,

@@ -103,6 +103,29 @@ pub(super) fn set_if_changed<T: PartialEq + Send + Sync + 'static>(
     }
 }
 
+/// The longest prefix of `text` of at most `max` bytes that ends on a
+/// character boundary, as a length.
+fn boundary(text: &str, max: usize) -> usize {
+    if max >= text.len() {
+        return text.len();
+    }
+    (0..=max).rev().find(|&at| text.is_char_boundary(at)).unwrap_or(0)
+}
+
+/// Where to end a chunk of at most `max` bytes of `text`: after its last
+/// line break or space if it has one (each chunk is its own box on the
+/// page, so a chunk ends a line), else at `max` on a character boundary.
+fn break_before(text: &str, max: usize) -> usize {
+    let fits = boundary(text, max);
+    if fits == text.len() {
+        return fits;
+    }
+    match text[..fits].rfind(['\n', ' ']) {
+        Some(at) => at + 1,
+        None => fits,
+    }
+}
+
 impl TextBlock {
     pub(super) fn streaming(thinking: bool, text: String) -> Self {
         Self {
@@ -128,16 +151,37 @@ impl TextBlock {
         }
     }
 
-    /// Appends streamed text: to the last chunk while it has room, else as
-    /// a new chunk (the only case that changes the chunk list).
+    /// Appends streamed text: to the last chunk as far as it has room, the
+    /// rest as new chunks (the only case that changes the chunk list), so
+    /// that a frame's worth of deltas appended at once still leaves every
+    /// chunk small. Chunks end between words where they can: each is laid
+    /// out on its own, so a growing message costs the browser its last
+    /// chunk, not the whole text.
     pub(super) fn append(&self, text: &str) {
         let last = self.chunks.with_untracked(|chunks| chunks.last().cloned());
-        match last {
-            Some(last) if last.with_untracked(String::len) < CHUNK_BYTES => {
-                last.update(|chunk| chunk.push_str(text))
-            }
-            _ => self.chunks.update(|chunks| chunks.push(ArcRwSignal::new(text.to_owned()))),
+        let room = last
+            .as_ref()
+            .map_or(0, |last| CHUNK_BYTES.saturating_sub(last.with_untracked(String::len)));
+        let head = if text.len() <= room { text.len() } else { break_before(text, room) };
+        let (head, mut rest) = text.split_at(head);
+        if let Some(last) = last.filter(|_| !head.is_empty()) {
+            last.update(|chunk| chunk.push_str(head));
         }
+        if rest.is_empty() {
+            return;
+        }
+        let mut fresh = Vec::new();
+        while !rest.is_empty() {
+            // A chunk holds at least one character, however long.
+            let cut = match break_before(rest, CHUNK_BYTES) {
+                0 => rest.chars().next().map_or(rest.len(), char::len_utf8),
+                cut => cut,
+            };
+            let (piece, tail) = rest.split_at(cut);
+            fresh.push(ArcRwSignal::new(piece.to_owned()));
+            rest = tail;
+        }
+        self.chunks.update(|chunks| chunks.extend(fresh));
     }
 
     /// The text so far (untracked).

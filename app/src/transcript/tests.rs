@@ -86,6 +86,28 @@ fn a_delta_touches_one_block_of_one_message_and_nothing_else() {
 }
 
 #[test]
+fn a_frame_of_deltas_appended_at_once_still_leaves_every_chunk_small() {
+    let rows = rows();
+    delta(rows, "m-1", DeltaKind::Text, "start ");
+    // What a frame holds in a burst: thousands of deltas as one text, with
+    // characters of several bytes that a cut must not split.
+    let frame: String = (0..3_000).map(|index| format!("é{index}→ ")).collect();
+    delta(rows, "m-1", DeltaKind::Text, &frame);
+    delta(rows, "m-1", DeltaKind::Text, "end");
+    let block = message(rows, 0).blocks.with_untracked(|blocks| blocks[0].clone());
+    let chunks = block.chunks.get_untracked();
+    assert!(chunks.len() > 10, "the frame's text is spread over chunks");
+    for chunk in &chunks {
+        assert!(chunk.with_untracked(String::len) <= CHUNK_BYTES, "a chunk stays small");
+    }
+    // Each chunk is a box of its own on the page: it ends between words.
+    for chunk in &chunks[..chunks.len() - 1] {
+        assert!(chunk.with_untracked(|chunk| chunk.ends_with(' ')), "a chunk ends after a space");
+    }
+    assert_eq!(block.text(), format!("start {frame}end"), "nothing lost or reordered");
+}
+
+#[test]
 fn completing_a_streamed_message_keeps_its_row_and_blocks() {
     let rows = rows();
     delta(rows, "m-1", DeltaKind::Thinking, "let me ");

@@ -158,7 +158,8 @@ fn block_text(block: &TextBlock) -> impl IntoView + use<> {
             let chunks = chunks.clone();
             let each = move || chunks.get().into_iter().enumerate().collect::<Vec<_>>();
             let streamed = view! {
-                <For each=each key=|(index, _)| *index children=|(_, chunk)| move || chunk.get()/>
+                <For each=each key=|(index, _)| *index
+                    children=|(_, chunk)| view! { <span class="chunk">{move || chunk.get()}</span> }/>
             };
             if thinking {
                 streamed.into_any()
