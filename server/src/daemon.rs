@@ -3,12 +3,13 @@
 //! shutdown stop every agent process before exiting.
 //!
 //! A SIGTERM or SIGINT (a service manager, Ctrl-C) stops now: every client
-//! is closed, every agent gets its own SIGTERM, aborts its turn, flushes
-//! its session log and exits, and the daemon exits as soon as they have (a
-//! tree still there after the kill grace, [`KILL_GRACE`], is killed).
-//! `daemon.shutdown` drains first: active turns get [`DRAIN_GRACE`] to
-//! finish while their clients watch, then it stops the same way. A second
-//! signal, or `force`, kills every agent's process tree at once.
+//! is closed at once (a WebSocket hears 1001, going away), every agent gets
+//! its own SIGTERM, aborts its turn, flushes its session log and exits, and
+//! the daemon exits as soon as they have (a tree still there after the kill
+//! grace, [`KILL_GRACE`], is killed). `daemon.shutdown` drains first:
+//! active turns get [`DRAIN_GRACE`] to finish while their clients watch,
+//! then it stops the same way. A second signal, or `force`, kills every
+//! agent's process tree at once.
 //!
 //! [`KILL_GRACE`]: crate::agents::host::process::KILL_GRACE
 
@@ -51,6 +52,10 @@ const CREDENTIAL_FAILURES_PER_MINUTE: usize = 10;
 /// On `daemon.shutdown`, how long active turns get to finish before their
 /// agents are stopped.
 const DRAIN_GRACE: Duration = Duration::from_secs(10);
+/// Once every client is told the daemon is going, how long their
+/// connections get to send the last words and end: each write, the close
+/// frame included, has its own deadline well within this.
+const CLIENTS_GRACE: Duration = Duration::from_secs(3);
 /// How long the HTTP server gets to finish the requests it is answering.
 const HTTP_GRACE: Duration = Duration::from_secs(5);
 
@@ -350,10 +355,15 @@ pub async fn run(
     // interrupted, never failed or replayed.
     shard.jobs.shutting_down();
     drain(&shard, &stop).await;
-    // Nothing is left for a client to watch while the agents stop.
+    // Nothing is left for a client to watch: each hears now that the
+    // daemon is going (the page stops saying "connected"), and none can
+    // come in, while the agents stop.
     http_stop.cancel();
     hub.close_all(GOING_AWAY);
     stop_agents(&shard, &stop).await;
+    if tokio::time::timeout(CLIENTS_GRACE, hub.all_closed()).await.is_err() {
+        tracing::warn!("client connections still open after the grace; dropping them");
+    }
     let _ = tokio::time::timeout(HTTP_GRACE, server).await;
     let _ = std::fs::remove_file(home.join("daemon.sock"));
     tracing::info!("daemon stopped");

@@ -1,7 +1,9 @@
 //! A daemon told to stop by its service manager (SIGTERM) stops at once and
 //! cleanly, whatever its agents are doing: mid-stream or waiting for a
 //! permission, it exits 0 within a few seconds, leaves no agent process
-//! behind, and keeps each agent's session and questions for the next start.
+//! behind, keeps each agent's session and questions for the next start, and
+//! tells every client it is going the moment the stop begins (a WebSocket
+//! close frame 1001, a last error line on the unix socket).
 
 use std::time::{Duration, Instant};
 
@@ -9,13 +11,15 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 
 use super::agent_support::live_texts;
-use super::client::Client;
+use super::client::{Browser, Client, Ended};
 use super::support::{Daemon, agent_pids, alive};
 
 /// How long a SIGTERM'd daemon may take, at most. It takes well under a
 /// second; this only keeps a loaded machine from failing the test, and stays
 /// below the 10 s a service manager (docker stop) waits before SIGKILL.
 const PROMPT_EXIT: Duration = Duration::from_secs(5);
+/// How long after the SIGTERM a client may wait to learn the daemon is going.
+const PROMPT_CLOSE: Duration = Duration::from_secs(2);
 
 /// An agent on the demo model in `project`, attached interactively over the
 /// unix socket, running `prompt` until `busy` matches one of its events.
@@ -133,4 +137,43 @@ async fn a_sigterm_while_a_permission_is_asked_stops_at_once_and_keeps_the_quest
     assert_eq!(question["tool_name"], "bash", "{question}");
     assert_eq!(question["outcome"], "deny", "{question}");
     assert_eq!(question["answered_by"]["source"], "abort", "{question}");
+}
+
+#[tokio::test]
+async fn every_client_learns_at_once_that_the_daemon_is_going() {
+    let mut daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let (mut local, agent, _) =
+        busy_agent(&daemon, &project, "stream: 3000", |message| message["type"] == "message_delta")
+            .await;
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    let mut web = browser.connect(&daemon).await;
+    web.attach(&agent, "interactive").await;
+    web.until_agent(&agent, |message| message["type"] == "message_delta").await;
+
+    let started = Instant::now();
+    daemon.send_signal("TERM");
+    let ended = web.ended().await;
+    let web_closed = started.elapsed();
+    let Ended::Closed(code, reason) = ended else {
+        panic!("the page got no close frame: {ended:?}");
+    };
+    local.ended().await;
+    let local_closed = started.elapsed();
+    let last = local.seen.last().cloned().unwrap_or_default();
+    println!(
+        "SIGTERM: WebSocket closed ({code} {reason:?}) after {web_closed:?}, unix socket after {local_closed:?}"
+    );
+    assert_eq!(code, 1001, "going away: {reason}");
+    assert!(reason.contains("shutting down"), "{reason}");
+    assert!(web_closed < PROMPT_CLOSE, "the close frame came {web_closed:?} after SIGTERM");
+    assert!(local_closed < PROMPT_CLOSE, "the unix client ended {local_closed:?} after SIGTERM");
+    assert_eq!(last["type"], "error", "the unix client's last line says why: {last}");
+    assert_eq!(last["fatal"], true, "{last}");
+    assert!(last["message"].as_str().is_some_and(|message| message.contains("shutting down")));
+    let status = tokio::time::timeout(Duration::from_secs(30), daemon.child.wait())
+        .await
+        .expect("the daemon exits")
+        .expect("wait");
+    assert!(status.success(), "{status}");
 }
