@@ -1,8 +1,17 @@
 //! The daemon's life: take `$SHARD_HOME`, load the security store and the
 //! registry, open the unix socket and the HTTP port, announce, serve, and on
-//! shutdown stop every agent process before exiting. A first SIGINT/SIGTERM
-//! (or `daemon.shutdown`) lets active turns finish; a second one, or
-//! `force`, kills every agent's process tree at once.
+//! shutdown stop every agent process before exiting.
+//!
+//! A SIGTERM or SIGINT (a service manager, Ctrl-C) stops now: every client
+//! is closed at once (a WebSocket hears 1001, going away), every agent gets
+//! its own SIGTERM, aborts its turn, flushes its session log and exits, and
+//! the daemon exits as soon as they have (a tree still there after the kill
+//! grace, [`KILL_GRACE`], is killed). `daemon.shutdown` drains first:
+//! active turns get [`DRAIN_GRACE`] to finish while their clients watch,
+//! then it stops the same way. A second signal, or `force`, kills every
+//! agent's process tree at once.
+//!
+//! [`KILL_GRACE`]: crate::agents::host::process::KILL_GRACE
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -15,7 +24,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::agents::host::Context as HostContext;
-use crate::agents::host::JournalLimits;
+use crate::agents::host::{JournalLimits, ShutdownMode};
 use crate::agents::registry::Registry;
 use crate::agents::runtime::Spawners;
 use crate::agents::runtime::acp::AcpSpawner;
@@ -40,9 +49,15 @@ use shard_protocol::types::RuntimeState;
 /// from one client before it is answered 429 (CONTRACT.md): valid ones are
 /// never counted, so a tab reconnecting often is never limited.
 const CREDENTIAL_FAILURES_PER_MINUTE: usize = 10;
-/// On SIGTERM/SIGINT, how long active turns get to finish before agents are
-/// killed.
-const SIGNAL_GRACE: Duration = Duration::from_secs(10);
+/// On `daemon.shutdown`, how long active turns get to finish before their
+/// agents are stopped.
+const DRAIN_GRACE: Duration = Duration::from_secs(10);
+/// Once every client is told the daemon is going, how long their
+/// connections get to send the last words and end: each write, the close
+/// frame included, has its own deadline well within this.
+const CLIENTS_GRACE: Duration = Duration::from_secs(3);
+/// How long the HTTP server gets to finish the requests it is answering.
+const HTTP_GRACE: Duration = Duration::from_secs(5);
 
 /// `shard daemon`'s flags (CONTRACT.md "Command line").
 #[derive(Debug, Clone, clap::Args)]
@@ -168,8 +183,9 @@ impl Daemon for Shard {
     fn shutdown(&self, force: bool) {
         if force {
             self.stop.force.cancel();
+        } else {
+            self.stop.drain.cancel();
         }
-        self.stop.graceful.cancel();
     }
 
     fn sessions(&self) -> Vec<BrowserSession> {
@@ -241,17 +257,37 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let listener =
         listen(config.bind).with_context(|| format!("cannot listen on {}", config.bind))?;
     let socket = crate::clients::unix::bind(&home.join("daemon.sock"))?;
-    let stop = CancellationToken::new();
-    let force = CancellationToken::new();
-    tokio::spawn(on_signals(stop.clone(), force.clone()));
-    run(home, listener, socket, args, config, Stop { graceful: stop, force }).await
+    let stop = Stop::new();
+    tokio::spawn(on_signals(stop.clone()));
+    run(home, listener, socket, args, config, stop).await
 }
 
-/// How the daemon is asked to stop: gracefully, then perhaps by force.
+/// How the daemon is asked to stop, gentlest first. Each token is a child
+/// of the next: asking for a stronger stop asks for the gentler ones too,
+/// so `drain` is cancelled by any shutdown.
 #[derive(Clone)]
 pub struct Stop {
-    pub graceful: CancellationToken,
+    /// `daemon.shutdown`: active turns may finish, within [`DRAIN_GRACE`].
+    pub drain: CancellationToken,
+    /// SIGTERM/SIGINT: every agent stops now, the agent's own way.
+    pub terminate: CancellationToken,
+    /// A second signal, or `force`: every agent's tree is killed at once.
     pub force: CancellationToken,
+}
+
+impl Stop {
+    pub fn new() -> Self {
+        let force = CancellationToken::new();
+        let terminate = force.child_token();
+        let drain = terminate.child_token();
+        Self { drain, terminate, force }
+    }
+}
+
+impl Default for Stop {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 pub async fn run(
@@ -308,18 +344,35 @@ pub async fn run(
 
     let http_stop = CancellationToken::new();
     let server = tokio::spawn(serve_http(listener, app, http_stop.clone()));
-    stop.graceful.cancelled().await;
-    tracing::info!(force = stop.force.is_cancelled(), "shutting down");
+    stop.drain.cancelled().await;
+    tracing::info!(
+        terminate = stop.terminate.is_cancelled(),
+        force = stop.force.is_cancelled(),
+        "shutting down"
+    );
     unix_stop.cancel();
-    shut_down_agents(&shard, &stop).await;
-    hub.close_all("the daemon is shutting down");
+    // Runs this shutdown ends are not over: the next start marks them
+    // interrupted, never failed or replayed.
+    shard.jobs.shutting_down();
+    drain(&shard, &stop).await;
+    // Nothing is left for a client to watch: each hears now that the
+    // daemon is going (the page stops saying "connected"), and none can
+    // come in, while the agents stop.
     http_stop.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    hub.close_all(GOING_AWAY);
+    stop_agents(&shard, &stop).await;
+    if tokio::time::timeout(CLIENTS_GRACE, hub.all_closed()).await.is_err() {
+        tracing::warn!("client connections still open after the grace; dropping them");
+    }
+    let _ = tokio::time::timeout(HTTP_GRACE, server).await;
     let _ = std::fs::remove_file(home.join("daemon.sock"));
     tracing::info!("daemon stopped");
     drop(home);
     Ok(())
 }
+
+/// The last words every client hears.
+const GOING_AWAY: &str = "the daemon is shutting down";
 
 /// The audit log's `startup` record, and a warning for plain-http remote
 /// access.
@@ -420,26 +473,33 @@ async fn serve_http(
         .await
 }
 
-/// Stops every agent: gracefully (active turns finish, bounded), or at
-/// once on a second signal, `force`, or when the grace runs out.
-async fn shut_down_agents(shard: &Shard, stop: &Stop) {
-    // Runs this shutdown ends are not over: the next start marks them
-    // interrupted, never failed or replayed.
-    shard.jobs.shutting_down();
-    let graceful = async {
-        if !stop.force.is_cancelled() {
-            shard.registry.shutdown(false).await;
-        }
-    };
-    let stopped = tokio::select! {
-        () = graceful => true,
-        () = stop.force.cancelled() => false,
-        () = tokio::time::sleep(SIGNAL_GRACE) => false,
-    };
-    if !stopped {
-        tracing::warn!("killing every agent");
-        shard.registry.shutdown(true).await;
+/// `daemon.shutdown`: lets active turns finish while their clients watch,
+/// for [`DRAIN_GRACE`] at most, and only until a signal asks for more.
+async fn drain(shard: &Shard, stop: &Stop) {
+    if stop.terminate.is_cancelled() {
+        return;
     }
+    tokio::select! {
+        () = shard.registry.shutdown(ShutdownMode::Drain) => {}
+        () = stop.terminate.cancelled() => {}
+        () = tokio::time::sleep(DRAIN_GRACE) => {
+            tracing::info!("active turns did not finish in time; stopping their agents");
+        }
+    }
+}
+
+/// Stops every agent still running: by its own SIGTERM (it aborts its
+/// turn, flushes its session log and exits; a tree still there after the
+/// kill grace is killed), or at once on a second signal or `force`.
+async fn stop_agents(shard: &Shard, stop: &Stop) {
+    if !stop.force.is_cancelled() {
+        tokio::select! {
+            () = shard.registry.shutdown(ShutdownMode::Terminate) => return,
+            () = stop.force.cancelled() => {}
+        }
+    }
+    tracing::warn!("killing every agent");
+    shard.registry.shutdown(ShutdownMode::Kill).await;
 }
 
 /// A listening socket with `SO_REUSEADDR`, so that a restarted daemon gets
@@ -455,15 +515,16 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(1024)
 }
 
-/// The first SIGINT (Ctrl-C) or SIGTERM stops gracefully, the second forces.
-async fn on_signals(graceful: CancellationToken, force: CancellationToken) {
+/// The first SIGINT (Ctrl-C) or SIGTERM stops now, cleanly; the second
+/// kills.
+async fn on_signals(stop: Stop) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut terminate), Ok(mut interrupt)) =
         (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
     else {
         return;
     };
-    for token in [graceful, force] {
+    for token in [stop.terminate, stop.force] {
         tokio::select! {
             _ = terminate.recv() => {}
             _ = interrupt.recv() => {}

@@ -19,6 +19,7 @@ mod rules;
 mod runtimes;
 mod security;
 mod session_ops;
+mod shutdown;
 mod supervision;
 mod support;
 mod web;

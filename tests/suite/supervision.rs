@@ -321,22 +321,36 @@ async fn an_abort_the_instant_streaming_starts_is_answered_and_the_agent_settles
 }
 
 #[tokio::test]
-async fn a_second_signal_stops_the_daemon_without_waiting_for_turns() {
+async fn a_signal_stops_a_draining_daemon_without_waiting_for_turns() {
     let mut daemon = Daemon::start(&[]).await;
     let project = TempDir::new().expect("project");
     let (mut client, agent, marker) = agent_with_client(&daemon, &project).await;
     client.call("p", json!({"type": "prompt", "agent_id": agent, "message": "stream: 3000"})).await;
     client.until_agent(&agent, |message| message["type"] == "message_delta").await;
-    // The first signal lets the 30 s turn run on (for up to 10 s) ...
-    daemon.send_signal("TERM");
+    // `daemon.shutdown` lets the 30 s turn run on (for up to 10 s) ...
+    let response = client.call("x", json!({"type": "daemon.shutdown"})).await;
+    assert_eq!(response["success"], true);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(daemon.child.try_wait().expect("status").is_none(), "graceful: still finishing");
+    assert!(daemon.child.try_wait().expect("status").is_none(), "draining: still finishing");
     assert_eq!(agent_pids(&marker).len(), 1, "the turn still runs");
-    // ... the second stops everything now.
+    // ... a signal stops everything now; a second one would kill.
     let started = Instant::now();
     let status = daemon.signal("TERM").await;
     assert!(status.success(), "{status}");
-    assert!(started.elapsed() < Duration::from_secs(5), "forced, not after the grace");
+    assert!(started.elapsed() < Duration::from_secs(5), "stopped, not after the drain");
+    assert!(agent_pids(&marker).is_empty(), "no agent left");
+}
+
+#[tokio::test]
+async fn a_second_signal_kills_at_once() {
+    let mut daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let (mut client, agent, marker) = agent_with_client(&daemon, &project).await;
+    client.call("p", json!({"type": "prompt", "agent_id": agent, "message": "stream: 3000"})).await;
+    client.until_agent(&agent, |message| message["type"] == "message_delta").await;
+    daemon.send_signal("TERM");
+    let status = daemon.signal("TERM").await;
+    assert!(status.success(), "{status}");
     assert!(agent_pids(&marker).is_empty(), "no agent left");
 }
 

@@ -18,7 +18,7 @@ use shard_protocol::types::AgentInfo;
 use tokio::sync::{mpsc, oneshot};
 
 use super::error::AgentError;
-use super::host::{self, Dormancy, Host, HostCommand, HostHandle};
+use super::host::{self, Dormancy, Host, HostCommand, HostHandle, ShutdownMode};
 
 /// Why a command did not reach its agent.
 #[derive(Debug)]
@@ -57,9 +57,9 @@ enum Slot {
 #[derive(Default)]
 struct Slots {
     agents: BTreeMap<String, Slot>,
-    /// The daemon is shutting down (`true`: forcibly): a host woken now is
-    /// told so before anything else, and starts no process.
-    shutting_down: Option<bool>,
+    /// The daemon is shutting down, and how: a host woken now is told so
+    /// before anything else, and starts no process.
+    shutting_down: Option<ShutdownMode>,
 }
 
 #[derive(Default)]
@@ -127,9 +127,9 @@ impl Hosts {
 
     /// The daemon is shutting down: no host woken from now on starts a
     /// process. Returns every agent that is awake now, to be told.
-    pub fn shutting_down(&self, force: bool) -> Vec<String> {
+    pub fn shutting_down(&self, mode: ShutdownMode) -> Vec<String> {
         let mut slots = self.slots();
-        slots.shutting_down.get_or_insert(force);
+        slots.shutting_down = slots.shutting_down.max(Some(mode));
         let awake = slots.agents.iter().filter(|(_, slot)| matches!(slot, Slot::Awake(_)));
         awake.map(|(agent_id, _)| agent_id.clone()).collect()
     }
@@ -145,9 +145,9 @@ impl Hosts {
                 unreachable!("dormant just above, under the same lock")
             };
             let handle = host::wake(dormant, self.clone());
-            if let Some(force) = slots.shutting_down {
+            if let Some(mode) = slots.shutting_down {
                 let (reply, _) = oneshot::channel();
-                let _ = handle.commands.try_send(HostCommand::Shutdown { force, reply });
+                let _ = handle.commands.try_send(HostCommand::Shutdown { mode, reply });
             }
             slots.agents.insert(agent_id.to_owned(), Slot::Awake(handle));
         }

@@ -16,7 +16,7 @@ use shard_protocol::{Envelope, ServerMessage};
 use tokio::sync::oneshot;
 
 use super::error::AgentError;
-use super::host::{Context, Host, HostCommand};
+use super::host::{Context, Host, HostCommand, ShutdownMode};
 use super::hosts::{Hosts, Refused};
 use super::manifest::{MANIFEST_VERSION, Manifest};
 
@@ -449,13 +449,14 @@ impl Registry {
         Ok(runtimes)
     }
 
-    /// Stops every process: gracefully (active turns finish) or now.
-    /// Dormant agents have none; one woken from now on starts none.
-    pub async fn shutdown(&self, force: bool) {
+    /// Stops every process as `mode` says, and waits until each has
+    /// exited. Dormant agents have none; one woken from now on starts none.
+    /// Called again with a stronger mode, it escalates.
+    pub async fn shutdown(&self, mode: ShutdownMode) {
         let mut waits = Vec::new();
-        for agent_id in self.hosts.shutting_down(force) {
+        for agent_id in self.hosts.shutting_down(mode) {
             let (reply, done) = oneshot::channel();
-            let command = HostCommand::Shutdown { force, reply };
+            let command = HostCommand::Shutdown { mode, reply };
             if self.send_waiting(&agent_id, command).await.is_ok() {
                 waits.push(done);
             }

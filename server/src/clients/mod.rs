@@ -77,6 +77,7 @@ pub struct Setup {
 /// Serves one connection until it ends, whatever ends it.
 pub async fn serve(mut source: impl FrameSource, sink: impl FrameSink + 'static, setup: Setup) {
     let Setup { daemon, hub, transport, session, peer, limits, ping_interval } = setup;
+    let _served = hub.serving();
     let (outbox, queue) = outbox(hub.next_id(), limits.outbox_bytes);
     hub.register(outbox.clone(), session);
     let mut connection = Connection::new(outbox.clone(), daemon, transport, peer);

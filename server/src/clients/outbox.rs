@@ -29,7 +29,19 @@ pub struct Outbox {
     /// Either token is cancelled: checked on every push, which a token
     /// alone would answer under its lock.
     shut: AtomicBool,
-    reason: Mutex<Option<String>>,
+    /// Why it closes: the first reason given wins.
+    reason: Mutex<Option<(Closing, String)>>,
+}
+
+/// Whose end a close is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closing {
+    /// The daemon's rule about this connection: too slow, stalled, logged
+    /// out, revoked, silent.
+    Policy,
+    /// The daemon itself is going (shutdown): the client may reconnect
+    /// once it is back.
+    GoingAway,
 }
 
 /// The receiving side, owned by the connection's writer.
@@ -75,9 +87,18 @@ impl Outbox {
 
     /// Asks the connection to close, keeping the first reason given.
     pub fn close(&self, reason: impl Into<String>) {
+        self.close_as(Closing::Policy, reason.into());
+    }
+
+    /// Closes the connection because the daemon is going away.
+    pub fn go_away(&self, reason: impl Into<String>) {
+        self.close_as(Closing::GoingAway, reason.into());
+    }
+
+    fn close_as(&self, kind: Closing, reason: String) {
         let mut current = self.reason.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if current.is_none() {
-            *current = Some(reason.into());
+            *current = Some((kind, reason));
         }
         self.shut.store(true, Ordering::Release);
         self.closing.cancel();
@@ -104,11 +125,16 @@ impl Outbox {
     }
 
     pub fn close_reason(&self) -> String {
+        self.closing_as().1
+    }
+
+    /// Whose end the close is, and why.
+    pub fn closing_as(&self) -> (Closing, String) {
         self.reason
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
-            .unwrap_or_else(|| "closing".to_owned())
+            .unwrap_or_else(|| (Closing::Policy, "closing".to_owned()))
     }
 }
 

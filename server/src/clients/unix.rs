@@ -209,7 +209,7 @@ impl FrameSink for Sink {
     /// The reason goes out as a last, fatal error line.
     async fn close(&mut self, goodbye: Goodbye) -> std::io::Result<()> {
         let message = match goodbye {
-            Goodbye::Policy(reason) => reason,
+            Goodbye::Policy(reason) | Goodbye::GoingAway(reason) => reason,
             Goodbye::Silent => "no answer".to_owned(),
         };
         let message = into_diagnostic(message);

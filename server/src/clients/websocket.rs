@@ -21,9 +21,10 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, O
 use super::writer::{Frame, FrameSink, Goodbye};
 use super::{FrameSource, Incoming, Setup};
 
-/// Close code for a policy close (too slow, logged out, shutdown).
+/// Close code for a policy close (too slow, logged out, revoked).
 const POLICY: u16 = 1008;
-/// Close code for a client that went silent.
+/// Close code for a daemon shutting down, and for a client that went
+/// silent (RFC 6455 §7.4.1: an endpoint going away).
 const GOING_AWAY: u16 = 1001;
 /// Close reasons must fit a control frame (123 bytes).
 const MAX_REASON_CHARS: usize = 120;
@@ -100,6 +101,9 @@ impl FrameSink for Sink {
     async fn close(&mut self, goodbye: Goodbye) -> std::io::Result<()> {
         let (code, reason) = match goodbye {
             Goodbye::Policy(reason) => (POLICY, reason.chars().take(MAX_REASON_CHARS).collect()),
+            Goodbye::GoingAway(reason) => {
+                (GOING_AWAY, reason.chars().take(MAX_REASON_CHARS).collect())
+            }
             Goodbye::Silent => (GOING_AWAY, "no pong".to_owned()),
         };
         let frame = CloseFrame { code: CloseCode::from(code), reason: reason.into() };

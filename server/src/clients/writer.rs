@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::outbox::{Outbox, OutboxReceiver};
+use super::outbox::{Closing, Outbox, OutboxReceiver};
 use crate::agents::Wire;
 
 /// How long one write (a batch of queued messages) may wait for the client
@@ -43,8 +43,10 @@ pub enum Frame {
 
 /// Why the writer says goodbye.
 pub enum Goodbye {
-    /// Closed by the daemon's policy (too slow, logged out, shutdown).
+    /// Closed by the daemon's policy (too slow, logged out, revoked).
     Policy(String),
+    /// The daemon is shutting down.
+    GoingAway(String),
     /// The client stopped answering pings.
     Silent,
 }
@@ -102,7 +104,7 @@ pub async fn run(
         ticks.reset();
         ticks
     });
-    let mut goodbye = Goodbye::Policy(String::new());
+    let mut silent = false;
     // Made once, not per message: each registers a waiter, and a writer
     // woken for every message of a trickle would pay that every time.
     let closed = outbox.closed();
@@ -122,7 +124,7 @@ pub async fn run(
                 if liveness.as_ref().is_some_and(Liveness::silent) {
                     tracing::info!("dropping a websocket client that stopped answering pings");
                     outbox.close("no pong");
-                    goodbye = Goodbye::Silent;
+                    silent = true;
                     break true;
                 }
                 Frame::Ping
@@ -134,9 +136,11 @@ pub async fn run(
         }
     };
     if say_goodbye {
-        if let Goodbye::Policy(reason) = &mut goodbye {
-            *reason = outbox.close_reason();
-        }
+        let goodbye = match outbox.closing_as() {
+            _ if silent => Goodbye::Silent,
+            (Closing::Policy, reason) => Goodbye::Policy(reason),
+            (Closing::GoingAway, reason) => Goodbye::GoingAway(reason),
+        };
         let _ = tokio::time::timeout(CLOSE_GRACE, sink.close(goodbye)).await;
     }
     // Dropping the sink (and the reader its half) releases the socket.
@@ -248,6 +252,7 @@ mod tests {
         async fn close(&mut self, goodbye: Goodbye) -> std::io::Result<()> {
             let text = match goodbye {
                 Goodbye::Policy(reason) => reason,
+                Goodbye::GoingAway(reason) => format!("going away: {reason}"),
                 Goodbye::Silent => "silent".to_owned(),
             };
             *self.goodbye.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(text);
@@ -316,6 +321,18 @@ mod tests {
         ends(writer).await;
         assert_eq!(written.lock().expect("lock").len(), 1);
         assert_eq!(goodbye.lock().expect("lock").as_deref(), Some("logged out"));
+    }
+
+    #[tokio::test]
+    async fn a_shutdown_says_the_daemon_is_going_away() {
+        let (outbox, queue) = outbox(1, 1024);
+        let (sink, _, goodbye) = stuck(usize::MAX);
+        let writer = tokio::spawn(run(sink, queue, outbox.clone(), SHORT, None));
+        outbox.go_away("shutting down");
+        // A later reason does not change whose end it is.
+        outbox.close("logged out");
+        ends(writer).await;
+        assert_eq!(goodbye.lock().expect("lock").as_deref(), Some("going away: shutting down"));
     }
 
     #[tokio::test]

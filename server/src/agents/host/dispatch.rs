@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::process::Shutdown;
 use super::projection::respond;
-use super::{Host, HostCommand, Inflight, Then, Waiting};
+use super::{Host, HostCommand, Inflight, ShutdownMode, Then, Waiting};
 use crate::agents::error::AgentError;
 use crate::agents::runtime::ChildEvent;
 use crate::agents::{Sub, SubscriberId};
@@ -75,21 +75,26 @@ impl Host {
             HostCommand::Activate { session_id, reply } => {
                 let _ = reply.send(self.activate(session_id, now));
             }
-            HostCommand::Shutdown { force, reply } => {
+            HostCommand::Shutdown { mode, reply } => {
                 self.fail_waiting(AgentError::ShuttingDown);
+                let shutdown =
+                    self.process.shutdown.get_or_insert(Shutdown { mode, waiters: Vec::new() });
+                shutdown.mode = shutdown.mode.max(mode);
                 if self.process.current.is_none() {
                     self.journal.close();
                     let _ = reply.send(());
-                    self.process.shutdown.get_or_insert(Shutdown { force, waiters: Vec::new() });
                     return;
                 }
-                let shutdown =
-                    self.process.shutdown.get_or_insert(Shutdown { force, waiters: Vec::new() });
                 shutdown.waiters.push(reply);
-                if force {
-                    self.kill_process(true, now);
-                } else if !self.projection.status.is_active() {
-                    self.stop_process();
+                match mode {
+                    ShutdownMode::Kill => self.kill_process(true, now),
+                    // The agent's own way out: abort, flush, exit (CONTRACT.md
+                    // "Process lifetime"), bounded by the kill grace.
+                    ShutdownMode::Terminate => self.kill_process(false, now),
+                    ShutdownMode::Drain if !self.projection.status.is_active() => {
+                        self.stop_process()
+                    }
+                    ShutdownMode::Drain => {}
                 }
             }
         }

@@ -142,11 +142,25 @@ pub enum HostCommand {
         session_id: String,
         reply: oneshot::Sender<Result<String, AgentError>>,
     },
-    /// Daemon shutdown: stop when inactive (graceful) or now (force).
+    /// Daemon shutdown: stop the process as `mode` says; replies once it
+    /// has exited. A later, stronger mode takes over.
     Shutdown {
-        force: bool,
+        mode: ShutdownMode,
         reply: oneshot::Sender<()>,
     },
+}
+
+/// How the daemon's shutdown stops an agent's process, gentlest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ShutdownMode {
+    /// `daemon.shutdown`: the turn in hand finishes, then input is closed.
+    Drain,
+    /// SIGTERM/SIGINT: the agent aborts its turn, flushes its session log
+    /// and exits; its tree is killed if it has not after
+    /// [`process::KILL_GRACE`].
+    Terminate,
+    /// A second signal or `force`: the tree is killed at once.
+    Kill,
 }
 
 /// The registry's handle to a host.

@@ -14,7 +14,7 @@ use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{Host, Waiting, projection::encode, projection::respond};
+use super::{Host, ShutdownMode, Waiting, projection::encode, projection::respond};
 use crate::agents::error::AgentError;
 use crate::agents::runtime::{Runtime, SpawnRequest};
 
@@ -27,9 +27,10 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(35);
 /// doing; this only catches one that is wedged.
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
 
-/// The daemon is shutting down: how, and who waits for the process to end.
+/// The daemon is shutting down: how (the strongest mode asked so far), and
+/// who waits for the process to end.
 pub(super) struct Shutdown {
-    pub(super) force: bool,
+    pub(super) mode: ShutdownMode,
     pub(super) waiters: Vec<oneshot::Sender<()>>,
 }
 
@@ -84,7 +85,7 @@ impl Supervision {
 
     /// The daemon is stopping gracefully: stop once the agent is inactive.
     pub(super) fn stopping_when_inactive(&self) -> bool {
-        self.shutdown.as_ref().is_some_and(|shutdown| !shutdown.force)
+        self.shutdown.as_ref().is_some_and(|shutdown| shutdown.mode != ShutdownMode::Kill)
     }
 }
 

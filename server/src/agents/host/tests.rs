@@ -448,6 +448,54 @@ fn a_graceful_kill_becomes_a_forced_one_after_the_grace() {
     assert!(done.try_recv().is_ok());
 }
 
+#[test]
+fn a_shutdown_drains_a_busy_agent_then_escalates_to_sigterm_and_to_a_kill() {
+    use super::ShutdownMode;
+    let world = world();
+    let dir = crate::agents::manifest::agent_dir(&world.context.home, "agent-d");
+    std::fs::create_dir_all(dir).expect("the agent's folder");
+    let start = Instant::now();
+    let (mut host, _) = running(&world, "agent-d", start);
+    let pipe = world.spawner.last();
+    says(&mut host, 0, permission_request("perm-1"), start);
+    says(&mut host, 0, json!({"type": "status", "status": "waiting_for_permission"}), start);
+
+    // Draining leaves the turn in hand alone...
+    let (reply, mut drained) = oneshot::channel();
+    host.command(HostCommand::Shutdown { mode: ShutdownMode::Drain, reply }, start);
+    let told = |pipe: &Arc<Mutex<Pipe>>| {
+        let pipe = pipe.lock().expect("lock");
+        (pipe.input_closed, pipe.terminated, pipe.killed)
+    };
+    assert_eq!(told(&pipe), (false, false, false), "a busy agent is left to finish");
+    // ... a SIGTERM'd daemon stops it now, the agent's own way ...
+    let (reply, mut terminated) = oneshot::channel();
+    host.command(HostCommand::Shutdown { mode: ShutdownMode::Terminate, reply }, start);
+    assert_eq!(told(&pipe), (false, true, false), "SIGTERM: abort, flush, exit");
+    let grace = start + super::process::KILL_GRACE;
+    assert_eq!(host.next_deadline(), Some(grace), "bounded by the kill grace");
+    // ... and a milder mode asked later does not undo it.
+    let (reply, _) = oneshot::channel();
+    host.command(HostCommand::Shutdown { mode: ShutdownMode::Drain, reply }, start);
+    assert_eq!(host.next_deadline(), Some(grace));
+    host.timers(grace);
+    assert_eq!(told(&pipe), (false, true, true), "killed after the grace");
+    assert!(drained.try_recv().is_err() && terminated.try_recv().is_err(), "not before the exit");
+    host.child_event(
+        ChildEvent::Exited { epoch: 0, code: None, description: "killed".into() },
+        grace,
+    );
+    assert!(drained.try_recv().is_ok() && terminated.try_recv().is_ok(), "every waiter told");
+    // The question its killed process never settled is settled as such.
+    let approvals = crate::agents::approvals::list(&world.context.home, "agent-d", 10);
+    assert_eq!(approvals[0].request_id, "perm-1");
+    assert_eq!(approvals[0].outcome.as_deref(), Some("deny"));
+    assert_eq!(
+        approvals[0].answered_by.as_ref().map(|by| by.source.as_str()),
+        Some("runtime_exited")
+    );
+}
+
 /// No lost wake-ups between a host going dormant and commands sent to it:
 /// seeded random scripts of senders, each command awaiting its answer,
 /// with random yields between them so that sends land before, during and
