@@ -225,8 +225,13 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
             }
         }
         Request::Jobs => state.jobs.answered(&response),
+        Request::WorkspaceLaunch => {
+            let launched = state.workspaces.launched(&response);
+            if let Some(agent_id) = state.roster.answered_form(launched) {
+                state.select(Some(agent_id));
+            }
+        }
         request @ (Request::Workspaces
-        | Request::WorkspaceLaunch
         | Request::WorkspaceStatus { .. }
         | Request::WorkspaceRetire { .. }) => {
             let shown = || shown_workspace(state);

@@ -67,7 +67,20 @@ pub struct Roster {
     /// The runtimes a new agent may run, by id (`runtime.list`): Shard's
     /// own first, then each configured one.
     pub runtimes: RwSignal<Vec<String>>,
+    /// Where the new-agent form's last request stands.
+    pub creation: RwSignal<Creation>,
     link: Link,
+}
+
+/// The new-agent form's request: its answer goes to the form (an error
+/// beside the fields, the form closed on success), not to the page's
+/// notice.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Creation {
+    Idle,
+    Sent,
+    Failed(String),
+    Created,
 }
 
 impl Roster {
@@ -78,6 +91,7 @@ impl Roster {
             unread: RwSignal::new(BTreeSet::new()),
             collapsed: RwSignal::new(BTreeSet::new()),
             runtimes: RwSignal::new(Vec::new()),
+            creation: RwSignal::new(Creation::Idle),
             link,
         }
     }
@@ -201,13 +215,31 @@ impl Roster {
 
     /// The answer to `agent.create`: the new agent, to open.
     pub fn created(&self, response: &Response) -> Option<String> {
-        match response.data::<AgentCreateResult>() {
-            Ok(created) => {
+        let outcome = response
+            .data::<AgentCreateResult>()
+            .map(|created| created.agent_id)
+            .map_err(|error| format!("Could not create the agent: {}", error.message));
+        self.answered_form(outcome)
+    }
+
+    /// An answer to a request that makes an agent: the form's, if it sent
+    /// one, else the page's notice says what went wrong.
+    pub fn answered_form(&self, outcome: Result<String, String>) -> Option<String> {
+        let from_form = self.creation.with_untracked(|creation| *creation == Creation::Sent);
+        match outcome {
+            Ok(agent_id) => {
                 self.link.notice.set(None);
-                Some(created.agent_id)
+                if from_form {
+                    self.creation.set(Creation::Created);
+                }
+                Some(agent_id)
             }
-            Err(error) => {
-                self.link.tell(format!("Could not create the agent: {}", error.message));
+            Err(why) if from_form => {
+                self.creation.set(Creation::Failed(why));
+                None
+            }
+            Err(why) => {
+                self.link.tell(why);
                 None
             }
         }

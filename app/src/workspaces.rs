@@ -285,6 +285,17 @@ impl Workspaces {
     /// The answer to a `workspace.*` request; `shown` tells the workspace
     /// on screen (once what the answer said is recorded). A launch answers
     /// with the agent to open.
+    /// The answer to a workspace launch: its agent, or why not.
+    pub fn launched(&self, response: &Response) -> Result<String, String> {
+        match response.data::<WorkspaceLaunchResult>() {
+            Ok(launched) => {
+                self.upsert(launched.workspace.summary);
+                Ok(launched.agent_id)
+            }
+            Err(error) => Err(format!("Could not make the workspace: {}", error.message)),
+        }
+    }
+
     pub fn answered(
         &self,
         request: Request,
@@ -302,16 +313,6 @@ impl Workspaces {
                     );
                 }
             }
-            Request::WorkspaceLaunch => match response.data::<WorkspaceLaunchResult>() {
-                Ok(launched) => {
-                    self.link.notice.set(None);
-                    self.upsert(launched.workspace.summary);
-                    return Some(launched.agent_id);
-                }
-                Err(error) => {
-                    self.link.tell(format!("Could not make the workspace: {}", error.message))
-                }
-            },
             Request::WorkspaceStatus { workspace_id } => match response.data::<WorkspaceResult>() {
                 Ok(WorkspaceResult { workspace }) => self.read(workspace, &workspace_id, &shown),
                 Err(error) => {

@@ -116,7 +116,7 @@ test('keep retires the worktree and keeps the branch; a bad repository is refuse
   await tab.getByLabel('Working directory').fill(plain);
   await tab.getByLabel('Name', { exact: true }).fill('nowhere');
   await tab.getByRole('button', { name: 'Create agent' }).click();
-  await expect(tab.locator('.notice')).toContainText('not in a git repository');
+  await expect(tab.locator('.create .form-error')).toContainText('not in a git repository');
   await expect(tab.locator('li.agent', { hasText: 'nowhere' })).toHaveCount(0);
 
   // A workspace whose branch is generated from the name, retired with keep.

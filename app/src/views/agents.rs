@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{phase_label, run_label, runtime_label, state, status_label};
 use crate::link::Connection;
 use crate::order::sort_by_rank;
-use crate::roster::{self, waiting};
+use crate::roster::{self, Creation, waiting};
 use crate::state::ClientState;
 use crate::workspaces::{NewWorkspace, Row};
 
@@ -43,12 +43,27 @@ impl NewAgent {
 
     /// Asks for what the form holds: an agent, or a workspace with one.
     fn submit(&self, state: &ClientState) {
+        let creation = state.roster.creation;
         let cwd = self.cwd.get_untracked();
         if cwd.trim().is_empty() {
-            state.link.tell("Give the agent a working directory (an absolute path).".to_owned());
+            let why = "Give the agent a working directory (an absolute path).";
+            creation.set(Creation::Failed(why.to_owned()));
             return;
         }
         let (name, runtime) = (self.name.get_untracked(), self.runtime.get_untracked());
+        let taken = !name.trim().is_empty()
+            && state.roster.agents.with_untracked(|agents| {
+                agents.iter().any(|agent| agent.name.as_deref() == Some(name.trim()))
+            });
+        if taken {
+            let why = format!(
+                "An agent is already named \u{201c}{}\u{201d}: choose another name.",
+                name.trim()
+            );
+            creation.set(Creation::Failed(why));
+            return;
+        }
+        creation.set(Creation::Sent);
         // An ACP agent's model and mode are its own, chosen once it runs.
         let (model, mode) = if runtime.is_empty() {
             (self.model.get_untracked(), self.mode.get_untracked())
@@ -65,11 +80,16 @@ impl NewAgent {
         if self.in_workspace.get_untracked() {
             let (branch, base) = (self.branch.get_untracked(), self.base.get_untracked());
             state.workspaces.create(NewWorkspace { agent, branch: &branch, base: &base });
-            self.branch.set(String::new());
         } else {
             state.roster.create(agent);
         }
+    }
+
+    /// The agent was made: what named it goes, so that the next one is
+    /// named anew; the folder and the choices stay for it.
+    fn reset(&self) {
         self.name.set(String::new());
+        self.branch.set(String::new());
     }
 }
 
@@ -86,20 +106,61 @@ pub fn CreateAgent() -> impl IntoView {
         move || runtimes.get().into_iter().filter(|id| id != "shard").collect::<Vec<String>>();
     let connection = state.link.connection;
     let connected = move || connection.get() == Connection::Connected;
-    let submit = move |event: leptos::ev::SubmitEvent| {
-        event.prevent_default();
-        form.submit(&state);
+    let submit = {
+        let state = state.clone();
+        move |event: leptos::ev::SubmitEvent| {
+            event.prevent_default();
+            form.submit(&state);
+        }
+    };
+    let creation = roster.creation;
+    let panel: NodeRef<leptos::html::Details> = NodeRef::new();
+    // Made: the form closes and the keyboard goes to the new agent's
+    // message box. Refused: the reason shows by the button, the fields as
+    // they were.
+    Effect::new(move |_| {
+        if creation.get() != Creation::Created {
+            return;
+        }
+        creation.set(Creation::Idle);
+        form.reset();
+        if let Some(panel) = panel.get_untracked() {
+            panel.set_open(false);
+        }
+        #[cfg(feature = "hydrate")]
+        super::reveal(".prompt".to_owned(), Some("textarea"));
+    });
+    let problem = move || match creation.get() {
+        Creation::Failed(why) => Some(why),
+        _ => None,
+    };
+    // What the fields can be filled with: the folders and models of the
+    // agents there are.
+    let agents = roster.agents;
+    let known = move |field: fn(&AgentInfo) -> Option<&str>| {
+        move || {
+            let mut seen = BTreeSet::new();
+            agents.with(|agents| {
+                for agent in agents {
+                    if let Some(value) = field(agent) {
+                        seen.insert(value.to_owned());
+                    }
+                }
+            });
+            seen.into_iter().map(|value| view! { <option value=value/> }).collect_view()
+        }
     };
     view! {
-        <details class="create-panel">
+        <details class="create-panel" node_ref=panel>
             // The runtimes asked again as the form opens, so one added to
             // config.toml since the page loaded is offered.
             <summary on:click=move |_| roster.list_runtimes()>"New agent"</summary>
             <form class="create" on:submit=submit aria-label="Create an agent">
                 <label>"Working directory"
-                    <input name="cwd" type="text" placeholder="/home/me/project" required
+                    <input name="cwd" type="text" placeholder="/home/me/project" required list="known-dirs"
                         prop:value=cwd on:input=move |event| cwd.set(event_target_value(&event))/>
                 </label>
+                <datalist id="known-dirs">{known(|agent| Some(agent.cwd.as_str()))}</datalist>
                 <label>"Name"
                     <input name="name" type="text" placeholder="optional"
                         prop:value=name on:input=move |event| name.set(event_target_value(&event))/>
@@ -126,9 +187,10 @@ pub fn CreateAgent() -> impl IntoView {
                 // An ACP agent's model and mode are its own, chosen once it runs.
                 <Show when=move || runtime.get().is_empty()>
                     <label>"Model"
-                        <input name="model" type="text" placeholder="default"
+                        <input name="model" type="text" placeholder="default" list="known-models"
                             prop:value=model on:input=move |event| model.set(event_target_value(&event))/>
                     </label>
+                    <datalist id="known-models">{known(|agent| agent.model.as_deref())}</datalist>
                     <label>"Mode"
                         <select name="mode" on:change=move |event| mode.set(event_target_value(&event))>
                             <option value="">"default"</option>
@@ -145,7 +207,10 @@ pub fn CreateAgent() -> impl IntoView {
                 <Show when=move || in_workspace.get()>
                     <WorkspaceFields form=form/>
                 </Show>
-                <button type="submit" disabled=move || !connected()>"Create agent"</button>
+                {move || problem().map(|why| view! { <p class="form-error" role="alert">{why}</p> })}
+                <button type="submit" disabled=move || !connected() || creation.get() == Creation::Sent>
+                    "Create agent"
+                </button>
             </form>
         </details>
     }
