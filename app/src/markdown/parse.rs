@@ -242,11 +242,13 @@ fn flush(paragraph: &mut Vec<&str>, nodes: &mut Vec<Node>) {
     let mut children = Vec::new();
     let last = paragraph.len() - 1;
     for (index, line) in paragraph.drain(..).enumerate() {
-        let hard = line.ends_with("  ") || line.ends_with('\\');
         let line = line.strip_suffix('\\').unwrap_or_else(|| line.trim_end());
         children.extend(inline(line, 0));
+        // Every line break is kept, not only CommonMark's hard ones: agents
+        // write lines (a command's output, a list without markers) that
+        // read as one run-on line when joined.
         if index < last {
-            children.push(if hard { Node::Break } else { Node::Text(" ".to_owned()) });
+            children.push(Node::Break);
         }
     }
     nodes.push(element(Kind::Paragraph, children));

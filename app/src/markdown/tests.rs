@@ -38,8 +38,13 @@ fn md(source: &str) -> String {
 }
 
 #[test]
-fn paragraphs_join_their_lines_and_split_at_blank_lines() {
-    assert_eq!(md("one\ntwo\n\nthree"), r#"p("one", " ", "two"), p("three")"#);
+fn paragraphs_keep_their_line_breaks_and_split_at_blank_lines() {
+    // A reply's lines stay lines (a command's output quoted in it).
+    assert_eq!(md("one\ntwo\n\nthree"), r#"p("one", br, "two"), p("three")"#);
+    assert_eq!(
+        md("exit code 0\ntotal 8\ndrwxr-xr-x 2 me me"),
+        r#"p("exit code 0", br, "total 8", br, "drwxr-xr-x 2 me me")"#
+    );
     assert_eq!(md("hard  \nbreak\\\nagain"), r#"p("hard", br, "break", br, "again")"#);
     assert_eq!(md(""), "");
 }
@@ -51,7 +56,7 @@ fn headings_rules_quotes_and_fenced_code() {
     assert_eq!(md("a\n---\n* * *"), r#"p("a"), hr, hr"#);
     assert_eq!(
         md("> quoted **bold**\n> more"),
-        r#"quote(p("quoted ", strong("bold"), " ", "more"))"#
+        r#"quote(p("quoted ", strong("bold"), br, "more"))"#
     );
     assert_eq!(
         md("```rust\nfn main() {\n    *x = 1;\n}\n```\nafter"),
@@ -68,7 +73,7 @@ fn lists_nest_by_indentation_and_end_at_a_paragraph() {
     );
     assert_eq!(md("1. first\n2. second\n\nafter"), r#"ol(li("first"), li("second")), p("after")"#);
     assert_eq!(md("text\n- item"), r#"p("text"), ul(li("item"))"#);
-    assert_eq!(md("- a\n  continued\n- b"), r#"ul(li("a", " ", "continued"), li("b"))"#);
+    assert_eq!(md("- a\n  continued\n- b"), r#"ul(li("a", br, "continued"), li("b"))"#);
 }
 
 #[test]
@@ -158,4 +163,16 @@ fn a_reference_whose_twelfth_byte_is_inside_a_character_is_text() {
     // fell inside a character.
     let text = "&aaaaaaaaaa\u{bf}; and &pm ;x9Xxu:\u{bf}> deeper";
     assert_eq!(show(&parse(text)), format!("p({text:?})"));
+}
+
+#[test]
+fn a_question_s_code_spans_are_cut_out_and_lone_backticks_stay() {
+    use super::{code_spans, untick};
+    assert_eq!(
+        code_spans("Run `echo hi`? or `ls`"),
+        [(false, "Run "), (true, "echo hi"), (false, "? or "), (true, "ls")]
+    );
+    assert_eq!(code_spans("a ` lone one"), [(false, "a ` lone one")]);
+    assert_eq!(code_spans("``"), [(false, "``")]);
+    assert_eq!(untick("Run `rm -rf x`?"), "Run rm -rf x?");
 }
