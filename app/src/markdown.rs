@@ -21,6 +21,53 @@ use self::parse::{Kind, Node, parse};
 
 mod parse;
 
+/// `text` cut at its code spans: `(true, code)` for what was between a
+/// pair of backticks, `(false, text)` for the rest; a backtick without a
+/// pair stays as it is. For a question's one line, where only the code
+/// spans an agent writes ("Run `ls`?") are worth showing as code, and any
+/// other markdown would change what the agent asked.
+pub fn code_spans(text: &str) -> Vec<(bool, &str)> {
+    let mut spans = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('`') {
+        let Some(length) = rest[open + 1..].find('`') else { break };
+        let close = open + 1 + length;
+        if length == 0 {
+            // An empty pair is two backticks of text.
+            spans.push((false, &rest[..close + 1]));
+        } else {
+            if open > 0 {
+                spans.push((false, &rest[..open]));
+            }
+            spans.push((true, &rest[open + 1..close]));
+        }
+        rest = &rest[close + 1..];
+    }
+    if !rest.is_empty() {
+        spans.push((false, rest));
+    }
+    spans
+}
+
+/// A question's line, its code spans as code.
+#[component]
+pub fn Ticked(#[prop(into)] text: String) -> impl IntoView {
+    code_spans(&text)
+        .into_iter()
+        .map(|(code, span)| match code {
+            true => Either::Left(view! { <code>{span.to_owned()}</code> }),
+            false => Either::Right(span.to_owned()),
+        })
+        .collect_view()
+}
+
+/// `text` without the backticks of its code spans: for where no markup
+/// shows (a notification).
+#[cfg(any(feature = "hydrate", test))]
+pub fn untick(text: &str) -> String {
+    code_spans(text).into_iter().map(|(_, span)| span).collect()
+}
+
 fn tag(kind: Kind) -> &'static str {
     match kind {
         Kind::Paragraph => "p",

@@ -61,7 +61,7 @@ fn notify_if_waiting(state: &ClientState, question: &Question) {
         }
     };
     // Hidden characters as visible escapes (shard_protocol::display).
-    let body = shard_protocol::display::escaped(&body);
+    let body = shard_protocol::display::escaped(&crate::markdown::untick(&body));
     let options = web_sys::NotificationOptions::new();
     options.set_body(&body);
     options.set_tag(question.request.request_id());

@@ -20,7 +20,9 @@ test('prompt, stream, a permission asked in two tabs and answered in one, the ex
   const otherDialog = other.getByRole('dialog');
   await expect(dialog).toBeVisible();
   await expect(otherDialog).toBeVisible();
-  await expect(dialog).toContainText('Run `echo shard-ok`?');
+  // The agent's code span is shown as code, not as backticks.
+  await expect(dialog.locator('.question-prompt')).toHaveText('Run echo shard-ok?');
+  await expect(dialog.locator('.question-prompt code')).toHaveText('echo shard-ok');
   await expect(dialog).toContainText('echo shard-ok'); // the server's details
   // Nobody was typing: focus moves to the dialog itself, never onto an answer.
   await expect(dialog).toBeFocused();
@@ -205,6 +207,18 @@ test('at 375×812 one pane at a time: which agent waits, answer it, read it, go 
   await dialog.getByRole('button', { name: /Deny/ }).click();
   await expect(dialog).toBeHidden();
   await expect(bar.getByRole('button', { name: '0 waiting' })).toBeVisible();
+  await context.close();
+});
+
+test('a reply keeps its lines: a command\'s output reads as it was printed', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'linekeeper');
+  await prompt(tab, 'run: printf "first-line\\nsecond-line\\n"');
+  await tab.getByRole('dialog').getByRole('button', { name: /Allow once/ }).click();
+  const reply = tab.locator('.message.assistant[data-complete="true"]', { hasText: 'second-line' }).last();
+  await expect(reply).toBeVisible();
+  const shown = await reply.innerText();
+  expect(shown).toMatch(/first-line\nsecond-line/);
   await context.close();
 });
 

@@ -15,6 +15,7 @@ use shard_protocol::display::{escaped, has_hidden};
 use super::state;
 use crate::guard;
 use crate::link::Connection;
+use crate::markdown::Ticked;
 use crate::questions::{Answer, Question};
 
 /// Whether anything a permission request shows held a hidden character.
@@ -143,7 +144,7 @@ pub fn QuestionBody(question: Question, shown_at: f64) -> impl IntoView {
             view! {
                 {hidden.then(hidden_notice)}
                 {offline_note}
-                <p class="question-prompt">{escaped(&request.prompt)}</p>
+                <p class="question-prompt"><Ticked text=escaped(&request.prompt)/></p>
                 <dl class="details">
                     {details.into_iter().map(detail_view).collect_view()}
                 </dl>
@@ -238,7 +239,7 @@ fn UiBody(
     let dismiss = respond.clone();
     view! {
         {hidden.then(hidden_notice)}
-        <p class="question-prompt">{escaped(&message)}</p>
+        <p class="question-prompt"><Ticked text=escaped(&message)/></p>
         <div class="answers">{body}<button class="answer" prop:disabled=move || !armed.get() data-intent="deny" on:click=move |_| dismiss(None)>"Dismiss"</button></div>
     }
 }
