@@ -134,6 +134,8 @@ pub struct Enrolled {
     pub token: String,
     /// For the page's storage, sent to `/bootstrap` beside the cookie.
     pub browser_secret: String,
+    /// How long the session lives unless used again: the cookie's lifetime.
+    pub lifetime: Duration,
 }
 
 #[derive(Debug)]
@@ -302,6 +304,8 @@ impl Auth {
             expired_at: None,
             secret_sha256: Some(hex(&sha256(&browser_secret))),
         });
+        let lifetime =
+            store.sessions.last().map_or(Duration::ZERO, |record| self.left(record, now));
         Self::cap_sessions(&mut store, &principal_id, now);
         let keep_after =
             now.saturating_sub(u64::try_from(KEEP_ENDED.as_millis()).unwrap_or(u64::MAX));
@@ -310,7 +314,12 @@ impl Auth {
                 || record.revoked_at.or(record.expired_at).is_some_and(|ended| ended > keep_after)
         });
         self.save(&store).map_err(|error| EnrollError::Store(error.to_string()))?;
-        Ok(Enrolled { session: Session { session_id, principal_id }, token, browser_secret })
+        Ok(Enrolled {
+            session: Session { session_id, principal_id },
+            token,
+            browser_secret,
+            lifetime,
+        })
     }
 
     /// Revokes a principal's oldest live sessions beyond the cap.
@@ -334,6 +343,12 @@ impl Auth {
             .min(record.created_at.saturating_add(millis(self.max_age)))
     }
 
+    /// What is left of a session's life at `now`: the cookie lasts as long,
+    /// and never past the session's absolute end.
+    fn left(&self, record: &SessionRecord, now: u64) -> Duration {
+        Duration::from_millis(self.expires_at(record).saturating_sub(now))
+    }
+
     /// The live session a cookie token names. A session past its idle or
     /// absolute lifetime is marked expired (once) and refused.
     pub fn session(&self, token: &str) -> Result<Session, Refused> {
@@ -355,7 +370,6 @@ impl Auth {
         })
     }
 
-    /// Notes a use of the session (idle expiry counts from the last one).
     /// Whether the session is live: neither revoked nor past its idle or
     /// absolute lifetime. One found past it is marked expired, once.
     pub fn check(&self, session_id: &str) -> Result<(), Refused> {
@@ -391,17 +405,22 @@ impl Auth {
             .is_some_and(|expected| expected.as_bytes().ct_eq(digest.as_bytes()).into())
     }
 
-    pub fn touch(&self, session_id: &str) {
+    /// Notes a use of the session: its idle window starts again. Returns
+    /// what is left of its life from now on (the renewed cookie's lifetime).
+    pub fn touch(&self, session_id: &str) -> Duration {
         let mut store = lock(&self.store);
         let now = crate::clock::now_ms();
+        let mut left = Duration::ZERO;
         if let Some(record) =
             store.sessions.iter_mut().find(|record| record.session_id == session_id)
         {
             record.last_seen_at = now;
+            left = self.left(record, now);
         }
         if let Err(error) = self.save(&store) {
             tracing::error!(%error, "cannot write the security store");
         }
+        left
     }
 
     /// Every live session, for `shard sessions list`.
