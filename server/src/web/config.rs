@@ -13,7 +13,8 @@ use shard_protocol::web::{normalize_host, parse_host_port, parse_origin};
 /// The web half of `shard daemon`'s flags (CONTRACT.md "Command line").
 #[derive(Debug, Clone, clap::Args)]
 pub struct WebArgs {
-    /// TCP port; 0 picks a free one.
+    /// TCP port; 0 picks a free one: the port this home last listened on
+    /// if it is free (so enrolled browsers keep their origin), else any.
     #[arg(long, default_value_t = 8787)]
     pub port: u16,
     /// The address to listen on (an IP literal). Anything but 127.0.0.1 is
