@@ -122,6 +122,8 @@ pub fn App() -> impl IntoView {
         }
     });
     let connection = state.link.connection;
+    // Changes only when enrollment does, not with every reconnect.
+    let enrolled = Memo::new(move |_| connection.get() != Connection::NotEnrolled);
     let notice = state.link.notice;
     let questions = state.questions.open;
     let pending = move || questions.with(|questions| questions.len());
@@ -149,14 +151,13 @@ pub fn App() -> impl IntoView {
                 {move || connection.get().label()}
             </span>
         </header>
-        <main class="home" data-hydrated=move || hydrated.get().to_string()>
+        <main class="home" data-hydrated=move || hydrated.get().to_string() data-enrolled=move || enrolled.get().to_string()>
             {move || notice.get().map(|text| view! { <p class="notice" role="status">{text}</p> })}
-            {move || (connection.get() == Connection::NotEnrolled).then(|| view! {
-                <p class="enroll-help">
-                    "This browser is not enrolled. Run " <code>"shard enroll"</code>
-                    " on the daemon's machine and open the link it prints."
-                </p>
-            })}
+            // Not enrolled, the dashboard would be an empty list and a form
+            // that cannot work: say so, and how to be, instead.
+            // (Hidden by the stylesheet rather than unmounted: swapping the
+            // whole dashboard in and out costs the bundle kilobytes.)
+            {move || (!enrolled.get()).then(NotEnrolled)}
             <div class="layout">
                 <aside class="sidebar">
                     <Inbox/>
@@ -167,6 +168,24 @@ pub fn App() -> impl IntoView {
             </div>
             <QuestionDialog/>
         </main>
+    }
+}
+
+/// What a browser without a live enrollment sees instead of the dashboard
+/// (`/bootstrap` answered 401: no cookie, or an expired or revoked one, or
+/// no browser secret): that it is not enrolled, and every way to be.
+#[component]
+fn NotEnrolled() -> impl IntoView {
+    view! {
+        <section class="not-enrolled enroll-help" aria-labelledby="not-enrolled-title">
+            <h1 id="not-enrolled-title">"This browser is not enrolled"</h1>
+            <p>"It sees and drives agents once it is. Any of these enrolls it:"</p>
+            <ul>
+                <li>"Open the " <code>"enroll:"</code> " link that " <code>"shard daemon"</code> " printed when it started."</li>
+                <li>"Run " <code>"shard enroll"</code> " on the daemon's machine and open the link it prints."</li>
+            </ul>
+            <p>"A link works once, for 10 minutes."</p>
+        </section>
     }
 }
 
