@@ -265,7 +265,10 @@ pub async fn run(
     let local = listener.local_addr().context("listener has no local address")?;
     let origin = config.public_origin(local);
     let hub = Arc::new(Hub::default());
-    let auth = Arc::new(Auth::load(&home.path, config.session_idle, config.session_max_age)?);
+    let auth = Arc::new(
+        Auth::load(&home.path, config.session_idle, config.session_max_age)?
+            .with_code_ttl(config.enroll_code_ttl),
+    );
     let audit = Arc::new(Audit::open(&home.path).context("cannot open the audit log")?);
     record_startup(&audit, &config, &args, local);
     let registry = Arc::new(Registry::load(host_context(&home, &hub, &args)?));
@@ -387,8 +390,10 @@ fn web_state(parts: WebParts<'_>, args: &DaemonArgs) -> Arc<crate::web::Web> {
         // §4.1.1: the implicit loopback origin is the only entry.
         None => (local.to_string(), vec![format!("http://{local}")]),
     };
+    let origin = config.public_origin(local);
     Arc::new(crate::web::Web {
         auth,
+        origin,
         hub: hub.clone(),
         daemon: daemon.clone(),
         audit,

@@ -3,7 +3,9 @@
 //!
 //! - Enrollment codes are ≥128-bit, single-use, valid 10 minutes, kept only in
 //!   memory and only as argon2id hashes (a person copies them: they get the
-//!   slow hash), never written to disk or logs.
+//!   slow hash), never written to disk or logs. A pairing code (`/pair`) is
+//!   one of them, minted for an enrolled session: each session holds at most
+//!   one, and it dies with that session.
 //! - Session tokens and tickets are 256-bit random; only their SHA-256 is kept
 //!   (high entropy needs no slow hash). Every comparison is constant-time.
 //! - The store (`$SHARD_HOME/security.json`, 0600, versioned) holds principals
@@ -27,7 +29,8 @@ use subtle::ConstantTimeEq;
 use super::limiter::{ClientKey, Limiter};
 
 pub const STORE_VERSION: u32 = 1;
-/// How long an enrollment code stays valid.
+/// How long an enrollment code stays valid, by default and at most
+/// (`--enroll-code-ttl` may shorten it).
 pub const CODE_TTL: Duration = Duration::from_secs(10 * 60);
 /// How long a WebSocket ticket stays valid (CONTRACT.md: at most 60 s).
 pub const TICKET_TTL: Duration = Duration::from_secs(30);
@@ -102,6 +105,8 @@ struct Store {
 struct Code {
     phc: String,
     expires: Instant,
+    /// The session that asked for it at `/pair`; `None` for `shard enroll`'s.
+    issued_by: Option<String>,
 }
 
 struct Ticket {
@@ -136,6 +141,8 @@ pub struct Enrolled {
     pub browser_secret: String,
     /// How long the session lives unless used again: the cookie's lifetime.
     pub lifetime: Duration,
+    /// The session whose pairing link this was, if it was one.
+    pub paired_by: Option<String>,
 }
 
 #[derive(Debug)]
@@ -156,6 +163,7 @@ pub struct Auth {
     all_failures: Arc<Limiter<()>>,
     idle: Duration,
     max_age: Duration,
+    code_ttl: Duration,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -220,7 +228,19 @@ impl Auth {
             all_failures: Arc::new(Limiter::new(MAX_FAILURES_IN_ALL, FAILURE_WINDOW)),
             idle,
             max_age,
+            code_ttl: CODE_TTL,
         })
+    }
+
+    /// Codes live `ttl` instead of [`CODE_TTL`] (never longer).
+    pub fn with_code_ttl(mut self, ttl: Duration) -> Self {
+        self.code_ttl = ttl.min(CODE_TTL);
+        self
+    }
+
+    /// How long a code minted now stays valid.
+    pub fn code_ttl(&self) -> Duration {
+        self.code_ttl
     }
 
     fn save(&self, store: &Store) -> std::io::Result<()> {
@@ -230,6 +250,18 @@ impl Auth {
 
     /// Mints a new enrollment code (returned in clear once, kept hashed).
     pub fn new_code(&self) -> String {
+        self.mint(None)
+    }
+
+    /// Mints a pairing code for `session` (`/pair`): an enrollment code like
+    /// any other, except that it replaces the session's previous one and
+    /// dies with the session. So one enrolled browser holds one live link,
+    /// and cannot push every other code out of the table.
+    pub fn pair_code(&self, session: &Session) -> String {
+        self.mint(Some(session.session_id.clone()))
+    }
+
+    fn mint(&self, issued_by: Option<String>) -> String {
         let code = random_token(16);
         let mut salt = [0u8; 16];
         if let Err(error) = getrandom::fill(&mut salt) {
@@ -242,11 +274,13 @@ impl Auth {
             .unwrap_or_default();
         let mut codes = lock(&self.codes);
         let now = Instant::now();
-        codes.retain(|code| code.expires > now);
+        codes.retain(|code| {
+            code.expires > now && (issued_by.is_none() || code.issued_by != issued_by)
+        });
         if codes.len() >= MAX_CODES {
             codes.remove(0);
         }
-        codes.push(Code { phc, expires: now + CODE_TTL });
+        codes.push(Code { phc, expires: now + self.code_ttl, issued_by });
         code
     }
 
@@ -282,7 +316,11 @@ impl Auth {
             }
             found.map(|at| codes.remove(at))
         };
-        if matched.is_none() {
+        let Some(matched) = matched else { return Err(EnrollError::Invalid) };
+        // A pairing link dies with the session that made it.
+        if let Some(issuer) = &matched.issued_by
+            && self.check(issuer).is_err()
+        {
             return Err(EnrollError::Invalid);
         }
         mine.give_back();
@@ -319,6 +357,7 @@ impl Auth {
             token,
             browser_secret,
             lifetime,
+            paired_by: matched.issued_by,
         })
     }
 

@@ -1,9 +1,10 @@
 //! The daemon's HTTP surface (CONTRACT.md "HTTP routes"): the Leptos app and
-//! its bundle, `/enroll`, `/bootstrap`, `/logout` and the `/ws` upgrade, with
-//! what guards them: [`auth`] (enrollment, sessions, tickets), [`limiter`]
-//! (rate limits), [`audit`] (the audit log), [`config`] (loopback, direct
-//! and proxy modes, validated before binding), [`assets`] (the embedded
-//! bundle) and [`ws`] (the upgrade; the socket is then `clients`').
+//! its bundle, `/enroll`, `/bootstrap`, `/logout`, `/pair` ([`pair`]) and
+//! the `/ws` upgrade, with what guards them: [`auth`] (enrollment, sessions,
+//! tickets), [`limiter`] (rate limits), [`audit`] (the audit log),
+//! [`config`] (loopback, direct and proxy modes, validated before binding),
+//! [`assets`] (the embedded bundle) and [`ws`] (the upgrade; the socket is
+//! then `clients`').
 //!
 //! Every request passes [`guard`] first: the Host must be exactly the
 //! expected one (DNS rebinding), and state-changing requests and `/ws` must
@@ -34,6 +35,7 @@ pub mod audit;
 pub mod auth;
 pub mod config;
 pub mod limiter;
+pub mod pair;
 pub mod ws;
 
 use self::audit::Audit;
@@ -78,6 +80,9 @@ pub struct Web {
     pub expected_host: String,
     /// Allowed Origins, normalized.
     pub allowed_origins: Vec<String>,
+    /// The origin enrollment links name: the public one (remote) or
+    /// `http://127.0.0.1:PORT`.
+    pub origin: String,
     /// Browser connection slots (`--max-connections`); local clients have
     /// their own.
     pub connections: Arc<tokio::sync::Semaphore>,
@@ -139,6 +144,7 @@ pub fn router(local: SocketAddr, web: Arc<Web>) -> Router {
         .route("/enroll", post(enroll))
         .route("/bootstrap", post(bootstrap))
         .route("/logout", post(logout))
+        .route("/pair", post(pair::pair))
         .route("/ws", get(ws::upgrade))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(web, guard))
@@ -311,7 +317,7 @@ async fn guard(
     next: Next,
 ) -> Response {
     let path = request.uri().path().to_owned();
-    let sensitive = matches!(path.as_str(), "/enroll" | "/bootstrap" | "/logout" | "/ws");
+    let sensitive = matches!(path.as_str(), "/enroll" | "/bootstrap" | "/logout" | "/pair" | "/ws");
     let needs_origin = request.method() == Method::POST || path == "/ws";
     let verdict = effective(&request, &web, peer).and_then(|effective| {
         check_host(&request, &web, effective.scheme())?;
@@ -427,6 +433,13 @@ fn browser_secret_holds(web: &Web, headers: &HeaderMap, session: &Session) -> bo
     }
 }
 
+/// The live session a request presents with all this mode asks for: its
+/// cookie, and on loopback the session's browser secret.
+fn authenticated(web: &Web, headers: &HeaderMap, effective: &Effective) -> Option<Presented> {
+    cookie_session(web, headers, effective)
+        .filter(|presented| browser_secret_holds(web, headers, &presented.session))
+}
+
 /// The answer to a dead credential: `refusal`, or 429 once this client has
 /// presented more than its share of them in the last minute.
 pub fn credential_failed(
@@ -474,12 +487,13 @@ async fn enroll(
     let result =
         tokio::task::spawn_blocking(move || auth.enroll(&code, ClientKey::from(peer))).await;
     match result {
-        Ok(Ok(Enrolled { session, token, browser_secret, lifetime })) => {
+        Ok(Ok(Enrolled { session, token, browser_secret, lifetime, paired_by })) => {
             tracing::info!(principal = %session.principal_id, "browser enrolled");
             web.audit.record(
                 "enrolled",
                 json!({"principal_id": session.principal_id, "session_id": session.session_id,
-                       "peer": peer.to_string(), "secure_cookie": effective.https}),
+                       "peer": peer.to_string(), "secure_cookie": effective.https,
+                       "paired_by": paired_by}),
             );
             let answer = EnrollAnswer { principal_id: session.principal_id, browser_secret };
             let mut response = axum::Json(answer).into_response();
@@ -518,10 +532,8 @@ async fn bootstrap(
     if let Err(rejection) = check_json(&headers, &body, true) {
         return rejection.into_response();
     }
-    let presented = cookie_session(web, &headers, &effective);
+    let presented = authenticated(web, &headers, &effective);
     let origin = headers.get(header::ORIGIN).and_then(|value| value.to_str().ok());
-    let presented =
-        presented.filter(|presented| browser_secret_holds(web, &headers, &presented.session));
     let (Some(Presented { session, token }), Some(origin)) = (presented, origin) else {
         let unauthorized = (StatusCode::UNAUTHORIZED, "enroll this browser first").into_response();
         return credential_failed(web, &effective, "/bootstrap", unauthorized);
