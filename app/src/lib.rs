@@ -22,6 +22,7 @@ mod link;
 mod markdown;
 mod notify;
 mod order;
+mod pairing;
 #[cfg(feature = "hydrate")]
 mod persist;
 mod questions;
@@ -40,7 +41,7 @@ use leptos::prelude::*;
 
 pub use link::Connection;
 pub use state::ClientState;
-use views::{AgentList, AgentView, CreateAgent, Inbox, QuestionDialog};
+use views::{AgentList, AgentView, CreateAgent, Inbox, PairDialog, QuestionDialog, new_link};
 
 /// The name of the bundle's files under `/pkg/` (`shard.js`,
 /// `shard_bg.wasm`, `shard.css`); the daemon and scripts/build agree on it.
@@ -132,6 +133,7 @@ pub fn App() -> impl IntoView {
         count => format!("({count}) Shard"),
     };
     let notify_state = state.clone();
+    let pairing = state.pairing;
     let notify_on = state.questions.notify;
     // The tab's title counts open questions; the server renders "Shard".
     #[cfg(feature = "hydrate")]
@@ -147,6 +149,9 @@ pub fn App() -> impl IntoView {
             <button class="notify" on:click=move |_| notify::enable(&notify_state) disabled=move || notify_on.get()>
                 {move || if notify_on.get() { "notifications on" } else { "notify me" }}
             </button>
+            // Another device enrolls through this one (crate::pairing).
+            <button class="pair-open" hidden=move || connection.get() != Connection::Connected
+                on:click=move |_| new_link(pairing)>"Pair a device"</button>
             <span class="connection" data-state=move || connection.get().key() aria-live="polite">
                 {move || connection.get().label()}
             </span>
@@ -167,6 +172,7 @@ pub fn App() -> impl IntoView {
                 <AgentView/>
             </div>
             <QuestionDialog/>
+            <PairDialog/>
         </main>
     }
 }
@@ -183,6 +189,7 @@ fn NotEnrolled() -> impl IntoView {
             <ul>
                 <li>"Open the " <code>"enroll:"</code> " link that " <code>"shard daemon"</code> " printed when it started."</li>
                 <li>"Run " <code>"shard enroll"</code> " on the daemon's machine and open the link it prints."</li>
+                <li>"In a browser that is enrolled, choose " <strong>"Pair a device"</strong> " and open its link here, or scan its QR code."</li>
             </ul>
             <p>"A link works once, for 10 minutes."</p>
         </section>

@@ -58,9 +58,10 @@ async function notEnrolledScreen(page: import('@playwright/test').Page): Promise
   await expect(page.locator('.connection')).toHaveText('not enrolled');
   const screen = page.locator('.not-enrolled');
   await expect(screen.getByRole('heading')).toHaveText('This browser is not enrolled');
-  // Every way in: the daemon's printed link, `shard enroll`.
+  // Every way in: the daemon's printed link, `shard enroll`, another device.
   await expect(screen).toContainText('shard daemon');
   await expect(screen).toContainText('shard enroll');
+  await expect(screen).toContainText('Pair a device');
   // Nothing that pretends to work: no empty list, no form, no agent.
   await expect(page.locator('.layout')).toBeHidden();
   await expect(page.getByText('No agents yet.', { exact: true })).toBeHidden();

@@ -3,7 +3,8 @@
 //! ([`agent`]), its transcript ([`transcript`]) and tool calls ([`tools`]),
 //! its jobs ([`jobs`]) and its sessions, usage and approval history
 //! ([`ledger`]); the questions: the dialog and the approval inbox
-//! ([`questions`]); and the workspaces ([`workspace`]). Every component takes the page's
+//! ([`questions`]); the workspaces ([`workspace`]); and the dialog that
+//! pairs another device ([`pair`]). Every component takes the page's
 //! [`ClientState`](crate::state::ClientState) from context ([`state`]) and
 //! reads the slices it shows.
 
@@ -11,6 +12,7 @@ mod agent;
 mod agents;
 mod jobs;
 mod ledger;
+mod pair;
 mod questions;
 mod tools;
 mod transcript;
@@ -24,6 +26,7 @@ use shard_protocol::types::{AgentStatus, RuntimeState};
 
 pub use agent::AgentView;
 pub use agents::{AgentList, CreateAgent};
+pub use pair::{PairDialog, new_link};
 pub use questions::{Inbox, QuestionDialog};
 
 use crate::state::ClientState;
