@@ -9,16 +9,20 @@
 //!
 //! Enrollment also hands out a browser secret, kept in this origin's
 //! localStorage and sent to `/bootstrap` beside the cookie: the cookie also
-//! goes to every other port of the host, the secret to this page only.
+//! goes to every other port of the host, the secret to this page only. The
+//! same two ask `/pair` for a link that enrolls another device.
 
 use futures::{SinkExt, StreamExt};
 use gloo_net::http::Request as Http;
 use gloo_net::websocket::Message;
 use gloo_net::websocket::futures::WebSocket;
 use leptos::prelude::Set;
-use shard_protocol::web::{BROWSER_SECRET_HEADER, Bootstrap, EnrollAnswer, EnrollRequest};
+use shard_protocol::web::{
+    BROWSER_SECRET_HEADER, Bootstrap, EnrollAnswer, EnrollRequest, PairAnswer,
+};
 
 use crate::link::Connection;
+use crate::pairing::Pairing;
 use crate::reducer::{Greeted, handle};
 use crate::state::ClientState;
 
@@ -29,6 +33,46 @@ const BROWSER_SECRET: &str = "shard.browser_secret";
 
 fn local_storage() -> Option<web_sys::Storage> {
     web_sys::window()?.local_storage().ok()?
+}
+
+/// `request` with this browser's secret, if it keeps one.
+fn with_secret(request: gloo_net::http::RequestBuilder) -> gloo_net::http::RequestBuilder {
+    match local_storage().and_then(|storage| storage.get_item(BROWSER_SECRET).ok().flatten()) {
+        Some(secret) => request.header(BROWSER_SECRET_HEADER, &secret),
+        None => request,
+    }
+}
+
+/// `POST /pair`: a one-time enrollment link for another device, or the
+/// status that refused it (0: no answer).
+async fn ask_for_pairing() -> Result<PairAnswer, u16> {
+    let request = with_secret(Http::post("/pair")).header("content-type", "application/json");
+    let response = request.body("{}").map_err(|_| 0u16)?.send().await.map_err(|_| 0u16)?;
+    if response.status() != 200 {
+        return Err(response.status());
+    }
+    response.json::<PairAnswer>().await.map_err(|_| 0)
+}
+
+/// Shows a new pairing link in the dialog, then counts its time down each
+/// second while it is on show.
+pub async fn pair(pairing: Pairing) {
+    let url = match ask_for_pairing().await {
+        Ok(answer) => pairing.show(answer, crate::guard::now_ms()),
+        Err(status) => return pairing.failed(status),
+    };
+    while pairing.tick(&url, crate::guard::now_ms()) {
+        gloo_timers::future::TimeoutFuture::new(1000).await;
+    }
+}
+
+/// Puts `text` on the clipboard, where the browser allows it (a secure
+/// context: loopback or https); elsewhere the caller's selection stands.
+pub fn copy(text: &str) {
+    let Some(window) = web_sys::window() else { return };
+    if window.is_secure_context() {
+        let _ = window.navigator().clipboard().write_text(text);
+    }
 }
 
 enum Ended {
@@ -197,13 +241,7 @@ pub async fn run(state: ClientState) {
 
 async fn connect(state: &ClientState) -> Ended {
     let dropped = Ended::Dropped { connected: false };
-    let mut bootstrap = Http::post("/bootstrap");
-    if let Some(secret) =
-        local_storage().and_then(|storage| storage.get_item(BROWSER_SECRET).ok().flatten())
-    {
-        bootstrap = bootstrap.header(BROWSER_SECRET_HEADER, &secret);
-    }
-    let response = match bootstrap.send().await {
+    let response = match with_secret(Http::post("/bootstrap")).send().await {
         Ok(response) => response,
         Err(_) => return dropped,
     };

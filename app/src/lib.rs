@@ -22,6 +22,7 @@ mod link;
 mod markdown;
 mod notify;
 mod order;
+mod pairing;
 #[cfg(feature = "hydrate")]
 mod persist;
 mod questions;
@@ -41,7 +42,9 @@ use leptos::prelude::*;
 pub use link::Connection;
 pub use state::ClientState;
 use state::Pane;
-use views::{AgentList, AgentView, CreateAgent, Inbox, PhoneBar, QuestionDialog};
+use views::{
+    AgentList, AgentView, CreateAgent, Inbox, PairDialog, PhoneBar, QuestionDialog, new_link,
+};
 
 /// The name of the bundle's files under `/pkg/` (`shard.js`,
 /// `shard_bg.wasm`, `shard.css`); the daemon and scripts/build agree on it.
@@ -123,6 +126,8 @@ pub fn App() -> impl IntoView {
         }
     });
     let connection = state.link.connection;
+    // Changes only when enrollment does, not with every reconnect.
+    let enrolled = Memo::new(move |_| connection.get() != Connection::NotEnrolled);
     let notice = state.link.notice;
     let questions = state.questions.open;
     let pending = move || questions.with(|questions| questions.len());
@@ -138,6 +143,7 @@ pub fn App() -> impl IntoView {
         views::reveal(".inbox".to_owned(), Some(".inbox-item"));
     };
     let notify_state = state.clone();
+    let pairing = state.pairing;
     let notify_on = state.questions.notify;
     // The tab's title counts open questions; the server renders "Shard".
     #[cfg(feature = "hydrate")]
@@ -154,6 +160,9 @@ pub fn App() -> impl IntoView {
             <button class="notify" on:click=move |_| notify::enable(&notify_state) disabled=move || notify_on.get()>
                 {move || if notify_on.get() { "notifications on" } else { "notify me" }}
             </button>
+            // Another device enrolls through this one (crate::pairing).
+            <button class="pair-open" hidden=move || connection.get() != Connection::Connected
+                on:click=move |_| new_link(pairing)>"Pair a device"</button>
             <span class="connection" data-state=move || connection.get().key() aria-live="polite">
                 {move || connection.get().label()}
             </span>
@@ -164,14 +173,13 @@ pub fn App() -> impl IntoView {
                 }>"Reconnect now"</button>
             </Show>
         </header>
-        <main class="home" data-hydrated=move || hydrated.get().to_string()>
+        <main class="home" data-hydrated=move || hydrated.get().to_string() data-enrolled=move || enrolled.get().to_string()>
             {move || notice.get().map(|text| view! { <p class="notice" role="status">{text}</p> })}
-            {move || (connection.get() == Connection::NotEnrolled).then(|| view! {
-                <p class="enroll-help">
-                    "This browser is not enrolled. Run " <code>"shard enroll"</code>
-                    " on the daemon's machine and open the link it prints."
-                </p>
-            })}
+            // Not enrolled, the dashboard would be an empty list and a form
+            // that cannot work: say so, and how to be, instead.
+            // (Hidden by the stylesheet rather than unmounted: swapping the
+            // whole dashboard in and out costs the bundle kilobytes.)
+            {move || (!enrolled.get()).then(NotEnrolled)}
             <div class="layout" data-pane=move || pane.get().key()>
                 <aside class="sidebar">
                     <Inbox/>
@@ -181,8 +189,28 @@ pub fn App() -> impl IntoView {
                 <AgentView/>
             </div>
             <QuestionDialog/>
+            <PairDialog/>
         </main>
         <PhoneBar/>
+    }
+}
+
+/// What a browser without a live enrollment sees instead of the dashboard
+/// (`/bootstrap` answered 401: no cookie, or an expired or revoked one, or
+/// no browser secret): that it is not enrolled, and every way to be.
+#[component]
+fn NotEnrolled() -> impl IntoView {
+    view! {
+        <section class="not-enrolled enroll-help" aria-labelledby="not-enrolled-title">
+            <h1 id="not-enrolled-title">"This browser is not enrolled"</h1>
+            <p>"It sees and drives agents once it is. Any of these enrolls it:"</p>
+            <ul>
+                <li>"Open the " <code>"enroll:"</code> " link that " <code>"shard daemon"</code> " printed when it started."</li>
+                <li>"Run " <code>"shard enroll"</code> " on the daemon's machine and open the link it prints."</li>
+                <li>"In a browser that is enrolled, choose " <strong>"Pair a device"</strong> " and open its link here, or scan its QR code."</li>
+            </ul>
+            <p>"A link works once, for 10 minutes."</p>
+        </section>
     }
 }
 

@@ -2,7 +2,7 @@
 //! the server messages they care about: the roster (every agent), the
 //! screen (the agent on screen: its transcript, catalogs and drafts), the
 //! questions, the jobs, the workspaces and the ledger, and the link they
-//! all send through. One `ClientState` is provided through Leptos context;
+//! all send through; and the pairing dialog's state. One `ClientState` is provided through Leptos context;
 //! components take it with `views::state()` and read the slice they show.
 //!
 //! The few actions that span slices live here: opening an agent, and
@@ -15,6 +15,7 @@ use shard_protocol::workspace::WorkspaceSummary;
 use crate::jobs::Jobs;
 use crate::ledger::Ledger;
 use crate::link::Link;
+use crate::pairing::Pairing;
 use crate::questions::Questions;
 use crate::roster::Roster;
 use crate::screen::Screen;
@@ -49,6 +50,7 @@ pub struct ClientState {
     pub jobs: Jobs,
     pub workspaces: Workspaces,
     pub ledger: Ledger,
+    pub pairing: Pairing,
 }
 
 impl ClientState {
@@ -65,6 +67,7 @@ impl ClientState {
             jobs: Jobs::new(link),
             workspaces: Workspaces::new(link),
             ledger: Ledger::new(link, on_screen),
+            pairing: Pairing::new(),
         }
     }
 

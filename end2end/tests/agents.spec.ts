@@ -53,6 +53,57 @@ test('a used or wrong enrollment link says so and the browser stays out', async 
   await context.close();
 });
 
+/** What a page that is not enrolled must show, and must not. */
+async function notEnrolledScreen(page: import('@playwright/test').Page): Promise<void> {
+  await expect(page.locator('.connection')).toHaveText('not enrolled');
+  const screen = page.locator('.not-enrolled');
+  await expect(screen.getByRole('heading')).toHaveText('This browser is not enrolled');
+  // Every way in: the daemon's printed link, `shard enroll`, another device.
+  await expect(screen).toContainText('shard daemon');
+  await expect(screen).toContainText('shard enroll');
+  await expect(screen).toContainText('Pair a device');
+  // Nothing that pretends to work: no empty list, no form, no agent.
+  await expect(page.locator('.layout')).toBeHidden();
+  await expect(page.getByText('No agents yet.', { exact: true })).toBeHidden();
+  await expect(page.getByRole('button', { name: 'Create agent' })).toBeHidden();
+  await expect(page.getByLabel('Working directory')).toBeHidden();
+}
+
+test('a browser that is not enrolled is told how to enroll, not shown an empty dashboard', async ({ browser, daemon }) => {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  await page.goto(daemon.baseURL);
+  await notEnrolledScreen(page);
+  // The link it is told about lets it in, and the dashboard comes back.
+  await page.goto(newEnrollURL(daemon));
+  await expect(page.locator('.connection')).toHaveText('connected');
+  await expect(page.locator('.not-enrolled')).toHaveCount(0);
+  await expect(page.locator('details.create-panel')).toBeVisible();
+  await context.close();
+});
+
+test('a browser whose session is revoked, or whose secret is gone, is shown as not enrolled', async ({ browser }) => {
+  const daemon = await startDaemon();
+  try {
+    const [context, tab] = await enrolled(browser, daemon);
+    await createAgent(tab, project(), 'before the revocation');
+    const revoked = await unixCall(daemon, { id: 'r', type: 'daemon.revoke_session', all: true });
+    expect(revoked.success).toBe(true);
+    await notEnrolledScreen(tab);
+    await expect(tab.locator('li.agent', { hasText: 'before the revocation' })).toBeHidden();
+    await context.close();
+
+    // The cookie without the secret the page keeps is no enrollment either.
+    const [other, page] = await enrolled(browser, daemon);
+    await page.evaluate(() => localStorage.clear());
+    await page.reload();
+    await notEnrolledScreen(page);
+    await other.close();
+  } finally {
+    await stopDaemon(daemon);
+  }
+});
+
 test('with no agent yet the page says how to make one, and once there are agents, to pick one', async ({ browser }) => {
   const daemon = await startDaemon();
   try {

@@ -1,7 +1,7 @@
-//! The bodies of the browser's two JSON HTTP routes (CONTRACT.md): what the
-//! page posts to `/enroll` and what it answers, and what `/bootstrap`
-//! answers. Shared like every other message, so the page and the daemon
-//! cannot disagree on them either.
+//! The bodies of the browser's JSON HTTP routes (CONTRACT.md, and `/pair`,
+//! docs/SECURITY.md): what the page posts to `/enroll` and what it answers,
+//! what `/bootstrap` answers, and what `/pair` answers. Shared like every
+//! other message, so the page and the daemon cannot disagree on them either.
 
 use std::net::{IpAddr, Ipv6Addr};
 
@@ -33,6 +33,19 @@ pub struct Bootstrap {
     pub expires_in_ms: u64,
     /// The WebSocket subprotocol to offer with the ticket.
     pub protocol: String,
+}
+
+/// `POST /pair`'s answer: a one-time enrollment link for another device,
+/// made by an enrolled browser (docs/SECURITY.md, "Pairing a device").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairAnswer {
+    /// The daemon's public origin and `/#enroll=<CODE>`, as `shard enroll`
+    /// prints it.
+    pub url: String,
+    /// How long the link stays valid from now, unless used first.
+    pub expires_in_ms: u64,
+    /// The link as a QR code: an SVG document, drawn by the daemon.
+    pub qr_svg: String,
 }
 
 // Host and Origin syntax (CONTRACT.md), checked by the daemon on every

@@ -254,8 +254,8 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     // What an agent's tools are running when the agent is killed from
     // outside comes to the daemon, which kills it (agents::host::process).
     shard_agent::process_tree::become_subreaper().context("cannot become a subreaper")?;
-    let listener =
-        listen(config.bind).with_context(|| format!("cannot listen on {}", config.bind))?;
+    let listener = listen_as_before(&home, config.bind)
+        .with_context(|| format!("cannot listen on {}", config.bind))?;
     let socket = crate::clients::unix::bind(&home.join("daemon.sock"))?;
     let stop = Stop::new();
     tokio::spawn(on_signals(stop.clone()));
@@ -301,7 +301,10 @@ pub async fn run(
     let local = listener.local_addr().context("listener has no local address")?;
     let origin = config.public_origin(local);
     let hub = Arc::new(Hub::default());
-    let auth = Arc::new(Auth::load(&home.path, config.session_idle, config.session_max_age)?);
+    let auth = Arc::new(
+        Auth::load(&home.path, config.session_idle, config.session_max_age)?
+            .with_code_ttl(config.enroll_code_ttl),
+    );
     let audit = Arc::new(Audit::open(&home.path).context("cannot open the audit log")?);
     record_startup(&audit, &config, &args, local);
     let registry = Arc::new(Registry::load(host_context(&home, &hub, &args)?));
@@ -440,8 +443,10 @@ fn web_state(parts: WebParts<'_>, args: &DaemonArgs) -> Arc<crate::web::Web> {
         // §4.1.1: the implicit loopback origin is the only entry.
         None => (local.to_string(), vec![format!("http://{local}")]),
     };
+    let origin = config.public_origin(local);
     Arc::new(crate::web::Web {
         auth,
+        origin,
         hub: hub.clone(),
         daemon: daemon.clone(),
         audit,
@@ -500,6 +505,44 @@ async fn stop_agents(shard: &Shard, stop: &Stop) {
     }
     tracing::warn!("killing every agent");
     shard.registry.shutdown(ShutdownMode::Kill).await;
+}
+
+/// Where a home keeps the port its daemon last listened on.
+const PORT_FILE: &str = "port";
+
+/// The port recorded in the home, if any.
+fn remembered_port(home: &Home) -> Option<u16> {
+    let text = std::fs::read_to_string(home.join(PORT_FILE)).ok()?;
+    text.trim().parse().ok().filter(|&port| port != 0)
+}
+
+/// Binds `addr`. With port 0, first the port this home last listened on:
+/// a browser keeps its secret in the storage of one origin, port included
+/// (docs/SECURITY.md), so a daemon that came back on another port would
+/// leave every enrolled browser behind. Only when that port is taken is a
+/// fresh free one picked. Whatever port is bound is recorded for next time.
+fn listen_as_before(home: &Home, addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let remembered = remembered_port(home);
+    let listener = match remembered.filter(|_| addr.port() == 0) {
+        Some(port) => listen(SocketAddr::new(addr.ip(), port)).or_else(|error| {
+            tracing::warn!(
+                port,
+                %error,
+                "the port this home last listened on is taken: browsers enrolled there must enroll again on the new one"
+            );
+            listen(addr)
+        })?,
+        None => listen(addr)?,
+    };
+    let port = listener.local_addr()?.port();
+    if remembered != Some(port) {
+        let recorded =
+            crate::home::write_private(&home.join(PORT_FILE), format!("{port}\n").as_bytes());
+        if let Err(error) = recorded {
+            tracing::warn!(%error, "cannot record the port in the home");
+        }
+    }
+    Ok(listener)
 }
 
 /// A listening socket with `SO_REUSEADDR`, so that a restarted daemon gets

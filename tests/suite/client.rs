@@ -316,6 +316,14 @@ impl Browser {
     }
 }
 
+/// The `Max-Age` of a `Set-Cookie`, in seconds, if it has one.
+pub fn max_age(set_cookie: &str) -> Option<i64> {
+    set_cookie.split(';').find_map(|attribute| {
+        let (name, value) = attribute.trim().split_once('=')?;
+        name.eq_ignore_ascii_case("max-age").then(|| value.parse().ok()).flatten()
+    })
+}
+
 /// A `POST` as a same-origin page would send it.
 pub async fn post(
     daemon: &Daemon,

@@ -173,6 +173,38 @@ async fn an_enrolled_browser_survives_a_restart_on_the_same_port() {
 }
 
 #[tokio::test]
+async fn port_zero_takes_back_the_port_its_home_last_listened_on() {
+    // The page keeps its browser secret per origin, port included: a daemon
+    // that came back on another port would leave every browser un-enrolled.
+    let home = TempDir::new().expect("home");
+    let daemon = Daemon::start_in(home.path(), &["--port", "0"]).await;
+    let first = daemon.base.clone();
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    daemon.terminate().await;
+    let daemon = Daemon::start_in(home.path(), &["--port", "0"]).await;
+    assert_eq!(daemon.base, first, "the same origin as before");
+    let mut web = browser.connect(&daemon).await;
+    assert_eq!(web.call("l", json!({"type": "agent.list"})).await["success"], true);
+    drop(web);
+    daemon.terminate().await;
+
+    // Taken meanwhile: `--port 0` still picks a free port, and it works.
+    let squatter = std::net::TcpListener::bind(first.trim_start_matches("http://")).expect("take");
+    let daemon = Daemon::start_in(home.path(), &["--port", "0"]).await;
+    assert_ne!(daemon.base, first, "another port, since that one is taken");
+    let other = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    let mut web = other.connect(&daemon).await;
+    assert_eq!(web.call("l", json!({"type": "agent.list"})).await["success"], true);
+    drop(web);
+    let second = daemon.base.clone();
+    daemon.terminate().await;
+    // The home now remembers the port it last listened on.
+    let daemon = Daemon::start_in(home.path(), &["--port", "0"]).await;
+    assert_eq!(daemon.base, second);
+    drop(squatter);
+}
+
+#[tokio::test]
 async fn daemon_shutdown_lets_the_turn_finish_and_stops_every_agent() {
     let mut daemon = Daemon::start(&[]).await;
     let project = TempDir::new().expect("project");

@@ -10,6 +10,7 @@ mod journal;
 mod ledger;
 mod lifecycle;
 mod multiplexer;
+mod pair;
 mod providers;
 mod real_acp;
 mod remote;

@@ -348,6 +348,8 @@ async fn a_trusted_proxy_makes_the_scheme_https_and_the_cookie_secure() {
         assert!(cookie.contains(attribute), "{cookie} lacks {attribute}");
     }
     assert!(!cookie.contains("Domain"));
+    // It outlives the browser: the idle window (7 days) is the nearer end.
+    assert_eq!(super::client::max_age(&cookie), Some(7 * 24 * 3600), "{cookie}");
     let pair = cookie.split(';').next().expect("pair").to_owned();
     let ok = proxied(&upstream, port, "/bootstrap", HTTPS)
         .header(COOKIE, &pair)
@@ -355,6 +357,14 @@ async fn a_trusted_proxy_makes_the_scheme_https_and_the_cookie_secure() {
         .await
         .expect("POST");
     assert_eq!(ok.status(), StatusCode::OK);
+    // Use renews it, still in its `__Host-` form.
+    let renewed = set_cookie(&ok);
+    assert!(renewed.starts_with(&format!("{pair};")), "{renewed}");
+    for attribute in ["Secure", "HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(renewed.contains(attribute), "{renewed} lacks {attribute}");
+    }
+    assert!(!renewed.contains("Domain"));
+    assert_eq!(super::client::max_age(&renewed), Some(7 * 24 * 3600), "{renewed}");
     // `shard.test:443` is the same https host.
     let explicit_port = proxied(
         &upstream,

@@ -8,7 +8,7 @@ use reqwest::header::{
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::client::{Browser, Client, Ended, connect_ws, post};
+use super::client::{Browser, Client, Ended, connect_ws, max_age, post};
 use super::support::Daemon;
 
 /// Sends a raw HTTP/1.1 request and returns the status code.
@@ -275,6 +275,62 @@ async fn bootstrap_needs_a_live_plain_cookie() {
         ticket.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_'),
         "base64url: {ticket}"
     );
+}
+
+/// The cookie and its lifetime, as the answer set them.
+fn session_cookie(response: &reqwest::Response) -> (String, i64) {
+    let set = response.headers()[SET_COOKIE].to_str().expect("ascii").to_owned();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.contains(attribute), "{set} lacks {attribute}");
+    }
+    assert!(!set.contains("Secure") && !set.contains("Domain"), "{set}");
+    let seconds =
+        max_age(&set).unwrap_or_else(|| panic!("{set} has no Max-Age: it dies with the browser"));
+    (set.split(';').next().expect("pair").to_owned(), seconds)
+}
+
+#[tokio::test]
+async fn the_session_cookie_outlives_the_browser_and_is_renewed_by_use() {
+    // Idle window 4 s, absolute end an hour away: the cookie lasts the idle
+    // window, and each /bootstrap moves it.
+    let daemon = Daemon::start(&["--session-idle-timeout", "4", "--session-max-age", "3600"]).await;
+    let code = daemon.enroll_code();
+    let enrolled = post(&daemon, "/enroll", Some(json!({"code": code})), None).await;
+    assert_eq!(enrolled.status(), StatusCode::OK);
+    let (cookie, lifetime) = session_cookie(&enrolled);
+    assert_eq!(lifetime, 4, "the idle window");
+    let answer: serde_json::Value = enrolled.json().await.expect("json");
+    let secret = answer["browser_secret"].as_str().expect("secret").to_owned();
+    let browser = Browser { cookie: cookie.clone(), secret };
+    tokio::time::sleep(std::time::Duration::from_millis(2200)).await;
+    let renewed = browser.bootstrap(&daemon).await;
+    assert_eq!(renewed.status(), StatusCode::OK);
+    let (same, lifetime) = session_cookie(&renewed);
+    assert_eq!(same, cookie, "the same session, only its lifetime renewed");
+    assert_eq!(lifetime, 4, "a fresh idle window, not the 1 s left of the first");
+    // Past the first window, and the renewed one still holds.
+    tokio::time::sleep(std::time::Duration::from_millis(2200)).await;
+    assert_eq!(browser.bootstrap(&daemon).await.status(), StatusCode::OK);
+    // A refused bootstrap renews nothing.
+    let alone = post(&daemon, "/bootstrap", None, Some(&browser.cookie)).await;
+    assert_eq!(alone.status(), StatusCode::UNAUTHORIZED);
+    assert!(alone.headers().get(SET_COOKIE).is_none());
+
+    // Idle window an hour, absolute end 5 s after enrollment: the cookie
+    // never outlives the session's end, however recently it was used.
+    let daemon = Daemon::start(&["--session-idle-timeout", "3600", "--session-max-age", "5"]).await;
+    let enrolled =
+        post(&daemon, "/enroll", Some(json!({"code": daemon.enroll_code()})), None).await;
+    let (cookie, lifetime) = session_cookie(&enrolled);
+    assert_eq!(lifetime, 5, "the absolute end");
+    let answer: serde_json::Value = enrolled.json().await.expect("json");
+    let secret = answer["browser_secret"].as_str().expect("secret").to_owned();
+    let browser = Browser { cookie, secret };
+    tokio::time::sleep(std::time::Duration::from_millis(2200)).await;
+    let renewed = browser.bootstrap(&daemon).await;
+    assert_eq!(renewed.status(), StatusCode::OK);
+    let (_, lifetime) = session_cookie(&renewed);
+    assert!((1..=2).contains(&lifetime), "at most what is left of the session: {lifetime}");
 }
 
 async fn ws_status(result: Result<impl Sized, tokio_tungstenite::tungstenite::Error>) -> u16 {

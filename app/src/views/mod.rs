@@ -3,8 +3,9 @@
 //! ([`agent`]), its transcript ([`transcript`]) and tool calls ([`tools`]),
 //! its jobs ([`jobs`]) and its sessions, usage and approval history
 //! ([`ledger`]); the questions: the dialog and the approval inbox
-//! ([`questions`]); the workspaces ([`workspace`]); and the bar a narrow
-//! screen moves between its panes with ([`phone`]). Every component takes the page's
+//! ([`questions`]); the workspaces ([`workspace`]); the dialog that pairs
+//! another device ([`pair`]); and the bar a narrow screen moves between its
+//! panes with ([`phone`]). Every component takes the page's
 //! [`ClientState`](crate::state::ClientState) from context ([`state`]) and
 //! reads the slices it shows.
 
@@ -12,6 +13,7 @@ mod agent;
 mod agents;
 mod jobs;
 mod ledger;
+mod pair;
 mod phone;
 mod questions;
 mod tools;
@@ -26,6 +28,7 @@ use shard_protocol::types::{AgentStatus, RuntimeState};
 
 pub use agent::AgentView;
 pub use agents::{AgentList, CreateAgent};
+pub use pair::{PairDialog, new_link};
 pub use phone::PhoneBar;
 #[cfg(feature = "hydrate")]
 pub use phone::reveal;

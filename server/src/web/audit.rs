@@ -1,5 +1,6 @@
 //! The audit log, `$SHARD_HOME/audit.log`: one JSON object per line (0600)
-//! for every security-relevant event: enrollments, sessions created, revoked
+//! for every security-relevant event: enrollments (with the session whose
+//! pairing link it was, if any), pairing links issued, sessions created, revoked
 //! and expired, rejected requests and upgrades with the reason, forwarded
 //! headers ignored, the startup mode and its warnings.
 //!

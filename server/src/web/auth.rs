@@ -3,7 +3,9 @@
 //!
 //! - Enrollment codes are ≥128-bit, single-use, valid 10 minutes, kept only in
 //!   memory and only as argon2id hashes (a person copies them: they get the
-//!   slow hash), never written to disk or logs.
+//!   slow hash), never written to disk or logs. A pairing code (`/pair`) is
+//!   one of them, minted for an enrolled session: each session holds at most
+//!   one, and it dies with that session.
 //! - Session tokens and tickets are 256-bit random; only their SHA-256 is kept
 //!   (high entropy needs no slow hash). Every comparison is constant-time.
 //! - The store (`$SHARD_HOME/security.json`, 0600, versioned) holds principals
@@ -27,7 +29,8 @@ use subtle::ConstantTimeEq;
 use super::limiter::{ClientKey, Limiter};
 
 pub const STORE_VERSION: u32 = 1;
-/// How long an enrollment code stays valid.
+/// How long an enrollment code stays valid, by default and at most
+/// (`--enroll-code-ttl` may shorten it).
 pub const CODE_TTL: Duration = Duration::from_secs(10 * 60);
 /// How long a WebSocket ticket stays valid (CONTRACT.md: at most 60 s).
 pub const TICKET_TTL: Duration = Duration::from_secs(30);
@@ -102,6 +105,8 @@ struct Store {
 struct Code {
     phc: String,
     expires: Instant,
+    /// The session that asked for it at `/pair`; `None` for `shard enroll`'s.
+    issued_by: Option<String>,
 }
 
 struct Ticket {
@@ -134,6 +139,10 @@ pub struct Enrolled {
     pub token: String,
     /// For the page's storage, sent to `/bootstrap` beside the cookie.
     pub browser_secret: String,
+    /// How long the session lives unless used again: the cookie's lifetime.
+    pub lifetime: Duration,
+    /// The session whose pairing link this was, if it was one.
+    pub paired_by: Option<String>,
 }
 
 #[derive(Debug)]
@@ -154,6 +163,7 @@ pub struct Auth {
     all_failures: Arc<Limiter<()>>,
     idle: Duration,
     max_age: Duration,
+    code_ttl: Duration,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -218,7 +228,19 @@ impl Auth {
             all_failures: Arc::new(Limiter::new(MAX_FAILURES_IN_ALL, FAILURE_WINDOW)),
             idle,
             max_age,
+            code_ttl: CODE_TTL,
         })
+    }
+
+    /// Codes live `ttl` instead of [`CODE_TTL`] (never longer).
+    pub fn with_code_ttl(mut self, ttl: Duration) -> Self {
+        self.code_ttl = ttl.min(CODE_TTL);
+        self
+    }
+
+    /// How long a code minted now stays valid.
+    pub fn code_ttl(&self) -> Duration {
+        self.code_ttl
     }
 
     fn save(&self, store: &Store) -> std::io::Result<()> {
@@ -228,6 +250,18 @@ impl Auth {
 
     /// Mints a new enrollment code (returned in clear once, kept hashed).
     pub fn new_code(&self) -> String {
+        self.mint(None)
+    }
+
+    /// Mints a pairing code for `session` (`/pair`): an enrollment code like
+    /// any other, except that it replaces the session's previous one and
+    /// dies with the session. So one enrolled browser holds one live link,
+    /// and cannot push every other code out of the table.
+    pub fn pair_code(&self, session: &Session) -> String {
+        self.mint(Some(session.session_id.clone()))
+    }
+
+    fn mint(&self, issued_by: Option<String>) -> String {
         let code = random_token(16);
         let mut salt = [0u8; 16];
         if let Err(error) = getrandom::fill(&mut salt) {
@@ -240,11 +274,13 @@ impl Auth {
             .unwrap_or_default();
         let mut codes = lock(&self.codes);
         let now = Instant::now();
-        codes.retain(|code| code.expires > now);
+        codes.retain(|code| {
+            code.expires > now && (issued_by.is_none() || code.issued_by != issued_by)
+        });
         if codes.len() >= MAX_CODES {
             codes.remove(0);
         }
-        codes.push(Code { phc, expires: now + CODE_TTL });
+        codes.push(Code { phc, expires: now + self.code_ttl, issued_by });
         code
     }
 
@@ -280,7 +316,11 @@ impl Auth {
             }
             found.map(|at| codes.remove(at))
         };
-        if matched.is_none() {
+        let Some(matched) = matched else { return Err(EnrollError::Invalid) };
+        // A pairing link dies with the session that made it.
+        if let Some(issuer) = &matched.issued_by
+            && self.check(issuer).is_err()
+        {
             return Err(EnrollError::Invalid);
         }
         mine.give_back();
@@ -302,6 +342,8 @@ impl Auth {
             expired_at: None,
             secret_sha256: Some(hex(&sha256(&browser_secret))),
         });
+        let lifetime =
+            store.sessions.last().map_or(Duration::ZERO, |record| self.left(record, now));
         Self::cap_sessions(&mut store, &principal_id, now);
         let keep_after =
             now.saturating_sub(u64::try_from(KEEP_ENDED.as_millis()).unwrap_or(u64::MAX));
@@ -310,7 +352,13 @@ impl Auth {
                 || record.revoked_at.or(record.expired_at).is_some_and(|ended| ended > keep_after)
         });
         self.save(&store).map_err(|error| EnrollError::Store(error.to_string()))?;
-        Ok(Enrolled { session: Session { session_id, principal_id }, token, browser_secret })
+        Ok(Enrolled {
+            session: Session { session_id, principal_id },
+            token,
+            browser_secret,
+            lifetime,
+            paired_by: matched.issued_by,
+        })
     }
 
     /// Revokes a principal's oldest live sessions beyond the cap.
@@ -334,6 +382,12 @@ impl Auth {
             .min(record.created_at.saturating_add(millis(self.max_age)))
     }
 
+    /// What is left of a session's life at `now`: the cookie lasts as long,
+    /// and never past the session's absolute end.
+    fn left(&self, record: &SessionRecord, now: u64) -> Duration {
+        Duration::from_millis(self.expires_at(record).saturating_sub(now))
+    }
+
     /// The live session a cookie token names. A session past its idle or
     /// absolute lifetime is marked expired (once) and refused.
     pub fn session(&self, token: &str) -> Result<Session, Refused> {
@@ -355,7 +409,6 @@ impl Auth {
         })
     }
 
-    /// Notes a use of the session (idle expiry counts from the last one).
     /// Whether the session is live: neither revoked nor past its idle or
     /// absolute lifetime. One found past it is marked expired, once.
     pub fn check(&self, session_id: &str) -> Result<(), Refused> {
@@ -391,17 +444,22 @@ impl Auth {
             .is_some_and(|expected| expected.as_bytes().ct_eq(digest.as_bytes()).into())
     }
 
-    pub fn touch(&self, session_id: &str) {
+    /// Notes a use of the session: its idle window starts again. Returns
+    /// what is left of its life from now on (the renewed cookie's lifetime).
+    pub fn touch(&self, session_id: &str) -> Duration {
         let mut store = lock(&self.store);
         let now = crate::clock::now_ms();
+        let mut left = Duration::ZERO;
         if let Some(record) =
             store.sessions.iter_mut().find(|record| record.session_id == session_id)
         {
             record.last_seen_at = now;
+            left = self.left(record, now);
         }
         if let Err(error) = self.save(&store) {
             tracing::error!(%error, "cannot write the security store");
         }
+        left
     }
 
     /// Every live session, for `shard sessions list`.

@@ -13,7 +13,8 @@ use shard_protocol::web::{normalize_host, parse_host_port, parse_origin};
 /// The web half of `shard daemon`'s flags (CONTRACT.md "Command line").
 #[derive(Debug, Clone, clap::Args)]
 pub struct WebArgs {
-    /// TCP port; 0 picks a free one.
+    /// TCP port; 0 picks a free one: the port this home last listened on
+    /// if it is free (so enrolled browsers keep their origin), else any.
     #[arg(long, default_value_t = 8787)]
     pub port: u16,
     /// The address to listen on (an IP literal). Anything but 127.0.0.1 is
@@ -46,6 +47,10 @@ pub struct WebArgs {
     /// A browser session ends this long after enrollment (default 30 days).
     #[arg(long, value_name = "SECS", default_value_t = 30 * 24 * 3600)]
     pub session_max_age: u64,
+    /// How long an enrollment or pairing link stays valid: 10 minutes, or
+    /// less.
+    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub enroll_code_ttl: u64,
 }
 
 /// How the daemon is reached.
@@ -106,6 +111,8 @@ pub struct WebConfig {
     pub host_header: HeaderName,
     pub session_idle: Duration,
     pub session_max_age: Duration,
+    /// How long an enrollment code lives (CONTRACT.md: 10 minutes at most).
+    pub enroll_code_ttl: Duration,
 }
 
 /// A refused configuration: which flag, and why.
@@ -258,6 +265,7 @@ impl WebConfig {
             host_header,
             session_idle: Duration::from_secs(args.session_idle_timeout),
             session_max_age: Duration::from_secs(args.session_max_age),
+            enroll_code_ttl: Duration::from_secs(args.enroll_code_ttl),
         })
     }
 

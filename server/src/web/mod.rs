@@ -1,9 +1,10 @@
 //! The daemon's HTTP surface (CONTRACT.md "HTTP routes"): the Leptos app and
-//! its bundle, `/enroll`, `/bootstrap`, `/logout` and the `/ws` upgrade, with
-//! what guards them: [`auth`] (enrollment, sessions, tickets), [`limiter`]
-//! (rate limits), [`audit`] (the audit log), [`config`] (loopback, direct
-//! and proxy modes, validated before binding), [`assets`] (the embedded
-//! bundle) and [`ws`] (the upgrade; the socket is then `clients`').
+//! its bundle, `/enroll`, `/bootstrap`, `/logout`, `/pair` ([`pair`]) and
+//! the `/ws` upgrade, with what guards them: [`auth`] (enrollment, sessions,
+//! tickets), [`limiter`] (rate limits), [`audit`] (the audit log),
+//! [`config`] (loopback, direct and proxy modes, validated before binding),
+//! [`assets`] (the embedded bundle) and [`ws`] (the upgrade; the socket is
+//! then `clients`').
 //!
 //! Every request passes [`guard`] first: the Host must be exactly the
 //! expected one (DNS rebinding), and state-changing requests and `/ws` must
@@ -34,6 +35,7 @@ pub mod audit;
 pub mod auth;
 pub mod config;
 pub mod limiter;
+pub mod pair;
 pub mod ws;
 
 use self::audit::Audit;
@@ -78,6 +80,9 @@ pub struct Web {
     pub expected_host: String,
     /// Allowed Origins, normalized.
     pub allowed_origins: Vec<String>,
+    /// The origin enrollment links name: the public one (remote) or
+    /// `http://127.0.0.1:PORT`.
+    pub origin: String,
     /// Browser connection slots (`--max-connections`); local clients have
     /// their own.
     pub connections: Arc<tokio::sync::Semaphore>,
@@ -139,6 +144,7 @@ pub fn router(local: SocketAddr, web: Arc<Web>) -> Router {
         .route("/enroll", post(enroll))
         .route("/bootstrap", post(bootstrap))
         .route("/logout", post(logout))
+        .route("/pair", post(pair::pair))
         .route("/ws", get(ws::upgrade))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(web, guard))
@@ -311,7 +317,7 @@ async fn guard(
     next: Next,
 ) -> Response {
     let path = request.uri().path().to_owned();
-    let sensitive = matches!(path.as_str(), "/enroll" | "/bootstrap" | "/logout" | "/ws");
+    let sensitive = matches!(path.as_str(), "/enroll" | "/bootstrap" | "/logout" | "/pair" | "/ws");
     let needs_origin = request.method() == Method::POST || path == "/ws";
     let verdict = effective(&request, &web, peer).and_then(|effective| {
         check_host(&request, &web, effective.scheme())?;
@@ -360,17 +366,19 @@ fn check_json(
 
 /// The session cookie: `__Host-shard_session; Secure` iff the effective
 /// scheme is https, `shard_session` otherwise; always HttpOnly,
-/// SameSite=Strict, Path=/, never Domain (CONTRACT.md).
-fn session_cookie(https: bool, token: &str, max_age: Option<i64>) -> HeaderValue {
+/// SameSite=Strict, Path=/, never Domain (CONTRACT.md). It lives `lifetime`
+/// (whole seconds, rounded down, so never past the session's end): a
+/// browser keeps it across restarts, and `/bootstrap` sets it again as the
+/// idle window moves.
+fn session_cookie(https: bool, token: &str, lifetime: std::time::Duration) -> HeaderValue {
     let name = if https { SECURE_COOKIE } else { COOKIE };
-    let mut cookie = cookie::Cookie::build((name, token.to_owned()))
+    let seconds = i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX);
+    let cookie = cookie::Cookie::build((name, token.to_owned()))
         .http_only(true)
         .same_site(cookie::SameSite::Strict)
         .secure(https)
-        .path("/");
-    if let Some(seconds) = max_age {
-        cookie = cookie.max_age(cookie::time::Duration::seconds(seconds));
-    }
+        .path("/")
+        .max_age(cookie::time::Duration::seconds(seconds));
     HeaderValue::from_str(&cookie.build().to_string())
         .unwrap_or_else(|_| HeaderValue::from_static(""))
 }
@@ -392,13 +400,19 @@ pub fn cookie_tokens(headers: &HeaderMap, https: bool) -> Vec<String> {
         .collect()
 }
 
+/// A live session and the cookie token that named it.
+struct Presented {
+    session: Session,
+    token: String,
+}
+
 /// The session behind the cookie the scheme expects (a Secure-form cookie
 /// over http never counts, §4.1.2 D4). Of several with that name, the first
 /// live one wins, so a planted one shadows nothing.
-fn cookie_session(web: &Web, headers: &HeaderMap, effective: &Effective) -> Option<Session> {
+fn cookie_session(web: &Web, headers: &HeaderMap, effective: &Effective) -> Option<Presented> {
     for token in cookie_tokens(headers, effective.https) {
         match web.auth.session(&token) {
-            Ok(session) => return Some(session),
+            Ok(session) => return Some(Presented { session, token }),
             Err(Refused::Expired(session_id)) => session_expired(web, &session_id),
             Err(Refused::Unknown) => {}
         }
@@ -417,6 +431,13 @@ fn browser_secret_holds(web: &Web, headers: &HeaderMap, session: &Session) -> bo
         Some(secret) => web.auth.browser_secret_matches(&session.session_id, secret),
         None => web.config.mode != config::Mode::Loopback,
     }
+}
+
+/// The live session a request presents with all this mode asks for: its
+/// cookie, and on loopback the session's browser secret.
+fn authenticated(web: &Web, headers: &HeaderMap, effective: &Effective) -> Option<Presented> {
+    cookie_session(web, headers, effective)
+        .filter(|presented| browser_secret_holds(web, headers, &presented.session))
 }
 
 /// The answer to a dead credential: `refusal`, or 429 once this client has
@@ -466,19 +487,20 @@ async fn enroll(
     let result =
         tokio::task::spawn_blocking(move || auth.enroll(&code, ClientKey::from(peer))).await;
     match result {
-        Ok(Ok(Enrolled { session, token, browser_secret })) => {
+        Ok(Ok(Enrolled { session, token, browser_secret, lifetime, paired_by })) => {
             tracing::info!(principal = %session.principal_id, "browser enrolled");
             web.audit.record(
                 "enrolled",
                 json!({"principal_id": session.principal_id, "session_id": session.session_id,
-                       "peer": peer.to_string(), "secure_cookie": effective.https}),
+                       "peer": peer.to_string(), "secure_cookie": effective.https,
+                       "paired_by": paired_by}),
             );
             let answer = EnrollAnswer { principal_id: session.principal_id, browser_secret };
             let mut response = axum::Json(answer).into_response();
             // Over plain http this is never the Secure form.
             response
                 .headers_mut()
-                .insert(header::SET_COOKIE, session_cookie(effective.https, &token, None));
+                .insert(header::SET_COOKIE, session_cookie(effective.https, &token, lifetime));
             response
         }
         Ok(Err(EnrollError::Invalid)) => {
@@ -510,19 +532,23 @@ async fn bootstrap(
     if let Err(rejection) = check_json(&headers, &body, true) {
         return rejection.into_response();
     }
-    let session = cookie_session(web, &headers, &effective);
+    let presented = authenticated(web, &headers, &effective);
     let origin = headers.get(header::ORIGIN).and_then(|value| value.to_str().ok());
-    let session = session.filter(|session| browser_secret_holds(web, &headers, session));
-    let (Some(session), Some(origin)) = (session, origin) else {
+    let (Some(Presented { session, token }), Some(origin)) = (presented, origin) else {
         let unauthorized = (StatusCode::UNAUTHORIZED, "enroll this browser first").into_response();
         return credential_failed(web, &effective, "/bootstrap", unauthorized);
     };
-    web.auth.touch(&session.session_id);
+    let lifetime = web.auth.touch(&session.session_id);
     let ticket = web.auth.issue_ticket(&session, &normalize_origin(origin));
     let expires_in_ms = u64::try_from(TICKET_TTL.as_millis()).unwrap_or(u64::MAX);
     let answer =
         Bootstrap { ticket, expires_in_ms, protocol: shard_protocol::WS_SUBPROTOCOL.to_owned() };
-    axum::Json(answer).into_response()
+    let mut response = axum::Json(answer).into_response();
+    // Use renews the session: the cookie's lifetime moves with it.
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, session_cookie(effective.https, &token, lifetime));
+    response
 }
 
 async fn logout(
@@ -535,7 +561,7 @@ async fn logout(
     if let Err(rejection) = check_json(&headers, &body, true) {
         return rejection.into_response();
     }
-    if let Some(session) = cookie_session(web, &headers, &effective) {
+    if let Some(Presented { session, .. }) = cookie_session(web, &headers, &effective) {
         if let Err(error) = web.auth.revoke(&session.session_id) {
             tracing::error!(%error, "cannot write the security store");
             return StatusCode::INTERNAL_SERVER_ERROR.into_response();
@@ -545,6 +571,7 @@ async fn logout(
             .record("session_revoked", json!({"session_id": session.session_id, "by": "logout"}));
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
-    response.headers_mut().insert(header::SET_COOKIE, session_cookie(effective.https, "", Some(0)));
+    let cleared = session_cookie(effective.https, "", std::time::Duration::ZERO);
+    response.headers_mut().insert(header::SET_COOKIE, cleared);
     response
 }

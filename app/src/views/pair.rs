@@ -1,0 +1,63 @@
+//! The "Pair a device" dialog (crate::pairing): the one-time link to open on
+//! the other device, its QR code for a phone's camera, and the time it has
+//! left. A native modal `<dialog>`: Escape or "Close" closes it, focus
+//! stays inside while open; "New link" retires the link on show.
+//!
+//! It is always in the page and only its attributes and text follow the
+//! link: views that come and go would cost the bundle kilobytes.
+
+use leptos::html;
+use leptos::prelude::*;
+
+use super::state;
+use crate::pairing::{Pairing, Shown, left_label};
+
+/// Opens the dialog on a fresh link (the daemon retires the one before).
+pub fn new_link(pairing: Pairing) {
+    pairing.opened();
+    #[cfg(feature = "hydrate")]
+    leptos::task::spawn_local(crate::client::pair(pairing));
+}
+
+#[component]
+pub fn PairDialog() -> impl IntoView {
+    let pairing = state().pairing;
+    let shown = pairing.shown;
+    let field = move |pick: fn(&Shown) -> &String| {
+        shown.with(|shown| shown.as_ref().map(|shown| pick(shown).clone()).unwrap_or_default())
+    };
+    let input: NodeRef<html::Input> = NodeRef::new();
+    let select = move || {
+        if let Some(input) = input.get_untracked() {
+            input.select();
+        }
+    };
+    let copy = move |_| {
+        select();
+        #[cfg(feature = "hydrate")]
+        crate::client::copy(&field(|shown| &shown.url));
+    };
+    view! {
+        <dialog class="dialog pair" aria-labelledby="pair-title" node_ref=pairing.dialog
+            on:close=move |_| pairing.closed()>
+            <h2 id="pair-title">"Pair a device"</h2>
+            <p>"Open this link on the other device, or scan the code with its camera. It enrolls one browser, once."</p>
+            <p class="pair-error" role="alert" hidden=move || pairing.error.with(Option::is_none)>
+                {move || pairing.error.get().unwrap_or_default()}
+            </p>
+            <div hidden=move || shown.with(Option::is_none)>
+                <img class="qr" src=move || field(|shown| &shown.qr) alt="QR code of the pairing link"/>
+                <div class="pair-link">
+                    <input readonly aria-label="Pairing link" prop:value=move || field(|shown| &shown.url)
+                        node_ref=input on:focus=move |_| select()/>
+                    <button on:click=copy>"Copy"</button>
+                </div>
+                <p class="pair-left">{move || left_label(pairing.left.get())}</p>
+            </div>
+            <div class="pair-actions">
+                <button on:click=move |_| new_link(pairing)>"New link"</button>
+                <button on:click=move |_| pairing.close()>"Close"</button>
+            </div>
+        </dialog>
+    }
+}
