@@ -132,7 +132,7 @@ test('with no agent yet the page says how to make one, and once there are agents
 test('the new-agent form answers by its fields, keeps what was typed on a refusal, and closes once made', async ({ browser, daemon }) => {
   const [context, tab] = await enrolled(browser, daemon);
   const dir = project();
-  await createAgent(tab, dir, 'formfirst');
+  await createAgent(tab, dir, 'zqxalpha');
   // Made: the form closed, and the keyboard is in the new agent's message box.
   const panel = tab.locator('details.create-panel');
   await expect(panel).toHaveJSProperty('open', false);
@@ -146,24 +146,24 @@ test('the new-agent form answers by its fields, keeps what was typed on a refusa
 
   // A folder that is not there: the daemon's reason, by the button, and the fields kept.
   await tab.getByLabel('Working directory').fill(join(dir, 'no-such-folder'));
-  await tab.getByLabel('Name', { exact: true }).fill('formsecond');
+  await tab.getByLabel('Name', { exact: true }).fill('zqxbeta');
   await tab.getByRole('button', { name: 'Create agent' }).click();
   const problem = tab.locator('.create .form-error');
   await expect(problem).toContainText('Could not create the agent');
-  await expect(tab.getByLabel('Name', { exact: true })).toHaveValue('formsecond');
+  await expect(tab.getByLabel('Name', { exact: true })).toHaveValue('zqxbeta');
   await expect(panel).toHaveJSProperty('open', true);
   await expect(tab.locator('.notice')).toHaveCount(0);
 
   // A name already taken is refused before anything is asked.
   await tab.getByLabel('Working directory').fill(dir);
-  await tab.getByLabel('Name', { exact: true }).fill('formfirst');
+  await tab.getByLabel('Name', { exact: true }).fill('zqxalpha');
   await tab.getByRole('button', { name: 'Create agent' }).click();
-  await expect(problem).toHaveText('An agent is already named \u201cformfirst\u201d: choose another name.');
-  await expect(tab.locator('li.agent', { hasText: 'formfirst' })).toHaveCount(1);
+  await expect(problem).toHaveText('An agent is already named \u201czqxalpha\u201d: choose another name.');
+  await expect(tab.locator('li.agent', { hasText: 'zqxalpha' })).toHaveCount(1);
 
-  await tab.getByLabel('Name', { exact: true }).fill('formsecond');
+  await tab.getByLabel('Name', { exact: true }).fill('zqxbeta');
   await tab.getByRole('button', { name: 'Create agent' }).click();
-  await expect(tab.locator('.agent-view h2')).toHaveText('formsecond');
+  await expect(tab.locator('.agent-view h2')).toHaveText('zqxbeta');
   await expect(problem).toHaveCount(0);
   await expect(panel).toHaveJSProperty('open', false);
   await context.close();
