@@ -742,22 +742,16 @@ fn after_a_reconnect_the_inbox_is_what_the_daemon_says_not_what_the_page_had() {
     let (state, sent) = attached();
     feed(&state, sync(0, vec![], vec![]));
     // Before the drop the page knew a question of OTHER and one of THIRD.
-    state.questions.add(crate::questions::Question {
-        agent_id: OTHER.to_owned(),
-        request: serde_json::from_value(
-            json!({"type": "permission_request", "request_id": "perm-1",
-            "tool_name": "bash", "input": {}, "prompt": "old", "options": ["allow", "deny"]}),
-        )
+    let known = |agent: &str, request_id: &str| {
+        crate::questions::Question {
+        agent_id: agent.to_owned(),
+        request: serde_json::from_value(json!({"type": "permission_request", "request_id": request_id,
+            "tool_name": "bash", "input": {}, "prompt": "asked before", "options": ["allow", "deny"]}))
         .expect("request"),
-    });
-    state.questions.add(crate::questions::Question {
-        agent_id: THIRD.to_owned(),
-        request: serde_json::from_value(
-            json!({"type": "permission_request", "request_id": "perm-9",
-            "tool_name": "bash", "input": {}, "prompt": "gone", "options": ["allow", "deny"]}),
-        )
-        .expect("request"),
-    });
+    }
+    };
+    state.questions.add(known(OTHER, "perm-1"));
+    state.questions.add(known(THIRD, "perm-9"));
     take(&sent);
     // Offline, both were answered elsewhere, and OTHER asked something new.
     state.connection_lost();
