@@ -14,13 +14,24 @@ use super::support::Daemon;
 
 /// `POST /pair` as the page sends it: the cookie, the secret, a JSON body.
 async fn pair(daemon: &Daemon, browser: &Browser) -> reqwest::Response {
+    pair_with(daemon, browser, "application/json", "{}").await
+}
+
+/// `POST /pair` from the page's origin with the browser's credentials and
+/// the body given.
+async fn pair_with(
+    daemon: &Daemon,
+    browser: &Browser,
+    content_type: &str,
+    body: &'static str,
+) -> reqwest::Response {
     reqwest::Client::new()
         .post(daemon.url("/pair"))
         .header(ORIGIN, &daemon.base)
         .header(COOKIE, &browser.cookie)
         .header("shard-browser-secret", &browser.secret)
-        .header(CONTENT_TYPE, "application/json")
-        .body("{}")
+        .header(CONTENT_TYPE, content_type)
+        .body(body)
         .send()
         .await
         .expect("POST /pair")
@@ -92,16 +103,7 @@ async fn pairing_needs_what_bootstrap_needs() {
         .expect("POST");
     assert_eq!(evil.status(), StatusCode::BAD_REQUEST);
     // A JSON body, by POST only.
-    let form = reqwest::Client::new()
-        .post(daemon.url("/pair"))
-        .header(ORIGIN, &daemon.base)
-        .header(COOKIE, &browser.cookie)
-        .header("shard-browser-secret", &browser.secret)
-        .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body("a=b")
-        .send()
-        .await
-        .expect("POST");
+    let form = pair_with(&daemon, &browser, "application/x-www-form-urlencoded", "a=b").await;
     assert_eq!(form.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
     let get = reqwest::get(daemon.url("/pair")).await.expect("GET");
     assert_eq!(get.status(), StatusCode::METHOD_NOT_ALLOWED);
