@@ -22,7 +22,7 @@ mod tool_calls;
 
 use std::sync::Arc;
 
-use shard_protocol::agent::{ErrorEvent, MessageComplete, TurnEnd, TurnStart};
+use shard_protocol::agent::{ErrorEvent, MessageComplete, TurnEnd, TurnStart, UserMessage};
 use shard_protocol::diagnostic::into_diagnostic;
 use shard_protocol::message::Response;
 use shard_protocol::types::{AgentStatus, Message, Role, Usage};
@@ -82,7 +82,7 @@ pub async fn run(shared: Arc<Shared>, opening: Opening, cancel: CancellationToke
     shared.set_status(AgentStatus::Streaming).await;
     let mut total = Usage::default();
     let opened = match opening {
-        Opening::Input(input) => push(&shared, user_entry(input)).await,
+        Opening::Input(input) => say(&shared, input, Some(turn_id.clone())).await,
         Opening::Recorded => Ok(()),
     };
     let ending = match opened {
@@ -113,6 +113,23 @@ pub fn user_entry(input: UserInput) -> EntryBody {
         images: input.images,
         queued_entry_id: input.queued_entry_id,
     }
+}
+
+/// Records a user message and tells every client it landed
+/// (`user_message`), with the entry it became.
+async fn say(shared: &Shared, input: UserInput, turn_id: Option<String>) -> Result<(), String> {
+    let text = input.text.clone();
+    let entry_id = shared
+        .conversation
+        .lock()
+        .await
+        .push(user_entry(input))
+        .await
+        .map(|entry| entry.id.clone())
+        .map_err(|problem| format!("session log: {problem}"))?;
+    let said = UserMessage { entry_id, text, turn_id };
+    shared.emit(ServerMessage::UserMessage(said)).await;
+    Ok(())
 }
 
 async fn push(shared: &Shared, body: EntryBody) -> Result<(), String> {
@@ -221,7 +238,8 @@ async fn deliver_steers(shared: &Arc<Shared>) -> bool {
     let any = !steers.is_empty();
     for mut steer in steers {
         let strict = steer.strict.take();
-        let delivered = push(shared, user_entry(steer)).await;
+        let turn_id = shared.state().turn_id.clone();
+        let delivered = say(shared, steer, turn_id).await;
         if let Some(reply) = strict {
             let response = match &delivered {
                 Ok(()) => Response::ok(reply.command, serde_json::json!({"status": "injected"})),

@@ -305,6 +305,9 @@ impl Screen {
                 &complete.message.id,
                 &complete.message.content,
             ),
+            ServerMessage::UserMessage(said) => {
+                transcript::said(rows, &said.entry_id, &said.text);
+            }
             ServerMessage::ToolCall(call) => transcript::tool_call(rows, call),
             ServerMessage::ToolResult(result) => transcript::tool_result(rows, result),
             ServerMessage::Compaction(compaction) => transcript::push(

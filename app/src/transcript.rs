@@ -60,6 +60,36 @@ pub fn take_back(rows: Rows, text: &str) {
     }
 }
 
+/// A user message landed in the session as `entry_id` (`user_message`):
+/// the oldest prompt of this tab with that text that had not landed yet
+/// takes the entry, and with it a fork there; a prompt sent from elsewhere
+/// joins the transcript. One already known (a sync came first) is left.
+pub fn said(rows: Rows, entry_id: &str, text: &str) {
+    let (known, waiting) = rows.with_untracked(|rows| {
+        let users = rows.iter().filter_map(|row| match &row.kind {
+            RowKind::User { entry_id, text } => Some((entry_id, text)),
+            _ => None,
+        });
+        let mut known = false;
+        let mut waiting = None;
+        for (entry, said) in users {
+            match entry.get_untracked() {
+                Some(entry) if entry == entry_id => known = true,
+                None if waiting.is_none() && **said == *text => waiting = Some(entry.clone()),
+                _ => {}
+            }
+        }
+        (known, waiting)
+    });
+    match (known, waiting) {
+        (true, _) => {}
+        (false, Some(waiting)) => waiting.set(Some(entry_id.to_owned())),
+        (false, None) => {
+            push(rows, Item::User { entry_id: Some(entry_id.to_owned()), text: text.to_owned() })
+        }
+    }
+}
+
 fn find<T>(rows: Rows, pick: impl Fn(&RowKind) -> Option<T>) -> Option<T> {
     rows.with_untracked(|rows| rows.iter().rev().find_map(|row| pick(&row.kind)))
 }

@@ -4,7 +4,8 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  test, expect, createAgent, enrolled, project, prompt, startDaemon, stopDaemon, unixCall,
+  test, expect, createAgent, enrolled, openAgent, project, prompt, startDaemon, stopDaemon,
+  unixCall,
   Restartable, type Daemon,
 } from './daemon';
 
@@ -69,6 +70,8 @@ test('usage: each agent in its row and view, all agents above the list, sessions
     await panel.locator('summary').click();
     await expect(panel.locator('.usage-agent-total')).toContainText('1 calls · 1 turns');
     await expect(panel.locator('.usage-sessions li')).toHaveCount(1);
+    // Named by its first message, not its id.
+    await expect(panel.locator('.usage-sessions li .session-title')).toHaveText(/^hello usage word word .*\(current\)$/);
     await expect(panel.locator('.usage-turn')).toHaveCount(1);
     await expect(panel.locator('.usage-turn').first()).toContainText('demo');
 
@@ -247,5 +250,29 @@ test('a queued steer is taken back before it lands: its row goes, its text retur
   await tab.reload();
   await expect(tab.locator('.message.assistant').last()).toContainText('tick-300');
   await expect(tab.locator('.transcript')).not.toContainText('use the other file');
+  await context.close();
+});
+
+test('a prompt shows in every tab as it lands, and can be forked from at once', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'zqxlive');
+  const other = await context.newPage();
+  await other.goto(daemon.baseURL);
+  await openAgent(other, 'zqxlive');
+
+  await prompt(tab, 'asked in one tab');
+  await expect(tab.locator('.message.assistant').last()).toHaveText('You said: asked in one tab');
+  // The other tab shows the prompt too, before any reload, with its reply.
+  const seen = other.locator('.message.user', { hasText: 'asked in one tab' });
+  await expect(seen).toHaveCount(1);
+  await expect(other.locator('.message.assistant').last()).toHaveText('You said: asked in one tab');
+  // And the tab that sent it shows it once, with a fork at its entry.
+  const mine = tab.locator('.message.user', { hasText: 'asked in one tab' });
+  await expect(mine).toHaveCount(1);
+  await mine.hover();
+  await mine.getByRole('button', { name: 'Fork' }).click();
+  await expect(tab.locator('.ledger-note')).toContainText('Forked into a new session');
+  await seen.hover();
+  await expect(seen.getByRole('button', { name: 'Fork' })).toBeVisible();
   await context.close();
 });

@@ -40,7 +40,7 @@ pub use self::session::{
 };
 pub use self::turn::{
     Compaction, DeltaKind, ErrorEvent, MessageComplete, MessageDelta, ToolCall, ToolResult,
-    TurnEnd, TurnStart,
+    TurnEnd, TurnStart, UserMessage,
 };
 pub use self::ui::{NotifyType, UiKind, UiRequest, UiResolved, UiResponse, UiValue};
 

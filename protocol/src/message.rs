@@ -10,7 +10,7 @@ use crate::agent::{
     AgentCommands, Compaction, Empty, ErrorEvent, Hello, MessageComplete, MessageDelta,
     ModeChanged, ModelChanged, PermissionRequest, PermissionResolved, PermissionResponse, Prompt,
     ReasoningLevelChange, SessionOp, SetMode, SetModel, SetReasoningLevel, Status, Steer, Sync,
-    ToolCall, ToolResult, TurnEnd, TurnStart, UiRequest, UiResolved, UiResponse,
+    ToolCall, ToolResult, TurnEnd, TurnStart, UiRequest, UiResolved, UiResponse, UserMessage,
 };
 use crate::approvals::ApprovalList;
 use crate::envelope::{MessageSet, PayloadError, Scope, payload};
@@ -165,6 +165,8 @@ message_set! {
         Response(Response) = "response", Routed, optional;
         // §9.4 streaming and turns
         TurnStart(TurnStart) = "turn_start", Routed, optional;
+        // Shard extension: a user message landed in the session log.
+        UserMessage(UserMessage) = "user_message", Routed, optional;
         MessageDelta(MessageDelta) = "message_delta", Routed, optional;
         MessageComplete(MessageComplete) = "message_complete", Routed, optional;
         ToolCall(ToolCall) = "tool_call", Routed, optional;

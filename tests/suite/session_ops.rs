@@ -220,3 +220,34 @@ async fn switching_sessions_is_refused_mid_turn_across_lineages_and_onto_another
     let listed = session_op(&mut client, &one, json!({"op": "list"})).await;
     assert_ne!(data(&listed)["active"], fork.as_str());
 }
+
+#[tokio::test]
+async fn every_attached_client_learns_a_prompt_and_its_entry_as_it_lands() {
+    let project = TempDir::new().unwrap();
+    let daemon = Daemon::start(&[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let agent = client.create(project.path(), "announcer").await;
+    client.attach(&agent, "interactive").await;
+    let mut watcher = Client::unix(&daemon.socket()).await;
+    watcher.attach(&agent, "observer").await;
+    say(&mut client, &agent, "where does this land?").await;
+
+    // The other client sees the prompt between `turn_start` and the reply.
+    let seen = watcher.until_agent(&agent, |m| m["type"] == "turn_end").await;
+    let kinds: Vec<&str> = seen.iter().filter_map(|m| m["type"].as_str()).collect();
+    let at = |kind: &str| kinds.iter().position(|seen| *seen == kind).expect(kind);
+    assert!(at("turn_start") < at("user_message"), "{kinds:?}");
+    assert!(at("user_message") < at("message_complete"), "{kinds:?}");
+    let said = &seen[at("user_message")];
+    assert_eq!(said["text"], "where does this land?", "{said}");
+    assert_eq!(said["turn_id"], seen[at("turn_start")]["turn_id"], "{said}");
+    // Its entry is the one a sync names, and a fork can start there.
+    let entry = said["entry_id"].as_str().expect("entry id").to_owned();
+    let mut late = Client::unix(&daemon.socket()).await;
+    let sync = late.attach(&agent, "observer").await;
+    assert_eq!(sync["live_window"]["messages"][0]["id"], entry.as_str(), "{sync}");
+    let forked =
+        session_op(&mut client, &agent, json!({"op": "fork", "args": {"from_entry_id": entry}}))
+            .await;
+    assert!(data(&forked)["session_id"].as_str().is_some(), "{forked}");
+}

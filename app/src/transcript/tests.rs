@@ -312,3 +312,43 @@ fn a_resync_tells_a_prompt_its_entry_and_settles_its_tool_calls() {
     reconcile(rows, vec![elsewhere.clone()]);
     assert_eq!(items(rows), [elsewhere]);
 }
+
+#[test]
+fn a_user_message_tells_this_tabs_prompt_its_entry_and_shows_anothers() {
+    let rows = rows();
+    let prompt = |text: &str| super::push(rows, Item::User { entry_id: None, text: text.into() });
+    // This tab sent the same words twice: the older takes the first entry.
+    prompt("again");
+    prompt("again");
+    let key = rows.with_untracked(|rows| rows[0].key);
+    super::said(rows, "e-1", "again");
+    let expected = |pairs: &[(Option<&str>, &str)]| -> Vec<Item> {
+        pairs
+            .iter()
+            .map(|(entry, text)| Item::User {
+                entry_id: entry.map(str::to_owned),
+                text: (*text).to_owned(),
+            })
+            .collect()
+    };
+    assert_eq!(items(rows), expected(&[(Some("e-1"), "again"), (None, "again")]));
+    assert_eq!(rows.with_untracked(|rows| rows[0].key), key, "the same row, not a new one");
+    // Told twice (an event replayed after a sync): nothing changes.
+    super::said(rows, "e-1", "again");
+    assert_eq!(items(rows), expected(&[(Some("e-1"), "again"), (None, "again")]));
+    // Another tab's prompt joins the transcript with its entry.
+    super::said(rows, "e-3", "from elsewhere");
+    assert_eq!(
+        items(rows),
+        expected(&[(Some("e-1"), "again"), (None, "again"), (Some("e-3"), "from elsewhere")])
+    );
+    super::said(rows, "e-5", "again");
+    assert_eq!(
+        items(rows),
+        expected(&[
+            (Some("e-1"), "again"),
+            (Some("e-5"), "again"),
+            (Some("e-3"), "from elsewhere")
+        ])
+    );
+}

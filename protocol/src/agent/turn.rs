@@ -11,6 +11,19 @@ pub struct TurnStart {
     pub turn_id: String,
 }
 
+/// Shard extension (docs/PROTOCOL-NOTES.md, "user_message"): a user message
+/// has landed in the session log, as a turn opened with it or as a steer
+/// delivered into a turn. Every attached client learns the prompt and its
+/// entry (to fork there) without waiting for a `sync`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserMessage {
+    pub entry_id: String,
+    pub text: String,
+    /// The turn it opened or was delivered into.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeltaKind {
