@@ -69,3 +69,24 @@ test('the jobs panel stops one run, then a whole job', async ({ browser, daemon 
   await expect(job.getByRole('button', { name: 'Stop job' })).toHaveCount(0);
   await context.close();
 });
+
+test('work a child handed on is listed under its run and stopped from the top', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'zqxtop');
+  await prompt(tab, 'spawn: zqxmid: spawn: zqxgrand: stream: 3000');
+  const job = tab.locator('.jobs-panel > .jobs > .job');
+  await expect(job).toHaveCount(1);
+  // The child's own run ends with its turn; the grandchild's goes on, shown under it.
+  const mid = job.locator('.run', { hasText: 'zqxmid' }).first();
+  await expect(mid).toHaveAttribute('data-state', 'completed');
+  const below = mid.getByRole('list', { name: 'Jobs of zqxmid' });
+  const grand = below.locator('.run', { hasText: 'zqxgrand' });
+  await expect(grand).toHaveAttribute('data-state', 'active');
+  await expect(mid.locator('> .duration')).not.toHaveText('0.0 s');
+  // Stopped from here, by the person on the top agent.
+  await below.getByRole('button', { name: 'Stop zqxgrand' }).click();
+  await expect(grand).toHaveAttribute('data-state', 'cancelled');
+  await expect(below.locator('.job')).toHaveAttribute('data-state', 'cancelled');
+  await expect(tab.locator('p.notice')).toHaveCount(0);
+  await context.close();
+});

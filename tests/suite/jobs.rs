@@ -14,7 +14,7 @@ use super::support::{Daemon, agent_pids, wait_until};
 
 /// A daemon, a project and a parent agent, with a unix client.
 struct Setup {
-    _daemon: Daemon,
+    daemon: Daemon,
     project: TempDir,
     client: Client,
     parent: String,
@@ -29,7 +29,7 @@ impl Setup {
         // The §10.3 commands act on the parent: like its prompts, they
         // need an interactive attachment (docs/SECURITY.md).
         client.attach(&parent, "interactive").await;
-        Setup { _daemon: daemon, project, client, parent }
+        Setup { daemon, project, client, parent }
     }
 
     /// A §10.3 command on behalf of the parent; the response.
@@ -226,6 +226,51 @@ async fn stop_cancels_one_parallel_run_or_a_whole_job() {
     assert!(listed["stopped_at"].as_u64().is_some());
     // Records are kept: the earlier job is still listed.
     assert_eq!(status["data"]["jobs"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn whoever_steers_an_agent_stops_what_its_children_delegated_and_no_more() {
+    let mut setup = Setup::new().await;
+    // The child hands the work on: its own run ends with its turn, and the
+    // grandchild's goes on.
+    let job = setup.create(json!({"name": "mid", "task": "spawn: grand: stream: 3000"})).await;
+    let mid = job["runs"][0]["agent_id"].as_str().expect("child").to_owned();
+    let seen = setup
+        .client
+        .until(|m| {
+            m["type"] == "subagent_run_changed"
+                && m["parent_agent_id"] == mid.as_str()
+                && m["state"] == "active"
+        })
+        .await;
+    let grand = seen.last().expect("event")["run_id"].as_str().expect("run").to_owned();
+    let on_mid = |kind: &str, body: Value| {
+        let mut body = body;
+        body["type"] = json!(kind);
+        body["parent_agent_id"] = json!(mid);
+        body
+    };
+    // Widening stays refused: steering or relaunching the child's work
+    // needs the child itself.
+    for (kind, body) in [
+        ("subagent.steer", json!({"target": grand, "message": "faster"})),
+        ("subagent.relaunch", json!({"target": grand, "task": "more"})),
+    ] {
+        let answer = setup.client.call("w", on_mid(kind, body)).await;
+        assert_eq!(answer["error"]["code"], "NOT_ATTACHED", "{kind}: {answer}");
+    }
+    // A client attached to no ancestor may not stop it either.
+    let mut stranger = Client::unix(&setup.daemon.socket()).await;
+    let other = stranger.create(setup.project.path(), "elsewhere").await;
+    stranger.attach(&other, "interactive").await;
+    let answer = stranger.call("s", on_mid("subagent.stop", json!({"handle": grand}))).await;
+    assert_eq!(answer["error"]["code"], "NOT_ATTACHED", "{answer}");
+    // The person on the grandparent stops it.
+    let stopped =
+        setup.client.call("stop", on_mid("subagent.stop", json!({"handle": grand}))).await;
+    assert_eq!(stopped["success"], true, "{stopped}");
+    assert_eq!(stopped["data"]["cancelled"][0]["run_id"], grand.as_str(), "{stopped}");
+    assert_eq!(stopped["data"]["cancelled"][0]["state"], "cancelled", "{stopped}");
 }
 
 #[tokio::test]

@@ -3,6 +3,8 @@
 //! transcript), state, duration and usage, and a stop button per run and
 //! per job while there is something to stop.
 
+use std::collections::BTreeMap;
+
 use leptos::prelude::*;
 use shard_protocol::subagent::{JobSnapshot, JobState, RunSnapshot};
 
@@ -30,7 +32,9 @@ fn strategy_label(job: &JobSnapshot) -> &'static str {
 fn duration(run: &RunSnapshot) -> Option<String> {
     let millis = run.ended_at?.checked_sub(run.started_at?)?;
     let seconds = millis / 1000;
-    Some(if seconds < 60 {
+    Some(if millis < 100 {
+        "under 0.1 s".to_owned()
+    } else if seconds < 60 {
         format!("{}.{} s", seconds, millis % 1000 / 100)
     } else {
         format!("{} min {} s", seconds / 60, seconds % 60)
@@ -55,27 +59,23 @@ fn job_key(job: &JobSnapshot) -> String {
     key
 }
 
+/// `parent`'s jobs, newest first.
+fn jobs_of(jobs: &BTreeMap<String, JobSnapshot>, parent: &str) -> Vec<JobSnapshot> {
+    let mut list: Vec<JobSnapshot> =
+        jobs.values().filter(|job| job.parent_agent_id == parent).cloned().collect();
+    crate::order::sort_by_rank(&mut list, |job| (u64::MAX - job.created_at, job.job_id.clone()));
+    list
+}
+
 /// The jobs of the agent on screen, newest first; nothing when it has none.
 #[component]
 pub fn JobsPanel() -> impl IntoView {
     let state = state();
     let (selected, all) = (state.screen.selected, state.jobs.all);
-    let jobs = {
-        Memo::new(move |_| {
-            let selected = selected.get();
-            let mut list: Vec<JobSnapshot> = all.with(|jobs| {
-                jobs.values()
-                    .filter(|job| Some(&job.parent_agent_id) == selected.as_ref())
-                    .cloned()
-                    .collect()
-            });
-            // Newest first.
-            crate::order::sort_by_rank(&mut list, |job| {
-                (u64::MAX - job.created_at, job.job_id.clone())
-            });
-            list
-        })
-    };
+    let jobs = Memo::new(move |_| match selected.get() {
+        Some(selected) => all.with(|jobs| jobs_of(jobs, &selected)),
+        None => Vec::new(),
+    });
     view! {
         <Show when=move || jobs.with(|jobs| !jobs.is_empty())>
             <details class="jobs-panel" open>
@@ -149,6 +149,16 @@ fn Run(parent: String, run: RunSnapshot) -> impl IntoView {
         move |_| jobs.stop(&parent, &run_id)
     };
     let live = !run.state.is_terminal();
+    // A child may delegate in turn: its jobs go on after its own run ended,
+    // and are shown (and stopped) here, under it.
+    let below = {
+        let (all, child) = (state.jobs.all, run.agent_id.clone());
+        Memo::new(move |_| match &child {
+            Some(child) => all.with(|jobs| jobs_of(jobs, child)),
+            None => Vec::new(),
+        })
+    };
+    let nested_label = format!("Jobs of {alias}");
     let usage =
         run.usage.as_ref().map(|usage| format!("{} in · {} out", usage.input, usage.output));
     view! {
@@ -160,6 +170,13 @@ fn Run(parent: String, run: RunSnapshot) -> impl IntoView {
             {run.error.clone().map(|error| view! { <span class="run-error">{error}</span> })}
             <Show when=move || live>
                 <button class="danger stop-run" on:click=stop.clone() aria-label=format!("Stop {alias}")>"Stop"</button>
+            </Show>
+            <Show when=move || below.with(|jobs| !jobs.is_empty())>
+                <ul class="jobs nested" aria-label=nested_label.clone()>
+                    <For each=move || below.get() key=job_key let:job>
+                        {view! { <Job job=job/> }.into_any()}
+                    </For>
+                </ul>
             </Show>
         </li>
     }

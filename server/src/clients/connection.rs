@@ -223,7 +223,7 @@ impl Connection {
         let is_the_agent = !routed
             && self.peer.pid.and_then(|pid| registry.context.processes.agent_of(pid)).as_deref()
                 == Some(agent_id);
-        let delegate = attachment == Attachment::Answer
+        let delegate = matches!(attachment, Attachment::Answer | Attachment::Stop)
             && registry.context.delegation.may_answer(self.outbox.id(), agent_id);
         let role = self.attached.get(agent_id).copied();
         commands::authorize(attachment, agent_id, Standing { role, is_the_agent, delegate })

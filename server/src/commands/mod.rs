@@ -90,6 +90,10 @@ pub enum Attachment {
     /// An answer to the agent's question: an interactive attachment, or an
     /// interactive ancestor's for a delegated child (§6.3).
     Answer,
+    /// A stop of the agent's subagent work: an interactive attachment to
+    /// it or to any of its ancestors. Whoever steers an agent may stop
+    /// what it delegated, at any depth; a stop only ever takes away.
+    Stop,
 }
 
 /// How a command is answered.
@@ -123,7 +127,7 @@ const fn rule_of(reach: Reach, attachment: Attachment, answering: Answering) -> 
 /// cannot arrive without one.
 pub fn rule(message: &ClientMessage) -> Rule {
     use Answering::{Background, Host, Inline, Watching};
-    use Attachment::{Act, Answer, None, Watch, WatchOrRedacted};
+    use Attachment::{Act, Answer, None, Stop, Watch, WatchOrRedacted};
     use Reach::{Anyone, Local};
     match message {
         ClientMessage::Prompt(_)
@@ -164,8 +168,8 @@ pub fn rule(message: &ClientMessage) -> Rule {
         | ClientMessage::DaemonDisconnect(_) => rule_of(Local, None, Inline),
         ClientMessage::SubagentCreate(_)
         | ClientMessage::SubagentSteer(_)
-        | ClientMessage::SubagentRelaunch(_)
-        | ClientMessage::SubagentStop(_) => rule_of(Anyone, Act, Background),
+        | ClientMessage::SubagentRelaunch(_) => rule_of(Anyone, Act, Background),
+        ClientMessage::SubagentStop(_) => rule_of(Anyone, Stop, Background),
         ClientMessage::SubagentWait(_) => rule_of(Anyone, Watch, Watching),
         ClientMessage::SubagentStatus(_) => rule_of(Anyone, WatchOrRedacted, Background),
         ClientMessage::WorkspaceCreate(_)
@@ -235,9 +239,11 @@ pub fn authorize(
     let role = standing.role;
     match (attachment, role) {
         (Attachment::None, _) => Ok(Grant::Whole),
-        (Attachment::Answer, _) if standing.delegate => Ok(Grant::Whole),
+        (Attachment::Answer | Attachment::Stop, _) if standing.delegate => Ok(Grant::Whole),
         (Attachment::WatchOrRedacted, Option::None) => Ok(Grant::Redacted),
-        (Attachment::Act, Option::None) => Err(CommandError::ActUnattached(agent_id.to_owned())),
+        (Attachment::Act | Attachment::Stop, Option::None) => {
+            Err(CommandError::ActUnattached(agent_id.to_owned()))
+        }
         (Attachment::Answer, Option::None) => {
             Err(CommandError::AnswerUnattached(agent_id.to_owned()))
         }
@@ -245,7 +251,9 @@ pub fn authorize(
             Err(CommandError::WatchUnattached(agent_id.to_owned()))
         }
         (Attachment::Answer, Some(AttachRole::Observer)) => Err(CommandError::ObserverAnswers),
-        (Attachment::Act, Some(AttachRole::Observer)) => Err(CommandError::ObserverActs),
+        (Attachment::Act | Attachment::Stop, Some(AttachRole::Observer)) => {
+            Err(CommandError::ObserverActs)
+        }
         _ => Ok(Grant::Whole),
     }
 }
@@ -389,6 +397,9 @@ mod tests {
         assert_eq!(code(Attachment::Answer, observer), Err(ErrorCode::PermissionDenied));
         let delegate = Standing { delegate: true, ..observer };
         assert_eq!(code(Attachment::Answer, delegate), Ok(Grant::Whole));
+        assert_eq!(code(Attachment::Stop, delegate), Ok(Grant::Whole));
+        assert_eq!(code(Attachment::Stop, observer), Err(ErrorCode::PermissionDenied));
+        assert_eq!(code(Attachment::Stop, stranger), Err(ErrorCode::NotAttached));
         let itself = Standing { is_the_agent: true, ..stranger };
         assert_eq!(code(Attachment::Act, itself), Ok(Grant::Whole));
     }
