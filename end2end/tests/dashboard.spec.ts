@@ -415,3 +415,27 @@ test('a write through a symlink out of the project warns, names the real file an
   expect(fs.readFileSync(victim, 'utf8')).toBe('original\n');
   await context.close();
 });
+
+test('an edit is asked as the lines it removes and adds, as its card shows it once it ran', async ({ browser, daemon }) => {
+  const fs = require('node:fs');
+  const [context, tab] = await enrolled(browser, daemon);
+  const dir = project();
+  fs.writeFileSync(join(dir, 'plan.txt'), 'first\nold step\nlast\n');
+  await createAgent(tab, dir, 'zqxeditor');
+  await prompt(tab, 'edit: plan.txt\nold step\nnew step');
+  const dialog = tab.getByRole('dialog');
+  await expect(dialog).toBeVisible();
+  const change = dialog.locator('dd[data-label="change"]');
+  await expect(change.locator('.line.del')).toHaveText(['-old step']);
+  await expect(change.locator('.line.add')).toHaveText(['+new step']);
+  await expect(dialog.locator('dd[data-label="replace"], dd[data-label="with"]')).toHaveCount(0);
+  await tab.waitForTimeout(900); // answers arm after 800 ms
+  await dialog.getByRole('button', { name: /Allow once/ }).click();
+  await expect(dialog).toBeHidden();
+  // The card, once it ran, shows the same change in the file.
+  const card = tab.locator('.render.diff').last();
+  await expect(card.locator('.line.del')).toHaveText(['-old step']);
+  await expect(card.locator('.line.add')).toHaveText(['+new step']);
+  expect(fs.readFileSync(join(dir, 'plan.txt'), 'utf8')).toBe('first\nnew step\nlast\n');
+  await context.close();
+});
