@@ -88,5 +88,10 @@ test('work a child handed on is listed under its run and stopped from the top', 
   await expect(grand).toHaveAttribute('data-state', 'cancelled');
   await expect(below.locator('.job')).toHaveAttribute('data-state', 'cancelled');
   await expect(tab.locator('p.notice')).toHaveCount(0);
+  // The top agent's card of the call reads as fields, its JSON a click away.
+  const card = tab.locator('.tool', { hasText: 'subagent_create' });
+  await expect(card.locator('.render.json dt', { hasText: 'job_id' })).toBeVisible();
+  await expect(card.locator('pre.output')).toHaveCount(0);
+  await expect(card.locator('details.raw pre')).toBeHidden();
   await context.close();
 });

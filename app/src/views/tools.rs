@@ -89,6 +89,43 @@ pub fn render_descriptor(render: RenderDescriptor) -> AnyView {
     }
 }
 
+/// How deep and how wide a JSON result is drawn as fields; the rest is
+/// in the raw output below it.
+const JSON_DEPTH: usize = 4;
+const JSON_ITEMS: usize = 50;
+
+/// A JSON value as nested fields: an object as names and values, an array
+/// as a numbered list, a scalar as its text.
+fn json_view(value: &Value, depth: usize) -> AnyView {
+    let more = |count: usize| {
+        (count > JSON_ITEMS).then(|| format!("… {} more (in the output)", count - JSON_ITEMS))
+    };
+    match value {
+        Value::Object(fields) if depth < JSON_DEPTH => {
+            let rows = fields
+                .iter()
+                .take(JSON_ITEMS)
+                .map(|(name, value)| view! { <dt>{name.clone()}</dt><dd>{json_view(value, depth + 1)}</dd> })
+                .collect_view();
+            let more =
+                more(fields.len()).map(|more| view! { <dt>"…"</dt><dd class="more">{more}</dd> });
+            view! { <dl class="kv">{rows}{more}</dl> }.into_any()
+        }
+        Value::Array(items) if depth < JSON_DEPTH => {
+            let rows = items
+                .iter()
+                .take(JSON_ITEMS)
+                .map(|item| view! { <li>{json_view(item, depth + 1)}</li> })
+                .collect_view();
+            let more = more(items.len()).map(|more| view! { <li class="more">{more}</li> });
+            view! { <ol class="items">{rows}{more}</ol> }.into_any()
+        }
+        Value::String(text) => text.clone().into_any(),
+        Value::Null => "—".into_any(),
+        other => other.to_string().into_any(),
+    }
+}
+
 fn tree_text(node: &shard_protocol::types::TreeNode, depth: usize) -> String {
     let mut text = format!("{}{}\n", "  ".repeat(depth), node.name);
     for child in &node.children {
@@ -142,7 +179,19 @@ pub fn ToolView(tool: Tool) -> impl IntoView {
                     </Details>
                 }
                 .into_any(),
-                _ => view! { <pre class="output">{text}</pre> }.into_any(),
+                _ => match result.content {
+                    // Data reads as fields, with the JSON itself a click away.
+                    ToolResultContent::Json { value } if value.is_object() || value.is_array() => {
+                        view! {
+                            <div class="render json">{json_view(&value, 0)}</div>
+                            <Details class="raw" open=open.clone()>
+                                <summary>"output"</summary><pre>{text}</pre>
+                            </Details>
+                        }
+                        .into_any()
+                    }
+                    _ => view! { <pre class="output">{text}</pre> }.into_any(),
+                },
             }
         });
         view! {
