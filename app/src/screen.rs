@@ -11,6 +11,7 @@ mod held;
 
 use leptos::prelude::*;
 use shard_protocol::ClientMessage;
+use shard_protocol::ErrorCode;
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::{
     DeltaKind, Empty, PendingRequest, Prompt, RecallSteerResult, SetMode, SetModel,
@@ -319,7 +320,13 @@ impl Screen {
                 },
             ),
             ServerMessage::Error(error) => {
-                self.notice(format!("{}: {}", error.code, error.message), true)
+                // A failed model call can be tried again with the prompt
+                // it answered.
+                let retry = (error.code == ErrorCode::ProviderError)
+                    .then(|| transcript::last_prompt(rows))
+                    .flatten();
+                let text = format!("{}: {}", error.code, error.message);
+                transcript::push(rows, Item::Notice { text, error: true, retry });
             }
             message @ (ServerMessage::ModeChanged(_)
             | ServerMessage::ModelChanged(_)
@@ -336,7 +343,7 @@ impl Screen {
     /// A line of the transcript that is no message: a notice of the agent
     /// (`ui_request` of kind `notify`) or of its runtime (an error).
     pub fn notice(&self, text: String, error: bool) {
-        transcript::push(self.transcript, Item::Notice { text, error });
+        transcript::push(self.transcript, Item::Notice { text, error, retry: None });
     }
 
     /// The runtime of the agent on screen stopped (killed, terminated,

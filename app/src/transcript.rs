@@ -90,6 +90,14 @@ pub fn said(rows: Rows, entry_id: &str, text: &str) {
     }
 }
 
+/// The text of the newest prompt shown.
+pub fn last_prompt(rows: Rows) -> Option<String> {
+    find(rows, |kind| match kind {
+        RowKind::User { text, .. } => Some(text.to_string()),
+        _ => None,
+    })
+}
+
 fn find<T>(rows: Rows, pick: impl Fn(&RowKind) -> Option<T>) -> Option<T> {
     rows.with_untracked(|rows| rows.iter().rev().find_map(|row| pick(&row.kind)))
 }

@@ -45,6 +45,8 @@ pub enum Item {
     Notice {
         text: String,
         error: bool,
+        /// A failed model call's: the prompt to send again.
+        retry: Option<String>,
     },
 }
 

@@ -46,6 +46,7 @@ pub enum RowKind {
     Notice {
         text: Arc<str>,
         error: bool,
+        retry: Option<Arc<str>>,
     },
 }
 
@@ -290,7 +291,9 @@ impl Row {
             Item::Compaction { index, tokens_before, tokens_after } => {
                 RowKind::Compaction { index, tokens_before, tokens_after }
             }
-            Item::Notice { text, error } => RowKind::Notice { text: Arc::from(text), error },
+            Item::Notice { text, error, retry } => {
+                RowKind::Notice { text: Arc::from(text), error, retry: retry.map(Arc::from) }
+            }
         };
         Self { key: next_key(), kind }
     }
@@ -324,8 +327,9 @@ impl Row {
                 tokens_before: *tokens_before,
                 tokens_after: *tokens_after,
             },
-            RowKind::Notice { text, error } => {
-                Item::Notice { text: text.to_string(), error: *error }
+            RowKind::Notice { text, error, retry } => {
+                let retry = retry.as_deref().map(str::to_owned);
+                Item::Notice { text: text.to_string(), error: *error, retry }
             }
         }
     }

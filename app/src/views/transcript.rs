@@ -110,8 +110,23 @@ fn RowView(row: Row) -> impl IntoView {
             };
             view! { <div class="compaction" role="separator">{text}</div> }.into_any()
         }
-        RowKind::Notice { text, error } => {
-            view! { <div class="notice-line" class:error=error>{text.to_string()}</div> }.into_any()
+        RowKind::Notice { text, error, retry } => {
+            let retry = retry.map(|prompt| {
+                let screen = state().screen;
+                let sent = RwSignal::new(false);
+                let again = move |_| {
+                    if screen.prompt(&prompt, None) {
+                        sent.set(true);
+                    }
+                };
+                view! {
+                    <button type="button" class="retry" prop:disabled=move || sent.get() on:click=again>
+                        "Retry"
+                    </button>
+                }
+            });
+            view! { <div class="notice-line" class:error=error>{text.to_string()}{retry}</div> }
+                .into_any()
         }
     }
 }
