@@ -7,6 +7,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
+use leptos::prelude::{GetUntracked, RwSignal, Set};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use web_sys::{HtmlDivElement, ResizeObserver};
@@ -18,8 +19,10 @@ fn at_end(scroller: &HtmlDivElement) -> bool {
     scroller.scroll_height() - scroller.scroll_top() - scroller.client_height() <= SLACK_PX
 }
 
-/// Keeps `scroller` at its end while the user is at it, as `content` grows.
-pub fn stick_to_end(scroller: HtmlDivElement, content: HtmlDivElement) {
+/// Keeps `scroller` at its end while the user is at it, as `content` grows;
+/// `away` says whether the user scrolled up from it (set only when that
+/// changes, never per scroll event).
+pub fn stick_to_end(scroller: HtmlDivElement, content: HtmlDivElement, away: RwSignal<bool>) {
     let following = Rc::new(Cell::new(true));
     // Where this code last put the view: its own scroll is not the user's,
     // even when the content grew again before the event came.
@@ -28,7 +31,11 @@ pub fn stick_to_end(scroller: HtmlDivElement, content: HtmlDivElement) {
         let (following, ours, scroller) = (following.clone(), ours.clone(), scroller.clone());
         Closure::<dyn FnMut()>::new(move || {
             if scroller.scroll_top() != ours.get() {
-                following.set(at_end(&scroller));
+                let there = at_end(&scroller);
+                following.set(there);
+                if away.get_untracked() == there {
+                    away.set(!there);
+                }
             }
         })
     };

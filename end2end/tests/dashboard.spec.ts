@@ -454,3 +454,28 @@ test('a failed model call offers Retry, which sends its prompt again', async ({ 
   await expect(failed).toHaveCount(2);
   await context.close();
 });
+
+test('scrolled up while an agent streams, "Latest" brings the end back and follows it', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon, { viewport: { width: 1000, height: 600 } });
+  await createAgent(tab, project(), 'zqxscroller');
+  await prompt(tab, 'burst: 3000');
+  await expect(tab.locator('.agent-view .status')).toHaveText('idle');
+  const transcript = tab.locator('.transcript');
+  const latest = tab.getByRole('button', { name: '↓ Latest' });
+  await expect(latest).toBeHidden();
+  await prompt(tab, 'stream: 400');
+  await expect(tab.locator('.agent-view .status')).toHaveText('streaming');
+  await transcript.evaluate((element) => element.scrollTo({ top: 0 }));
+  await expect(latest).toBeVisible();
+  // Nothing moves under the reader.
+  await tab.waitForTimeout(300);
+  expect(await transcript.evaluate((element) => element.scrollTop)).toBe(0);
+  await latest.click();
+  await expect(latest).toBeHidden();
+  const gap = () => transcript.evaluate((element) => element.scrollHeight - element.scrollTop - element.clientHeight);
+  await expect.poll(gap).toBeLessThanOrEqual(8);
+  // And the end stays in view as the message grows.
+  await expect(tab.locator('.agent-view .status')).toHaveText('idle', { timeout: 20_000 });
+  await expect.poll(gap).toBeLessThanOrEqual(8);
+  await context.close();
+});

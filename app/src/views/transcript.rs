@@ -43,6 +43,8 @@ pub fn Transcript() -> impl IntoView {
         let len = rows.with_untracked(Vec::len);
         start.set((shown.end + PAGE_ROWS < len).then_some(shown.start + PAGE_ROWS));
     };
+    // Scrolled up from the end (crate::follow): "Jump to the latest" shows.
+    let away = RwSignal::new(false);
     let scroller: NodeRef<html::Div> = NodeRef::new();
     let content: NodeRef<html::Div> = NodeRef::new();
     #[cfg(feature = "hydrate")]
@@ -52,7 +54,7 @@ pub fn Transcript() -> impl IntoView {
         }
         match (scroller.get(), content.get()) {
             (Some(scroller), Some(content)) => {
-                crate::follow::stick_to_end(scroller, content);
+                crate::follow::stick_to_end(scroller, content, away);
                 true
             }
             _ => false,
@@ -86,6 +88,11 @@ pub fn Transcript() -> impl IntoView {
                     </div>
                 </Show>
             </div>
+            <Show when=move || away.get() && later() == 0>
+                <button type="button" class="jump-latest" on:click=move |_| to_end.update(|bump| *bump += 1)>
+                    "↓ Latest"
+                </button>
+            </Show>
         </div>
     }
 }
