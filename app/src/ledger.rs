@@ -147,8 +147,10 @@ impl Ledger {
         }
     }
 
+    /// The agent's usage, and its sessions' titles to name them by.
     pub fn fetch_usage(&self) {
         let Some(agent_id) = self.shown() else { return };
+        self.fetch_sessions();
         let query = UsageAgentQuery { agent_id: agent_id.clone() };
         let request = Request::UsageAgent { agent_id };
         self.link.send(ClientMessage::UsageAgent(query), None, request);

@@ -4,7 +4,7 @@
 
 use leptos::html;
 use leptos::prelude::*;
-use shard_protocol::agent::SessionSummary;
+use shard_protocol::agent::{SessionListResult, SessionSummary};
 use shard_protocol::approvals::{ApprovalKind, ApprovalRecord};
 use shard_protocol::usage::{TurnState, TurnUsage, UsageTotals};
 
@@ -218,15 +218,20 @@ pub fn UsagePanel() -> impl IntoView {
     let fetch = move || ledger.fetch_usage();
     let body = move || {
         let usage = ledger.usage.get()?;
-        let sessions = usage
-            .sessions
-            .iter()
-            .map(|session| {
-                view! {
-                    <li><code>{session.session_id.clone()}</code>" "{totals_label(&session.usage)}</li>
-                }
-            })
-            .collect_view();
+        let sessions = ledger.sessions.with(|listed| {
+            usage
+                .sessions
+                .iter()
+                .map(|session| {
+                    let name = session_name(listed.as_ref(), &session.session_id, session.first_at);
+                    view! {
+                        <li title=session.session_id.clone()>
+                            <span class="session-title">{name}</span>" · "{totals_label(&session.usage)}
+                        </li>
+                    }
+                })
+                .collect_view()
+        });
         let turns = usage.turns.iter().take(20).map(turn_row).collect_view();
         Some(view! {
             <p class="usage-agent-total">{format!(
@@ -245,6 +250,23 @@ pub fn UsagePanel() -> impl IntoView {
             {body}
         </Panel>
     }
+}
+
+/// A session as a person knows it: its first message (and whether the
+/// agent runs on it now), else when it began; never its raw id.
+fn session_name(listed: Option<&SessionListResult>, session_id: &str, first_at: u64) -> String {
+    let known = listed.and_then(|listed| {
+        let session = listed.sessions.iter().find(|session| session.session_id == session_id)?;
+        let title = session
+            .title
+            .as_deref()
+            .map_or_else(|| "(no message yet)".to_owned(), shard_protocol::display::escaped);
+        Some(match listed.active == session_id {
+            true => format!("{title} (current)"),
+            false => title,
+        })
+    });
+    known.unwrap_or_else(|| format!("session of {}", clock(first_at)))
 }
 
 fn turn_row(turn: &TurnUsage) -> impl IntoView + use<> {
