@@ -106,7 +106,7 @@ impl Screen {
             self.link.detach(&previous, Request::Detach);
         }
         // What streamed for the last agent is not this one's.
-        self.held.update_value(|held| drop(held.take()));
+        self.drop_held();
         self.transcript.set(Vec::new());
         self.window_start.set(None);
         self.catalogs.clear();
@@ -230,7 +230,7 @@ impl Screen {
     /// for the questions slice.
     pub fn synced(&self, sync: Sync, seq: Option<u64>) -> Vec<PendingRequest> {
         // What streamed before it is in it.
-        self.held.update_value(|held| drop(held.take()));
+        self.drop_held();
         // The sync's `seq` travels in the envelope (the decoder takes it there).
         self.cursor.set(sync.seq.or(seq));
         self.resumed.set(Some(false));
@@ -271,6 +271,10 @@ impl Screen {
         }
         #[cfg(not(feature = "hydrate"))]
         self.show_held();
+    }
+
+    fn drop_held(&self) {
+        self.held.update_value(|held| drop(held.take()));
     }
 
     /// Shows the streamed text held so far.

@@ -167,16 +167,7 @@ fn AgentHeader() -> impl IntoView {
         screen.selected.get().map(|id| roster.name_of(&id)).unwrap_or_default()
     };
     // Back to the list, where the agent left is brought into view.
-    let close = move |_| {
-        let left = screen.selected.get_untracked();
-        state.select(None);
-        #[cfg(feature = "hydrate")]
-        if let Some(agent_id) = left {
-            super::reveal(format!("li.agent[data-agent-id=\"{agent_id}\"]"), Some("button.open"));
-        }
-        #[cfg(not(feature = "hydrate"))]
-        let _ = left;
-    };
+    let close = move |_| super::phone::back_to_list(&state);
     let status = screen.status;
     let usage = move || {
         let selected = screen.selected.get()?;

@@ -16,7 +16,7 @@ pub fn PhoneBar() -> impl IntoView {
     let waiting = move || open.with(|questions| questions.len());
     let to_list = {
         let state = state.clone();
-        move |_| state.select(None)
+        move |_| back_to_list(&state)
     };
     // The inbox has its own pane: the agent on screen is left, so that its
     // dialog does not cover the inbox.
@@ -34,6 +34,19 @@ pub fn PhoneBar() -> impl IntoView {
             </button>
         </nav>
     }
+}
+
+/// Leaves the agent on screen for the list, where its row is brought into
+/// view (on a phone the list is another pane).
+pub fn back_to_list(state: &crate::state::ClientState) {
+    let left = state.screen.selected.get_untracked();
+    state.select(None);
+    #[cfg(feature = "hydrate")]
+    if let Some(agent_id) = left {
+        reveal(format!("li.agent[data-agent-id=\"{agent_id}\"]"), Some("button.open"));
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = left;
 }
 
 /// Brings the first element matching `selector` into view once the pane
