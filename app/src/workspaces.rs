@@ -57,7 +57,7 @@ pub enum Acting {
     /// The dry run is on its way.
     Previewing(Action),
     /// What the action would do, waiting for the person's yes.
-    Preview(Action, WorkspacePreview),
+    Preview(Action, Box<WorkspacePreview>),
     /// The action is on its way.
     Doing(Action),
     /// What it did, in the daemon's words.
@@ -422,7 +422,7 @@ impl Workspaces {
                 let stage = if dry_run {
                     response
                         .data::<WorkspacePreview>()
-                        .map(|preview| Acting::Preview(action, preview))
+                        .map(|preview| Acting::Preview(action, Box::new(preview)))
                 } else {
                     response.data::<WorkspaceActed>().map(|acted| {
                         self.read(acted.workspace, &workspace_id, &shown);

@@ -345,7 +345,7 @@ fn ActionControls(
         acting.get().map(|stage| {
             let (class, role, text) = match stage {
                 Acting::Preview(action, preview) => {
-                    return view! { <ActionPreview action=action preview=preview/> }.into_any();
+                    return view! { <ActionPreview action=action preview=*preview/> }.into_any();
                 }
                 Acting::Previewing(_) => ("hint", "status", "Working out what it would do…".into()),
                 Acting::Doing(action) => ("hint", "status", format!("{}…", action.verb())),
