@@ -248,6 +248,18 @@ async fn a_clean_merge_makes_a_merge_commit_and_a_conflict_or_dirty_checkout_is_
     assert!(refused["error"]["message"].as_str().unwrap().contains("README"), "{refused}");
     assert_eq!(state(repo_path, Path::new(&clash_tree)), before, "nothing changed");
     assert!(!repo_path.join(".git/MERGE_HEAD").exists());
+    // Resolving it in the workspace is the way; a commit in the middle of
+    // that merge is refused (it would lose the merge's second parent).
+    let clash_path = Path::new(&clash_tree);
+    let merging = std::process::Command::new("git")
+        .args(["-C", &clash_tree, "-c", "core.hooksPath=/dev/null", "merge", "--quiet", "main"])
+        .output()
+        .unwrap();
+    assert!(!merging.status.success(), "a conflict");
+    let refused = act(&mut client, "commit", &clash, json!({"dry_run": true})).await;
+    assert_eq!(refused["error"]["data"]["kind"], "in_progress", "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("a merge"), "{refused}");
+    own_git(clash_path, &["merge", "--abort"]);
 
     // Uncommitted work in the main checkout that the merge would touch
     // refuses it, with the paths; work elsewhere in it is carried along.

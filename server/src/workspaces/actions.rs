@@ -114,6 +114,29 @@ pub(super) async fn check_identity(dir: &Path) -> Result<(), WorkspaceError> {
     Ok(())
 }
 
+/// Refuses a checkout in the middle of a merge, rebase, cherry-pick or
+/// revert: a commit or a merge there would drop what git is keeping for
+/// it (a merge's second parent, the rest of a rebase). `checkout` names
+/// it for the person.
+pub(super) async fn check_settled(dir: &Path, checkout: &str) -> Result<(), WorkspaceError> {
+    const STATES: [(&str, &str); 5] = [
+        ("MERGE_HEAD", "a merge"),
+        ("rebase-merge", "a rebase"),
+        ("rebase-apply", "a rebase"),
+        ("CHERRY_PICK_HEAD", "a cherry-pick"),
+        ("REVERT_HEAD", "a revert"),
+    ];
+    for (name, what) in STATES {
+        let path = git::git(dir, &["rev-parse", "--git-path", name])
+            .await
+            .map_err(failed("read the checkout's state"))?;
+        if dir.join(path.trim()).exists() {
+            return Err(WorkspaceError::InProgress { checkout: checkout.to_owned(), what });
+        }
+    }
+    Ok(())
+}
+
 /// A step of an action that git refused: logged, and named to the client.
 pub(super) fn failed(what: &'static str) -> impl FnOnce(GitError) -> WorkspaceError {
     move |source| {

@@ -15,8 +15,8 @@ use shard_protocol::display::{escaped, has_hidden};
 use shard_protocol::workspace::{ChangedPath, WorkspaceActed, WorkspaceAction, WorkspacePreview};
 
 use super::actions::{
-    active_record, asked_fingerprint, changed_paths, check_identity, count, failed, fingerprint,
-    plural, same_state,
+    active_record, asked_fingerprint, changed_paths, check_identity, check_settled, count, failed,
+    fingerprint, plural, same_state,
 };
 use super::git::{self, Git};
 use super::records::WorkspaceRecord;
@@ -112,6 +112,7 @@ impl Workspaces {
         if !present(worktree).await {
             return Err(WorkspaceError::Missing);
         }
+        check_settled(worktree, "the worktree").await?;
         let branch = git::branch_ref(&record.branch);
         if git::head_ref(worktree).await.as_deref() != Some(branch.as_str()) {
             return Err(WorkspaceError::OffBranch { branch: record.branch.clone() });

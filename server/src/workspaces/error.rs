@@ -110,6 +110,12 @@ pub enum WorkspaceError {
         escaped(.branch)
     )]
     OffBranch { branch: String },
+    /// A commit in a worktree, or a merge into a checkout, in the middle of
+    /// a merge, rebase, cherry-pick or revert.
+    #[error(
+        "{checkout} is in the middle of {what}: finish or abort it there first; nothing was done"
+    )]
+    InProgress { checkout: String, what: &'static str },
     #[error("branch `{}` no longer exists", escaped(.branch))]
     NoBranch { branch: String },
     #[error(
@@ -154,7 +160,9 @@ pub enum WorkspaceError {
         "the repository has no remote `{remote}` (`[workspaces] push_remote` in `config.toml`)"
     )]
     UnknownRemote { remote: String },
-    #[error("cannot read config.toml: {source:#}")]
+    /// `config.toml` cannot be read (the reason, which names its path, is
+    /// logged).
+    #[error("config.toml cannot be read or is not valid; the daemon's log says why")]
     Config { source: anyhow::Error },
     #[error("`{remote}` already has branch `{}` at this commit: nothing to push", escaped(.branch))]
     NothingToPush { remote: String, branch: String },
@@ -223,6 +231,7 @@ impl WorkspaceError {
             | NothingToCommit
             | NoIdentity
             | OffBranch { .. }
+            | InProgress { .. }
             | NoBranch { .. }
             | GitTooOld { .. }
             | TargetNotBranch { .. }
@@ -280,6 +289,7 @@ impl WorkspaceError {
             NothingToCommit => "nothing_to_commit",
             NoIdentity => "no_identity",
             OffBranch { .. } => return Some(json!({"kind": "unsafe", "problem": "head_moved"})),
+            InProgress { .. } => "in_progress",
             NoBranch { .. } => "no_branch",
             GitTooOld { .. } => "git_too_old",
             TargetNotBranch { .. } => "target_not_branch",

@@ -19,8 +19,8 @@ use shard_protocol::workspace::{
 };
 
 use super::actions::{
-    MAX_LISTED, active_record, asked_fingerprint, changed_paths, check_identity, commit_count,
-    count, failed, fingerprint, is_ancestor, plural, same_state,
+    MAX_LISTED, active_record, asked_fingerprint, changed_paths, check_identity, check_settled,
+    commit_count, count, failed, fingerprint, is_ancestor, plural, same_state,
 };
 use super::commit::short;
 use super::git::{self, Git, GitError};
@@ -295,6 +295,7 @@ async fn plan(record: &WorkspaceRecord) -> Result<Plan, WorkspaceError> {
     plan.checkouts = checkouts_of(repository, &plan.target).await?;
     let changed: HashSet<&str> = changes.all.iter().map(String::as_str).collect();
     for checkout in &plan.checkouts {
+        check_settled(checkout, &checkout_name(repository, checkout)).await?;
         let touched = dirty_paths(checkout)
             .await
             .map_err(failed("read the target's checkout"))?

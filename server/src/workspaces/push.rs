@@ -125,8 +125,10 @@ impl Workspaces {
     /// branch, with nothing to push, or when the remote's branch has
     /// commits this one lacks.
     async fn plan_push(&self, record: &WorkspaceRecord) -> Result<Plan, WorkspaceError> {
-        let config = shard_agent::config::Config::load(&self.home)
-            .map_err(|source| WorkspaceError::Config { source })?;
+        let config = shard_agent::config::Config::load(&self.home).map_err(|source| {
+            tracing::warn!(error = %format!("{source:#}"), "workspace push: cannot read config.toml");
+            WorkspaceError::Config { source }
+        })?;
         let remote = config.workspaces.push_remote.ok_or(WorkspaceError::NoPushRemote)?;
         let repository = Path::new(&record.repository_cwd);
         let remotes =
