@@ -43,6 +43,11 @@
 //! id = "claude"
 //! protocol = "acp"
 //! command = "claude-agent-acp"
+//!
+//! # Where a workspace's "Push" sends its branch (docs/WORKSPACES.md): a
+//! # remote of the repository, by name. Without it, pushing is refused.
+//! [workspaces]
+//! push_remote = "origin"
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -253,6 +258,27 @@ struct ToolsConfig {
     show_env: Vec<String>,
 }
 
+/// `[workspaces]`: what the daemon may do with a workspace's work.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkspacesConfig {
+    /// The remote (by name) that `workspace.push` pushes branches to;
+    /// `None`: pushing is refused.
+    pub push_remote: Option<String>,
+}
+
+/// Whether `name` can only be read as a remote's name: letters, digits,
+/// `.`, `_`, `-` and `/`, not starting with `-` or `.`, without `..`, so
+/// that git never takes it for an option, a path or a URL.
+fn plain_remote_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(['-', '.', '/'])
+        && !name.ends_with(['/', '.'])
+        && !name.contains("..")
+        && !name.contains("//")
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/'))
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 struct ConfigFile {
     #[serde(default)]
@@ -269,6 +295,8 @@ struct ConfigFile {
     /// Agents that are not Shard's own (crate::runtimes).
     #[serde(default)]
     runtimes: Vec<RuntimeConfig>,
+    #[serde(default)]
+    workspaces: WorkspacesConfig,
 }
 
 /// Which environment variables tool processes (`bash` and what it runs)
@@ -311,6 +339,7 @@ pub struct Config {
     pub prices: std::collections::HashMap<String, Price>,
     /// Agents that are not Shard's own, in the order configured.
     pub runtimes: Vec<RuntimeConfig>,
+    pub workspaces: WorkspacesConfig,
 }
 
 impl Config {
@@ -367,6 +396,14 @@ impl Config {
             );
         }
         crate::runtimes::check(&file.runtimes)?;
+        if let Some(remote) =
+            file.workspaces.push_remote.as_deref().filter(|name| !plain_remote_name(name))
+        {
+            anyhow::bail!(
+                "workspaces.push_remote: {remote:?} is not a plain remote name (letters, \
+                 digits, `.`, `_`, `-`, `/`; the name of a remote, not its URL)"
+            );
+        }
         let hidden_env = hidden_env(&models, &file.tools);
         Ok(Self {
             models,
@@ -375,6 +412,7 @@ impl Config {
             hidden_env,
             prices: file.prices,
             runtimes: file.runtimes,
+            workspaces: file.workspaces,
         })
     }
 
@@ -388,6 +426,7 @@ impl Config {
             hidden_env,
             prices: Default::default(),
             runtimes: Vec::new(),
+            workspaces: WorkspacesConfig::default(),
         }
     }
 
@@ -513,6 +552,22 @@ mod tests {
         assert_eq!(local.default_level().as_deref(), Some("low"));
         assert_eq!(config.compaction.keep_recent_tokens, 2000);
         assert!(config.model("demo").is_some(), "built-ins stay");
+    }
+
+    #[test]
+    fn a_push_remote_is_a_plain_remote_name() {
+        let load = |text: &str| {
+            let file: ConfigFile = toml::from_str(text)?;
+            Config::from_file(file)
+        };
+        let config = load("[workspaces]\npush_remote = \"upstream/team\"").expect("config");
+        assert_eq!(config.workspaces.push_remote.as_deref(), Some("upstream/team"));
+        assert_eq!(load("").expect("config").workspaces.push_remote, None);
+        for bad in ["", "-u", "../x", "https://host/repo", "a b", "origin/", ".hidden"] {
+            let text = format!("[workspaces]\npush_remote = {bad:?}");
+            assert!(load(&text).is_err(), "{bad:?} is refused");
+        }
+        assert!(load("[workspaces]\npush = \"origin\"").is_err(), "a misspelt setting");
     }
 
     #[test]

@@ -148,6 +148,12 @@ pub enum Request {
     WorkspaceRetire {
         workspace_id: String,
     },
+    /// `workspace.commit`, `.merge` or `.push`, or its dry run.
+    WorkspaceAction {
+        workspace_id: String,
+        action: crate::workspaces::Action,
+        dry_run: bool,
+    },
     /// Anything else: only a failure is worth telling.
     Command,
 }

@@ -6,7 +6,7 @@
 //! for the native unit tests that feed it the daemon's own frames
 //! (`reducer/tests.rs`); the connection (`client`) only feeds it.
 
-use leptos::prelude::{GetUntracked, untrack};
+use leptos::prelude::{GetUntracked, Set, untrack};
 use shard_protocol::agent::{PendingKind, UiKind};
 use shard_protocol::message::Response;
 use shard_protocol::types::{AgentStatus, RuntimeState};
@@ -36,7 +36,7 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
         state.screen.saw(seq);
     }
     match envelope.message {
-        ServerMessage::Hello(hello) => return greeted(state, &hello.protocol_version),
+        ServerMessage::Hello(hello) => return greeted(state, &hello),
         ServerMessage::Response(response) => {
             if let Some(request) = envelope.id.as_deref().and_then(|id| state.link.close(id)) {
                 response_arrived(state, request, response);
@@ -79,10 +79,12 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
 /// The daemon's `hello`: if it speaks this page's protocol, the lists are
 /// asked for and the agent on screen is re-attached from its cursor (what
 /// it missed follows, or a sync that brings it all back).
-fn greeted(state: &ClientState, protocol_version: &str) -> Greeted {
-    if !state.link.greeted(protocol_version) {
+fn greeted(state: &ClientState, hello: &shard_protocol::agent::Hello) -> Greeted {
+    if !state.link.greeted(&hello.protocol_version) {
         return Greeted::Mismatch;
     }
+    let actions = hello.capabilities.iter().any(|known| known == "workspace-actions");
+    state.workspaces.actions.set(actions);
     state.roster.list();
     state.roster.list_runtimes();
     state.workspaces.list();
@@ -233,7 +235,8 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
         }
         request @ (Request::Workspaces
         | Request::WorkspaceStatus { .. }
-        | Request::WorkspaceRetire { .. }) => {
+        | Request::WorkspaceRetire { .. }
+        | Request::WorkspaceAction { .. }) => {
             let shown = || shown_workspace(state);
             if let Some(agent_id) = state.workspaces.answered(request, response, shown) {
                 state.select(Some(agent_id));

@@ -14,9 +14,9 @@ use shard_protocol::ClientMessage;
 use shard_protocol::message::Response;
 use shard_protocol::types::AgentInfo;
 use shard_protocol::workspace::{
-    BranchDisposition, WorkspaceAttach, WorkspaceCreate, WorkspaceDetail, WorkspaceLaunch,
-    WorkspaceLaunchResult, WorkspaceList, WorkspaceListResult, WorkspaceResult, WorkspaceRetire,
-    WorkspaceStatus, WorkspaceSummary,
+    BranchDisposition, WorkspaceActed, WorkspaceAction, WorkspaceAttach, WorkspaceCreate,
+    WorkspaceDetail, WorkspaceLaunch, WorkspaceLaunchResult, WorkspaceList, WorkspaceListResult,
+    WorkspacePreview, WorkspaceResult, WorkspaceRetire, WorkspaceStatus, WorkspaceSummary,
 };
 
 use crate::link::{Link, Request};
@@ -29,6 +29,41 @@ pub enum RetireProblem {
     Refused(String),
     /// The branch is not proven merged: deleting it needs the user's yes.
     Confirm { workspace_id: String, reason: String },
+}
+
+/// What the panel can do with a workspace's work (the daemon's
+/// `workspace-actions`), each previewed first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Commit,
+    Merge,
+    Push,
+}
+
+impl Action {
+    /// The confirm button's word, and the dialog's name.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Self::Commit => "Commit",
+            Self::Merge => "Merge",
+            Self::Push => "Push",
+        }
+    }
+}
+
+/// Where the panel's action stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Acting {
+    /// The dry run is on its way.
+    Previewing(Action),
+    /// What the action would do, waiting for the person's yes.
+    Preview(Action, Box<WorkspacePreview>),
+    /// The action is on its way.
+    Doing(Action),
+    /// What it did, in the daemon's words.
+    Done(String),
+    /// Why it will not, in the daemon's words.
+    Refused(String),
 }
 
 /// Whether `path` is `root` or inside it.
@@ -185,6 +220,10 @@ pub struct Workspaces {
     /// for it).
     pub diff: RwSignal<bool>,
     pub retire_problem: RwSignal<Option<RetireProblem>>,
+    /// Whether the daemon offers commit, merge and push (its `hello`).
+    pub actions: RwSignal<bool>,
+    /// The panel's action, from its preview to its result.
+    pub acting: RwSignal<Option<Acting>>,
     link: Link,
 }
 
@@ -195,7 +234,47 @@ impl Workspaces {
             detail: RwSignal::new(None),
             diff: RwSignal::new(false),
             retire_problem: RwSignal::new(None),
+            actions: RwSignal::new(false),
+            acting: RwSignal::new(None),
             link,
+        }
+    }
+
+    /// Asks what `action` would do to `workspace_id` (a dry run).
+    pub fn preview(&self, workspace_id: &str, action: Action) {
+        let request = WorkspaceAction {
+            workspace_id: workspace_id.to_owned(),
+            dry_run: Some(true),
+            ..WorkspaceAction::default()
+        };
+        self.send_action(action, request, Acting::Previewing(action));
+    }
+
+    /// Does what the preview with `fingerprint` showed (a commit with
+    /// `message`).
+    pub fn act(&self, workspace_id: &str, action: Action, fingerprint: String, message: String) {
+        let request = WorkspaceAction {
+            workspace_id: workspace_id.to_owned(),
+            fingerprint: Some(fingerprint),
+            message: (action == Action::Commit).then_some(message),
+            ..WorkspaceAction::default()
+        };
+        self.send_action(action, request, Acting::Doing(action));
+    }
+
+    fn send_action(&self, action: Action, request: WorkspaceAction, stage: Acting) {
+        let asked = Request::WorkspaceAction {
+            workspace_id: request.workspace_id.clone(),
+            action,
+            dry_run: request.dry_run == Some(true),
+        };
+        let message = match action {
+            Action::Commit => ClientMessage::WorkspaceCommit(request),
+            Action::Merge => ClientMessage::WorkspaceMerge(request),
+            Action::Push => ClientMessage::WorkspacePush(request),
+        };
+        if self.link.send(message, None, asked) {
+            self.acting.set(Some(stage));
         }
     }
 
@@ -335,6 +414,23 @@ impl Workspaces {
                     self.retire_problem.set(Some(problem));
                 }
             },
+            Request::WorkspaceAction { workspace_id, action, dry_run } => {
+                // Only the workspace still on screen shows what came of it.
+                if shown().as_deref() != Some(workspace_id.as_str()) {
+                    return None;
+                }
+                let stage = if dry_run {
+                    response
+                        .data::<WorkspacePreview>()
+                        .map(|preview| Acting::Preview(action, Box::new(preview)))
+                } else {
+                    response.data::<WorkspaceActed>().map(|acted| {
+                        self.read(acted.workspace, &workspace_id, &shown);
+                        Acting::Done(acted.summary)
+                    })
+                };
+                self.acting.set(Some(stage.unwrap_or_else(|error| Acting::Refused(error.message))));
+            }
             _ => {}
         }
         None

@@ -1,9 +1,10 @@
 // Workspaces in the dashboard (docs/WORKSPACES.md): an agent made in a new
 // git worktree from the new-agent form, the list grouped by repository and
 // workspace, the diff of what the agent wrote in the workspace panel, and
-// retirement with the daemon's refusals and its confirmation.
+// retirement with the daemon's refusals and its confirmation; commit, merge
+// and push from the panel, each previewed before it is done.
 import { execFileSync } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, expect, enrolled, project, prompt, unixCall } from './daemon';
 
@@ -146,5 +147,64 @@ test('keep retires the worktree and keeps the branch; a bad repository is refuse
   await expect(panel).toHaveAttribute('data-lifecycle', 'retired');
   expect(git(repo, 'branch', '--list', 'shard/tidy-up')).toContain('shard/tidy-up');
   expect(git(repo, 'worktree', 'list').trim().split('\n')).toHaveLength(1);
+  await context.close();
+});
+
+test('commit, merge and push from the panel: each shows what it will do, then does it', async ({ browser, daemon }, testInfo) => {
+  const repo = repository();
+  const bare = project();
+  git(bare, 'init', '--quiet', '--bare');
+  git(repo, 'remote', 'add', 'origin', bare);
+  const [context, tab] = await enrolled(browser, daemon);
+  await tab.locator('details.create-panel summary').click();
+  await tab.getByLabel('Working directory').fill(repo);
+  await tab.getByLabel('Name', { exact: true }).fill('cobaltwren');
+  await tab.getByLabel(/In a new workspace/).check();
+  await tab.getByLabel('Branch', { exact: true }).fill('wren-work');
+  await tab.getByRole('button', { name: 'Create agent' }).click();
+  await expect(tab.locator('.agent-view h2')).toHaveText('cobaltwren');
+  const panel = tab.locator('.workspace-panel');
+  const worktree = (await tab.locator('li.agent', { hasText: 'cobaltwren' }).locator('.cwd').textContent())!;
+  mkdirSync(join(worktree, 'notes'));
+  writeFileSync(join(worktree, 'notes/wren.txt'), 'a wren\n');
+
+  // Commit: the preview lists what it takes; nothing happens before the yes.
+  await panel.getByRole('button', { name: 'Commit…' }).click();
+  const commit = panel.getByRole('dialog', { name: 'Commit' });
+  await expect(commit).toContainText('Commits 1 changed file on branch `wren-work`');
+  await expect(commit.locator('.paths li')).toHaveText(['A notes/wren.txt']);
+  const yes = commit.getByRole('button', { name: 'Commit', exact: true });
+  await expect(yes).toBeDisabled(); // no message yet
+  await commit.getByLabel('Commit message').fill('Note the wren');
+  await tab.screenshot({ path: testInfo.outputPath('workspace-commit-preview.png'), fullPage: true });
+  expect(git(worktree, 'status', '--porcelain')).toContain('?? notes/');
+  await yes.click();
+  await expect(panel.locator('.action-result')).toHaveText(/^Committed 1 file on `wren-work` as [0-9a-f]{12}\.$/);
+  await expect(commit).toBeHidden();
+  expect(git(worktree, 'log', '-1', '--format=%s').trim()).toBe('Note the wren');
+  await expect(panel.locator('.facts')).toContainText('1 ahead, 0 behind · no uncommitted changes · not merged');
+
+  // Merge: a fast-forward of main, whose checkout follows.
+  await panel.getByRole('button', { name: 'Merge into main…' }).click();
+  const merge = panel.getByRole('dialog', { name: 'Merge' });
+  await expect(merge).toContainText('Fast-forwards `main` to `wren-work`: 1 commit, 1 file changed.');
+  await expect(merge).toContainText('checked out in the repository\'s main checkout');
+  expect(existsSync(join(repo, 'notes'))).toBe(false);
+  await merge.getByRole('button', { name: 'Merge', exact: true }).click();
+  await expect(panel.locator('.action-result')).toHaveText('Fast-forwarded `main` to `wren-work` (1 commit).');
+  expect(existsSync(join(repo, 'notes/wren.txt'))).toBe(true);
+  expect(git(repo, 'status', '--porcelain')).toBe('');
+  await expect(panel.locator('.facts')).toContainText('0 ahead, 0 behind');
+
+  // Push: refused in place while no remote is configured; then done.
+  await panel.getByRole('button', { name: 'Push…' }).click();
+  await expect(panel.locator('.action-error')).toContainText('push_remote');
+  appendFileSync(join(daemon.home, 'config.toml'), '\n[workspaces]\npush_remote = "origin"\n');
+  await panel.getByRole('button', { name: 'Push…' }).click();
+  const push = panel.getByRole('dialog', { name: 'Push' });
+  await expect(push).toContainText('Pushes branch `wren-work` to `origin`, where it is new: 2 commits it does not have.');
+  await push.getByRole('button', { name: 'Push', exact: true }).click();
+  await expect(panel.locator('.action-result')).toHaveText('Pushed 2 commits of branch `wren-work` to `origin`.');
+  expect(git(bare, 'rev-parse', 'refs/heads/wren-work')).toBe(git(worktree, 'rev-parse', 'HEAD'));
   await context.close();
 });

@@ -27,8 +27,8 @@ use crate::subagent::{
 use crate::types::Usage;
 use crate::usage::{AgentUsage, UsageAgentQuery, UsageSessionQuery};
 use crate::workspace::{
-    WorkspaceAttach, WorkspaceAttached, WorkspaceConflict, WorkspaceCreate, WorkspaceEvent,
-    WorkspaceList, WorkspaceRetire, WorkspaceStatus,
+    WorkspaceAction, WorkspaceAttach, WorkspaceAttached, WorkspaceConflict, WorkspaceCreate,
+    WorkspaceEvent, WorkspaceList, WorkspaceRetire, WorkspaceStatus,
 };
 
 macro_rules! message_set {
@@ -134,6 +134,11 @@ message_set! {
         WorkspaceList(WorkspaceList) = "workspace.list", Registry, required;
         WorkspaceStatus(WorkspaceStatus) = "workspace.status", Registry, required;
         WorkspaceRetire(WorkspaceRetire) = "workspace.retire", Registry, required;
+        // Shard extensions (docs/PROTOCOL-NOTES.md, "Workspace actions"):
+        // commit, merge and push a workspace's work, each previewed first.
+        WorkspaceCommit(WorkspaceAction) = "workspace.commit", Registry, required;
+        WorkspaceMerge(WorkspaceAction) = "workspace.merge", Registry, required;
+        WorkspacePush(WorkspaceAction) = "workspace.push", Registry, required;
         // §10.3 subagent jobs
         SubagentCreate(SubagentCreate) = "subagent.create", Registry, required;
         SubagentWait(SubagentWait) = "subagent.wait", Registry, required;

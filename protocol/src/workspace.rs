@@ -130,6 +130,94 @@ pub struct WorkspaceRetire {
     pub branch_disposition: Option<BranchDisposition>,
 }
 
+/// `workspace.commit`, `workspace.merge` and `workspace.push` (Shard
+/// extensions, docs/PROTOCOL-NOTES.md "Workspace actions"). A dry run
+/// answers a [`WorkspacePreview`] and changes nothing; the action itself
+/// takes the preview's `fingerprint` back and is refused (`stale`) when
+/// what it would do changed since, so it does exactly what was shown.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceAction {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<WorkspaceVersion>,
+    pub workspace_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
+    /// The preview's `fingerprint`: needed unless `dry_run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    /// `workspace.commit` only: the commit message, needed unless
+    /// `dry_run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A path an action changes, with git's letter for how (`A`dded,
+/// `M`odified, `D`eleted, `T`ype changed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangedPath {
+    pub status: String,
+    pub path: String,
+}
+
+/// How a merge into the integration target would go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MergeKind {
+    /// The target is behind the branch: it moves up to it.
+    FastForward,
+    /// A merge commit whose tree git made without a conflict.
+    Merge,
+    /// Git cannot merge the two cleanly: refused (`conflicts`).
+    Conflict,
+    #[serde(other)]
+    Unknown,
+}
+
+/// What a dry run found an action would do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspacePreview {
+    pub workspace_id: String,
+    /// What it would do, in a sentence or two (names escaped).
+    pub summary: String,
+    /// The state previewed (opaque): the action takes it back.
+    pub fingerprint: String,
+    /// The workspace's branch.
+    pub branch: String,
+    /// A commit: the paths it commits. A merge: the paths the integration
+    /// target changes in. At most 200; `file_count` tells them all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<ChangedPath>,
+    #[serde(default)]
+    pub file_count: u32,
+    /// Commits a merge brings into the target, or a push sends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commits: Option<u32>,
+    /// A merge: how it would go, and its target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<MergeKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// A merge that conflicts: the paths (at most 200).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<String>,
+    /// A push: the remote (by name, never its URL) and the branch there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_branch: Option<String>,
+}
+
+/// What an action did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceActed {
+    /// What it did, in a sentence (names escaped).
+    pub summary: String,
+    /// The commit made (a commit or a merge commit), the target's new tip
+    /// (a fast-forward), or the commit pushed.
+    pub commit: String,
+    pub workspace: WorkspaceDetail,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkspaceLifecycle {

@@ -87,7 +87,10 @@ impl Client {
         });
         let mut client = Client { outgoing, incoming, seen: Vec::new() };
         let hello = client.expect("hello").await;
-        assert_eq!(hello["capabilities"], json!(["unix", "streaming-deltas", "event-seq"]));
+        assert_eq!(
+            hello["capabilities"],
+            json!(["unix", "streaming-deltas", "event-seq", "workspace-actions"])
+        );
         client
     }
 
@@ -129,7 +132,10 @@ impl Client {
         });
         let mut client = Client { outgoing, incoming, seen: Vec::new() };
         let hello = client.expect("hello").await;
-        assert_eq!(hello["capabilities"], json!(["websocket", "streaming-deltas", "event-seq"]));
+        assert_eq!(
+            hello["capabilities"],
+            json!(["websocket", "streaming-deltas", "event-seq", "workspace-actions"])
+        );
         client
     }
 

@@ -24,4 +24,5 @@ mod shutdown;
 mod supervision;
 mod support;
 mod web;
+mod workspace_actions;
 mod workspaces;

@@ -785,3 +785,76 @@ fn after_a_reconnect_the_inbox_is_what_the_daemon_says_not_what_the_page_had() {
     feed(&state, other);
     assert_eq!(open(&state), [(OTHER.to_owned(), "perm-2".to_owned())]);
 }
+
+#[test]
+fn workspace_actions_come_with_the_daemon_and_go_from_preview_to_result() {
+    use crate::workspaces::{Acting, Action};
+    let (state, sent) = page();
+    feed(&state, hello(shard_protocol::PROTOCOL_VERSION));
+    assert!(!state.workspaces.actions.get_untracked(), "an older daemon offers none");
+    let mut greeting = hello(shard_protocol::PROTOCOL_VERSION);
+    greeting["capabilities"] = json!(["websocket", "workspace-actions"]);
+    feed(&state, greeting);
+    assert!(state.workspaces.actions.get_untracked());
+    feed(&state, json!({"type": "workspace_created", "workspace": workspace("active")}));
+    let agent = json!({"agent_id": AGENT, "cwd": "/home/.shard/worktrees/ws-1", "status": "idle",
+                       "runtime_state": "running", "created_at": 1});
+    feed(&state, json!({"type": "agent_spawned", "agent_id": AGENT, "info": agent}));
+    state.select(Some(AGENT.to_owned()));
+    take(&sent);
+
+    // The dry run, then its preview waiting for a yes.
+    state.workspaces.preview("ws-1", Action::Merge);
+    let asked = take(&sent);
+    assert_eq!(asked[0]["type"], "workspace.merge");
+    assert_eq!(asked[0]["dry_run"], true);
+    assert_eq!(state.workspaces.acting.get_untracked(), Some(Acting::Previewing(Action::Merge)));
+    let preview = json!({"workspace_id": "ws-1", "summary": "Fast-forwards `main`.",
+                         "fingerprint": "f-1", "branch": "shard/fix", "file_count": 1,
+                         "files": [{"status": "A", "path": "a.txt"}], "commits": 1,
+                         "merge": "fast_forward", "target": "main"});
+    answer(&state, &asked, "workspace.merge", preview);
+    let Some(Acting::Preview(Action::Merge, shown)) = state.workspaces.acting.get_untracked()
+    else {
+        panic!("a preview")
+    };
+    assert_eq!(shown.files[0].path, "a.txt");
+
+    // The yes: the fingerprint goes back; the result and the fresh status show.
+    state.workspaces.act("ws-1", Action::Merge, shown.fingerprint, "ignored".to_owned());
+    let asked = take(&sent);
+    assert_eq!(asked[0]["fingerprint"], "f-1");
+    assert!(asked[0].get("dry_run").is_none() && asked[0].get("message").is_none(), "{asked:?}");
+    let mut detail = workspace("active");
+    detail["agent_ids"] = json!([AGENT]);
+    detail["merged"] = json!(true);
+    answer(
+        &state,
+        &asked,
+        "workspace.merge",
+        json!({"summary": "Fast-forwarded `main`.", "commit": "c0ffee", "workspace": detail}),
+    );
+    assert_eq!(
+        state.workspaces.acting.get_untracked(),
+        Some(Acting::Done("Fast-forwarded `main`.".to_owned()))
+    );
+    assert_eq!(
+        state.workspaces.detail.with_untracked(|d| d.as_ref().and_then(|d| d.merged)),
+        Some(true)
+    );
+
+    // A refusal, in the daemon's words; a commit sends its message.
+    state.workspaces.act("ws-1", Action::Commit, "f-2".to_owned(), "Add a".to_owned());
+    let asked = take(&sent);
+    assert_eq!(
+        (&asked[0]["type"], &asked[0]["message"]),
+        (&json!("workspace.commit"), &json!("Add a"))
+    );
+    let stale = json!({"error": {"code": "CONFLICT", "message": "the workspace changed since the preview",
+                                 "data": {"kind": "stale"}}});
+    answer(&state, &asked, "workspace.commit", stale);
+    assert_eq!(
+        state.workspaces.acting.get_untracked(),
+        Some(Acting::Refused("the workspace changed since the preview".to_owned()))
+    );
+}

@@ -1,18 +1,21 @@
 //! Workspaces on screen (docs/WORKSPACES.md): the agent list's headings for
 //! repositories and workspaces, and the panel of the workspace the agent on
 //! screen works in: its status, its diff against the integration target,
-//! and retirement with the daemon's confirmation when it asks for one.
+//! commit, merge and push (each previewed, then confirmed), and retirement
+//! with the daemon's confirmation when it asks for one.
 
 use leptos::html;
 use leptos::prelude::*;
+use shard_protocol::display::shown;
 use shard_protocol::types::RenderDescriptor;
 use shard_protocol::workspace::{
-    BranchDisposition, WorkspaceDetail, WorkspaceDiff, WorkspaceLifecycle, WorkspaceSummary,
+    BranchDisposition, ChangedPath, MergeKind, WorkspaceDetail, WorkspaceDiff, WorkspaceLifecycle,
+    WorkspacePreview, WorkspaceSummary,
 };
 
 use super::state;
 use crate::roster::Roster;
-use crate::workspaces::{RetireProblem, Row, Workspaces};
+use crate::workspaces::{Acting, Action, RetireProblem, Row, Workspaces};
 
 fn lifecycle_label(lifecycle: WorkspaceLifecycle) -> &'static str {
     match lifecycle {
@@ -178,6 +181,9 @@ pub fn WorkspacePanel() -> impl IntoView {
                     .map(|conflict| view! { <p class="conflict" role="status">{conflict}</p> })}
                 <div class="workspace-body" hidden=retired>
                     <DiffPanel workspace_id=workspace_id detail=detail summary=summary/>
+                    <Show when=move || workspaces.actions.get()>
+                        <ActionControls workspace_id=workspace_id summary=summary/>
+                    </Show>
                     <RetireControls workspace_id=workspace_id/>
                 </div>
                 <Show when=retired>
@@ -215,6 +221,7 @@ fn follow_status(
             let moved = previous.as_ref() != Some(&id);
             if moved {
                 workspaces.retire_problem.set(None);
+                workspaces.acting.set(None);
                 if workspaces.detail.with(|detail| {
                     detail.as_ref().map(|detail| &detail.summary.workspace_id) != id.as_ref()
                 }) {
@@ -300,6 +307,97 @@ fn diff_view(diff: Option<WorkspaceDiff>) -> AnyView {
             }
             .into_any()
         }
+    }
+}
+
+/// Commit, merge and push: each asks the daemon what it would do, shows
+/// that for a yes (with the commit's message), then shows what it did or
+/// why it would not, in the daemon's words.
+#[component]
+fn ActionControls(
+    workspace_id: Memo<Option<String>>,
+    summary: Memo<Option<WorkspaceSummary>>,
+) -> impl IntoView {
+    let workspaces = state().workspaces;
+    let acting = workspaces.acting;
+    let waiting = move || {
+        acting.with(|stage| matches!(stage, Some(Acting::Previewing(_) | Acting::Doing(_))))
+    };
+    let label = move |action: Action| match action {
+        Action::Merge => {
+            let target = summary.with(|summary| {
+                summary.as_ref().and_then(|summary| summary.integration_target.clone())
+            });
+            format!("Merge into {}…", target.unwrap_or_default())
+        }
+        _ => format!("{}…", action.verb()),
+    };
+    // One shape for the three buttons keeps the bundle small.
+    let button = move |action: Action| {
+        let start = move |_| {
+            if let Some(id) = workspace_id.get_untracked() {
+                workspaces.preview(&id, action);
+            }
+        };
+        view! { <button on:click=start disabled=waiting>{move || label(action)}</button> }
+    };
+    let stage = move || {
+        acting.get().map(|stage| {
+            let (class, role, text) = match stage {
+                Acting::Preview(action, preview) => {
+                    return view! { <ActionPreview action=action preview=*preview/> }.into_any();
+                }
+                Acting::Previewing(_) => ("hint", "status", "Working out what it would do…".into()),
+                Acting::Doing(action) => ("hint", "status", format!("{}…", action.verb())),
+                Acting::Done(what) => ("action-result", "status", what),
+                Acting::Refused(why) => ("action-error", "alert", why),
+            };
+            view! { <p class=class role=role>{text}</p> }.into_any()
+        })
+    };
+    view! {
+        <div class="workspace-actions">
+            {button(Action::Commit)}{button(Action::Merge)}{button(Action::Push)}
+        </div>
+        {stage}
+    }
+}
+
+/// What an action would do, for a yes: the daemon's summary, the paths it
+/// changes and those in conflict (git's `U`), and for a commit its message.
+#[component]
+fn ActionPreview(action: Action, preview: WorkspacePreview) -> impl IntoView {
+    let workspaces = state().workspaces;
+    let message = RwSignal::new(String::new());
+    let conflict = preview.merge == Some(MergeKind::Conflict);
+    let listed = u32::try_from(preview.files.len()).unwrap_or(u32::MAX);
+    let mut summary = preview.summary;
+    if preview.file_count > listed {
+        summary.push_str(&format!(" The first {listed} are listed."));
+    }
+    let conflicts =
+        preview.conflicts.into_iter().map(|path| ChangedPath { status: "U".to_owned(), path });
+    let rows = preview
+        .files
+        .into_iter()
+        .chain(conflicts)
+        .map(|file| view! { <li><code>{file.status}</code>" "{shown(&file.path).text.into_owned()}</li> })
+        .collect_view();
+    let (workspace_id, fingerprint) = (preview.workspace_id, preview.fingerprint);
+    let confirm = move |_| {
+        workspaces.act(&workspace_id, action, fingerprint.clone(), message.get_untracked());
+    };
+    let commit = action == Action::Commit;
+    let unsaid = move || commit && message.with(|text| text.trim().is_empty());
+    view! {
+        <div class="confirm action-preview" role="dialog" aria-label=action.verb()>
+            <p>{summary}</p>
+            <ul class="paths">{rows}</ul>
+            <textarea aria-label="Commit message" placeholder="What the commit does" hidden=!commit
+                on:input=move |event| message.set(event_target_value(&event))></textarea>
+            <button class="primary" hidden=conflict on:click=confirm disabled=unsaid>{action.verb()}</button>
+            <button on:click=move |_| workspaces.acting.set(None)>"Cancel"</button>
+        </div>
     }
 }
 

@@ -23,7 +23,8 @@ use shard_protocol::subagent::{
 };
 use shard_protocol::usage::{UsageAgentResult, UsageGlobalResult, UsageSessionResult};
 use shard_protocol::workspace::{
-    ConfirmationRequired, WorkspaceLaunchResult, WorkspaceListResult, WorkspaceResult,
+    ConfirmationRequired, WorkspaceActed, WorkspaceLaunchResult, WorkspaceListResult,
+    WorkspacePreview, WorkspaceResult,
 };
 use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 
@@ -78,6 +79,9 @@ const EXTENSION_CLIENT_TYPES: &[&str] = &[
     "recall_steer",
     "runtime.list",
     "list_commands",
+    "workspace.commit",
+    "workspace.merge",
+    "workspace.push",
 ];
 
 /// Shard's own additions to the server set, pinned in docs/PROTOCOL-NOTES.md.
@@ -294,6 +298,12 @@ fn every_result_fixture_decodes_and_round_trips() {
             "workspace.create" => round_trip_data::<WorkspaceLaunchResult>(name, data),
             "workspace.list" => round_trip_data::<WorkspaceListResult>(name, data),
             "workspace.status" => round_trip_data::<WorkspaceResult>(name, data),
+            "workspace.commit.preview" | "workspace.merge.preview" | "workspace.push.preview" => {
+                round_trip_data::<WorkspacePreview>(name, data)
+            }
+            "workspace.commit" | "workspace.merge" | "workspace.push" => {
+                round_trip_data::<WorkspaceActed>(name, data)
+            }
             "workspace.retire.confirmation_required" => {
                 round_trip_data::<ConfirmationRequired>(name, data)
             }

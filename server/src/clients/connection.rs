@@ -126,6 +126,8 @@ impl Connection {
                 "streaming-deltas".to_owned(),
                 // Per-agent `seq` and `agent.attach`'s `after_seq`.
                 "event-seq".to_owned(),
+                // `workspace.commit`, `.merge` and `.push`, previewed first.
+                "workspace-actions".to_owned(),
             ],
         };
         self.outbox.push(encode(Envelope::new(ServerMessage::Hello(hello))));

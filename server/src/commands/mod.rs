@@ -176,7 +176,10 @@ pub fn rule(message: &ClientMessage) -> Rule {
         | ClientMessage::WorkspaceAttach(_)
         | ClientMessage::WorkspaceList(_)
         | ClientMessage::WorkspaceStatus(_)
-        | ClientMessage::WorkspaceRetire(_) => rule_of(Anyone, None, Background),
+        | ClientMessage::WorkspaceRetire(_)
+        | ClientMessage::WorkspaceCommit(_)
+        | ClientMessage::WorkspaceMerge(_)
+        | ClientMessage::WorkspacePush(_) => rule_of(Anyone, None, Background),
         ClientMessage::UsageGlobal(_) | ClientMessage::UsageAgent(_) => {
             rule_of(Anyone, None, Inline)
         }
@@ -333,7 +336,10 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
         | ClientMessage::WorkspaceAttach(_)
         | ClientMessage::WorkspaceList(_)
         | ClientMessage::WorkspaceStatus(_)
-        | ClientMessage::WorkspaceRetire(_) => workspace::run(caller.daemon, message),
+        | ClientMessage::WorkspaceRetire(_)
+        | ClientMessage::WorkspaceCommit(_)
+        | ClientMessage::WorkspaceMerge(_)
+        | ClientMessage::WorkspacePush(_) => workspace::run(caller.daemon, message),
         ClientMessage::UsageGlobal(_)
         | ClientMessage::UsageAgent(_)
         | ClientMessage::UsageSession(_) => usage::run(caller.daemon.registry(), message),

@@ -25,6 +25,28 @@ pub fn run(daemon: &Arc<dyn Daemon>, message: ClientMessage) -> Outcome {
         ClientMessage::WorkspaceStatus(request) => {
             Outcome::Later(Box::pin(async move { ok(workspaces.status(request).await?) }))
         }
+        // A dry run answers a preview; the action, what it did.
+        ClientMessage::WorkspaceCommit(request) => Outcome::Later(Box::pin(async move {
+            if request.dry_run == Some(true) {
+                ok(workspaces.preview_commit(request).await?)
+            } else {
+                ok(workspaces.commit(request).await?)
+            }
+        })),
+        ClientMessage::WorkspaceMerge(request) => Outcome::Later(Box::pin(async move {
+            if request.dry_run == Some(true) {
+                ok(workspaces.preview_merge(request).await?)
+            } else {
+                ok(workspaces.merge(request).await?)
+            }
+        })),
+        ClientMessage::WorkspacePush(request) => Outcome::Later(Box::pin(async move {
+            if request.dry_run == Some(true) {
+                ok(workspaces.preview_push(request).await?)
+            } else {
+                ok(workspaces.push(request).await?)
+            }
+        })),
         other => super::run_elsewhere(other),
     }
 }

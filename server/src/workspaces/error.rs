@@ -83,6 +83,103 @@ pub enum WorkspaceError {
         "git could not remove the worktree (it may have changed since it was checked); nothing was deleted"
     )]
     WorktreeNotRemoved { source: GitError },
+    /// A workspace action (`workspace.commit`, `.merge`, `.push`) without
+    /// the fingerprint of a preview.
+    #[error(
+        "`fingerprint` is needed: preview the {action} first (`dry_run: true`) and send back the fingerprint it answered"
+    )]
+    FingerprintRequired { action: &'static str },
+    /// What an action would do changed since its preview.
+    #[error(
+        "the workspace changed since the preview, so nothing was done; preview the {action} again"
+    )]
+    Stale { action: &'static str },
+    #[error("the commit message is empty")]
+    EmptyMessage,
+    #[error("the commit message is longer than {max} bytes")]
+    MessageTooLong { max: usize },
+    #[error("the worktree has no changes to commit")]
+    NothingToCommit,
+    #[error(
+        "git has no name and email to make a commit with: set `user.name` and `user.email` (in the repository or your git config) first"
+    )]
+    NoIdentity,
+    /// A commit in a worktree that is not on its branch.
+    #[error(
+        "the worktree is not on branch `{}` (detached or switched outside Shard); switch it back first; nothing was committed",
+        escaped(.branch)
+    )]
+    OffBranch { branch: String },
+    /// A commit in a worktree, or a merge into a checkout, in the middle of
+    /// a merge, rebase, cherry-pick or revert.
+    #[error(
+        "{checkout} is in the middle of {what}: finish or abort it there first; nothing was done"
+    )]
+    InProgress { checkout: String, what: &'static str },
+    #[error("branch `{}` no longer exists", escaped(.branch))]
+    NoBranch { branch: String },
+    #[error(
+        "merging needs git 2.38 or later (for `git merge-tree --write-tree`); this is git {version}"
+    )]
+    GitTooOld { version: String },
+    #[error(
+        "the integration target `{}` is not a local branch (a tag, a remote-tracking branch or a commit), so there is nothing to merge into",
+        escaped(.target)
+    )]
+    TargetNotBranch { target: String },
+    #[error("`{}` already has every commit of `{}`: nothing to merge", escaped(.target), escaped(.branch))]
+    NothingToMerge { branch: String, target: String },
+    #[error(
+        "`{}` does not merge cleanly into `{}`: {} in conflict ({}); merge `{}` into the workspace and resolve them there first; nothing was merged",
+        escaped(.branch),
+        escaped(.target),
+        files(.paths.len()),
+        listed(.paths),
+        escaped(.target)
+    )]
+    MergeConflict { branch: String, target: String, paths: Vec<String> },
+    /// The target is checked out where uncommitted changes touch files the
+    /// merge changes.
+    #[error(
+        "`{}` is checked out in {checkout}, where uncommitted changes touch {} the merge changes ({}); commit or stash them there first; nothing was merged",
+        escaped(.target),
+        files(.paths.len()),
+        listed(.paths)
+    )]
+    CheckoutDirty { target: String, checkout: String, paths: Vec<String> },
+    #[error(
+        "git could not update the files of {checkout}, where `{}` is checked out (a file there would be overwritten); nothing was merged",
+        escaped(.target)
+    )]
+    CheckoutBlocked { target: String, checkout: String, source: GitError },
+    #[error(
+        "no remote to push to: name one in `config.toml` (`[workspaces]` `push_remote = \"origin\"`)"
+    )]
+    NoPushRemote,
+    #[error(
+        "the repository has no remote `{remote}` (`[workspaces] push_remote` in `config.toml`)"
+    )]
+    UnknownRemote { remote: String },
+    /// `config.toml` cannot be read (the reason, which names its path, is
+    /// logged).
+    #[error("config.toml cannot be read or is not valid; the daemon's log says why")]
+    Config { source: anyhow::Error },
+    #[error("`{remote}` already has branch `{}` at this commit: nothing to push", escaped(.branch))]
+    NothingToPush { remote: String, branch: String },
+    #[error(
+        "`{remote}` has commits on branch `{}` that this branch lacks: pushing would drop them, and Shard never forces a push; bring them into the workspace first",
+        escaped(.branch)
+    )]
+    NotFastForward { remote: String, branch: String },
+    /// Git could not reach the remote, or the remote refused the push.
+    #[error(
+        "git could not {what} `{remote}` (unreachable, refused, or no credentials without a prompt; the daemon's log says why); nothing was pushed"
+    )]
+    PushFailed { what: &'static str, remote: String, source: GitError },
+    /// A step of an action that git refused, named for the client (git's
+    /// own words go to the log).
+    #[error("git could not {what}")]
+    ActionFailed { what: &'static str, source: GitError },
     /// The create's record could not be written (the worktree was undone).
     #[error("cannot record the workspace: {source:#}")]
     NotRecorded { source: anyhow::Error },
@@ -109,7 +206,10 @@ impl WorkspaceError {
             BadBranch { .. } | BadBaseRef { .. } | BadIntegrationTarget { .. } => {
                 ErrorCode::InvalidRequest
             }
-            NotRecorded { .. } | Home { .. } | Git(_) => ErrorCode::InternalError,
+            FingerprintRequired { .. } | EmptyMessage | MessageTooLong { .. } => {
+                ErrorCode::InvalidRequest
+            }
+            NotRecorded { .. } | Home { .. } | Git(_) | Config { .. } => ErrorCode::InternalError,
             UnbornBase
             | DirtyBase { .. }
             | BranchExists { .. }
@@ -126,7 +226,25 @@ impl WorkspaceError {
             | UnreadableStatus { .. }
             | Dirty { .. }
             | Unmerged { .. }
-            | WorktreeNotRemoved { .. } => ErrorCode::Conflict,
+            | WorktreeNotRemoved { .. }
+            | Stale { .. }
+            | NothingToCommit
+            | NoIdentity
+            | OffBranch { .. }
+            | InProgress { .. }
+            | NoBranch { .. }
+            | GitTooOld { .. }
+            | TargetNotBranch { .. }
+            | NothingToMerge { .. }
+            | MergeConflict { .. }
+            | CheckoutDirty { .. }
+            | CheckoutBlocked { .. }
+            | NoPushRemote
+            | UnknownRemote { .. }
+            | NothingToPush { .. }
+            | NotFastForward { .. }
+            | PushFailed { .. }
+            | ActionFailed { .. } => ErrorCode::Conflict,
             Launch(wire) => wire.code.clone(),
         }
     }
@@ -165,16 +283,57 @@ impl WorkspaceError {
                 };
                 return Some(serde_json::to_value(confirm).unwrap_or_default());
             }
+            FingerprintRequired { .. } => "fingerprint_required",
+            Stale { .. } => "stale",
+            EmptyMessage | MessageTooLong { .. } => "bad_message",
+            NothingToCommit => "nothing_to_commit",
+            NoIdentity => "no_identity",
+            OffBranch { .. } => return Some(json!({"kind": "unsafe", "problem": "head_moved"})),
+            InProgress { .. } => "in_progress",
+            NoBranch { .. } => "no_branch",
+            GitTooOld { .. } => "git_too_old",
+            TargetNotBranch { .. } => "target_not_branch",
+            NothingToMerge { .. } => "nothing_to_merge",
+            MergeConflict { paths, .. } => {
+                return Some(json!({"kind": "merge_conflict", "paths": paths}));
+            }
+            CheckoutDirty { paths, .. } => {
+                return Some(json!({"kind": "checkout_dirty", "paths": paths}));
+            }
+            CheckoutBlocked { .. } => "checkout_blocked",
+            NoPushRemote => "no_push_remote",
+            UnknownRemote { .. } => "unknown_remote",
+            NothingToPush { .. } => "nothing_to_push",
+            NotFastForward { .. } => "not_fast_forward",
+            PushFailed { .. } => "push_failed",
+            ActionFailed { .. } => "git_failed",
             Launch(wire) => return wire.data.clone(),
             NotFound { .. }
             | LabelTooLong { .. }
             | HiddenCharacters { .. }
             | NotRecorded { .. }
             | Home { .. }
+            | Config { .. }
             | Git(_) => return None,
         };
         Some(json!({"kind": kind}))
     }
+}
+
+/// "1 file", "3 files".
+fn files(count: usize) -> String {
+    if count == 1 { "1 file".to_owned() } else { format!("{count} files") }
+}
+
+/// The first paths of a list, escaped, and how many more there are.
+fn listed(paths: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut text =
+        paths.iter().take(SHOWN).map(|path| escaped(path)).collect::<Vec<_>>().join(", ");
+    if paths.len() > SHOWN {
+        text.push_str(&format!(" and {} more", paths.len() - SHOWN));
+    }
+    text
 }
 
 impl From<WorkspaceError> for WireError {

@@ -67,63 +67,134 @@ pub async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
 /// `diff --no-index` that found differences exits 1), reading at most `cap`
 /// bytes of its output; git is killed once it has printed more.
 async fn run(dir: &Path, args: &[&str], success: &[i32], cap: usize) -> Result<Bounded, GitError> {
-    use tokio::io::AsyncReadExt;
-    let mut command = tokio::process::Command::new("git");
-    command
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = command.spawn().map_err(|source| GitError::Spawn { source })?;
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return Err(GitError::NoPipes);
-    };
-    let work = async {
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        // Both pipes at once, so that git never blocks on a full one; what
-        // is past the stderr cap is read and dropped.
-        let reading = async {
-            let read = stdout.take(cap as u64 + 1).read_to_end(&mut out).await;
-            if out.len() > cap {
-                // Over the cap: git is stopped, nothing more is read.
-                let _ = child.start_kill();
-            }
-            read
-        };
-        let draining = async {
-            let mut stderr = stderr;
-            (&mut stderr).take(MAX_STDERR as u64).read_to_end(&mut err).await?;
-            tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await?;
-            std::io::Result::Ok(())
-        };
-        let (read, _) = tokio::join!(reading, draining);
-        read.map_err(|source| GitError::Read { source })?;
-        let truncated = out.len() > cap;
-        out.truncate(cap);
-        let status = child.wait().await.map_err(|source| GitError::Spawn { source })?;
-        Ok::<_, GitError>((out, err, status, truncated))
-    };
-    let (out, err, status, truncated) = match tokio::time::timeout(GIT_TIMEOUT, work).await {
-        Ok(result) => result?,
-        Err(_) => {
-            return Err(GitError::TimedOut { command: command_name(args), limit: GIT_TIMEOUT });
-        }
-    };
-    if !truncated && !status.code().is_some_and(|code| success.contains(&code)) {
-        let stderr = String::from_utf8_lossy(&err);
-        let first = stderr.lines().find(|line| !line.trim().is_empty()).unwrap_or("failed");
-        let stderr = first.trim().to_owned();
-        return Err(GitError::Failed { command: command_name(args), stderr });
+    Git::new(dir).accept(success).run_capped(args, cap).await
+}
+
+/// One git command with more than [`git`]'s defaults: other exit codes
+/// that mean success, more environment, hooks off, another deadline.
+pub struct Git<'a> {
+    dir: &'a Path,
+    success: &'a [i32],
+    env: Vec<(&'a str, &'a std::ffi::OsStr)>,
+    hooks_off: bool,
+    limit: Duration,
+}
+
+/// What a [`Git`] command printed, and its exit code.
+pub struct Output {
+    pub text: String,
+    pub code: Option<i32>,
+}
+
+impl<'a> Git<'a> {
+    pub fn new(dir: &'a Path) -> Self {
+        Self { dir, success: &[0], env: Vec::new(), hooks_off: false, limit: GIT_TIMEOUT }
     }
-    Ok(Bounded { text: String::from_utf8_lossy(&out).into_owned(), code: status.code(), truncated })
+
+    /// The exit codes that mean success (`[0]` unless told).
+    pub fn accept(mut self, codes: &'a [i32]) -> Self {
+        self.success = codes;
+        self
+    }
+
+    /// One more variable in git's environment.
+    pub fn env(mut self, name: &'a str, value: &'a std::ffi::OsStr) -> Self {
+        self.env.push((name, value));
+        self
+    }
+
+    /// Runs no hook (`-c core.hooksPath=/dev/null`): for the commands a
+    /// workspace action runs on the user's behalf (docs/WORKSPACES.md).
+    pub fn hooks_off(mut self) -> Self {
+        self.hooks_off = true;
+        self
+    }
+
+    /// Another deadline than [`GIT_TIMEOUT`].
+    pub fn limit(mut self, limit: Duration) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Runs `git args…`: its output, or why not. Output over
+    /// [`MAX_OUTPUT`] is an error, as for [`git`].
+    pub async fn run(&self, args: &[&str]) -> Result<Output, GitError> {
+        let out = self.run_capped(args, MAX_OUTPUT).await?;
+        if out.truncated {
+            return Err(GitError::TooMuchOutput { command: command_name(args), limit: MAX_OUTPUT });
+        }
+        Ok(Output { text: out.text, code: out.code })
+    }
+
+    async fn run_capped(&self, args: &[&str], cap: usize) -> Result<Bounded, GitError> {
+        use tokio::io::AsyncReadExt;
+        let mut command = tokio::process::Command::new("git");
+        command.arg("-C").arg(self.dir);
+        if self.hooks_off {
+            command.args(["-c", "core.hooksPath=/dev/null"]);
+        }
+        command
+            .args(args)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env_remove("GIT_INDEX_FILE")
+            .envs(self.env.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let success = self.success;
+        let limit = self.limit;
+        let mut child = command.spawn().map_err(|source| GitError::Spawn { source })?;
+        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+            return Err(GitError::NoPipes);
+        };
+        let work = async {
+            let mut out = Vec::new();
+            let mut err = Vec::new();
+            // Both pipes at once, so that git never blocks on a full one; what
+            // is past the stderr cap is read and dropped.
+            let reading = async {
+                let read = stdout.take(cap as u64 + 1).read_to_end(&mut out).await;
+                if out.len() > cap {
+                    // Over the cap: git is stopped, nothing more is read.
+                    let _ = child.start_kill();
+                }
+                read
+            };
+            let draining = async {
+                let mut stderr = stderr;
+                (&mut stderr).take(MAX_STDERR as u64).read_to_end(&mut err).await?;
+                tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await?;
+                std::io::Result::Ok(())
+            };
+            let (read, _) = tokio::join!(reading, draining);
+            read.map_err(|source| GitError::Read { source })?;
+            let truncated = out.len() > cap;
+            out.truncate(cap);
+            let status = child.wait().await.map_err(|source| GitError::Spawn { source })?;
+            Ok::<_, GitError>((out, err, status, truncated))
+        };
+        let (out, err, status, truncated) = match tokio::time::timeout(limit, work).await {
+            Ok(result) => result?,
+            Err(_) => {
+                return Err(GitError::TimedOut { command: command_name(args), limit });
+            }
+        };
+        if !truncated && !status.code().is_some_and(|code| success.contains(&code)) {
+            let stderr = String::from_utf8_lossy(&err);
+            let first = stderr.lines().find(|line| !line.trim().is_empty()).unwrap_or("failed");
+            let stderr = first.trim().to_owned();
+            return Err(GitError::Failed { command: command_name(args), stderr });
+        }
+        Ok(Bounded {
+            text: String::from_utf8_lossy(&out).into_owned(),
+            code: status.code(),
+            truncated,
+        })
+    }
 }
 
 /// The git command `args` run, as errors name it (`worktree`, `diff`…).

@@ -11,14 +11,20 @@
 //! (`workspace.create`: a new worktree), `launch.rs` (an agent in a
 //! workspace, and `workspace.attach`), `status.rs` (`workspace.list`,
 //! `workspace.status` and what git and the agents say of a worktree now),
-//! `retire.rs` (`workspace.retire` and what it proves first) and `git.rs`
-//! (the `git` command itself); `error.rs` holds every reason a command is
-//! refused and how it reads on the wire.
+//! `retire.rs` (`workspace.retire` and what it proves first), the actions
+//! on a workspace's work, each previewed first (`actions.rs` for what they
+//! share; `commit.rs`, `merge.rs`, `push.rs`) and `git.rs` (the `git`
+//! command itself); `error.rs` holds every reason a command is refused and
+//! how it reads on the wire.
 
+mod actions;
+mod commit;
 mod create;
 mod error;
 pub mod git;
 mod launch;
+mod merge;
+mod push;
 mod records;
 mod retire;
 mod status;
