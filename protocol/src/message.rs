@@ -15,6 +15,7 @@ use crate::agent::{
 use crate::approvals::ApprovalList;
 use crate::envelope::{MessageSet, PayloadError, Scope, payload};
 use crate::error::WireError;
+use crate::search::SearchQuery;
 use crate::orchestrator::{
     AgentActivity, AgentAttach, AgentCreate, AgentExited, AgentKill, AgentSpawned,
     AgentStatusChanged, AgentStatusQuery, AgentTarget, DaemonShutdown, RevokeSession,
@@ -150,6 +151,8 @@ message_set! {
         SessionActivate(SessionActivate) = "session.activate", Registry, required;
         // The runtimes agents may run (CONTRACT.md).
         RuntimeList(Empty) = "runtime.list", Registry, required;
+        // Shard extension: full-text search across every agent's sessions.
+        SearchQuery(SearchQuery) = "search.query", Registry, required;
     }
 }
 
