@@ -2,7 +2,8 @@
 //! Whether the user is "there" changes only when they scroll; when the
 //! content grows, a `ResizeObserver` (at most once a frame, after layout,
 //! never once per delta) brings the end back into view. Once the user
-//! scrolls up, nothing moves under them.
+//! scrolls up, or while the view shows a window that is not the end (paged
+//! back, or moved to a row found), nothing moves under them.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -18,8 +19,13 @@ fn at_end(scroller: &HtmlDivElement) -> bool {
     scroller.scroll_height() - scroller.scroll_top() - scroller.client_height() <= SLACK_PX
 }
 
-/// Keeps `scroller` at its end while the user is at it, as `content` grows.
-pub fn stick_to_end(scroller: HtmlDivElement, content: HtmlDivElement) {
+/// Keeps `scroller` at its end while the user is at it and `following`
+/// says the view shows the end, as `content` grows.
+pub fn stick_to_end(
+    scroller: HtmlDivElement,
+    content: HtmlDivElement,
+    following_end: impl Fn() -> bool + 'static,
+) {
     let following = Rc::new(Cell::new(true));
     // Where this code last put the view: its own scroll is not the user's,
     // even when the content grew again before the event came.
@@ -36,7 +42,7 @@ pub fn stick_to_end(scroller: HtmlDivElement, content: HtmlDivElement) {
     let on_resize = {
         let scroller = scroller.clone();
         Closure::<dyn FnMut()>::new(move || {
-            if following.get() {
+            if following.get() && following_end() {
                 scroller.set_scroll_top(scroller.scroll_height());
                 ours.set(scroller.scroll_top());
             }

@@ -9,6 +9,7 @@
 use leptos::prelude::{GetUntracked, untrack};
 use shard_protocol::agent::{PendingKind, UiKind};
 use shard_protocol::message::Response;
+use shard_protocol::orchestrator::SessionActivateResult;
 use shard_protocol::types::{AgentStatus, RuntimeState};
 use shard_protocol::{Envelope, ServerMessage};
 
@@ -47,6 +48,8 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
             if mine {
                 let pending = state.screen.synced(sync, envelope.seq);
                 state.questions.synced(&agent_id, pending);
+                // A search result waiting for this transcript.
+                state.seek(&agent_id);
             } else {
                 state.questions.peeked(&agent_id, sync.pending_requests);
             }
@@ -253,11 +256,17 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
                 state.questions.peek_failed(&agent_id);
             }
         }
+        Request::Search { query } => state.search.answered(query, &response),
+        request @ Request::Activate { .. } => {
+            if let Ok(switched) = response.data::<SessionActivateResult>() {
+                state.find.activated(&switched.session_id);
+            }
+            state.ledger.answered(request, response);
+        }
         request @ (Request::UsageAgent { .. }
         | Request::Sessions { .. }
         | Request::Fork { .. }
         | Request::Compact { .. }
-        | Request::Activate { .. }
         | Request::Approvals { .. }) => state.ledger.answered(request, response),
         Request::Borrow | Request::Detach | Request::Command => state.link.answered(&response),
     }
