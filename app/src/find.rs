@@ -169,8 +169,7 @@ impl Find {
     /// transcript its `sync` brings.
     pub fn activated(&self, session_id: &str) {
         self.target.update_value(|target| {
-            if let Some(target) = target.as_mut().filter(|target| target.session_id == session_id)
-            {
+            if let Some(target) = target.as_mut().filter(|target| target.session_id == session_id) {
                 target.active = true;
             }
         });
@@ -180,9 +179,9 @@ impl Find {
     /// there already): the result waiting for it is marked. Returns what
     /// to tell the user when its message is not there.
     pub fn seek(&self, agent_id: &str) -> Option<&'static str> {
-        let wanted = self
-            .target
-            .with_value(|target| target.as_ref().is_some_and(|t| t.active && t.agent_id == agent_id));
+        let wanted = self.target.with_value(|target| {
+            target.as_ref().is_some_and(|t| t.active && t.agent_id == agent_id)
+        });
         if !wanted {
             return None;
         }

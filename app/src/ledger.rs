@@ -78,7 +78,10 @@ impl Ledger {
     /// screen: the sessions panel opens and offers the switch.
     pub fn offer_session(&self, session_id: &str) {
         self.elsewhere.set(Some(session_id.to_owned()));
-        self.tell("That message is in another session of this agent: switch to it to see it.", false);
+        self.tell(
+            "That message is in another session of this agent: switch to it to see it.",
+            false,
+        );
         self.sessions_open.set(true);
         self.fetch_sessions();
     }

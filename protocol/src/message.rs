@@ -15,12 +15,12 @@ use crate::agent::{
 use crate::approvals::ApprovalList;
 use crate::envelope::{MessageSet, PayloadError, Scope, payload};
 use crate::error::WireError;
-use crate::search::SearchQuery;
 use crate::orchestrator::{
     AgentActivity, AgentAttach, AgentCreate, AgentExited, AgentKill, AgentSpawned,
     AgentStatusChanged, AgentStatusQuery, AgentTarget, DaemonShutdown, RevokeSession,
     SessionActivate,
 };
+use crate::search::SearchQuery;
 use crate::subagent::{
     SubagentCreate, SubagentRelaunch, SubagentRunChanged, SubagentStatus, SubagentSteer,
     SubagentStop, SubagentWait,

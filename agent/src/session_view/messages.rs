@@ -235,8 +235,11 @@ mod tests {
         assert!(!read.more);
 
         // The writer finishes the line: only it is read.
-        std::fs::write(&path, format!("{}{}", &text[..text.len() - torn.len()], user("e-3", "now")))
-            .expect("write");
+        std::fs::write(
+            &path,
+            format!("{}{}", &text[..text.len() - torn.len()], user("e-3", "now")),
+        )
+        .expect("write");
         let next = read_messages_at(&path, read.offset, u64::MAX).expect("read");
         assert_eq!(next.messages.len(), 1);
         assert_eq!(next.messages[0].text, "now");

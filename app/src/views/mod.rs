@@ -36,9 +36,9 @@ pub use phone::PhoneBar;
 #[cfg(feature = "hydrate")]
 pub use phone::reveal;
 pub use questions::{Inbox, QuestionDialog};
-pub use search::{SearchButton, SearchPanel, open_find};
 #[cfg(feature = "hydrate")]
 pub use search::open_search;
+pub use search::{SearchButton, SearchPanel, open_find};
 
 use crate::state::ClientState;
 

@@ -51,7 +51,8 @@ fn focus(selector: &'static str) {
     use wasm_bindgen::JsCast;
     request_animation_frame(move || {
         let found = document().query_selector(selector).ok().flatten();
-        if let Some(input) = found.and_then(|found| found.dyn_into::<web_sys::HtmlInputElement>().ok())
+        if let Some(input) =
+            found.and_then(|found| found.dyn_into::<web_sys::HtmlInputElement>().ok())
         {
             let _ = input.focus();
             input.select();
@@ -101,7 +102,8 @@ fn SearchOutcome() -> impl IntoView {
         }
         Outcome::Found(groups) => {
             let count: usize = groups.iter().map(|group| group.hits.len()).sum();
-            let label = if count == 1 { "1 message".to_owned() } else { format!("{count} messages") };
+            let label =
+                if count == 1 { "1 message".to_owned() } else { format!("{count} messages") };
             view! {
                 <p class="search-status" role="status">{label}</p>
                 <div class="search-results">
@@ -157,11 +159,7 @@ fn HitView(hit: SearchHit) -> impl IntoView {
 
 /// A piece of a snippet: text, the words that matched marked.
 fn part(part: SnippetPart) -> AnyView {
-    if part.hit {
-        view! { <mark>{part.text}</mark> }.into_any()
-    } else {
-        part.text.into_any()
-    }
+    if part.hit { view! { <mark>{part.text}</mark> }.into_any() } else { part.text.into_any() }
 }
 
 /// The find bar of the agent on screen: the text, "n of m", and steps

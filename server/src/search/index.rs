@@ -398,7 +398,8 @@ mod tests {
         assert_eq!(index.read_to("sess-1").expect("read"), 100);
 
         // Two more: the oldest message goes; a message read again is not doubled.
-        let more = vec![said("e-2", 2, "naïve café"), said("e-3", 3, "deploy"), said("e-4", 4, "x")];
+        let more =
+            vec![said("e-2", 2, "naïve café"), said("e-3", 3, "deploy"), said("e-4", 4, "x")];
         index.add("sess-1", "agent-1", &read(200, more)).expect("add");
         assert_eq!(index.size().0, 3);
         assert_eq!(entries(&search(&index, "deploy")), ["e-3"]);

@@ -33,8 +33,8 @@ use shard_agent::session_view::{self, SessionError};
 use tokio::sync::oneshot;
 
 pub use self::error::SearchError;
-pub use self::index::{Found, MESSAGE_BYTES, SearchLimits};
 use self::index::Index;
+pub use self::index::{Found, MESSAGE_BYTES, SearchLimits};
 
 /// Jobs waiting for the search thread: queries from every connection and
 /// the daemon's catch-up. Queries take milliseconds, so 64 waiting means a
@@ -103,8 +103,9 @@ impl Search {
             backlog: VecDeque::new(),
             index: Err(String::from("not opened yet")),
         };
-        let spawned =
-            std::thread::Builder::new().name("search-index".into()).spawn(move || worker.run(receiver));
+        let spawned = std::thread::Builder::new()
+            .name("search-index".into())
+            .spawn(move || worker.run(receiver));
         if let Err(error) = spawned {
             tracing::error!(%error, "cannot start the search thread: search is unavailable");
         }
@@ -265,19 +266,16 @@ impl Worker {
         let Ok(index) = &mut self.index else { return };
         let result = (|| -> Result<bool, SearchError> {
             let offset = index.read_to(&task.session_id)?;
-            let read = match session_view::read_messages(
-                &self.home,
-                &task.session_id,
-                offset,
-                STEP_BYTES,
-            ) {
-                Ok(read) => read,
-                Err(SessionError::NotFound(_)) => {
-                    index.forget(&task.session_id)?;
-                    return Ok(false);
-                }
-                Err(error) => return Err(SearchError::Unavailable(error.to_string())),
-            };
+            let read =
+                match session_view::read_messages(&self.home, &task.session_id, offset, STEP_BYTES)
+                {
+                    Ok(read) => read,
+                    Err(SessionError::NotFound(_)) => {
+                        index.forget(&task.session_id)?;
+                        return Ok(false);
+                    }
+                    Err(error) => return Err(SearchError::Unavailable(error.to_string())),
+                };
             if read.shrunk {
                 index.forget(&task.session_id)?;
                 return Ok(true);
@@ -344,9 +342,8 @@ impl Worker {
             }
         }
         if !stored.partial {
-            orphans.extend(
-                indexed.keys().filter(|id| !lineage_of.contains_key(id.as_str())).cloned(),
-            );
+            orphans
+                .extend(indexed.keys().filter(|id| !lineage_of.contains_key(id.as_str())).cloned());
         }
         for session_id in orphans {
             if let Err(error) = index.forget(&session_id) {

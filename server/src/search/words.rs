@@ -17,7 +17,9 @@ pub const HIT_END: char = '\u{3}';
 
 /// The FTS5 `MATCH` expression for `text`, or `None` when it holds no
 /// word (no letter or digit): such a query could only match nothing.
+/// Control characters part words, as they do in indexed text.
 pub fn expression(text: &str) -> Option<String> {
+    let text = indexable(text);
     let words: Vec<&str> = text
         .split_whitespace()
         .filter(|word| word.chars().any(char::is_alphanumeric))
