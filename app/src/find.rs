@@ -6,6 +6,10 @@
 //!
 //! A search result (crate::search) is a row to bring into view too: its
 //! message is a [`Target`], marked once a `sync` of its session holds it.
+//!
+//! A marked row holds the view: the transcript stops following its end
+//! until the mark goes (the find bar closed, a prompt sent, "Jump to the
+//! latest", another agent opened).
 
 use leptos::prelude::*;
 
@@ -73,6 +77,14 @@ impl Find {
         self.hits.set(Vec::new());
         self.current.set(None);
         self.marked.set(None);
+    }
+
+    /// The user went back to the end (sent a prompt): no row holds the
+    /// view any more.
+    pub fn unmark(&self) {
+        if self.marked.get_untracked().is_some() {
+            self.marked.set(None);
+        }
     }
 
     pub fn close(&self) {

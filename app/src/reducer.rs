@@ -247,6 +247,10 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
         | Request::Levels { .. }
         | Request::Commands { .. }) => state.screen.catalog_answered(request, response),
         Request::Prompt { agent_id, text, queued } => {
+            // Sent and shown: the view goes back to the end, unheld.
+            if response.success() && state.screen.shows(&agent_id) {
+                state.find.unmark();
+            }
             state.screen.prompted(Sent { agent_id, text, queued }, &response, &state.roster)
         }
         Request::Recall { agent_id } => state.screen.recalled(&agent_id, &response, &state.ledger),

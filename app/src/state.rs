@@ -123,7 +123,9 @@ impl ClientState {
         if !hit.active {
             self.ledger.offer_session(&hit.session_id);
         } else if already {
-            self.seek(&hit.agent_id);
+            // Rows this tab showed before their entries were known (its own
+            // prompts) learn them from a sync, which then marks the message.
+            self.screen.resync(&hit.agent_id);
         }
     }
 

@@ -22,7 +22,8 @@ use crate::transcript::{self, Message, PAGE_ROWS, Row, RowKind, TextBlock};
 
 #[component]
 pub fn Transcript() -> impl IntoView {
-    let screen = state().screen;
+    let (screen, find) = (state().screen, state().find);
+    let marked = find.marked;
     let rows = screen.transcript;
     let start = screen.window_start;
     let range = Memo::new(move |_| transcript::shown(start.get(), rows.with(Vec::len)));
@@ -44,8 +45,10 @@ pub fn Transcript() -> impl IntoView {
         }
         match (scroller.get(), content.get()) {
             (Some(scroller), Some(content)) => {
-                // Paged back (or moved to a row found): nothing follows the end.
-                let following = move || start.get_untracked().is_none();
+                // Paged back, or a row marked (found, or a search result's
+                // message): nothing follows the end until the mark goes.
+                let following =
+                    move || start.get_untracked().is_none() && marked.get_untracked().is_none();
                 crate::follow::stick_to_end(scroller, content, following);
                 true
             }
@@ -64,7 +67,6 @@ pub fn Transcript() -> impl IntoView {
     });
     // A row marked by a find or a search result: into view, once the
     // window holding it is rendered.
-    let find = state().find;
     Effect::new(move |_| {
         find.reveal.track();
         let Some(key) = find.marked.get_untracked() else { return };
@@ -73,7 +75,6 @@ pub fn Transcript() -> impl IntoView {
         #[cfg(not(feature = "hydrate"))]
         let _ = key;
     });
-    let marked = find.marked;
     view! {
         <div class="transcript" node_ref=scroller data-rows=move || rows.with(Vec::len).to_string()>
             <div class="rows" node_ref=content>
@@ -94,7 +95,7 @@ pub fn Transcript() -> impl IntoView {
                 <Show when=move || { later() > 0 }>
                     <div class="page later">
                         <button on:click=show_later>{move || format!("Show later ({} more)", later())}</button>
-                        <button on:click=move |_| start.set(None)>"Jump to the latest"</button>
+                        <button on:click=move |_| { marked.set(None); start.set(None); }>"Jump to the latest"</button>
                     </div>
                 </Show>
             </div>
