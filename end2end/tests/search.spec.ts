@@ -28,13 +28,13 @@ test('a search result opens its agent with the message marked in view', async ({
   const group = tab.locator('.search-group', { has: tab.locator('h3', { hasText: 'vicuna-sought' }) });
   await expect(group.locator('.search-hit')).toHaveCount(2);
   await expect(tab.locator('.search-status')).toHaveText('2 messages');
-  await expect(group.locator('.search-hit mark').first()).toHaveText(/wombat/i);
-  // Never markup from the server: the snippet is text with <mark>s.
-  expect(await group.locator('.search-snippet').first().evaluate((element) => [...element.children].every((child) => child.tagName === 'MARK'))).toBe(true);
+  await expect(group.locator('.search-snippet .hit').first()).toHaveText(/wombat/i);
+  // Never markup from the server: the snippet is text in spans.
+  expect(await group.locator('.search-snippet').first().evaluate((element) => [...element.children].every((child) => child.tagName === 'SPAN' && child.children.length === 0))).toBe(true);
 
   // The prompt's result: its agent opens, the message marked and in view.
   await group.locator('.search-hit', { has: tab.locator('.search-who', { hasText: 'you' }) }).click();
-  await expect(tab.locator('.search-panel')).toHaveCount(0);
+  await expect(tab.locator('.search-panel')).toBeHidden();
   await expect(tab.locator('.agent-view h2')).toHaveText('vicuna-sought');
   const marked = tab.locator('.transcript .row.marked > .message');
   await expect(marked).toHaveCount(1);
@@ -61,7 +61,7 @@ test('a search result opens its agent with the message marked in view', async ({
   await box.fill('zzzz-nothing-like-it');
   await expect(tab.locator('.search-status')).toHaveText('No message has these words.');
   await box.press('Escape');
-  await expect(tab.locator('.search-panel')).toHaveCount(0);
+  await expect(tab.locator('.search-panel')).toBeHidden();
   await context.close();
 });
 
@@ -117,13 +117,13 @@ test('find in the transcript reaches a message far outside the rendered rows and
   await expect(tab.locator('.find-count')).toHaveText('no match');
   await expect(transcript.locator('.row.marked')).toHaveCount(0);
   await find.press('Escape');
-  await expect(find).toHaveCount(0);
+  await expect(find).toBeHidden();
 
   // The Find button opens it too, and another agent on screen closes it.
   await tab.getByRole('button', { name: 'Find', exact: true }).click();
   await expect(find).toBeFocused();
   await createAgent(tab, project(), 'vicuna-other');
-  await expect(find).toHaveCount(0);
+  await expect(find).toBeHidden();
   await openAgent(tab, 'vicuna-scroll');
   await context.close();
 });

@@ -833,8 +833,16 @@ fn typing_in_the_search_box_keeps_one_query_out_and_drops_stale_answers() {
     // A refusal is said; an empty box asks nothing.
     state.search.typed("*".into());
     let refused = take(&sent);
-    answer(&state, &refused, "search.query", json!({"error": {"code": "INVALID_REQUEST", "message": "no words"}}));
-    assert_eq!(state.search.outcome.get_untracked(), crate::search::Outcome::Failed("no words".into()));
+    answer(
+        &state,
+        &refused,
+        "search.query",
+        json!({"error": {"code": "INVALID_REQUEST", "message": "no words"}}),
+    );
+    assert_eq!(
+        state.search.outcome.get_untracked(),
+        crate::search::Outcome::Failed("no words".into())
+    );
     state.search.typed("  ".into());
     assert!(take(&sent).is_empty());
     assert_eq!(state.search.outcome.get_untracked(), crate::search::Outcome::Nothing);
@@ -853,7 +861,14 @@ fn a_search_result_opens_its_agent_and_marks_its_message_once_the_sync_holds_it(
     assert_eq!(state.screen.selected.get_untracked().as_deref(), Some(AGENT));
     assert!(take(&sent).iter().any(|frame| frame["type"] == "agent.attach"));
     assert_eq!(marked_entry(&state), None, "nothing to mark before the sync");
-    feed(&state, sync(0, vec![entry("e-1", "hello"), entry("e-2", "the wombat"), assistant("e-3", "ok")], vec![]));
+    feed(
+        &state,
+        sync(
+            0,
+            vec![entry("e-1", "hello"), entry("e-2", "the wombat"), assistant("e-3", "ok")],
+            vec![],
+        ),
+    );
     assert_eq!(marked_entry(&state).as_deref(), Some("e-2"));
     // Sent a prompt: the mark lets the view follow the end again.
     assert!(state.screen.prompt("more", None));
@@ -897,8 +912,12 @@ fn a_result_in_another_session_waits_for_the_switch_to_it() {
     assert_eq!(marked_entry(&state), None, "not that session's e-2");
     state.ledger.activate_session("sess-old");
     let asked = take(&sent);
-    answer(&state, &asked, "session.activate",
-        json!({"agent_id": AGENT, "session_id": "sess-old", "previous_session_id": "sess-now"}));
+    answer(
+        &state,
+        &asked,
+        "session.activate",
+        json!({"agent_id": AGENT, "session_id": "sess-old", "previous_session_id": "sess-now"}),
+    );
     assert_eq!(state.ledger.elsewhere.get_untracked(), None);
     feed(&state, sync(1, vec![entry("e-1", "then"), entry("e-2", "the wombat")], vec![]));
     assert_eq!(marked_entry(&state).as_deref(), Some("e-2"));
@@ -922,7 +941,10 @@ fn find_sees_the_whole_transcript_and_moves_the_window_to_what_it_marks() {
     let start = state.screen.window_start.get_untracked();
     assert!(crate::transcript::shown(start, 402).contains(&0), "{start:?}");
     find.step(true);
-    assert_eq!((find.count_label().as_str(), marked_entry(&state).as_deref()), ("2 of 2", Some("e-401")));
+    assert_eq!(
+        (find.count_label().as_str(), marked_entry(&state).as_deref()),
+        ("2 of 2", Some("e-401"))
+    );
     let start = state.screen.window_start.get_untracked();
     assert!(crate::transcript::shown(start, 402).contains(&401), "{start:?}");
     find.step(true);

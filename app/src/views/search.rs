@@ -6,13 +6,14 @@
 //! its button in the agent's header.
 
 use leptos::prelude::*;
-use shard_protocol::search::{SearchHit, SnippetPart};
+use shard_protocol::search::SearchHit;
 use shard_protocol::types::Role;
 
 use super::state;
 use crate::find::Find;
 use crate::screen::Screen;
 use crate::search::{Group, Outcome, Search};
+use crate::state::ClientState;
 
 /// The header's button.
 #[component]
@@ -60,110 +61,100 @@ fn focus(selector: &'static str) {
     });
 }
 
+/// The search panel: always in the page, hidden while closed (showing and
+/// hiding it costs the bundle less than mounting it).
 #[component]
 pub fn SearchPanel() -> impl IntoView {
-    let search = state().search;
-    let close = move || search.open.set(false);
+    let state = state();
+    let search = state.search;
     let on_key = move |event: leptos::ev::KeyboardEvent| {
         if event.key() == "Escape" {
             event.prevent_default();
-            close();
+            search.open.set(false);
         }
     };
+    let status = move || search.outcome.with(status_of);
+    let failed = move || search.outcome.with(|outcome| matches!(outcome, Outcome::Failed(_)));
+    let results = move || {
+        let groups = search.outcome.with(|outcome| match outcome {
+            Outcome::Found(groups) => groups.clone(),
+            _ => Vec::new(),
+        });
+        groups.into_iter().map(|group| group_view(&state, group)).collect_view()
+    };
     view! {
-        <Show when=move || search.open.get()>
-            <section class="search-panel" role="dialog" aria-label="Search messages" on:keydown=on_key>
-                <div class="search-bar">
-                    <input id="search-input" type="search" aria-label="Search messages"
-                        placeholder="Search every agent's messages" autocomplete="off"
-                        prop:value=search.text
-                        on:input=move |event| search.typed(event_target_value(&event))/>
-                    <button type="button" class="search-close" on:click=move |_| close()>"Close"</button>
-                </div>
-                <SearchOutcome/>
-            </section>
-        </Show>
-    }
-}
-
-#[component]
-fn SearchOutcome() -> impl IntoView {
-    let search = state().search;
-    move || match search.outcome.get() {
-        Outcome::Nothing => {
-            view! { <p class="search-status">"Words from any agent's messages."</p> }.into_any()
-        }
-        Outcome::Searching => view! { <p class="search-status">"Searching…"</p> }.into_any(),
-        Outcome::Failed(why) => {
-            view! { <p class="search-status error" role="alert">{why}</p> }.into_any()
-        }
-        Outcome::Found(groups) if groups.is_empty() => {
-            view! { <p class="search-status">"No message has these words."</p> }.into_any()
-        }
-        Outcome::Found(groups) => {
-            let count: usize = groups.iter().map(|group| group.hits.len()).sum();
-            let label =
-                if count == 1 { "1 message".to_owned() } else { format!("{count} messages") };
-            view! {
-                <p class="search-status" role="status">{label}</p>
-                <div class="search-results">
-                    {groups.into_iter().map(|group| view! { <GroupView group=group/> }).collect_view()}
-                </div>
-            }
-            .into_any()
-        }
-    }
-}
-
-#[component]
-fn GroupView(group: Group) -> impl IntoView {
-    let roster = state().roster;
-    let name = shard_protocol::display::escaped(
-        &group
-            .hits
-            .first()
-            .and_then(|hit| hit.agent_name.clone())
-            .unwrap_or_else(|| roster.name_of(&group.agent_id)),
-    );
-    view! {
-        <section class="search-group" data-agent-id=group.agent_id.clone()>
-            <h3>{name}</h3>
-            <ul>
-                {group.hits.into_iter().map(|hit| view! { <HitView hit=hit/> }).collect_view()}
-            </ul>
+        <section class="search-panel" role="dialog" aria-label="Search messages"
+            hidden=move || !search.open.get() on:keydown=on_key>
+            <div class="search-bar">
+                <input id="search-input" type="search" aria-label="Search messages"
+                    placeholder="Search every agent's messages" autocomplete="off"
+                    prop:value=search.text
+                    on:input=move |event| search.typed(event_target_value(&event))/>
+                <button type="button" on:click=move |_| search.open.set(false)>"Close"</button>
+            </div>
+            <p class="search-status" class:error=failed role="status">{status}</p>
+            <div class="search-results">{results}</div>
         </section>
     }
 }
 
-#[component]
-fn HitView(hit: SearchHit) -> impl IntoView {
-    let state = state();
-    let who = match hit.role {
-        Role::Assistant => "agent",
-        _ => "you",
-    };
-    let elsewhere = (!hit.active).then(|| view! { <span class="badge">"other session"</span> });
-    let snippet = hit.snippet.clone().into_iter().map(part).collect_view();
-    let entry = hit.entry_id.clone();
-    let open = move |_| state.open_hit(&hit);
+/// The line above the results.
+fn status_of(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Nothing => "Words from any agent's messages.".to_owned(),
+        Outcome::Searching => "Searching…".to_owned(),
+        Outcome::Failed(why) => why.clone(),
+        Outcome::Found(groups) => match groups.iter().map(|group| group.hits.len()).sum() {
+            0 => "No message has these words.".to_owned(),
+            1 => "1 message".to_owned(),
+            count => format!("{count} messages"),
+        },
+    }
+}
+
+/// One agent's results under its name.
+fn group_view(state: &ClientState, group: Group) -> impl IntoView + use<> {
+    let name = group
+        .hits
+        .first()
+        .and_then(|hit| hit.agent_name.clone())
+        .unwrap_or_else(|| state.roster.name_of(&group.agent_id));
+    let hits = group.hits.into_iter().map(|hit| hit_view(state.clone(), hit)).collect_view();
+    view! {
+        <section class="search-group" data-agent-id=group.agent_id>
+            <h3>{shard_protocol::display::escaped(&name)}</h3>
+            <ul>{hits}</ul>
+        </section>
+    }
+}
+
+/// One result: who said it, whether it is in another session of the
+/// agent, and its snippet, the words that matched marked (as text).
+fn hit_view(state: ClientState, hit: SearchHit) -> impl IntoView + use<> {
+    let who = if hit.role == Role::Assistant { "agent" } else { "you" };
+    let parts = hit
+        .snippet
+        .iter()
+        .map(|part| {
+            let class = if part.hit { "hit" } else { "" };
+            view! { <span class=class>{part.text.clone()}</span> }
+        })
+        .collect_view();
+    let (entry, active) = (hit.entry_id.clone(), hit.active);
     view! {
         <li>
-            <button type="button" class="search-hit" data-entry-id=entry on:click=open>
+            <button type="button" class="search-hit" data-entry-id=entry
+                on:click=move |_| state.open_hit(&hit)>
                 <span class="search-who">{who}</span>
-                {elsewhere}
-                <span class="search-snippet">{snippet}</span>
+                <span class="badge" hidden=active>"other session"</span>
+                <span class="search-snippet">{parts}</span>
             </button>
         </li>
     }
 }
 
-/// A piece of a snippet: text, the words that matched marked.
-fn part(part: SnippetPart) -> AnyView {
-    if part.hit { view! { <mark>{part.text}</mark> }.into_any() } else { part.text.into_any() }
-}
-
 /// The find bar of the agent on screen: the text, "n of m", and steps
-/// through the rows that hold it (Enter, Shift+Enter).
+/// through the rows that hold it (Enter, Shift+Enter). Hidden while closed.
 #[component]
 pub fn FindBar() -> impl IntoView {
     let find = state().find;
@@ -178,20 +169,17 @@ pub fn FindBar() -> impl IntoView {
         }
         _ => {}
     };
-    let count = move || find.count_label();
     view! {
-        <Show when=move || find.open.get()>
-            <form class="find-bar" role="search" aria-label="Find in the transcript"
-                on:submit=move |event| event.prevent_default()>
-                <input id="find-input" type="search" aria-label="Find in the transcript"
-                    placeholder="Find in this transcript" autocomplete="off"
-                    prop:value=find.text on:input=move |event| find.find(event_target_value(&event))
-                    on:keydown=on_key/>
-                <span class="find-count" aria-live="polite">{count}</span>
-                <button type="button" on:click=move |_| find.step(false) aria-label="Previous match">"↑"</button>
-                <button type="button" on:click=move |_| find.step(true) aria-label="Next match">"↓"</button>
-                <button type="button" on:click=move |_| find.close()>"Close"</button>
-            </form>
-        </Show>
+        <form class="find-bar" role="search" aria-label="Find in the transcript"
+            hidden=move || !find.open.get() on:submit=move |event| event.prevent_default()>
+            <input id="find-input" type="search" aria-label="Find in the transcript"
+                placeholder="Find in this transcript" autocomplete="off"
+                prop:value=find.text on:input=move |event| find.find(event_target_value(&event))
+                on:keydown=on_key/>
+            <span class="find-count" aria-live="polite">{move || find.count_label()}</span>
+            <button type="button" on:click=move |_| find.step(false) aria-label="Previous match">"↑"</button>
+            <button type="button" on:click=move |_| find.step(true) aria-label="Next match">"↓"</button>
+            <button type="button" on:click=move |_| find.close()>"Close"</button>
+        </form>
     }
 }
