@@ -401,4 +401,20 @@ mod tests {
         let itself = Standing { is_the_agent: true, ..stranger };
         assert_eq!(code(Attachment::Act, itself), Ok(Grant::Whole));
     }
+
+    #[test]
+    fn searching_transcripts_needs_no_attachment_and_is_not_for_agents() {
+        let query = shard_protocol::search::SearchQuery {
+            query: "words".to_owned(),
+            limit: None,
+            agent_id: Some("agent-1".to_owned()),
+        };
+        let search = rule(&ClientMessage::SearchQuery(query.clone()));
+        assert_eq!(search.reach, Reach::People);
+        assert_eq!(search.attachment, Attachment::None, "attaching, to read, needs none");
+        assert_eq!(search.answering, Answering::Background, "it waits for the index");
+        assert_eq!(subject(&ClientMessage::SearchQuery(query)), None, "`agent_id` only filters");
+        let error = WireError::from(CommandError::NotForAgents("search.query"));
+        assert_eq!(error.code, ErrorCode::PermissionDenied);
+    }
 }
