@@ -1,13 +1,19 @@
 //! What a supervisor may know of an agent's session, and the only door
 //! through which the daemon touches one: create a session for a new agent,
 //! check that an existing one can be adopted, and follow a running agent's
-//! log to project its live window for `sync` (PROTOCOL.md §6.4). The log's
+//! log to project its live window for `sync` (PROTOCOL.md §6.4), and read
+//! the messages of every log for the search index ([`messages`]). The log's
 //! format, its entries and the window rules stay inside this crate.
+
+mod messages;
 
 use std::path::Path;
 
 use shard_protocol::agent::LiveWindow;
 
+pub use self::messages::{
+    LoggedMessage, MessagesRead, StoredSession, StoredSessions, read_messages, stored_sessions,
+};
 use crate::conversation::{self, Conversation, RecordedSettings};
 pub use crate::session_log::SessionError;
 use crate::session_log::{LogTail, find_session, read_log};

@@ -2,7 +2,8 @@
 //! Whether the user is "there" changes only when they scroll; when the
 //! content grows, a `ResizeObserver` (at most once a frame, after layout,
 //! never once per delta) brings the end back into view. Once the user
-//! scrolls up, nothing moves under them.
+//! scrolls up, or while the view shows a window that is not the end (paged
+//! back, or moved to a row found), nothing moves under them.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -19,10 +20,16 @@ fn at_end(scroller: &HtmlDivElement) -> bool {
     scroller.scroll_height() - scroller.scroll_top() - scroller.client_height() <= SLACK_PX
 }
 
-/// Keeps `scroller` at its end while the user is at it, as `content` grows;
-/// `away` says whether the user scrolled up from it (set only when that
-/// changes, never per scroll event).
-pub fn stick_to_end(scroller: HtmlDivElement, content: HtmlDivElement, away: RwSignal<bool>) {
+/// Keeps `scroller` at its end while the user is at it and
+/// `following_end` says the view shows the end, as `content` grows; `away`
+/// says whether the user scrolled up from it (set only when that changes,
+/// never per scroll event).
+pub fn stick_to_end(
+    scroller: HtmlDivElement,
+    content: HtmlDivElement,
+    following_end: impl Fn() -> bool + 'static,
+    away: RwSignal<bool>,
+) {
     let following = Rc::new(Cell::new(true));
     // Where this code last put the view: its own scroll is not the user's,
     // even when the content grew again before the event came.
@@ -43,7 +50,7 @@ pub fn stick_to_end(scroller: HtmlDivElement, content: HtmlDivElement, away: RwS
     let on_resize = {
         let scroller = scroller.clone();
         Closure::<dyn FnMut()>::new(move || {
-            if following.get() {
+            if following.get() && following_end() {
                 scroller.set_scroll_top(scroller.scroll_height());
                 ours.set(scroller.scroll_top());
             }

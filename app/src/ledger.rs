@@ -40,6 +40,8 @@ pub struct Ledger {
     pub note: RwSignal<Option<Note>>,
     /// The session a fork just made, offered to switch to.
     pub forked: RwSignal<Option<String>>,
+    /// The session a search result's message is in, offered to switch to.
+    pub elsewhere: RwSignal<Option<String>>,
     /// The agent on screen (the screen's): every panel is about it.
     on_screen: ReadSignal<Option<String>>,
     link: Link,
@@ -56,6 +58,7 @@ impl Ledger {
             approvals_open: RwSignal::new(false),
             note: RwSignal::new(None),
             forked: RwSignal::new(None),
+            elsewhere: RwSignal::new(None),
             on_screen,
             link,
         }
@@ -68,6 +71,19 @@ impl Ledger {
         self.approvals.set(None);
         self.note.set(None);
         self.forked.set(None);
+        self.elsewhere.set(None);
+    }
+
+    /// A search result is in `session_id`, another session of the agent on
+    /// screen: the sessions panel opens and offers the switch.
+    pub fn offer_session(&self, session_id: &str) {
+        self.elsewhere.set(Some(session_id.to_owned()));
+        self.tell(
+            "That message is in another session of this agent: switch to it to see it.",
+            false,
+        );
+        self.sessions_open.set(true);
+        self.fetch_sessions();
     }
 
     pub fn tell(&self, text: impl Into<String>, error: bool) {
@@ -244,6 +260,7 @@ impl Ledger {
                     self.tell("Switched sessions: the transcript follows.", false);
                 }
                 self.forked.set(None);
+                self.elsewhere.set(None);
                 self.fetch_sessions();
             }
             Err(error) => self.tell(format!("Could not switch sessions: {}", error.message), true),

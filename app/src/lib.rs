@@ -13,6 +13,7 @@
 
 #[cfg(feature = "hydrate")]
 mod client;
+mod find;
 #[cfg(feature = "hydrate")]
 mod follow;
 mod guard;
@@ -32,6 +33,7 @@ mod questions;
 mod reducer;
 mod roster;
 mod screen;
+mod search;
 mod state;
 mod transcript;
 mod views;
@@ -43,7 +45,8 @@ pub use link::Connection;
 pub use state::ClientState;
 use state::Pane;
 use views::{
-    AgentList, AgentView, CreateAgent, Inbox, PairDialog, PhoneBar, QuestionDialog, new_link,
+    AgentList, AgentView, CreateAgent, Inbox, PairDialog, PhoneBar, QuestionDialog, SearchButton,
+    SearchPanel, new_link,
 };
 
 /// The name of the bundle's files under `/pkg/` (`shard.js`,
@@ -145,6 +148,8 @@ pub fn App() -> impl IntoView {
     let notify_state = state.clone();
     let pairing = state.pairing;
     let notify_on = state.questions.notify;
+    #[cfg(feature = "hydrate")]
+    shortcuts(&state);
     // The tab's title counts open questions; the server renders "Shard".
     #[cfg(feature = "hydrate")]
     Effect::new(move |_| document().set_title(&title()));
@@ -153,6 +158,7 @@ pub fn App() -> impl IntoView {
     view! {
         <header class="topbar">
             <span class="brand">"Shard"</span>
+            <SearchButton/>
             <button class=move || { if pending() > 0 { "pending active" } else { "pending" } }
                 title="Open the approval inbox" on:click=move |_| show_inbox()>
                 {waiting}
@@ -188,11 +194,53 @@ pub fn App() -> impl IntoView {
                 </aside>
                 <AgentView/>
             </div>
+            <SearchPanel/>
             <QuestionDialog/>
             <PairDialog/>
         </main>
         <PhoneBar/>
     }
+}
+
+/// The page's keyboard shortcuts: `/` (when not typing) or Ctrl+K opens
+/// the search across every agent; Ctrl+F, with an agent on screen, its
+/// find bar, which sees the whole transcript where the browser's own find
+/// sees only the rows rendered.
+#[cfg(feature = "hydrate")]
+fn shortcuts(state: &ClientState) {
+    use wasm_bindgen::JsCast;
+    let (search, screen, find) = (state.search, state.screen, state.find);
+    let typing = || {
+        document().active_element().is_some_and(|element| {
+            matches!(element.tag_name().as_str(), "INPUT" | "TEXTAREA" | "SELECT")
+                || element
+                    .dyn_ref::<web_sys::HtmlElement>()
+                    .is_some_and(|element| element.is_content_editable())
+        })
+    };
+    // Dropping the handle leaves the listener: it lives as long as the page.
+    let _ = window_event_listener(leptos::ev::keydown, move |event| {
+        let command = event.ctrl_key() || event.meta_key();
+        let key = event.key();
+        if event.alt_key() || event.repeat() {
+            return;
+        }
+        let handled = match key.as_str() {
+            "k" | "K" if command => {
+                views::open_search(search);
+                true
+            }
+            "/" if !command && !typing() => {
+                views::open_search(search);
+                true
+            }
+            "f" | "F" if command && !event.shift_key() => views::open_find(screen, find),
+            _ => false,
+        };
+        if handled {
+            event.prevent_default();
+        }
+    });
 }
 
 /// What a browser without a live enrollment sees instead of the dashboard

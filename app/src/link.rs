@@ -136,6 +136,10 @@ pub enum Request {
     Approvals {
         agent_id: String,
     },
+    /// `search.query` for these words (trimmed).
+    Search {
+        query: String,
+    },
     /// A parent's jobs (`subagent.status`), merged into the jobs slice.
     Jobs,
     /// `workspace.list`: every workspace the daemon keeps.

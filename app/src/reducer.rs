@@ -9,6 +9,7 @@
 use leptos::prelude::{GetUntracked, Set, untrack};
 use shard_protocol::agent::{PendingKind, UiKind};
 use shard_protocol::message::Response;
+use shard_protocol::orchestrator::SessionActivateResult;
 use shard_protocol::types::{AgentStatus, RuntimeState};
 use shard_protocol::{Envelope, ServerMessage};
 
@@ -47,6 +48,8 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
             if mine {
                 let pending = state.screen.synced(sync, envelope.seq);
                 state.questions.synced(&agent_id, pending);
+                // A search result waiting for this transcript.
+                state.seek(&agent_id);
             } else {
                 state.questions.peeked(&agent_id, sync.pending_requests);
             }
@@ -247,6 +250,10 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
         | Request::Levels { .. }
         | Request::Commands { .. }) => state.screen.catalog_answered(request, response),
         Request::Prompt { agent_id, text, queued } => {
+            // Sent and shown: the view goes back to the end, unheld.
+            if response.success() && state.screen.shows(&agent_id) {
+                state.find.unmark();
+            }
             state.screen.prompted(Sent { agent_id, text, queued }, &response, &state.roster)
         }
         Request::Recall { agent_id } => state.screen.recalled(&agent_id, &response, &state.ledger),
@@ -256,11 +263,17 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
                 state.questions.peek_failed(&agent_id);
             }
         }
+        Request::Search { query } => state.search.answered(query, &response),
+        request @ Request::Activate { .. } => {
+            if let Ok(switched) = response.data::<SessionActivateResult>() {
+                state.find.activated(&switched.session_id);
+            }
+            state.ledger.answered(request, response);
+        }
         request @ (Request::UsageAgent { .. }
         | Request::Sessions { .. }
         | Request::Fork { .. }
         | Request::Compact { .. }
-        | Request::Activate { .. }
         | Request::Approvals { .. }) => state.ledger.answered(request, response),
         Request::Borrow | Request::Detach | Request::Command => state.link.answered(&response),
     }

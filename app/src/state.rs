@@ -2,16 +2,20 @@
 //! the server messages they care about: the roster (every agent), the
 //! screen (the agent on screen: its transcript, catalogs and drafts), the
 //! questions, the jobs, the workspaces and the ledger, and the link they
-//! all send through; and the pairing dialog's state. One `ClientState` is provided through Leptos context;
+//! all send through; the search across every agent and the find in the
+//! transcript on screen; and the pairing dialog's state. One `ClientState` is provided through Leptos context;
 //! components take it with `views::state()` and read the slice they show.
 //!
-//! The few actions that span slices live here: opening an agent, and
-//! telling which workspace is on screen; and which pane a narrow screen
+//! The few actions that span slices live here: opening an agent (or a
+//! search result in its transcript), and telling which workspace is on
+//! screen; and which pane a narrow screen
 //! shows ([`Pane`]).
 
 use leptos::prelude::*;
+use shard_protocol::search::SearchHit;
 use shard_protocol::workspace::WorkspaceSummary;
 
+use crate::find::{Find, Target};
 use crate::jobs::Jobs;
 use crate::ledger::Ledger;
 use crate::link::Link;
@@ -19,6 +23,7 @@ use crate::pairing::Pairing;
 use crate::questions::Questions;
 use crate::roster::Roster;
 use crate::screen::Screen;
+use crate::search::Search;
 use crate::workspaces::Workspaces;
 
 /// The pane a narrow screen shows: it has room for one at a time. A wide
@@ -51,6 +56,8 @@ pub struct ClientState {
     pub workspaces: Workspaces,
     pub ledger: Ledger,
     pub pairing: Pairing,
+    pub search: Search,
+    pub find: Find,
 }
 
 impl ClientState {
@@ -68,6 +75,8 @@ impl ClientState {
             workspaces: Workspaces::new(link),
             ledger: Ledger::new(link, on_screen),
             pairing: Pairing::new(),
+            search: Search::new(link),
+            find: Find::new(screen.transcript, screen.window_start),
         }
     }
 
@@ -84,6 +93,7 @@ impl ClientState {
             self.roster.mark_read(agent_id);
         }
         self.ledger.clear();
+        self.find.clear();
         self.screen.show(previous, agent_id);
         // Panels left open show the new agent's, not nothing.
         self.ledger.refresh_open_panels();
@@ -96,10 +106,42 @@ impl ClientState {
         self.workspaces.of_cwd(&cwd)
     }
 
+    /// Opens a search result: its agent, and in its transcript the
+    /// message, marked, once the transcript holds it. A message of another
+    /// session of the agent waits for the user to switch to that session
+    /// (the sessions panel offers it).
+    pub fn open_hit(&self, hit: &SearchHit) {
+        self.search.open.set(false);
+        let already = self.screen.shows(&hit.agent_id);
+        self.select(Some(hit.agent_id.clone()));
+        self.find.aim(Target {
+            agent_id: hit.agent_id.clone(),
+            session_id: hit.session_id.clone(),
+            entry_id: hit.entry_id.clone(),
+            active: hit.active,
+        });
+        if !hit.active {
+            self.ledger.offer_session(&hit.session_id);
+        } else if already {
+            // Rows this tab showed before their entries were known (its own
+            // prompts) learn them from a sync, which then marks the message.
+            self.screen.resync(&hit.agent_id);
+        }
+    }
+
+    /// The transcript of `agent_id` is on screen: the search result waiting
+    /// for it is marked, or the user told why it cannot be.
+    pub fn seek(&self, agent_id: &str) {
+        if let Some(note) = self.find.seek(agent_id) {
+            self.ledger.tell(note, false);
+        }
+    }
+
     /// The connection is gone: nothing sent on it will be answered.
     pub fn connection_lost(&self) {
         self.link.lost();
         self.questions.lost();
+        self.search.lost();
     }
 }
 

@@ -26,7 +26,7 @@ use std::collections::{HashMap, VecDeque};
 use leptos::prelude::{GetUntracked, Set, Update, With, WithUntracked};
 use serde_json::Value;
 use shard_protocol::agent::{DeltaKind, ToolResult};
-use shard_protocol::types::ContentBlock;
+use shard_protocol::types::{ContentBlock, ToolResultContent};
 
 pub use item::{Block, Item, from_sync};
 use item::{blocks_of, tool_item};
@@ -349,6 +349,66 @@ pub fn reconcile(rows: Rows, items: Vec<Item>) {
 #[cfg(test)]
 pub fn items(rows: Rows) -> Vec<Item> {
     rows.with_untracked(|rows| rows.iter().map(Row::item).collect())
+}
+
+/// The most rows in the DOM at once (the view renders a window of them).
+pub const WINDOW_ROWS: usize = 300;
+/// How far "Show earlier" and "Show later" move the window.
+pub const PAGE_ROWS: usize = 100;
+
+/// The rows in the DOM of `len`: from `start`, or the last
+/// [`WINDOW_ROWS`] while the view follows the end (`None`).
+pub fn shown(start: Option<usize>, len: usize) -> std::ops::Range<usize> {
+    match start {
+        None => len.saturating_sub(WINDOW_ROWS)..len,
+        Some(first) => {
+            let first = first.min(len);
+            first..(first + WINDOW_ROWS).min(len)
+        }
+    }
+}
+
+/// Where the window must start for row `index` of `len` to be in it: as
+/// it is if the row is shown, else with the row in its middle.
+pub fn showing(start: Option<usize>, index: usize, len: usize) -> Option<usize> {
+    if shown(start, len).contains(&index) {
+        start
+    } else {
+        Some(index.saturating_sub(WINDOW_ROWS / 2))
+    }
+}
+
+/// The session entry a row shows, once known.
+pub fn entry_of(row: &Row) -> Option<String> {
+    match &row.kind {
+        RowKind::User { entry_id, .. } => entry_id.get_untracked(),
+        RowKind::Assistant(message) => message.entry_id.get_untracked(),
+        _ => None,
+    }
+}
+
+/// The text a row holds, for finding in the transcript: what was said
+/// (not an assistant's thinking), a tool's name, arguments and output,
+/// a notice. Untracked.
+pub fn text_of(row: &Row) -> String {
+    match &row.kind {
+        RowKind::User { text, .. } | RowKind::Notice { text, .. } => text.to_string(),
+        RowKind::Assistant(message) => message.blocks.with_untracked(|blocks| {
+            let said: Vec<String> =
+                blocks.iter().filter(|block| !block.thinking).map(TextBlock::text).collect();
+            said.join("\n")
+        }),
+        RowKind::Tool(tool) => tool.call.with_untracked(|call| {
+            let output = match call.result.as_ref().map(|result| &result.content) {
+                Some(ToolResultContent::Text { text }) => text.clone(),
+                Some(ToolResultContent::Json { value }) => value.to_string(),
+                Some(ToolResultContent::Error { message }) => message.clone(),
+                Some(ToolResultContent::Unknown) | None => String::new(),
+            };
+            format!("{} {}\n{output}", call.name, call.args)
+        }),
+        RowKind::Compaction { .. } => String::new(),
+    }
 }
 
 /// Tracks `rows` and returns the ones in `range`.

@@ -49,7 +49,7 @@ test('a long transcript keeps at most 300 rows in the DOM and pages back to the 
   // context was summarized.
   const rows = Number(await transcript.getAttribute('data-rows'));
   expect(rows).toBeGreaterThanOrEqual(340);
-  const inDom = transcript.locator('.rows > :is(.message, .tool, .compaction, .notice-line)');
+  const inDom = transcript.locator('.rows > .row > :is(.message, .tool, .compaction, .notice-line)');
   expect(await inDom.count()).toBe(300);
   await expect(transcript.locator('.message', { hasText: /^You said: m-1$/ })).toHaveCount(0);
   // The end is in view: the view followed it as it grew.

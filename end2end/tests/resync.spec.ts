@@ -23,7 +23,7 @@ type Shown = {
 async function shown(page: Page): Promise<Shown> {
   return page.evaluate(() => {
     const text = (element: Element | null | undefined) => (element?.textContent ?? '').replace(/\s+/g, ' ').trim();
-    const rows = [...document.querySelectorAll('.transcript .rows > :is(.message, .tool, .compaction, .notice-line)')].map((row) => {
+    const rows = [...document.querySelectorAll('.transcript .rows > .row > :is(.message, .tool, .compaction, .notice-line)')].map((row) => {
       if (row.classList.contains('tool')) {
         const tool = row as HTMLElement;
         const output = text(row.querySelector('pre.output, details.raw pre'));

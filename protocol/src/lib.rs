@@ -14,8 +14,8 @@
 //! - [`workspace`]: workspace commands and projections (§10.1a).
 //! - [`subagent`]: background job commands and types (§10.3, §11.2).
 //! - [`types`]: the shared types of §11.
-//! - [`usage`], [`approvals`]: the daemon's usage rollups and approval history
-//!   (Shard extensions).
+//! - [`usage`], [`approvals`], [`search`]: the daemon's usage rollups,
+//!   approval history and full-text search (Shard extensions).
 //! - [`error`]: the §8 error registry and the `{code, message}` shape.
 //! - [`diagnostic`]: error text made safe to show and bounded.
 //! - [`display`]: text a person decides on, hidden characters made visible.
@@ -37,6 +37,7 @@ pub mod error;
 pub mod jsonl;
 pub mod message;
 pub mod orchestrator;
+pub mod search;
 pub mod subagent;
 pub mod types;
 pub mod usage;

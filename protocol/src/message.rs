@@ -20,6 +20,7 @@ use crate::orchestrator::{
     AgentStatusChanged, AgentStatusQuery, AgentTarget, DaemonShutdown, RevokeSession,
     SessionActivate,
 };
+use crate::search::SearchQuery;
 use crate::subagent::{
     SubagentCreate, SubagentRelaunch, SubagentRunChanged, SubagentStatus, SubagentSteer,
     SubagentStop, SubagentWait,
@@ -155,6 +156,8 @@ message_set! {
         SessionActivate(SessionActivate) = "session.activate", Registry, required;
         // The runtimes agents may run (CONTRACT.md).
         RuntimeList(Empty) = "runtime.list", Registry, required;
+        // Shard extension: full-text search across every agent's sessions.
+        SearchQuery(SearchQuery) = "search.query", Registry, required;
     }
 }
 

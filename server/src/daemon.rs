@@ -35,6 +35,7 @@ use crate::clients::hub::Hub;
 use crate::commands::{CommandError, Daemon};
 use crate::home::Home;
 use crate::jobs::{JobLimits, Jobs};
+use crate::search::{Search, SearchLimits};
 use crate::web::audit::Audit;
 use crate::web::auth::Auth;
 use crate::web::config::{WebArgs, WebConfig};
@@ -109,6 +110,13 @@ pub struct DaemonArgs {
     /// Job records kept, all parents together.
     #[arg(long, value_name = "N", default_value_t = JobLimits::default().kept, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub subagent_max_jobs: usize,
+    /// Messages the search index keeps; past it, the oldest are evicted.
+    #[arg(long, value_name = "N", default_value_t = SearchLimits::default().messages, value_parser = clap::value_parser!(u64).range(1..))]
+    pub search_max_messages: u64,
+    /// Bytes of message text the search index keeps (the file is about
+    /// twice that); past it, the oldest messages are evicted.
+    #[arg(long, value_name = "BYTES", default_value_t = SearchLimits::default().bytes, value_parser = clap::value_parser!(u64).range(1024..))]
+    pub search_max_bytes: u64,
 }
 
 /// Browser connections by default: a thousand idle tabs (S4) fit, in about
@@ -308,6 +316,9 @@ pub async fn run(
     let audit = Arc::new(Audit::open(&home.path).context("cannot open the audit log")?);
     record_startup(&audit, &config, &args, local);
     let registry = Arc::new(Registry::load(host_context(&home, &hub, &args)?));
+    // In the background: search answers once its thread has opened the
+    // index, and finds more as it catches up with the session logs.
+    registry.context.search.catch_up(registry.owners());
     let limits = JobLimits {
         run_timeout: Duration::from_secs(args.subagent_run_timeout),
         active_per_parent: args.subagent_max_active_per_parent,
@@ -420,6 +431,10 @@ fn host_context(
         journal: JournalLimits { events: args.journal_events, bytes: args.journal_bytes },
         usage: Arc::new(UsageBook::new(&home.path)),
         processes,
+        search: Search::start(
+            &home.path,
+            SearchLimits { messages: args.search_max_messages, bytes: args.search_max_bytes },
+        ),
     }))
 }
 

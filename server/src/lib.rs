@@ -5,6 +5,8 @@
 //!
 //! - [`home`], [`clock`], [`id`], [`queue`]: `$SHARD_HOME` and its private
 //!   files, time, opaque ids, the one queue bounded in bytes.
+//! - [`search`]: the full-text index of every agent's sessions, kept by a
+//!   thread of its own from the session logs.
 //! - [`agents`]: the registry of durable agents, one host actor per agent
 //!   (process generations, questions, the `sync` projection), delegation.
 //! - [`jobs`], [`workspaces`]: background subagent jobs; git worktree
@@ -34,6 +36,7 @@ pub mod home;
 pub mod id;
 pub mod jobs;
 pub mod queue;
+pub mod search;
 pub mod web;
 pub mod workspaces;
 

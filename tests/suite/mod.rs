@@ -18,6 +18,7 @@ mod replay;
 mod retire;
 mod rules;
 mod runtimes;
+mod search;
 mod security;
 mod session_ops;
 mod shutdown;

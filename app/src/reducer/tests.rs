@@ -858,3 +858,179 @@ fn workspace_actions_come_with_the_daemon_and_go_from_preview_to_result() {
         Some(Acting::Refused("the workspace changed since the preview".to_owned()))
     );
 }
+
+fn hit(agent: &str, session: &str, entry: &str, active: bool) -> Value {
+    json!({"agent_id": agent, "agent_name": "finder", "session_id": session, "active": active,
+           "entry_id": entry, "role": "user", "at": 1,
+           "snippet": [{"text": "the "}, {"text": "wombat", "hit": true}]})
+}
+
+/// The entry of the row marked on screen, if any.
+fn marked_entry(state: &ClientState) -> Option<String> {
+    let key = state.find.marked.get_untracked()?;
+    state.screen.transcript.with_untracked(|rows| {
+        rows.iter().find(|row| row.key == key).and_then(crate::transcript::entry_of)
+    })
+}
+
+fn entry(id: &str, text: &str) -> Value {
+    json!({"id": id, "role": "user", "content": [{"type": "text", "text": text}]})
+}
+
+#[test]
+fn typing_in_the_search_box_keeps_one_query_out_and_drops_stale_answers() {
+    let (state, sent) = page();
+    feed(&state, hello(shard_protocol::PROTOCOL_VERSION));
+    take(&sent);
+    state.search.typed("wom".into());
+    state.search.typed("womb".into());
+    state.search.typed("wombat".into());
+    let asked = take(&sent);
+    assert_eq!(asked.len(), 1, "one query at a time: {asked:?}");
+    assert_eq!(asked[0]["query"], "wom");
+    // The answer for words no longer in the box asks for the box's words.
+    answer(&state, &asked, "search.query", json!({"results": [hit(OTHER, "sess-1", "e-1", true)]}));
+    let next = take(&sent);
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0]["query"], "wombat");
+    assert_eq!(state.search.outcome.get_untracked(), crate::search::Outcome::Searching);
+    let results = json!({"results": [hit(AGENT, "sess-1", "e-1", true), hit(OTHER, "sess-2", "e-3", true),
+                                     hit(AGENT, "sess-1", "e-2", true)]});
+    answer(&state, &next, "search.query", results);
+    let crate::search::Outcome::Found(groups) = state.search.outcome.get_untracked() else {
+        panic!("no results")
+    };
+    let grouped: Vec<(&str, usize)> =
+        groups.iter().map(|group| (group.agent_id.as_str(), group.hits.len())).collect();
+    assert_eq!(grouped, [(AGENT, 2), (OTHER, 1)], "by agent, in the order of each one's best");
+    // A refusal is said; an empty box asks nothing.
+    state.search.typed("*".into());
+    let refused = take(&sent);
+    answer(
+        &state,
+        &refused,
+        "search.query",
+        json!({"error": {"code": "INVALID_REQUEST", "message": "no words"}}),
+    );
+    assert_eq!(
+        state.search.outcome.get_untracked(),
+        crate::search::Outcome::Failed("no words".into())
+    );
+    state.search.typed("  ".into());
+    assert!(take(&sent).is_empty());
+    assert_eq!(state.search.outcome.get_untracked(), crate::search::Outcome::Nothing);
+}
+
+#[test]
+fn a_search_result_opens_its_agent_and_marks_its_message_once_the_sync_holds_it() {
+    let (state, sent) = page();
+    feed(&state, hello(shard_protocol::PROTOCOL_VERSION));
+    take(&sent);
+    let found: shard_protocol::search::SearchHit =
+        serde_json::from_value(hit(AGENT, "sess-1", "e-2", true)).expect("hit");
+    state.search.open.set(true);
+    state.open_hit(&found);
+    assert!(!state.search.open.get_untracked(), "the panel closes");
+    assert_eq!(state.screen.selected.get_untracked().as_deref(), Some(AGENT));
+    assert!(take(&sent).iter().any(|frame| frame["type"] == "agent.attach"));
+    assert_eq!(marked_entry(&state), None, "nothing to mark before the sync");
+    feed(
+        &state,
+        sync(
+            0,
+            vec![entry("e-1", "hello"), entry("e-2", "the wombat"), assistant("e-3", "ok")],
+            vec![],
+        ),
+    );
+    assert_eq!(marked_entry(&state).as_deref(), Some("e-2"));
+    // Sent a prompt: the mark lets the view follow the end again.
+    assert!(state.screen.prompt("more", None));
+    let prompted = take(&sent);
+    answer(&state, &prompted, "prompt", json!(null));
+    assert_eq!(marked_entry(&state), None);
+
+    // On screen already: a sync tells the entries of rows shown before
+    // they were known (this tab's own prompt), then marks the message.
+    let mine: shard_protocol::search::SearchHit =
+        serde_json::from_value(hit(AGENT, "sess-1", "e-4", true)).expect("hit");
+    state.open_hit(&mine);
+    assert!(take(&sent).iter().any(|frame| frame["type"] == "agent.attach"), "a fresh sync");
+    let window = vec![entry("e-1", "hello"), entry("e-2", "the wombat"), assistant("e-3", "ok")];
+    let mut later = window.clone();
+    later.push(entry("e-4", "more"));
+    feed(&state, sync(0, later, vec![]));
+    assert_eq!(marked_entry(&state).as_deref(), Some("e-4"));
+    // A message compaction took away: said so.
+    let gone: shard_protocol::search::SearchHit =
+        serde_json::from_value(hit(AGENT, "sess-1", "e-0", true)).expect("hit");
+    state.open_hit(&gone);
+    feed(&state, sync(0, window, vec![]));
+    assert_eq!(marked_entry(&state), None);
+    let note = state.ledger.note.get_untracked().expect("a note");
+    assert_eq!(note.text, crate::find::COMPACTED);
+}
+
+#[test]
+fn a_result_in_another_session_waits_for_the_switch_to_it() {
+    let (state, sent) = page();
+    feed(&state, hello(shard_protocol::PROTOCOL_VERSION));
+    take(&sent);
+    let found: shard_protocol::search::SearchHit =
+        serde_json::from_value(hit(AGENT, "sess-old", "e-2", false)).expect("hit");
+    state.open_hit(&found);
+    assert_eq!(state.ledger.elsewhere.get_untracked().as_deref(), Some("sess-old"));
+    assert!(state.ledger.sessions_open.get_untracked(), "the sessions panel offers the switch");
+    // The agent's session now has an e-2 too, of another conversation.
+    feed(&state, sync(0, vec![entry("e-1", "now"), entry("e-2", "other e-2")], vec![]));
+    assert_eq!(marked_entry(&state), None, "not that session's e-2");
+    state.ledger.activate_session("sess-old");
+    let asked = take(&sent);
+    answer(
+        &state,
+        &asked,
+        "session.activate",
+        json!({"agent_id": AGENT, "session_id": "sess-old", "previous_session_id": "sess-now"}),
+    );
+    assert_eq!(state.ledger.elsewhere.get_untracked(), None);
+    feed(&state, sync(1, vec![entry("e-1", "then"), entry("e-2", "the wombat")], vec![]));
+    assert_eq!(marked_entry(&state).as_deref(), Some("e-2"));
+}
+
+#[test]
+fn find_sees_the_whole_transcript_and_moves_the_window_to_what_it_marks() {
+    let (state, _sent) = attached();
+    let mut messages = vec![entry("e-0", "the Capybara password")];
+    for at in 1..=400 {
+        messages.push(assistant(&format!("e-{at}"), &format!("filler {at}")));
+    }
+    messages.push(entry("e-401", "capybara again"));
+    feed(&state, sync(0, messages, vec![]));
+    assert_eq!(state.screen.window_start.get_untracked(), None, "following the end");
+    let find = state.find;
+    find.find("CAPYBARA".into());
+    assert_eq!(find.count_label(), "1 of 2");
+    assert_eq!(marked_entry(&state).as_deref(), Some("e-0"));
+    // The first row is far outside the 300 rendered: the window moves to it.
+    let start = state.screen.window_start.get_untracked();
+    assert!(crate::transcript::shown(start, 402).contains(&0), "{start:?}");
+    find.step(true);
+    assert_eq!(
+        (find.count_label().as_str(), marked_entry(&state).as_deref()),
+        ("2 of 2", Some("e-401"))
+    );
+    let start = state.screen.window_start.get_untracked();
+    assert!(crate::transcript::shown(start, 402).contains(&401), "{start:?}");
+    find.step(true);
+    assert_eq!(marked_entry(&state).as_deref(), Some("e-0"), "round the end");
+    find.step(false);
+    assert_eq!(marked_entry(&state).as_deref(), Some("e-401"), "and back");
+    find.find("no such thing".into());
+    assert_eq!((find.count_label().as_str(), marked_entry(&state)), ("no match", None));
+    // Another agent on screen: nothing found in this one stays.
+    find.find("filler 7".into());
+    assert!(find.hits.with_untracked(|hits| hits.len()) >= 1);
+    state.select(Some(OTHER.to_owned()));
+    assert!(!find.open.get_untracked());
+    assert_eq!(find.hits.with_untracked(Vec::len), 0);
+    assert_eq!(find.marked.get_untracked(), None);
+}

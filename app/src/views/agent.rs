@@ -159,7 +159,7 @@ fn CommandHints(text: RwSignal<String>) -> impl IntoView {
 #[component]
 fn AgentHeader() -> impl IntoView {
     let state = state();
-    let (screen, roster) = (state.screen, state.roster);
+    let (screen, roster, find) = (state.screen, state.roster, state.find);
     // Tracked: after a reload the agent is on screen before the list that
     // names it has arrived.
     let title = move || {
@@ -192,6 +192,8 @@ fn AgentHeader() -> impl IntoView {
             <span class="usage" title="tokens used">{usage}</span>
             <Pickers/>
             <div class="lifecycle">
+                <button class="find-open" title="Find in this transcript (Ctrl+F)"
+                    on:click=move |_| { super::open_find(screen, find); }>"Find"</button>
                 <button on:click=move |_| screen.terminate()>"Terminate"</button>
                 <button class="danger" on:click=move |_| screen.kill()>"Kill"</button>
             </div>
@@ -223,6 +225,7 @@ pub fn AgentView() -> impl IntoView {
                     <super::ledger::ApprovalsPanel/>
                 </div>
                 <super::jobs::JobsPanel/>
+                <super::search::FindBar/>
                 <Transcript/>
                 <super::ledger::LedgerNote/>
                 <PromptBox/>

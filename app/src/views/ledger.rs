@@ -149,6 +149,17 @@ pub fn SessionsPanel() -> impl IntoView {
             })
         }
     };
+    // A search result's message is in another session: the way to it.
+    let elsewhere = move || {
+        ledger.elsewhere.get().map(|session_id| {
+            let switch = move |_| ledger.activate_session(&session_id);
+            view! {
+                <div class="elsewhere">
+                    <button type="button" on:click=switch>"Switch to the session of the message found"</button>
+                </div>
+            }
+        })
+    };
     let list = move || {
         let list = ledger.sessions.get()?;
         let active = list.active.clone();
@@ -166,6 +177,7 @@ pub fn SessionsPanel() -> impl IntoView {
                     title="Summarize the older part of the conversation now">"Compact now"</button>
             </div>
             {forked}
+            {elsewhere}
             {list}
         </Panel>
     }

@@ -1,6 +1,8 @@
 //! The dashboard's components, by what they show: the agent list
 //! ([`agents`]); the agent on screen with its pickers and prompt box
 //! ([`agent`]), its transcript ([`transcript`]) and tool calls ([`tools`]),
+//! the search across every agent and the find in a transcript
+//! ([`search`]),
 //! its jobs ([`jobs`]) and its sessions, usage and approval history
 //! ([`ledger`]); the questions: the dialog and the approval inbox
 //! ([`questions`]); the workspaces ([`workspace`]); the dialog that pairs
@@ -16,6 +18,7 @@ mod ledger;
 mod pair;
 mod phone;
 mod questions;
+mod search;
 mod tools;
 mod transcript;
 mod workspace;
@@ -33,6 +36,9 @@ pub use phone::PhoneBar;
 #[cfg(feature = "hydrate")]
 pub use phone::reveal;
 pub use questions::{Inbox, QuestionDialog};
+#[cfg(feature = "hydrate")]
+pub use search::open_search;
+pub use search::{SearchButton, SearchPanel, open_find};
 
 use crate::state::ClientState;
 

@@ -1,10 +1,16 @@
 //! The transcript on screen: a keyed, windowed list of rows
-//! (crate::transcript). At most [`WINDOW_ROWS`] rows are in the DOM; while
+//! (crate::transcript). At most
+//! [`WINDOW_ROWS`](crate::transcript::WINDOW_ROWS) rows are in the DOM; while
 //! the user follows the end the window slides with it, and "Show earlier" /
 //! "Show later" page it by [`PAGE_ROWS`]. A streaming block is its chunks as
 //! text nodes (a delta rewrites one); a complete text block is markdown,
 //! rendered once. The view stays at the end while the user is there
-//! (crate::follow), with no work per delta.
+//! (crate::follow), with no work per delta. The row marked by a find or a
+//! search result (crate::find) is scrolled into view whenever it is marked.
+//!
+//! Each row is wrapped in a box-less element (`display: contents`) that
+//! carries its key and whether it is marked, so the rows' own elements stay
+//! the list's flex items.
 
 use leptos::html;
 use leptos::prelude::*;
@@ -12,28 +18,15 @@ use leptos::prelude::*;
 use super::tools::ToolView;
 use super::{Details, state};
 use crate::markdown::Markdown;
-use crate::transcript::{self, Message, Row, RowKind, TextBlock};
-
-/// The most rows in the DOM at once.
-pub const WINDOW_ROWS: usize = 300;
-/// How far "Show earlier" and "Show later" move the window.
-pub const PAGE_ROWS: usize = 100;
+use crate::transcript::{self, Message, PAGE_ROWS, Row, RowKind, TextBlock};
 
 #[component]
 pub fn Transcript() -> impl IntoView {
-    let screen = state().screen;
+    let (screen, find) = (state().screen, state().find);
+    let marked = find.marked;
     let rows = screen.transcript;
     let start = screen.window_start;
-    let range = Memo::new(move |_| {
-        let len = rows.with(Vec::len);
-        match start.get() {
-            None => len.saturating_sub(WINDOW_ROWS)..len,
-            Some(first) => {
-                let first = first.min(len);
-                first..(first + WINDOW_ROWS).min(len)
-            }
-        }
-    });
+    let range = Memo::new(move |_| transcript::shown(start.get(), rows.with(Vec::len)));
     let earlier = move || range.get().start;
     let later = move || rows.with(Vec::len).saturating_sub(range.get().end);
     let show_earlier =
@@ -54,7 +47,11 @@ pub fn Transcript() -> impl IntoView {
         }
         match (scroller.get(), content.get()) {
             (Some(scroller), Some(content)) => {
-                crate::follow::stick_to_end(scroller, content, away);
+                // Paged back, or a row marked (found, or a search result's
+                // message): nothing follows the end until the mark goes.
+                let following =
+                    move || start.get_untracked().is_none() && marked.get_untracked().is_none();
+                crate::follow::stick_to_end(scroller, content, following, away);
                 true
             }
             _ => false,
@@ -70,6 +67,16 @@ pub fn Transcript() -> impl IntoView {
             }
         });
     });
+    // A row marked by a find or a search result: into view, once the
+    // window holding it is rendered.
+    Effect::new(move |_| {
+        find.reveal.track();
+        let Some(key) = find.marked.get_untracked() else { return };
+        #[cfg(feature = "hydrate")]
+        request_animation_frame(move || reveal_row(key));
+        #[cfg(not(feature = "hydrate"))]
+        let _ = key;
+    });
     view! {
         <div class="transcript" node_ref=scroller data-rows=move || rows.with(Vec::len).to_string()>
             <div class="rows" node_ref=content>
@@ -78,13 +85,19 @@ pub fn Transcript() -> impl IntoView {
                         {move || format!("Show earlier ({} more)", earlier())}
                     </button>
                 </Show>
-                <For each=move || transcript::window(rows, range.get()) key=|row| row.key let:row>
-                    <RowView row=row/>
-                </For>
+                <For each=move || transcript::window(rows, range.get()) key=|row| row.key
+                    children=move |row| {
+                        let key = row.key;
+                        view! {
+                            <div class="row" data-row=key class:marked=move || marked.get() == Some(key)>
+                                <RowView row=row/>
+                            </div>
+                        }
+                    }/>
                 <Show when=move || { later() > 0 }>
                     <div class="page later">
                         <button on:click=show_later>{move || format!("Show later ({} more)", later())}</button>
-                        <button on:click=move |_| start.set(None)>"Jump to the latest"</button>
+                        <button on:click=move |_| { marked.set(None); start.set(None); }>"Jump to the latest"</button>
                     </div>
                 </Show>
             </div>
@@ -95,6 +108,16 @@ pub fn Transcript() -> impl IntoView {
             </Show>
         </div>
     }
+}
+
+/// Scrolls the row `key` of the transcript into view, in the middle.
+#[cfg(feature = "hydrate")]
+fn reveal_row(key: u64) {
+    let selector = format!(".transcript .row[data-row=\"{key}\"] > *");
+    let Some(found) = document().query_selector(&selector).ok().flatten() else { return };
+    let options = web_sys::ScrollIntoViewOptions::new();
+    options.set_block(web_sys::ScrollLogicalPosition::Center);
+    found.scroll_into_view_with_scroll_into_view_options(&options);
 }
 
 #[component]

@@ -17,6 +17,7 @@ use shard_protocol::orchestrator::{
     AgentCreateResult, AgentsResult, AttachResult, DisconnectResult, EnrollResult, RevokeResult,
     RuntimeListResult, SessionActivateResult, SessionsResult, TerminateResult,
 };
+use shard_protocol::search::SearchResults;
 use shard_protocol::subagent::{
     SubagentCreateResult, SubagentRelaunchResult, SubagentStatusResult, SubagentSteerResult,
     SubagentStopResult, SubagentWaitResult,
@@ -82,6 +83,7 @@ const EXTENSION_CLIENT_TYPES: &[&str] = &[
     "workspace.commit",
     "workspace.merge",
     "workspace.push",
+    "search.query",
 ];
 
 /// Shard's own additions to the server set, pinned in docs/PROTOCOL-NOTES.md.
@@ -320,6 +322,7 @@ fn every_result_fixture_decodes_and_round_trips() {
             "session.activate" => round_trip_data::<SessionActivateResult>(name, data),
             "runtime.list" => round_trip_data::<RuntimeListResult>(name, data),
             "list_commands" => round_trip_data::<AgentCommands>(name, data),
+            "search.query" => round_trip_data::<SearchResults>(name, data),
             other => panic!("result fixture `{other}` has no type to decode into"),
         }
     }

@@ -75,6 +75,18 @@ impl Registry {
         children
     }
 
+    /// Every agent and the session it runs now, for the search index.
+    pub fn owners(&self) -> Vec<crate::search::Owner> {
+        self.manifests()
+            .values()
+            .map(|manifest| crate::search::Owner {
+                agent_id: manifest.agent_id.clone(),
+                session_id: manifest.session_id.clone(),
+                created_at: manifest.created_at,
+            })
+            .collect()
+    }
+
     pub fn contains(&self, agent_id: &str) -> bool {
         self.hosts.contains(agent_id)
     }

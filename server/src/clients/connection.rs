@@ -162,6 +162,9 @@ impl Connection {
         if rule.reach == Reach::Local && !self.transport.local() {
             return refuse(commands::local_only(&message).into());
         }
+        if rule.reach == Reach::People && self.is_an_agent() {
+            return refuse(commands::CommandError::NotForAgents(command).into());
+        }
         let subject = match (routed, agent_id) {
             (true, Some(agent_id)) => Some(agent_id),
             (true, None) => {
@@ -205,6 +208,12 @@ impl Connection {
             }
             Outcome::Sent => {}
         }
+    }
+
+    /// Whether the peer is an agent's own process (unix socket only).
+    fn is_an_agent(&self) -> bool {
+        let processes = &self.daemon.registry().context.processes;
+        self.peer.pid.is_some_and(|pid| processes.agent_of(pid).is_some())
     }
 
     /// What this connection is to `agent_id`, checked against the command's

@@ -22,6 +22,9 @@ pub enum CommandError {
     /// A local-only command on a browser's connection, and what to use.
     #[error("{0}")]
     LocalOnly(&'static str),
+    /// A person's command from an agent's own process.
+    #[error("`{0}` is not for an agent's process")]
+    NotForAgents(&'static str),
     #[error("{limit} slow commands are already running on this connection; wait for their answers")]
     TooManyRunning { limit: usize },
     #[error(
@@ -54,9 +57,10 @@ impl CommandError {
             | Self::AnswerUnattached(_)
             | Self::WatchUnattached(_)
             | Self::NoAgentId(_) => ErrorCode::NotAttached,
-            Self::ObserverAnswers | Self::ObserverActs | Self::LocalOnly(_) => {
-                ErrorCode::PermissionDenied
-            }
+            Self::ObserverAnswers
+            | Self::ObserverActs
+            | Self::LocalOnly(_)
+            | Self::NotForAgents(_) => ErrorCode::PermissionDenied,
             Self::TooManyRunning { .. } | Self::OnRun { .. } | Self::SteerLate => {
                 ErrorCode::Conflict
             }

@@ -7,8 +7,8 @@
 //! - [`daemon`]: `daemon.*`, local only;
 //! - [`subagent`]: `subagent.*` (background jobs, docs/JOBS.md);
 //! - [`workspace`]: `workspace.*` (docs/WORKSPACES.md);
-//! - [`usage`], [`approvals`], [`session`]: the rollups, the approval
-//!   history, `session.activate`.
+//! - [`usage`], [`approvals`], [`session`], [`search`]: the rollups, the
+//!   approval history, `session.activate`, `search.query`.
 //!
 //! A connection (`clients::connection`) decodes a frame, asks [`rule`] and
 //! [`authorize`], and runs what [`run`] (or [`routed::run`]) hands back: an
@@ -21,6 +21,7 @@ pub mod approvals;
 pub mod daemon;
 pub mod error;
 pub mod routed;
+pub mod search;
 pub mod session;
 pub mod subagent;
 pub mod usage;
@@ -72,6 +73,10 @@ pub enum Reach {
     Anyone,
     /// Only the unix socket (CONTRACT.md: administration is local).
     Local,
+    /// A person's client, a browser or a local tool, and never an agent's
+    /// own process: what it reads spans every agent's transcripts, and an
+    /// agent speaks to the daemon only for its own jobs.
+    People,
 }
 
 /// What a command needs of the connection's attachment to the agent it is
@@ -128,7 +133,7 @@ const fn rule_of(reach: Reach, attachment: Attachment, answering: Answering) -> 
 pub fn rule(message: &ClientMessage) -> Rule {
     use Answering::{Background, Host, Inline, Watching};
     use Attachment::{Act, Answer, None, Stop, Watch, WatchOrRedacted};
-    use Reach::{Anyone, Local};
+    use Reach::{Anyone, Local, People};
     match message {
         ClientMessage::Prompt(_)
         | ClientMessage::Steer(_)
@@ -187,6 +192,9 @@ pub fn rule(message: &ClientMessage) -> Rule {
         ClientMessage::ApprovalList(_) => rule_of(Anyone, Watch, Background),
         ClientMessage::SessionActivate(_) => rule_of(Anyone, Act, Background),
         ClientMessage::RuntimeList(_) => rule_of(Anyone, None, Background),
+        // Reading transcripts needs no attachment (attaching needs none),
+        // but it is a person's: not an agent process's (docs/SECURITY.md).
+        ClientMessage::SearchQuery(_) => rule_of(People, None, Background),
     }
 }
 
@@ -345,6 +353,7 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
         | ClientMessage::UsageSession(_) => usage::run(caller.daemon.registry(), message),
         ClientMessage::ApprovalList(query) => approvals::list(caller.daemon.registry(), query),
         ClientMessage::SessionActivate(request) => session::activate(caller.daemon, request),
+        ClientMessage::SearchQuery(query) => search::query(caller.daemon, query),
         other => run_elsewhere(other),
     }
 }
@@ -408,5 +417,21 @@ mod tests {
         assert_eq!(code(Attachment::Stop, stranger), Err(ErrorCode::NotAttached));
         let itself = Standing { is_the_agent: true, ..stranger };
         assert_eq!(code(Attachment::Act, itself), Ok(Grant::Whole));
+    }
+
+    #[test]
+    fn searching_transcripts_needs_no_attachment_and_is_not_for_agents() {
+        let query = shard_protocol::search::SearchQuery {
+            query: "words".to_owned(),
+            limit: None,
+            agent_id: Some("agent-1".to_owned()),
+        };
+        let search = rule(&ClientMessage::SearchQuery(query.clone()));
+        assert_eq!(search.reach, Reach::People);
+        assert_eq!(search.attachment, Attachment::None, "attaching, to read, needs none");
+        assert_eq!(search.answering, Answering::Background, "it waits for the index");
+        assert_eq!(subject(&ClientMessage::SearchQuery(query)), None, "`agent_id` only filters");
+        let error = WireError::from(CommandError::NotForAgents("search.query"));
+        assert_eq!(error.code, ErrorCode::PermissionDenied);
     }
 }

@@ -320,6 +320,11 @@ impl Host {
                 self.resolved(message, &line);
             }
             other => {
+                // A message is in the session log once it completed, and a
+                // turn's prompt once the turn ended: the index reads them.
+                if matches!(other, ServerMessage::MessageComplete(_) | ServerMessage::TurnEnd(_)) {
+                    self.context.search.touch(self.id(), &self.manifest.session_id);
+                }
                 self.observe(&other);
                 self.observe_run(&other);
                 let event = self.stamp(&line);

@@ -77,6 +77,8 @@ pub struct Context {
     pub usage: Arc<UsageBook>,
     /// Which agent each running agent process is (by pid).
     pub processes: Arc<super::Processes>,
+    /// The search index, told when a session's log has grown.
+    pub search: Arc<crate::search::Search>,
 }
 
 pub enum HostCommand {

@@ -138,6 +138,7 @@ fn world() -> World {
         journal: super::JournalLimits::default(),
         usage: Arc::new(crate::agents::usage::UsageBook::new(home.path())),
         processes: Arc::default(),
+        search: crate::search::Search::detached(),
     });
     World { spawner, context, _home: home }
 }
