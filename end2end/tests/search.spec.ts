@@ -74,8 +74,8 @@ test('find in the transcript reaches a message far outside the rendered rows and
   const client = await UnixClient.open(daemon);
   await client.call({ type: 'agent.attach', agent_id: id, role: 'interactive' });
   await client.turn(id, 'the capybara password is under the mat');
-  // A reply a row (the prompts came from elsewhere): more than the 300
-  // rows the page renders.
+  // A prompt and a reply a row each (the prompts show as they land, from
+  // elsewhere too): more than the 300 rows the page renders.
   for (let turn = 1; turn <= 320; turn++) {
     await client.turn(id, `f-${turn}`);
   }
@@ -91,7 +91,8 @@ test('find in the transcript reaches a message far outside the rendered rows and
   await tab.keyboard.press('Control+f');
   const find = tab.getByRole('searchbox', { name: 'Find in the transcript' });
   await expect(find).toBeFocused();
-  await find.fill('CAPYBARA');
+  // The replies' words only (the prompts hold the same words).
+  await find.fill('SAID: THE CAPYBARA');
   await expect(tab.locator('.find-count')).toHaveText('1 of 1');
   const marked = transcript.locator('.row.marked > .message');
   await expect(marked).toHaveText('You said: the capybara password is under the mat');
@@ -99,7 +100,7 @@ test('find in the transcript reaches a message far outside the rendered rows and
   await expect(transcript.getByRole('button', { name: /^Show later/ })).toBeAttached();
 
   // Steps through several, both ways and round the end; the window follows.
-  await find.fill('f-31');
+  await find.fill('said: f-31');
   await expect(tab.locator('.find-count')).toHaveText('1 of 11');
   await expect(marked).toHaveText('You said: f-31');
   await expect(marked).toBeInViewport();
