@@ -37,6 +37,7 @@ mod search;
 mod state;
 mod transcript;
 mod views;
+mod workspace_action;
 mod workspaces;
 
 use leptos::prelude::*;

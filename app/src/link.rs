@@ -155,7 +155,7 @@ pub enum Request {
     /// `workspace.commit`, `.merge` or `.push`, or its dry run.
     WorkspaceAction {
         workspace_id: String,
-        action: crate::workspaces::Action,
+        action: crate::workspace_action::Action,
         dry_run: bool,
     },
     /// Anything else: only a failure is worth telling.

@@ -21,6 +21,7 @@ use shard_protocol::workspace::{
 
 use crate::link::{Link, Request};
 use crate::roster::{NewAgent, given};
+pub use crate::workspace_action::Action;
 
 /// Why the last retirement of the workspace on screen did not happen.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,26 +30,6 @@ pub enum RetireProblem {
     Refused(String),
     /// The branch is not proven merged: deleting it needs the user's yes.
     Confirm { workspace_id: String, reason: String },
-}
-
-/// What the panel can do with a workspace's work (the daemon's
-/// `workspace-actions`), each previewed first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    Commit,
-    Merge,
-    Push,
-}
-
-impl Action {
-    /// The confirm button's word, and the dialog's name.
-    pub fn verb(self) -> &'static str {
-        match self {
-            Self::Commit => "Commit",
-            Self::Merge => "Merge",
-            Self::Push => "Push",
-        }
-    }
 }
 
 /// Where the panel's action stands.
