@@ -56,6 +56,7 @@ async fn a_prompt_streams_a_reply_word_by_word() {
         strs(&[
             "turn_start",
             "status:streaming",
+            "user_message",
             "message_delta",
             "message_complete",
             "usage",

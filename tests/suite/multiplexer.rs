@@ -86,7 +86,15 @@ async fn create_list_attach_and_prompt_over_the_unix_socket() {
         .collect();
     assert_eq!(
         kinds(&own),
-        vec!["turn_start", "status", "message_delta", "message_complete", "usage", "turn_end"]
+        vec![
+            "turn_start",
+            "status",
+            "user_message",
+            "message_delta",
+            "message_complete",
+            "usage",
+            "turn_end"
+        ]
     );
     let text: String = own.iter().filter_map(|message| message["text_delta"].as_str()).collect();
     assert_eq!(text, "You said: hello daemon");
