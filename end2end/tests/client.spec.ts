@@ -45,10 +45,10 @@ test('a long transcript keeps at most 300 rows in the DOM and pages back to the 
   client.close();
   const transcript = tab.locator('.transcript');
   await expect(transcript.locator('.message.assistant').last()).toHaveText('You said: m-340');
-  // 340 replies, and a compaction marker wherever the demo model's small
-  // context was summarized.
+  // 340 prompts and their replies, and a compaction marker wherever the
+  // demo model's small context was summarized.
   const rows = Number(await transcript.getAttribute('data-rows'));
-  expect(rows).toBeGreaterThanOrEqual(340);
+  expect(rows).toBeGreaterThanOrEqual(680);
   const inDom = transcript.locator('.rows > .row > :is(.message, .tool, .compaction, .notice-line)');
   expect(await inDom.count()).toBe(300);
   await expect(transcript.locator('.message', { hasText: /^You said: m-1$/ })).toHaveCount(0);
@@ -56,7 +56,13 @@ test('a long transcript keeps at most 300 rows in the DOM and pages back to the 
   const atBottom = () => transcript.evaluate((element) => element.scrollHeight - element.scrollTop - element.clientHeight < 4);
   expect(await atBottom()).toBe(true);
 
-  await transcript.getByRole('button', { name: `Show earlier (${rows - 300} more)` }).click();
+  // Each "Show earlier" pages back 100 rows, until the first.
+  const earlier = transcript.getByRole('button', { name: /^Show earlier/ });
+  for (let left = rows - 300; left > 0; left = Math.max(0, left - 100)) {
+    await expect(earlier).toHaveText(`Show earlier (${left} more)`);
+    await earlier.click();
+  }
+  await expect(earlier).toHaveCount(0);
   await expect(transcript.locator('.message.assistant').first()).toHaveText('You said: m-1');
   expect(await inDom.count()).toBe(300);
   await expect(transcript.locator('.message', { hasText: 'You said: m-340' })).toHaveCount(0);
