@@ -54,7 +54,10 @@ pub async fn idle(
     Ok(Idle { connections, per_connection, agents, per_agent })
 }
 
-/// Bytes on the wire for a first page load: (raw, as transferred).
+/// Bytes on the wire for a first page load: (raw, as transferred). The
+/// page's files, and the modules its scripts import as they load
+/// (`from "./x.js"`); not what a script fetches later, on demand (the
+/// chunks of panels not yet opened).
 pub async fn first_load(shard: &Shard) -> Result<Vec<(String, u64, u64, String)>> {
     let client = reqwest::Client::new();
     let page = client.get(format!("{}/", shard.base())).send().await?.text().await?;
@@ -65,6 +68,25 @@ pub async fn first_load(shard: &Shard) -> Result<Vec<(String, u64, u64, String)>
             let path = format!("/{}", &piece[..end]);
             if !paths.contains(&path) && !path.contains("favicon") {
                 paths.push(path);
+            }
+        }
+    }
+    let mut next = 0;
+    while next < paths.len() {
+        let path = paths[next].clone();
+        next += 1;
+        if !path.ends_with(".js") {
+            continue;
+        }
+        let script = client.get(format!("{}{path}", shard.base())).send().await?.text().await?;
+        let folder = &path[..path.rfind('/').map_or(0, |slash| slash + 1)];
+        for marker in ["from \"./", "from './"] {
+            for piece in script.split(marker).skip(1) {
+                let end = piece.find(['"', '\'']).unwrap_or(piece.len());
+                let imported = format!("{folder}{}", &piece[..end]);
+                if !paths.contains(&imported) {
+                    paths.push(imported);
+                }
             }
         }
     }

@@ -1,7 +1,7 @@
 // The web client's core in Chromium against the real daemon: a transcript
 // that keeps its DOM while it streams and stays bounded at any length, what
 // survives a reconnect and a reload, per-agent badges, and notifications.
-import { test, expect, createAgent, enrolled, openAgent, project, prompt, unixCall, agentId, UnixClient, type Daemon } from './daemon';
+import { test, expect, createAgent, enrolled, newEnrollURL, openAgent, project, prompt, unixCall, agentId, UnixClient, type Daemon } from './daemon';
 
 /** A unix client attached to `name`, for driving it from outside the page. */
 async function driver(daemon: Daemon, name: string): Promise<[UnixClient, string]> {
@@ -257,5 +257,40 @@ test('an answer being typed in the inbox survives other questions arriving and g
   expect(JSON.stringify((await answered).message.content)).toContain('first we measure, then cut');
   asker.close();
   noisy.close();
+  await context.close();
+});
+
+test('a panel fetches its code the first time it opens, and one whose code does not arrive says so while the rest works', async ({ browser, daemon }) => {
+  const context = await browser.newContext();
+  const chunks: string[] = [];
+  context.on('request', (request) => {
+    const name = new URL(request.url()).pathname.split('/').pop() ?? '';
+    if (/^(split|chunk)_.*\.wasm$/.test(name)) chunks.push(name);
+  });
+  // The search panel's code is made not to arrive.
+  await context.route(/\/pkg\/split_search_body[^/]*\.wasm$/, (route) => route.abort());
+  const tab = await context.newPage();
+  await tab.goto(newEnrollURL(daemon));
+  await expect(tab.locator('.connection')).toHaveText('connected');
+  expect(chunks, 'nothing lazy is fetched before it is wanted').toEqual([]);
+
+  await tab.getByRole('button', { name: 'Search' }).click();
+  await expect(tab.getByRole('alert').filter({ hasText: 'did not load' })).toBeVisible();
+  expect(chunks.some((name) => name.startsWith('split_search_body.'))).toBe(true);
+
+  // The page goes on: the new-agent form loads its own code and works.
+  await createAgent(tab, project(), 'zqxlazy');
+  expect(chunks.some((name) => name.startsWith('split_create_form.'))).toBe(true);
+  await expect(tab.locator('.agent-view h2')).toHaveText('zqxlazy');
+  await prompt(tab, 'hello lazy panels');
+  await expect(tab.locator('.message.assistant').last()).toHaveText('You said: hello lazy panels');
+  // A panel opened again is there at once, fetched once.
+  const sessions = tab.locator('details.sessions-panel');
+  await sessions.locator('summary').click();
+  await expect(sessions.locator('li.session')).toHaveCount(1);
+  await sessions.locator('summary').click();
+  await sessions.locator('summary').click();
+  await expect(sessions.locator('li.session')).toHaveCount(1);
+  expect(chunks.filter((name) => name.startsWith('split_sessions_body.'))).toHaveLength(1);
   await context.close();
 });

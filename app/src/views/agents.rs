@@ -93,10 +93,52 @@ impl NewAgent {
     }
 }
 
+/// "New agent": the form loads the first time it opens.
 #[component]
 pub fn CreateAgent() -> impl IntoView {
-    let state = state();
+    let roster = state().roster;
     let form = NewAgent::new();
+    provide_context(form);
+    let creation = roster.creation;
+    let panel: NodeRef<leptos::html::Details> = NodeRef::new();
+    let opened = RwSignal::new(false);
+    // Made: the form closes and the keyboard goes to the new agent's
+    // message box. Refused: the reason shows by the button, the fields as
+    // they were.
+    Effect::new(move |_| {
+        if creation.get() != Creation::Created {
+            return;
+        }
+        creation.set(Creation::Idle);
+        form.reset();
+        if let Some(panel) = panel.get_untracked() {
+            panel.set_open(false);
+        }
+        #[cfg(feature = "hydrate")]
+        super::reveal(".prompt".to_owned(), Some("textarea"));
+    });
+    let toggled = move |_| {
+        if panel.get_untracked().is_some_and(|panel| panel.open()) {
+            opened.set(true);
+        }
+    };
+    view! {
+        <details class="create-panel" node_ref=panel on:toggle=toggled>
+            // The runtimes asked again as the form opens, so one added to
+            // config.toml since the page loaded is offered.
+            <summary on:click=move |_| roster.list_runtimes()>"New agent"</summary>
+            {super::deferred(move || opened.get(), create_form)}
+        </details>
+    }
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(create_form, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn create_form() -> Result<AnyView, super::Unloaded> {
+    let state = state();
+    let form = expect_context::<NewAgent>();
     let NewAgent { cwd, name, model, mode, runtime, in_workspace, .. } = form;
     let roster = state.roster;
     let runtimes = roster.runtimes;
@@ -114,22 +156,6 @@ pub fn CreateAgent() -> impl IntoView {
         }
     };
     let creation = roster.creation;
-    let panel: NodeRef<leptos::html::Details> = NodeRef::new();
-    // Made: the form closes and the keyboard goes to the new agent's
-    // message box. Refused: the reason shows by the button, the fields as
-    // they were.
-    Effect::new(move |_| {
-        if creation.get() != Creation::Created {
-            return;
-        }
-        creation.set(Creation::Idle);
-        form.reset();
-        if let Some(panel) = panel.get_untracked() {
-            panel.set_open(false);
-        }
-        #[cfg(feature = "hydrate")]
-        super::reveal(".prompt".to_owned(), Some("textarea"));
-    });
     let problem = move || match creation.get() {
         Creation::Failed(why) => Some(why),
         _ => None,
@@ -150,70 +176,66 @@ pub fn CreateAgent() -> impl IntoView {
             seen.into_iter().map(|value| view! { <option value=value/> }).collect_view()
         }
     };
-    view! {
-        <details class="create-panel" node_ref=panel>
-            // The runtimes asked again as the form opens, so one added to
-            // config.toml since the page loaded is offered.
-            <summary on:click=move |_| roster.list_runtimes()>"New agent"</summary>
-            <form class="create" on:submit=submit aria-label="Create an agent">
-                <label>"Working directory"
-                    <input name="cwd" type="text" placeholder="/home/me/project" required list="known-dirs"
-                        prop:value=cwd on:input=move |event| cwd.set(event_target_value(&event))/>
-                </label>
-                <datalist id="known-dirs">{known(|agent| Some(agent.cwd.as_str()))}</datalist>
-                <label>"Name"
-                    <input name="name" type="text" placeholder="optional"
-                        prop:value=name on:input=move |event| name.set(event_target_value(&event))/>
-                </label>
-                <Show when=move || !others().is_empty()>
-                    <label>"Runtime"
-                        <select name="runtime"
-                            on:change=move |event| runtime.set(event_target_value(&event))>
-                            <option value="" selected=move || runtime.get().is_empty()>
-                                "shard (built in)"
+    Ok(view! {
+        <form class="create" on:submit=submit aria-label="Create an agent">
+            <label>"Working directory"
+                <input name="cwd" type="text" placeholder="/home/me/project" required list="known-dirs"
+                    prop:value=cwd on:input=move |event| cwd.set(event_target_value(&event))/>
+            </label>
+            <datalist id="known-dirs">{known(|agent| Some(agent.cwd.as_str()))}</datalist>
+            <label>"Name"
+                <input name="name" type="text" placeholder="optional"
+                    prop:value=name on:input=move |event| name.set(event_target_value(&event))/>
+            </label>
+            <Show when=move || !others().is_empty()>
+                <label>"Runtime"
+                    <select name="runtime"
+                        on:change=move |event| runtime.set(event_target_value(&event))>
+                        <option value="" selected=move || runtime.get().is_empty()>
+                            "shard (built in)"
+                        </option>
+                        <For each=others key=|id| id.clone() let:id>
+                            <option value=id.clone()
+                                selected={
+                                    let id = id.clone();
+                                    move || runtime.get() == id
+                                }>
+                                {id.clone()}
                             </option>
-                            <For each=others key=|id| id.clone() let:id>
-                                <option value=id.clone()
-                                    selected={
-                                        let id = id.clone();
-                                        move || runtime.get() == id
-                                    }>
-                                    {id.clone()}
-                                </option>
-                            </For>
-                        </select>
-                    </label>
-                </Show>
-                // An ACP agent's model and mode are its own, chosen once it runs.
-                <Show when=move || runtime.get().is_empty()>
-                    <label>"Model"
-                        <input name="model" type="text" placeholder="default" list="known-models"
-                            prop:value=model on:input=move |event| model.set(event_target_value(&event))/>
-                    </label>
-                    <datalist id="known-models">{known(|agent| agent.model.as_deref())}</datalist>
-                    <label>"Mode"
-                        <select name="mode" on:change=move |event| mode.set(event_target_value(&event))>
-                            <option value="">"default"</option>
-                            <option value="build">"build"</option>
-                            <option value="plan">"plan"</option>
-                        </select>
-                    </label>
-                </Show>
-                <label class="check">
-                    <input name="workspace" type="checkbox" prop:checked=in_workspace
-                        on:change=move |event| in_workspace.set(event_target_checked(&event))/>
-                    "In a new workspace (its own git worktree and branch)"
+                        </For>
+                    </select>
                 </label>
-                <Show when=move || in_workspace.get()>
-                    <WorkspaceFields form=form/>
-                </Show>
-                {move || problem().map(|why| view! { <p class="form-error" role="alert">{why}</p> })}
-                <button type="submit" disabled=move || !connected() || creation.get() == Creation::Sent>
-                    "Create agent"
-                </button>
-            </form>
-        </details>
+            </Show>
+            // An ACP agent's model and mode are its own, chosen once it runs.
+            <Show when=move || runtime.get().is_empty()>
+                <label>"Model"
+                    <input name="model" type="text" placeholder="default" list="known-models"
+                        prop:value=model on:input=move |event| model.set(event_target_value(&event))/>
+                </label>
+                <datalist id="known-models">{known(|agent| agent.model.as_deref())}</datalist>
+                <label>"Mode"
+                    <select name="mode" on:change=move |event| mode.set(event_target_value(&event))>
+                        <option value="">"default"</option>
+                        <option value="build">"build"</option>
+                        <option value="plan">"plan"</option>
+                    </select>
+                </label>
+            </Show>
+            <label class="check">
+                <input name="workspace" type="checkbox" prop:checked=in_workspace
+                    on:change=move |event| in_workspace.set(event_target_checked(&event))/>
+                "In a new workspace (its own git worktree and branch)"
+            </label>
+            <Show when=move || in_workspace.get()>
+                <WorkspaceFields form=form/>
+            </Show>
+            {move || problem().map(|why| view! { <p class="form-error" role="alert">{why}</p> })}
+            <button type="submit" disabled=move || !connected() || creation.get() == Creation::Sent>
+                "Create agent"
+            </button>
+        </form>
     }
+    .into_any())
 }
 
 /// The new-agent form's fields for a new workspace.

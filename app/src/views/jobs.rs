@@ -72,11 +72,25 @@ fn jobs_of(jobs: &BTreeMap<String, JobSnapshot>, parent: &str) -> Vec<JobSnapsho
 pub fn JobsPanel() -> impl IntoView {
     let state = state();
     let (selected, all) = (state.screen.selected, state.jobs.all);
+    let any = Memo::new(move |_| {
+        let Some(selected) = selected.get() else { return false };
+        all.with(|jobs| jobs.values().any(|job| job.parent_agent_id == selected))
+    });
+    super::deferred(move || any.get(), jobs_body)
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(jobs_body, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn jobs_body() -> Result<AnyView, super::Unloaded> {
+    let state = state();
+    let (selected, all) = (state.screen.selected, state.jobs.all);
     let jobs = Memo::new(move |_| match selected.get() {
         Some(selected) => all.with(|jobs| jobs_of(jobs, &selected)),
         None => Vec::new(),
     });
-    view! {
+    Ok(view! {
         <Show when=move || jobs.with(|jobs| !jobs.is_empty())>
             <details class="jobs-panel" open>
                 <summary>{move || format!("Subagent jobs ({})", jobs.with(Vec::len))}</summary>
@@ -88,6 +102,7 @@ pub fn JobsPanel() -> impl IntoView {
             </details>
         </Show>
     }
+    .into_any())
 }
 
 #[component]

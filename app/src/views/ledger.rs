@@ -125,9 +125,23 @@ pub fn UsageTotal() -> impl IntoView {
 /// switch to each, compaction on demand, and what the last operation did.
 #[component]
 pub fn SessionsPanel() -> impl IntoView {
+    let ledger = state().ledger;
+    let fetch = move || ledger.fetch_sessions();
+    let open = ledger.sessions_open;
+    view! {
+        <Panel class="sessions-panel" label="Sessions" open=open on_open=fetch>
+            {super::deferred(move || open.get(), sessions_body)}
+        </Panel>
+    }
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(sessions_body, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn sessions_body() -> Result<AnyView, super::Unloaded> {
     let state = state();
     let (ledger, roster) = (state.ledger, state.roster);
-    let fetch = move || ledger.fetch_sessions();
     let compact = move |_| ledger.compact();
     let forked = {
         move || {
@@ -170,17 +184,16 @@ pub fn SessionsPanel() -> impl IntoView {
             .collect_view();
         Some(view! { <ol class="sessions">{rows}</ol> })
     };
-    view! {
-        <Panel class="sessions-panel" label="Sessions" open=ledger.sessions_open on_open=fetch>
-            <div class="panel-actions">
-                <button type="button" class="compact" on:click=compact
-                    title="Summarize the older part of the conversation now">"Compact now"</button>
-            </div>
-            {forked}
-            {elsewhere}
-            {list}
-        </Panel>
+    Ok(view! {
+        <div class="panel-actions">
+            <button type="button" class="compact" on:click=compact
+                title="Summarize the older part of the conversation now">"Compact now"</button>
+        </div>
+        {forked}
+        {elsewhere}
+        {list}
     }
+    .into_any())
 }
 
 #[component]
@@ -228,6 +241,20 @@ pub fn LedgerNote() -> impl IntoView {
 pub fn UsagePanel() -> impl IntoView {
     let ledger = state().ledger;
     let fetch = move || ledger.fetch_usage();
+    let open = ledger.usage_open;
+    view! {
+        <Panel class="usage-panel" label="Usage" open=open on_open=fetch>
+            {super::deferred(move || open.get(), usage_body)}
+        </Panel>
+    }
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(usage_body, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn usage_body() -> Result<AnyView, super::Unloaded> {
+    let ledger = state().ledger;
     let body = move || {
         let usage = ledger.usage.get()?;
         let sessions = ledger.sessions.with(|listed| {
@@ -257,11 +284,7 @@ pub fn UsagePanel() -> impl IntoView {
             <ol class="usage-turns">{turns}</ol>
         })
     };
-    view! {
-        <Panel class="usage-panel" label="Usage" open=ledger.usage_open on_open=fetch>
-            {body}
-        </Panel>
-    }
+    Ok(body.into_any())
 }
 
 /// A session as a person knows it: its first message (and whether the
@@ -300,6 +323,20 @@ fn turn_row(turn: &TurnUsage) -> impl IntoView + use<> {
 pub fn ApprovalsPanel() -> impl IntoView {
     let ledger = state().ledger;
     let fetch = move || ledger.fetch_approvals();
+    let open = ledger.approvals_open;
+    view! {
+        <Panel class="approvals-panel" label="Approval history" open=open on_open=fetch>
+            {super::deferred(move || open.get(), approvals_body)}
+        </Panel>
+    }
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(approvals_body, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn approvals_body() -> Result<AnyView, super::Unloaded> {
+    let ledger = state().ledger;
     let body = move || {
         let records = ledger.approvals.get()?;
         if records.is_empty() {
@@ -308,11 +345,7 @@ pub fn ApprovalsPanel() -> impl IntoView {
         let rows = records.iter().map(approval_row).collect_view();
         Some(view! { <ol class="approvals">{rows}</ol> }.into_any())
     };
-    view! {
-        <Panel class="approvals-panel" label="Approval history" open=ledger.approvals_open on_open=fetch>
-            {body}
-        </Panel>
-    }
+    Ok(body.into_any())
 }
 
 fn approval_row(record: &ApprovalRecord) -> impl IntoView + use<> {

@@ -64,6 +64,60 @@ fn Details(
     }
 }
 
+/// A part of the page whose code the browser could not load: its WASM
+/// chunk did not arrive, or is of another build (the daemon was updated
+/// under an open page). The page goes on without it and says so.
+pub(crate) struct Unloaded;
+
+#[cfg(feature = "hydrate")]
+impl From<leptos::wasm_split::SplitLoaderError> for Unloaded {
+    fn from(_: leptos::wasm_split::SplitLoaderError) -> Self {
+        Unloaded
+    }
+}
+
+/// What `body` renders, from the first time `shown` is true on. In the
+/// browser `body` is split by scripts/build into a WASM chunk of its own
+/// (the `wasm_split` attribute on it, `fallible`), fetched then, so that
+/// the first load carries none of it. Once shown it stays mounted (its own
+/// markup hides it when closed), so what the reader typed or opened in it
+/// lasts.
+#[cfg(feature = "hydrate")]
+pub(crate) fn deferred<Fut>(
+    shown: impl Fn() -> bool + Send + Sync + 'static,
+    body: fn() -> Fut,
+) -> impl IntoView
+where
+    Fut: std::future::Future<Output = Result<AnyView, Unloaded>> + Send + 'static,
+{
+    let ever = Memo::new(move |before: Option<&bool>| before.copied() == Some(true) || shown());
+    move || {
+        ever.get().then(|| {
+            let loading = body();
+            Suspend::new(async move { loading.await.unwrap_or_else(|_| unloaded()) })
+        })
+    }
+}
+
+/// The same, where nothing is split: the daemon's first paint, unit tests.
+#[cfg(not(feature = "hydrate"))]
+pub(crate) fn deferred(
+    shown: impl Fn() -> bool + Send + Sync + 'static,
+    body: fn() -> Result<AnyView, Unloaded>,
+) -> impl IntoView {
+    let ever = Memo::new(move |before: Option<&bool>| before.copied() == Some(true) || shown());
+    move || ever.get().then(|| body().unwrap_or_else(|_| unloaded()))
+}
+
+fn unloaded() -> AnyView {
+    view! {
+        <p class="unloaded" role="alert">
+            "This part of the page did not load (was the daemon updated?): reload the page."
+        </p>
+    }
+    .into_any()
+}
+
 /// `$0.0123`: a cost to four decimals, formatted as integers (formatting a
 /// float would add 12 KB to the WASM).
 pub(crate) fn dollars(cost: f64) -> String {

@@ -61,12 +61,24 @@ fn focus(selector: &'static str) {
     });
 }
 
-/// The search panel: always in the page, hidden while closed (showing and
-/// hiding it costs the bundle less than mounting it).
+/// The search panel, loaded the first time it opens, then hidden while
+/// closed.
 #[component]
 pub fn SearchPanel() -> impl IntoView {
+    let open = state().search.open;
+    super::deferred(move || open.get(), search_body)
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(search_body, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn search_body() -> Result<AnyView, super::Unloaded> {
     let state = state();
     let search = state.search;
+    // The first opening's focus ran before this was loaded.
+    #[cfg(feature = "hydrate")]
+    focus("#search-input");
     let on_key = move |event: leptos::ev::KeyboardEvent| {
         if event.key() == "Escape" {
             event.prevent_default();
@@ -82,7 +94,7 @@ pub fn SearchPanel() -> impl IntoView {
         });
         groups.into_iter().map(|group| group_view(&state, group)).collect_view()
     };
-    view! {
+    Ok(view! {
         <section class="search-panel" role="dialog" aria-label="Search messages"
             hidden=move || !search.open.get() on:keydown=on_key>
             <div class="search-bar">
@@ -96,6 +108,7 @@ pub fn SearchPanel() -> impl IntoView {
             <div class="search-results">{results}</div>
         </section>
     }
+    .into_any())
 }
 
 /// The line above the results.
@@ -157,7 +170,19 @@ fn hit_view(state: ClientState, hit: SearchHit) -> impl IntoView + use<> {
 /// through the rows that hold it (Enter, Shift+Enter). Hidden while closed.
 #[component]
 pub fn FindBar() -> impl IntoView {
+    let open = state().find.open;
+    super::deferred(move || open.get(), find_body)
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(find_body, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn find_body() -> Result<AnyView, super::Unloaded> {
     let find = state().find;
+    // The first opening's focus ran before this was loaded.
+    #[cfg(feature = "hydrate")]
+    focus("#find-input");
     let on_key = move |event: leptos::ev::KeyboardEvent| match event.key().as_str() {
         "Enter" => {
             event.prevent_default();
@@ -169,7 +194,7 @@ pub fn FindBar() -> impl IntoView {
         }
         _ => {}
     };
-    view! {
+    Ok(view! {
         <form class="find-bar" role="search" aria-label="Find in the transcript"
             hidden=move || !find.open.get() on:submit=move |event| event.prevent_default()>
             <input id="find-input" type="search" aria-label="Find in the transcript"
@@ -182,4 +207,5 @@ pub fn FindBar() -> impl IntoView {
             <button type="button" on:click=move |_| find.close()>"Close"</button>
         </form>
     }
+    .into_any())
 }

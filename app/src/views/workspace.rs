@@ -133,6 +133,16 @@ fn facts(detail: &WorkspaceDetail) -> String {
 #[component]
 pub fn WorkspacePanel() -> impl IntoView {
     let state = state();
+    let any = Memo::new(move |_| state.shown_workspace().is_some());
+    super::deferred(move || any.get(), workspace_body)
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(workspace_body, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn workspace_body() -> Result<AnyView, super::Unloaded> {
+    let state = state();
     let shown = {
         let state = state.clone();
         Memo::new(move |_| state.shown_workspace())
@@ -161,7 +171,7 @@ pub fn WorkspacePanel() -> impl IntoView {
             workspaces.status(&id);
         }
     };
-    view! {
+    Ok(view! {
         <Show when=move || workspace_id.with(Option::is_some)>
             <section class="workspace-panel" aria-label="Workspace" data-lifecycle=lifecycle>
                 <div class="workspace-head">
@@ -192,6 +202,7 @@ pub fn WorkspacePanel() -> impl IntoView {
             </section>
         </Show>
     }
+    .into_any())
 }
 
 /// Keeps the panel's status current: another workspace on screen clears
