@@ -39,6 +39,7 @@ pub mod message;
 pub mod orchestrator;
 pub mod search;
 pub mod subagent;
+mod tagged;
 pub mod types;
 pub mod usage;
 pub mod web;

@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::tagged::Tagged;
+
 /// A JSON object, as the spec's `Record<string, unknown>`.
 pub type JsonObject = Map<String, Value>;
 
@@ -106,8 +108,8 @@ pub struct Message {
     pub content: Vec<ContentBlock>,
 }
 
-/// `ContentBlock` (§11).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `ContentBlock` (§11). Decoded by hand (crate::tagged).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentBlock {
     Text {
@@ -132,8 +134,9 @@ pub enum ContentBlock {
     Unknown,
 }
 
-/// `ToolResultContent` (§11): the pure output of a tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `ToolResultContent` (§11): the pure output of a tool. Decoded by hand
+/// (crate::tagged).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ToolResultContent {
     Text {
@@ -151,8 +154,9 @@ pub enum ToolResultContent {
 
 /// `RenderDescriptor` (§11, ARCHITECTURE §4.5): presentation data the client
 /// renders itself. New kinds are additive, so an unknown kind decodes to
-/// `Unknown` and the client falls back to the plain content.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `Unknown` and the client falls back to the plain content. Decoded by hand
+/// (crate::tagged).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RenderDescriptor {
     Text {
@@ -197,6 +201,69 @@ pub enum RenderDescriptor {
     },
     #[serde(other, skip_serializing)]
     Unknown,
+}
+
+impl<'de> Deserialize<'de> for ContentBlock {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut block = Tagged::read(deserializer, "type")?;
+        Ok(match block.tag.as_str() {
+            "text" => Self::Text { text: block.field("text")? },
+            "tool_call" => Self::ToolCall {
+                id: block.field("id")?,
+                name: block.field("name")?,
+                args: block.field("args")?,
+            },
+            "tool_result" => Self::ToolResult {
+                tool_call_id: block.field("tool_call_id")?,
+                content: block.field("content")?,
+                is_error: block.optional("is_error")?,
+            },
+            "thinking" => Self::Thinking { text: block.field("text")? },
+            _ => Self::Unknown,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolResultContent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut content = Tagged::read(deserializer, "kind")?;
+        Ok(match content.tag.as_str() {
+            "text" => Self::Text { text: content.field("text")? },
+            "json" => Self::Json { value: content.field("value")? },
+            "error" => Self::Error { message: content.field("message")? },
+            _ => Self::Unknown,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for RenderDescriptor {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut render = Tagged::read(deserializer, "kind")?;
+        Ok(match render.tag.as_str() {
+            "text" => Self::Text { text: render.field("text")? },
+            "kv" => Self::Kv { pairs: render.field("pairs")? },
+            "diff" => Self::Diff { path: render.field("path")?, hunks: render.field("hunks")? },
+            "tree" => Self::Tree { root: render.field("root")? },
+            "progress" => Self::Progress {
+                label: render.field("label")?,
+                current: render.field("current")?,
+                total: render.optional("total")?,
+            },
+            "status" => Self::Status { label: render.field("label")?, tone: render.field("tone")? },
+            "command" => Self::Command {
+                command: render.field("command")?,
+                exit_code: render.optional("exitCode")?,
+                duration_ms: render.optional("durationMs")?,
+            },
+            "path_list" => Self::PathList { paths: render.field("paths")? },
+            "code" => Self::Code {
+                path: render.optional("path")?,
+                lang: render.optional("lang")?,
+                text: render.field("text")?,
+            },
+            _ => Self::Unknown,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -208,3 +208,44 @@ fn numbers_survive_a_decode_and_encode_bit_for_bit() {
     let again = Envelope::<ServerMessage>::from_json(&once.to_json()).expect("decodes again");
     assert_eq!(again, once);
 }
+
+/// The tagged enums of §11 are decoded by hand (for the browser bundle's
+/// size); these are the derive's rules they must keep.
+#[test]
+fn tagged_content_decodes_by_the_derives_rules() {
+    use shard_protocol::types::{ContentBlock, ToolResultContent};
+    let block = |value| serde_json::from_value::<ContentBlock>(value);
+    // Unknown fields are ignored; an optional field absent or null is None.
+    assert_eq!(
+        block(json!({"type": "tool_result", "tool_call_id": "c1", "extra": 1,
+            "content": {"kind": "text", "text": "ok"}, "is_error": null}))
+        .unwrap(),
+        ContentBlock::ToolResult {
+            tool_call_id: "c1".into(),
+            content: ToolResultContent::Text { text: "ok".into() },
+            is_error: None,
+        }
+    );
+    // A tag this build does not know is Unknown, whatever its fields.
+    assert_eq!(block(json!({"type": "image", "data": 3})).unwrap(), ContentBlock::Unknown);
+    // A missing tag, a tag that is not a string, a missing required field
+    // and a field of the wrong type are errors that say which.
+    let error = |value| block(value).unwrap_err().to_string();
+    assert!(error(json!({"text": "hi"})).contains("missing field `type`"));
+    assert!(error(json!({"type": 4, "text": "hi"})).contains("expected a string"));
+    assert!(error(json!({"type": "text"})).contains("missing field `text`"));
+    assert!(error(json!({"type": "text", "text": 5})).contains("`text`"));
+    assert!(
+        error(json!({"type": "tool_result", "tool_call_id": "c1",
+        "content": {"kind": "text"}}))
+        .contains("missing field `text`")
+    );
+    assert!(error(json!(["text", "hi"])).contains("invalid type"));
+
+    let render = |value| serde_json::from_value::<RenderDescriptor>(value).unwrap();
+    assert_eq!(
+        render(json!({"kind": "command", "command": "ls", "exitCode": 2})),
+        RenderDescriptor::Command { command: "ls".into(), exit_code: Some(2), duration_ms: None }
+    );
+    assert_eq!(render(json!({"kind": "sparkline", "points": []})), RenderDescriptor::Unknown);
+}
