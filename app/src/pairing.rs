@@ -22,8 +22,11 @@ pub struct Shown {
 
 #[derive(Clone, Copy)]
 pub struct Pairing {
-    /// The page's one `<dialog>` for it: modal, closed by Escape.
+    /// The page's one `<dialog>` for it: modal, closed by Escape. Its code
+    /// loads the first time it is wanted ([`Pairing::wanted`]).
     pub dialog: NodeRef<html::Dialog>,
+    /// Whether the dialog was ever opened.
+    pub wanted: RwSignal<bool>,
     pub shown: RwSignal<Option<Shown>>,
     /// Whole seconds the link has left; 0 once it expired.
     pub left: RwSignal<u64>,
@@ -34,16 +37,25 @@ impl Pairing {
     pub fn new() -> Self {
         Self {
             dialog: NodeRef::new(),
+            wanted: RwSignal::new(false),
             shown: RwSignal::new(None),
             left: RwSignal::new(0),
             error: RwSignal::new(None),
         }
     }
 
-    /// Opens the dialog, empty until the new link arrives.
+    /// Opens the dialog, empty until the new link arrives. The first time,
+    /// its code is still loading: the dialog opens itself once it is in the
+    /// page ([`Pairing::show_modal`]).
     pub fn opened(self) {
         self.shown.set(None);
         self.error.set(None);
+        self.wanted.set(true);
+        self.show_modal();
+    }
+
+    /// Shows the dialog as modal if it is in the page and closed.
+    pub fn show_modal(self) {
         #[cfg(feature = "hydrate")]
         if let Some(dialog) = self.dialog.get_untracked()
             && !dialog.open()

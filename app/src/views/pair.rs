@@ -3,8 +3,8 @@
 //! left. A native modal `<dialog>`: Escape or "Close" closes it, focus
 //! stays inside while open; "New link" retires the link on show.
 //!
-//! It is always in the page and only its attributes and text follow the
-//! link: views that come and go would cost the bundle kilobytes.
+//! Its code loads the first time it opens; from then on it stays in the
+//! page and only its attributes and text follow the link.
 
 use leptos::html;
 use leptos::prelude::*;
@@ -21,7 +21,19 @@ pub fn new_link(pairing: Pairing) {
 
 #[component]
 pub fn PairDialog() -> impl IntoView {
+    let wanted = state().pairing.wanted;
+    super::deferred(move || wanted.get(), pair_dialog)
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(pair_dialog, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn pair_dialog() -> Result<AnyView, super::Unloaded> {
     let pairing = state().pairing;
+    // Opened before its code was here: it opens once it is in the page.
+    #[cfg(feature = "hydrate")]
+    request_animation_frame(move || pairing.show_modal());
     let shown = pairing.shown;
     let field = move |pick: fn(&Shown) -> &String| {
         shown.with(|shown| shown.as_ref().map(|shown| pick(shown).clone()).unwrap_or_default())
@@ -37,7 +49,7 @@ pub fn PairDialog() -> impl IntoView {
         #[cfg(feature = "hydrate")]
         crate::client::copy(&field(|shown| &shown.url));
     };
-    view! {
+    Ok(view! {
         <dialog class="dialog pair" aria-labelledby="pair-title" node_ref=pairing.dialog
             on:close=move |_| pairing.closed()>
             <h2 id="pair-title">"Pair a device"</h2>
@@ -60,4 +72,5 @@ pub fn PairDialog() -> impl IntoView {
             </div>
         </dialog>
     }
+    .into_any())
 }
