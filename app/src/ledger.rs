@@ -11,11 +11,12 @@
 use leptos::prelude::*;
 use shard_protocol::ClientMessage;
 use shard_protocol::agent::{CompactResult, ForkResult, SessionListResult, SessionOp};
-use shard_protocol::approvals::{ApprovalList, ApprovalListResult, ApprovalRecord};
+use shard_protocol::approvals::{ApprovalList, ApprovalListResult};
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{AgentCreate, SessionActivate, SessionActivateResult};
 use shard_protocol::usage::{UsageAgentQuery, UsageAgentResult};
 
+use crate::kept::Kept;
 use crate::link::{Link, Request};
 use crate::roster::Roster;
 
@@ -29,11 +30,11 @@ pub struct Note {
 /// The agent on screen's panels.
 #[derive(Clone, Copy)]
 pub struct Ledger {
-    pub sessions: RwSignal<Option<SessionListResult>>,
+    pub sessions: RwSignal<Option<Kept<SessionListResult>>>,
     pub sessions_open: RwSignal<bool>,
-    pub usage: RwSignal<Option<UsageAgentResult>>,
+    pub usage: RwSignal<Option<Kept<UsageAgentResult>>>,
     pub usage_open: RwSignal<bool>,
-    pub approvals: RwSignal<Option<Vec<ApprovalRecord>>>,
+    pub approvals: RwSignal<Option<Kept<ApprovalListResult>>>,
     pub approvals_open: RwSignal<bool>,
     /// What the last operation (here, or a take-back of the prompt box)
     /// did: shown above the prompt box.
@@ -199,8 +200,8 @@ impl Ledger {
     pub fn answered(&self, request: Request, response: Response) {
         match request {
             Request::Sessions { agent_id } if self.still_shown(&agent_id) => {
-                match response.data::<SessionListResult>() {
-                    Ok(list) => self.sessions.set(Some(list)),
+                match response.outcome {
+                    Ok(data) => self.sessions.set(Some(Kept::new(data.unwrap_or_default()))),
                     Err(error) => self.tell(format!("Sessions: {}", error.message), true),
                 }
             }
@@ -212,13 +213,13 @@ impl Ledger {
                 self.activated(&response)
             }
             Request::UsageAgent { agent_id } if self.still_shown(&agent_id) => {
-                if let Ok(usage) = response.data::<UsageAgentResult>() {
-                    self.usage.set(Some(usage));
+                if let Ok(data) = response.outcome {
+                    self.usage.set(Some(Kept::new(data.unwrap_or_default())));
                 }
             }
             Request::Approvals { agent_id } if self.still_shown(&agent_id) => {
-                match response.data::<ApprovalListResult>() {
-                    Ok(list) => self.approvals.set(Some(list.approvals)),
+                match response.outcome {
+                    Ok(data) => self.approvals.set(Some(Kept::new(data.unwrap_or_default()))),
                     Err(error) => self.tell(format!("Approval history: {}", error.message), true),
                 }
             }

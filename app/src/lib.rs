@@ -18,6 +18,7 @@ mod find;
 mod follow;
 mod guard;
 mod jobs;
+mod kept;
 mod ledger;
 mod link;
 mod markdown;

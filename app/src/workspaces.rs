@@ -10,15 +10,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use leptos::prelude::*;
+use serde::Deserialize;
+use serde_json::Value;
 use shard_protocol::ClientMessage;
 use shard_protocol::message::Response;
 use shard_protocol::types::AgentInfo;
 use shard_protocol::workspace::{
-    BranchDisposition, WorkspaceActed, WorkspaceAction, WorkspaceAttach, WorkspaceCreate,
-    WorkspaceDetail, WorkspaceLaunch, WorkspaceLaunchResult, WorkspaceList, WorkspaceListResult,
-    WorkspacePreview, WorkspaceResult, WorkspaceRetire, WorkspaceStatus, WorkspaceSummary,
+    BranchDisposition, WorkspaceAction, WorkspaceAttach, WorkspaceCreate, WorkspaceDetail,
+    WorkspaceLaunch, WorkspaceLaunchResult, WorkspaceList, WorkspaceListResult, WorkspacePreview,
+    WorkspaceRetire, WorkspaceStatus, WorkspaceSummary,
 };
 
+use crate::kept::Kept;
 use crate::link::{Link, Request};
 use crate::roster::{NewAgent, given};
 pub use crate::workspace_action::Action;
@@ -37,8 +40,9 @@ pub enum RetireProblem {
 pub enum Acting {
     /// The dry run is on its way.
     Previewing(Action),
-    /// What the action would do, waiting for the person's yes.
-    Preview(Action, Box<WorkspacePreview>),
+    /// What the action would do, waiting for the person's yes (decoded by
+    /// the panel that shows it).
+    Preview(Action, Kept<WorkspacePreview>),
     /// The action is on its way.
     Doing(Action),
     /// What it did, in the daemon's words.
@@ -195,8 +199,9 @@ pub struct NewWorkspace<'a> {
 pub struct Workspaces {
     /// Every workspace the page knows, by id (PROTOCOL.md §10.1a).
     pub all: RwSignal<BTreeMap<String, WorkspaceSummary>>,
-    /// The latest status of the workspace on screen.
-    pub detail: RwSignal<Option<WorkspaceDetail>>,
+    /// The latest status of the workspace on screen (decoded by the panel
+    /// that shows it).
+    pub detail: RwSignal<Option<Kept<WorkspaceDetail>>>,
     /// Whether the workspace panel shows the diff (its status then asks
     /// for it).
     pub diff: RwSignal<bool>,
@@ -373,16 +378,18 @@ impl Workspaces {
                     );
                 }
             }
-            Request::WorkspaceStatus { workspace_id } => match response.data::<WorkspaceResult>() {
-                Ok(WorkspaceResult { workspace }) => self.read(workspace, &workspace_id, &shown),
+            Request::WorkspaceStatus { workspace_id } => match response.outcome {
+                Ok(data) => {
+                    self.read(&data.unwrap_or_default()["workspace"], &workspace_id, &shown)
+                }
                 Err(error) => {
                     self.link.tell(format!("Could not read the workspace: {}", error.message))
                 }
             },
-            Request::WorkspaceRetire { workspace_id } => match response.data::<WorkspaceResult>() {
-                Ok(WorkspaceResult { workspace }) => {
+            Request::WorkspaceRetire { workspace_id } => match response.outcome {
+                Ok(data) => {
                     self.retire_problem.set(None);
-                    self.read(workspace, &workspace_id, &shown);
+                    self.read(&data.unwrap_or_default()["workspace"], &workspace_id, &shown);
                 }
                 Err(error) => {
                     let kind = error.data.as_ref().and_then(|data| data["kind"].as_str());
@@ -400,17 +407,22 @@ impl Workspaces {
                 if shown().as_deref() != Some(workspace_id.as_str()) {
                     return None;
                 }
-                let stage = if dry_run {
-                    response
-                        .data::<WorkspacePreview>()
-                        .map(|preview| Acting::Preview(action, Box::new(preview)))
-                } else {
-                    response.data::<WorkspaceActed>().map(|acted| {
-                        self.read(acted.workspace, &workspace_id, &shown);
-                        Acting::Done(acted.summary)
-                    })
+                let stage = match response.outcome {
+                    Ok(data) if dry_run => {
+                        Acting::Preview(action, Kept::new(data.unwrap_or_default()))
+                    }
+                    // WorkspaceActed: what it did, and the workspace after.
+                    Ok(data) => {
+                        let data = data.unwrap_or_default();
+                        self.read(&data["workspace"], &workspace_id, &shown);
+                        match data["summary"].as_str() {
+                            Some(summary) => Acting::Done(summary.to_owned()),
+                            None => Acting::Refused("The daemon's answer said nothing.".to_owned()),
+                        }
+                    }
+                    Err(error) => Acting::Refused(error.message),
                 };
-                self.acting.set(Some(stage.unwrap_or_else(|error| Acting::Refused(error.message))));
+                self.acting.set(Some(stage));
             }
             _ => {}
         }
@@ -419,15 +431,17 @@ impl Workspaces {
 
     /// A status of `workspace_id`: recorded, and shown if it is the
     /// workspace on screen.
-    fn read(
-        &self,
-        workspace: WorkspaceDetail,
-        workspace_id: &str,
-        shown: &impl Fn() -> Option<String>,
-    ) {
-        self.upsert(workspace.summary.clone());
+    fn read(&self, workspace: &Value, workspace_id: &str, shown: &impl Fn() -> Option<String>) {
+        // A detail is its summary's fields and more (flattened).
+        match WorkspaceSummary::deserialize(workspace.clone()) {
+            Ok(summary) => self.upsert(summary),
+            Err(error) => {
+                self.link.tell(format!("Could not read the workspace: {error}"));
+                return;
+            }
+        }
         if shown().as_deref() == Some(workspace_id) {
-            self.detail.set(Some(workspace));
+            self.detail.set(Some(Kept::new(workspace.clone())));
         }
     }
 }

@@ -494,7 +494,7 @@ fn a_workspace_launch_opens_its_agent_and_the_panel_follows_retirement() {
     let shown = state
         .workspaces
         .detail
-        .with_untracked(|detail| detail.as_ref().map(|d| d.summary.lifecycle));
+        .with_untracked(|detail| detail.as_ref().map(|d| d.decoded().unwrap().summary.lifecycle));
     assert_eq!(shown, Some(shard_protocol::workspace::WorkspaceLifecycle::Retired));
 }
 
@@ -818,6 +818,7 @@ fn workspace_actions_come_with_the_daemon_and_go_from_preview_to_result() {
     else {
         panic!("a preview")
     };
+    let shown = shown.decoded().expect("the panel reads the preview");
     assert_eq!(shown.files[0].path, "a.txt");
 
     // The yes: the fingerprint goes back; the result and the fresh status show.
@@ -839,7 +840,10 @@ fn workspace_actions_come_with_the_daemon_and_go_from_preview_to_result() {
         Some(Acting::Done("Fast-forwarded `main`.".to_owned()))
     );
     assert_eq!(
-        state.workspaces.detail.with_untracked(|d| d.as_ref().and_then(|d| d.merged)),
+        state
+            .workspaces
+            .detail
+            .with_untracked(|d| d.as_ref().and_then(|d| d.decoded().unwrap().merged)),
         Some(true)
     );
 

@@ -9,6 +9,7 @@ use shard_protocol::approvals::{ApprovalKind, ApprovalRecord};
 use shard_protocol::usage::{TurnState, TurnUsage, UsageTotals};
 
 use super::{dollars, state};
+use crate::kept::Kept;
 
 /// `1.2k`, `3.4M`: a token count at a glance (integers only: float
 /// formatting costs the bundle 12 KB).
@@ -175,14 +176,17 @@ fn sessions_body() -> Result<AnyView, super::Unloaded> {
         })
     };
     let list = move || {
-        let list = ledger.sessions.get()?;
+        let list = match ledger.sessions.with(|answer| answer.as_ref().map(Kept::decoded))? {
+            Ok(list) => list,
+            Err(error) => return Some(unreadable(error)),
+        };
         let active = list.active.clone();
         let rows = list
             .sessions
             .into_iter()
             .map(|session| view! { <SessionRow session=session active=active.clone()/> })
             .collect_view();
-        Some(view! { <ol class="sessions">{rows}</ol> })
+        Some(view! { <ol class="sessions">{rows}</ol> }.into_any())
     };
     Ok(view! {
         <div class="panel-actions">
@@ -256,8 +260,12 @@ pub fn UsagePanel() -> impl IntoView {
 fn usage_body() -> Result<AnyView, super::Unloaded> {
     let ledger = state().ledger;
     let body = move || {
-        let usage = ledger.usage.get()?;
+        let usage = match ledger.usage.with(|answer| answer.as_ref().map(Kept::decoded))? {
+            Ok(usage) => usage,
+            Err(error) => return Some(unreadable(error)),
+        };
         let sessions = ledger.sessions.with(|listed| {
+            let listed = listed.as_ref().and_then(|listed| listed.decoded().ok());
             usage
                 .sessions
                 .iter()
@@ -272,19 +280,27 @@ fn usage_body() -> Result<AnyView, super::Unloaded> {
                 .collect_view()
         });
         let turns = usage.turns.iter().take(20).map(turn_row).collect_view();
-        Some(view! {
-            <p class="usage-agent-total">{format!(
-                "{} · {} in · {} out · {} calls · {} turns",
-                totals_label(&usage.total), usage.total.input, usage.total.output,
-                usage.total.calls, usage.total.turns
-            )}</p>
-            <h4>"Sessions"</h4>
-            <ul class="usage-sessions">{sessions}</ul>
-            <h4>"Recent turns"</h4>
-            <ol class="usage-turns">{turns}</ol>
-        })
+        Some(
+            view! {
+                <p class="usage-agent-total">{format!(
+                    "{} · {} in · {} out · {} calls · {} turns",
+                    totals_label(&usage.total), usage.total.input, usage.total.output,
+                    usage.total.calls, usage.total.turns
+                )}</p>
+                <h4>"Sessions"</h4>
+                <ul class="usage-sessions">{sessions}</ul>
+                <h4>"Recent turns"</h4>
+                <ol class="usage-turns">{turns}</ol>
+            }
+            .into_any(),
+        )
     };
     Ok(body.into_any())
+}
+
+/// An answer the panel could not read, said where its content would be.
+fn unreadable(why: String) -> AnyView {
+    view! { <p class="form-error" role="alert">{why}</p> }.into_any()
 }
 
 /// A session as a person knows it: its first message (and whether the
@@ -338,7 +354,10 @@ pub fn ApprovalsPanel() -> impl IntoView {
 fn approvals_body() -> Result<AnyView, super::Unloaded> {
     let ledger = state().ledger;
     let body = move || {
-        let records = ledger.approvals.get()?;
+        let records = match ledger.approvals.with(|answer| answer.as_ref().map(Kept::decoded))? {
+            Ok(list) => list.approvals,
+            Err(error) => return Some(unreadable(error)),
+        };
         if records.is_empty() {
             return Some(view! { <p class="empty">"No questions asked yet."</p> }.into_any());
         }

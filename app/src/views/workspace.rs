@@ -14,6 +14,7 @@ use shard_protocol::workspace::{
 };
 
 use super::state;
+use crate::kept::Kept;
 use crate::roster::Roster;
 use crate::workspaces::{Acting, Action, RetireProblem, Row, Workspaces};
 
@@ -154,9 +155,8 @@ fn workspace_body() -> Result<AnyView, super::Unloaded> {
     let workspaces = state.workspaces;
     let detail = Memo::new(move |_| {
         let id = workspace_id.get()?;
-        workspaces
-            .detail
-            .with(|detail| detail.clone().filter(|detail| detail.summary.workspace_id == id))
+        let detail = workspaces.detail.with(|detail| detail.as_ref().map(Kept::decoded))?.ok()?;
+        (detail.summary.workspace_id == id).then_some(detail)
     });
     let summary = Memo::new(move |_| {
         detail.with(|detail| detail.as_ref().map(|detail| detail.summary.clone())).or(shown.get())
@@ -234,7 +234,8 @@ fn follow_status(
                 workspaces.retire_problem.set(None);
                 workspaces.acting.set(None);
                 if workspaces.detail.with(|detail| {
-                    detail.as_ref().map(|detail| &detail.summary.workspace_id) != id.as_ref()
+                    detail.as_ref().and_then(|detail| detail.field("workspace_id").as_str())
+                        != id.as_deref()
                 }) {
                     workspaces.detail.set(None);
                 }
@@ -355,9 +356,12 @@ fn ActionControls(
     let stage = move || {
         acting.get().map(|stage| {
             let (class, role, text) = match stage {
-                Acting::Preview(action, preview) => {
-                    return view! { <ActionPreview action=action preview=*preview/> }.into_any();
-                }
+                Acting::Preview(action, preview) => match preview.decoded() {
+                    Ok(preview) => {
+                        return view! { <ActionPreview action=action preview=preview/> }.into_any();
+                    }
+                    Err(why) => ("action-error", "alert", why),
+                },
                 Acting::Previewing(_) => ("hint", "status", "Working out what it would do…".into()),
                 Acting::Doing(action) => ("hint", "status", format!("{}…", action.verb())),
                 Acting::Done(what) => ("action-result", "status", what),
