@@ -158,6 +158,9 @@ export async function createAgent(page: import('@playwright/test').Page, cwd: st
   await page.getByRole('button', { name: 'Create agent' }).click();
   // Listed, though on a phone the list is behind the agent's pane.
   await page.locator('li.agent', { hasText: name }).waitFor({ state: 'attached' });
+  // And opened: the list can show it before the answer that opens it
+  // arrives, and a prompt typed meanwhile would go to the agent before.
+  await expect(page.locator('.agent-view h2')).toHaveText(name);
 }
 
 /** Creates an agent on `runtime` (not Shard's own) through the dashboard's form, and opens it. */
