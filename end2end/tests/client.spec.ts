@@ -275,7 +275,8 @@ test('a panel fetches its code the first time it opens, and one whose code does 
   expect(chunks, 'nothing lazy is fetched before it is wanted').toEqual([]);
 
   await tab.getByRole('button', { name: 'Search' }).click();
-  await expect(tab.getByRole('alert').filter({ hasText: 'did not load' })).toBeVisible();
+  const unloaded = tab.getByRole('alert').filter({ hasText: 'did not load' });
+  await expect(unloaded).toBeVisible();
   expect(chunks.some((name) => name.startsWith('split_search_body.'))).toBe(true);
 
   // The page goes on: the new-agent form loads its own code and works.
@@ -292,5 +293,11 @@ test('a panel fetches its code the first time it opens, and one whose code does 
   await sessions.locator('summary').click();
   await expect(sessions.locator('li.session')).toHaveCount(1);
   expect(chunks.filter((name) => name.startsWith('split_sessions_body.'))).toHaveLength(1);
+
+  // The link back, "Try again" fetches the search panel's code anew.
+  await context.unroute(/\/pkg\/split_search_body[^/]*\.wasm$/);
+  await unloaded.getByRole('button', { name: 'Try again' }).click();
+  await expect(tab.getByRole('searchbox', { name: 'Search messages' })).toBeVisible();
+  await expect(unloaded).toHaveCount(0);
   await context.close();
 });

@@ -91,10 +91,13 @@ where
     Fut: std::future::Future<Output = Result<AnyView, Unloaded>> + Send + 'static,
 {
     let ever = Memo::new(move |before: Option<&bool>| before.copied() == Some(true) || shown());
+    // A chunk that did not arrive is asked for again on "Try again".
+    let attempt = RwSignal::new(0_u32);
     move || {
+        attempt.track();
         ever.get().then(|| {
             let loading = body();
-            Suspend::new(async move { loading.await.unwrap_or_else(|_| unloaded()) })
+            Suspend::new(async move { loading.await.unwrap_or_else(|_| unloaded(attempt)) })
         })
     }
 }
@@ -106,13 +109,18 @@ pub(crate) fn deferred(
     body: fn() -> Result<AnyView, Unloaded>,
 ) -> impl IntoView {
     let ever = Memo::new(move |before: Option<&bool>| before.copied() == Some(true) || shown());
-    move || ever.get().then(|| body().unwrap_or_else(|_| unloaded()))
+    let attempt = RwSignal::new(0_u32);
+    move || ever.get().then(|| body().unwrap_or_else(|_| unloaded(attempt)))
 }
 
-fn unloaded() -> AnyView {
+/// In place of a part whose code did not arrive: a dropped link is worth
+/// another try; a daemon updated under the page needs a reload.
+fn unloaded(attempt: RwSignal<u32>) -> AnyView {
     view! {
         <p class="unloaded" role="alert">
-            "This part of the page did not load (was the daemon updated?): reload the page."
+            "This part of the page did not load. "
+            <button type="button" on:click=move |_| attempt.update(|count| *count += 1)>"Try again"</button>
+            " If the daemon was updated, reload the page."
         </p>
     }
     .into_any()
