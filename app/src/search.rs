@@ -10,6 +10,7 @@ use shard_protocol::ClientMessage;
 use shard_protocol::message::Response;
 use shard_protocol::search::{SearchHit, SearchQuery, SearchResults};
 
+use crate::kept::Kept;
 use crate::link::{Link, Request};
 
 /// Results asked for at once: more than a person reads in a list.
@@ -28,7 +29,8 @@ pub enum Outcome {
     /// Nothing asked (the box is empty).
     Nothing,
     Searching,
-    Found(Vec<Group>),
+    /// The daemon's results, decoded by the panel that shows them.
+    Found(Kept<SearchResults>),
     Failed(String),
 }
 
@@ -99,9 +101,9 @@ impl Search {
             self.ask();
             return;
         }
-        self.outcome.set(match response.data::<SearchResults>() {
-            Ok(found) => Outcome::Found(grouped(found.results)),
-            Err(error) => Outcome::Failed(error.message),
+        self.outcome.set(match &response.outcome {
+            Ok(found) => Outcome::Found(Kept::new(found.clone().unwrap_or_default())),
+            Err(error) => Outcome::Failed(error.message.clone()),
         });
     }
 

@@ -901,9 +901,10 @@ fn typing_in_the_search_box_keeps_one_query_out_and_drops_stale_answers() {
     let results = json!({"results": [hit(AGENT, "sess-1", "e-1", true), hit(OTHER, "sess-2", "e-3", true),
                                      hit(AGENT, "sess-1", "e-2", true)]});
     answer(&state, &next, "search.query", results);
-    let crate::search::Outcome::Found(groups) = state.search.outcome.get_untracked() else {
+    let crate::search::Outcome::Found(found) = state.search.outcome.get_untracked() else {
         panic!("no results")
     };
+    let groups = crate::search::grouped(found.decoded().expect("the panel reads them").results);
     let grouped: Vec<(&str, usize)> =
         groups.iter().map(|group| (group.agent_id.as_str(), group.hits.len())).collect();
     assert_eq!(grouped, [(AGENT, 2), (OTHER, 1)], "by agent, in the order of each one's best");

@@ -12,7 +12,7 @@ use shard_protocol::types::Role;
 use super::state;
 use crate::find::Find;
 use crate::screen::Screen;
-use crate::search::{Group, Outcome, Search};
+use crate::search::{Group, Outcome, Search, grouped};
 use crate::state::ClientState;
 
 /// The header's button.
@@ -88,11 +88,11 @@ fn search_body() -> Result<AnyView, super::Unloaded> {
     let status = move || search.outcome.with(status_of);
     let failed = move || search.outcome.with(|outcome| matches!(outcome, Outcome::Failed(_)));
     let results = move || {
-        let groups = search.outcome.with(|outcome| match outcome {
-            Outcome::Found(groups) => groups.clone(),
+        let found = search.outcome.with(|outcome| match outcome {
+            Outcome::Found(found) => found.decoded().map(|found| found.results).unwrap_or_default(),
             _ => Vec::new(),
         });
-        groups.into_iter().map(|group| group_view(&state, group)).collect_view()
+        grouped(found).into_iter().map(|group| group_view(&state, group)).collect_view()
     };
     Ok(view! {
         <section class="search-panel" role="dialog" aria-label="Search messages"
@@ -117,10 +117,11 @@ fn status_of(outcome: &Outcome) -> String {
         Outcome::Nothing => "Words from any agent's messages.".to_owned(),
         Outcome::Searching => "Searching…".to_owned(),
         Outcome::Failed(why) => why.clone(),
-        Outcome::Found(groups) => match groups.iter().map(|group| group.hits.len()).sum() {
-            0 => "No message has these words.".to_owned(),
-            1 => "1 message".to_owned(),
-            count => format!("{count} messages"),
+        Outcome::Found(found) => match found.decoded().map(|found| found.results.len()) {
+            Ok(0) => "No message has these words.".to_owned(),
+            Ok(1) => "1 message".to_owned(),
+            Ok(count) => format!("{count} messages"),
+            Err(why) => why,
         },
     }
 }
