@@ -6,7 +6,7 @@
 //! its button in the agent's header.
 
 use leptos::prelude::*;
-use shard_protocol::search::SearchHit;
+use shard_protocol::search::{SearchHit, SearchResults};
 use shard_protocol::types::Role;
 
 use super::state;
@@ -85,14 +85,22 @@ fn search_body() -> Result<AnyView, super::Unloaded> {
             search.open.set(false);
         }
     };
-    let status = move || search.outcome.with(status_of);
+    // The results, decoded once for the status line and the list.
+    let found = Memo::new(move |_| {
+        search.outcome.with(|outcome| match outcome {
+            Outcome::Found(found) => Some(found.decoded()),
+            _ => None,
+        })
+    });
+    let status =
+        move || found.with(|found| search.outcome.with(|outcome| status_of(outcome, found)));
     let failed = move || search.outcome.with(|outcome| matches!(outcome, Outcome::Failed(_)));
     let results = move || {
-        let found = search.outcome.with(|outcome| match outcome {
-            Outcome::Found(found) => found.decoded().map(|found| found.results).unwrap_or_default(),
+        let hits = found.with(|found| match found {
+            Some(Ok(found)) => found.results.clone(),
             _ => Vec::new(),
         });
-        grouped(found).into_iter().map(|group| group_view(&state, group)).collect_view()
+        grouped(hits).into_iter().map(|group| group_view(&state, group)).collect_view()
     };
     Ok(view! {
         <section class="search-panel" role="dialog" aria-label="Search messages"
@@ -111,18 +119,18 @@ fn search_body() -> Result<AnyView, super::Unloaded> {
     .into_any())
 }
 
-/// The line above the results.
-fn status_of(outcome: &Outcome) -> String {
-    match outcome {
-        Outcome::Nothing => "Words from any agent's messages.".to_owned(),
-        Outcome::Searching => "Searching…".to_owned(),
-        Outcome::Failed(why) => why.clone(),
-        Outcome::Found(found) => match found.decoded().map(|found| found.results.len()) {
-            Ok(0) => "No message has these words.".to_owned(),
-            Ok(1) => "1 message".to_owned(),
-            Ok(count) => format!("{count} messages"),
-            Err(why) => why,
+/// The line above the results (`found`: the results, decoded).
+fn status_of(outcome: &Outcome, found: &Option<Result<SearchResults, String>>) -> String {
+    match (outcome, found) {
+        (Outcome::Nothing, _) => "Words from any agent's messages.".to_owned(),
+        (Outcome::Searching, _) => "Searching…".to_owned(),
+        (Outcome::Failed(why), _) | (Outcome::Found(_), Some(Err(why))) => why.clone(),
+        (Outcome::Found(_), Some(Ok(found))) => match found.results.len() {
+            0 => "No message has these words.".to_owned(),
+            1 => "1 message".to_owned(),
+            count => format!("{count} messages"),
         },
+        (Outcome::Found(_), None) => String::new(),
     }
 }
 
