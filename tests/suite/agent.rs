@@ -366,9 +366,12 @@ async fn models_and_reasoning_levels_switch_at_the_next_provider_call() {
     let none = agent.call("r0", json!({"type": "list_reasoning_levels"})).await;
     assert_eq!(none["error"]["code"], "NOT_FOUND");
 
-    // Switching mid-stream does not touch the reply in flight.
+    // Switching mid-stream does not touch the reply in flight: the switch
+    // goes once the reply streams (after turn_start the turn still says
+    // its user_message before the provider call starts).
     agent.call("p1", json!({"type": "prompt", "message": "stream: 30"})).await;
-    agent.expect("turn_start").await;
+    let opening = agent.until("message_delta").await;
+    assert_eq!(opening[0]["type"], "turn_start", "{opening:?}");
     let (switched, before) =
         agent.call_during("s1", json!({"type": "set_model", "model": "demo-think"})).await;
     let changed = find(&before, "model_changed");
