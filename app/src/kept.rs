@@ -23,7 +23,8 @@ impl<T: DeserializeOwned> Kept<T> {
     pub fn decoded(&self) -> Result<T, String> {
         // From an owned value, as every message is decoded: the decoders
         // its types share with those are compiled once.
-        T::deserialize(self.value.clone()).map_err(|error| format!("unexpected answer: {error}"))
+        shard_protocol::decode::from_value(self.value.clone())
+            .map_err(|error| format!("unexpected answer: {error}"))
     }
 
     /// One field of the data, as it came.

@@ -10,7 +10,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use leptos::prelude::*;
-use serde::Deserialize;
 use serde_json::Value;
 use shard_protocol::ClientMessage;
 use shard_protocol::message::Response;
@@ -433,7 +432,7 @@ impl Workspaces {
     /// workspace on screen.
     fn read(&self, workspace: &Value, workspace_id: &str, shown: &impl Fn() -> Option<String>) {
         // A detail is its summary's fields and more (flattened).
-        match WorkspaceSummary::deserialize(workspace.clone()) {
+        match shard_protocol::decode::from_value::<WorkspaceSummary>(workspace.clone()) {
             Ok(summary) => self.upsert(summary),
             Err(error) => {
                 self.link.tell(format!("Could not read the workspace: {error}"));

@@ -267,7 +267,7 @@ impl std::fmt::Display for PayloadError {
 /// Deserializes a payload with its field path tracked.
 #[cfg(feature = "field-paths")]
 pub(crate) fn payload<T: DeserializeOwned>(value: Value) -> Result<T, PayloadError> {
-    serde_path_to_error::deserialize(value).map_err(|error| PayloadError {
+    serde_path_to_error::deserialize(crate::decode::Json(value)).map_err(|error| PayloadError {
         path: Some(error.path().to_string()),
         inner: error.into_inner(),
     })
@@ -276,5 +276,5 @@ pub(crate) fn payload<T: DeserializeOwned>(value: Value) -> Result<T, PayloadErr
 /// Deserializes a payload (its field path untracked: see the feature).
 #[cfg(not(feature = "field-paths"))]
 pub(crate) fn payload<T: DeserializeOwned>(value: Value) -> Result<T, PayloadError> {
-    T::deserialize(value).map_err(|inner| PayloadError { path: None, inner })
+    crate::decode::from_value(value).map_err(|inner| PayloadError { path: None, inner })
 }

@@ -6,6 +6,7 @@
 //! `wasm32-unknown-unknown`.
 //!
 //! - [`envelope`]: the §5 envelope, decoding with field-naming errors, encoding.
+//! - [`decode`]: the one decoder of a parsed JSON value, as the wire writes it.
 //! - [`message`]: the closed message sets, [`ClientMessage`] and [`ServerMessage`].
 //! - [`agent`]: per-agent commands, events and results (§9), one module per
 //!   part of the section (`lifecycle`, `drive`, `session`, `turn`,
@@ -30,6 +31,7 @@
 
 pub mod agent;
 pub mod approvals;
+pub mod decode;
 pub mod diagnostic;
 pub mod display;
 pub mod envelope;

@@ -244,7 +244,7 @@ impl Response {
     pub fn data<T: serde::de::DeserializeOwned>(&self) -> Result<T, WireError> {
         match &self.outcome {
             Ok(data) => {
-                serde_json::from_value(data.clone().unwrap_or(Value::Null)).map_err(|error| {
+                crate::decode::from_value(data.clone().unwrap_or(Value::Null)).map_err(|error| {
                     WireError::new(
                         crate::ErrorCode::InvalidRequest,
                         format!("unexpected `{}` response data: {error}", self.command),

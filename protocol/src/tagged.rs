@@ -1,5 +1,6 @@
 //! Decoding of the internally tagged enums of §11 (`ContentBlock`,
-//! `ToolResultContent`, `RenderDescriptor`) from the JSON object itself.
+//! `ToolResultContent`, `RenderDescriptor`) and of `sync`'s pending
+//! questions (`PendingRequest`) from the JSON object itself.
 //!
 //! serde's derive decodes an internally tagged enum through a buffered copy
 //! of its input and a second decoder for every variant: the largest part of
@@ -11,8 +12,10 @@
 //! `Unknown`.
 
 use serde::Deserialize;
-use serde::de::{DeserializeOwned, Deserializer, Error, Unexpected};
+use serde::de::{DeserializeOwned, Deserializer, Error};
 use serde_json::{Map, Value};
+
+use crate::decode::unexpected;
 
 /// An object's fields once its tag is read.
 pub(crate) struct Tagged {
@@ -43,6 +46,12 @@ impl Tagged {
         decode(name, value)
     }
 
+    /// The fields not yet taken, as one struct `T` (a variant's payload
+    /// written beside the tag, as serde's `flatten` would read it).
+    pub(crate) fn rest<T: DeserializeOwned, E: Error>(self) -> Result<T, E> {
+        crate::decode::from_value(Value::Object(self.fields)).map_err(E::custom)
+    }
+
     /// An optional field: absent or `null` is `None`.
     pub(crate) fn optional<T: DeserializeOwned, E: Error>(
         &mut self,
@@ -57,16 +66,5 @@ impl Tagged {
 
 /// `value` as a `T`; an error names the field.
 fn decode<T: DeserializeOwned, E: Error>(name: &str, value: Value) -> Result<T, E> {
-    T::deserialize(value).map_err(|error| E::custom(format_args!("`{name}`: {error}")))
-}
-
-fn unexpected(value: &Value) -> Unexpected<'_> {
-    match value {
-        Value::Null => Unexpected::Unit,
-        Value::Bool(value) => Unexpected::Bool(*value),
-        Value::Number(_) => Unexpected::Other("a number"),
-        Value::String(value) => Unexpected::Str(value),
-        Value::Array(_) => Unexpected::Seq,
-        Value::Object(_) => Unexpected::Map,
-    }
+    crate::decode::from_value(value).map_err(|error| E::custom(format_args!("`{name}`: {error}")))
 }

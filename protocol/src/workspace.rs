@@ -263,11 +263,32 @@ pub struct WorkspaceSummary {
     pub agent_count: u32,
 }
 
-/// `workspace.status` detail: the summary plus bindings and conflict state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `workspace.status` detail: the summary plus bindings and conflict state,
+/// one flat object on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WorkspaceDetail {
     #[serde(flatten)]
     pub summary: WorkspaceSummary,
+    #[serde(flatten)]
+    pub state: WorkspaceState,
+}
+
+impl<'de> Deserialize<'de> for WorkspaceDetail {
+    /// Both parts from the one object, each ignoring the other's fields,
+    /// rather than through serde's `flatten`, which buffers the object and
+    /// compiles a second decoder of the summary (for the browser bundle).
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let object = serde_json::Value::deserialize(deserializer)?;
+        let state = crate::decode::from_value(object.clone()).map_err(D::Error::custom)?;
+        let summary = crate::decode::from_value(object).map_err(D::Error::custom)?;
+        Ok(Self { summary, state })
+    }
+}
+
+/// What `workspace.status` tells beyond the summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceState {
     /// Agents bound to this workspace (opaque ids only).
     #[serde(default)]
     pub agent_ids: Vec<String>,

@@ -840,10 +840,11 @@ fn workspace_actions_come_with_the_daemon_and_go_from_preview_to_result() {
         Some(Acting::Done("Fast-forwarded `main`.".to_owned()))
     );
     assert_eq!(
-        state
-            .workspaces
-            .detail
-            .with_untracked(|d| d.as_ref().and_then(|d| d.decoded().unwrap().merged)),
+        state.workspaces.detail.with_untracked(|d| d.as_ref().and_then(|d| d
+            .decoded()
+            .unwrap()
+            .state
+            .merged)),
         Some(true)
     );
 

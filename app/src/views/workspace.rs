@@ -104,24 +104,26 @@ fn WorkspaceHeading(workspace_id: String) -> impl IntoView {
 /// "1 ahead, 0 behind · 2 changed files · not merged · busy".
 fn facts(detail: &WorkspaceDetail) -> String {
     let mut facts = Vec::new();
-    if let (Some(ahead), Some(behind)) = (detail.ahead, detail.behind) {
+    if let (Some(ahead), Some(behind)) = (detail.state.ahead, detail.state.behind) {
         facts.push(format!("{ahead} ahead, {behind} behind"));
     }
-    match detail.dirty_files {
+    match detail.state.dirty_files {
         Some(0) => facts.push("no uncommitted changes".to_owned()),
         Some(1) => facts.push("1 uncommitted change".to_owned()),
         Some(count) => facts.push(format!("{count} uncommitted changes")),
         None => {}
     }
-    match detail.merged {
-        Some(true) if detail.ahead == Some(0) => facts.push("no commits of its own".to_owned()),
+    match detail.state.merged {
+        Some(true) if detail.state.ahead == Some(0) => {
+            facts.push("no commits of its own".to_owned())
+        }
         Some(true) => facts.push("merged".to_owned()),
         Some(false) => facts.push("not merged".to_owned()),
         None => {}
     }
-    if detail.busy == Some(true) {
+    if detail.state.busy == Some(true) {
         facts.push("an agent is working".to_owned());
-    } else if detail.live == Some(true) {
+    } else if detail.state.live == Some(true) {
         facts.push("an agent is running".to_owned());
     }
     facts.join(" · ")
@@ -187,7 +189,7 @@ fn workspace_body() -> Result<AnyView, super::Unloaded> {
                     <button class="link" on:click=refresh>"Refresh"</button>
                 </div>
                 <p class="facts">{move || detail.with(|detail| detail.as_ref().map(facts))}</p>
-                {move || detail.with(|detail| detail.as_ref().and_then(|detail| detail.conflict.clone()))
+                {move || detail.with(|detail| detail.as_ref().and_then(|detail| detail.state.conflict.clone()))
                     .map(|conflict| view! { <p class="conflict" role="status">{conflict}</p> })}
                 <div class="workspace-body" hidden=retired>
                     <DiffPanel workspace_id=workspace_id detail=detail summary=summary/>
@@ -279,7 +281,7 @@ fn DiffPanel(
     view! {
         <details class="workspace-diff" node_ref=diff_element on:toggle=toggled>
             <summary>{label}</summary>
-            {move || diff_view(detail.with(|detail| detail.as_ref().and_then(|detail| detail.diff.clone())))}
+            {move || diff_view(detail.with(|detail| detail.as_ref().and_then(|detail| detail.state.diff.clone())))}
         </details>
     }
 }

@@ -2,10 +2,11 @@
 //! client renders from (the live window and the questions still open), and
 //! `status` on every transition.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use super::permission::PermissionRequest;
 use super::ui::UiRequest;
+use crate::tagged::Tagged;
 use crate::types::{AgentStatus, Message};
 
 /// `hello`: the first message on every connection.
@@ -47,7 +48,7 @@ pub struct LiveWindow {
 
 /// A question still open when `sync` was taken. A delegated child's request
 /// surfaced through an ancestor keeps the child's `agent_id` (§6.3).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PendingRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
@@ -55,7 +56,8 @@ pub struct PendingRequest {
     pub request: PendingKind,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The question itself, tagged by the event `type` that asked it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type")]
 pub enum PendingKind {
     #[serde(rename = "permission_request")]
@@ -64,7 +66,31 @@ pub enum PendingKind {
     Ui(UiRequest),
 }
 
+// Both decoded from the one object (`crate::tagged`): serde's derive would
+// buffer it twice over, once for `flatten` and once for the tag.
+impl<'de> Deserialize<'de> for PendingRequest {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut question = Tagged::read(deserializer, "type")?;
+        let agent_id = question.optional("agent_id")?;
+        Ok(Self { agent_id, request: PendingKind::from_tagged(question)? })
+    }
+}
+
+impl<'de> Deserialize<'de> for PendingKind {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Self::from_tagged(Tagged::read(deserializer, "type")?)
+    }
+}
+
 impl PendingKind {
+    fn from_tagged<E: serde::de::Error>(question: Tagged) -> Result<Self, E> {
+        match question.tag.as_str() {
+            "permission_request" => question.rest().map(Self::Permission),
+            "ui_request" => question.rest().map(Self::Ui),
+            other => Err(E::unknown_variant(other, &["permission_request", "ui_request"])),
+        }
+    }
+
     pub fn request_id(&self) -> &str {
         match self {
             Self::Permission(request) => &request.request_id,

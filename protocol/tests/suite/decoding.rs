@@ -249,3 +249,115 @@ fn tagged_content_decodes_by_the_derives_rules() {
     );
     assert_eq!(render(json!({"kind": "sparkline", "points": []})), RenderDescriptor::Unknown);
 }
+
+#[test]
+fn the_decoder_reads_what_serde_json_reads_with_the_same_errors() {
+    use shard_protocol::agent::Hello;
+    use shard_protocol::decode::from_value;
+    use shard_protocol::types::Usage;
+    // Values of the right shape read the same, through every kind of field.
+    for value in [
+        json!({"protocol_version": "0.1.0", "server_version": "1", "capabilities": ["a", "b"]}),
+        json!({"protocol_version": "0.1.0", "server_version": "1", "capabilities": [],
+            "unknown": {"nested": [1, -2, 3.5, null, true]}}),
+    ] {
+        let ours: Hello = from_value(value.clone()).expect("valid");
+        let theirs: Hello = serde_json::from_value(value).expect("valid");
+        assert_eq!(ours, theirs);
+    }
+    // Values of the wrong type fail with serde_json's own words.
+    for value in [
+        json!({"protocol_version": 5, "server_version": "1", "capabilities": []}),
+        json!({"protocol_version": "0.1.0", "server_version": "1"}),
+        json!({"protocol_version": "0.1.0", "server_version": "1", "capabilities": "a"}),
+        json!({"protocol_version": "0.1.0", "server_version": -1, "capabilities": []}),
+        json!("hello"),
+        json!(null),
+    ] {
+        let ours = from_value::<Hello>(value.clone()).expect_err("invalid").to_string();
+        let theirs = serde_json::from_value::<Hello>(value).expect_err("invalid").to_string();
+        assert_eq!(ours, theirs);
+    }
+    for value in [
+        json!({"input": -1, "output": 0}),
+        json!({"input": 1.5, "output": 0}),
+        json!({"input": 18446744073709551616.0, "output": 0}),
+        json!({"input": "1", "output": 0}),
+    ] {
+        let ours = from_value::<Usage>(value.clone()).expect_err("invalid").to_string();
+        let theirs = serde_json::from_value::<Usage>(value).expect_err("invalid").to_string();
+        assert_eq!(ours, theirs);
+    }
+    // Enums: a variant by name, an unknown one refused or kept as Unknown.
+    assert_eq!(from_value::<Decision>(json!("allow_always")).unwrap(), Decision::AllowAlways);
+    assert_eq!(
+        from_value::<Decision>(json!("maybe")).unwrap_err().to_string(),
+        serde_json::from_value::<Decision>(json!("maybe")).unwrap_err().to_string()
+    );
+}
+
+#[test]
+fn a_struct_is_read_only_from_an_object() {
+    use shard_protocol::agent::Hello;
+    // serde_json alone reads an array as a struct's fields in order; no
+    // peer writes that, and the decoder refuses it like any wrong type.
+    let positional = json!(["0.1.0", "1", []]);
+    assert!(serde_json::from_value::<Hello>(positional.clone()).is_ok());
+    let error = shard_protocol::decode::from_value::<Hello>(positional).unwrap_err();
+    assert_eq!(error.to_string(), "invalid type: sequence, expected struct Hello");
+    // So does a message whose nested struct is written so.
+    let error = Envelope::<ServerMessage>::from_value(json!({
+        "type": "sync", "agent_id": "a", "status": "idle", "mode": "default",
+        "live_window": [[], 0], "pending_requests": []
+    }))
+    .unwrap_err();
+    assert!(error.to_string().contains("invalid type: sequence"), "{error}");
+}
+
+#[test]
+fn pending_questions_of_a_sync_read_and_write_one_flat_object() {
+    use shard_protocol::agent::{PendingKind, PendingRequest};
+    let permission = json!({
+        "agent_id": "child", "type": "permission_request", "request_id": "r1",
+        "tool_name": "bash", "input": {"command": "ls"}, "prompt": "Run ls?",
+        "options": ["allow", "deny"]
+    });
+    let question = json!({"type": "ui_request", "request_id": "r2", "kind": "input"});
+    let read = |value: &serde_json::Value| {
+        shard_protocol::decode::from_value::<PendingRequest>(value.clone())
+    };
+    let first = read(&permission).expect("a permission request");
+    assert_eq!(first.agent_id.as_deref(), Some("child"));
+    let PendingKind::Permission(ref request) = first.request else { panic!("{first:?}") };
+    assert_eq!((request.request_id.as_str(), request.tool_name.as_str()), ("r1", "bash"));
+    let second = read(&question).expect("a ui request");
+    assert_eq!(second.agent_id, None);
+    assert!(matches!(second.request, PendingKind::Ui(ref ui) if ui.request_id == "r2"));
+    // Each writes back as the object it came from.
+    assert_eq!(serde_json::to_value(&first).unwrap(), permission);
+    assert_eq!(serde_json::to_value(&second).unwrap(), question);
+    // The derive's rules: the tag is required and known, the fields too.
+    let error = |value: serde_json::Value| read(&value).unwrap_err().to_string();
+    assert_eq!(error(json!({"request_id": "r3"})), "missing field `type`");
+    assert!(error(json!({"type": "vote", "request_id": "r3"})).contains("unknown variant `vote`"));
+    assert!(error(json!({"type": "ui_request", "kind": "input"})).contains("`request_id`"));
+}
+
+#[test]
+fn a_workspace_detail_is_its_summary_and_state_in_one_object() {
+    use shard_protocol::workspace::WorkspaceDetail;
+    let flat = json!({
+        "workspace_id": "w1", "cwd": "/repo", "lifecycle": "active", "created_at": 7,
+        "agent_count": 1, "agent_ids": ["a1"], "ahead": 2, "behind": 0, "merged": false,
+        "live": true, "busy": false
+    });
+    let detail: WorkspaceDetail = shard_protocol::decode::from_value(flat.clone()).unwrap();
+    assert_eq!((detail.summary.workspace_id.as_str(), detail.summary.created_at), ("w1", 7));
+    assert_eq!(detail.state.agent_ids, ["a1"]);
+    assert_eq!((detail.state.ahead, detail.state.merged), (Some(2), Some(false)));
+    assert_eq!(serde_json::to_value(&detail).unwrap(), flat);
+    let mut missing = flat;
+    missing.as_object_mut().unwrap().remove("workspace_id");
+    let error = shard_protocol::decode::from_value::<WorkspaceDetail>(missing).unwrap_err();
+    assert_eq!(error.to_string(), "missing field `workspace_id`");
+}

@@ -11,7 +11,7 @@ use shard_protocol::display::escaped;
 use shard_protocol::types::RuntimeState;
 use shard_protocol::workspace::{
     WorkspaceConflict, WorkspaceDetail, WorkspaceLifecycle, WorkspaceList, WorkspaceListResult,
-    WorkspaceResult, WorkspaceStatus, WorkspaceSummary,
+    WorkspaceResult, WorkspaceState, WorkspaceStatus, WorkspaceSummary,
 };
 
 use super::records::WorkspaceRecord;
@@ -68,12 +68,12 @@ impl Workspaces {
         let mut workspace = self.detail(&record).await;
         workspace.summary.lifecycle = self.reconcile(&record.workspace_id, &workspace).await;
         let present =
-            workspace.tombstone.is_none() && record.lifecycle != WorkspaceLifecycle::Retired;
+            workspace.state.tombstone.is_none() && record.lifecycle != WorkspaceLifecycle::Retired;
         if request.include_diff == Some(true) && present {
             let worktree = Path::new(&record.worktree);
             let target = target_ref(&record).await;
             match git::diff_against(worktree, &target).await {
-                Ok(diff) => workspace.diff = Some(diff),
+                Ok(diff) => workspace.state.diff = Some(diff),
                 Err(error) => tracing::warn!(%error, "cannot diff the workspace"),
             }
         }
@@ -85,7 +85,7 @@ impl Workspaces {
     async fn reconcile(&self, id: &str, seen: &WorkspaceDetail) -> WorkspaceLifecycle {
         let mut records = self.records.lock().await;
         match records.get_mut(id) {
-            Some(record) => self.settle(record, seen.conflict.as_deref()),
+            Some(record) => self.settle(record, seen.state.conflict.as_deref()),
             None => seen.summary.lifecycle,
         }
     }
@@ -147,28 +147,24 @@ impl Workspaces {
         let Liveness { live, busy } = self.liveness(record);
         let mut detail = WorkspaceDetail {
             summary: summary.clone(),
-            agent_ids: record.agent_ids.clone(),
-            tombstone: None,
-            conflict: None,
-            ahead: None,
-            behind: None,
-            dirty_files: None,
-            merged: None,
-            live: Some(live),
-            busy: Some(busy),
-            diff: None,
+            state: WorkspaceState {
+                agent_ids: record.agent_ids.clone(),
+                live: Some(live),
+                busy: Some(busy),
+                ..WorkspaceState::default()
+            },
         };
         if record.lifecycle == WorkspaceLifecycle::Retired {
             return detail;
         }
         if !present(worktree).await {
-            detail.tombstone = Some(true);
-            detail.conflict = Some(MISSING.to_owned());
+            detail.state.tombstone = Some(true);
+            detail.state.conflict = Some(MISSING.to_owned());
             return detail;
         }
         let branch = git::branch_ref(&record.branch);
         if git::head_ref(worktree).await.as_deref() != Some(branch.as_str()) {
-            detail.conflict = Some(format!(
+            detail.state.conflict = Some(format!(
                 "the worktree is no longer on branch `{}` (switched outside Shard)",
                 escaped(&record.branch)
             ));
@@ -178,13 +174,13 @@ impl Workspaces {
             .ok()
             .map(|commit| commit.chars().take(12).collect());
         detail.summary = summary;
-        detail.dirty_files = git::dirty_count(worktree).await.ok();
+        detail.state.dirty_files = git::dirty_count(worktree).await.ok();
         let target = target_ref(record).await;
         if let Ok((ahead, behind)) = git::ahead_behind(worktree, &branch, &target).await {
-            detail.ahead = Some(ahead);
-            detail.behind = Some(behind);
+            detail.state.ahead = Some(ahead);
+            detail.state.behind = Some(behind);
         }
-        detail.merged = git::merged(worktree, &branch, &target).await.ok();
+        detail.state.merged = git::merged(worktree, &branch, &target).await.ok();
         detail
     }
 }
