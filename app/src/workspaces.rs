@@ -16,8 +16,8 @@ use shard_protocol::message::Response;
 use shard_protocol::types::AgentInfo;
 use shard_protocol::workspace::{
     BranchDisposition, WorkspaceAction, WorkspaceAttach, WorkspaceCreate, WorkspaceDetail,
-    WorkspaceLaunch, WorkspaceLaunchResult, WorkspaceList, WorkspaceListResult, WorkspacePreview,
-    WorkspaceRetire, WorkspaceStatus, WorkspaceSummary,
+    WorkspaceLaunch, WorkspaceList, WorkspaceListResult, WorkspacePreview, WorkspaceRetire,
+    WorkspaceStatus, WorkspaceSummary,
 };
 
 use crate::kept::Kept;
@@ -351,12 +351,21 @@ impl Workspaces {
     /// with the agent to open.
     /// The answer to a workspace launch: its agent, or why not.
     pub fn launched(&self, response: &Response) -> Result<String, String> {
-        match response.data::<WorkspaceLaunchResult>() {
-            Ok(launched) => {
-                self.upsert(launched.workspace.summary);
-                Ok(launched.agent_id)
+        // Of the `WorkspaceLaunchResult`, the agent and the summary: the
+        // detail's state and diff are the workspace panel's to decode.
+        let data = response
+            .outcome
+            .as_ref()
+            .map_err(|error| format!("Could not make the workspace: {}", error.message))?;
+        let data = data.as_ref().unwrap_or(&Value::Null);
+        let summary =
+            shard_protocol::decode::from_value::<WorkspaceSummary>(data["workspace"].clone());
+        match (data["agent_id"].as_str(), summary) {
+            (Some(agent_id), Ok(summary)) => {
+                self.upsert(summary);
+                Ok(agent_id.to_owned())
             }
-            Err(error) => Err(format!("Could not make the workspace: {}", error.message)),
+            _ => Err("Could not make the workspace: the daemon's answer said nothing.".to_owned()),
         }
     }
 
