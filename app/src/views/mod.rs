@@ -85,7 +85,7 @@ impl From<leptos::wasm_split::SplitLoaderError> for Unloaded {
 #[cfg(feature = "hydrate")]
 pub(crate) fn deferred<Fut>(
     shown: impl Fn() -> bool + Send + Sync + 'static,
-    body: fn() -> Fut,
+    body: impl Fn() -> Fut + Send + Sync + 'static,
 ) -> impl IntoView
 where
     Fut: std::future::Future<Output = Result<AnyView, Unloaded>> + Send + 'static,
@@ -106,7 +106,7 @@ where
 #[cfg(not(feature = "hydrate"))]
 pub(crate) fn deferred(
     shown: impl Fn() -> bool + Send + Sync + 'static,
-    body: fn() -> Result<AnyView, Unloaded>,
+    body: impl Fn() -> Result<AnyView, Unloaded> + Send + Sync + 'static,
 ) -> impl IntoView {
     let ever = Memo::new(move |before: Option<&bool>| before.copied() == Some(true) || shown());
     let attempt = RwSignal::new(0_u32);

@@ -111,10 +111,26 @@ fn shortcut_answer(
         .map(|(_, _, _, answer)| answer)
 }
 
-/// A question's body and answer controls (shared by the dialog and the inbox).
-/// Nothing answers before the question is armed (`shown_at`, crate::guard).
+/// A question's body and answer controls (shared by the dialog and the
+/// inbox). Their code is a WASM chunk of its own, fetched with the first
+/// question (`views::deferred`). Nothing answers before the question is
+/// armed (crate::guard), counted from when the body is on screen, which it
+/// records in `shown`: until then the question's shortcuts do nothing.
 #[component]
-pub fn QuestionBody(question: Question, shown_at: f64) -> impl IntoView {
+pub fn QuestionBody(question: Question, shown: RwSignal<Option<f64>>) -> impl IntoView {
+    super::deferred(|| true, move || question_body(question.clone(), shown))
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(question_body, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn question_body(
+    question: Question,
+    shown: RwSignal<Option<f64>>,
+) -> Result<AnyView, super::Unloaded> {
+    let shown_at = guard::now_ms();
+    shown.set(Some(shown_at));
     let state = state();
     // The answers are disabled until armed, so they look it too. An effect,
     // so the timer only ever runs in the browser.
@@ -136,7 +152,7 @@ pub fn QuestionBody(question: Question, shown_at: f64) -> impl IntoView {
     let offline_note = move || {
         (!online()).then(|| view! { <p class="offline-note" role="status">"Offline: answers wait for the connection."</p> })
     };
-    match question.request.clone() {
+    Ok(match question.request.clone() {
         PendingKind::Permission(request) => {
             let details = request.details.clone().unwrap_or_default();
             let answers = permission_answers(&request);
@@ -178,7 +194,7 @@ pub fn QuestionBody(question: Question, shown_at: f64) -> impl IntoView {
             view! { {offline_note}<UiBody question=question request=request shown_at=shown_at armed=armed/> }
                 .into_any()
         }
-    }
+    })
 }
 
 #[component]
@@ -260,7 +276,7 @@ pub fn QuestionDialog() -> impl IntoView {
     view! {
         {move || current.get().map(|question| {
             let state = state.clone();
-            let shown_at = guard::now_ms();
+            let shown = RwSignal::new(None);
             let dialog: NodeRef<html::Div> = NodeRef::new();
             let later: NodeRef<html::Button> = NodeRef::new();
             Effect::new(move |_| {
@@ -286,7 +302,8 @@ pub fn QuestionDialog() -> impl IntoView {
                         dismiss();
                         return;
                     }
-                    if let Some(answer) = shortcut_answer(&question, &event, shown_at) {
+                    let shown_at = shown.get_untracked();
+                    if let Some(answer) = shown_at.and_then(|at| shortcut_answer(&question, &event, at)) {
                         event.prevent_default();
                         state.questions.answer(&question, answer);
                     }
@@ -305,7 +322,7 @@ pub fn QuestionDialog() -> impl IntoView {
                         on:keydown=on_key data-request-id=question.request.request_id().to_owned()>
                         <span tabindex="0" on:focus=move |_| { if let Some(button) = later.get() { let _ = button.focus(); } }></span>
                         <h2 id="question-title">{title}</h2>
-                        <QuestionBody question=question.clone() shown_at=shown_at/>
+                        <QuestionBody question=question.clone() shown=shown/>
                         <button class="later" node_ref=later on:click=move |_| close()>"Later (Esc)"</button>
                         <span tabindex="0" on:focus=to_dialog></span>
                     </div>
@@ -336,7 +353,7 @@ pub fn Inbox() -> impl IntoView {
                 <For each=all key=Question::key let:question>
                     {
                         let name = escaped(&state.roster.name_of(&question.agent_id));
-                        let shown_at = guard::now_ms();
+                        let shown = RwSignal::new(None);
                         let open = {
                             let state = state.clone();
                             let agent = question.agent_id.clone();
@@ -348,8 +365,9 @@ pub fn Inbox() -> impl IntoView {
                             move |event: leptos::ev::KeyboardEvent| {
                                 // Only the entry itself, not a field inside it.
                                 let on_entry = event.target() == event.current_target();
+                                let shown_at = shown.get_untracked();
                                 if on_entry {
-                                    if let Some(answer) = shortcut_answer(&question, &event, shown_at) {
+                                    if let Some(answer) = shown_at.and_then(|at| shortcut_answer(&question, &event, at)) {
                                         event.prevent_default();
                                         state.questions.answer(&question, answer);
                                     }
@@ -360,7 +378,7 @@ pub fn Inbox() -> impl IntoView {
                             <li class="inbox-item" tabindex="0" on:keydown=on_key data-agent-id=question.agent_id.clone()
                                 data-request-id=question.request.request_id().to_owned()>
                                 <button class="agent-link" on:click=open>{name}</button>
-                                <QuestionBody question=question.clone() shown_at=shown_at/>
+                                <QuestionBody question=question.clone() shown=shown/>
                             </li>
                         }
                     }
