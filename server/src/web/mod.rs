@@ -28,6 +28,8 @@ use shard_protocol::web::{
     BROWSER_SECRET_HEADER, Bootstrap, EnrollAnswer, EnrollRequest, appended_forwarded_for,
     normalize_host, normalize_origin, well_formed_host,
 };
+use tower_http::CompressionLevel;
+use tower_http::compression::CompressionLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 
 pub mod assets;
@@ -138,7 +140,11 @@ pub fn router(local: SocketAddr, web: Arc<Web>) -> Router {
     let _ = any_spawner::Executor::init_tokio();
     let state = AppState { options, web: web.clone() };
     Router::new()
-        .route("/", get(home))
+        // The page is rendered per response (its script nonce), so it is
+        // compressed as it is sent; the files under /pkg are precompressed.
+        // It holds no secret and nothing of the request, so compressing it
+        // gives a BREACH-style observer nothing to learn (docs/SECURITY.md).
+        .route("/", get(home).layer(CompressionLayer::new().quality(CompressionLevel::Best)))
         .route("/pkg/{*path}", get(assets::pkg))
         .route("/favicon.ico", get(assets::favicon))
         .route("/enroll", post(enroll))
