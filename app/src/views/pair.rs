@@ -16,7 +16,20 @@ use crate::pairing::{Pairing, Shown, left_label};
 pub fn new_link(pairing: Pairing) {
     pairing.opened();
     #[cfg(feature = "hydrate")]
+    leptos::task::spawn_local(async move {
+        if ask_for_link(pairing).await.is_err() {
+            pairing.failed(0);
+        }
+    });
+}
+
+/// Starts asking the daemon for a link; in the dialog's chunk, as what
+/// shows the link is.
+#[cfg(feature = "hydrate")]
+#[leptos::wasm_split::wasm_split(pair_dialog, wasm_split_path = ::leptos::wasm_split, fallible)]
+fn ask_for_link(pairing: Pairing) -> Result<(), super::Unloaded> {
     leptos::task::spawn_local(crate::client::pair(pairing));
+    Ok(())
 }
 
 #[component]
