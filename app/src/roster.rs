@@ -208,7 +208,8 @@ impl Roster {
             .filter(|agent| waiting(agent.status))
             .map(|agent| agent.agent_id.clone())
             .collect();
-        let parents = agents.iter().filter_map(|agent| agent.parent_agent_id.clone()).collect();
+        let parents =
+            crate::order::set_of(agents.iter().filter_map(|agent| agent.parent_agent_id.clone()));
         self.agents.set(agents);
         Some(Listed { waiting, parents })
     }

@@ -106,8 +106,9 @@ pub fn rows(
     if workspaces.is_empty() {
         return order.iter().cloned().map(Row::Agent).collect();
     }
-    let repositories: BTreeSet<&str> =
-        workspaces.values().filter_map(|workspace| workspace.repository_cwd.as_deref()).collect();
+    let repositories: BTreeSet<&str> = crate::order::set_of(
+        workspaces.values().filter_map(|workspace| workspace.repository_cwd.as_deref()),
+    );
     let repository_of = |cwd: &str| {
         repositories.iter().copied().filter(|root| within(cwd, root)).max_by_key(|root| root.len())
     };
@@ -147,7 +148,7 @@ pub fn rows(
     }
     // What is left: agents in no known repository (or in a workspace whose
     // projection named none), in list order.
-    let rest: BTreeSet<String> = grouped.into_values().flatten().collect();
+    let rest: BTreeSet<String> = crate::order::set_of(grouped.into_values().flatten());
     if !rest.is_empty() {
         rows.push(Row::Elsewhere);
         rows.extend(order.iter().filter(|id| rest.contains(*id)).cloned().map(Row::Agent));
@@ -378,12 +379,11 @@ impl Workspaces {
         match request {
             Request::Workspaces => {
                 if let Ok(WorkspaceListResult { workspaces }) = response.data() {
-                    self.all.set(
+                    self.all.set(crate::order::map_of(
                         workspaces
                             .into_iter()
-                            .map(|workspace| (workspace.workspace_id.clone(), workspace))
-                            .collect(),
-                    );
+                            .map(|workspace| (workspace.workspace_id.clone(), workspace)),
+                    ));
                 }
             }
             Request::WorkspaceStatus { workspace_id } => match response.outcome {

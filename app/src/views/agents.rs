@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{phase_label, run_label, runtime_label, state, status_label};
 use crate::link::Connection;
-use crate::order::sort_by_rank;
+use crate::order::{set_of, sort_by_rank};
 use crate::roster::{self, Creation, waiting};
 use crate::state::ClientState;
 use crate::workspaces::{NewWorkspace, Row};
@@ -289,7 +289,7 @@ fn matches(agent: &AgentInfo, needle: &str) -> bool {
 /// siblings in list order. An agent whose parent is not in `list` (filtered
 /// out) is a root.
 fn tree_order(list: &[AgentInfo], collapsed: &BTreeSet<String>) -> Vec<String> {
-    let listed: BTreeSet<&str> = list.iter().map(|agent| agent.agent_id.as_str()).collect();
+    let listed: BTreeSet<&str> = set_of(list.iter().map(|agent| agent.agent_id.as_str()));
     let mut children: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     let mut roots = Vec::new();
     for agent in list {
@@ -313,7 +313,7 @@ fn tree_order(list: &[AgentInfo], collapsed: &BTreeSet<String>) -> Vec<String> {
         }
     }
     // Agents in a parent loop (corrupt data) have no root: still listed.
-    let seen: BTreeSet<String> = order.iter().cloned().collect();
+    let seen: BTreeSet<String> = set_of(order.iter().cloned());
     let reachable = |agent: &AgentInfo| {
         let mut current = agent.parent_agent_id.as_deref();
         for _ in 0..list.len() {
