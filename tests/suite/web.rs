@@ -168,11 +168,10 @@ async fn unchanged_assets_revalidate_with_a_304() {
     assert_eq!(stale.status(), StatusCode::OK);
 }
 
-/// The first load's ceiling in bytes on the wire (brotli): today's size,
-/// so that nothing grows it unnoticed. The target is 300 KB
-/// (docs/PERFORMANCE.md, where the cuts still to make are listed); this
-/// comes down as they land.
-const FIRST_LOAD_CEILING: usize = 304 * 1024;
+/// The first load's budget in bytes on the wire (brotli): 300 KB
+/// (docs/PERFORMANCE.md, "First load"). Something that grows it past that
+/// loads on first use, as the panels do, or makes room.
+const FIRST_LOAD_BUDGET: usize = 300 * 1024;
 
 /// What a browser fetches to show the dashboard, as `shard-bench --only
 /// bundle` counts it: the page, what it links, and the modules its scripts
@@ -227,10 +226,10 @@ async fn the_first_load_stays_under_its_ceiling_and_panels_load_apart() {
     assert!(paths.iter().any(|path| path.ends_with("shard_bg.wasm")), "{paths:?}");
     assert!(paths.iter().any(|path| path.ends_with("__wasm_split.js")), "{paths:?}");
     assert!(
-        total <= FIRST_LOAD_CEILING,
-        "the first load is {:.1} KB on the wire, over its ceiling of {} KB: {paths:?}",
+        total <= FIRST_LOAD_BUDGET,
+        "the first load is {:.1} KB on the wire, over its budget of {} KB: {paths:?}",
         total as f64 / 1024.0,
-        FIRST_LOAD_CEILING / 1024
+        FIRST_LOAD_BUDGET / 1024
     );
 
     // The panels' chunks are served apart, as WASM, and none of them is
