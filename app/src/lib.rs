@@ -82,7 +82,10 @@ fn Head() -> impl IntoView {
         <meta charset="utf-8"/>
         <meta name="viewport" content="width=device-width, initial-scale=1"/>
         <meta name="color-scheme" content="light dark"/>
+        <meta name="theme-color" content="#1f2430"/>
         <link rel="icon" href="/favicon.ico"/>
+        <link rel="manifest" href="/manifest.webmanifest"/>
+        <link rel="apple-touch-icon" href="/icon-192.png"/>
         <link rel="stylesheet" id="shard-css" href="/pkg/shard.css"/>
     }
 }
@@ -280,4 +283,22 @@ pub fn hydrate() {
         body.set_text_content(None);
     }
     leptos::mount::mount_to_body(App);
+    register_service_worker();
+}
+
+/// Registers the app's service worker (`public/sw.js`), which makes the
+/// page installable as an app. Browsers offer service workers only to
+/// secure contexts (loopback, https); elsewhere the page is a page.
+#[cfg(feature = "hydrate")]
+fn register_service_worker() {
+    let Some(window) = web_sys::window() else { return };
+    if !window.is_secure_context() {
+        return;
+    }
+    let registering = window.navigator().service_worker().register("/sw.js");
+    leptos::task::spawn_local(async move {
+        if let Err(error) = wasm_bindgen_futures::JsFuture::from(registering).await {
+            leptos::logging::warn!("the service worker did not register: {error:?}");
+        }
+    });
 }

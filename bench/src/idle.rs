@@ -66,7 +66,7 @@ pub async fn first_load(shard: &Shard) -> Result<Vec<(String, u64, u64, String)>
         for piece in page.split(marker).skip(1) {
             let end = piece.find(['"', '\'', ' ', '>']).unwrap_or(piece.len());
             let path = format!("/{}", &piece[..end]);
-            if !paths.contains(&path) && !path.contains("favicon") {
+            if !paths.contains(&path) && !fetched_apart(&path) {
                 paths.push(path);
             }
         }
@@ -105,4 +105,11 @@ pub async fn first_load(shard: &Shard) -> Result<Vec<(String, u64, u64, String)>
         sizes.push((path, raw, wire, encoding));
     }
     Ok(sizes)
+}
+
+/// What a browser fetches apart from showing the page, so not part of its
+/// first load: the icons and the app's manifest (asked for when the browser
+/// checks whether the page installs as an app).
+fn fetched_apart(path: &str) -> bool {
+    path.contains("favicon") || path.ends_with(".png") || path.ends_with(".webmanifest")
 }

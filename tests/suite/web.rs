@@ -147,6 +147,51 @@ async fn the_page_is_compressed_as_the_browser_accepts_and_reads_the_same() {
 }
 
 #[tokio::test]
+async fn the_app_installs_from_its_manifest_icons_and_a_worker_scoped_to_the_page() {
+    let daemon = Daemon::start(&[]).await;
+    let page = get(&daemon.url("/")).await.text().await.expect("page");
+    assert!(page.contains(r#"<link rel="manifest" href="/manifest.webmanifest">"#), "{page}");
+
+    let response = get(&daemon.url("/manifest.webmanifest")).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(header(&response, CONTENT_TYPE), "application/manifest+json");
+    let manifest: serde_json::Value = response.json().await.expect("a JSON manifest");
+    for (field, value) in [("start_url", "/"), ("scope", "/"), ("display", "standalone")] {
+        assert_eq!(manifest[field], value, "{field}");
+    }
+    assert_eq!(manifest["name"], "Shard");
+    // Each icon is the PNG of the size it claims; 192 and 512 are there.
+    let icons = manifest["icons"].as_array().expect("icons");
+    for icon in icons {
+        let response = get(&daemon.url(icon["src"].as_str().expect("src"))).await;
+        assert_eq!(response.status(), StatusCode::OK, "{icon}");
+        assert_eq!(header(&response, CONTENT_TYPE), "image/png");
+        let png = response.bytes().await.expect("png");
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        let width = u32::from_be_bytes([png[16], png[17], png[18], png[19]]);
+        let height = u32::from_be_bytes([png[20], png[21], png[22], png[23]]);
+        assert_eq!(icon["sizes"], format!("{width}x{height}"));
+    }
+    for size in ["192x192", "512x512"] {
+        assert!(icons.iter().any(|icon| icon["sizes"] == size), "{size}");
+    }
+    assert!(icons.iter().any(|icon| icon["purpose"] == "maskable"));
+
+    // The worker sits at the root (so its scope can be the page) and may
+    // load no script of any kind itself; it is revalidated on every check.
+    let worker = get(&daemon.url("/sw.js")).await;
+    assert_eq!(worker.status(), StatusCode::OK);
+    assert_eq!(header(&worker, CONTENT_TYPE), "text/javascript");
+    assert!(header(&worker, CONTENT_SECURITY_POLICY).contains("script-src 'none'"));
+    assert_eq!(header(&worker, CACHE_CONTROL), "no-cache");
+    assert!(worker.headers().get("service-worker-allowed").is_none(), "no wider scope");
+    // Only these files are served at the root; nothing else of the bundle.
+    for path in ["/shard.css", "/sw.js.map", "/icon-64.png", "/pkg"] {
+        assert_eq!(get(&daemon.url(path)).await.status(), StatusCode::NOT_FOUND, "{path}");
+    }
+}
+
+#[tokio::test]
 async fn unchanged_assets_revalidate_with_a_304() {
     let daemon = Daemon::start(&[]).await;
     let first = get(&daemon.url("/pkg/shard.js")).await;
@@ -198,7 +243,7 @@ async fn the_first_load_stays_under_its_ceiling_and_panels_load_apart() {
         for piece in page.split(marker).skip(1) {
             let end = piece.find(['"', '\'']).unwrap_or(piece.len());
             let path = format!("/{}", &piece[..end]);
-            if !paths.contains(&path) && !path.contains("favicon") {
+            if !paths.contains(&path) && !fetched_apart(&path) {
                 paths.push(path);
             }
         }
@@ -249,4 +294,11 @@ async fn the_first_load_stays_under_its_ceiling_and_panels_load_apart() {
         assert_eq!(response.status(), StatusCode::OK, "{path}");
         assert_eq!(header(&response, CONTENT_TYPE), "application/wasm", "{path}");
     }
+}
+
+/// What a browser fetches apart from showing the page, so not part of its
+/// first load: the icons and the app's manifest (asked for when the browser
+/// checks whether the page installs as an app).
+fn fetched_apart(path: &str) -> bool {
+    path.contains("favicon") || path.ends_with(".png") || path.ends_with(".webmanifest")
 }

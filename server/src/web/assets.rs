@@ -7,7 +7,7 @@
 
 use axum::body::Body;
 use axum::extract::Path;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use rust_embed::RustEmbed;
 
@@ -20,9 +20,18 @@ pub async fn pkg(Path(path): Path<String>, request: HeaderMap) -> Response {
     serve(&format!("pkg/{path}"), &request)
 }
 
-/// `GET /favicon.ico`.
-pub async fn favicon(request: HeaderMap) -> Response {
-    serve("favicon.ico", &request)
+/// The files of `public/` served at the root, each by its own route: the
+/// favicon, the app's manifest and icons, and its service worker (which
+/// must sit at the root for its scope to be the page).
+pub const PUBLIC: [&str; 5] =
+    ["favicon.ico", "manifest.webmanifest", "icon-192.png", "icon-512.png", "sw.js"];
+
+/// `GET /{file}` for each of [`PUBLIC`].
+pub async fn public(uri: Uri, request: HeaderMap) -> Response {
+    match PUBLIC.iter().find(|file| uri.path().strip_prefix('/') == Some(**file)) {
+        Some(file) => serve(file, &request),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 /// The precompressed copies, best first: (`Content-Encoding`, file suffix).

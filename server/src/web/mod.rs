@@ -139,14 +139,17 @@ pub fn router(local: SocketAddr, web: Arc<Web>) -> Router {
     // Server rendering spawns its tasks on whatever executor Leptos is given.
     let _ = any_spawner::Executor::init_tokio();
     let state = AppState { options, web: web.clone() };
-    Router::new()
+    let mut router = Router::new();
+    for file in assets::PUBLIC {
+        router = router.route(&format!("/{file}"), get(assets::public));
+    }
+    router
         // The page is rendered per response (its script nonce), so it is
         // compressed as it is sent; the files under /pkg are precompressed.
         // It holds no secret and nothing of the request, so compressing it
         // gives a BREACH-style observer nothing to learn (docs/SECURITY.md).
         .route("/", get(home).layer(CompressionLayer::new().quality(CompressionLevel::Best)))
         .route("/pkg/{*path}", get(assets::pkg))
-        .route("/favicon.ico", get(assets::favicon))
         .route("/enroll", post(enroll))
         .route("/bootstrap", post(bootstrap))
         .route("/logout", post(logout))
