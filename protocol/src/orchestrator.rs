@@ -203,6 +203,10 @@ pub struct BrowserSession {
     pub expires_at: u64,
     /// Open WebSockets of this session right now.
     pub connections: u32,
+    /// Shard's additive field: the host of the push service the session
+    /// subscribed to Web Push with (docs/NOTIFICATIONS.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

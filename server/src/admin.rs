@@ -92,8 +92,10 @@ pub async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
                 println!("no browser sessions");
             }
             for session in result.sessions {
+                let push =
+                    session.push.map(|host| format!("  push via {host}")).unwrap_or_default();
                 println!(
-                    "{}  {}  created {}  last used {}  expires {}  {} open",
+                    "{}  {}  created {}  last used {}  expires {}  {} open{push}",
                     session.session_id,
                     session.principal_id,
                     when(session.created_at),

@@ -207,6 +207,7 @@ impl Daemon for Shard {
                 created_at: view.created_at,
                 last_seen_at: view.last_seen_at,
                 expires_at: view.expires_at,
+                push: view.push,
             })
             .collect()
     }
@@ -339,7 +340,9 @@ pub async fn run(
         stop: stop.clone(),
     });
     let daemon: Arc<dyn Daemon> = shard.clone();
-    let web = web_state(WebParts { auth, hub: &hub, daemon: &daemon, audit, config, local }, &args);
+    let push = crate::web::push::Push::load(&home.path, args.web.insecure_push_endpoints)?;
+    let web =
+        web_state(WebParts { auth, push, hub: &hub, daemon: &daemon, audit, config, local }, &args);
     let limits = web.limits;
     let unix_stop = CancellationToken::new();
     tokio::spawn(crate::web::enforce_expiry(web.clone(), unix_stop.clone()));
@@ -441,6 +444,7 @@ fn host_context(
 /// What the web side is built from.
 struct WebParts<'a> {
     auth: Arc<Auth>,
+    push: crate::web::push::Push,
     hub: &'a Arc<Hub>,
     daemon: &'a Arc<dyn Daemon>,
     audit: Arc<Audit>,
@@ -450,7 +454,7 @@ struct WebParts<'a> {
 
 /// The web side's state: checks, limits and the connection budget.
 fn web_state(parts: WebParts<'_>, args: &DaemonArgs) -> Arc<crate::web::Web> {
-    let WebParts { auth, hub, daemon, audit, config, local } = parts;
+    let WebParts { auth, push, hub, daemon, audit, config, local } = parts;
     raise_open_files(args.max_connections);
     let max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
     let (expected_host, allowed_origins) = match &config.public_host {
@@ -475,6 +479,7 @@ fn web_state(parts: WebParts<'_>, args: &DaemonArgs) -> Arc<crate::web::Web> {
         session_sockets: crate::web::ws::SessionSockets::new(
             usize::try_from(args.max_session_connections).unwrap_or(usize::MAX),
         ),
+        push,
     })
 }
 

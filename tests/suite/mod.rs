@@ -12,6 +12,7 @@ mod lifecycle;
 mod multiplexer;
 mod pair;
 mod providers;
+mod push;
 mod real_acp;
 mod remote;
 mod replay;

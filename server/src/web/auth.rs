@@ -76,6 +76,24 @@ struct SessionRecord {
     /// loopback).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     secret_sha256: Option<String>,
+    /// The session's Web Push subscription (docs/NOTIFICATIONS.md); it
+    /// ends with the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    push: Option<PushSubscription>,
+}
+
+/// Where a browser's push service takes messages for it, and the keys they
+/// are encrypted to (RFC 8291): what `PushSubscription.toJSON()` gives the
+/// page, checked (`web::push`). The endpoint is a capability and `auth` a
+/// secret: neither is ever logged or listed whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushSubscription {
+    pub endpoint: String,
+    /// The browser's P-256 public key, base64url (65 bytes, uncompressed).
+    pub p256dh: String,
+    /// The shared authentication secret, base64url (16 bytes).
+    pub auth: String,
+    pub created_at: u64,
 }
 
 impl SessionRecord {
@@ -93,6 +111,9 @@ pub struct SessionView {
     pub last_seen_at: u64,
     /// When it expires unless used again (the earlier of idle and absolute).
     pub expires_at: u64,
+    /// The host of its push service, when it subscribed to Web Push.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -244,7 +265,13 @@ impl Auth {
     }
 
     fn save(&self, store: &Store) -> std::io::Result<()> {
-        let bytes = serde_json::to_vec_pretty(store).map_err(std::io::Error::other)?;
+        // A session that ended takes its push subscription with it: never
+        // written for one, whichever way it ended.
+        let mut store = store.clone();
+        for record in store.sessions.iter_mut().filter(|record| !record.live()) {
+            record.push = None;
+        }
+        let bytes = serde_json::to_vec_pretty(&store).map_err(std::io::Error::other)?;
         crate::home::write_private(&self.path, &bytes)
     }
 
@@ -341,6 +368,7 @@ impl Auth {
             revoked_at: None,
             expired_at: None,
             secret_sha256: Some(hex(&sha256(&browser_secret))),
+            push: None,
         });
         let lifetime =
             store.sessions.last().map_or(Duration::ZERO, |record| self.left(record, now));
@@ -476,6 +504,57 @@ impl Auth {
                 created_at: record.created_at,
                 last_seen_at: record.last_seen_at.max(record.created_at),
                 expires_at: self.expires_at(record),
+                push: record.push.as_ref().map(|push| super::push::service_host(&push.endpoint)),
+            })
+            .collect()
+    }
+
+    /// Keeps `subscription` as `session_id`'s (replacing one before);
+    /// false if the session is not live.
+    pub fn subscribe(
+        &self,
+        session_id: &str,
+        subscription: PushSubscription,
+    ) -> std::io::Result<bool> {
+        self.set_push(session_id, Some(subscription))
+    }
+
+    /// Forgets `session_id`'s subscription; false if it had none.
+    pub fn unsubscribe(&self, session_id: &str) -> std::io::Result<bool> {
+        self.set_push(session_id, None)
+    }
+
+    fn set_push(&self, session_id: &str, push: Option<PushSubscription>) -> std::io::Result<bool> {
+        let mut store = lock(&self.store);
+        let Some(record) = store
+            .sessions
+            .iter_mut()
+            .find(|record| record.session_id == session_id && record.live())
+        else {
+            return Ok(false);
+        };
+        let changed = record.push != push;
+        record.push = push;
+        if changed {
+            self.save(&store)?;
+        }
+        Ok(changed)
+    }
+
+    /// The subscription of every live session, with its session.
+    pub fn subscriptions(&self) -> Vec<(Session, PushSubscription)> {
+        let store = lock(&self.store);
+        let now = crate::clock::now_ms();
+        store
+            .sessions
+            .iter()
+            .filter(|record| record.live() && self.expires_at(record) > now)
+            .filter_map(|record| {
+                let session = Session {
+                    session_id: record.session_id.clone(),
+                    principal_id: record.principal_id.clone(),
+                };
+                Some((session, record.push.clone()?))
             })
             .collect()
     }
@@ -612,6 +691,7 @@ mod tests {
                 revoked_at: None,
                 expired_at: None,
                 secret_sha256: None,
+                push: None,
             });
         }
         Auth::cap_sessions(&mut store, "principal-1", 100);

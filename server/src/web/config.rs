@@ -51,6 +51,10 @@ pub struct WebArgs {
     /// less.
     #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=600))]
     pub enroll_code_ttl: u64,
+    /// For tests only: accept Web Push endpoints over plain http and on
+    /// local addresses (a fake push service), which are otherwise refused.
+    #[arg(long, hide = true)]
+    pub insecure_push_endpoints: bool,
 }
 
 /// How the daemon is reached.

@@ -38,6 +38,7 @@ pub mod auth;
 pub mod config;
 pub mod limiter;
 pub mod pair;
+pub mod push;
 pub mod ws;
 
 use self::audit::Audit;
@@ -97,6 +98,8 @@ pub struct Web {
     pub credential_failures: Limiter<ClientKey>,
     /// Open WebSockets per browser session (`--max-session-connections`).
     pub session_sockets: ws::SessionSockets,
+    /// The daemon's Web Push identity and rules.
+    pub push: push::Push,
 }
 
 /// How a request reached the daemon, decided once by [`guard`]: the scheme
@@ -154,6 +157,9 @@ pub fn router(local: SocketAddr, web: Arc<Web>) -> Router {
         .route("/bootstrap", post(bootstrap))
         .route("/logout", post(logout))
         .route("/pair", post(pair::pair))
+        .route("/push/key", get(push::key))
+        .route("/push/subscribe", post(push::subscribe))
+        .route("/push/unsubscribe", post(push::unsubscribe))
         .route("/ws", get(ws::upgrade))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(web, guard))

@@ -1,0 +1,407 @@
+//! Web Push from the daemon itself (RFC 8030, encrypted per RFC 8291, signed
+//! per RFC 8292; docs/NOTIFICATIONS.md): no relay, no app store, the
+//! daemon speaks to the browser's push service.
+//!
+//! Here: the daemon's VAPID key pair, made once into `$SHARD_HOME/push.json`
+//! (0600) and kept across restarts (a browser's subscription is bound to
+//! it); the routes by which an enrolled browser learns the public key and
+//! subscribes or unsubscribes (`GET /push/key`, `POST /push/subscribe`,
+//! `POST /push/unsubscribe`, with the checks of `/pair`); and the rules a
+//! subscription must follow. Its endpoint must be `https` to a host by name
+//! or a public address: never loopback, a private or link-local network, or
+//! a name of this machine, where a push would be a request into the user's
+//! own network. Only `--insecure-push-endpoints` (for tests, with a fake
+//! push service on loopback) lifts that.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use axum::body::Bytes;
+use axum::extract::{Extension, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::auth::{PushSubscription, random_token};
+use super::{AppState, Effective, Presented, authenticated, check_json, credential_failed};
+
+const KEY_FILE_VERSION: u32 = 1;
+/// The longest endpoint kept (push services' are a few hundred bytes).
+const MAX_ENDPOINT: usize = 2048;
+
+/// The daemon's push identity.
+pub struct Push {
+    /// Its public key, uncompressed, base64url: the page's
+    /// `applicationServerKey`.
+    public_key: String,
+    /// `--insecure-push-endpoints`: plain http and local addresses allowed.
+    pub insecure_endpoints: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+struct KeyFile {
+    version: u32,
+    vapid_private_key: String,
+    created_at: u64,
+}
+
+impl Push {
+    /// Loads the key pair of `home`, making it the first time.
+    pub fn load(home: &Path, insecure_endpoints: bool) -> anyhow::Result<Self> {
+        let path = key_path(home);
+        let private_key = match std::fs::read(&path) {
+            Ok(bytes) => {
+                let file: KeyFile = serde_json::from_slice(&bytes)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                anyhow::ensure!(
+                    file.version == KEY_FILE_VERSION,
+                    "{} is of version {}, this build reads {KEY_FILE_VERSION}",
+                    path.display(),
+                    file.version
+                );
+                file.vapid_private_key
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                let private_key = new_private_key();
+                let file = KeyFile {
+                    version: KEY_FILE_VERSION,
+                    vapid_private_key: private_key.clone(),
+                    created_at: crate::clock::now_ms(),
+                };
+                let bytes = serde_json::to_vec_pretty(&file)?;
+                crate::home::write_private(&path, &bytes)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                private_key
+            }
+            Err(error) => {
+                return Err(error).with_context(|| format!("cannot read {}", path.display()));
+            }
+        };
+        let public_key = web_push::VapidSignatureBuilder::from_base64_no_sub(&private_key)
+            .map_err(|error| anyhow::anyhow!("{} holds no VAPID key: {error}", path.display()))?
+            .get_public_key();
+        Ok(Self { public_key: URL_SAFE_NO_PAD.encode(public_key), insecure_endpoints })
+    }
+
+    pub fn public_key(&self) -> &str {
+        &self.public_key
+    }
+
+    /// Whether `subscription` may be kept, and why not.
+    pub fn check(&self, subscription: &SubscribeRequest) -> Result<(), String> {
+        check_endpoint(&subscription.endpoint, self.insecure_endpoints)?;
+        check_keys(&subscription.keys)
+    }
+}
+
+fn key_path(home: &Path) -> PathBuf {
+    home.join("push.json")
+}
+
+/// A fresh private key: 32 random bytes, drawn again in the rare case they
+/// are not a valid P-256 scalar.
+fn new_private_key() -> String {
+    loop {
+        let candidate = random_token(32);
+        if web_push::VapidSignatureBuilder::from_base64_no_sub(&candidate).is_ok() {
+            return candidate;
+        }
+    }
+}
+
+/// What the page posts to subscribe: `PushSubscription.toJSON()`.
+#[derive(Debug, Deserialize)]
+pub struct SubscribeRequest {
+    pub endpoint: String,
+    pub keys: SubscriptionKeys,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SubscriptionKeys {
+    pub p256dh: String,
+    pub auth: String,
+}
+
+/// The push service of `endpoint`, as `shard sessions list` shows it: its
+/// host only (the rest of the URL is the subscription's capability).
+pub fn service_host(endpoint: &str) -> String {
+    url::Url::parse(endpoint)
+        .ok()
+        .and_then(|url| url.host_str().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
+}
+
+/// Whether a push to `endpoint` stays out of the user's own network.
+pub fn check_endpoint(endpoint: &str, insecure: bool) -> Result<(), String> {
+    if endpoint.len() > MAX_ENDPOINT {
+        return Err(format!("the endpoint is longer than {MAX_ENDPOINT} bytes"));
+    }
+    let url = url::Url::parse(endpoint).map_err(|_| "the endpoint is not a URL".to_owned())?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("the endpoint carries credentials".to_owned());
+    }
+    if insecure {
+        return match url.scheme() {
+            "https" | "http" if url.host().is_some() => Ok(()),
+            _ => Err("the endpoint is not an http(s) URL".to_owned()),
+        };
+    }
+    if url.scheme() != "https" {
+        return Err("the endpoint is not https".to_owned());
+    }
+    match url.host() {
+        Some(url::Host::Domain(name)) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            let local = name == "localhost"
+                || !name.contains('.')
+                || [".localhost", ".local", ".internal", ".home.arpa", ".lan"]
+                    .iter()
+                    .any(|suffix| name.ends_with(suffix));
+            if local {
+                return Err(format!("the endpoint's host `{name}` is not public"));
+            }
+            Ok(())
+        }
+        Some(url::Host::Ipv4(ip)) => public_address(IpAddr::V4(ip)),
+        Some(url::Host::Ipv6(ip)) => public_address(IpAddr::V6(ip)),
+        None => Err("the endpoint has no host".to_owned()),
+    }
+}
+
+/// Whether `ip` is an address of the public internet. Also what the sender
+/// checks each address a name resolves to against, so that a public name
+/// pointed at a private address is refused as the address itself is.
+pub fn public_address(ip: IpAddr) -> Result<(), String> {
+    let private = match ip {
+        IpAddr::V4(ip) => {
+            let [a, b, ..] = ip.octets();
+            ip.is_loopback()
+                || ip.is_private()
+                || ip.is_link_local()
+                || ip.is_unspecified()
+                || ip.is_broadcast()
+                || ip.is_multicast()
+                || ip.is_documentation()
+                // Shared address space (RFC 6598) and "this network".
+                || (a == 100 && (64..128).contains(&b))
+                || a == 0
+                || a >= 240
+        }
+        IpAddr::V6(ip) => {
+            let segments = ip.segments();
+            match ip.to_ipv4_mapped() {
+                Some(mapped) => return public_address(IpAddr::V4(mapped)),
+                None => {
+                    ip.is_loopback()
+                        || ip.is_unspecified()
+                        || ip.is_multicast()
+                        // Unique local (fc00::/7) and link-local (fe80::/10).
+                        || (segments[0] & 0xfe00) == 0xfc00
+                        || (segments[0] & 0xffc0) == 0xfe80
+                        // Documentation (2001:db8::/32).
+                        || (segments[0] == 0x2001 && segments[1] == 0x0db8)
+                }
+            }
+        }
+    };
+    if private { Err(format!("the endpoint's address {ip} is not public")) } else { Ok(()) }
+}
+
+/// The keys must be what RFC 8291 uses: an uncompressed P-256 point and a
+/// 16-byte secret.
+fn check_keys(keys: &SubscriptionKeys) -> Result<(), String> {
+    let point = URL_SAFE_NO_PAD
+        .decode(keys.p256dh.trim_end_matches('='))
+        .map_err(|_| "`keys.p256dh` is not base64url".to_owned())?;
+    if point.len() != 65 || point[0] != 0x04 {
+        return Err("`keys.p256dh` is not an uncompressed P-256 public key".to_owned());
+    }
+    let secret = URL_SAFE_NO_PAD
+        .decode(keys.auth.trim_end_matches('='))
+        .map_err(|_| "`keys.auth` is not base64url".to_owned())?;
+    if secret.len() != 16 {
+        return Err("`keys.auth` is not 16 bytes".to_owned());
+    }
+    Ok(())
+}
+
+/// The refusal of a request without a live, enrolled session.
+fn unauthorized(state: &AppState, effective: &Effective, route: &str) -> Response {
+    let refusal = (StatusCode::UNAUTHORIZED, "enroll this browser first").into_response();
+    credential_failed(&state.web, effective, route, refusal)
+}
+
+fn no_store(mut response: Response) -> Response {
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// `GET /push/key`: the public key a subscription is made for.
+pub async fn key(
+    State(state): State<AppState>,
+    Extension(effective): Extension<Effective>,
+    headers: HeaderMap,
+) -> Response {
+    if authenticated(&state.web, &headers, &effective).is_none() {
+        return unauthorized(&state, &effective, "/push/key");
+    }
+    no_store(axum::Json(json!({"public_key": state.web.push.public_key()})).into_response())
+}
+
+/// `POST /push/subscribe`: keeps the session's subscription (replacing one
+/// before), once its endpoint and keys pass the rules above.
+pub async fn subscribe(
+    State(state): State<AppState>,
+    Extension(effective): Extension<Effective>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let web = state.web.clone();
+    if let Err(rejection) = check_json(&headers, &body, false) {
+        return rejection.into_response();
+    }
+    let Some(Presented { session, .. }) = authenticated(&web, &headers, &effective) else {
+        return unauthorized(&state, &effective, "/push/subscribe");
+    };
+    let request: SubscribeRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(error) => {
+            return (StatusCode::BAD_REQUEST, format!("not a push subscription: {error}"))
+                .into_response();
+        }
+    };
+    if let Err(why) = web.push.check(&request) {
+        return (StatusCode::BAD_REQUEST, why).into_response();
+    }
+    let host = service_host(&request.endpoint);
+    let subscription = PushSubscription {
+        endpoint: request.endpoint,
+        p256dh: request.keys.p256dh,
+        auth: request.keys.auth,
+        created_at: crate::clock::now_ms(),
+    };
+    match web.auth.subscribe(&session.session_id, subscription) {
+        Ok(_) => {
+            web.audit.record(
+                "push_subscribed",
+                json!({"principal_id": session.principal_id, "session_id": session.session_id,
+                       "service": host, "peer": effective.client.to_string()}),
+            );
+            no_store(StatusCode::NO_CONTENT.into_response())
+        }
+        Err(error) => {
+            tracing::error!(%error, "cannot keep a push subscription");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+/// `POST /push/unsubscribe`: forgets the session's subscription.
+pub async fn unsubscribe(
+    State(state): State<AppState>,
+    Extension(effective): Extension<Effective>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let web = state.web.clone();
+    if let Err(rejection) = check_json(&headers, &body, true) {
+        return rejection.into_response();
+    }
+    let Some(Presented { session, .. }) = authenticated(&web, &headers, &effective) else {
+        return unauthorized(&state, &effective, "/push/unsubscribe");
+    };
+    match web.auth.unsubscribe(&session.session_id) {
+        Ok(had) => {
+            if had {
+                web.audit.record(
+                    "push_unsubscribed",
+                    json!({"principal_id": session.principal_id,
+                           "session_id": session.session_id}),
+                );
+            }
+            no_store(StatusCode::NO_CONTENT.into_response())
+        }
+        Err(error) => {
+            tracing::error!(%error, "cannot forget a push subscription");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_https_to_a_public_host_is_an_endpoint() {
+        for good in [
+            "https://fcm.googleapis.com/fcm/send/abc",
+            "https://updates.push.services.mozilla.com/wpush/v2/x",
+            "https://8.8.8.8/x",
+            "https://[2606:4700::1111]/x",
+        ] {
+            assert_eq!(check_endpoint(good, false), Ok(()), "{good}");
+        }
+        for bad in [
+            "http://push.example.com/x",
+            "https://127.0.0.1/x",
+            "https://127.1.2.3:8443/x",
+            "https://10.0.0.7/x",
+            "https://172.16.5.4/x",
+            "https://192.168.1.1/x",
+            "https://169.254.169.254/latest/meta-data",
+            "https://100.64.0.1/x",
+            "https://0.0.0.0/x",
+            "https://[::1]/x",
+            "https://[fd00::1]/x",
+            "https://[fe80::1]/x",
+            "https://[::ffff:127.0.0.1]/x",
+            "https://localhost/x",
+            "https://app.localhost/x",
+            "https://printer.local/x",
+            "https://intranet/x",
+            "https://user:pass@push.example.com/x",
+            "ftp://push.example.com/x",
+            "not a url",
+        ] {
+            assert!(check_endpoint(bad, false).is_err(), "{bad}");
+        }
+        // The test flag lets a fake push service on loopback in, and still
+        // only over http(s).
+        assert_eq!(check_endpoint("http://127.0.0.1:9/push", true), Ok(()));
+        assert!(check_endpoint("file:///etc/passwd", true).is_err());
+    }
+
+    #[test]
+    fn keys_must_be_what_rfc_8291_uses() {
+        let point = URL_SAFE_NO_PAD.encode([[4u8].as_slice(), &[7u8; 64]].concat());
+        let secret = URL_SAFE_NO_PAD.encode([9u8; 16]);
+        let keys = |p256dh: &str, auth: &str| SubscriptionKeys {
+            p256dh: p256dh.to_owned(),
+            auth: auth.to_owned(),
+        };
+        assert_eq!(check_keys(&keys(&point, &secret)), Ok(()));
+        assert!(check_keys(&keys(&secret, &secret)).is_err(), "a point is 65 bytes");
+        assert!(check_keys(&keys(&point, &point)).is_err(), "a secret is 16 bytes");
+        assert!(check_keys(&keys("!!", &secret)).is_err());
+    }
+
+    #[test]
+    fn the_key_pair_is_made_once_and_kept_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = tempfile::tempdir().expect("home");
+        let first = Push::load(home.path(), false).expect("made");
+        let again = Push::load(home.path(), false).expect("loaded");
+        assert_eq!(first.public_key(), again.public_key());
+        let public = URL_SAFE_NO_PAD.decode(first.public_key()).expect("base64url");
+        assert_eq!((public.len(), public[0]), (65, 4), "an uncompressed P-256 point");
+        let mode = std::fs::metadata(key_path(home.path())).expect("file").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let other = tempfile::tempdir().expect("home");
+        assert_ne!(Push::load(other.path(), false).expect("made").public_key(), first.public_key());
+    }
+}
