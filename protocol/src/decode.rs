@@ -245,6 +245,18 @@ impl<'de> MapAccess<'de> for Fields {
     }
 }
 
+/// A key's methods for a type parsed from its text: `method => visit(type,
+/// what the error says was expected)`.
+macro_rules! parsed {
+    ($($method:ident => $visit:ident($parse:ty, $expected:literal)),* $(,)?) => {
+        $(
+            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+                visitor.$visit(self.parse::<$parse>($expected)?)
+            }
+        )*
+    };
+}
+
 /// A map key or an enum's variant name: always a string on the wire, read
 /// as a number or a boolean where the key's type is one, as serde_json does.
 struct Key(String);
@@ -287,48 +299,18 @@ impl<'de> Deserializer<'de> for Key {
         visitor.visit_enum(Variant { name: self.0, value: None })
     }
 
-    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_bool(self.parse("a boolean")?)
-    }
-
-    fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_u64(self.parse("an unsigned integer")?)
-    }
-
-    fn deserialize_i64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_i64(self.parse("an integer")?)
-    }
-
-    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_f64(self.parse("a number")?)
-    }
-
-    fn deserialize_u8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_u64(visitor)
-    }
-
-    fn deserialize_u16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_u64(visitor)
-    }
-
-    fn deserialize_u32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_u64(visitor)
-    }
-
-    fn deserialize_i8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_i64(visitor)
-    }
-
-    fn deserialize_i16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_i64(visitor)
-    }
-
-    fn deserialize_i32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_i64(visitor)
-    }
-
-    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_f64(visitor)
+    parsed! {
+        deserialize_bool => visit_bool(bool, "a boolean"),
+        deserialize_u8 => visit_u64(u64, "an unsigned integer"),
+        deserialize_u16 => visit_u64(u64, "an unsigned integer"),
+        deserialize_u32 => visit_u64(u64, "an unsigned integer"),
+        deserialize_u64 => visit_u64(u64, "an unsigned integer"),
+        deserialize_i8 => visit_i64(i64, "an integer"),
+        deserialize_i16 => visit_i64(i64, "an integer"),
+        deserialize_i32 => visit_i64(i64, "an integer"),
+        deserialize_i64 => visit_i64(i64, "an integer"),
+        deserialize_f32 => visit_f64(f64, "a number"),
+        deserialize_f64 => visit_f64(f64, "a number"),
     }
 
     serde::forward_to_deserialize_any! {

@@ -288,6 +288,12 @@ fn the_decoder_reads_what_serde_json_reads_with_the_same_errors() {
         let theirs = serde_json::from_value::<Usage>(value).expect_err("invalid").to_string();
         assert_eq!(ours, theirs);
     }
+    // Map keys are strings on the wire, read as the key's type.
+    let counts: std::collections::BTreeMap<u32, bool> =
+        from_value(json!({"7": true, "12": false})).expect("integer keys");
+    assert_eq!(counts.into_iter().collect::<Vec<_>>(), [(7, true), (12, false)]);
+    let error = from_value::<std::collections::BTreeMap<u32, bool>>(json!({"x": true}));
+    assert!(error.unwrap_err().to_string().contains("expected an unsigned integer"));
     // Enums: a variant by name, an unknown one refused or kept as Unknown.
     assert_eq!(from_value::<Decision>(json!("allow_always")).unwrap(), Decision::AllowAlways);
     assert_eq!(
