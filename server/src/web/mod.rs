@@ -455,6 +455,29 @@ fn authenticated(web: &Web, headers: &HeaderMap, effective: &Effective) -> Optio
         .filter(|presented| browser_secret_holds(web, headers, &presented.session))
 }
 
+/// The checks of an enrolled browser's JSON request to one of Shard's own
+/// routes (`/pair`, `/push/*`): a JSON body (or none, where `empty_ok`),
+/// then the live session presented with all this mode asks for. The
+/// guard has already checked Host and Origin. Else the answer to give: a
+/// dead credential counts as one at `/bootstrap` does.
+fn enrolled_request(
+    web: &Web,
+    effective: &Effective,
+    headers: &HeaderMap,
+    body: &Bytes,
+    empty_ok: bool,
+    route: &str,
+) -> Result<Session, Box<Response>> {
+    check_json(headers, body, empty_ok).map_err(|rejection| Box::new(rejection.into_response()))?;
+    match authenticated(web, headers, effective) {
+        Some(Presented { session, .. }) => Ok(session),
+        None => {
+            let refusal = (StatusCode::UNAUTHORIZED, "enroll this browser first").into_response();
+            Err(Box::new(credential_failed(web, effective, route, refusal)))
+        }
+    }
+}
+
 /// The answer to a dead credential: `refusal`, or 429 once this client has
 /// presented more than its share of them in the last minute.
 pub fn credential_failed(

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use shard_protocol::web::PairAnswer;
 
-use super::{AppState, Effective, Presented, authenticated, check_json, credential_failed};
+use super::{AppState, Effective, enrolled_request};
 
 /// The QR code's smallest side in SVG units: large enough to scan from a
 /// screen at arm's length once the page scales it.
@@ -45,12 +45,9 @@ pub async fn pair(
     body: Bytes,
 ) -> Response {
     let web = state.web.clone();
-    if let Err(rejection) = check_json(&headers, &body, false) {
-        return rejection.into_response();
-    }
-    let Some(Presented { session, .. }) = authenticated(&web, &headers, &effective) else {
-        let unauthorized = (StatusCode::UNAUTHORIZED, "enroll this browser first").into_response();
-        return credential_failed(&web, &effective, "/pair", unauthorized);
+    let session = match enrolled_request(&web, &effective, &headers, &body, false, "/pair") {
+        Ok(session) => session,
+        Err(refusal) => return *refusal,
     };
     let auth = web.auth.clone();
     let issuer = session.clone();

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::auth::{PushSubscription, random_token};
-use super::{AppState, Effective, Presented, authenticated, check_json, credential_failed};
+use super::{AppState, Effective, authenticated, credential_failed, enrolled_request};
 
 const KEY_FILE_VERSION: u32 = 1;
 /// The longest endpoint kept (push services' are a few hundred bytes).
@@ -229,12 +229,6 @@ fn check_keys(keys: &SubscriptionKeys) -> Result<(), String> {
     Ok(())
 }
 
-/// The refusal of a request without a live, enrolled session.
-fn unauthorized(state: &AppState, effective: &Effective, route: &str) -> Response {
-    let refusal = (StatusCode::UNAUTHORIZED, "enroll this browser first").into_response();
-    credential_failed(&state.web, effective, route, refusal)
-}
-
 fn no_store(mut response: Response) -> Response {
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
@@ -247,7 +241,8 @@ pub async fn key(
     headers: HeaderMap,
 ) -> Response {
     if authenticated(&state.web, &headers, &effective).is_none() {
-        return unauthorized(&state, &effective, "/push/key");
+        let refusal = (StatusCode::UNAUTHORIZED, "enroll this browser first").into_response();
+        return credential_failed(&state.web, &effective, "/push/key", refusal);
     }
     no_store(axum::Json(json!({"public_key": state.web.push.public_key()})).into_response())
 }
@@ -261,12 +256,11 @@ pub async fn subscribe(
     body: Bytes,
 ) -> Response {
     let web = state.web.clone();
-    if let Err(rejection) = check_json(&headers, &body, false) {
-        return rejection.into_response();
-    }
-    let Some(Presented { session, .. }) = authenticated(&web, &headers, &effective) else {
-        return unauthorized(&state, &effective, "/push/subscribe");
-    };
+    let session =
+        match enrolled_request(&web, &effective, &headers, &body, false, "/push/subscribe") {
+            Ok(session) => session,
+            Err(refusal) => return *refusal,
+        };
     let request: SubscribeRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(error) => {
@@ -308,12 +302,11 @@ pub async fn unsubscribe(
     body: Bytes,
 ) -> Response {
     let web = state.web.clone();
-    if let Err(rejection) = check_json(&headers, &body, true) {
-        return rejection.into_response();
-    }
-    let Some(Presented { session, .. }) = authenticated(&web, &headers, &effective) else {
-        return unauthorized(&state, &effective, "/push/unsubscribe");
-    };
+    let session =
+        match enrolled_request(&web, &effective, &headers, &body, true, "/push/unsubscribe") {
+            Ok(session) => session,
+            Err(refusal) => return *refusal,
+        };
     match web.auth.unsubscribe(&session.session_id) {
         Ok(had) => {
             if had {
