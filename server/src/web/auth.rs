@@ -96,6 +96,17 @@ pub struct PushSubscription {
     pub created_at: u64,
 }
 
+impl PushSubscription {
+    /// The push service, as a person is shown it: the endpoint's host only
+    /// (the rest of the URL is the subscription's capability).
+    pub fn service(&self) -> String {
+        url::Url::parse(&self.endpoint)
+            .ok()
+            .and_then(|url| url.host_str().map(str::to_owned))
+            .unwrap_or_else(|| "?".to_owned())
+    }
+}
+
 impl SessionRecord {
     fn live(&self) -> bool {
         self.revoked_at.is_none() && self.expired_at.is_none()
@@ -504,7 +515,7 @@ impl Auth {
                 created_at: record.created_at,
                 last_seen_at: record.last_seen_at.max(record.created_at),
                 expires_at: self.expires_at(record),
-                push: record.push.as_ref().map(|push| super::push::service_host(&push.endpoint)),
+                push: record.push.as_ref().map(PushSubscription::service),
             })
             .collect()
     }

@@ -126,15 +126,6 @@ pub struct SubscriptionKeys {
     pub auth: String,
 }
 
-/// The push service of `endpoint`, as `shard sessions list` shows it: its
-/// host only (the rest of the URL is the subscription's capability).
-pub fn service_host(endpoint: &str) -> String {
-    url::Url::parse(endpoint)
-        .ok()
-        .and_then(|url| url.host_str().map(str::to_owned))
-        .unwrap_or_else(|| "?".to_owned())
-}
-
 /// Whether a push to `endpoint` stays out of the user's own network.
 pub fn check_endpoint(endpoint: &str, insecure: bool) -> Result<(), String> {
     if endpoint.len() > MAX_ENDPOINT {
@@ -271,13 +262,13 @@ pub async fn subscribe(
     if let Err(why) = web.push.check(&request) {
         return (StatusCode::BAD_REQUEST, why).into_response();
     }
-    let host = service_host(&request.endpoint);
     let subscription = PushSubscription {
         endpoint: request.endpoint,
         p256dh: request.keys.p256dh,
         auth: request.keys.auth,
         created_at: crate::clock::now_ms(),
     };
+    let host = subscription.service();
     match web.auth.subscribe(&session.session_id, subscription) {
         Ok(_) => {
             web.audit.record(
