@@ -180,13 +180,24 @@ async fn two_clients_race_a_permission_answer_and_the_first_wins() {
 
     let web_turn = web.until_agent(&agent, |message| message["type"] == "turn_end").await;
     let local_turn = local.until_agent(&agent, |message| message["type"] == "turn_end").await;
-    // The loser was not errored: its command got `success: true`.
-    for (client_seen, id) in [(&web.seen, "w"), (&local.seen, "l")] {
-        let response = client_seen
-            .iter()
-            .find(|message| message["id"] == id)
-            .expect("each answer is acknowledged");
-        assert_eq!(response["success"], true);
+    // The agent settles: its idle status follows turn_end.
+    local
+        .until(|message| {
+            message["type"] == "agent_status_changed"
+                && message["agent_id"] == agent
+                && message["status"] == "idle"
+        })
+        .await;
+    // The loser was not errored: its command got `success: true`. Its
+    // acknowledgement may come after the winner's turn has ended: the two
+    // connections are read apart, so wait for it rather than expect it by now.
+    for (client, id) in [(&mut web, "w"), (&mut local, "l")] {
+        let acknowledged = |message: &Value| message["type"] == "response" && message["id"] == id;
+        let response = match client.seen.iter().find(|message| acknowledged(message)) {
+            Some(response) => response.clone(),
+            None => client.until(acknowledged).await.pop().expect("acknowledged"),
+        };
+        assert_eq!(response["success"], true, "{response}");
     }
     // Each saw the resolution once.
     for turn in [&web_turn, &local_turn] {
@@ -198,15 +209,7 @@ async fn two_clients_race_a_permission_answer_and_the_first_wins() {
     }
     assert_eq!(project.path().join("raced.txt").exists(), winner == "allow");
 
-    // The agent settles (its idle status follows turn_end), then a late
-    // answer is dropped silently: acknowledged, nothing else happens.
-    local
-        .until(|message| {
-            message["type"] == "agent_status_changed"
-                && message["agent_id"] == agent
-                && message["status"] == "idle"
-        })
-        .await;
+    // A late answer is dropped silently: acknowledged, nothing else happens.
     let late = local
         .call("late", json!({"type": "permission_response", "agent_id": agent, "request_id": request_id, "decision": "allow"}))
         .await;
