@@ -54,7 +54,7 @@ pub fn is_diagnostic(text: &str) -> bool {
 
 /// A character that becomes U+FFFD: a control other than `\n` and `\t`, or
 /// a format character.
-pub(crate) fn unshown(c: char) -> bool {
+pub fn unshown(c: char) -> bool {
     match c {
         '\n' | '\t' => false,
         '\0'..='\u{1f}' | '\u{7f}'..='\u{9f}' => true,

@@ -17,8 +17,8 @@ use crate::envelope::{MessageSet, PayloadError, Scope, payload};
 use crate::error::WireError;
 use crate::orchestrator::{
     AgentActivity, AgentAttach, AgentCreate, AgentExited, AgentKill, AgentSpawned,
-    AgentStatusChanged, AgentStatusQuery, AgentTarget, DaemonShutdown, RevokeSession,
-    SessionActivate,
+    AgentStatusChanged, AgentStatusQuery, AgentTarget, ClientPresence, DaemonShutdown,
+    RevokeSession, SessionActivate,
 };
 use crate::search::SearchQuery;
 use crate::subagent::{
@@ -158,6 +158,8 @@ message_set! {
         RuntimeList(Empty) = "runtime.list", Registry, required;
         // Shard extension: full-text search across every agent's sessions.
         SearchQuery(SearchQuery) = "search.query", Registry, required;
+        // Shard extension: whether a client is on screen (notifications).
+        ClientPresence(ClientPresence) = "client.presence", Registry, required;
     }
 }
 

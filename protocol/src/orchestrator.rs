@@ -129,6 +129,15 @@ pub struct AgentStatusQuery {
     pub agent_id: Option<String>,
 }
 
+/// `client.presence` (a Shard extension, docs/PROTOCOL-NOTES.md): whether
+/// the client is on screen now. A browser tab says so when it connects and
+/// whenever it is shown or hidden; the daemon pushes a question to a browser
+/// only while none of its tabs is (docs/NOTIFICATIONS.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientPresence {
+    pub visible: bool,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DaemonShutdown {
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -252,6 +252,10 @@ impl Daemon for Shard {
         }
         Ok(revoked)
     }
+
+    fn presence(&self, connection: crate::agents::SubscriberId, visible: bool) {
+        self.hub.set_visible(connection, visible);
+    }
 }
 
 /// Runs the daemon until a signal or `daemon.shutdown`. The configuration is
@@ -316,7 +320,21 @@ pub async fn run(
     );
     let audit = Arc::new(Audit::open(&home.path).context("cannot open the audit log")?);
     record_startup(&audit, &config, &args, local);
-    let registry = Arc::new(Registry::load(host_context(&home, &hub, &args)?));
+    let push = crate::web::push::Push::load(&home.path, args.web.insecure_push_endpoints)?;
+    let actions = Arc::new(crate::web::push::actions::Actions::default());
+    let sender = crate::web::push::send::Sender::new(
+        push.signer(&origin),
+        auth.clone(),
+        push.insecure_endpoints,
+    )?;
+    let notifier = Arc::new(crate::web::push::notify::Notifier::start(
+        auth.clone(),
+        hub.clone(),
+        actions.clone(),
+        sender,
+        Duration::from_secs(args.web.push_action_ttl),
+    ));
+    let registry = Arc::new(Registry::load(host_context(&home, &hub, notifier.clone(), &args)?));
     // In the background: search answers once its thread has opened the
     // index, and finds more as it catches up with the session logs.
     registry.context.search.catch_up(registry.owners());
@@ -340,9 +358,18 @@ pub async fn run(
         stop: stop.clone(),
     });
     let daemon: Arc<dyn Daemon> = shard.clone();
-    let push = crate::web::push::Push::load(&home.path, args.web.insecure_push_endpoints)?;
-    let web =
-        web_state(WebParts { auth, push, hub: &hub, daemon: &daemon, audit, config, local }, &args);
+    let parts = WebParts {
+        auth,
+        push,
+        notifier,
+        actions,
+        hub: &hub,
+        daemon: &daemon,
+        audit,
+        config,
+        local,
+    };
+    let web = web_state(parts, &args);
     let limits = web.limits;
     let unix_stop = CancellationToken::new();
     tokio::spawn(crate::web::enforce_expiry(web.clone(), unix_stop.clone()));
@@ -412,6 +439,7 @@ fn record_startup(audit: &Audit, config: &WebConfig, args: &DaemonArgs, local: S
 fn host_context(
     home: &Home,
     hub: &Arc<Hub>,
+    notices: Arc<dyn crate::agents::Notices>,
     args: &DaemonArgs,
 ) -> anyhow::Result<Arc<HostContext>> {
     let exe = std::env::current_exe().context("cannot find the shard executable")?;
@@ -428,6 +456,7 @@ fn host_context(
             home: home.path.clone(),
         }),
         broadcast: hub.clone(),
+        notices,
         delegation: Arc::default(),
         idle_timeout: Duration::from_secs(args.idle_runtime_timeout),
         headless_timeout: Duration::from_secs(args.headless_timeout),
@@ -445,6 +474,8 @@ fn host_context(
 struct WebParts<'a> {
     auth: Arc<Auth>,
     push: crate::web::push::Push,
+    notifier: Arc<crate::web::push::notify::Notifier>,
+    actions: Arc<crate::web::push::actions::Actions>,
     hub: &'a Arc<Hub>,
     daemon: &'a Arc<dyn Daemon>,
     audit: Arc<Audit>,
@@ -454,7 +485,7 @@ struct WebParts<'a> {
 
 /// The web side's state: checks, limits and the connection budget.
 fn web_state(parts: WebParts<'_>, args: &DaemonArgs) -> Arc<crate::web::Web> {
-    let WebParts { auth, push, hub, daemon, audit, config, local } = parts;
+    let WebParts { auth, push, notifier, actions, hub, daemon, audit, config, local } = parts;
     raise_open_files(args.max_connections);
     let max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
     let (expected_host, allowed_origins) = match &config.public_host {
@@ -480,6 +511,8 @@ fn web_state(parts: WebParts<'_>, args: &DaemonArgs) -> Arc<crate::web::Web> {
             usize::try_from(args.max_session_connections).unwrap_or(usize::MAX),
         ),
         push,
+        notifier,
+        actions,
     })
 }
 

@@ -13,6 +13,7 @@ mod multiplexer;
 mod pair;
 mod providers;
 mod push;
+mod push_delivery;
 mod real_acp;
 mod remote;
 mod replay;

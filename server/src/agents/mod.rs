@@ -9,7 +9,9 @@
 //!
 //! This folder reads and writes no socket and knows no browser. It hands
 //! serialized events to [`Subscriber`]s and registry events to a [`Broadcast`]; the
-//! `clients` folder implements both with its bounded outboxes.
+//! `clients` folder implements both with its bounded outboxes. What a person
+//! away from the screen should hear of (a question, its end, a failed turn)
+//! goes to [`Notices`], which the web side turns into pushes.
 
 pub mod approvals;
 pub mod delegation;
@@ -46,6 +48,35 @@ pub type Sub = std::sync::Arc<dyn Subscriber>;
 /// connection, attached or not.
 pub trait Broadcast: Send + Sync {
     fn broadcast(&self, bytes: &Wire);
+}
+
+/// What the daemon tells people who are not looking (docs/NOTIFICATIONS.md):
+/// a question that waits, its end, a turn that failed. Called from an
+/// agent's host in its own order of events; an implementation only queues,
+/// never waits, so an agent is never held up by a notification.
+pub trait Notices: Send + Sync {
+    /// A question is open and waits for a person.
+    fn asked(&self, agent: &NoticeAgent<'_>, request: &shard_protocol::agent::PendingKind);
+    /// A question is closed: answered by anyone, or by nobody.
+    fn settled(&self, agent_id: &str, request_id: &str);
+    /// A turn reported an error (`code` only: its message may hold what a
+    /// lock screen must not show).
+    fn failed(&self, agent: &NoticeAgent<'_>, code: &str);
+}
+
+/// The agent a notice is about.
+pub struct NoticeAgent<'a> {
+    pub agent_id: &'a str,
+    pub name: Option<&'a str>,
+}
+
+/// No notices: for daemons and tests that push nothing.
+pub struct Unnoticed;
+
+impl Notices for Unnoticed {
+    fn asked(&self, _: &NoticeAgent<'_>, _: &shard_protocol::agent::PendingKind) {}
+    fn settled(&self, _: &str, _: &str) {}
+    fn failed(&self, _: &NoticeAgent<'_>, _: &str) {}
 }
 
 pub use crate::clock::now_ms;

@@ -1,6 +1,7 @@
-//! Every open connection, and which browser session (if any) it belongs
-//! to: registry events go to all of them ([`Broadcast`]), and logout,
-//! revocation and shutdown close them by session. It also counts the
+//! Every open connection, which browser session (if any) it belongs to,
+//! and whether it is on screen: registry events go to all of them
+//! ([`Broadcast`]), logout, revocation and shutdown close them by session,
+//! and a browser with a tab on screen gets no push (web::push). It also counts the
 //! connections being served, so that a daemon shutting down can wait for
 //! their last words to go out.
 
@@ -14,7 +15,15 @@ use super::outbox::Outbox;
 use crate::agents::{Broadcast, SubscriberId, Wire};
 
 /// Each connection's outbox and, for a browser, its session id.
-type Connections = HashMap<SubscriberId, (Arc<Outbox>, Option<String>)>;
+type Connections = HashMap<SubscriberId, Connection>;
+
+struct Connection {
+    outbox: Arc<Outbox>,
+    session: Option<String>,
+    /// What the client last said with `client.presence`; a client that
+    /// never said is not on screen.
+    visible: bool,
+}
 
 /// The open connections, and whether the daemon is going away (one lock,
 /// so that no connection registers unseen by [`Hub::close_all`]).
@@ -48,7 +57,7 @@ impl Hub {
         if let Some(reason) = &table.going_away {
             outbox.go_away(reason.clone());
         }
-        table.open.insert(outbox.id(), (outbox, session));
+        table.open.insert(outbox.id(), Connection { outbox, session, visible: false });
     }
 
     pub fn unregister(&self, id: SubscriberId) {
@@ -68,10 +77,29 @@ impl Hub {
         self.served.wait().await;
     }
 
+    /// Records whether a connection's client is on screen.
+    pub fn set_visible(&self, id: SubscriberId, visible: bool) {
+        if let Some(connection) = self.table().open.get_mut(&id) {
+            connection.visible = visible;
+        }
+    }
+
+    /// Whether any connection of a browser session is on screen.
+    pub fn session_visible(&self, session: &str) -> bool {
+        self.table()
+            .open
+            .values()
+            .any(|connection| connection.visible && connection.session.as_deref() == Some(session))
+    }
+
     /// The browser sessions with a connection open, each once.
     pub fn browser_sessions(&self) -> Vec<String> {
-        let mut sessions: Vec<String> =
-            self.table().open.values().filter_map(|(_, owner)| owner.clone()).collect();
+        let mut sessions: Vec<String> = self
+            .table()
+            .open
+            .values()
+            .filter_map(|connection| connection.session.clone())
+            .collect();
         sessions.sort_unstable();
         sessions.dedup();
         sessions
@@ -86,7 +114,7 @@ impl Hub {
     /// Returns how many.
     pub fn close_browsers(&self, session: Option<&str>, reason: &str) -> u32 {
         let mut closed = 0;
-        for (outbox, owner) in self.table().open.values() {
+        for Connection { outbox, session: owner, .. } in self.table().open.values() {
             let matches = match (owner.as_deref(), session) {
                 (Some(owner), Some(session)) => owner == session,
                 (Some(_), None) => true,
@@ -106,7 +134,7 @@ impl Hub {
             .table()
             .open
             .values()
-            .filter(|(_, owner)| owner.as_deref() == Some(session))
+            .filter(|connection| connection.session.as_deref() == Some(session))
             .count();
         u32::try_from(count).unwrap_or(u32::MAX)
     }
@@ -116,8 +144,8 @@ impl Hub {
     pub fn close_all(&self, reason: &str) {
         let mut table = self.table();
         table.going_away.get_or_insert_with(|| reason.to_owned());
-        for (outbox, _) in table.open.values() {
-            outbox.go_away(reason);
+        for connection in table.open.values() {
+            connection.outbox.go_away(reason);
         }
     }
 
@@ -129,8 +157,8 @@ impl Hub {
 impl Broadcast for Hub {
     /// Sends the same bytes to every connection.
     fn broadcast(&self, bytes: &Wire) {
-        for (outbox, _) in self.table().open.values() {
-            outbox.push(bytes.clone());
+        for connection in self.table().open.values() {
+            connection.outbox.push(bytes.clone());
         }
     }
 }

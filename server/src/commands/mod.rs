@@ -64,6 +64,8 @@ pub trait Daemon: Send + Sync {
     fn disconnect(&self, target: RevokeSession) -> u32;
     /// Revokes sessions and closes their sockets; returns the revoked ids.
     fn revoke(&self, target: RevokeSession) -> Result<Vec<String>, WireError>;
+    /// Whether a connection's client is on screen (`client.presence`).
+    fn presence(&self, connection: crate::agents::SubscriberId, visible: bool);
 }
 
 /// Which transports may send a command.
@@ -195,6 +197,7 @@ pub fn rule(message: &ClientMessage) -> Rule {
         // Reading transcripts needs no attachment (attaching needs none),
         // but it is a person's: not an agent process's (docs/SECURITY.md).
         ClientMessage::SearchQuery(_) => rule_of(People, None, Background),
+        ClientMessage::ClientPresence(_) => rule_of(Anyone, None, Inline),
     }
 }
 
@@ -354,6 +357,10 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
         ClientMessage::ApprovalList(query) => approvals::list(caller.daemon.registry(), query),
         ClientMessage::SessionActivate(request) => session::activate(caller.daemon, request),
         ClientMessage::SearchQuery(query) => search::query(caller.daemon, query),
+        ClientMessage::ClientPresence(presence) => {
+            caller.daemon.presence(caller.subscriber.id(), presence.visible);
+            Outcome::Now(Ok(None))
+        }
         other => run_elsewhere(other),
     }
 }

@@ -94,7 +94,32 @@ pub struct PushSubscription {
     /// The shared authentication secret, base64url (16 bytes).
     pub auth: String,
     pub created_at: u64,
+    /// What this browser wants pushed.
+    #[serde(default)]
+    pub choices: PushChoices,
 }
+
+/// What a browser wants pushed (docs/NOTIFICATIONS.md): each kind on or
+/// off, and agents it does not want to hear of at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushChoices {
+    /// Questions (permission and UI requests), and their ends.
+    pub questions: bool,
+    /// Turns that failed.
+    pub errors: bool,
+    /// Agents left out, by id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub muted: Vec<String>,
+}
+
+impl Default for PushChoices {
+    fn default() -> Self {
+        Self { questions: true, errors: true, muted: Vec::new() }
+    }
+}
+
+/// The most agents one browser may mute (a bound on the session file).
+pub const MAX_MUTED: usize = 256;
 
 impl PushSubscription {
     /// The push service, as a person is shown it: the endpoint's host only
@@ -522,20 +547,59 @@ impl Auth {
 
     /// Keeps `subscription` as `session_id`'s (replacing one before);
     /// false if the session is not live.
+    /// The session's choices carry over to a new subscription.
     pub fn subscribe(
         &self,
         session_id: &str,
-        subscription: PushSubscription,
+        mut subscription: PushSubscription,
     ) -> std::io::Result<bool> {
-        self.set_push(session_id, Some(subscription))
+        self.change_push(session_id, |push| {
+            if let Some(before) = push.take() {
+                subscription.choices = before.choices;
+            }
+            *push = Some(subscription);
+        })
     }
 
     /// Forgets `session_id`'s subscription; false if it had none.
     pub fn unsubscribe(&self, session_id: &str) -> std::io::Result<bool> {
-        self.set_push(session_id, None)
+        self.change_push(session_id, |push| *push = None)
     }
 
-    fn set_push(&self, session_id: &str, push: Option<PushSubscription>) -> std::io::Result<bool> {
+    /// Forgets `session_id`'s subscription if it is still the one at
+    /// `endpoint` (its push service said it is gone); false if not.
+    pub fn subscription_gone(&self, session_id: &str, endpoint: &str) -> std::io::Result<bool> {
+        self.change_push(session_id, |push| {
+            if push.as_ref().is_some_and(|push| push.endpoint == endpoint) {
+                *push = None;
+            }
+        })
+    }
+
+    /// Changes the choices of `session_id`'s subscription; its choices
+    /// after, or `None` when it has no subscription.
+    pub fn choose(
+        &self,
+        session_id: &str,
+        change: impl FnOnce(&mut PushChoices),
+    ) -> std::io::Result<Option<PushChoices>> {
+        let mut chosen = None;
+        self.change_push(session_id, |push| {
+            if let Some(push) = push {
+                change(&mut push.choices);
+                chosen = Some(push.choices.clone());
+            }
+        })?;
+        Ok(chosen)
+    }
+
+    /// Runs `change` on a live session's subscription and saves the store
+    /// if it changed; whether it did.
+    fn change_push(
+        &self,
+        session_id: &str,
+        change: impl FnOnce(&mut Option<PushSubscription>),
+    ) -> std::io::Result<bool> {
         let mut store = lock(&self.store);
         let Some(record) = store
             .sessions
@@ -544,12 +608,21 @@ impl Auth {
         else {
             return Ok(false);
         };
-        let changed = record.push != push;
-        record.push = push;
+        let before = record.push.clone();
+        change(&mut record.push);
+        let changed = record.push != before;
         if changed {
             self.save(&store)?;
         }
         Ok(changed)
+    }
+
+    /// The subscription of one live session.
+    pub fn subscription(&self, session_id: &str) -> Option<PushSubscription> {
+        self.subscriptions()
+            .into_iter()
+            .find(|(session, _)| session.session_id == session_id)
+            .map(|(_, push)| push)
     }
 
     /// The subscription of every live session, with its session.

@@ -55,6 +55,10 @@ pub struct WebArgs {
     /// local addresses (a fake push service), which are otherwise refused.
     #[arg(long, hide = true)]
     pub insecure_push_endpoints: bool,
+    /// How long a notification's Allow and Deny work, in seconds (hidden:
+    /// tests shorten it to see an action expire).
+    #[arg(long, hide = true, default_value_t = 300)]
+    pub push_action_ttl: u64,
 }
 
 /// How the daemon is reached.

@@ -100,6 +100,10 @@ pub struct Web {
     pub session_sockets: ws::SessionSockets,
     /// The daemon's Web Push identity and rules.
     pub push: push::Push,
+    /// Where test pushes are queued.
+    pub notifier: Arc<push::notify::Notifier>,
+    /// The live Allow and Deny tokens of notifications.
+    pub actions: Arc<push::actions::Actions>,
 }
 
 /// How a request reached the daemon, decided once by [`guard`]: the scheme
@@ -160,6 +164,9 @@ pub fn router(local: SocketAddr, web: Arc<Web>) -> Router {
         .route("/push/key", get(push::key))
         .route("/push/subscribe", post(push::subscribe))
         .route("/push/unsubscribe", post(push::unsubscribe))
+        .route("/push/choices", get(push::choices).post(push::choose))
+        .route("/push/test", post(push::test))
+        .route("/push/act", post(push::act))
         .route("/ws", get(ws::upgrade))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(web, guard))

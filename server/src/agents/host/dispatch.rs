@@ -43,6 +43,9 @@ impl Host {
             HostCommand::Answer { subscriber, id, message, answerer } => {
                 self.answer(&subscriber, id, message, answerer)
             }
+            HostCommand::AnswerChecked { message, answerer, fingerprint, reply } => {
+                let _ = reply.send(self.answer_checked(message, answerer, &fingerprint));
+            }
             HostCommand::Disconnected { subscriber } => self.detach(subscriber, now),
             HostCommand::Start { reply } => {
                 if self.ready() {
@@ -324,6 +327,9 @@ impl Host {
                 // turn's prompt once the turn ended: the index reads them.
                 if matches!(other, ServerMessage::MessageComplete(_) | ServerMessage::TurnEnd(_)) {
                     self.context.search.touch(self.id(), &self.manifest.session_id);
+                }
+                if let ServerMessage::Error(error) = &other {
+                    self.context.notices.failed(&self.notice_agent(), error.code.as_str());
                 }
                 self.observe(&other);
                 self.observe_run(&other);

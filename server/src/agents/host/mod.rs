@@ -42,6 +42,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 pub use self::journal::JournalLimits;
+pub use self::questions::{Verdict, fingerprint};
 use super::approvals::ApprovalLog;
 use super::delegation::Delegation;
 use super::error::AgentError;
@@ -79,6 +80,8 @@ pub struct Context {
     pub processes: Arc<super::Processes>,
     /// The search index, told when a session's log has grown.
     pub search: Arc<crate::search::Search>,
+    /// Where questions, their ends and failed turns are told, for pushes.
+    pub notices: Arc<dyn super::Notices>,
 }
 
 pub enum HostCommand {
@@ -105,6 +108,14 @@ pub enum HostCommand {
         id: Option<String>,
         message: ClientMessage,
         answerer: Answerer,
+    },
+    /// An answer from a notification's action: only to the call
+    /// `fingerprint` names, with what came of it.
+    AnswerChecked {
+        message: ClientMessage,
+        answerer: Answerer,
+        fingerprint: String,
+        reply: oneshot::Sender<Verdict>,
     },
     Disconnected {
         subscriber: SubscriberId,

@@ -25,6 +25,35 @@ use crate::agents::approvals::bounded_prompt;
 use crate::agents::error::AgentError;
 use crate::agents::{Sub, Wire, now_ms};
 
+/// What came of an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The first valid answer: passed on to the agent.
+    Won,
+    /// Someone answered first.
+    Answered,
+    /// No such question is open (never asked, or closed).
+    Unknown,
+    /// The question with that id is not the call the answer was for.
+    Changed,
+    /// Not an answer the question takes.
+    Invalid,
+    /// The agent's input is full: try again.
+    Busy,
+}
+
+/// What names one call exactly: its tool and its arguments, hashed. An
+/// answer bound to a fingerprint is refused for any other call, even one
+/// under the same request id.
+pub fn fingerprint(request: &shard_protocol::agent::PermissionRequest) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(request.tool_name.as_bytes());
+    hash.update([0]);
+    hash.update(request.input.to_string().as_bytes());
+    hash.finalize().iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
 /// One open question of this agent.
 pub(super) struct Pending {
     request: PendingKind,
@@ -121,6 +150,16 @@ impl Host {
         if self.context.delegation.responders(self.id()).is_empty() && !self.queues_questions() {
             self.answer_headless(&request_id);
         }
+        // One that waits for a person is told to those away (web::push).
+        if let Some(pending) = self.questions.get(&request_id).filter(|open| open.source.is_none())
+        {
+            self.context.notices.asked(&self.notice_agent(), &pending.request);
+        }
+    }
+
+    /// This agent, as a notice names it.
+    pub(super) fn notice_agent(&self) -> crate::agents::NoticeAgent<'_> {
+        crate::agents::NoticeAgent { agent_id: self.id(), name: self.manifest.name.as_deref() }
     }
 
     /// `headless_policy: queue`: a question nobody can answer waits for
@@ -212,6 +251,7 @@ impl Host {
     /// Removes a settled question; returns who answered it, if known.
     fn settle(&mut self, request_id: &str) -> Option<Answerer> {
         let pending = self.questions.settle(request_id)?;
+        self.context.notices.settled(self.id(), request_id);
         self.publish_pending();
         self.emit_activity();
         pending.source
@@ -268,37 +308,66 @@ impl Host {
         answerer: Answerer,
     ) {
         let command = shard_protocol::envelope::MessageSet::type_name(&message);
+        match self.try_answer(message, answerer, None) {
+            Verdict::Busy => {
+                let error = AgentError::AnswerQueueFull.into();
+                respond(subscriber, id, None, Response::failed(command, error));
+            }
+            // Won; or unknown, already answered, or not a valid choice: not
+            // an answer, and not an error either.
+            _ => respond(subscriber, id, None, Response::accepted(command)),
+        }
+    }
+
+    /// An answer that must be to exactly the call `fingerprint` names
+    /// ([`fingerprint`]): an action from a notification. Says what came of it.
+    pub(super) fn answer_checked(
+        &mut self,
+        message: ClientMessage,
+        answerer: Answerer,
+        fingerprint: &str,
+    ) -> Verdict {
+        self.try_answer(message, answerer, Some(fingerprint))
+    }
+
+    fn try_answer(
+        &mut self,
+        message: ClientMessage,
+        answerer: Answerer,
+        fingerprint: Option<&str>,
+    ) -> Verdict {
         let request_id = match &message {
             ClientMessage::PermissionResponse(response) => response.request_id.clone(),
             ClientMessage::UiResponse(response) => response.request_id.clone(),
-            _ => return,
+            _ => return Verdict::Invalid,
         };
-        let winner = self.questions.get(&request_id).is_some_and(|pending| {
-            pending.source.is_none()
-                && match (&pending.request, &message) {
-                    (
-                        PendingKind::Permission(request),
-                        ClientMessage::PermissionResponse(answer),
-                    ) => request.accepts(&answer.answer),
-                    (PendingKind::Ui(_), ClientMessage::UiResponse(_)) => true,
-                    _ => false,
+        let Some(pending) = self.questions.get(&request_id) else {
+            return Verdict::Unknown;
+        };
+        if pending.source.is_some() {
+            return Verdict::Answered;
+        }
+        let valid = match (&pending.request, &message) {
+            (PendingKind::Permission(request), ClientMessage::PermissionResponse(answer)) => {
+                if fingerprint.is_some_and(|expected| expected != self::fingerprint(request)) {
+                    return Verdict::Changed;
                 }
-        });
-        if !winner {
-            // Unknown, already answered, or not a valid choice: not an answer.
-            respond(subscriber, id, None, Response::accepted(command));
-            return;
+                request.accepts(&answer.answer)
+            }
+            (PendingKind::Ui(_), ClientMessage::UiResponse(_)) => fingerprint.is_none(),
+            _ => false,
         };
+        if !valid {
+            return Verdict::Invalid;
+        }
         if !self.forward_own(message) {
-            let error = AgentError::AnswerQueueFull.into();
-            respond(subscriber, id, None, Response::failed(command, error));
-            return;
+            return Verdict::Busy;
         }
         if let Some(pending) = self.questions.get_mut(&request_id) {
             pending.source = Some(answerer);
             pending.headless_at = None;
         }
-        respond(subscriber, id, None, Response::accepted(command));
+        Verdict::Won
     }
 
     /// Resolutions for every open question of a process that is gone.
@@ -319,6 +388,7 @@ impl Host {
                 }
             };
             self.approvals.resolved(&request_id, now_ms(), outcome.to_owned(), answerer);
+            self.context.notices.settled(self.id(), &request_id);
             self.broadcast_resolution(&pending.request, &request_id, "runtime_exited");
         }
         self.publish_pending();

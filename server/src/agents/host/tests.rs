@@ -12,11 +12,12 @@ use shard_protocol::{ClientMessage, Envelope, ErrorCode, WireError};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::{Context, Host, HostCommand};
+use super::{Context, Host, HostCommand, Verdict};
 use crate::agents::delegation::Delegation;
 use crate::agents::manifest::{MANIFEST_VERSION, Manifest};
 use crate::agents::runtime::{ChildEvent, InputFull, Runtime, SpawnRequest, Spawner};
 use crate::agents::{Broadcast, Sub, Subscriber, SubscriberId, Wire};
+use shard_protocol::agent::PendingKind;
 
 /// A client connection that keeps what it was sent.
 struct Recorder {
@@ -126,6 +127,10 @@ struct World {
 }
 
 fn world() -> World {
+    world_telling(Arc::new(crate::agents::Unnoticed))
+}
+
+fn world_telling(notices: Arc<dyn crate::agents::Notices>) -> World {
     let home = tempfile::tempdir().expect("home");
     let spawner = Arc::new(FakeSpawner::default());
     let context = Arc::new(Context {
@@ -139,6 +144,7 @@ fn world() -> World {
         usage: Arc::new(crate::agents::usage::UsageBook::new(home.path())),
         processes: Arc::default(),
         search: crate::search::Search::detached(),
+        notices,
     });
     World { spawner, context, _home: home }
 }
@@ -649,4 +655,109 @@ fn a_session_switch_waits_for_an_accepted_prompts_turn_and_a_process_that_fails_
     ready(&mut host, 2, now);
     let synced: Vec<String> = client.types();
     assert!(synced.iter().filter(|kind| *kind == "sync").count() >= 1, "{synced:?}");
+}
+
+fn checked(host: &mut Host, request_id: &str, fingerprint: &str, now: Instant) -> Verdict {
+    let (reply, mut verdict) = tokio::sync::oneshot::channel();
+    let message = ClientMessage::PermissionResponse(shard_protocol::agent::PermissionResponse {
+        request_id: request_id.to_owned(),
+        answer: shard_protocol::agent::PermissionAnswer::Decision(
+            shard_protocol::agent::Decision::Allow,
+        ),
+        reason: None,
+    });
+    let answerer =
+        shard_protocol::approvals::Answerer { source: "push".into(), ..Default::default() };
+    let fingerprint = fingerprint.to_owned();
+    host.command(HostCommand::AnswerChecked { message, answerer, fingerprint, reply }, now);
+    verdict.try_recv().expect("a verdict at once")
+}
+
+fn fingerprint_of(line: &Value) -> String {
+    let request: shard_protocol::agent::PermissionRequest =
+        serde_json::from_value(line.clone()).expect("a permission request");
+    super::fingerprint(&request)
+}
+
+#[test]
+fn a_checked_answer_takes_only_the_call_it_was_made_for_and_only_first() {
+    let world = world();
+    let now = Instant::now();
+    let (mut host, client) = running(&world, "agent-c", now);
+    let asked = permission_request("perm-1");
+    let shown = fingerprint_of(&asked);
+    let mut changed = asked.clone();
+    changed["input"]["command"] = json!("rm -rf ~");
+    assert_ne!(fingerprint_of(&changed), shown, "the arguments are in the fingerprint");
+
+    assert_eq!(checked(&mut host, "perm-1", &shown, now), Verdict::Unknown, "not asked yet");
+    // The same request id, another call: what the notification showed is
+    // not what would run.
+    says(&mut host, 0, changed, now);
+    assert_eq!(checked(&mut host, "perm-1", &shown, now), Verdict::Changed);
+    assert!(forwarded(&world.spawner.last()).is_empty(), "nothing passed on");
+    says(
+        &mut host,
+        0,
+        json!({"type": "permission_resolved", "request_id": "perm-1", "decision": "deny"}),
+        now,
+    );
+    client.take();
+
+    says(&mut host, 0, asked, now);
+    assert_eq!(checked(&mut host, "perm-1", &shown, now), Verdict::Won);
+    assert_eq!(forwarded(&world.spawner.last()), [("perm-1".to_owned(), "allow".to_owned())]);
+    assert_eq!(checked(&mut host, "perm-1", &shown, now), Verdict::Answered, "first only");
+    answer(&mut host, &client, "perm-1", "deny", now);
+    assert_eq!(forwarded(&world.spawner.last()).len(), 1, "a tab after it is dropped too");
+}
+
+/// Records what a host tells [`Notices`].
+#[derive(Default)]
+struct Told(Mutex<Vec<String>>);
+
+impl crate::agents::Notices for Told {
+    fn asked(&self, agent: &crate::agents::NoticeAgent<'_>, request: &PendingKind) {
+        let told = format!("asked {} {}", agent.agent_id, request.request_id());
+        self.0.lock().expect("lock").push(told);
+    }
+    fn settled(&self, agent_id: &str, request_id: &str) {
+        self.0.lock().expect("lock").push(format!("settled {agent_id} {request_id}"));
+    }
+    fn failed(&self, agent: &crate::agents::NoticeAgent<'_>, code: &str) {
+        self.0.lock().expect("lock").push(format!("failed {} {code}", agent.agent_id));
+    }
+}
+
+#[test]
+fn notices_hear_of_a_waiting_question_its_end_and_a_failed_turn_but_not_a_headless_answer() {
+    let told = Arc::new(Told::default());
+    let world = world_telling(told.clone());
+    let now = Instant::now();
+    let (mut host, client) = running(&world, "agent-n", now);
+    says(&mut host, 0, permission_request("perm-1"), now);
+    answer(&mut host, &client, "perm-1", "allow", now);
+    says(
+        &mut host,
+        0,
+        json!({"type": "permission_resolved", "request_id": "perm-1", "decision": "allow"}),
+        now,
+    );
+    says(
+        &mut host,
+        0,
+        json!({"type": "error", "code": "PROVIDER_ERROR", "message": "key sk-1"}),
+        now,
+    );
+    assert_eq!(
+        *told.0.lock().expect("lock"),
+        ["asked agent-n perm-1", "settled agent-n perm-1", "failed agent-n PROVIDER_ERROR"]
+    );
+
+    // Nobody to answer: denied at once, so nobody is asked.
+    told.0.lock().expect("lock").clear();
+    let (mut alone, _) = Host::new(world.context.clone(), manifest("agent-m", None), now);
+    ready(&mut alone, 0, now);
+    says(&mut alone, 0, permission_request("perm-2"), now);
+    assert!(told.0.lock().expect("lock").iter().all(|told| !told.starts_with("asked")));
 }

@@ -12,6 +12,15 @@
 //! a name of this machine, where a push would be a request into the user's
 //! own network. Only `--insecure-push-endpoints` (for tests, with a fake
 //! push service on loopback) lifts that.
+//!
+//! - [`notify`]: what is pushed, and to which browsers;
+//! - [`send`]: encrypting, signing and delivering it;
+//! - [`actions`]: the single-use Allow and Deny of a notification, taken
+//!   at `POST /push/act`.
+
+pub mod actions;
+pub mod notify;
+pub mod send;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -26,7 +35,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::auth::{PushSubscription, random_token};
+use super::auth::{PushChoices, PushSubscription, random_token};
 use super::{AppState, Effective, authenticated, credential_failed, enrolled_request};
 
 const KEY_FILE_VERSION: u32 = 1;
@@ -38,6 +47,8 @@ pub struct Push {
     /// Its public key, uncompressed, base64url: the page's
     /// `applicationServerKey`.
     public_key: String,
+    /// Its private key, ready to sign with.
+    key: web_push::PartialVapidSignatureBuilder,
     /// `--insecure-push-endpoints`: plain http and local addresses allowed.
     pub insecure_endpoints: bool,
 }
@@ -81,10 +92,21 @@ impl Push {
                 return Err(error).with_context(|| format!("cannot read {}", path.display()));
             }
         };
-        let public_key = web_push::VapidSignatureBuilder::from_base64_no_sub(&private_key)
-            .map_err(|error| anyhow::anyhow!("{} holds no VAPID key: {error}", path.display()))?
-            .get_public_key();
-        Ok(Self { public_key: URL_SAFE_NO_PAD.encode(public_key), insecure_endpoints })
+        let key = web_push::VapidSignatureBuilder::from_base64_no_sub(&private_key)
+            .map_err(|error| anyhow::anyhow!("{} holds no VAPID key: {error}", path.display()))?;
+        let public_key = URL_SAFE_NO_PAD.encode(key.get_public_key());
+        Ok(Self { public_key, key, insecure_endpoints })
+    }
+
+    /// What pushes are signed with; `origin` is the daemon's, named as the
+    /// sender's contact when it is https (a push service may ask for one).
+    pub fn signer(&self, origin: &str) -> send::Signer {
+        let contact = if origin.starts_with("https://") {
+            origin.to_owned()
+        } else {
+            "mailto:shard@localhost".to_owned()
+        };
+        send::Signer { key: self.key.clone(), contact }
     }
 
     pub fn public_key(&self) -> &str {
@@ -267,6 +289,7 @@ pub async fn subscribe(
         p256dh: request.keys.p256dh,
         auth: request.keys.auth,
         created_at: crate::clock::now_ms(),
+        choices: PushChoices::default(),
     };
     let host = subscription.service();
     match web.auth.subscribe(&session.session_id, subscription) {
@@ -314,6 +337,228 @@ pub async fn unsubscribe(
             StatusCode::INTERNAL_SERVER_ERROR.into_response()
         }
     }
+}
+
+/// `GET /push/choices`: whether this browser is subscribed, and what it
+/// chose to hear of.
+pub async fn choices(
+    State(state): State<AppState>,
+    Extension(effective): Extension<Effective>,
+    headers: HeaderMap,
+) -> Response {
+    let web = &state.web;
+    let Some(presented) = authenticated(web, &headers, &effective) else {
+        let refusal = (StatusCode::UNAUTHORIZED, "enroll this browser first").into_response();
+        return credential_failed(web, &effective, "/push/choices", refusal);
+    };
+    let subscription = web.auth.subscription(&presented.session.session_id);
+    let body = json!({
+        "subscribed": subscription.is_some(),
+        "service": subscription.as_ref().map(PushSubscription::service),
+        "choices": subscription.map(|push| push.choices).unwrap_or_default(),
+    });
+    no_store(axum::Json(body).into_response())
+}
+
+/// What `POST /push/choices` changes: any of these.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChoiceRequest {
+    questions: Option<bool>,
+    errors: Option<bool>,
+    /// Leave this agent out, or (`unmute`) take it back.
+    mute: Option<String>,
+    unmute: Option<String>,
+}
+
+/// `POST /push/choices`: changes what this browser hears of.
+pub async fn choose(
+    State(state): State<AppState>,
+    Extension(effective): Extension<Effective>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let web = state.web.clone();
+    let session = match enrolled_request(&web, &effective, &headers, &body, false, "/push/choices")
+    {
+        Ok(session) => session,
+        Err(refusal) => return *refusal,
+    };
+    let request: ChoiceRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(error) => {
+            return (StatusCode::BAD_REQUEST, format!("not a choice: {error}")).into_response();
+        }
+    };
+    let chosen = web.auth.choose(&session.session_id, |choices| {
+        if let Some(questions) = request.questions {
+            choices.questions = questions;
+        }
+        if let Some(errors) = request.errors {
+            choices.errors = errors;
+        }
+        if let Some(agent_id) = request.unmute {
+            choices.muted.retain(|muted| *muted != agent_id);
+        }
+        if let Some(agent_id) = request.mute {
+            if !choices.muted.contains(&agent_id) && choices.muted.len() < super::auth::MAX_MUTED {
+                choices.muted.push(agent_id);
+            }
+        }
+    });
+    match chosen {
+        Ok(Some(choices)) => no_store(axum::Json(json!({"choices": choices})).into_response()),
+        Ok(None) => (StatusCode::CONFLICT, "this browser is not subscribed").into_response(),
+        Err(error) => {
+            tracing::error!(%error, "cannot keep push choices");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+/// `POST /push/test`: a push to this browser now, whatever it chose.
+pub async fn test(
+    State(state): State<AppState>,
+    Extension(effective): Extension<Effective>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let web = state.web.clone();
+    let session = match enrolled_request(&web, &effective, &headers, &body, true, "/push/test") {
+        Ok(session) => session,
+        Err(refusal) => return *refusal,
+    };
+    if web.auth.subscription(&session.session_id).is_none() {
+        return (StatusCode::CONFLICT, "this browser is not subscribed").into_response();
+    }
+    web.notifier.test(&session.session_id);
+    no_store(StatusCode::ACCEPTED.into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActRequest {
+    token: String,
+}
+
+/// How long an action waits for the agent's host to take its answer.
+const ACT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `POST /push/act`: a notification's Allow or Deny, sent by the service
+/// worker. The session cookie and the single-use token both must hold; the
+/// browser secret is not asked for, for a worker cannot read it: the token,
+/// which only this browser's push service delivered, encrypted to it, is
+/// the proof instead. The answer takes the tabs' first-answer-wins path
+/// and is recorded with source `push`.
+pub async fn act(
+    State(state): State<AppState>,
+    Extension(effective): Extension<Effective>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    use shard_protocol::ClientMessage;
+    use shard_protocol::agent::{PermissionAnswer, PermissionResponse};
+    use shard_protocol::approvals::Answerer;
+
+    use crate::agents::host::{HostCommand, Verdict};
+
+    let web = state.web.clone();
+    if let Err(rejection) = super::check_json(&headers, &body, false) {
+        return rejection.into_response();
+    }
+    let Some(presented) = super::cookie_session(&web, &headers, &effective) else {
+        let refusal =
+            refused(StatusCode::UNAUTHORIZED, "PERMISSION_DENIED", "enroll this browser first");
+        return credential_failed(&web, &effective, "/push/act", refusal);
+    };
+    let session = presented.session;
+    let Ok(ActRequest { token }) = serde_json::from_slice::<ActRequest>(&body) else {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "INVALID_REQUEST",
+            "the body must be {\"token\": \"...\"}",
+        );
+    };
+    let record = |outcome: &str, grant: Option<&actions::Grant>| {
+        web.audit.record(
+            "push_action",
+            json!({"principal_id": session.principal_id, "session_id": session.session_id,
+                   "agent_id": grant.map(|grant| &grant.agent_id),
+                   "request_id": grant.map(|grant| &grant.request_id),
+                   "outcome": outcome, "peer": effective.client.to_string()}),
+        );
+    };
+    let grant = match web.actions.redeem(&token, &session.session_id) {
+        Ok(grant) => grant,
+        Err(refusal) => {
+            record(&format!("{refusal:?}").to_lowercase(), None);
+            let status = match refusal {
+                actions::Refusal::OtherSession => StatusCode::FORBIDDEN,
+                _ => StatusCode::GONE,
+            };
+            return refused(status, "CONFLICT", refusal.message());
+        }
+    };
+    let message = ClientMessage::PermissionResponse(PermissionResponse {
+        request_id: grant.request_id.clone(),
+        answer: PermissionAnswer::Decision(grant.decision),
+        reason: None,
+    });
+    let answerer = Answerer {
+        source: "push".to_owned(),
+        principal_id: Some(session.principal_id.clone()),
+        address: Some(effective.client.to_string()),
+    };
+    let (reply, verdict) = tokio::sync::oneshot::channel();
+    let command = HostCommand::AnswerChecked {
+        message,
+        answerer,
+        fingerprint: grant.fingerprint.clone(),
+        reply,
+    };
+    if web.daemon.registry().send(&grant.agent_id, command).is_err() {
+        record("agent_gone", Some(&grant));
+        return refused(StatusCode::CONFLICT, "NOT_FOUND", "the agent is not running");
+    }
+    let verdict = match tokio::time::timeout(ACT_WAIT, verdict).await {
+        Ok(Ok(verdict)) => verdict,
+        _ => {
+            record("timeout", Some(&grant));
+            return refused(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "TIMEOUT",
+                "the agent did not take the answer",
+            );
+        }
+    };
+    record(&format!("{verdict:?}").to_lowercase(), Some(&grant));
+    let decision = match grant.decision {
+        shard_protocol::agent::Decision::Allow => "allow",
+        _ => "deny",
+    };
+    match verdict {
+        Verdict::Won => no_store(axum::Json(json!({"decision": decision})).into_response()),
+        Verdict::Answered => {
+            refused(StatusCode::CONFLICT, "CONFLICT", "someone answered this question first")
+        }
+        Verdict::Unknown => refused(StatusCode::CONFLICT, "CONFLICT", "this question has closed"),
+        Verdict::Changed => refused(
+            StatusCode::CONFLICT,
+            "CONFLICT",
+            "the call is not the one this notification showed; open Shard to see it",
+        ),
+        Verdict::Invalid => {
+            refused(StatusCode::CONFLICT, "CONFLICT", "this question does not take that answer")
+        }
+        Verdict::Busy => {
+            refused(StatusCode::SERVICE_UNAVAILABLE, "TIMEOUT", "the agent is busy; try again")
+        }
+    }
+}
+
+/// A refusal as the protocol writes errors: `{code, message}`.
+fn refused(status: StatusCode, code: &str, message: &str) -> Response {
+    no_store((status, axum::Json(json!({"code": code, "message": message}))).into_response())
 }
 
 #[cfg(test)]
