@@ -36,7 +36,9 @@ fn local_storage() -> Option<web_sys::Storage> {
 }
 
 /// `request` with this browser's secret, if it keeps one.
-fn with_secret(request: gloo_net::http::RequestBuilder) -> gloo_net::http::RequestBuilder {
+pub(crate) fn with_secret(
+    request: gloo_net::http::RequestBuilder,
+) -> gloo_net::http::RequestBuilder {
     match local_storage().and_then(|storage| storage.get_item(BROWSER_SECRET).ok().flatten()) {
         Some(secret) => request.header(BROWSER_SECRET_HEADER, &secret),
         None => request,
@@ -185,10 +187,7 @@ fn wake_on_return() {
     use wasm_bindgen::closure::Closure;
     let Some(window) = web_sys::window() else { return };
     let wake = Closure::<dyn FnMut()>::new(|| {
-        let shown = web_sys::window().and_then(|window| window.document()).is_none_or(|document| {
-            document.visibility_state() == web_sys::VisibilityState::Visible
-        });
-        if shown {
+        if on_screen() {
             reconnect_now();
         }
     });
@@ -202,8 +201,65 @@ fn wake_on_return() {
     wake.forget();
 }
 
+/// A notification opens the page on its agent: `#agent=ID` in the address
+/// of a window the service worker opened, or its `shard.open:ID` message to
+/// a window already open (public/sw.js).
+pub fn open_from_notifications(state: &ClientState) {
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen::closure::Closure;
+    let Some(window) = web_sys::window() else { return };
+    let location = window.location();
+    let asked = location.hash().ok().and_then(|hash| {
+        let id = hash.strip_prefix("#agent=")?;
+        web_sys::js_sys::decode_uri_component(id).ok().map(String::from)
+    });
+    if let Some(agent_id) = asked {
+        if let (Ok(path), Ok(history)) = (location.pathname(), window.history()) {
+            let _ = history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&path));
+        }
+        state.select(Some(agent_id));
+    }
+    if !window.is_secure_context() {
+        return;
+    }
+    let state = state.clone();
+    let opened =
+        Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |event: web_sys::MessageEvent| {
+            let said = event.data().as_string();
+            if let Some(agent_id) =
+                said.as_deref().and_then(|said| said.strip_prefix("shard.open:"))
+            {
+                state.select(Some(agent_id.to_owned()));
+            }
+        });
+    let workers = window.navigator().service_worker();
+    let _ = workers.add_event_listener_with_callback("message", opened.as_ref().unchecked_ref());
+    opened.forget();
+}
+
+/// Whether this tab is on screen now.
+pub fn on_screen() -> bool {
+    web_sys::window()
+        .and_then(|window| window.document())
+        .is_none_or(|document| document.visibility_state() == web_sys::VisibilityState::Visible)
+}
+
+/// Tells the daemon each time the tab is shown or hidden (and
+/// [`crate::reducer`] tells it once per connection).
+fn report_presence(state: &ClientState) {
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen::closure::Closure;
+    let Some(document) = web_sys::window().and_then(|window| window.document()) else { return };
+    let link = state.link;
+    let changed = Closure::<dyn FnMut()>::new(move || link.presence(on_screen()));
+    let _ = document
+        .add_event_listener_with_callback("visibilitychange", changed.as_ref().unchecked_ref());
+    changed.forget();
+}
+
 pub async fn run(state: ClientState) {
     wake_on_return();
+    report_presence(&state);
     loop {
         if let Some(code) = take_enroll_code() {
             enroll(&state, code).await;

@@ -47,8 +47,8 @@ pub use link::Connection;
 pub use state::ClientState;
 use state::Pane;
 use views::{
-    AgentList, AgentView, CreateAgent, Inbox, PairDialog, PhoneBar, QuestionDialog, SearchButton,
-    SearchPanel, new_link,
+    AgentList, AgentView, CreateAgent, Inbox, PairDialog, PhoneBar, PushDialog, QuestionDialog,
+    SearchButton, SearchPanel, new_link,
 };
 
 /// The name of the bundle's files under `/pkg/` (`shard.js`,
@@ -127,6 +127,7 @@ pub fn App() -> impl IntoView {
         #[cfg(feature = "hydrate")]
         {
             persist::restore(&live);
+            client::open_from_notifications(&live);
             persist::keep(&live);
             notify::restore(&live);
             notify::listen(&live);
@@ -152,6 +153,7 @@ pub fn App() -> impl IntoView {
     };
     let notify_state = state.clone();
     let pairing = state.pairing;
+    let push_panel = state.push;
     let notify_on = state.questions.notify;
     #[cfg(feature = "hydrate")]
     shortcuts(&state);
@@ -171,6 +173,9 @@ pub fn App() -> impl IntoView {
             <button class="notify" on:click=move |_| notify::enable(&notify_state) disabled=move || notify_on.get()>
                 {move || if notify_on.get() { "notifications on" } else { "notify me" }}
             </button>
+            // This device's notifications (views::push).
+            <button class="push-open" hidden=move || connection.get() != Connection::Connected
+                on:click=move |_| push_panel.open()>"Notify this device"</button>
             // Another device enrolls through this one (crate::pairing).
             <button class="pair-open" hidden=move || connection.get() != Connection::Connected
                 on:click=move |_| new_link(pairing)>"Pair a device"</button>
@@ -202,6 +207,7 @@ pub fn App() -> impl IntoView {
             <SearchPanel/>
             <QuestionDialog/>
             <PairDialog/>
+            <PushDialog/>
         </main>
         <PhoneBar/>
     }

@@ -284,6 +284,16 @@ impl Link {
         true
     }
 
+    /// Tells the daemon whether this tab is on screen (`client.presence`):
+    /// a browser with a tab on screen gets no push (docs/NOTIFICATIONS.md).
+    /// Nothing while disconnected: the next connection says it anew.
+    pub fn presence(&self, visible: bool) {
+        if self.sender.try_with_value(Option::is_some).unwrap_or(false) {
+            let presence = shard_protocol::orchestrator::ClientPresence { visible };
+            self.send(ClientMessage::ClientPresence(presence), None, Request::Command);
+        }
+    }
+
     /// Attaches to `agent_id` in `role`, from `after_seq` when resuming.
     pub fn attach(
         &self,

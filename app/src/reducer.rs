@@ -86,6 +86,8 @@ fn greeted(state: &ClientState, hello: &shard_protocol::agent::Hello) -> Greeted
     if !state.link.greeted(&hello.protocol_version) {
         return Greeted::Mismatch;
     }
+    #[cfg(feature = "hydrate")]
+    state.link.presence(crate::client::on_screen());
     let actions = hello.capabilities.iter().any(|known| known == "workspace-actions");
     state.workspaces.actions.set(actions);
     state.roster.list();

@@ -56,6 +56,8 @@ pub struct ClientState {
     pub workspaces: Workspaces,
     pub ledger: Ledger,
     pub pairing: Pairing,
+    /// The "Notify this device" dialog's open state.
+    pub push: crate::views::PushPanel,
     pub search: Search,
     pub find: Find,
 }
@@ -75,6 +77,7 @@ impl ClientState {
             workspaces: Workspaces::new(link),
             ledger: Ledger::new(link, on_screen),
             pairing: Pairing::new(),
+            push: crate::views::PushPanel::new(),
             search: Search::new(link),
             find: Find::new(screen.transcript, screen.window_start),
         }

@@ -5,8 +5,8 @@
 //! ([`search`]),
 //! its jobs ([`jobs`]) and its sessions, usage and approval history
 //! ([`ledger`]); the questions: the dialog and the approval inbox
-//! ([`questions`]); the workspaces ([`workspace`]); the dialog that pairs
-//! another device ([`pair`]); and the bar a narrow screen moves between its
+//! ([`questions`]); the workspaces ([`workspace`]); the dialogs that pair
+//! another device ([`pair`]) and notify this one ([`push`]); and the bar a narrow screen moves between its
 //! panes with ([`phone`]). Every component takes the page's
 //! [`ClientState`](crate::state::ClientState) from context ([`state`]) and
 //! reads the slices it shows.
@@ -17,6 +17,7 @@ mod jobs;
 mod ledger;
 mod pair;
 mod phone;
+mod push;
 mod questions;
 mod search;
 mod tools;
@@ -35,6 +36,7 @@ pub use pair::{PairDialog, new_link};
 pub use phone::PhoneBar;
 #[cfg(feature = "hydrate")]
 pub use phone::reveal;
+pub use push::{PushDialog, PushPanel};
 pub use questions::{Inbox, QuestionDialog};
 #[cfg(feature = "hydrate")]
 pub use search::open_search;
