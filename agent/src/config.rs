@@ -267,6 +267,34 @@ pub struct WorkspacesConfig {
     pub push_remote: Option<String>,
 }
 
+/// `[step_up]`: which approvals need a fresh passkey assertion before an
+/// `allow` from a browser or a notification counts (docs/SECURITY.md,
+/// "Passkey step-up"). Read when the daemon starts.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StepUpConfig {
+    /// `remote` (in the remote modes only), `always`, or `never`.
+    pub when: StepUpWhen,
+    /// Tools whose every `allow` needs it.
+    pub tools: Vec<String>,
+    /// `write` and `edit` to a path outside the agent's working directory.
+    pub writes_outside_cwd: bool,
+}
+
+impl Default for StepUpConfig {
+    fn default() -> Self {
+        Self { when: StepUpWhen::Remote, tools: vec!["bash".to_owned()], writes_outside_cwd: true }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepUpWhen {
+    Remote,
+    Always,
+    Never,
+}
+
 /// Whether `name` can only be read as a remote's name: letters, digits,
 /// `.`, `_`, `-` and `/`, not starting with `-` or `.`, without `..`, so
 /// that git never takes it for an option, a path or a URL.
@@ -297,6 +325,8 @@ struct ConfigFile {
     runtimes: Vec<RuntimeConfig>,
     #[serde(default)]
     workspaces: WorkspacesConfig,
+    #[serde(default)]
+    step_up: StepUpConfig,
 }
 
 /// Which environment variables tool processes (`bash` and what it runs)
@@ -340,6 +370,7 @@ pub struct Config {
     /// Agents that are not Shard's own, in the order configured.
     pub runtimes: Vec<RuntimeConfig>,
     pub workspaces: WorkspacesConfig,
+    pub step_up: StepUpConfig,
 }
 
 impl Config {
@@ -413,6 +444,7 @@ impl Config {
             prices: file.prices,
             runtimes: file.runtimes,
             workspaces: file.workspaces,
+            step_up: file.step_up,
         })
     }
 
@@ -427,6 +459,7 @@ impl Config {
             prices: Default::default(),
             runtimes: Vec::new(),
             workspaces: WorkspacesConfig::default(),
+            step_up: StepUpConfig::default(),
         }
     }
 

@@ -334,7 +334,8 @@ pub async fn run(
         sender,
         Duration::from_secs(args.web.push_action_ttl),
     ));
-    let registry = Arc::new(Registry::load(host_context(&home, &hub, notifier.clone(), &args)?));
+    let registry =
+        Arc::new(Registry::load(host_context(&home, &hub, notifier.clone(), &config, &args)?));
     // In the background: search answers once its thread has opened the
     // index, and finds more as it catches up with the session logs.
     registry.context.search.catch_up(registry.owners());
@@ -440,6 +441,7 @@ fn host_context(
     home: &Home,
     hub: &Arc<Hub>,
     notices: Arc<dyn crate::agents::Notices>,
+    config: &WebConfig,
     args: &DaemonArgs,
 ) -> anyhow::Result<Arc<HostContext>> {
     let exe = std::env::current_exe().context("cannot find the shard executable")?;
@@ -457,6 +459,7 @@ fn host_context(
         }),
         broadcast: hub.clone(),
         notices,
+        step_up: step_up(home, config),
         delegation: Arc::default(),
         idle_timeout: Duration::from_secs(args.idle_runtime_timeout),
         headless_timeout: Duration::from_secs(args.headless_timeout),
@@ -468,6 +471,26 @@ fn host_context(
             SearchLimits { messages: args.search_max_messages, bytes: args.search_max_bytes },
         ),
     }))
+}
+
+/// `[step_up]` of `config.toml` in this daemon's mode: `remote` (the
+/// default) guards allows in the remote modes only. A config that cannot be
+/// read leaves the default in force (the agents say what is wrong with it).
+fn step_up(home: &Home, config: &WebConfig) -> Option<crate::agents::approvals::StepUp> {
+    use shard_agent::config::{StepUpConfig, StepUpWhen};
+    let chosen = shard_agent::config::Config::load(&home.path).map(|loaded| loaded.step_up).unwrap_or_else(|error| {
+        tracing::warn!(error = %format!("{error:#}"), "config.toml cannot be read; step-up keeps its defaults");
+        StepUpConfig::default()
+    });
+    let applies = match chosen.when {
+        StepUpWhen::Always => true,
+        StepUpWhen::Remote => config.public_host.is_some(),
+        StepUpWhen::Never => false,
+    };
+    applies.then(|| crate::agents::approvals::StepUp {
+        tools: chosen.tools,
+        writes_outside_cwd: chosen.writes_outside_cwd,
+    })
 }
 
 /// What the web side is built from.
@@ -494,6 +517,8 @@ fn web_state(parts: WebParts<'_>, args: &DaemonArgs) -> Arc<crate::web::Web> {
         None => (local.to_string(), vec![format!("http://{local}")]),
     };
     let origin = config.public_origin(local);
+    let (config_host, origin_for_passkeys) = (config.public_host.clone(), origin.clone());
+    let allowed_for_passkeys = allowed_origins.clone();
     Arc::new(crate::web::Web {
         auth,
         origin,
@@ -513,6 +538,11 @@ fn web_state(parts: WebParts<'_>, args: &DaemonArgs) -> Arc<crate::web::Web> {
         push,
         notifier,
         actions,
+        passkeys: crate::web::passkey::Passkeys::new(
+            crate::web::passkey::rp_id(config_host.as_deref()).as_deref(),
+            &origin_for_passkeys,
+            &allowed_for_passkeys,
+        ),
     })
 }
 

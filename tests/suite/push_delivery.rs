@@ -527,3 +527,147 @@ async fn a_failed_turn_is_pushed_with_its_code_and_nothing_of_its_message() {
     let (_, payload) = setup.next_push().await;
     assert_eq!(payload["kind"], "test");
 }
+
+/// `[step_up]` in `config.toml`, with `when = "always"` so that it applies
+/// on loopback too.
+fn step_up_always(home: &TempDir) {
+    std::fs::write(home.path().join("config.toml"), "[step_up]\nwhen = \"always\"\n")
+        .expect("config");
+}
+
+#[tokio::test]
+async fn a_guarded_allow_from_a_browser_or_a_notification_needs_the_passkey_and_a_deny_does_not() {
+    let home = TempDir::new().expect("home");
+    step_up_always(&home);
+    let mut setup = setup_in(&home, &[]).await;
+    let agent = setup.agent.clone();
+    let mut tab = setup.browser.connect(&setup.daemon).await;
+    tab.attach(&agent, "interactive").await;
+
+    // From a browser's tab: refused, saying why; the question stays open.
+    let request = setup.ask("echo guarded > guarded.txt").await;
+    let allow = json!({"type": "permission_response", "agent_id": agent,
+                       "request_id": request["request_id"], "decision": "allow"});
+    let refused = tab.call("a", allow).await;
+    assert_eq!(refused["success"], false, "{refused}");
+    assert_eq!(refused["error"]["code"], "PERMISSION_DENIED");
+    assert!(
+        refused["error"]["message"].as_str().expect("message").contains("passkey"),
+        "{refused}"
+    );
+    // From a notification: refused with STEP_UP; the tab is told to take it.
+    let (_, payload) = setup.next_push().await;
+    let (status, said) = act(&setup.daemon, &setup.browser.cookie, &token(&payload, "allow")).await;
+    assert_eq!(
+        (status, said["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("STEP_UP")),
+        "{said}"
+    );
+    // On loopback there is no host name for a passkey to be bound to.
+    let start = browser_request(&setup.daemon, "/passkey/approve/start", &setup.browser)
+        .body(json!({"agent_id": agent, "request_id": request["request_id"]}).to_string())
+        .send()
+        .await
+        .expect("approve start");
+    assert_eq!(start.status(), StatusCode::CONFLICT);
+    let finish = browser_request(&setup.daemon, "/passkey/approve/finish", &setup.browser)
+        .body(json!({"id": "x", "rawId": "eA", "type": "public-key", "response": {}}).to_string())
+        .send()
+        .await
+        .expect("approve finish");
+    assert_ne!(finish.status(), StatusCode::OK, "no assertion, no allow");
+    // A local client is not "from away": its allow counts.
+    setup.answer_locally(&request, "allow").await;
+    assert!(setup._project.path().join("guarded.txt").exists());
+
+    // A deny never needs one.
+    let request = setup.ask("echo denied > denied.txt").await;
+    let deny = json!({"type": "permission_response", "agent_id": agent,
+                      "request_id": request["request_id"], "decision": "deny"});
+    assert_eq!(tab.call("d", deny).await["success"], true);
+    let resolved = setup
+        .local
+        .until_agent(&agent, |message| message["type"] == "permission_resolved")
+        .await
+        .pop()
+        .expect("resolved");
+    assert_eq!(
+        (resolved["decision"].as_str(), resolved["source"].as_str()),
+        (Some("deny"), Some("web"))
+    );
+}
+
+#[tokio::test]
+async fn behind_a_proxy_a_passkey_is_asked_for_the_public_host_and_a_bad_assertion_allows_nothing()
+{
+    let root = TempDir::new().expect("root");
+    let home = root.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let port = super::support::free_port("127.0.0.1");
+    let daemon = Daemon::start_with(
+        &home,
+        &[
+            "--port",
+            &port.to_string(),
+            "--trust-proxy",
+            "loopback",
+            "--public-host",
+            "shard.test:443",
+            "--allowed-origin",
+            "https://shard.test",
+        ],
+        &[],
+        None,
+    )
+    .await;
+    let proxied = |path: &str| {
+        reqwest::Client::new()
+            .post(format!("http://127.0.0.1:{port}{path}"))
+            .header("host", "shard.test")
+            .header(ORIGIN, "https://shard.test")
+            .header("x-forwarded-proto", "https")
+            .header("x-forwarded-host", "shard.test")
+            .header(CONTENT_TYPE, "application/json")
+    };
+    let enrolled = proxied("/enroll")
+        .body(json!({"code": daemon.enroll_code()}).to_string())
+        .send()
+        .await
+        .expect("enroll");
+    assert_eq!(enrolled.status(), StatusCode::OK);
+    let cookie = enrolled.headers()["set-cookie"]
+        .to_str()
+        .expect("ascii")
+        .split(';')
+        .next()
+        .expect("cookie")
+        .to_owned();
+
+    let options =
+        proxied("/passkey/register/start").header(COOKIE, &cookie).send().await.expect("start");
+    assert_eq!(options.status(), StatusCode::OK);
+    let options: Value = options.json().await.expect("json");
+    assert_eq!(options["publicKey"]["rp"]["id"], "shard.test", "{options}");
+    assert_eq!(options["publicKey"]["authenticatorSelection"]["userVerification"], "required");
+    assert!(options["publicKey"]["challenge"].as_str().expect("challenge").len() >= 40);
+    // A made-up credential is refused and nothing is kept.
+    let forged = json!({"id": "AAAA", "rawId": "AAAA", "type": "public-key",
+                        "response": {"clientDataJSON": "e30", "attestationObject": "oA"}});
+    let finish = proxied("/passkey/register/finish")
+        .header(COOKIE, &cookie)
+        .body(forged.to_string())
+        .send()
+        .await
+        .expect("finish");
+    assert_eq!(finish.status(), StatusCode::BAD_REQUEST);
+    // Without a passkey, no approval starts; without a cookie, nothing.
+    let approve = proxied("/passkey/approve/start")
+        .header(COOKIE, &cookie)
+        .body(json!({"agent_id": "agent-x", "request_id": "r"}).to_string())
+        .send()
+        .await
+        .expect("approve");
+    assert_eq!(approve.status(), StatusCode::CONFLICT);
+    let stranger = proxied("/passkey/register/start").send().await.expect("start");
+    assert_eq!(stranger.status(), StatusCode::UNAUTHORIZED);
+}

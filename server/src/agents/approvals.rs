@@ -135,6 +135,49 @@ fn read(path: &Path, limit: usize) -> Vec<ApprovalRecord> {
 }
 
 /// `text` cleaned like every diagnostic and cut to [`PROMPT_LIMIT`] bytes.
+/// Which `allow`s from a browser or a notification need a fresh passkey
+/// assertion first (`[step_up]` in `config.toml`; docs/SECURITY.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepUp {
+    pub tools: Vec<String>,
+    pub writes_outside_cwd: bool,
+}
+
+impl StepUp {
+    /// Whether allowing `request` of an agent working in `cwd` needs it.
+    pub fn requires(
+        &self,
+        request: &shard_protocol::agent::PermissionRequest,
+        cwd: &std::path::Path,
+    ) -> bool {
+        if self.tools.iter().any(|tool| *tool == request.tool_name) {
+            return true;
+        }
+        let writes = matches!(request.tool_name.as_str(), "write" | "edit");
+        if !(writes && self.writes_outside_cwd) {
+            return false;
+        }
+        let path = ["path", "file_path"]
+            .iter()
+            .find_map(|key| request.input.get(*key).and_then(serde_json::Value::as_str));
+        match path {
+            Some(path) => !inside(cwd, std::path::Path::new(path)),
+            // A write that names no path: nothing shows it stays inside.
+            None => true,
+        }
+    }
+}
+
+/// Whether `path` (relative to `cwd`, or absolute) is inside `cwd`, read
+/// lexically: a `..` anywhere counts as outside.
+fn inside(cwd: &std::path::Path, path: &std::path::Path) -> bool {
+    use std::path::Component;
+    if path.components().any(|part| matches!(part, Component::ParentDir)) {
+        return false;
+    }
+    !path.is_absolute() || path.starts_with(cwd)
+}
+
 pub fn bounded_prompt(text: &str) -> String {
     let clean = shard_protocol::diagnostic::diagnostic(text);
     if clean.len() <= PROMPT_LIMIT {
@@ -150,6 +193,37 @@ pub fn bounded_prompt(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn step_up_covers_the_named_tools_and_writes_that_leave_the_cwd() {
+        let rule = StepUp { tools: vec!["bash".into()], writes_outside_cwd: true };
+        let call =
+            |tool: &str, input: serde_json::Value| shard_protocol::agent::PermissionRequest {
+                request_id: "r".into(),
+                tool_name: tool.into(),
+                input,
+                prompt: String::new(),
+                options: vec![],
+                details: None,
+                choices: None,
+            };
+        let cwd = std::path::Path::new("/work/project");
+        assert!(rule.requires(&call("bash", serde_json::json!({"command": "ls"})), cwd));
+        for (path, outside) in [
+            ("src/main.rs", false),
+            ("/work/project/src/main.rs", false),
+            ("/etc/passwd", true),
+            ("../other/file", true),
+            ("src/../../escape", true),
+            ("/work/project-other/x", true),
+        ] {
+            let write = call("write", serde_json::json!({"path": path, "content": ""}));
+            assert_eq!(rule.requires(&write, cwd), outside, "{path}");
+        }
+        assert!(!rule.requires(&call("read", serde_json::json!({"path": "/etc/passwd"})), cwd));
+        let lenient = StepUp { tools: vec![], writes_outside_cwd: false };
+        assert!(!lenient.requires(&call("write", serde_json::json!({"path": "/etc/x"})), cwd));
+    }
     use shard_protocol::approvals::ApprovalKind;
 
     fn asked(id: &str, at: u64) -> ApprovalRecord {

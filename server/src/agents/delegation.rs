@@ -110,6 +110,11 @@ impl Delegation {
             .collect()
     }
 
+    /// The open questions of `agent`, as its host last published them.
+    pub fn pending_of(&self, agent: &str) -> Vec<PendingKind> {
+        self.state().pending.get(agent).cloned().unwrap_or_default()
+    }
+
     pub fn set_pending(&self, agent: &str, pending: Vec<PendingKind>) {
         self.state().pending.insert(agent.to_owned(), pending);
     }

@@ -118,6 +118,9 @@ pub enum AgentError {
     InputSlow,
     #[error("the agent's input queue is full; answer again in a moment")]
     AnswerQueueFull,
+    /// `[step_up]`: this allow needs the browser's passkey first.
+    #[error("allowing this call from a browser needs its passkey (step-up)")]
+    StepUpRequired,
     #[error("the agent is already on a run")]
     AlreadyOnRun,
     #[error("the run has no active turn")]
@@ -245,7 +248,8 @@ impl AgentError {
             Self::ToolBeyondParent { .. }
             | Self::ModeBeyondParent { .. }
             | Self::ChildHasMore { .. }
-            | Self::ChildModeWider { .. } => ErrorCode::PermissionDenied,
+            | Self::ChildModeWider { .. }
+            | Self::StepUpRequired => ErrorCode::PermissionDenied,
             Self::SessionUnreadable { .. } | Self::SessionLog(_) => ErrorCode::SessionCorrupt,
         }
     }

@@ -80,6 +80,9 @@ struct SessionRecord {
     /// ends with the session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     push: Option<PushSubscription>,
+    /// The session's passkeys, for step-up approvals (docs/SECURITY.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    passkeys: Vec<webauthn_rs::prelude::Passkey>,
 }
 
 /// Where a browser's push service takes messages for it, and the keys they
@@ -117,6 +120,9 @@ impl Default for PushChoices {
         Self { questions: true, errors: true, muted: Vec::new() }
     }
 }
+
+/// The most passkeys one browser session keeps.
+pub const MAX_PASSKEYS: usize = 8;
 
 /// The most agents one browser may mute (a bound on the session file).
 pub const MAX_MUTED: usize = 256;
@@ -306,6 +312,7 @@ impl Auth {
         let mut store = store.clone();
         for record in store.sessions.iter_mut().filter(|record| !record.live()) {
             record.push = None;
+            record.passkeys.clear();
         }
         let bytes = serde_json::to_vec_pretty(&store).map_err(std::io::Error::other)?;
         crate::home::write_private(&self.path, &bytes)
@@ -405,6 +412,7 @@ impl Auth {
             expired_at: None,
             secret_sha256: Some(hex(&sha256(&browser_secret))),
             push: None,
+            passkeys: Vec::new(),
         });
         let lifetime =
             store.sessions.last().map_or(Duration::ZERO, |record| self.left(record, now));
@@ -617,6 +625,62 @@ impl Auth {
         Ok(changed)
     }
 
+    /// The passkeys of a live session.
+    pub fn passkeys(&self, session_id: &str) -> Vec<webauthn_rs::prelude::Passkey> {
+        let store = lock(&self.store);
+        store
+            .sessions
+            .iter()
+            .find(|record| record.session_id == session_id && record.live())
+            .map(|record| record.passkeys.clone())
+            .unwrap_or_default()
+    }
+
+    /// Keeps a new passkey for a live session; false if the session is not
+    /// live or has [`MAX_PASSKEYS`] already.
+    pub fn add_passkey(
+        &self,
+        session_id: &str,
+        passkey: webauthn_rs::prelude::Passkey,
+    ) -> std::io::Result<bool> {
+        let mut store = lock(&self.store);
+        let Some(record) = store
+            .sessions
+            .iter_mut()
+            .find(|record| record.session_id == session_id && record.live())
+        else {
+            return Ok(false);
+        };
+        if record.passkeys.len() >= MAX_PASSKEYS {
+            return Ok(false);
+        }
+        record.passkeys.push(passkey);
+        self.save(&store)?;
+        Ok(true)
+    }
+
+    /// Records a use of one of the session's passkeys (its counter, its
+    /// backup state), when the authenticator says it changed.
+    pub fn passkey_used(
+        &self,
+        session_id: &str,
+        used: &webauthn_rs::prelude::AuthenticationResult,
+    ) -> std::io::Result<()> {
+        let mut store = lock(&self.store);
+        let mut changed = false;
+        if let Some(record) =
+            store.sessions.iter_mut().find(|record| record.session_id == session_id)
+        {
+            for passkey in &mut record.passkeys {
+                changed |= passkey.update_credential(used) == Some(true);
+            }
+        }
+        if changed {
+            self.save(&store)?;
+        }
+        Ok(())
+    }
+
     /// The subscription of one live session.
     pub fn subscription(&self, session_id: &str) -> Option<PushSubscription> {
         self.subscriptions()
@@ -776,6 +840,7 @@ mod tests {
                 expired_at: None,
                 secret_sha256: None,
                 push: None,
+                passkeys: Vec::new(),
             });
         }
         Auth::cap_sessions(&mut store, "principal-1", 100);

@@ -38,6 +38,7 @@ pub mod auth;
 pub mod config;
 pub mod limiter;
 pub mod pair;
+pub mod passkey;
 pub mod push;
 pub mod ws;
 
@@ -104,6 +105,8 @@ pub struct Web {
     pub notifier: Arc<push::notify::Notifier>,
     /// The live Allow and Deny tokens of notifications.
     pub actions: Arc<push::actions::Actions>,
+    /// WebAuthn for step-up approvals, where the daemon has a host name.
+    pub passkeys: passkey::Passkeys,
 }
 
 /// How a request reached the daemon, decided once by [`guard`]: the scheme
@@ -167,6 +170,10 @@ pub fn router(local: SocketAddr, web: Arc<Web>) -> Router {
         .route("/push/choices", get(push::choices).post(push::choose))
         .route("/push/test", post(push::test))
         .route("/push/act", post(push::act))
+        .route("/passkey/register/start", post(passkey::register_start))
+        .route("/passkey/register/finish", post(passkey::register_finish))
+        .route("/passkey/approve/start", post(passkey::approve_start))
+        .route("/passkey/approve/finish", post(passkey::approve_finish))
         .route("/ws", get(ws::upgrade))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(web, guard))

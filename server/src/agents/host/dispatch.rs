@@ -43,8 +43,9 @@ impl Host {
             HostCommand::Answer { subscriber, id, message, answerer } => {
                 self.answer(&subscriber, id, message, answerer)
             }
-            HostCommand::AnswerChecked { message, answerer, fingerprint, reply } => {
-                let _ = reply.send(self.answer_checked(message, answerer, &fingerprint));
+            HostCommand::AnswerChecked { message, answerer, fingerprint, stepped_up, reply } => {
+                let verdict = self.answer_checked(message, answerer, &fingerprint, stepped_up);
+                let _ = reply.send(verdict);
             }
             HostCommand::Disconnected { subscriber } => self.detach(subscriber, now),
             HostCommand::Start { reply } => {

@@ -82,6 +82,9 @@ pub struct Context {
     pub search: Arc<crate::search::Search>,
     /// Where questions, their ends and failed turns are told, for pushes.
     pub notices: Arc<dyn super::Notices>,
+    /// Which allows from a browser or a notification need a passkey first;
+    /// `None`: none do.
+    pub step_up: Option<super::approvals::StepUp>,
 }
 
 pub enum HostCommand {
@@ -115,6 +118,8 @@ pub enum HostCommand {
         message: ClientMessage,
         answerer: Answerer,
         fingerprint: String,
+        /// A fresh passkey assertion was verified for this very call.
+        stepped_up: bool,
         reply: oneshot::Sender<Verdict>,
     },
     Disconnected {

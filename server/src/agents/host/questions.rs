@@ -40,6 +40,8 @@ pub enum Verdict {
     Invalid,
     /// The agent's input is full: try again.
     Busy,
+    /// An allow from away that needs a passkey assertion first (`[step_up]`).
+    StepUp,
 }
 
 /// What names one call exactly: its tool and its arguments, hashed. An
@@ -308,9 +310,13 @@ impl Host {
         answerer: Answerer,
     ) {
         let command = shard_protocol::envelope::MessageSet::type_name(&message);
-        match self.try_answer(message, answerer, None) {
+        match self.try_answer(message, answerer, None, false) {
             Verdict::Busy => {
                 let error = AgentError::AnswerQueueFull.into();
+                respond(subscriber, id, None, Response::failed(command, error));
+            }
+            Verdict::StepUp => {
+                let error = AgentError::StepUpRequired.into();
                 respond(subscriber, id, None, Response::failed(command, error));
             }
             // Won; or unknown, already answered, or not a valid choice: not
@@ -326,8 +332,9 @@ impl Host {
         message: ClientMessage,
         answerer: Answerer,
         fingerprint: &str,
+        stepped_up: bool,
     ) -> Verdict {
-        self.try_answer(message, answerer, Some(fingerprint))
+        self.try_answer(message, answerer, Some(fingerprint), stepped_up)
     }
 
     fn try_answer(
@@ -335,6 +342,7 @@ impl Host {
         message: ClientMessage,
         answerer: Answerer,
         fingerprint: Option<&str>,
+        stepped_up: bool,
     ) -> Verdict {
         let request_id = match &message {
             ClientMessage::PermissionResponse(response) => response.request_id.clone(),
@@ -352,7 +360,13 @@ impl Host {
                 if fingerprint.is_some_and(|expected| expected != self::fingerprint(request)) {
                     return Verdict::Changed;
                 }
-                request.accepts(&answer.answer)
+                if !request.accepts(&answer.answer) {
+                    return Verdict::Invalid;
+                }
+                if !stepped_up && self.needs_step_up(request, &answer.answer, &answerer) {
+                    return Verdict::StepUp;
+                }
+                true
             }
             (PendingKind::Ui(_), ClientMessage::UiResponse(_)) => fingerprint.is_none(),
             _ => false,
@@ -368,6 +382,28 @@ impl Host {
             pending.headless_at = None;
         }
         Verdict::Won
+    }
+
+    /// Whether `answer` to `request` from `answerer` is an allow from away
+    /// (a browser or a notification) that `[step_up]` guards.
+    fn needs_step_up(
+        &self,
+        request: &shard_protocol::agent::PermissionRequest,
+        answer: &PermissionAnswer,
+        answerer: &Answerer,
+    ) -> bool {
+        let Some(rule) = &self.context.step_up else { return false };
+        let from_away = matches!(answerer.source.as_str(), "web" | "push");
+        let allows = match answer {
+            PermissionAnswer::Decision(decision) => *decision != Decision::Deny,
+            PermissionAnswer::Choice(id) => request
+                .choices
+                .iter()
+                .flatten()
+                .find(|choice| choice.id == *id)
+                .is_some_and(|choice| choice.intent != ChoiceIntent::Deny),
+        };
+        from_away && allows && rule.requires(request, std::path::Path::new(&self.manifest.cwd))
     }
 
     /// Resolutions for every open question of a process that is gone.

@@ -145,6 +145,7 @@ fn world_telling(notices: Arc<dyn crate::agents::Notices>) -> World {
         processes: Arc::default(),
         search: crate::search::Search::detached(),
         notices,
+        step_up: None,
     });
     World { spawner, context, _home: home }
 }
@@ -669,7 +670,9 @@ fn checked(host: &mut Host, request_id: &str, fingerprint: &str, now: Instant) -
     let answerer =
         shard_protocol::approvals::Answerer { source: "push".into(), ..Default::default() };
     let fingerprint = fingerprint.to_owned();
-    host.command(HostCommand::AnswerChecked { message, answerer, fingerprint, reply }, now);
+    let command =
+        HostCommand::AnswerChecked { message, answerer, fingerprint, stepped_up: false, reply };
+    host.command(command, now);
     verdict.try_recv().expect("a verdict at once")
 }
 

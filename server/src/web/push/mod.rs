@@ -514,6 +514,9 @@ pub async fn act(
         message,
         answerer,
         fingerprint: grant.fingerprint.clone(),
+        // A notification cannot show a passkey prompt: a guarded allow
+        // from one is refused, and the page takes it from there.
+        stepped_up: false,
         reply,
     };
     if web.daemon.registry().send(&grant.agent_id, command).is_err() {
@@ -553,6 +556,11 @@ pub async fn act(
         Verdict::Busy => {
             refused(StatusCode::SERVICE_UNAVAILABLE, "TIMEOUT", "the agent is busy; try again")
         }
+        Verdict::StepUp => refused(
+            StatusCode::UNAUTHORIZED,
+            "STEP_UP",
+            "allowing this call needs your passkey: open Shard to allow it there",
+        ),
     }
 }
 
