@@ -223,10 +223,10 @@ pub fn decode_log(path: &Path, bytes: Vec<u8>) -> Result<Vec<Entry>, SessionErro
         }
         entries.push(entry);
     }
-    if let Some(Entry { body: EntryBody::Header { version, .. }, .. }) = entries.first() {
-        if *version != FORMAT_VERSION {
-            return Err(corrupt(format!("unsupported format version {version}")));
-        }
+    if let Some(Entry { body: EntryBody::Header { version, .. }, .. }) = entries.first()
+        && *version != FORMAT_VERSION
+    {
+        return Err(corrupt(format!("unsupported format version {version}")));
     }
     Ok(entries)
 }

@@ -365,20 +365,20 @@ impl Screen {
 
     /// The answer to attaching the agent on screen.
     pub fn attached(&self, response: &Response) {
-        if let Ok(result) = response.data::<AttachResult>() {
-            if result.resumed == Some(true) {
-                self.resumed.set(Some(true));
-                // The tab saw the agent mid-turn and it has settled since,
-                // or its runtime stopped: a runtime that stopped meanwhile
-                // (a daemon restart) settles with no event saying so, so
-                // what it settled to (its status, a tool call closed as
-                // interrupted) is asked for in a sync.
-                let busy = !settled(self.status.get_untracked());
-                if self.needs_sync.get_untracked() || (busy && settled(result.status)) {
-                    if let Some(agent_id) = self.selected.get_untracked() {
-                        self.resync(&agent_id);
-                    }
-                }
+        if let Ok(result) = response.data::<AttachResult>()
+            && result.resumed == Some(true)
+        {
+            self.resumed.set(Some(true));
+            // The tab saw the agent mid-turn and it has settled since,
+            // or its runtime stopped: a runtime that stopped meanwhile
+            // (a daemon restart) settles with no event saying so, so
+            // what it settled to (its status, a tool call closed as
+            // interrupted) is asked for in a sync.
+            let busy = !settled(self.status.get_untracked());
+            if (self.needs_sync.get_untracked() || (busy && settled(result.status)))
+                && let Some(agent_id) = self.selected.get_untracked()
+            {
+                self.resync(&agent_id);
             }
         }
         if let Err(error) = &response.outcome {

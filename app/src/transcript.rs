@@ -148,10 +148,10 @@ pub fn complete(rows: Rows, message_id: &str, entry_id: &str, content: &[Content
         ),
     }
     for block in content {
-        if let ContentBlock::ToolCall { id, name, args } = block {
-            if find_tool(rows, id).is_none() {
-                push(rows, tool_item(id, name, args));
-            }
+        if let ContentBlock::ToolCall { id, name, args } = block
+            && find_tool(rows, id).is_none()
+        {
+            push(rows, tool_item(id, name, args));
         }
     }
 }

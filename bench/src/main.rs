@@ -61,14 +61,10 @@ fn main() -> Result<()> {
     // A thousand clients need more descriptors than the usual soft limit.
     if let Ok((soft, hard)) =
         nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        && soft < hard
     {
-        if soft < hard {
-            let _ = nix::sys::resource::setrlimit(
-                nix::sys::resource::Resource::RLIMIT_NOFILE,
-                hard,
-                hard,
-            );
-        }
+        let _ =
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard, hard);
     }
     let _scratch = shard::ScratchRoot;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

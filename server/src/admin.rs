@@ -47,10 +47,10 @@ async fn call(command: ClientMessage) -> anyhow::Result<serde_json::Value> {
         while let Some(line) = decoder.next_line() {
             let Ok(line) = line else { continue };
             let Ok(envelope) = Envelope::<ServerMessage>::from_json(&line) else { continue };
-            if let ServerMessage::Error(error) = &envelope.message {
-                if error.fatal == Some(true) {
-                    bail!("the daemon refused: {}", error.message);
-                }
+            if let ServerMessage::Error(error) = &envelope.message
+                && error.fatal == Some(true)
+            {
+                bail!("the daemon refused: {}", error.message);
             }
             if let (Some("cli"), ServerMessage::Response(response)) =
                 (envelope.id.as_deref(), envelope.message)

@@ -136,10 +136,10 @@ fn raise_open_files(max_connections: u32) {
     let wanted = u64::from(max_connections) + SPARE_DESCRIPTORS;
     let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return };
     let target = wanted.min(hard);
-    if target > soft {
-        if let Err(problem) = setrlimit(Resource::RLIMIT_NOFILE, target, hard) {
-            tracing::warn!(%problem, soft, "cannot raise the open-files limit");
-        }
+    if target > soft
+        && let Err(problem) = setrlimit(Resource::RLIMIT_NOFILE, target, hard)
+    {
+        tracing::warn!(%problem, soft, "cannot raise the open-files limit");
     }
     if hard < wanted {
         tracing::warn!(
@@ -487,7 +487,7 @@ fn step_up(home: &Home, config: &WebConfig) -> Option<crate::agents::approvals::
         StepUpWhen::Remote => config.public_host.is_some(),
         StepUpWhen::Never => false,
     };
-    applies.then(|| crate::agents::approvals::StepUp {
+    applies.then_some(crate::agents::approvals::StepUp {
         tools: chosen.tools,
         writes_outside_cwd: chosen.writes_outside_cwd,
     })

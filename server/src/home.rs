@@ -105,10 +105,8 @@ fn write_replacing(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()>
     drop(file);
     std::fs::rename(&temporary, path)?;
     // The rename is durable once the folder is synced.
-    if sync {
-        if let Ok(folder) = File::open(dir) {
-            let _ = folder.sync_all();
-        }
+    if sync && let Ok(folder) = File::open(dir) {
+        let _ = folder.sync_all();
     }
     Ok(())
 }

@@ -175,12 +175,12 @@ async fn a_real_agent_works_under_shard(agent: &str, program: &str, sleep: &str)
         while sleeping(sleep).is_empty() {
             assert!(std::time::Instant::now() < started, "{agent} never ran sleep {sleep}");
             let next = tokio::time::timeout(std::time::Duration::from_millis(200), client.next());
-            if let Ok(event) = next.await {
-                if event["type"] == "permission_request" {
-                    let answer = json!({"type": "permission_response", "agent_id": agent_id,
+            if let Ok(event) = next.await
+                && event["type"] == "permission_request"
+            {
+                let answer = json!({"type": "permission_response", "agent_id": agent_id,
                                         "request_id": event["request_id"], "decision": "allow"});
-                    client.call("answer", answer).await;
-                }
+                client.call("answer", answer).await;
             }
         }
         let abort = json!({"type": "abort", "agent_id": agent_id});

@@ -187,10 +187,10 @@ async fn observe(
     mut reflex: Option<(Reflex, mpsc::Sender<Inbound>)>,
 ) {
     while let Some(envelope) = out.recv().await {
-        if let Some((react, lines)) = &mut reflex {
-            if let Some(line) = react(&envelope.message) {
-                let _ = lines.try_send(Inbound::Line(Ok(line)));
-            }
+        if let Some((react, lines)) = &mut reflex
+            && let Some(line) = react(&envelope.message)
+        {
+            let _ = lines.try_send(Inbound::Line(Ok(line)));
         }
         {
             let mut seen = observed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -21,11 +21,11 @@ const DEFAULT_MAX_TOKENS: u64 = 8192;
 /// Appends content to the last message when it has the same role: the API
 /// wants user and assistant turns to alternate.
 fn push(messages: &mut Vec<Value>, role: &str, mut content: Vec<Value>) {
-    if let Some(last) = messages.last_mut().filter(|last| last["role"] == role) {
-        if let Some(existing) = last["content"].as_array_mut() {
-            existing.append(&mut content);
-            return;
-        }
+    if let Some(last) = messages.last_mut().filter(|last| last["role"] == role)
+        && let Some(existing) = last["content"].as_array_mut()
+    {
+        existing.append(&mut content);
+        return;
     }
     messages.push(json!({"role": role, "content": content}));
 }

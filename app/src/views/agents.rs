@@ -306,10 +306,10 @@ fn tree_order(list: &[AgentInfo], collapsed: &BTreeSet<String>) -> Vec<String> {
             break;
         }
         order.push(agent_id.to_owned());
-        if !collapsed.contains(agent_id) {
-            if let Some(below) = children.get(agent_id) {
-                stack.extend(below.iter().rev());
-            }
+        if !collapsed.contains(agent_id)
+            && let Some(below) = children.get(agent_id)
+        {
+            stack.extend(below.iter().rev());
         }
     }
     // Agents in a parent loop (corrupt data) have no root: still listed.

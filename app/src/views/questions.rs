@@ -280,11 +280,10 @@ pub fn QuestionDialog() -> impl IntoView {
             let dialog: NodeRef<html::Div> = NodeRef::new();
             let later: NodeRef<html::Button> = NodeRef::new();
             Effect::new(move |_| {
-                if let Some(dialog) = dialog.get() {
-                    if !guard::typing() {
+                if let Some(dialog) = dialog.get()
+                    && !guard::typing() {
                         let _ = dialog.focus();
                     }
-                }
             });
             let key = question.key();
             let dismiss = {
@@ -366,12 +365,11 @@ pub fn Inbox() -> impl IntoView {
                                 // Only the entry itself, not a field inside it.
                                 let on_entry = event.target() == event.current_target();
                                 let shown_at = shown.get_untracked();
-                                if on_entry {
-                                    if let Some(answer) = shown_at.and_then(|at| shortcut_answer(&question, &event, at)) {
+                                if on_entry
+                                    && let Some(answer) = shown_at.and_then(|at| shortcut_answer(&question, &event, at)) {
                                         event.prevent_default();
                                         state.questions.answer(&question, answer);
                                     }
-                                }
                             }
                         };
                         view! {

@@ -243,10 +243,10 @@ fn follow_status(
                 }
             }
             let working = agents.iter().flatten().any(|(_, status, _)| status.is_active());
-            if let Some(id) = &id {
-                if moved || !working {
-                    workspaces.status(id);
-                }
+            if let Some(id) = &id
+                && (moved || !working)
+            {
+                workspaces.status(id);
             }
         });
         id

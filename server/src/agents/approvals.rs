@@ -120,12 +120,12 @@ fn read(path: &Path, limit: usize) -> Vec<ApprovalRecord> {
                 records.push(record);
             }
             Ok(Line::Resolved { request_id, resolved_at, outcome, answered_by }) => {
-                if let Some(record) = at.get(&request_id).map(|&index| &mut records[index]) {
-                    if record.resolved_at.is_none() {
-                        record.resolved_at = Some(resolved_at);
-                        record.outcome = Some(outcome);
-                        record.answered_by = Some(answered_by);
-                    }
+                if let Some(record) = at.get(&request_id).map(|&index| &mut records[index])
+                    && record.resolved_at.is_none()
+                {
+                    record.resolved_at = Some(resolved_at);
+                    record.outcome = Some(outcome);
+                    record.answered_by = Some(answered_by);
                 }
             }
             Err(_) => {}
@@ -150,7 +150,7 @@ impl StepUp {
         request: &shard_protocol::agent::PermissionRequest,
         cwd: &std::path::Path,
     ) -> bool {
-        if self.tools.iter().any(|tool| *tool == request.tool_name) {
+        if self.tools.contains(&request.tool_name) {
             return true;
         }
         let writes = matches!(request.tool_name.as_str(), "write" | "edit");

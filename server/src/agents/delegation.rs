@@ -72,10 +72,10 @@ impl Delegation {
     pub fn responders(&self, agent: &str) -> Vec<Sub> {
         let state = self.state();
         for member in Self::lineage(&state, agent) {
-            if let Some(connections) = state.interactive.get(&member) {
-                if !connections.is_empty() {
-                    return connections.values().cloned().collect();
-                }
+            if let Some(connections) = state.interactive.get(&member)
+                && !connections.is_empty()
+            {
+                return connections.values().cloned().collect();
             }
         }
         Vec::new()

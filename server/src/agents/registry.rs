@@ -172,15 +172,15 @@ impl Registry {
         let home = self.context.home.clone();
         let cwd = validate_cwd(&request.cwd)?;
         let config = Config::load(&home).map_err(AgentError::Config)?;
-        if let Some(model) = &request.model {
-            if config.model(model).is_none() {
-                return Err(AgentError::UnknownModel(model.clone()));
-            }
+        if let Some(model) = &request.model
+            && config.model(model).is_none()
+        {
+            return Err(AgentError::UnknownModel(model.clone()));
         }
-        if let Some(mode) = &request.mode {
-            if !shard_agent::modes::is_known(mode) {
-                return Err(AgentError::UnknownMode(mode.clone()));
-            }
+        if let Some(mode) = &request.mode
+            && !shard_agent::modes::is_known(mode)
+        {
+            return Err(AgentError::UnknownMode(mode.clone()));
         }
         let runtime = match request.runtime.as_deref() {
             None | Some(shard_agent::runtimes::BUILTIN) => None,

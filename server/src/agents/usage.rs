@@ -141,11 +141,11 @@ impl UsageBook {
 
     /// The agent's host went dormant: its turns stay on disk only.
     pub fn forget_turns(&self, agent_id: &str) {
-        if let Some(ledger) = self.ledgers().get_mut(agent_id) {
-            if !ledger.frozen {
-                ledger.turns = VecDeque::new();
-                ledger.turns_loaded = false;
-            }
+        if let Some(ledger) = self.ledgers().get_mut(agent_id)
+            && !ledger.frozen
+        {
+            ledger.turns = VecDeque::new();
+            ledger.turns_loaded = false;
         }
     }
 
@@ -157,12 +157,12 @@ impl UsageBook {
         let from_disk = needs_turns.then(|| self.read(agent_id));
         let mut ledgers = self.ledgers();
         let ledger = ledgers.entry(agent_id.to_owned()).or_default();
-        if let Some(read) = from_disk {
-            if !ledger.turns_loaded {
-                ledger.turns = read.turns;
-                ledger.turns_loaded = true;
-                ledger.frozen |= read.frozen;
-            }
+        if let Some(read) = from_disk
+            && !ledger.turns_loaded
+        {
+            ledger.turns = read.turns;
+            ledger.turns_loaded = true;
+            ledger.frozen |= read.frozen;
         }
         let (result, durable) = change(ledger);
         ledger.version = VERSION;

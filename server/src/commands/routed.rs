@@ -15,10 +15,8 @@ pub fn run(caller: Caller<'_>, agent_id: String, message: ClientMessage) -> Outc
         message,
         ClientMessage::Prompt(_) | ClientMessage::Steer(_) | ClientMessage::Abort(_)
     );
-    if guarded {
-        if let Some(run_id) = caller.daemon.jobs().lease(&agent_id) {
-            return leased(&caller, agent_id, run_id, message);
-        }
+    if guarded && let Some(run_id) = caller.daemon.jobs().lease(&agent_id) {
+        return leased(&caller, agent_id, run_id, message);
     }
     let answer =
         matches!(message, ClientMessage::PermissionResponse(_) | ClientMessage::UiResponse(_));

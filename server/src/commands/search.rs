@@ -12,10 +12,10 @@ pub fn query(daemon: &Arc<dyn Daemon>, query: SearchQuery) -> Outcome {
     let daemon = daemon.clone();
     Outcome::Later(Box::pin(async move {
         let registry = daemon.registry();
-        if let Some(agent_id) = &query.agent_id {
-            if !registry.contains(agent_id) {
-                return Err(not_found(agent_id));
-            }
+        if let Some(agent_id) = &query.agent_id
+            && !registry.contains(agent_id)
+        {
+            return Err(not_found(agent_id));
         }
         let search = registry.context.search.clone();
         let found = search.query(&query.query, query.agent_id, query.limit).await?;

@@ -33,10 +33,10 @@ impl Catalog {
         let mut catalog = Self::default();
         let now = crate::clock::now_ms();
         for mut job in JobRecord::load_all(home) {
-            if reconcile(&mut job, now) {
-                if let Err(error) = job.save(home) {
-                    tracing::error!(job = %job.job_id, %error, "cannot record the interrupted runs");
-                }
+            if reconcile(&mut job, now)
+                && let Err(error) = job.save(home)
+            {
+                tracing::error!(job = %job.job_id, %error, "cannot record the interrupted runs");
             }
             for run in &mut job.runs {
                 run.task = String::new();

@@ -248,12 +248,11 @@ impl Jobs {
                 targets
             }
         };
-        if whole_job {
-            if let Some(job) = catalog.jobs.get_mut(&job_id) {
-                if job.runs.iter().any(|run| !run.state.is_terminal()) {
-                    job.stopped_at = Some(crate::clock::now_ms());
-                }
-            }
+        if whole_job
+            && let Some(job) = catalog.jobs.get_mut(&job_id)
+            && job.runs.iter().any(|run| !run.state.is_terminal())
+        {
+            job.stopped_at = Some(crate::clock::now_ms());
         }
         let cancelled = self.cancel(&mut catalog, &job_id, &targets, "stopped").await;
         Ok(SubagentStopResult { cancelled, job_id: Some(job_id) })

@@ -108,10 +108,10 @@ impl Journal {
                 Ok(()) => {
                     state.count += 1;
                     state.bytes += record.len();
-                    if state.count > 2 * limits.events || state.bytes > 2 * limits.bytes {
-                        if let Err(error) = state.compact(dir, limits) {
-                            state.fail(&error);
-                        }
+                    if (state.count > 2 * limits.events || state.bytes > 2 * limits.bytes)
+                        && let Err(error) = state.compact(dir, limits)
+                    {
+                        state.fail(&error);
                     }
                 }
                 Err(error) => state.fail(&error),
@@ -135,11 +135,11 @@ impl Journal {
         if after + 1 < state.first_seq {
             return None;
         }
-        if let Some(writer) = &mut state.writer {
-            if let Err(error) = writer.flush() {
-                state.fail(&error);
-                return None;
-            }
+        if let Some(writer) = &mut state.writer
+            && let Err(error) = writer.flush()
+        {
+            state.fail(&error);
+            return None;
         }
         let file = File::open(dir.join(LOG)).ok()?;
         let mut events = Vec::new();
@@ -161,12 +161,11 @@ impl Journal {
 
     /// Writes out what is buffered.
     pub fn flush(&mut self) {
-        if let Some(state) = &mut self.open {
-            if let Some(writer) = &mut state.writer {
-                if let Err(error) = writer.flush() {
-                    state.fail(&error);
-                }
-            }
+        if let Some(state) = &mut self.open
+            && let Some(writer) = &mut state.writer
+            && let Err(error) = writer.flush()
+        {
+            state.fail(&error);
         }
     }
 

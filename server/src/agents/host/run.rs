@@ -193,10 +193,10 @@ impl Host {
     /// The run ends without its turn ending (the process died, the prompt
     /// was refused).
     pub(super) fn end_run(&mut self, error: Option<String>) {
-        if let Some(run) = &mut self.run {
-            if run.error.is_none() {
-                run.error = error;
-            }
+        if let Some(run) = &mut self.run
+            && run.error.is_none()
+        {
+            run.error = error;
         }
         let error = self.run.as_mut().and_then(|run| run.error.take());
         self.finish_run(None, error);

@@ -400,10 +400,11 @@ pub async fn choose(
         if let Some(agent_id) = request.unmute {
             choices.muted.retain(|muted| *muted != agent_id);
         }
-        if let Some(agent_id) = request.mute {
-            if !choices.muted.contains(&agent_id) && choices.muted.len() < super::auth::MAX_MUTED {
-                choices.muted.push(agent_id);
-            }
+        if let Some(agent_id) = request.mute
+            && !choices.muted.contains(&agent_id)
+            && choices.muted.len() < super::auth::MAX_MUTED
+        {
+            choices.muted.push(agent_id);
         }
     });
     match chosen {

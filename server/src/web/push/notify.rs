@@ -148,10 +148,10 @@ impl Told {
         if sessions.is_empty() {
             return;
         }
-        if self.order.len() >= REMEMBERED_QUESTIONS {
-            if let Some(oldest) = self.order.pop_front() {
-                self.sessions.remove(&oldest);
-            }
+        if self.order.len() >= REMEMBERED_QUESTIONS
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.sessions.remove(&oldest);
         }
         self.order.push_back(key.clone());
         self.sessions.insert(key, sessions);

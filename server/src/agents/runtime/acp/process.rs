@@ -251,10 +251,8 @@ impl Bridge {
                 }
             }
         }
-        if logged {
-            if let Some(log) = &self.log {
-                let _ = log.flush().await;
-            }
+        if logged && let Some(log) = &self.log {
+            let _ = log.flush().await;
         }
         lines.is_empty()
             || self.events.send(ChildEvent::Lines { epoch: self.epoch, lines }).await.is_ok()
@@ -311,10 +309,10 @@ impl Bridge {
     }
 
     async fn record(&mut self, body: EntryBody) {
-        if let Some(log) = &mut self.log {
-            if let Err(error) = log.push(body).await {
-                tracing::error!(session = %self.session_id, %error, "cannot record the session");
-            }
+        if let Some(log) = &mut self.log
+            && let Err(error) = log.push(body).await
+        {
+            tracing::error!(session = %self.session_id, %error, "cannot record the session");
         }
     }
 }

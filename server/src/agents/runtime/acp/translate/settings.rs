@@ -318,13 +318,12 @@ impl Translator {
             let request = self.settings.mode_request(session.clone(), mode.clone());
             requests.push((request, Restore::Mode(mode)));
         }
-        if let (Some(model), Some(option)) = (wanted.model, self.settings.model_option.clone()) {
-            if self.settings.model.as_ref() != Some(&model)
-                && offered(&self.settings.models, &model)
-            {
-                let request = model_request(session.clone(), option, model.clone());
-                requests.push((request, Restore::Model(model)));
-            }
+        if let (Some(model), Some(option)) = (wanted.model, self.settings.model_option.clone())
+            && self.settings.model.as_ref() != Some(&model)
+            && offered(&self.settings.models, &model)
+        {
+            let request = model_request(session.clone(), option, model.clone());
+            requests.push((request, Restore::Model(model)));
         }
         requests
             .into_iter()
@@ -393,21 +392,21 @@ impl Translator {
         self.settings.offered(None, Some(&options));
         let mut out = self.mode_changed(mode);
         let now = self.settings.active_model(&runtime);
-        if let (Some(previous), Some(active)) = (model, now) {
-            if previous != active {
-                out.push(Out::Log(EntryBody::Settings {
-                    mode: None,
-                    model: Some(active.id.clone()),
-                    reasoning_level: None,
-                }));
-                let capabilities = Some(self.settings.capabilities());
-                out.push(event(ServerMessage::ModelChanged(ModelChanged {
-                    previous,
-                    active,
-                    effective: Effective::NextProviderCall,
-                    capabilities,
-                })));
-            }
+        if let (Some(previous), Some(active)) = (model, now)
+            && previous != active
+        {
+            out.push(Out::Log(EntryBody::Settings {
+                mode: None,
+                model: Some(active.id.clone()),
+                reasoning_level: None,
+            }));
+            let capabilities = Some(self.settings.capabilities());
+            out.push(event(ServerMessage::ModelChanged(ModelChanged {
+                previous,
+                active,
+                effective: Effective::NextProviderCall,
+                capabilities,
+            })));
         }
         out
     }
