@@ -158,6 +158,12 @@ pub enum Request {
         action: crate::workspace_action::Action,
         dry_run: bool,
     },
+    /// An allow (crate::questions): refused, its question comes back, and
+    /// a passkey may be asked for.
+    Allow {
+        agent_id: String,
+        request_id: String,
+    },
     /// Anything else: only a failure is worth telling.
     Command,
 }

@@ -11,6 +11,7 @@ use shard_protocol::ClientMessage;
 use shard_protocol::agent::{
     PendingKind, PendingRequest, PermissionAnswer, PermissionResponse, UiResponse, UiValue,
 };
+use shard_protocol::message::Response;
 use shard_protocol::orchestrator::AttachRole;
 
 use crate::link::{Link, Request};
@@ -49,6 +50,9 @@ pub struct Questions {
     pub notify: RwSignal<bool>,
     /// Agents whose questions a peek is fetching.
     peeking: StoredValue<BTreeSet<String>>,
+    /// Allows sent and not yet acknowledged, by request id: one the daemon
+    /// refuses comes back (a passkey may be asked for first).
+    allowing: StoredValue<Vec<Question>>,
     listener: StoredValue<Option<Listener>>,
     /// The agent on screen (the screen's): its questions come with its
     /// own attachment, so it is never peeked at.
@@ -63,6 +67,7 @@ impl Questions {
             dismissed: RwSignal::new(Vec::new()),
             notify: RwSignal::new(false),
             peeking: StoredValue::new(BTreeSet::new()),
+            allowing: StoredValue::new(Vec::new()),
             listener: StoredValue::new(None),
             on_screen,
             link,
@@ -227,6 +232,32 @@ impl Questions {
         self.stop_peeking(agent_id);
     }
 
+    /// The daemon's answer to an allow. Refused, the question is open
+    /// again here; refused for want of a passkey (docs/SECURITY.md,
+    /// "Passkey step-up"), the passkey is asked for: `true`.
+    pub fn allow_answered(&self, request_id: &str, response: &Response) -> bool {
+        let question = self
+            .allowing
+            .try_update_value(|allowing| {
+                let at =
+                    allowing.iter().position(|known| known.request.request_id() == request_id)?;
+                Some(allowing.swap_remove(at))
+            })
+            .flatten();
+        let Err(error) = &response.outcome else { return false };
+        if let Some(question) = question {
+            self.open.update(|open| {
+                open.insert(question.key(), question);
+            });
+        }
+        let needs_passkey = error.code == shard_protocol::ErrorCode::PermissionDenied
+            && error.message.contains("passkey");
+        if !needs_passkey {
+            self.link.answered(response);
+        }
+        needs_passkey
+    }
+
     /// The connection is gone: no peek will be answered.
     pub fn lost(&self) {
         self.peeking.update_value(BTreeSet::clear);
@@ -246,6 +277,15 @@ impl Questions {
             self.link.attach(&agent_id, AttachRole::Interactive, None, Request::Borrow);
         }
         let request_id = question.request.request_id().to_owned();
+        let allows = matches!(&answer, Answer::Permission(PermissionAnswer::Decision(decision))
+            if *decision != shard_protocol::agent::Decision::Deny)
+            || matches!(&answer, Answer::Permission(PermissionAnswer::Choice(_)));
+        let request = if allows {
+            self.allowing.update_value(|allowing| allowing.push(question.clone()));
+            Request::Allow { agent_id: agent_id.clone(), request_id: request_id.clone() }
+        } else {
+            Request::Command
+        };
         let message = match answer {
             Answer::Permission(answer) => ClientMessage::PermissionResponse(PermissionResponse {
                 request_id,
@@ -254,7 +294,7 @@ impl Questions {
             }),
             Answer::Ui(value) => ClientMessage::UiResponse(UiResponse { request_id, value }),
         };
-        self.link.send(message, Some(agent_id.clone()), Request::Command);
+        self.link.send(message, Some(agent_id.clone()), request);
         if !on_screen {
             self.link.detach(&agent_id, Request::Borrow);
         }

@@ -277,6 +277,14 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
         | Request::Fork { .. }
         | Request::Compact { .. }
         | Request::Approvals { .. }) => state.ledger.answered(request, response),
+        Request::Allow { agent_id, request_id } => {
+            if state.questions.allow_answered(&request_id, &response) {
+                #[cfg(feature = "hydrate")]
+                crate::views::step_up(state.link, agent_id, request_id);
+                #[cfg(not(feature = "hydrate"))]
+                let _ = agent_id;
+            }
+        }
         Request::Borrow | Request::Detach | Request::Command => state.link.answered(&response),
     }
 }

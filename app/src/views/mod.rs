@@ -16,6 +16,7 @@ mod agents;
 mod jobs;
 mod ledger;
 mod pair;
+mod passkey;
 mod phone;
 mod push;
 mod questions;
@@ -33,6 +34,8 @@ use shard_protocol::types::{AgentStatus, RuntimeState};
 pub use agent::AgentView;
 pub use agents::{AgentList, CreateAgent};
 pub use pair::{PairDialog, new_link};
+#[cfg(feature = "hydrate")]
+pub use passkey::step_up;
 pub use phone::PhoneBar;
 #[cfg(feature = "hydrate")]
 pub use phone::reveal;

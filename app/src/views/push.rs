@@ -154,6 +154,11 @@ fn push_dialog() -> Result<AnyView, super::Unloaded> {
                     </For>
                 </ul>
             </fieldset>
+            <fieldset class="passkey">
+                <legend>"Risky approvals"</legend>
+                <p>"Where the daemon asks for it (docs: step-up), allowing a command from this browser needs its passkey."</p>
+                <button disabled=busy on:click=move |_| run(web::Job::AddPasskey)>"Add a passkey"</button>
+            </fieldset>
             <div class="pair-actions">
                 <button on:click=move |_| {
                     if let Some(dialog) = panel.dialog.get_untracked() {
@@ -184,6 +189,7 @@ mod web {
         Choose(&'static str, bool),
         /// An agent left out (`true`) or taken back.
         Mute(String, bool),
+        AddPasskey,
     }
 
     /// Reads the daemon's view of this browser's subscription.
@@ -207,6 +213,9 @@ mod web {
             Job::Choose(kind, on) => {
                 post("/push/choices", &format!("{{\"{kind}\":{on}}}")).await.map(|_| None)
             }
+            Job::AddPasskey => super::super::passkey::register()
+                .await
+                .map(|()| Some("Passkey added for this browser.".to_owned())),
             Job::Mute(agent_id, mute) => {
                 let key = if mute { "mute" } else { "unmute" };
                 let agent_id = serde_json::to_string(&agent_id).unwrap_or_default();

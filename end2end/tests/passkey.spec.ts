@@ -1,0 +1,102 @@
+// Passkey step-up (docs/SECURITY.md): in a remote mode, allowing `bash`
+// from a browser needs a fresh passkey assertion made for that very call.
+// The daemon runs as if behind a proxy on loopback, public as
+// http://localhost:PORT (a host name, so WebAuthn has a relying party;
+// Chromium treats localhost as a secure context), and Chromium's virtual
+// authenticator (DevTools WebAuthn domain) stands in for the device's.
+import { createServer } from 'node:net';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import type { CDPSession, Page } from '@playwright/test';
+import { test, expect, createAgent, newEnrollURL, project, prompt, startDaemon, stopDaemon, type Daemon } from './daemon';
+
+function freePort(): Promise<number> {
+  return new Promise((found) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => found(port));
+    });
+  });
+}
+
+let daemon: Daemon;
+test.beforeAll(async () => {
+  const port = await freePort();
+  daemon = await startDaemon([
+    '--port', String(port), '--trust-proxy', 'loopback', '--public-host', `localhost:${port}`,
+    '--allowed-origin', `http://localhost:${port}`, '--allow-insecure-remote',
+  ]);
+});
+test.afterAll(async () => {
+  await stopDaemon(daemon);
+});
+
+async function authenticator(page: Page): Promise<{ cdp: CDPSession; authenticatorId: string }> {
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('WebAuthn.enable', { enableUI: false });
+  const { authenticatorId } = await cdp.send('WebAuthn.addVirtualAuthenticator', {
+    options: {
+      protocol: 'ctap2', ctap2Version: 'ctap2_1', transport: 'internal',
+      hasResidentKey: true, hasUserVerification: true, isUserVerified: true,
+      automaticPresenceSimulation: true,
+    },
+  });
+  return { cdp, authenticatorId };
+}
+
+test('a remote allow of bash needs the passkey, made for that call; a bad assertion allows nothing', async ({ browser }) => {
+  const context = await browser.newContext();
+  const tab = await context.newPage();
+  await tab.goto(newEnrollURL(daemon));
+  await expect(tab.locator('.connection')).toHaveText('connected');
+  expect(new URL(tab.url()).hostname).toBe('localhost');
+  const { cdp, authenticatorId } = await authenticator(tab);
+
+  // Without a passkey, a guarded allow is refused and says so.
+  const cwd = project();
+  await createAgent(tab, cwd, 'guarded');
+  await prompt(tab, 'run: echo first > first.txt');
+  const dialog = tab.getByRole('dialog');
+  await expect(dialog).toContainText('echo first');
+  await dialog.getByRole('button', { name: /^Allow/ }).first().click();
+  await expect(tab.locator('.notice')).toContainText('no passkey');
+  await expect(dialog).toContainText('echo first');
+  expect(existsSync(join(cwd, 'first.txt'))).toBe(false);
+  await dialog.getByRole('button', { name: /Deny/ }).click();
+  await expect(dialog).toHaveCount(0);
+
+  // Register one, from the device dialog.
+  await tab.getByRole('button', { name: 'Notify this device' }).click();
+  const device = tab.getByRole('dialog', { name: 'Notify this device' });
+  await device.getByRole('button', { name: 'Add a passkey' }).click();
+  await expect(device).toContainText('Passkey added for this browser.');
+  const [credential] = (await cdp.send('WebAuthn.getCredentials', { authenticatorId })).credentials;
+  expect(credential.rpId).toBe('localhost');
+  await device.getByRole('button', { name: 'Close' }).click();
+
+  // A forged signature: the daemon refuses it, nothing runs.
+  await prompt(tab, 'run: echo second > second.txt');
+  await expect(dialog).toContainText('echo second');
+  await cdp.send('WebAuthn.setResponseOverrideBits', { authenticatorId, isBogusSignature: true });
+  await dialog.getByRole('button', { name: /^Allow/ }).first().click();
+  await expect(tab.locator('.notice')).toContainText('Not allowed: the passkey assertion was not accepted');
+  await expect(dialog).toContainText('echo second');
+  expect(existsSync(join(cwd, 'second.txt'))).toBe(false);
+
+  // A true one: allowed, that call runs, the counter moved.
+  await cdp.send('WebAuthn.setResponseOverrideBits', { authenticatorId, isBogusSignature: false });
+  await dialog.getByRole('button', { name: /^Allow/ }).first().click();
+  await expect(tab.locator('.notice')).toContainText('Allowed with the passkey.');
+  await expect(dialog).toHaveCount(0);
+  await expect.poll(() => existsSync(join(cwd, 'second.txt'))).toBe(true);
+  const [used] = (await cdp.send('WebAuthn.getCredentials', { authenticatorId })).credentials;
+  expect(used.signCount).toBeGreaterThan(credential.signCount);
+
+  // A deny never asks.
+  await prompt(tab, 'run: echo third > third.txt');
+  await dialog.getByRole('button', { name: /Deny/ }).click();
+  await expect(dialog).toHaveCount(0);
+  expect(existsSync(join(cwd, 'third.txt'))).toBe(false);
+  await context.close();
+});
