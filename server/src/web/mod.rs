@@ -32,6 +32,7 @@ use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 
+pub mod answer;
 pub mod assets;
 pub mod audit;
 pub mod auth;

@@ -26,6 +26,7 @@ use webauthn_rs::prelude::{
 };
 use webauthn_rs::{Webauthn, WebauthnBuilder};
 
+use super::answer::refused;
 use super::auth::Session;
 use super::{AppState, Effective, enrolled_request};
 
@@ -100,11 +101,6 @@ pub fn rp_id(public_host: Option<&str>) -> Option<String> {
     };
     let is_address = name.starts_with('[') || name.parse::<std::net::IpAddr>().is_ok();
     (!is_address && !name.is_empty()).then(|| name.to_ascii_lowercase())
-}
-
-/// A refusal as the protocol writes errors: `{code, message}`.
-fn refused(status: StatusCode, code: &str, message: &str) -> Response {
-    (status, axum::Json(json!({"code": code, "message": message}))).into_response()
 }
 
 fn unavailable() -> Response {
@@ -307,11 +303,10 @@ pub async fn approve_finish(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    use shard_protocol::ClientMessage;
-    use shard_protocol::agent::{Decision, PermissionAnswer, PermissionResponse};
+    use shard_protocol::agent::Decision;
     use shard_protocol::approvals::Answerer;
 
-    use crate::agents::host::{HostCommand, Verdict};
+    use super::answer::{Checked, answer, reply};
 
     let web = state.web.clone();
     let session =
@@ -359,51 +354,27 @@ pub async fn approve_finish(
     if let Err(error) = web.auth.passkey_used(&session.session_id, &used) {
         tracing::warn!(%error, "cannot record a passkey's use");
     }
-    let message = ClientMessage::PermissionResponse(PermissionResponse {
+    let checked = Checked {
+        agent_id: agent_id.clone(),
         request_id: request_id.clone(),
-        answer: PermissionAnswer::Decision(Decision::Allow),
-        reason: None,
-    });
-    let answerer = Answerer {
-        source: "web".to_owned(),
-        principal_id: Some(session.principal_id.clone()),
-        address: Some(effective.client.to_string()),
+        decision: Decision::Allow,
+        fingerprint,
+        answerer: Answerer {
+            source: "web".to_owned(),
+            principal_id: Some(session.principal_id.clone()),
+            address: Some(effective.client.to_string()),
+        },
+        stepped_up: true,
     };
-    let (reply, verdict) = tokio::sync::oneshot::channel();
-    let command =
-        HostCommand::AnswerChecked { message, answerer, fingerprint, stepped_up: true, reply };
-    if web.daemon.registry().send(&agent_id, command).is_err() {
-        record("agent_gone");
-        return refused(StatusCode::CONFLICT, "NOT_FOUND", "the agent is not running");
-    }
-    let verdict = match tokio::time::timeout(Duration::from_secs(10), verdict).await {
-        Ok(Ok(verdict)) => verdict,
-        _ => {
-            return refused(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "TIMEOUT",
-                "the agent did not take the answer",
-            );
+    let verdict = match answer(&web, checked).await {
+        Ok(verdict) => verdict,
+        Err(refusal) => {
+            record("not_taken");
+            return refusal;
         }
     };
     record(&format!("{verdict:?}").to_lowercase());
-    match verdict {
-        Verdict::Won => axum::Json(json!({"decision": "allow"})).into_response(),
-        Verdict::Answered => {
-            refused(StatusCode::CONFLICT, "CONFLICT", "someone answered this question first")
-        }
-        Verdict::Changed => refused(
-            StatusCode::CONFLICT,
-            "CONFLICT",
-            "the call changed since the passkey was asked for",
-        ),
-        Verdict::Busy => {
-            refused(StatusCode::SERVICE_UNAVAILABLE, "TIMEOUT", "the agent is busy; try again")
-        }
-        Verdict::Unknown | Verdict::Invalid | Verdict::StepUp => {
-            refused(StatusCode::CONFLICT, "CONFLICT", "this question has closed")
-        }
-    }
+    reply(verdict, Decision::Allow)
 }
 
 #[cfg(test)]

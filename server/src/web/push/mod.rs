@@ -28,13 +28,14 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use axum::body::Bytes;
 use axum::extract::{Extension, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::answer::{no_store, refused};
 use super::auth::{PushChoices, PushSubscription, random_token};
 use super::{AppState, Effective, authenticated, credential_failed, enrolled_request};
 
@@ -242,11 +243,6 @@ fn check_keys(keys: &SubscriptionKeys) -> Result<(), String> {
     Ok(())
 }
 
-fn no_store(mut response: Response) -> Response {
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
-}
-
 /// `GET /push/key`: the public key a subscription is made for.
 pub async fn key(
     State(state): State<AppState>,
@@ -442,9 +438,6 @@ pub struct ActRequest {
     token: String,
 }
 
-/// How long an action waits for the agent's host to take its answer.
-const ACT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// `POST /push/act`: a notification's Allow or Deny, sent by the service
 /// worker. The session cookie and the single-use token both must hold; the
 /// browser secret is not asked for, for a worker cannot read it: the token,
@@ -457,11 +450,9 @@ pub async fn act(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    use shard_protocol::ClientMessage;
-    use shard_protocol::agent::{PermissionAnswer, PermissionResponse};
     use shard_protocol::approvals::Answerer;
 
-    use crate::agents::host::{HostCommand, Verdict};
+    use super::answer::{Checked, answer, reply};
 
     let web = state.web.clone();
     if let Err(rejection) = super::check_json(&headers, &body, false) {
@@ -500,74 +491,29 @@ pub async fn act(
             return refused(status, "CONFLICT", refusal.message());
         }
     };
-    let message = ClientMessage::PermissionResponse(PermissionResponse {
+    let checked = Checked {
+        agent_id: grant.agent_id.clone(),
         request_id: grant.request_id.clone(),
-        answer: PermissionAnswer::Decision(grant.decision),
-        reason: None,
-    });
-    let answerer = Answerer {
-        source: "push".to_owned(),
-        principal_id: Some(session.principal_id.clone()),
-        address: Some(effective.client.to_string()),
-    };
-    let (reply, verdict) = tokio::sync::oneshot::channel();
-    let command = HostCommand::AnswerChecked {
-        message,
-        answerer,
+        decision: grant.decision,
         fingerprint: grant.fingerprint.clone(),
+        answerer: Answerer {
+            source: "push".to_owned(),
+            principal_id: Some(session.principal_id.clone()),
+            address: Some(effective.client.to_string()),
+        },
         // A notification cannot show a passkey prompt: a guarded allow
         // from one is refused, and the page takes it from there.
         stepped_up: false,
-        reply,
     };
-    if web.daemon.registry().send(&grant.agent_id, command).is_err() {
-        record("agent_gone", Some(&grant));
-        return refused(StatusCode::CONFLICT, "NOT_FOUND", "the agent is not running");
-    }
-    let verdict = match tokio::time::timeout(ACT_WAIT, verdict).await {
-        Ok(Ok(verdict)) => verdict,
-        _ => {
-            record("timeout", Some(&grant));
-            return refused(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "TIMEOUT",
-                "the agent did not take the answer",
-            );
+    let verdict = match answer(&web, checked).await {
+        Ok(verdict) => verdict,
+        Err(refusal) => {
+            record("not_taken", Some(&grant));
+            return refusal;
         }
     };
     record(&format!("{verdict:?}").to_lowercase(), Some(&grant));
-    let decision = match grant.decision {
-        shard_protocol::agent::Decision::Allow => "allow",
-        _ => "deny",
-    };
-    match verdict {
-        Verdict::Won => no_store(axum::Json(json!({"decision": decision})).into_response()),
-        Verdict::Answered => {
-            refused(StatusCode::CONFLICT, "CONFLICT", "someone answered this question first")
-        }
-        Verdict::Unknown => refused(StatusCode::CONFLICT, "CONFLICT", "this question has closed"),
-        Verdict::Changed => refused(
-            StatusCode::CONFLICT,
-            "CONFLICT",
-            "the call is not the one this notification showed; open Shard to see it",
-        ),
-        Verdict::Invalid => {
-            refused(StatusCode::CONFLICT, "CONFLICT", "this question does not take that answer")
-        }
-        Verdict::Busy => {
-            refused(StatusCode::SERVICE_UNAVAILABLE, "TIMEOUT", "the agent is busy; try again")
-        }
-        Verdict::StepUp => refused(
-            StatusCode::UNAUTHORIZED,
-            "STEP_UP",
-            "allowing this call needs your passkey: open Shard to allow it there",
-        ),
-    }
-}
-
-/// A refusal as the protocol writes errors: `{code, message}`.
-fn refused(status: StatusCode, code: &str, message: &str) -> Response {
-    no_store((status, axum::Json(json!({"code": code, "message": message}))).into_response())
+    reply(verdict, grant.decision)
 }
 
 #[cfg(test)]
