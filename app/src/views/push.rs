@@ -156,7 +156,7 @@ fn push_dialog() -> Result<AnyView, super::Unloaded> {
             </fieldset>
             <fieldset class="passkey">
                 <legend>"Risky approvals"</legend>
-                <p>"Where the daemon asks for it (docs: step-up), allowing a command from this browser needs its passkey."</p>
+                <p>"Where the daemon asks for it, allowing a risky call (a command, a write outside the agent's folder) from this browser needs its passkey."</p>
                 <button disabled=busy on:click=move |_| run(web::Job::AddPasskey)>"Add a passkey"</button>
             </fieldset>
             <div class="pair-actions">
