@@ -21,7 +21,7 @@ use shard_protocol::web::{
     BROWSER_SECRET_HEADER, Bootstrap, EnrollAnswer, EnrollRequest, PairAnswer,
 };
 
-use crate::link::Connection;
+use crate::link::{Connection, on_screen};
 use crate::pairing::Pairing;
 use crate::reducer::{Greeted, handle};
 use crate::state::ClientState;
@@ -235,13 +235,6 @@ pub fn open_from_notifications(state: &ClientState) {
     let workers = window.navigator().service_worker();
     let _ = workers.add_event_listener_with_callback("message", opened.as_ref().unchecked_ref());
     opened.forget();
-}
-
-/// Whether this tab is on screen now.
-pub fn on_screen() -> bool {
-    web_sys::window()
-        .and_then(|window| window.document())
-        .is_none_or(|document| document.visibility_state() == web_sys::VisibilityState::Visible)
 }
 
 /// Tells the daemon each time the tab is shown or hidden (and

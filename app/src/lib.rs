@@ -13,6 +13,7 @@
 
 #[cfg(feature = "hydrate")]
 mod client;
+mod device;
 mod find;
 #[cfg(feature = "hydrate")]
 mod follow;

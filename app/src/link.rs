@@ -15,6 +15,14 @@ use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{AgentAttach, AgentTarget, AttachRole};
 use shard_protocol::{ClientMessage, Envelope};
 
+/// Whether this tab is on screen now (what `client.presence` says).
+#[cfg(feature = "hydrate")]
+pub fn on_screen() -> bool {
+    web_sys::window()
+        .and_then(|window| window.document())
+        .is_none_or(|document| document.visibility_state() == web_sys::VisibilityState::Visible)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Connection {
     /// Server-rendered, before the client runs.

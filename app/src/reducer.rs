@@ -87,7 +87,7 @@ fn greeted(state: &ClientState, hello: &shard_protocol::agent::Hello) -> Greeted
         return Greeted::Mismatch;
     }
     #[cfg(feature = "hydrate")]
-    state.link.presence(crate::client::on_screen());
+    state.link.presence(crate::link::on_screen());
     let actions = hello.capabilities.iter().any(|known| known == "workspace-actions");
     state.workspaces.actions.set(actions);
     state.roster.list();

@@ -57,7 +57,7 @@ pub struct ClientState {
     pub ledger: Ledger,
     pub pairing: Pairing,
     /// The "Notify this device" dialog's open state.
-    pub push: crate::views::PushPanel,
+    pub push: crate::device::PushPanel,
     pub search: Search,
     pub find: Find,
 }
@@ -77,7 +77,7 @@ impl ClientState {
             workspaces: Workspaces::new(link),
             ledger: Ledger::new(link, on_screen),
             pairing: Pairing::new(),
-            push: crate::views::PushPanel::new(),
+            push: crate::device::PushPanel::new(),
             search: Search::new(link),
             find: Find::new(screen.transcript, screen.window_start),
         }

@@ -39,7 +39,7 @@ pub use passkey::step_up;
 pub use phone::PhoneBar;
 #[cfg(feature = "hydrate")]
 pub use phone::reveal;
-pub use push::{PushDialog, PushPanel};
+pub use push::PushDialog;
 pub use questions::{Inbox, QuestionDialog};
 #[cfg(feature = "hydrate")]
 pub use search::open_search;

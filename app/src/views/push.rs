@@ -4,43 +4,9 @@
 //! Its code loads the first time it opens (`push_dialog`); the first load
 //! carries only its button and its open state.
 
-use leptos::html;
 use leptos::prelude::*;
 
 use super::state;
-
-/// The dialog's open state, on the page from the start.
-#[derive(Clone, Copy)]
-pub struct PushPanel {
-    pub dialog: NodeRef<html::Dialog>,
-    pub wanted: RwSignal<bool>,
-}
-
-impl PushPanel {
-    pub fn new() -> Self {
-        Self { dialog: NodeRef::new(), wanted: RwSignal::new(false) }
-    }
-
-    pub fn open(self) {
-        self.wanted.set(true);
-        self.show_modal();
-    }
-
-    fn show_modal(self) {
-        #[cfg(feature = "hydrate")]
-        if let Some(dialog) = self.dialog.get_untracked()
-            && !dialog.open()
-        {
-            let _ = dialog.show_modal();
-        }
-    }
-}
-
-impl Default for PushPanel {
-    fn default() -> Self {
-        Self::new()
-    }
-}
 
 #[component]
 pub fn PushDialog() -> impl IntoView {
