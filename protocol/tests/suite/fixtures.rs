@@ -84,6 +84,7 @@ const EXTENSION_CLIENT_TYPES: &[&str] = &[
     "workspace.merge",
     "workspace.push",
     "search.query",
+    "client.presence",
 ];
 
 /// Shard's own additions to the server set, pinned in docs/PROTOCOL-NOTES.md.
