@@ -470,25 +470,38 @@ fn authenticated(web: &Web, headers: &HeaderMap, effective: &Effective) -> Optio
         .filter(|presented| browser_secret_holds(web, headers, &presented.session))
 }
 
-/// The checks of an enrolled browser's JSON request to one of Shard's own
-/// routes (`/pair`, `/push/*`): a JSON body (or none, where `empty_ok`),
-/// then the live session presented with all this mode asks for. The
-/// guard has already checked Host and Origin. Else the answer to give: a
-/// dead credential counts as one at `/bootstrap` does.
-fn enrolled_request(
-    web: &Web,
-    effective: &Effective,
-    headers: &HeaderMap,
-    body: &Bytes,
-    empty_ok: bool,
-    route: &str,
-) -> Result<Session, Box<Response>> {
-    check_json(headers, body, empty_ok).map_err(|rejection| Box::new(rejection.into_response()))?;
-    match authenticated(web, headers, effective) {
-        Some(Presented { session, .. }) => Ok(session),
-        None => {
-            let refusal = (StatusCode::UNAUTHORIZED, "enroll this browser first").into_response();
-            Err(Box::new(credential_failed(web, effective, route, refusal)))
+/// An enrolled browser's JSON request to one of Shard's own routes
+/// (`/pair`, `/push/*`, `/passkey/*`), as a handler's last argument: a JSON
+/// body (or none, where `EMPTY_OK`), then the live session presented with
+/// all this mode asks for. The guard has already checked Host and Origin.
+/// A request that fails is answered here: a dead credential counts as one
+/// at `/bootstrap` does.
+pub struct EnrolledRequest<const EMPTY_OK: bool> {
+    pub session: Session,
+    pub effective: Effective,
+    pub body: Bytes,
+}
+
+impl<const EMPTY_OK: bool> axum::extract::FromRequest<AppState> for EnrolledRequest<EMPTY_OK> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, Response> {
+        let route = request.uri().path().to_owned();
+        let Some(effective) = request.extensions().get::<Effective>().cloned() else {
+            return Err(StatusCode::INTERNAL_SERVER_ERROR.into_response());
+        };
+        let headers = request.headers().clone();
+        let body =
+            Bytes::from_request(request, state).await.map_err(IntoResponse::into_response)?;
+        let web = &state.web;
+        check_json(&headers, &body, EMPTY_OK).map_err(IntoResponse::into_response)?;
+        match authenticated(web, &headers, &effective) {
+            Some(Presented { session, .. }) => Ok(Self { session, effective, body }),
+            None => {
+                let refusal =
+                    (StatusCode::UNAUTHORIZED, "enroll this browser first").into_response();
+                Err(credential_failed(web, &effective, &route, refusal))
+            }
         }
     }
 }

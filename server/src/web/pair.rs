@@ -11,14 +11,13 @@
 //! session's previous link and dies with the session. The QR code is drawn
 //! here, as SVG, so the browser bundle carries no encoder.
 
-use axum::body::Bytes;
-use axum::extract::{Extension, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use shard_protocol::web::PairAnswer;
 
-use super::{AppState, Effective, enrolled_request};
+use super::{AppState, EnrolledRequest};
 
 /// The QR code's smallest side in SVG units: large enough to scan from a
 /// screen at arm's length once the page scales it.
@@ -40,15 +39,9 @@ pub fn qr_svg(url: &str) -> Option<String> {
 
 pub async fn pair(
     State(state): State<AppState>,
-    Extension(effective): Extension<Effective>,
-    headers: HeaderMap,
-    body: Bytes,
+    EnrolledRequest { session, effective, .. }: EnrolledRequest<false>,
 ) -> Response {
     let web = state.web.clone();
-    let session = match enrolled_request(&web, &effective, &headers, &body, false, "/pair") {
-        Ok(session) => session,
-        Err(refusal) => return *refusal,
-    };
     let auth = web.auth.clone();
     let issuer = session.clone();
     // Hashing the code with argon2 is deliberately slow: off the workers.

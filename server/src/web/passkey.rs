@@ -13,9 +13,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::{Extension, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
@@ -28,7 +27,7 @@ use webauthn_rs::{Webauthn, WebauthnBuilder};
 
 use super::answer::refused;
 use super::auth::Session;
-use super::{AppState, Effective, enrolled_request};
+use super::{AppState, EnrolledRequest};
 
 /// How long a ceremony waits for the browser.
 const CEREMONY_TTL: Duration = Duration::from_secs(120);
@@ -123,22 +122,9 @@ fn user_handle(session: &Session) -> Uuid {
 /// `POST /passkey/register/start`: options for `navigator.credentials.create`.
 pub async fn register_start(
     State(state): State<AppState>,
-    Extension(effective): Extension<Effective>,
-    headers: HeaderMap,
-    body: Bytes,
+    EnrolledRequest { session, .. }: EnrolledRequest<true>,
 ) -> Response {
     let web = state.web.clone();
-    let session = match enrolled_request(
-        &web,
-        &effective,
-        &headers,
-        &body,
-        true,
-        "/passkey/register/start",
-    ) {
-        Ok(session) => session,
-        Err(refusal) => return *refusal,
-    };
     let Some(webauthn) = &web.passkeys.webauthn else { return unavailable() };
     let known = web.auth.passkeys(&session.session_id);
     if known.len() >= super::auth::MAX_PASSKEYS {
@@ -167,22 +153,9 @@ pub async fn register_start(
 /// `POST /passkey/register/finish`: the new credential, kept with the session.
 pub async fn register_finish(
     State(state): State<AppState>,
-    Extension(effective): Extension<Effective>,
-    headers: HeaderMap,
-    body: Bytes,
+    EnrolledRequest { session, effective, body }: EnrolledRequest<false>,
 ) -> Response {
     let web = state.web.clone();
-    let session = match enrolled_request(
-        &web,
-        &effective,
-        &headers,
-        &body,
-        false,
-        "/passkey/register/finish",
-    ) {
-        Ok(session) => session,
-        Err(refusal) => return *refusal,
-    };
     let Some(webauthn) = &web.passkeys.webauthn else { return unavailable() };
     let Ok(credential) = serde_json::from_slice::<RegisterPublicKeyCredential>(&body) else {
         return refused(
@@ -240,23 +213,10 @@ pub struct ApproveRequest {
 /// `navigator.credentials.get`, its challenge bound to that open call.
 pub async fn approve_start(
     State(state): State<AppState>,
-    Extension(effective): Extension<Effective>,
-    headers: HeaderMap,
-    body: Bytes,
+    EnrolledRequest { session, body, .. }: EnrolledRequest<false>,
 ) -> Response {
     use shard_protocol::agent::PendingKind;
     let web = state.web.clone();
-    let session = match enrolled_request(
-        &web,
-        &effective,
-        &headers,
-        &body,
-        false,
-        "/passkey/approve/start",
-    ) {
-        Ok(session) => session,
-        Err(refusal) => return *refusal,
-    };
     let Some(webauthn) = &web.passkeys.webauthn else { return unavailable() };
     let Ok(ApproveRequest { agent_id, request_id }) = serde_json::from_slice(&body) else {
         return refused(
@@ -299,9 +259,7 @@ pub async fn approve_start(
 /// was made for is allowed, through the first-answer-wins path.
 pub async fn approve_finish(
     State(state): State<AppState>,
-    Extension(effective): Extension<Effective>,
-    headers: HeaderMap,
-    body: Bytes,
+    EnrolledRequest { session, effective, body }: EnrolledRequest<false>,
 ) -> Response {
     use shard_protocol::agent::Decision;
     use shard_protocol::approvals::Answerer;
@@ -309,12 +267,6 @@ pub async fn approve_finish(
     use super::answer::{Checked, answer, reply};
 
     let web = state.web.clone();
-    let session =
-        match enrolled_request(&web, &effective, &headers, &body, false, "/passkey/approve/finish")
-        {
-            Ok(session) => session,
-            Err(refusal) => return *refusal,
-        };
     let Some(webauthn) = &web.passkeys.webauthn else { return unavailable() };
     let Ok(credential) = serde_json::from_slice::<PublicKeyCredential>(&body) else {
         return refused(

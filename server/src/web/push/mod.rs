@@ -37,7 +37,7 @@ use serde_json::json;
 
 use super::answer::{no_store, refused};
 use super::auth::{PushChoices, PushSubscription, random_token};
-use super::{AppState, Effective, authenticated, credential_failed, enrolled_request};
+use super::{AppState, Effective, EnrolledRequest, authenticated, credential_failed};
 
 const KEY_FILE_VERSION: u32 = 1;
 /// The longest endpoint kept (push services' are a few hundred bytes).
@@ -260,16 +260,9 @@ pub async fn key(
 /// before), once its endpoint and keys pass the rules above.
 pub async fn subscribe(
     State(state): State<AppState>,
-    Extension(effective): Extension<Effective>,
-    headers: HeaderMap,
-    body: Bytes,
+    EnrolledRequest { session, effective, body }: EnrolledRequest<false>,
 ) -> Response {
     let web = state.web.clone();
-    let session =
-        match enrolled_request(&web, &effective, &headers, &body, false, "/push/subscribe") {
-            Ok(session) => session,
-            Err(refusal) => return *refusal,
-        };
     let request: SubscribeRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(error) => {
@@ -307,16 +300,9 @@ pub async fn subscribe(
 /// `POST /push/unsubscribe`: forgets the session's subscription.
 pub async fn unsubscribe(
     State(state): State<AppState>,
-    Extension(effective): Extension<Effective>,
-    headers: HeaderMap,
-    body: Bytes,
+    EnrolledRequest { session, .. }: EnrolledRequest<true>,
 ) -> Response {
     let web = state.web.clone();
-    let session =
-        match enrolled_request(&web, &effective, &headers, &body, true, "/push/unsubscribe") {
-            Ok(session) => session,
-            Err(refusal) => return *refusal,
-        };
     match web.auth.unsubscribe(&session.session_id) {
         Ok(had) => {
             if had {
@@ -370,16 +356,9 @@ pub struct ChoiceRequest {
 /// `POST /push/choices`: changes what this browser hears of.
 pub async fn choose(
     State(state): State<AppState>,
-    Extension(effective): Extension<Effective>,
-    headers: HeaderMap,
-    body: Bytes,
+    EnrolledRequest { session, body, .. }: EnrolledRequest<false>,
 ) -> Response {
     let web = state.web.clone();
-    let session = match enrolled_request(&web, &effective, &headers, &body, false, "/push/choices")
-    {
-        Ok(session) => session,
-        Err(refusal) => return *refusal,
-    };
     let request: ChoiceRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(error) => {
@@ -416,15 +395,9 @@ pub async fn choose(
 /// `POST /push/test`: a push to this browser now, whatever it chose.
 pub async fn test(
     State(state): State<AppState>,
-    Extension(effective): Extension<Effective>,
-    headers: HeaderMap,
-    body: Bytes,
+    EnrolledRequest { session, .. }: EnrolledRequest<true>,
 ) -> Response {
     let web = state.web.clone();
-    let session = match enrolled_request(&web, &effective, &headers, &body, true, "/push/test") {
-        Ok(session) => session,
-        Err(refusal) => return *refusal,
-    };
     if web.auth.subscription(&session.session_id).is_none() {
         return (StatusCode::CONFLICT, "this browser is not subscribed").into_response();
     }
