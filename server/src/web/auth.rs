@@ -247,6 +247,11 @@ fn sha256(text: &str) -> [u8; 32] {
     Sha256::digest(text.as_bytes()).into()
 }
 
+/// The record of `session_id` while it is live (not revoked, not expired).
+fn live_record<'a>(store: &'a mut Store, session_id: &str) -> Option<&'a mut SessionRecord> {
+    store.sessions.iter_mut().find(|record| record.session_id == session_id && record.live())
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
@@ -609,13 +614,7 @@ impl Auth {
         change: impl FnOnce(&mut Option<PushSubscription>),
     ) -> std::io::Result<bool> {
         let mut store = lock(&self.store);
-        let Some(record) = store
-            .sessions
-            .iter_mut()
-            .find(|record| record.session_id == session_id && record.live())
-        else {
-            return Ok(false);
-        };
+        let Some(record) = live_record(&mut store, session_id) else { return Ok(false) };
         let before = record.push.clone();
         change(&mut record.push);
         let changed = record.push != before;
@@ -627,11 +626,8 @@ impl Auth {
 
     /// The passkeys of a live session.
     pub fn passkeys(&self, session_id: &str) -> Vec<webauthn_rs::prelude::Passkey> {
-        let store = lock(&self.store);
-        store
-            .sessions
-            .iter()
-            .find(|record| record.session_id == session_id && record.live())
+        let mut store = lock(&self.store);
+        live_record(&mut store, session_id)
             .map(|record| record.passkeys.clone())
             .unwrap_or_default()
     }
@@ -644,13 +640,7 @@ impl Auth {
         passkey: webauthn_rs::prelude::Passkey,
     ) -> std::io::Result<bool> {
         let mut store = lock(&self.store);
-        let Some(record) = store
-            .sessions
-            .iter_mut()
-            .find(|record| record.session_id == session_id && record.live())
-        else {
-            return Ok(false);
-        };
+        let Some(record) = live_record(&mut store, session_id) else { return Ok(false) };
         if record.passkeys.len() >= MAX_PASSKEYS {
             return Ok(false);
         }
