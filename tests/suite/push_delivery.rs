@@ -35,13 +35,13 @@ struct Received {
 struct PushService {
     base: String,
     received: mpsc::UnboundedReceiver<Received>,
-    script: Arc<Mutex<VecDeque<StatusCode>>>,
+    script: Arc<Mutex<VecDeque<(StatusCode, Duration)>>>,
 }
 
 #[derive(Clone)]
 struct Service {
     received: mpsc::UnboundedSender<Received>,
-    script: Arc<Mutex<VecDeque<StatusCode>>>,
+    script: Arc<Mutex<VecDeque<(StatusCode, Duration)>>>,
 }
 
 impl PushService {
@@ -58,7 +58,13 @@ impl PushService {
     }
 
     fn answer_next(&self, statuses: &[StatusCode]) {
-        self.script.lock().expect("script").extend(statuses.iter().copied());
+        let answers = statuses.iter().map(|status| (*status, Duration::ZERO));
+        self.script.lock().expect("script").extend(answers);
+    }
+
+    /// The next push is answered with `status`, but only after `hold`.
+    fn answer_next_after(&self, status: StatusCode, hold: Duration) {
+        self.script.lock().expect("script").push_back((status, hold));
     }
 
     async fn next(&mut self) -> Received {
@@ -85,8 +91,10 @@ async fn take(
     headers: HeaderMap,
     body: Bytes,
 ) -> StatusCode {
-    let status = service.script.lock().expect("script").pop_front().unwrap_or(StatusCode::CREATED);
+    let next = service.script.lock().expect("script").pop_front();
+    let (status, hold) = next.unwrap_or((StatusCode::CREATED, Duration::ZERO));
     let _ = service.received.send(Received { path: uri.path().to_owned(), headers, body });
+    tokio::time::sleep(hold).await;
     status
 }
 
@@ -343,8 +351,9 @@ async fn a_browser_with_a_tab_on_screen_is_not_pushed_and_a_gone_subscription_is
     shown_again.call("v", json!({"type": "client.presence", "visible": true})).await;
     drop(shown_again);
     drop(tab);
-    // The push service says the subscription is gone: it is forgotten.
-    setup.service.answer_next(&[StatusCode::GONE]);
+    // The push service says the subscription is gone: it is forgotten, and
+    // what was queued behind that push (the question's end) is not sent.
+    setup.service.answer_next_after(StatusCode::GONE, Duration::from_millis(1500));
     let mut gone_seen = false;
     for _ in 0..50 {
         // The closed tabs' sockets end in the background: ask until one

@@ -673,10 +673,12 @@ impl Auth {
 
     /// The subscription of one live session.
     pub fn subscription(&self, session_id: &str) -> Option<PushSubscription> {
-        self.subscriptions()
-            .into_iter()
-            .find(|(session, _)| session.session_id == session_id)
-            .map(|(_, push)| push)
+        let mut store = lock(&self.store);
+        let record = live_record(&mut store, session_id)?;
+        if self.expires_at(record) <= crate::clock::now_ms() {
+            return None;
+        }
+        record.push.clone()
     }
 
     /// The subscription of every live session, with its session.

@@ -131,6 +131,13 @@ async fn deliver_all(
                 }
             }
         };
+        // Queued behind a push the service called gone, or a browser that
+        // unsubscribed or was logged out since: not sent.
+        let current = shared.auth.subscription(&session_id);
+        if current.is_none_or(|push| push.endpoint != outgoing.push.endpoint) {
+            tracing::debug!("a push for a subscription no longer held is dropped");
+            continue;
+        }
         if deliver(&shared, &outgoing).await == Delivery::Gone {
             match shared.auth.subscription_gone(&session_id, &outgoing.push.endpoint) {
                 Ok(true) => tracing::info!(
