@@ -103,6 +103,29 @@ async function hide(page: Page): Promise<void> {
   });
 }
 
+/**
+ * Counts the notifications the worker has finished showing. Chromium can
+ * drop a notification from getNotifications() when they are read while it
+ * is being shown, so a test reads them only once a push has been shown.
+ */
+async function countShows(worker: Worker): Promise<void> {
+  await worker.evaluate(() => {
+    const scope = self as any;
+    const show = scope.registration.showNotification.bind(scope.registration);
+    scope.shows = 0;
+    scope.registration.showNotification = (title: string, options: any) =>
+      show(title, options).finally(() => { scope.shows += 1; });
+  });
+}
+
+/** Delivers `data` as a push to the worker, and waits until it is shown. */
+async function deliver(cdp: CDPSession, worker: Worker, registrationId: string, data: unknown): Promise<void> {
+  const shows = () => worker.evaluate(() => (self as any).shows as number);
+  const before = await shows();
+  await cdp.send('ServiceWorker.deliverPushMessage', { origin: daemon.baseURL, registrationId, data: JSON.stringify(data) });
+  await expect.poll(shows).toBeGreaterThan(before);
+}
+
 /** The page's service worker, and its registration id for DevTools. */
 async function workerOf(context: BrowserContext, page: Page): Promise<{ worker: Worker; cdp: CDPSession; registrationId: string }> {
   const cdp = await context.newCDPSession(page);
@@ -146,6 +169,7 @@ test('a question reaches the service worker while no tab is on screen, and its A
   await phoneTab.goto(newEnrollURL(daemon));
   await expect(phoneTab.locator('.connection')).toHaveText('connected');
   const { worker, cdp, registrationId } = await workerOf(phone, phoneTab);
+  await countShows(worker);
   await phoneTab.getByRole('button', { name: 'Notify this device' }).click();
   const dialog = phoneTab.getByRole('dialog', { name: 'Notify this device' });
   await expect(dialog).toContainText('Off on this device.');
@@ -170,7 +194,7 @@ test('a question reaches the service worker while no tab is on screen, and its A
   expect(question.kind).toBe('question');
   expect(question.title).toBe('pusher asks to use bash');
   expect(question.body).toBe('echo pushed > pushed.txt');
-  await cdp.send('ServiceWorker.deliverPushMessage', { origin, registrationId, data: JSON.stringify(question) });
+  await deliver(cdp, worker, registrationId, question);
   await expect.poll(() => shown(worker)).toEqual([
     { title: 'pusher asks to use bash', tag: question.request_id, body: 'echo pushed > pushed.txt', actions: ['allow', 'deny'] },
   ]);
@@ -194,12 +218,12 @@ test('a question reaches the service worker while no tab is on screen, and its A
   // A question answered at the desk closes the phone's notification.
   await prompt(deskTab, 'run: echo second');
   const second = decrypt(keys, (await service.next()).body);
-  await cdp.send('ServiceWorker.deliverPushMessage', { origin, registrationId, data: JSON.stringify(second) });
+  await deliver(cdp, worker, registrationId, second);
   await expect.poll(async () => (await shown(worker)).map((n) => n.tag)).toEqual([second.request_id]);
   await deskTab.getByRole('dialog').getByRole('button', { name: /Deny/ }).click();
   const closed = decrypt(keys, (await service.next()).body);
   expect(closed).toMatchObject({ kind: 'closed', request_id: second.request_id });
-  await cdp.send('ServiceWorker.deliverPushMessage', { origin, registrationId, data: JSON.stringify(closed) });
+  await deliver(cdp, worker, registrationId, closed);
   await expect.poll(() => shown(worker)).toEqual([]);
 
   // A replayed Allow: refused, said in a notification, nothing runs again.
