@@ -2,7 +2,8 @@
 //! if it is still open [`NOTIFY_DELAY_MS`] after it arrived (one answered at
 //! once, here or in another tab, never pops up), and never while its agent
 //! is on screen in a visible tab (the dialog is already in front of the
-//! user). Permission is asked once, from a click (browsers only allow it at
+//! user), nor in a hidden tab of a browser that takes pushes (the push of
+//! it can answer; one from here would replace it). Permission is asked once, from a click (browsers only allow it at
 //! a user gesture); a browser that granted it before starts with
 //! notifications on. The tab title counts open questions (crate::Home).
 
@@ -67,18 +68,50 @@ fn notify_if_waiting(state: &ClientState, question: &Question) {
     options.set_tag(question.request.request_id());
     let name = shard_protocol::display::escaped(&state.roster.name_of(&question.agent_id));
     let title = format!("{name} needs an answer");
-    let Ok(notification) = web_sys::Notification::new_with_options(&title, &options) else {
-        return;
-    };
-    // A click brings the tab forward with that agent on screen.
     let (state, agent_id) = (state.clone(), question.agent_id.clone());
-    let open_agent = Closure::once_into_js(move || {
-        if let Some(window) = web_sys::window() {
-            let _ = window.focus();
+    leptos::task::spawn_local(async move {
+        // Hidden, in a browser that takes pushes (docs/NOTIFICATIONS.md):
+        // the daemon pushes the question while no tab of it is on screen,
+        // and that notification has Allow and Deny, which one of the same
+        // tag from here would replace.
+        if hidden() && subscribed().await {
+            return;
         }
-        state.select(Some(agent_id));
+        let Ok(notification) = web_sys::Notification::new_with_options(&title, &options) else {
+            return;
+        };
+        // A click brings the tab forward with that agent on screen.
+        let open_agent = Closure::once_into_js(move || {
+            if let Some(window) = web_sys::window() {
+                let _ = window.focus();
+            }
+            state.select(Some(agent_id));
+        });
+        notification.set_onclick(Some(open_agent.unchecked_ref()));
     });
-    notification.set_onclick(Some(open_agent.unchecked_ref()));
+}
+
+/// Whether this browser holds a push subscription. Asked of the push
+/// manager, not of the shown notifications: Chromium can lose a notification
+/// that a service worker is showing while the page reads them.
+#[cfg(feature = "hydrate")]
+async fn subscribed() -> bool {
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen_futures::JsFuture;
+    let Some(window) = web_sys::window() else { return false };
+    if !window.is_secure_context() {
+        return false;
+    }
+    let found = JsFuture::from(window.navigator().service_worker().get_registration()).await;
+    let Ok(registration) =
+        found.and_then(|found| found.dyn_into::<web_sys::ServiceWorkerRegistration>())
+    else {
+        return false;
+    };
+    let Ok(asked) = registration.push_manager().and_then(|push| push.get_subscription()) else {
+        return false;
+    };
+    JsFuture::from(asked).await.is_ok_and(|subscription| !subscription.is_null())
 }
 
 /// Turns notifications on if this browser already allows them.

@@ -95,6 +95,16 @@ function fakePushManager(given: { endpoint: string; p256dh: string; auth: string
 }
 
 /** Makes the page say it is not on screen, as a phone's locked screen would. */
+/** Counts the page's looks at its push subscription. */
+function countSubscriptionLooks(): void {
+  const look = PushManager.prototype.getSubscription;
+  (window as any).subscriptionLooks = 0;
+  PushManager.prototype.getSubscription = function (this: PushManager) {
+    (window as any).subscriptionLooks += 1;
+    return look.call(this);
+  };
+}
+
 async function hide(page: Page): Promise<void> {
   await page.evaluate(() => {
     Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' });
@@ -165,6 +175,7 @@ test('a question reaches the service worker while no tab is on screen, and its A
   const phone = await browser.newContext();
   await phone.grantPermissions(['notifications'], { origin });
   await phone.addInitScript(fakePushManager, { endpoint: service.endpoint, p256dh: keys.p256dh, auth: keys.auth.toString('base64url') });
+  await phone.addInitScript(countSubscriptionLooks);
   const phoneTab = await phone.newPage();
   await phoneTab.goto(newEnrollURL(daemon));
   await expect(phoneTab.locator('.connection')).toHaveText('connected');
@@ -216,10 +227,18 @@ test('a question reaches the service worker while no tab is on screen, and its A
   expect(closedByAllow).toMatchObject({ kind: 'closed', request_id: question.request_id });
 
   // A question answered at the desk closes the phone's notification.
+  const looksBefore = await phoneTab.evaluate(() => (window as any).subscriptionLooks);
   await prompt(deskTab, 'run: echo second');
   const second = decrypt(keys, (await service.next()).body);
   await deliver(cdp, worker, registrationId, second);
   await expect.poll(async () => (await shown(worker)).map((n) => n.tag)).toEqual([second.request_id]);
+  // The hidden tab's own notification of the question is due later; it
+  // finds this browser subscribed and leaves the push's, Allow and Deny and
+  // all, in place.
+  await expect.poll(() => phoneTab.evaluate(() => (window as any).subscriptionLooks), { timeout: 10_000 }).toBeGreaterThan(looksBefore);
+  expect(await shown(worker)).toEqual([
+    { title: 'pusher asks to use bash', tag: second.request_id, body: 'echo second', actions: ['allow', 'deny'] },
+  ]);
   await deskTab.getByRole('dialog').getByRole('button', { name: /Deny/ }).click();
   const closed = decrypt(keys, (await service.next()).body);
   expect(closed).toMatchObject({ kind: 'closed', request_id: second.request_id });
