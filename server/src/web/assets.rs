@@ -71,7 +71,7 @@ fn serve(path: &str, request: &HeaderMap) -> Response {
         .filter(|(coding, _)| accepts(request, coding))
         .find_map(|(coding, suffix)| Some((Site::get(&format!("{path}{suffix}"))?, Some(*coding))))
         .unwrap_or((original.clone(), None));
-    let etag = format!("\"{}\"", hex(&file.metadata.sha256_hash()));
+    let etag = format!("\"{}\"", crate::id::hex(&file.metadata.sha256_hash()[..16]));
     // File names are not content-hashed, so browsers must revalidate each
     // time; a matching ETag makes that a body-less 304.
     let unchanged = request
@@ -100,10 +100,6 @@ fn serve(path: &str, request: &HeaderMap) -> Response {
     }
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     response
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().take(16).map(|byte| format!("{byte:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -126,5 +126,5 @@ impl Audit {
 pub fn tag(secret: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(secret.as_bytes());
-    digest.iter().take(4).map(|byte| format!("{byte:02x}")).collect()
+    crate::id::hex(&digest[..4])
 }

@@ -252,10 +252,6 @@ fn live_record<'a>(store: &'a mut Store, session_id: &str) -> Option<&'a mut Ses
     store.sessions.iter_mut().find(|record| record.session_id == session_id && record.live())
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
 impl Auth {
     /// Loads `home/security.json` (absent: empty). A store of another version
     /// or readable by others is refused.
@@ -410,12 +406,12 @@ impl Auth {
         store.sessions.push(SessionRecord {
             session_id: session_id.clone(),
             principal_id: principal_id.clone(),
-            token_sha256: hex(&sha256(&token)),
+            token_sha256: crate::id::hex(&sha256(&token)),
             created_at: now,
             last_seen_at: now,
             revoked_at: None,
             expired_at: None,
-            secret_sha256: Some(hex(&sha256(&browser_secret))),
+            secret_sha256: Some(crate::id::hex(&sha256(&browser_secret))),
             push: None,
             passkeys: Vec::new(),
         });
@@ -468,7 +464,7 @@ impl Auth {
     /// The live session a cookie token names. A session past its idle or
     /// absolute lifetime is marked expired (once) and refused.
     pub fn session(&self, token: &str) -> Result<Session, Refused> {
-        let digest = hex(&sha256(token));
+        let digest = crate::id::hex(&sha256(token));
         let mut store = lock(&self.store);
         let mut found = None;
         for (at, record) in store.sessions.iter().enumerate() {
@@ -513,7 +509,7 @@ impl Auth {
     /// Whether `presented` is the browser secret of the session, compared in
     /// constant time; a session without one matches nothing.
     pub fn browser_secret_matches(&self, session_id: &str, presented: &str) -> bool {
-        let digest = hex(&sha256(presented));
+        let digest = crate::id::hex(&sha256(presented));
         let store = lock(&self.store);
         let record = store.sessions.iter().find(|record| record.session_id == session_id);
         record

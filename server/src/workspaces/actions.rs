@@ -27,7 +27,7 @@ pub(super) fn fingerprint(action: &str, facts: &[&str]) -> String {
         digest.update([0]);
         digest.update(fact.as_bytes());
     }
-    digest.finalize().iter().take(16).map(|byte| format!("{byte:02x}")).collect()
+    crate::id::hex(&digest.finalize()[..16])
 }
 
 /// The fingerprint an action (not a dry run) was sent: refused without.

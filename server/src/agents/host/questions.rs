@@ -53,7 +53,7 @@ pub fn fingerprint(request: &shard_protocol::agent::PermissionRequest) -> String
     hash.update(request.tool_name.as_bytes());
     hash.update([0]);
     hash.update(request.input.to_string().as_bytes());
-    hash.finalize().iter().map(|byte| format!("{byte:02x}")).collect()
+    crate::id::hex(&hash.finalize())
 }
 
 /// One open question of this agent.
