@@ -1,5 +1,5 @@
-//! The device dialog's open state (views::push draws it; its code loads
-//! the first time it opens): on the page from the start, beside the
+//! The notifications dialog's open state (views::push draws it; its code
+//! loads the first time it opens): on the page from the start, beside the
 //! pairing dialog's (crate::pairing).
 
 use leptos::html;
@@ -23,12 +23,7 @@ impl PushPanel {
     }
 
     pub fn show_modal(self) {
-        #[cfg(feature = "hydrate")]
-        if let Some(dialog) = self.dialog.get_untracked()
-            && !dialog.open()
-        {
-            let _ = dialog.show_modal();
-        }
+        crate::dialog::show_modal(self.dialog);
     }
 }
 

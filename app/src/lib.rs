@@ -14,6 +14,7 @@
 #[cfg(feature = "hydrate")]
 mod client;
 mod device;
+mod dialog;
 mod find;
 #[cfg(feature = "hydrate")]
 mod follow;
@@ -152,7 +153,6 @@ pub fn App() -> impl IntoView {
         #[cfg(feature = "hydrate")]
         views::reveal(".inbox".to_owned(), Some(".inbox-item"));
     };
-    let notify_state = state.clone();
     let pairing = state.pairing;
     let push_panel = state.push;
     let notify_on = state.questions.notify;
@@ -171,12 +171,9 @@ pub fn App() -> impl IntoView {
                 title="Open the approval inbox" on:click=move |_| show_inbox()>
                 {waiting}
             </button>
-            <button class="notify" on:click=move |_| notify::enable(&notify_state) disabled=move || notify_on.get()>
-                {move || if notify_on.get() { "notifications on" } else { "notify me" }}
-            </button>
-            // This device's notifications (views::push).
-            <button class="push-open" hidden=move || connection.get() != Connection::Connected
-                on:click=move |_| push_panel.open()>"Notify this device"</button>
+            // This tab's and this device's notifications (views::push).
+            <button class="notify" data-on=move || notify_on.get().to_string()
+                on:click=move |_| push_panel.open()>"Notifications"</button>
             // Another device enrolls through this one (crate::pairing).
             <button class="pair-open" hidden=move || connection.get() != Connection::Connected
                 on:click=move |_| new_link(pairing)>"Pair a device"</button>

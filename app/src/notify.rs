@@ -7,10 +7,12 @@
 //! a user gesture); a browser that granted it before starts with
 //! notifications on. The tab title counts open questions (crate::Home).
 
+#[cfg(feature = "hydrate")]
 use leptos::prelude::*;
 
 #[cfg(feature = "hydrate")]
 use crate::questions::Question;
+#[cfg(feature = "hydrate")]
 use crate::state::ClientState;
 
 /// How long a question waits before it notifies.
@@ -119,14 +121,5 @@ async fn subscribed() -> bool {
 pub fn restore(state: &ClientState) {
     if granted() {
         state.questions.notify.set(true);
-    }
-}
-
-/// Asks for notification permission (from a click) and turns them on.
-pub fn enable(state: &ClientState) {
-    state.questions.notify.set(true);
-    #[cfg(feature = "hydrate")]
-    {
-        let _ = web_sys::Notification::request_permission();
     }
 }

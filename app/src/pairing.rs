@@ -56,19 +56,12 @@ impl Pairing {
 
     /// Shows the dialog as modal if it is in the page and closed.
     pub fn show_modal(self) {
-        #[cfg(feature = "hydrate")]
-        if let Some(dialog) = self.dialog.get_untracked()
-            && !dialog.open()
-        {
-            let _ = dialog.show_modal();
-        }
+        crate::dialog::show_modal(self.dialog);
     }
 
     /// Closes the dialog; its `close` event calls [`Pairing::closed`].
     pub fn close(self) {
-        if let Some(dialog) = self.dialog.get_untracked() {
-            dialog.close();
-        }
+        crate::dialog::close(self.dialog);
     }
 
     /// The dialog closed (by "Close" or Escape): the link is off show.

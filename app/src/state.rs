@@ -56,7 +56,7 @@ pub struct ClientState {
     pub workspaces: Workspaces,
     pub ledger: Ledger,
     pub pairing: Pairing,
-    /// The "Notify this device" dialog's open state.
+    /// The "Notifications" dialog's open state.
     pub push: crate::device::PushPanel,
     pub search: Search,
     pub find: Find,

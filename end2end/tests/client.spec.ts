@@ -188,7 +188,13 @@ test('a question notifies after a short delay, unless its agent is on screen or 
   const shown = () => tab.evaluate(() => (window as any).shownNotifications as string[]);
   await createAgent(tab, project(), 'front');
   await createAgent(tab, project(), 'back');
-  await expect(tab.locator('button.notify')).toHaveText('notifications on');
+  // Granted before: on from the start, as the Notifications dialog says.
+  await tab.getByRole('button', { name: 'Notifications' }).click();
+  const notifications = tab.getByRole('dialog', { name: 'Notifications' });
+  await expect(notifications).toContainText('On in this tab.');
+  await expect(notifications.getByRole('button', { name: 'Turn on in this tab' })).toBeHidden();
+  await notifications.getByRole('button', { name: 'Close' }).click();
+  await expect(notifications).toBeHidden();
 
   // On screen: the dialog is enough.
   await openAgent(tab, 'front');
@@ -219,6 +225,34 @@ test('a question notifies after a short delay, unless its agent is on screen or 
   await tab.waitForTimeout(3_500);
   expect(await shown()).toEqual(['back needs an answer']);
   client.close();
+  await context.close();
+});
+
+test('tab notifications turn on from the Notifications dialog, and a browser that blocks them is said to', async ({ browser, daemon }) => {
+  // Not decided yet; the browser's prompt answers what the test says.
+  const [context, tab] = await enrolled(browser, daemon, { init: () => {
+    class Asked {
+      static permission = 'default';
+      static requestPermission() {
+        Asked.permission = (window as any).answerPermission;
+        return Promise.resolve(Asked.permission);
+      }
+    }
+    (window as any).answerPermission = 'denied';
+    (window as any).Notification = Asked;
+  } });
+  await tab.getByRole('button', { name: 'Notifications' }).click();
+  const notifications = tab.getByRole('dialog', { name: 'Notifications' });
+  await expect(notifications).toContainText('Off in this tab.');
+  const turnOn = notifications.getByRole('button', { name: 'Turn on in this tab' });
+  await turnOn.click();
+  await expect(notifications.getByRole('status')).toHaveText(/blocked for this site/);
+  await expect(notifications).toContainText('Off in this tab.');
+
+  await tab.evaluate(() => { (window as any).answerPermission = 'granted'; });
+  await turnOn.click();
+  await expect(notifications).toContainText('On in this tab.');
+  await expect(turnOn).toBeHidden();
   await context.close();
 });
 

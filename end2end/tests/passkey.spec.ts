@@ -67,8 +67,8 @@ test('a remote allow of bash needs the passkey, made for that call; a bad assert
   await expect(dialog).toHaveCount(0);
 
   // Register one, from the device dialog.
-  await tab.getByRole('button', { name: 'Notify this device' }).click();
-  const device = tab.getByRole('dialog', { name: 'Notify this device' });
+  await tab.getByRole('button', { name: 'Notifications' }).click();
+  const device = tab.getByRole('dialog', { name: 'Notifications' });
   await device.getByRole('button', { name: 'Add a passkey' }).click();
   await expect(device).toContainText('Passkey added for this browser.');
   const [credential] = (await cdp.send('WebAuthn.getCredentials', { authenticatorId })).credentials;

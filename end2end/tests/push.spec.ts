@@ -1,5 +1,5 @@
 // Web Push end to end (docs/NOTIFICATIONS.md): a "phone" browser subscribes
-// from the "Notify this device" dialog; with none of its tabs on screen, a
+// from the "Notifications" dialog; with none of its tabs on screen, a
 // question is pushed by the daemon to a push service (a fake one on
 // loopback, the daemon runs with --insecure-push-endpoints), opened here as
 // the browser's push service would hand it over, and delivered to the real
@@ -181,10 +181,10 @@ test('a question reaches the service worker while no tab is on screen, and its A
   await expect(phoneTab.locator('.connection')).toHaveText('connected');
   const { worker, cdp, registrationId } = await workerOf(phone, phoneTab);
   await countShows(worker);
-  await phoneTab.getByRole('button', { name: 'Notify this device' }).click();
-  const dialog = phoneTab.getByRole('dialog', { name: 'Notify this device' });
+  await phoneTab.getByRole('button', { name: 'Notifications' }).click();
+  const dialog = phoneTab.getByRole('dialog', { name: 'Notifications' });
   await expect(dialog).toContainText('Off on this device.');
-  await dialog.getByRole('button', { name: 'Turn on notifications' }).click();
+  await dialog.getByRole('button', { name: 'Turn on for this device' }).click();
   await expect(dialog).toContainText('On, through 127.0.0.1.');
   await dialog.getByRole('button', { name: 'Close' }).click();
 

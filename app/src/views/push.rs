@@ -1,6 +1,7 @@
-//! "Notify this device": the dialog that subscribes this browser to the
-//! daemon's Web Push (docs/NOTIFICATIONS.md) after an explicit click, and
-//! chooses what it hears of: questions, failed turns, and agents left out.
+//! "Notifications": the dialog that turns on this tab's notifications,
+//! subscribes this browser to the daemon's Web Push (docs/NOTIFICATIONS.md)
+//! after an explicit click, and chooses what it hears of: questions, failed
+//! turns, and agents left out. Its last part adds a passkey.
 //! Its code loads the first time it opens (`push_dialog`); the first load
 //! carries only its button and its open state.
 
@@ -44,6 +45,7 @@ fn push_dialog() -> Result<AnyView, super::Unloaded> {
     let page = state();
     let panel = page.push;
     let agents = page.roster.agents;
+    let tab_on = page.questions.notify;
     let status = RwSignal::new(Status::default());
     let message = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
@@ -72,8 +74,13 @@ fn push_dialog() -> Result<AnyView, super::Unloaded> {
     };
     Ok(view! {
         <dialog class="dialog push" aria-labelledby="push-title" node_ref=panel.dialog>
-            <h2 id="push-title">"Notify this device"</h2>
-            <p>"Questions reach this device as notifications while no Shard tab is on its screen, and can be answered from them."</p>
+            <h2 id="push-title">"Notifications"</h2>
+            <h3>"In this tab"</h3>
+            <p>"A question still waiting after 3 seconds shows a notification while this tab is open, unless its agent is on screen."</p>
+            <p class="push-state tab-state">{move || if tab_on.get() { "On in this tab." } else { "Off in this tab." }}</p>
+            <button hidden=tab_on disabled=busy on:click=move |_| run(web::Job::TabOn(tab_on))>"Turn on in this tab"</button>
+            <h3>"On this device"</h3>
+            <p>"Questions reach this device while no Shard tab is on its screen, even with the browser closed, and can be answered from the notification."</p>
             <p class="push-state" aria-live="polite">
                 {move || status.with(|status| match (&status.service, status.subscribed) {
                     (Some(service), true) => format!("On, through {service}."),
@@ -85,7 +92,7 @@ fn push_dialog() -> Result<AnyView, super::Unloaded> {
             </p>
             <div class="push-actions">
                 <button hidden=subscribed disabled=busy on:click=move |_| run(web::Job::Subscribe)>
-                    "Turn on notifications"
+                    "Turn on for this device"
                 </button>
                 <button hidden=move || !subscribed() disabled=busy on:click=move |_| run(web::Job::Test)>
                     "Send a test"
@@ -126,11 +133,7 @@ fn push_dialog() -> Result<AnyView, super::Unloaded> {
                 <button disabled=busy on:click=move |_| run(web::Job::AddPasskey)>"Add a passkey"</button>
             </fieldset>
             <div class="pair-actions">
-                <button on:click=move |_| {
-                    if let Some(dialog) = panel.dialog.get_untracked() {
-                        dialog.close();
-                    }
-                }>"Close"</button>
+                <button on:click=move |_| crate::dialog::close(panel.dialog)>"Close"</button>
             </div>
         </dialog>
     }
@@ -140,7 +143,6 @@ fn push_dialog() -> Result<AnyView, super::Unloaded> {
 /// The dialog's requests: to the daemon's push routes, and to the browser's
 /// push manager. Only the dialog's chunk calls them, so they load with it.
 mod web {
-    #[cfg(feature = "hydrate")]
     use leptos::prelude::*;
 
     #[cfg(feature = "hydrate")]
@@ -149,6 +151,8 @@ mod web {
     // Read only by the browser build: the daemon's first paint never runs one.
     #[cfg_attr(not(feature = "hydrate"), expect(dead_code))]
     pub enum Job {
+        /// This tab's own notifications (crate::notify), on.
+        TabOn(RwSignal<bool>),
         Subscribe,
         Unsubscribe,
         Test,
@@ -171,6 +175,10 @@ mod web {
     #[cfg(feature = "hydrate")]
     pub async fn run(job: Job, status: RwSignal<Status>) -> Option<String> {
         let done = match job {
+            Job::TabOn(on) => allowed().await.map(|()| {
+                on.set(true);
+                None
+            }),
             Job::Subscribe => subscribe().await.map(|()| None),
             Job::Unsubscribe => unsubscribe().await.map(|()| None),
             Job::Test => post("/push/test", "{}")
@@ -255,14 +263,21 @@ mod web {
         registration.push_manager().map_err(|error| format!("{error:?}"))
     }
 
+    /// Asks for the browser's permission to notify (at a click).
     #[cfg(feature = "hydrate")]
-    async fn subscribe() -> Result<(), String> {
+    async fn allowed() -> Result<(), String> {
         let permission = promised(web_sys::Notification::request_permission()).await?;
         if permission.as_string().as_deref() != Some("granted") {
             return Err(
                 "Notifications are blocked for this site in the browser's settings.".to_owned()
             );
         }
+        Ok(())
+    }
+
+    #[cfg(feature = "hydrate")]
+    async fn subscribe() -> Result<(), String> {
+        allowed().await?;
         let manager = push_manager().await?;
         let response = crate::client::with_secret(gloo_net::http::Request::get("/push/key"))
             .send()
