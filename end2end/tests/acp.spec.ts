@@ -52,6 +52,9 @@ test('an ACP agent made from the form streams, and its question is answered in a
   await expect(dialog).toBeVisible();
   await expect(otherDialog).toBeVisible();
   await expect(dialog).toContainText('echo acp-ok');
+  // The prompt shows in the other tab as it lands, and once in this one.
+  await expect(other.locator('.message.user', { hasText: 'run: echo acp-ok' })).toHaveCount(1);
+  await expect(tab.locator('.message.user', { hasText: 'run: echo acp-ok' })).toHaveCount(1);
   // ACP has no way into a running turn: no Steer, only follow-ups and Abort.
   await expect(tab.getByRole('button', { name: 'Abort' })).toBeVisible();
   await expect(tab.getByRole('button', { name: 'Steer' })).toHaveCount(0);

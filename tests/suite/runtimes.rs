@@ -126,9 +126,20 @@ async fn an_acp_agent_streams_asks_and_is_recorded_like_shards_own() {
     client.attach(&agent, "interactive").await;
 
     // A streamed reply: deltas, then the whole message, then the turn's end.
+    // Another client attached learns the prompt and its entry at once.
+    let mut other = Client::unix(&daemon.socket()).await;
+    other.attach(&agent, "observer").await;
     let prompt = json!({"type": "prompt", "agent_id": agent, "message": "hello world"});
     assert_eq!(client.call("p1", prompt).await["success"], true);
     let turn = client.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    let types: Vec<_> = turn.iter().filter_map(|m| m["type"].as_str()).collect();
+    let start = types.iter().position(|t| *t == "turn_start").expect("a turn start");
+    assert_eq!(types.get(start + 1), Some(&"user_message"), "{types:?}");
+    let seen = other.until_agent(&agent, |message| message["type"] == "user_message").await;
+    let said = seen.last().expect("the user message");
+    assert_eq!(said["text"], "hello world", "{said}");
+    assert_eq!(said["turn_id"], turn[start]["turn_id"], "{said}");
+    let entry = said["entry_id"].as_str().expect("its entry").to_owned();
     let deltas =
         turn.iter().filter(|m| m["type"] == "message_delta" && m["kind"] == "text").count();
     assert!(deltas >= 2, "streamed in deltas: {turn:?}");
@@ -156,6 +167,7 @@ async fn an_acp_agent_streams_asks_and_is_recorded_like_shards_own() {
     let sync = late.attach(&agent, "observer").await;
     let window = sync["live_window"].to_string();
     assert!(window.contains("hello world") && window.contains("echo: hello world"), "{sync}");
+    assert!(window.contains(&entry), "the entry it named is the recorded one: {sync}");
     let listed = late.call("l", json!({"type": "agent.list"})).await;
     assert_eq!(listed["data"]["agents"][0]["runtime"], "fake", "{listed}");
 }

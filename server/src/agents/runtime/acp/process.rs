@@ -12,7 +12,9 @@ use bytes::Bytes;
 use shard_agent::conversation::{Conversation, Undelivered};
 use shard_agent::runtimes::RuntimeConfig;
 use shard_agent::session_log::EntryBody;
+use shard_protocol::agent::UserMessage;
 use shard_protocol::jsonl::LineDecoder;
+use shard_protocol::{Envelope, ServerMessage};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
@@ -206,6 +208,14 @@ impl Bridge {
                     self.record(body).await;
                     logged = true;
                 }
+                Out::Prompted { text, images, queued_entry_id, turn_id } => {
+                    let user = EntryBody::User { text: text.clone(), images, queued_entry_id };
+                    if let Some(entry_id) = self.record(user).await {
+                        let said = UserMessage { entry_id, text, turn_id: Some(turn_id) };
+                        lines.push(Ok(Envelope::new(ServerMessage::UserMessage(said)).to_json()));
+                    }
+                    logged = true;
+                }
                 Out::Queue(queueing) => {
                     let more = self.queue(translator, queueing).await;
                     for out in more.into_iter().rev() {
@@ -308,11 +318,15 @@ impl Bridge {
         }
     }
 
-    async fn record(&mut self, body: EntryBody) {
-        if let Some(log) = &mut self.log
-            && let Err(error) = log.push(body).await
-        {
-            tracing::error!(session = %self.session_id, %error, "cannot record the session");
+    /// Records `body`; its entry's id, unless it could not be.
+    async fn record(&mut self, body: EntryBody) -> Option<String> {
+        let log = self.log.as_mut()?;
+        match log.push(body).await {
+            Ok(entry) => Some(entry.id.clone()),
+            Err(error) => {
+                tracing::error!(session = %self.session_id, %error, "cannot record the session");
+                None
+            }
         }
     }
 }

@@ -59,6 +59,9 @@ pub enum Out {
     Agent(String),
     /// An entry for Shard's own record of the session.
     Log(EntryBody),
+    /// The user's message a turn opens with, to record as a user entry;
+    /// then every client learns it and its entry (`user_message`).
+    Prompted { text: String, images: Vec<Image>, queued_entry_id: Option<String>, turn_id: String },
     /// A follow-up to record, synced, before it is accepted: the bridge
     /// records it and hands its entry back through [`Translator::queued`].
     Queue(Queueing),

@@ -83,11 +83,12 @@ fn a_prompt_is_a_turn_of_deltas_completed_and_recorded() {
     assert_eq!(types(&lines), ["response", "turn_start", "status"]);
     assert_eq!(lines[0]["id"], "c1");
     assert_eq!(lines[0]["success"], true);
-    assert!(out.contains(&Out::Log(EntryBody::User {
+    assert!(out.contains(&Out::Prompted {
         text: "hello".to_owned(),
         images: Vec::new(),
-        queued_entry_id: None
-    })));
+        queued_entry_id: None,
+        turn_id: lines[1]["turn_id"].as_str().expect("a turn id").to_owned(),
+    }));
     let prompt = &agent(&out)[0];
     assert_eq!(prompt["method"], "session/prompt");
     assert_eq!(prompt["params"]["prompt"][0]["text"], "hello");
@@ -270,11 +271,11 @@ fn a_follow_up_is_recorded_before_it_is_accepted_and_starts_the_next_turn() {
 
     let ended = translator.from_agent(&answer(&prompt, json!({"stopReason": "end_turn"})));
     assert_eq!(types(&host(&ended)), ["turn_end", "status", "turn_start", "status"]);
-    assert!(ended.contains(&Out::Log(EntryBody::User {
-        text: "two".into(),
-        images: Vec::new(),
-        queued_entry_id: Some("e-7".into()),
-    })));
+    let delivered = ended.iter().any(|out| {
+        matches!(out, Out::Prompted { text, queued_entry_id, .. }
+            if text == "two" && queued_entry_id.as_deref() == Some("e-7"))
+    });
+    assert!(delivered, "{ended:?}");
     assert_eq!(agent(&ended)[0]["params"]["prompt"][0]["text"], "two");
 }
 
@@ -585,9 +586,8 @@ fn images_go_to_an_agent_that_takes_them_and_are_refused_by_one_that_does_not() 
     let sent = &agent(&out)[0]["params"]["prompt"];
     assert_eq!(sent[0], json!({"type": "text", "text": "look"}));
     assert_eq!(sent[1], json!({"type": "image", "data": "aGk=", "mimeType": "image/png"}));
-    let recorded = out
-        .iter()
-        .any(|out| matches!(out, Out::Log(EntryBody::User { images, .. }) if images.len() == 1));
+    let recorded =
+        out.iter().any(|out| matches!(out, Out::Prompted { images, .. } if images.len() == 1));
     assert!(recorded, "the image is in the log");
 
     // Mid-turn, a follow-up keeps its image until it is delivered.

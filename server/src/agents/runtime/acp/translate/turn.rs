@@ -120,8 +120,8 @@ impl Translator {
         });
         vec![
             Out::Watch,
-            Out::Log(EntryBody::User { text, images, queued_entry_id }),
-            event(ServerMessage::TurnStart(TurnStart { turn_id })),
+            event(ServerMessage::TurnStart(TurnStart { turn_id: turn_id.clone() })),
+            Out::Prompted { text, images, queued_entry_id, turn_id },
             status(AgentStatus::Streaming),
             Out::Agent(line),
         ]
