@@ -66,6 +66,7 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
         | ServerMessage::SubagentRunChanged(_)
         | ServerMessage::WorkspaceCreated(_)
         | ServerMessage::WorkspaceRetired(_)
+        | ServerMessage::WorkspaceUpdated(_)
         | ServerMessage::WorkspaceAttached(_)
         | ServerMessage::WorkspaceConflict(_)) => registry_event(state, message),
         message if mine => {
@@ -131,7 +132,9 @@ fn registry_event(state: &ClientState, message: ServerMessage) {
         }
         ServerMessage::AgentActivity(activity) => state.roster.activity_changed(activity),
         ServerMessage::SubagentRunChanged(changed) => state.jobs.run_changed(changed),
-        ServerMessage::WorkspaceCreated(event) | ServerMessage::WorkspaceRetired(event) => {
+        ServerMessage::WorkspaceCreated(event)
+        | ServerMessage::WorkspaceRetired(event)
+        | ServerMessage::WorkspaceUpdated(event) => {
             state.workspaces.changed(event.workspace, shown_workspace(state).as_deref())
         }
         ServerMessage::WorkspaceAttached(attached) => {

@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { test, expect, enrolled, project, prompt, unixCall } from './daemon';
+import { test, expect, enrolled, openAgent, project, prompt, unixCall } from './daemon';
 
 function git(cwd: string, ...args: string[]): string {
   return execFileSync('git', args, { cwd, env: { ...process.env, GIT_TERMINAL_PROMPT: '0' } }).toString();
@@ -167,6 +167,12 @@ test('commit, merge and push from the panel: each shows what it will do, then do
   const worktree = (await tab.locator('li.agent', { hasText: 'cobaltwren' }).locator('.cwd').textContent())!;
   mkdirSync(join(worktree, 'notes'));
   writeFileSync(join(worktree, 'notes/wren.txt'), 'a wren\n');
+  // Another tab on the same agent, its panel open before any action.
+  const other = await context.newPage();
+  await other.goto(daemon.baseURL);
+  await openAgent(other, 'cobaltwren');
+  const otherFacts = other.locator('.workspace-panel .facts');
+  await expect(otherFacts).toContainText('0 ahead, 0 behind · 1 uncommitted change');
 
   // Commit: the preview lists what it takes; nothing happens before the yes.
   await panel.getByRole('button', { name: 'Commit…' }).click();
@@ -183,6 +189,8 @@ test('commit, merge and push from the panel: each shows what it will do, then do
   await expect(commit).toBeHidden();
   expect(git(worktree, 'log', '-1', '--format=%s').trim()).toBe('Note the wren');
   await expect(panel.locator('.facts')).toContainText('1 ahead, 0 behind · no uncommitted changes · not merged');
+  // The other tab follows without a reload.
+  await expect(otherFacts).toContainText('1 ahead, 0 behind · no uncommitted changes · not merged');
 
   // Merge: a fast-forward of main, whose checkout follows.
   await panel.getByRole('button', { name: 'Merge into main…' }).click();

@@ -201,6 +201,8 @@ message_set! {
         WorkspaceAttached(WorkspaceAttached) = "workspace_attached", Registry, optional;
         WorkspaceRetired(WorkspaceEvent) = "workspace_retired", Registry, optional;
         WorkspaceConflict(WorkspaceConflict) = "workspace_conflict", Registry, optional;
+        // Shard extension: a commit, merge or push changed a workspace.
+        WorkspaceUpdated(WorkspaceEvent) = "workspace_updated", Registry, optional;
         AgentSpawned(AgentSpawned) = "agent_spawned", Registry, optional;
         AgentExited(AgentExited) = "agent_exited", Registry, optional;
         AgentStatusChanged(AgentStatusChanged) = "agent_status_changed", Registry, optional;

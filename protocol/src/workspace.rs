@@ -347,7 +347,7 @@ pub struct ConfirmationRequired {
     pub confirmation_disposition: BranchDisposition,
 }
 
-/// `workspace_created` and `workspace_retired`.
+/// `workspace_created`, `workspace_retired` and `workspace_updated`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkspaceEvent {
     pub workspace: WorkspaceSummary,

@@ -115,6 +115,9 @@ async fn commit_then_a_fast_forward_merge_and_dry_runs_change_nothing() {
     let (id, worktree) = workspace(&mut client, repo.path(), "feature").await;
     let worktree = Path::new(&worktree);
     forget_hooks(&marks);
+    // Another client (another tab) watching: it learns what actions change.
+    let mut watching = Client::unix(&daemon.socket()).await;
+    let updated = |message: &Value| message["type"] == "workspace_updated";
 
     // Nothing to commit yet.
     let refused = act(&mut client, "commit", &id, json!({"dry_run": true})).await;
@@ -168,6 +171,11 @@ async fn commit_then_a_fast_forward_merge_and_dry_runs_change_nothing() {
     assert!(worktree.join("build.log").exists());
     assert_eq!(done["data"]["workspace"]["ahead"], 1, "{done}");
     assert_eq!(done["data"]["workspace"]["dirty_files"], 0);
+    let told = watching.until(updated).await;
+    assert!(!told.iter().take(told.len() - 1).any(updated), "a dry run tells nobody: {told:?}");
+    let told = told.last().expect("the update");
+    assert_eq!(told["workspace"]["workspace_id"], id.as_str(), "{told}");
+    assert_eq!(told["workspace"]["cwd"], done["data"]["workspace"]["cwd"], "{told}");
 
     // The merge: a fast-forward of main, checked out (clean) in the
     // repository's main checkout, whose files follow.
@@ -189,6 +197,8 @@ async fn commit_then_a_fast_forward_merge_and_dry_runs_change_nothing() {
     assert!(repo.path().join("src/lib.rs").exists(), "the main checkout's files followed");
     assert_eq!(git(repo.path(), &["status", "--porcelain", "--untracked-files=all"]), "");
     assert_eq!(done["data"]["workspace"]["merged"], true, "{done}");
+    let told = watching.until(updated).await;
+    assert_eq!(told.last().expect("the update")["workspace"]["workspace_id"], id.as_str());
 
     let refused = act(&mut client, "merge", &id, json!({"dry_run": true})).await;
     assert_eq!(refused["error"]["data"]["kind"], "nothing_to_merge", "{refused}");

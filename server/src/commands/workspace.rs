@@ -30,21 +30,21 @@ pub fn run(daemon: &Arc<dyn Daemon>, message: ClientMessage) -> Outcome {
             if request.dry_run == Some(true) {
                 ok(workspaces.preview_commit(request).await?)
             } else {
-                ok(workspaces.commit(request).await?)
+                ok(workspaces.updated(workspaces.commit(request).await?))
             }
         })),
         ClientMessage::WorkspaceMerge(request) => Outcome::Later(Box::pin(async move {
             if request.dry_run == Some(true) {
                 ok(workspaces.preview_merge(request).await?)
             } else {
-                ok(workspaces.merge(request).await?)
+                ok(workspaces.updated(workspaces.merge(request).await?))
             }
         })),
         ClientMessage::WorkspacePush(request) => Outcome::Later(Box::pin(async move {
             if request.dry_run == Some(true) {
                 ok(workspaces.preview_push(request).await?)
             } else {
-                ok(workspaces.push(request).await?)
+                ok(workspaces.updated(workspaces.push(request).await?))
             }
         })),
         other => super::run_elsewhere(other),

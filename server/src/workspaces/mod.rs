@@ -33,6 +33,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use shard_protocol::workspace::{WorkspaceActed, WorkspaceEvent};
 use shard_protocol::{Envelope, ServerMessage};
 
 pub use self::error::WorkspaceError;
@@ -65,6 +66,14 @@ impl Workspaces {
             .map(|record| (record.workspace_id.clone(), record))
             .collect();
         Arc::new(Self { registry, home, records: tokio::sync::Mutex::new(records) })
+    }
+
+    /// Tells every client what an action changed (`workspace_updated`),
+    /// and hands its answer on.
+    pub fn updated(&self, acted: WorkspaceActed) -> WorkspaceActed {
+        let workspace = acted.workspace.summary.clone();
+        self.broadcast(ServerMessage::WorkspaceUpdated(WorkspaceEvent { workspace }));
+        acted
     }
 
     fn broadcast(&self, message: ServerMessage) {
