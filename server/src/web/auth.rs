@@ -307,15 +307,14 @@ impl Auth {
         self.code_ttl
     }
 
-    fn save(&self, store: &Store) -> std::io::Result<()> {
-        // A session that ended takes its push subscription with it: never
-        // written for one, whichever way it ended.
-        let mut store = store.clone();
+    fn save(&self, store: &mut Store) -> std::io::Result<()> {
+        // A session that ended takes its push subscription and passkeys
+        // with it, whichever way it ended: dropped here, before any write.
         for record in store.sessions.iter_mut().filter(|record| !record.live()) {
             record.push = None;
             record.passkeys.clear();
         }
-        let bytes = serde_json::to_vec_pretty(&store).map_err(std::io::Error::other)?;
+        let bytes = serde_json::to_vec_pretty(&*store).map_err(std::io::Error::other)?;
         crate::home::write_private(&self.path, &bytes)
     }
 
@@ -424,7 +423,7 @@ impl Auth {
             record.live()
                 || record.revoked_at.or(record.expired_at).is_some_and(|ended| ended > keep_after)
         });
-        self.save(&store).map_err(|error| EnrollError::Store(error.to_string()))?;
+        self.save(&mut store).map_err(|error| EnrollError::Store(error.to_string()))?;
         Ok(Enrolled {
             session: Session { session_id, principal_id },
             token,
@@ -529,7 +528,7 @@ impl Auth {
             record.last_seen_at = now;
             left = self.left(record, now);
         }
-        if let Err(error) = self.save(&store) {
+        if let Err(error) = self.save(&mut store) {
             tracing::error!(%error, "cannot write the security store");
         }
         left
@@ -615,7 +614,7 @@ impl Auth {
         change(&mut record.push);
         let changed = record.push != before;
         if changed {
-            self.save(&store)?;
+            self.save(&mut store)?;
         }
         Ok(changed)
     }
@@ -641,7 +640,7 @@ impl Auth {
             return Ok(false);
         }
         record.passkeys.push(passkey);
-        self.save(&store)?;
+        self.save(&mut store)?;
         Ok(true)
     }
 
@@ -662,7 +661,7 @@ impl Auth {
             }
         }
         if changed {
-            self.save(&store)?;
+            self.save(&mut store)?;
         }
         Ok(())
     }
@@ -704,7 +703,7 @@ impl Auth {
             record.revoked_at = Some(now);
             revoked.push(record.session_id.clone());
         }
-        self.save(&store)?;
+        self.save(&mut store)?;
         Ok(revoked)
     }
 
@@ -719,7 +718,7 @@ impl Auth {
                 found = true;
             }
         }
-        self.save(&store)?;
+        self.save(&mut store)?;
         Ok(found)
     }
 
