@@ -447,6 +447,11 @@ impl Auth {
         }
     }
 
+    /// Whether `record` is live and within its lifetimes at `now`.
+    fn current(&self, record: &SessionRecord, now: u64) -> bool {
+        record.live() && self.expires_at(record) > now
+    }
+
     fn expires_at(&self, record: &SessionRecord) -> u64 {
         let millis = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
         let seen = record.last_seen_at.max(record.created_at);
@@ -541,7 +546,7 @@ impl Auth {
         store
             .sessions
             .iter()
-            .filter(|record| record.live() && self.expires_at(record) > now)
+            .filter(|record| self.current(record, now))
             .map(|record| SessionView {
                 session_id: record.session_id.clone(),
                 principal_id: record.principal_id.clone(),
@@ -670,10 +675,7 @@ impl Auth {
     pub fn subscription(&self, session_id: &str) -> Option<PushSubscription> {
         let mut store = lock(&self.store);
         let record = live_record(&mut store, session_id)?;
-        if self.expires_at(record) <= crate::clock::now_ms() {
-            return None;
-        }
-        record.push.clone()
+        self.current(record, crate::clock::now_ms()).then(|| record.push.clone()).flatten()
     }
 
     /// The subscription of every live session, with its session.
@@ -683,7 +685,7 @@ impl Auth {
         store
             .sessions
             .iter()
-            .filter(|record| record.live() && self.expires_at(record) > now)
+            .filter(|record| self.current(record, now))
             .filter_map(|record| {
                 let session = Session {
                     session_id: record.session_id.clone(),
