@@ -3,9 +3,11 @@
 //! once, here or in another tab, never pops up), and never while its agent
 //! is on screen in a visible tab (the dialog is already in front of the
 //! user), nor in a hidden tab of a browser that takes pushes (the push of
-//! it can answer; one from here would replace it). Permission is asked once, from a click (browsers only allow it at
-//! a user gesture); a browser that granted it before starts with
-//! notifications on. The tab title counts open questions (crate::Home).
+//! it can answer; one from here would replace it). Permission is asked
+//! once, from a click in the Notifications dialog (views::push; browsers
+//! only allow it at a user gesture); a browser that granted it before
+//! starts with notifications on. The tab title counts open questions
+//! (crate::Home).
 
 #[cfg(feature = "hydrate")]
 use leptos::prelude::*;
