@@ -9,6 +9,8 @@ export default defineConfig({
   // Each worker runs its own daemon; two cores fit two workers.
   workers: process.env.CI ? 1 : 2,
   retries: 0,
+  // A `test.only` left in a commit would quietly skip the rest on CI.
+  forbidOnly: !!process.env.CI,
   reporter: [['list']],
   outputDir: './test-results',
   use: {
