@@ -493,6 +493,12 @@ fn hidden_env(models: &[ModelConfig], tools: &ToolsConfig) -> std::sync::Arc<Hid
     std::sync::Arc::new(HiddenEnv::new(patterns))
 }
 
+/// Whether `id` names one of the built-in (demo) models, exactly: a
+/// configured model may have an id that merely starts like theirs.
+pub fn is_builtin_model(id: &str) -> bool {
+    builtin_models().iter().any(|model| model.id == id)
+}
+
 fn builtin_models() -> Vec<ModelConfig> {
     let demo = ModelConfig {
         id: "demo".to_owned(),

@@ -350,3 +350,41 @@ async fn a_corrupt_security_store_stops_the_daemon_and_is_never_overwritten() {
     );
     assert_eq!(std::fs::read(&store).expect("store"), torn, "never overwritten");
 }
+
+#[tokio::test]
+async fn only_the_built_in_models_are_listed_as_built_in() {
+    let home = TempDir::new().expect("home");
+    // A configured model whose id merely starts like the built-in one's.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[[models]]\nid = \"demo-remote\"\nprovider = \"openai\"\nmodel = \"some-model\"\n\
+         base_url = \"http://127.0.0.1:9\"\n",
+    )
+    .expect("config");
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let project = TempDir::new().expect("project");
+    let mut client = Client::unix(&daemon.socket()).await;
+    let agent = client.create(project.path(), "modelled").await;
+    client.attach(&agent, "interactive").await;
+    for (model, provider) in
+        [("demo", "builtin"), ("demo-remote", "configured"), ("demo-think", "builtin")]
+    {
+        let set =
+            client.call("m", json!({"type": "set_model", "agent_id": agent, "model": model})).await;
+        assert_eq!(set["success"], true, "{set}");
+        let mut listed = json!(null);
+        for _ in 0..100 {
+            listed = client.call("l", json!({"type": "agent.list"})).await;
+            if listed["data"]["agents"][0]["model"] == model {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let info = &listed["data"]["agents"][0];
+        assert_eq!(
+            (info["model"].as_str(), info["provider"].as_str()),
+            (Some(model), Some(provider)),
+            "{info}"
+        );
+    }
+}

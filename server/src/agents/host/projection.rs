@@ -102,7 +102,8 @@ impl Projection {
         info.mode = self.mode.clone().or(info.mode);
         info.model = self.model.clone().or(info.model);
         info.provider = info.model.as_deref().map(|model| {
-            if model.starts_with("demo") { "builtin" } else { "configured" }.to_owned()
+            let builtin = shard_agent::config::is_builtin_model(model);
+            if builtin { "builtin" } else { "configured" }.to_owned()
         });
         info.usage = usage.map(|mut usage| {
             usage.context_tokens = self.context_tokens;
