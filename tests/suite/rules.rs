@@ -50,6 +50,19 @@ fn watches(agent: &str) -> Vec<Value> {
     ]
 }
 
+/// Every `daemon.*` command (server/src/commands/daemon.rs): local only,
+/// each with a body that would do the most harm if it were taken.
+fn local_only() -> Vec<Value> {
+    vec![
+        json!({"type": "daemon.enroll"}),
+        json!({"type": "daemon.sessions"}),
+        json!({"type": "daemon.stats"}),
+        json!({"type": "daemon.revoke_session", "all": true}),
+        json!({"type": "daemon.disconnect", "all": true}),
+        json!({"type": "daemon.shutdown", "force": true}),
+    ]
+}
+
 fn code(answer: &Value) -> &str {
     answer["error"]["code"].as_str().unwrap_or("none")
 }
@@ -95,10 +108,14 @@ async fn every_rule_refuses_observers_and_unattached_clients_alike() {
     let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
     let mut web = browser.connect(&daemon).await;
     web.attach(&agent, "interactive").await;
-    for kind in ["daemon.enroll", "daemon.sessions", "daemon.stats", "daemon.shutdown"] {
-        let seen = web.call("x", json!({"type": kind})).await;
-        assert_eq!(code(&seen), "PERMISSION_DENIED", "{kind}: {seen}");
+    for command in local_only() {
+        let seen = web.call("x", command.clone()).await;
+        assert_eq!(code(&seen), "PERMISSION_DENIED", "{command}: {seen}");
     }
+    // Nothing of it happened: the browser's own session was neither
+    // revoked nor disconnected, and the daemon still runs.
+    let seen = web.call("x", json!({"type": "agent.list"})).await;
+    assert_eq!(seen["success"], true, "still connected: {seen}");
     let seen = owner.call("x", json!({"type": "daemon.stats"})).await;
     assert_eq!(seen["success"], true, "a local client administers: {seen}");
 }
