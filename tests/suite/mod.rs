@@ -1,5 +1,6 @@
 mod agent;
 mod agent_support;
+mod authenticator;
 mod client;
 mod daemon;
 mod delegation;
@@ -11,6 +12,7 @@ mod ledger;
 mod lifecycle;
 mod multiplexer;
 mod pair;
+mod passkey;
 mod providers;
 mod push;
 mod push_delivery;
