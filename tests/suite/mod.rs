@@ -1,3 +1,4 @@
+mod acp_client;
 mod agent;
 mod agent_support;
 mod authenticator;

@@ -103,7 +103,7 @@ async fn the_builtin_agent_says_it_runs_shard() {
 }
 
 /// `config.toml` with the scripted ACP agent (tests/fixtures/acp) as `fake`.
-fn scripted_runtime() -> String {
+pub(super) fn scripted_runtime() -> String {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/acp/fake_acp_agent.py");
     format!(
         "[[runtimes]]\nid = \"fake\"\nprotocol = \"acp\"\ncommand = \"python3\"\nargs = [{script:?}]\n"
@@ -191,7 +191,7 @@ async fn an_acp_agent_that_cannot_start_says_so() {
 }
 
 /// A scripted ACP agent on `fake`, attached interactively; its id.
-async fn scripted_agent(daemon: &Daemon, client: &mut Client, cwd: &str) -> String {
+pub(super) async fn scripted_agent(daemon: &Daemon, client: &mut Client, cwd: &str) -> String {
     std::fs::write(daemon.home.join("config.toml"), scripted_runtime()).unwrap();
     let made =
         client.call("c", json!({"type": "agent.create", "cwd": cwd, "runtime": "fake"})).await;
@@ -202,7 +202,7 @@ async fn scripted_agent(daemon: &Daemon, client: &mut Client, cwd: &str) -> Stri
 }
 
 /// Prompts `message` and reads the agent's events until its turn ends.
-async fn turn(client: &mut Client, agent: &str, message: &str) -> Vec<Value> {
+pub(super) async fn turn(client: &mut Client, agent: &str, message: &str) -> Vec<Value> {
     let prompt = json!({"type": "prompt", "agent_id": agent, "message": message});
     let answer = client.call(message, prompt).await;
     assert_eq!(answer["success"], true, "{answer}");

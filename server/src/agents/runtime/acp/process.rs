@@ -62,11 +62,18 @@ impl AcpSpawner {
         if let Some(stdin) = child.stdin.take() {
             tokio::spawn(feed(queued, stdin));
         }
+        // Opened before the agent runs: its file requests are served beneath
+        // this directory whatever it later does to the name.
+        let directory = super::fs::Directory::open(std::path::Path::new(request.cwd))
+            .inspect_err(|error| tracing::warn!(%error, "cannot open an ACP agent's directory"))
+            .ok()
+            .map(Arc::new);
         let bridge = child.stdout.take().map(|stdout| {
             let bridge = Bridge {
                 stderr: agent_log(&self.home, request.agent_id),
                 home: self.home.clone(),
                 cwd: PathBuf::from(request.cwd),
+                directory,
                 session_id: request.session_id.to_owned(),
                 epoch: request.epoch,
                 events: events.clone(),
@@ -86,8 +93,11 @@ struct Bridge {
     /// Where the agent's stderr goes: a start failure quotes its end.
     stderr: PathBuf,
     home: PathBuf,
-    /// The agent's directory: its file requests are served inside it.
+    /// The agent's directory.
     cwd: PathBuf,
+    /// The same, opened when the agent started: its file requests are
+    /// served beneath it. `None` if it could not be opened.
+    directory: Option<Arc<super::fs::Directory>>,
     session_id: String,
     epoch: u64,
     events: mpsc::Sender<ChildEvent>,
@@ -243,7 +253,7 @@ impl Bridge {
                     }
                 }
                 Out::Fs(asked, request) => {
-                    let answer = super::fs::serve(self.cwd.clone(), request).await;
+                    let answer = super::fs::serve(self.directory.clone(), request).await;
                     self.to_agent(super::wire::answer(asked, answer));
                 }
                 Out::Fatal(why) => {

@@ -1,0 +1,109 @@
+//! What Shard does as an ACP agent's client (docs/ACP.md): the file service
+//! it offers (`fs/read_text_file`, `fs/write_text_file`), what it shows of
+//! the agent's questions, calls and refusals. Each through the real daemon
+//! and the scripted agent (tests/fixtures/acp/fake_acp_agent.py).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use super::client::Client;
+use super::runtimes::{scripted_agent, turn};
+use super::support::Daemon;
+
+/// The text the agent said in a turn, its messages' text blocks joined.
+fn answered(events: &[Value]) -> String {
+    let messages = events.iter().filter(|event| event["type"] == "message_complete");
+    let blocks = messages
+        .flat_map(|event| event["message"]["content"].as_array().cloned().unwrap_or_default());
+    blocks.filter_map(|block| block["text"].as_str().map(str::to_owned)).collect()
+}
+
+#[tokio::test]
+async fn an_acp_agent_swapping_a_folder_for_a_link_reads_and_writes_nothing_outside() {
+    let project = TempDir::new().unwrap();
+    let outside = TempDir::new().unwrap();
+    let daemon = Daemon::start(&[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let root = project.path().canonicalize().unwrap();
+    let agent = scripted_agent(&daemon, &mut client, root.to_str().unwrap()).await;
+    std::fs::write(outside.path().join("f"), "SECRET-OUTSIDE").unwrap();
+    std::fs::create_dir(root.join("d")).unwrap();
+    std::fs::write(root.join("d/f"), "inside").unwrap();
+
+    // `d` is a folder, then a link to `outside`, then the folder again, as
+    // fast as this thread can swap them, while the agent reads `d/f` and
+    // writes `d/new.txt` back to back.
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (stop, root, outside) = (stop.clone(), root.clone(), outside.path().to_owned());
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            let (d, real) = (root.join("d"), root.join("real"));
+            while !stop.load(Ordering::Relaxed) {
+                std::fs::rename(&d, &real).unwrap();
+                // The service may make `d` while it is missing: a folder
+                // for the file it writes, inside, as it should.
+                let _ = std::os::unix::fs::symlink(&outside, &d);
+                std::thread::yield_now();
+                while std::fs::rename(&real, &d).is_err() {
+                    if std::fs::remove_file(&d).is_err() {
+                        let _ = std::fs::remove_dir_all(&d);
+                    }
+                }
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let (read, write) = (root.join("d/f"), root.join("d/new.txt"));
+    let script = format!("hammer: 3 {} {}", read.display(), write.display());
+    let events = turn(&mut client, &agent, &script).await;
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+
+    let text = answered(&events);
+    let summary = text.split_once("hammered ").map(|(_, rest)| rest);
+    let summary = summary.unwrap_or_else(|| panic!("a summary: {events:?}"));
+    let summary: Value = serde_json::from_str(summary).unwrap_or_else(|_| panic!("{text}"));
+    assert!(swaps > 100, "the folder was swapped {swaps} times");
+    let reads = summary["reads"].as_u64().unwrap();
+    let writes = summary["writes"].as_u64().unwrap();
+    assert!(reads > 10 && writes > 10, "the service served through the race: {summary}");
+    assert_eq!(summary["texts"], json!(["inside"]), "only the inside file was read: {summary}");
+    assert_eq!(std::fs::read_to_string(outside.path().join("f")).unwrap(), "SECRET-OUTSIDE");
+    let planted: Vec<_> = std::fs::read_dir(outside.path()).unwrap().flatten().collect();
+    assert_eq!(planted.len(), 1, "nothing written outside: {planted:?}");
+}
+
+#[tokio::test]
+async fn an_acp_agent_reads_a_missing_file_as_not_found_and_writes_into_new_folders() {
+    let project = TempDir::new().unwrap();
+    let outside = TempDir::new().unwrap();
+    let daemon = Daemon::start(&[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let root = project.path().canonicalize().unwrap();
+    let agent = scripted_agent(&daemon, &mut client, root.to_str().unwrap()).await;
+    std::os::unix::fs::symlink(outside.path(), root.join("away")).unwrap();
+
+    // ACP's own code for a file that is not there.
+    let missing = root.join("missing.txt");
+    let events = turn(&mut client, &agent, &format!("read: {}", missing.display())).await;
+    assert!(answered(&events).contains("read error -32002"), "{events:?}");
+
+    // Folders that do not exist yet are made, inside.
+    let deep = root.join("new/deeper/file.txt");
+    let events = turn(&mut client, &agent, &format!("write: {} hello", deep.display())).await;
+    assert!(answered(&events).contains("wrote"), "{events:?}");
+    assert_eq!(std::fs::read_to_string(&deep).unwrap(), "hello");
+    let events = turn(&mut client, &agent, &format!("read: {}", deep.display())).await;
+    assert!(answered(&events).contains(r#"read {"content": "hello"}"#), "{events:?}");
+
+    // Never through a link, not even to make a folder.
+    let through = root.join("away/made/x.txt");
+    let events = turn(&mut client, &agent, &format!("write: {} planted", through.display())).await;
+    assert!(answered(&events).contains("write error"), "{events:?}");
+    assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none(), "nothing made outside");
+}
