@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 
 use super::client::Client;
-use super::runtimes::{scripted_agent, turn};
+use super::runtimes::{scripted_agent, scripted_runtime, turn};
 use super::support::Daemon;
 
 /// The text the agent said in a turn, its messages' text blocks joined.
@@ -106,4 +106,38 @@ async fn an_acp_agent_reads_a_missing_file_as_not_found_and_writes_into_new_fold
     let events = turn(&mut client, &agent, &format!("write: {} planted", through.display())).await;
     assert!(answered(&events).contains("write error"), "{events:?}");
     assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none(), "nothing made outside");
+}
+
+#[tokio::test]
+async fn an_acp_agents_reason_for_a_refusal_reaches_the_client_clean() {
+    let home = TempDir::new().unwrap();
+    let project = TempDir::new().unwrap();
+    let reason = "plan mode needs a login first\\u001b[2J";
+    let config =
+        format!("{}env = {{ FAKE_ACP_MODE_REFUSAL = \"{reason}\" }}\n", scripted_runtime());
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let made = client
+        .call(
+            "c",
+            json!({"type": "agent.create", "cwd": project.path().to_str().unwrap(),
+                   "runtime": "fake"}),
+        )
+        .await;
+    let agent = made["data"]["agent_id"].as_str().unwrap().to_owned();
+    client.attach(&agent, "interactive").await;
+
+    let refused =
+        client.call("m", json!({"type": "set_mode", "agent_id": agent, "mode": "plan"})).await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("plan mode needs a login first"), "{refused}");
+    assert!(!message.contains('\u{1b}'), "cleaned: {refused}");
+
+    let prompt =
+        json!({"type": "prompt", "agent_id": agent, "message": "fail: the quota is spent"});
+    assert_eq!(client.call("p", prompt).await["success"], true);
+    let events = client.until_agent(&agent, |event| event["type"] == "turn_end").await;
+    let error = events.iter().find(|event| event["type"] == "error").expect("an error");
+    assert!(error["message"].as_str().unwrap().contains("the quota is spent"), "{error}");
 }

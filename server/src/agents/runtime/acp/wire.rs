@@ -65,6 +65,26 @@ impl Outstanding {
     }
 }
 
+/// What an error of the agent says: its message, then the reason it gave
+/// in the error's `data` (`{"details": "…"}`, as the adapters send it, or a
+/// plain string), cleaned and bounded as every diagnostic a client is
+/// shown (`shard_protocol::diagnostic`).
+pub fn said(error: &acp::Error) -> String {
+    let reason = match &error.data {
+        Some(Value::String(reason)) => Some(reason.as_str()),
+        Some(Value::Object(data)) => {
+            data.get("details").or_else(|| data.get("message")).and_then(Value::as_str)
+        }
+        _ => None,
+    };
+    let reason = reason.map(str::trim).filter(|reason| !reason.is_empty());
+    let text = match reason {
+        Some(reason) if reason != error.message => format!("{}: {reason}", error.message),
+        _ => error.message.clone(),
+    };
+    shard_protocol::diagnostic::into_diagnostic(text)
+}
+
 /// A notification to the agent (`session/cancel`).
 pub fn notification(notification: ClientNotification) -> String {
     let method = notification.method().to_owned();
@@ -320,6 +340,20 @@ mod tests {
             panic!("not an update");
         };
         assert!(matches!(update.update, SessionUpdate::ToolCall(_)));
+    }
+
+    #[test]
+    fn an_errors_reason_is_said_after_its_message_clean_and_bounded() {
+        let details =
+            acp::Error::internal_error().data(json!({"details": "needs a \u{1b}[2Jlogin"}));
+        assert_eq!(said(&details), "Internal error: needs a login");
+        let plain = acp::Error::invalid_params().data("`x` is not a mode");
+        assert_eq!(said(&plain), "Invalid params: `x` is not a mode");
+        assert_eq!(said(&acp::Error::internal_error()), "Internal error");
+        let same = acp::Error::new(-32603, "no").data(json!({"details": "no"}));
+        assert_eq!(said(&same), "no");
+        let flood = acp::Error::internal_error().data(json!({"details": "x".repeat(1 << 20)}));
+        assert!(said(&flood).len() <= shard_protocol::diagnostic::DIAGNOSTIC_LIMIT);
     }
 
     #[test]

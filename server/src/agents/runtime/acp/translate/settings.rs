@@ -264,7 +264,7 @@ impl Translator {
         };
         let options = match result {
             Err(error) => {
-                let refused = AgentError::AcpRefusedSetting(error.message).into();
+                let refused = AgentError::AcpRefusedSetting(super::wire::said(&error)).into();
                 return vec![respond(reply, Response::failed(command, refused))];
             }
             Ok(AgentResponse::SetSessionConfigOptionResponse(answer)) => answer.config_options,
@@ -344,10 +344,10 @@ impl Translator {
     ) -> Vec<Out> {
         match (result, restore) {
             (Err(error), Restore::Mode(mode)) => {
-                self.unrestored.push(format!("mode `{mode}` ({})", error.message));
+                self.unrestored.push(format!("mode `{mode}` ({})", super::wire::said(&error)));
             }
             (Err(error), Restore::Model(model)) => {
-                self.unrestored.push(format!("model `{model}` ({})", error.message));
+                self.unrestored.push(format!("model `{model}` ({})", super::wire::said(&error)));
             }
             (Ok(AgentResponse::SetSessionConfigOptionResponse(answer)), _) => {
                 self.settings.offered(None, Some(&answer.config_options));

@@ -267,7 +267,9 @@ impl Translator {
                 out.push(error_event(AgentError::Refused.into()));
             }
             Ok(_) => {}
-            Err(error) => out.push(error_event(AgentError::PromptFailed(error.message).into())),
+            Err(error) => {
+                out.push(error_event(AgentError::PromptFailed(super::wire::said(&error)).into()))
+            }
         }
         if let Some(usage) = &usage {
             out.push(event(ServerMessage::Usage(usage.clone())));
