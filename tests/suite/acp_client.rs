@@ -109,6 +109,27 @@ async fn an_acp_agent_reads_a_missing_file_as_not_found_and_writes_into_new_fold
 }
 
 #[tokio::test]
+async fn an_acp_shell_call_named_only_by_its_title_shows_its_command() {
+    let project = TempDir::new().unwrap();
+    let daemon = Daemon::start(&[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let agent = scripted_agent(&daemon, &mut client, project.path().to_str().unwrap()).await;
+    let run = json!({"type": "prompt", "agent_id": agent, "message": "titled: echo by-title"});
+    assert_eq!(client.call("p", run).await["success"], true);
+    let events = client.until_agent(&agent, |event| event["type"] == "tool_call").await;
+    let call = events.last().unwrap();
+    assert_eq!(call["render"]["kind"], "command", "{call}");
+    assert_eq!(call["render"]["command"], "echo by-title", "{call}");
+    let asked = client.permission_request(&agent).await;
+    let answer = json!({"type": "permission_response", "agent_id": agent,
+        "request_id": asked["request_id"], "decision": "allow"});
+    assert_eq!(client.call("a", answer).await["success"], true);
+    let ended = client.until_agent(&agent, |event| event["type"] == "turn_end").await;
+    let result = ended.iter().find(|event| event["type"] == "tool_result").expect("a result");
+    assert!(result["content"].to_string().contains("by-title"), "{result}");
+}
+
+#[tokio::test]
 async fn an_acp_agents_reason_for_a_refusal_reaches_the_client_clean() {
     let home = TempDir::new().unwrap();
     let project = TempDir::new().unwrap();

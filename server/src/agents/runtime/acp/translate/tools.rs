@@ -98,17 +98,24 @@ impl Tool {
         if self.title.trim().is_empty() { "tool".to_owned() } else { self.title.clone() }
     }
 
-    /// The command an execute call runs, as its input names it.
+    /// The command a call runs, as its input names it; for an execute
+    /// call whose input names none, its title (Gemini CLI sends a shell
+    /// call's command only there).
     fn command(&self) -> Option<String> {
-        let input = self.input.as_ref()?;
-        match input.get("command").or_else(|| input.get("cmd"))? {
-            Value::String(command) => Some(command.clone()),
-            Value::Array(words) => {
+        let input = self.input.as_ref();
+        let named = input.and_then(|input| input.get("command").or_else(|| input.get("cmd")));
+        let from_input = match named {
+            Some(Value::String(command)) => Some(command.clone()),
+            Some(Value::Array(words)) => {
                 let words: Vec<&str> = words.iter().filter_map(Value::as_str).collect();
                 Some(words.join(" "))
             }
             _ => None,
-        }
+        };
+        from_input.or_else(|| {
+            let titled = self.kind == Some(ToolKind::Execute) && !self.title.trim().is_empty();
+            titled.then(|| self.title.clone())
+        })
     }
 
     /// Shard's render: a diff for an edit, the command for a run.
