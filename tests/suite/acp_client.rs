@@ -109,6 +109,38 @@ async fn an_acp_agent_reads_a_missing_file_as_not_found_and_writes_into_new_fold
 }
 
 #[tokio::test]
+async fn an_acp_agent_waiting_for_an_answer_says_so_in_events_status_and_sync() {
+    let project = TempDir::new().unwrap();
+    let daemon = Daemon::start(&[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let agent = scripted_agent(&daemon, &mut client, project.path().to_str().unwrap()).await;
+    let run = json!({"type": "prompt", "agent_id": agent, "message": "run: echo waited"});
+    assert_eq!(client.call("p", run).await["success"], true);
+    let asked = client.permission_request(&agent).await;
+    let waiting = |event: &Value| event["type"] == "status" && event["agent_id"] == agent;
+    let status = client.until(waiting).await.pop().unwrap();
+    assert_eq!(status["status"], "waiting_for_permission", "{status}");
+
+    let info = client.call("s", json!({"type": "agent.status", "agent_id": agent})).await;
+    assert_eq!(info["data"]["agents"][0]["status"], "waiting_for_permission", "{info}");
+    let mut late = Client::unix(&daemon.socket()).await;
+    let sync = late.attach(&agent, "observer").await;
+    assert_eq!(sync["status"], "waiting_for_permission", "{sync}");
+
+    // Answered: streaming again, then idle at the turn's end.
+    let answer = json!({"type": "permission_response", "agent_id": agent,
+        "request_id": asked["request_id"], "decision": "allow"});
+    assert_eq!(client.call("a", answer).await["success"], true);
+    let status = client.until(waiting).await.pop().unwrap();
+    assert_eq!(status["status"], "streaming", "{status}");
+    let info = client.call("s2", json!({"type": "agent.status", "agent_id": agent})).await;
+    let now = info["data"]["agents"][0]["status"].as_str().unwrap().to_owned();
+    assert!(now == "streaming" || now == "idle", "{info}");
+    let ended = client.until_agent(&agent, |event| event["type"] == "turn_end").await;
+    assert!(answered(&ended).contains("ran echo waited"), "{ended:?}");
+}
+
+#[tokio::test]
 async fn an_acp_shell_call_named_only_by_its_title_shows_its_command() {
     let project = TempDir::new().unwrap();
     let daemon = Daemon::start(&[]).await;

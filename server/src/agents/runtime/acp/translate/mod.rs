@@ -360,6 +360,18 @@ fn resolved(request_id: String, answer: PermissionAnswer, source: Option<&str>) 
     }))
 }
 
+impl Translator {
+    /// The status as it stands: waiting while a question of the agent is
+    /// open, else streaming in a turn, else idle.
+    fn status_now(&self) -> Out {
+        status(match (self.questions.is_empty(), self.turn.is_some()) {
+            (false, _) => AgentStatus::WaitingForPermission,
+            (true, true) => AgentStatus::Streaming,
+            (true, false) => AgentStatus::Idle,
+        })
+    }
+}
+
 fn status(status: AgentStatus) -> Out {
     event(ServerMessage::Status(Status { status, detail: None }))
 }

@@ -135,7 +135,8 @@ fn a_permission_request_is_shards_own_and_the_option_chosen_is_the_agents() {
                                {"optionId": "always", "name": "Always", "kind": "allow_always"},
                                {"optionId": "nope", "name": "No", "kind": "reject_once"}]}});
     let asked = host(&translator.from_agent(&ask.to_string()));
-    assert_eq!(types(&asked), ["message_complete", "tool_call", "permission_request"]);
+    assert_eq!(types(&asked), ["message_complete", "tool_call", "permission_request", "status"]);
+    assert_eq!(asked[3]["status"], "waiting_for_permission", "as Shard's own agent says");
     let request = &asked[2];
     assert_eq!(request["options"], json!(["allow", "allow_always", "deny"]));
     assert_eq!(request["choices"][2]["label"], "No");
@@ -146,8 +147,9 @@ fn a_permission_request_is_shards_own_and_the_option_chosen_is_the_agents() {
     let answer = json!({"id": "a1", "type": "permission_response", "request_id": request_id, "decision": "deny"});
     let out = translator.from_host(&answer.to_string());
     let told = host(&out);
-    assert_eq!(types(&told), ["response", "permission_resolved"]);
+    assert_eq!(types(&told), ["response", "permission_resolved", "status"]);
     assert_eq!(told[1]["decision"], "deny");
+    assert_eq!(told[2]["status"], "streaming", "the turn goes on");
     let reply = &agent(&out)[0];
     assert_eq!(reply["id"], 0, "answered under the agent's own id");
     assert_eq!(reply["result"]["outcome"], json!({"outcome": "selected", "optionId": "nope"}));
@@ -166,7 +168,9 @@ fn an_abort_cancels_the_turn_and_every_open_question() {
     translator.from_agent(&ask.to_string());
     let out = translator.from_host(r#"{"id": "c2", "type": "abort"}"#);
     let sent = agent(&out);
-    assert_eq!(types(&host(&out)), ["response", "permission_resolved"]);
+    let told = host(&out);
+    assert_eq!(types(&told), ["response", "permission_resolved", "status"]);
+    assert_eq!(told[2]["status"], "streaming", "until the agent ends the turn");
     assert_eq!(sent[0]["id"], "q");
     assert_eq!(sent[0]["result"]["outcome"], json!({"outcome": "cancelled"}));
     assert_eq!(sent[1]["method"], "session/cancel");

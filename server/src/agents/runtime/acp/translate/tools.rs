@@ -339,6 +339,7 @@ impl Translator {
         };
         self.questions.insert(request_id, Question { asked, options, decisions });
         out.push(event(ServerMessage::PermissionRequest(shard_request)));
+        out.push(self.status_now());
         out
     }
 
@@ -366,6 +367,7 @@ impl Translator {
             Out::Agent(super::wire::answer(question.asked, Ok(response))),
             // Settled: the host tells every client who answered.
             resolved(answer.request_id, answer.answer, None),
+            self.status_now(),
         ]
     }
 }

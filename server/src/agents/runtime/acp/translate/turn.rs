@@ -173,6 +173,7 @@ impl Translator {
         if let Some(turn) = &mut self.turn {
             turn.aborted = true;
         }
+        let asked = !self.questions.is_empty();
         for (request_id, question) in std::mem::take(&mut self.questions) {
             let cancelled = RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled);
             let answer = acp::ClientResponse::RequestPermissionResponse(cancelled);
@@ -182,6 +183,9 @@ impl Translator {
                 PermissionAnswer::Decision(Decision::Deny),
                 Some("abort"),
             ));
+        }
+        if asked {
+            out.push(self.status_now());
         }
         let cancel = ClientNotification::CancelNotification(CancelNotification::new(session));
         out.push(Out::Agent(super::wire::notification(cancel)));
