@@ -3,6 +3,7 @@
 //! the agent's questions, calls and refusals. Each through the real daemon
 //! and the scripted agent (tests/fixtures/acp/fake_acp_agent.py).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -106,6 +107,86 @@ async fn an_acp_agent_reads_a_missing_file_as_not_found_and_writes_into_new_fold
     let events = turn(&mut client, &agent, &format!("write: {} planted", through.display())).await;
     assert!(answered(&events).contains("write error"), "{events:?}");
     assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none(), "nothing made outside");
+}
+
+/// The path a permission request is about.
+fn asked_path(request: &Value) -> String {
+    request["input"]["path"].as_str().unwrap_or_default().to_owned()
+}
+
+/// Prompts a write of `text` to `path`, answers its question with
+/// `decision` (none asked: `None`); the turn's events.
+async fn write_answering(
+    client: &mut Client,
+    agent: &str,
+    path: &Path,
+    text: &str,
+    decision: &str,
+) -> (Option<Value>, Vec<Value>) {
+    let message = format!("write: {} {text}", path.display());
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": message});
+    assert_eq!(client.call(&message, prompt).await["success"], true);
+    let first = client
+        .until_agent(agent, |event| {
+            event["type"] == "permission_request" || event["type"] == "turn_end"
+        })
+        .await;
+    let Some(asked) = first.last().filter(|event| event["type"] == "permission_request").cloned()
+    else {
+        return (None, first);
+    };
+    let answer = json!({"type": "permission_response", "agent_id": agent,
+        "request_id": asked["request_id"], "decision": decision});
+    assert_eq!(client.call("answer", answer).await["success"], true);
+    let rest = client.until_agent(agent, |event| event["type"] == "turn_end").await;
+    (Some(asked), first.into_iter().chain(rest).collect())
+}
+
+#[tokio::test]
+async fn an_acp_agent_asks_before_writing_git_shell_start_up_or_agent_settings_files() {
+    let project = TempDir::new().unwrap();
+    let root = project.path().canonicalize().unwrap();
+    // (Shard's home cannot hold an agent's directory: the daemon refuses
+    // such a cwd, so a write into the home is judged in unit tests only.)
+    let daemon = Daemon::start(&[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let agent = scripted_agent(&daemon, &mut client, root.to_str().unwrap()).await;
+    std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+    std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+
+    // Refused when denied: the file is as it was.
+    let config = root.join(".git/config");
+    let (asked, events) = write_answering(&mut client, &agent, &config, "planted", "deny").await;
+    let asked = asked.unwrap_or_else(|| panic!("a .git write asks first: {events:?}"));
+    assert_eq!(asked_path(&asked), config.display().to_string(), "{asked}");
+    assert!(answered(&events).contains("write error"), "{events:?}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), "[core]\n");
+    // Written when allowed.
+    let (asked, events) = write_answering(&mut client, &agent, &config, "allowed", "allow").await;
+    assert!(asked.is_some(), "{events:?}");
+    assert!(answered(&events).contains("wrote"), "{events:?}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), "allowed");
+
+    for sensitive in [
+        root.join(".git/hooks/pre-commit"),
+        root.join(".bashrc"),
+        root.join(".profile"),
+        root.join("sub/.zshrc"),
+        root.join(".claude/settings.json"),
+        root.join(".envrc"),
+    ] {
+        let (asked, events) =
+            write_answering(&mut client, &agent, &sensitive, "planted", "deny").await;
+        assert!(asked.is_some(), "{} asks first: {events:?}", sensitive.display());
+        assert!(!sensitive.exists() || std::fs::read_to_string(&sensitive).unwrap() != "planted");
+    }
+
+    // An ordinary file is written without a question.
+    let plain = root.join("notes.txt");
+    let (asked, events) = write_answering(&mut client, &agent, &plain, "fine", "deny").await;
+    assert!(asked.is_none(), "{asked:?}");
+    assert!(answered(&events).contains("wrote"), "{events:?}");
+    assert_eq!(std::fs::read_to_string(&plain).unwrap(), "fine");
 }
 
 #[tokio::test]

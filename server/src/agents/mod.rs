@@ -21,6 +21,7 @@ pub mod hosts;
 pub mod manifest;
 pub mod registry;
 pub mod runtime;
+pub mod sensitive;
 pub mod usage;
 
 /// One serialized message as it goes to clients: JSON text, shared by

@@ -196,7 +196,9 @@ impl Bridge {
             let bytes = std::fs::read(path).ok()?;
             serde_json::from_slice::<Sidecar>(&bytes).ok().map(|sidecar| sidecar.session_id)
         });
-        Start { cwd: self.cwd.clone(), runtime, previous, owed, recorded }
+        let user = std::env::var_os("HOME").map(PathBuf::from);
+        let places = crate::agents::sensitive::Places::new(&self.home, user.as_deref());
+        Start { cwd: self.cwd.clone(), places, runtime, previous, owed, recorded }
     }
 
     /// Beside Shard's record of the session, once it is open.

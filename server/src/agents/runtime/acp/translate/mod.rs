@@ -13,6 +13,8 @@
 //!   queued durably for the turn's end; `abort` → `session/cancel`.
 //! - [`tools`]: tool calls as `tool_call`/`tool_result` (diffs and commands
 //!   rendered as Shard's own), and permission requests both ways.
+//! - [`files`]: the agent's file requests, served, or asked about first
+//!   when a write would reach past the file (`crate::agents::sensitive`).
 //! - [`settings`]: modes and models from the session's modes and config
 //!   options, listed and switched as Shard's own.
 //!
@@ -20,6 +22,7 @@
 //! without an answer.
 
 mod commands;
+mod files;
 mod opening;
 mod plan;
 mod settings;
@@ -100,6 +103,8 @@ pub enum FsRequest {
 #[derive(Debug, Default)]
 pub struct Start {
     pub cwd: PathBuf,
+    /// Where a write is asked about first (`$SHARD_HOME`, `~/.ssh`, …).
+    pub places: crate::agents::sensitive::Places,
     /// The runtime's id: names the model in Shard's record.
     pub runtime: String,
     /// The agent's own session id from an earlier process, if any.
@@ -118,6 +123,7 @@ enum Pending {
 
 pub struct Translator {
     cwd: PathBuf,
+    places: crate::agents::sensitive::Places,
     runtime: String,
     outstanding: Outstanding,
     phase: opening::Phase,
@@ -170,6 +176,7 @@ impl Translator {
             outstanding.request(ClientRequest::InitializeRequest(opening::initialize()));
         let translator = Self {
             cwd: start.cwd,
+            places: start.places,
             settings: Settings::recorded(&start.recorded),
             recorded: start.recorded,
             restoring: HashMap::new(),
@@ -273,9 +280,7 @@ impl Translator {
                 AgentRequest::ReadTextFileRequest(request) => {
                     vec![Out::Fs(asked, FsRequest::Read(request))]
                 }
-                AgentRequest::WriteTextFileRequest(request) => {
-                    vec![Out::Fs(asked, FsRequest::Write(request))]
-                }
+                AgentRequest::WriteTextFileRequest(request) => self.write_asked(asked, request),
                 _ => vec![Out::Agent(wire::answer(asked, Err(acp::Error::method_not_found())))],
             },
             Incoming::Unanswerable(asked, error) => {
@@ -361,8 +366,9 @@ fn resolved(request_id: String, answer: PermissionAnswer, source: Option<&str>) 
 }
 
 impl Translator {
-    /// The status as it stands: waiting while a question of the agent is
-    /// open, else streaming in a turn, else idle.
+    /// The status as it stands: waiting while a question is open (the
+    /// agent's or Shard's own before a write), else streaming in a turn,
+    /// else idle.
     fn status_now(&self) -> Out {
         status(match (self.questions.is_empty(), self.turn.is_some()) {
             (false, _) => AgentStatus::WaitingForPermission,

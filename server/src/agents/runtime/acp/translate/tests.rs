@@ -185,6 +185,53 @@ fn an_abort_cancels_the_turn_and_every_open_question() {
 }
 
 #[test]
+fn a_write_to_git_is_asked_first_and_served_only_when_allowed() {
+    let mut translator = ready();
+    translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "x"}"#);
+    let write = |id: u32, path: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "fs/write_text_file",
+               "params": {"sessionId": "s-1", "path": path, "content": "[core]"}})
+        .to_string()
+    };
+    // An ordinary file goes to the bridge at once.
+    let plain = translator.from_agent(&write(7, "/work/a.txt"));
+    assert!(matches!(plain.as_slice(), [Out::Fs(_, FsRequest::Write(_))]), "{plain:?}");
+
+    let asked = host(&translator.from_agent(&write(8, "/work/.git/config")));
+    assert_eq!(types(&asked), ["permission_request", "status"]);
+    assert_eq!(asked[0]["tool_name"], "write");
+    assert_eq!(asked[0]["input"]["path"], "/work/.git/config");
+    assert_eq!(asked[0]["options"], json!(["allow", "deny"]), "nothing remembered");
+    assert_eq!(asked[1]["status"], "waiting_for_permission");
+    let answer = |request: &Value, decision: &str| {
+        json!({"id": "a", "type": "permission_response", "request_id": request["request_id"],
+               "decision": decision})
+        .to_string()
+    };
+    let denied = translator.from_host(&answer(&asked[0], "deny"));
+    assert!(!denied.iter().any(|out| matches!(out, Out::Fs(..))), "{denied:?}");
+    let refused = &agent(&denied)[0];
+    assert_eq!(refused["id"], 8);
+    assert!(refused["error"]["data"].to_string().contains("did not allow"), "{refused}");
+    assert_eq!(host(&denied).last().unwrap()["status"], "streaming");
+
+    let asked = host(&translator.from_agent(&write(9, "/work/.git/config")));
+    let allowed = translator.from_host(&answer(&asked[0], "allow"));
+    let served = allowed.iter().find_map(|out| match out {
+        Out::Fs(id, FsRequest::Write(write)) => Some((id.clone(), write.path.clone())),
+        _ => None,
+    });
+    assert_eq!(served, Some((acp::RequestId::Number(9), PathBuf::from("/work/.git/config"))));
+
+    // An abort answers an open one as cancelled.
+    translator.from_agent(&write(10, "/work/.bashrc"));
+    let aborted = translator.from_host(r#"{"id": "c2", "type": "abort"}"#);
+    let cancelled = &agent(&aborted)[0];
+    assert_eq!(cancelled["id"], 10);
+    assert_eq!(cancelled["error"]["code"], -32800, "{cancelled}");
+}
+
+#[test]
 fn what_cannot_be_done_is_said_and_a_tool_call_is_shown() {
     let mut translator = ready();
     let out = translator.from_host(r#"{"id": "m", "type": "set_model", "model": "x"}"#);

@@ -39,13 +39,68 @@ pub(super) struct Tool {
     finished: bool,
 }
 
-/// A permission request of the agent, open until answered or cancelled.
+/// A question open until answered or cancelled: the agent's permission
+/// request, or Shard's own before a write the agent asked for.
 pub(super) struct Question {
+    /// The agent's request the answer goes to.
     pub asked: RequestId,
-    /// Shard's choice id → the agent's option id.
-    options: HashMap<String, acp::PermissionOptionId>,
-    /// The option each legacy decision picks, by its kind.
-    decisions: HashMap<Decision, acp::PermissionOptionId>,
+    pub about: About,
+}
+
+pub(super) enum About {
+    /// The agent's own question, answered with one of its options.
+    Options {
+        /// Shard's choice id → the agent's option id.
+        options: HashMap<String, acp::PermissionOptionId>,
+        /// The option each legacy decision picks, by its kind.
+        decisions: HashMap<Decision, acp::PermissionOptionId>,
+    },
+    /// A write the file service carries out once a person allows it.
+    Write(acp::WriteTextFileRequest),
+}
+
+impl Question {
+    /// What `answer` gives the agent; the question back when it picks none
+    /// of its choices.
+    fn settle(self, answer: &PermissionAnswer) -> Result<Out, Self> {
+        let Self { asked, about } = self;
+        match about {
+            About::Options { options, decisions } => {
+                let option = match answer {
+                    PermissionAnswer::Choice(choice) => options.get(choice),
+                    PermissionAnswer::Decision(decision) => decisions.get(decision),
+                };
+                let Some(option) = option.cloned() else {
+                    return Err(Self { asked, about: About::Options { options, decisions } });
+                };
+                let selected = SelectedPermissionOutcome::new(option);
+                let response = ClientResponse::RequestPermissionResponse(
+                    RequestPermissionResponse::new(RequestPermissionOutcome::Selected(selected)),
+                );
+                Ok(Out::Agent(super::wire::answer(asked, Ok(response))))
+            }
+            About::Write(request) => match super::files::allows(answer) {
+                Some(true) => Ok(Out::Fs(asked, super::FsRequest::Write(request))),
+                Some(false) => {
+                    let refused = super::super::fs::not_allowed(&request.path);
+                    Ok(Out::Agent(super::wire::answer(asked, Err(refused))))
+                }
+                None => Err(Self { asked, about: About::Write(request) }),
+            },
+        }
+    }
+
+    /// The answer when the turn is aborted: `cancelled`, as ACP requires.
+    pub(super) fn cancel(self) -> Out {
+        let answer = match self.about {
+            About::Options { .. } => {
+                let cancelled = RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled);
+                Ok(ClientResponse::RequestPermissionResponse(cancelled))
+            }
+            About::Write(_) => Err(acp::Error::request_cancelled()),
+        };
+        Out::Agent(super::wire::answer(self.asked, answer))
+    }
 }
 
 impl Tool {
@@ -92,6 +147,14 @@ impl Tool {
             args.insert("path".to_owned(), path.into());
         }
         args
+    }
+
+    /// Its ACP kind and the files it names, as permission details.
+    fn effect_details(&self) -> Vec<shard_protocol::agent::PermissionDetail> {
+        let kind = self.kind.and_then(|kind| serde_json::to_value(kind).ok());
+        let paths: Vec<std::path::PathBuf> =
+            self.locations.iter().map(|location| location.path.clone()).collect();
+        crate::agents::effect::details(kind.as_ref().and_then(Value::as_str), &paths)
     }
 
     fn name(&self) -> String {
@@ -325,19 +388,26 @@ impl Translator {
             Some(command) if !name.contains(&command) => format!("{name}: {command}"),
             _ => name.clone(),
         };
-        let shard_request = PermissionRequest {
-            request_id: request_id.clone(),
-            tool_name: name,
-            input: tool.and_then(|tool| tool.input.clone()).unwrap_or(Value::Null),
-            prompt,
-            options: [Decision::Allow, Decision::AllowAlways, Decision::Deny]
-                .into_iter()
-                .filter(|decision| decisions.contains_key(decision))
-                .collect(),
-            details: None,
-            choices: Some(choices),
-        };
-        self.questions.insert(request_id, Question { asked, options, decisions });
+        let shard_request =
+            PermissionRequest {
+                request_id: request_id.clone(),
+                tool_name: name,
+                input: tool.and_then(|tool| tool.input.clone()).unwrap_or(Value::Null),
+                prompt,
+                options: [Decision::Allow, Decision::AllowAlways, Decision::Deny]
+                    .into_iter()
+                    .filter(|decision| decisions.contains_key(decision))
+                    .collect(),
+                // What it does and where, for people to read and for the
+                // step-up rule to judge (never its title: the agent's words).
+                details: Some(tool.map_or_else(
+                    || crate::agents::effect::details(None, &[]),
+                    Tool::effect_details,
+                )),
+                choices: Some(choices),
+            };
+        let about = About::Options { options, decisions };
+        self.questions.insert(request_id, Question { asked, about });
         out.push(event(ServerMessage::PermissionRequest(shard_request)));
         out.push(self.status_now());
         out
@@ -345,26 +415,20 @@ impl Translator {
 
     pub(super) fn answered(&mut self, id: Option<String>, answer: PermissionResponse) -> Vec<Out> {
         let command = "permission_response";
-        let Some(question) = self.questions.get(&answer.request_id) else {
-            // Already settled: not an answer any more (§9.5).
-            return vec![respond(id, Response::accepted(command))];
-        };
-        let option = match &answer.answer {
-            PermissionAnswer::Choice(choice) => question.options.get(choice),
-            PermissionAnswer::Decision(decision) => question.decisions.get(decision),
-        };
-        let Some(option) = option.cloned() else {
-            return vec![respond(id, Response::accepted(command))];
-        };
+        // Already settled: not an answer any more (§9.5).
         let Some(question) = self.questions.remove(&answer.request_id) else {
-            return Vec::new();
+            return vec![respond(id, Response::accepted(command))];
         };
-        let selected = RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(option));
-        let response =
-            ClientResponse::RequestPermissionResponse(RequestPermissionResponse::new(selected));
+        let to_agent = match question.settle(&answer.answer) {
+            Ok(to_agent) => to_agent,
+            Err(open) => {
+                self.questions.insert(answer.request_id, open);
+                return vec![respond(id, Response::accepted(command))];
+            }
+        };
         vec![
             respond(id, Response::accepted(command)),
-            Out::Agent(super::wire::answer(question.asked, Ok(response))),
+            to_agent,
             // Settled: the host tells every client who answered.
             resolved(answer.request_id, answer.answer, None),
             self.status_now(),

@@ -5,7 +5,7 @@
 
 use agent_client_protocol_schema::v1::{
     self as acp, AgentResponse, CancelNotification, ClientNotification, ClientRequest,
-    ContentChunk, PromptRequest, RequestPermissionOutcome, RequestPermissionResponse, StopReason,
+    ContentChunk, PromptRequest, StopReason,
 };
 use shard_agent::conversation::Undelivered;
 use shard_agent::session_log::{EntryBody, UnqueueReason};
@@ -175,9 +175,7 @@ impl Translator {
         }
         let asked = !self.questions.is_empty();
         for (request_id, question) in std::mem::take(&mut self.questions) {
-            let cancelled = RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled);
-            let answer = acp::ClientResponse::RequestPermissionResponse(cancelled);
-            out.push(Out::Agent(super::wire::answer(question.asked, Ok(answer))));
+            out.push(question.cancel());
             out.push(resolved(
                 request_id,
                 PermissionAnswer::Decision(Decision::Deny),
