@@ -174,3 +174,50 @@ async fn a_subscription_ends_with_its_session() {
     assert!(!store().contains("push.example.com"), "a revoked session keeps no subscription");
     assert!(!sessions_list(&daemon).await.contains("push via"));
 }
+
+#[tokio::test]
+async fn a_local_address_in_another_spelling_is_no_push_service() {
+    let daemon = Daemon::start(&[]).await;
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    let page = daemon.base.clone();
+    for endpoint in [
+        // IPv6 that embeds a private or loopback IPv4: judged by the IPv4.
+        "https://[64:ff9b::7f00:1]/x",
+        "https://[64:ff9b::a00:1]/x",
+        "https://[::127.0.0.1]/x",
+        "https://[::ffff:10.0.0.1]/x",
+        "https://[::ffff:0:a00:1]/x",
+        "https://[2002:a00:1::1]/x",
+        "https://[2002:c0a8:101::1]/x",
+        // Special-purpose IPv6: site-local, local-use NAT64, discard,
+        // Teredo and the IETF's, documentation, SRv6.
+        "https://[fec0::1]/x",
+        "https://[64:ff9b:1::a00:1]/x",
+        "https://[100::1]/x",
+        "https://[2001::1]/x",
+        "https://[3fff::1]/x",
+        "https://[5f00::1]/x",
+        // Special-purpose IPv4: benchmarking, IETF protocol assignments,
+        // the 6to4 relay, AS112, multicast, reserved.
+        "https://198.18.0.1/x",
+        "https://198.19.255.1/x",
+        "https://192.0.0.8/x",
+        "https://192.88.99.1/x",
+        "https://192.175.48.1/x",
+        "https://224.0.0.1/x",
+        "https://250.1.2.3/x",
+    ] {
+        let body = subscription(endpoint);
+        let response = post(&daemon, "/push/subscribe", Some(&browser), &page, &body).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{endpoint}");
+        let text = response.text().await.expect("text");
+        assert!(text.contains("not public"), "{endpoint}: {text}");
+    }
+    assert!(!sessions_list(&daemon).await.contains("push via"));
+    // The same forms around a public IPv4 are public.
+    for endpoint in ["https://[64:ff9b::808:808]/x", "https://[2002:808:808::1]/x"] {
+        let body = subscription(endpoint);
+        let response = post(&daemon, "/push/subscribe", Some(&browser), &page, &body).await;
+        assert_eq!(response.status(), StatusCode::NO_CONTENT, "{endpoint}");
+    }
+}

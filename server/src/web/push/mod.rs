@@ -14,11 +14,13 @@
 //! push service on loopback) lifts that.
 //!
 //! - [`notify`]: what is pushed, and to which browsers;
+//! - [`address`]: which addresses a push may go to;
 //! - [`send`]: encrypting, signing and delivering it;
 //! - [`actions`]: the single-use Allow and Deny of a notification, taken
 //!   at `POST /push/act`.
 
 pub mod actions;
+pub mod address;
 pub mod notify;
 pub mod send;
 
@@ -180,49 +182,10 @@ pub fn check_endpoint(endpoint: &str, insecure: bool) -> Result<(), String> {
             }
             Ok(())
         }
-        Some(url::Host::Ipv4(ip)) => public_address(IpAddr::V4(ip)),
-        Some(url::Host::Ipv6(ip)) => public_address(IpAddr::V6(ip)),
+        Some(url::Host::Ipv4(ip)) => address::public(IpAddr::V4(ip)),
+        Some(url::Host::Ipv6(ip)) => address::public(IpAddr::V6(ip)),
         None => Err("the endpoint has no host".to_owned()),
     }
-}
-
-/// Whether `ip` is an address of the public internet. Also what the sender
-/// checks each address a name resolves to against, so that a public name
-/// pointed at a private address is refused as the address itself is.
-pub fn public_address(ip: IpAddr) -> Result<(), String> {
-    let private = match ip {
-        IpAddr::V4(ip) => {
-            let [a, b, ..] = ip.octets();
-            ip.is_loopback()
-                || ip.is_private()
-                || ip.is_link_local()
-                || ip.is_unspecified()
-                || ip.is_broadcast()
-                || ip.is_multicast()
-                || ip.is_documentation()
-                // Shared address space (RFC 6598) and "this network".
-                || (a == 100 && (64..128).contains(&b))
-                || a == 0
-                || a >= 240
-        }
-        IpAddr::V6(ip) => {
-            let segments = ip.segments();
-            match ip.to_ipv4_mapped() {
-                Some(mapped) => return public_address(IpAddr::V4(mapped)),
-                None => {
-                    ip.is_loopback()
-                        || ip.is_unspecified()
-                        || ip.is_multicast()
-                        // Unique local (fc00::/7) and link-local (fe80::/10).
-                        || (segments[0] & 0xfe00) == 0xfc00
-                        || (segments[0] & 0xffc0) == 0xfe80
-                        // Documentation (2001:db8::/32).
-                        || (segments[0] == 0x2001 && segments[1] == 0x0db8)
-                }
-            }
-        }
-    };
-    if private { Err(format!("the endpoint's address {ip} is not public")) } else { Ok(()) }
 }
 
 /// The keys must be what RFC 8291 uses: an uncompressed P-256 point and a

@@ -273,7 +273,7 @@ impl Resolve for PublicOnly {
                 tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
             let public: Vec<SocketAddr> = found
                 .into_iter()
-                .filter(|address| insecure || super::public_address(address.ip()).is_ok())
+                .filter(|address| insecure || super::address::public(address.ip()).is_ok())
                 .collect();
             if public.is_empty() {
                 let refused: Box<dyn std::error::Error + Send + Sync> =
