@@ -680,3 +680,94 @@ async fn behind_a_proxy_a_passkey_is_asked_for_the_public_host_and_a_bad_asserti
     let stranger = proxied("/passkey/register/start").send().await.expect("start");
     assert_eq!(stranger.status(), StatusCode::UNAUTHORIZED);
 }
+
+/// `config.toml` with the scripted ACP agent (tests/fixtures/acp) as `fake`.
+fn acp_runtime() -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/acp/fake_acp_agent.py");
+    format!(
+        "[[runtimes]]\nid = \"fake\"\nprotocol = \"acp\"\ncommand = \"python3\"\nargs = [{script:?}]\n"
+    )
+}
+
+impl Setup {
+    /// Another agent, attached by the local client, so that its questions
+    /// wait too.
+    async fn another_agent(&mut self, runtime: &str, name: &str) -> (String, TempDir) {
+        let project = TempDir::new().expect("project");
+        let made = self
+            .local
+            .call(
+                "c",
+                json!({"type": "agent.create", "cwd": project.path().display().to_string(),
+                       "runtime": runtime, "name": name}),
+            )
+            .await;
+        assert_eq!(made["success"], true, "{made}");
+        let agent = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+        self.local.attach(&agent, "interactive").await;
+        (agent, project)
+    }
+
+    async fn ask_agent(&mut self, agent: &str, command: &str) -> Value {
+        let prompt =
+            json!({"type": "prompt", "agent_id": agent, "message": format!("run: {command}")});
+        self.local.call("p", prompt).await;
+        self.local.permission_request(agent).await
+    }
+
+    async fn deny(&mut self, agent: &str, request: &Value) {
+        let answer = json!({"type": "permission_response", "agent_id": agent,
+                            "request_id": request["request_id"], "decision": "deny"});
+        self.local.call("a", answer).await;
+        self.local.until_agent(agent, |message| message["type"] == "turn_end").await;
+    }
+}
+
+#[tokio::test]
+async fn what_looks_like_a_credential_reaches_no_lock_screen() {
+    let home = TempDir::new().expect("home");
+    std::fs::write(home.path().join("config.toml"), acp_runtime()).expect("config");
+    let mut setup = setup_in(&home, &[]).await;
+    let token = "ghp_16C7e42F292c6912E7710c838347Ae178B4a";
+    let clone = format!("git clone https://oauth2:{token}@github.com/org/repo.git");
+    for (command, shown, secret) in [
+        (clone.as_str(), "git clone https://•••@github.com/org/repo.git", token),
+        (
+            "psql postgresql://admin:hunter2@db.example.com/app",
+            "psql postgresql://•••@db.example.com/app",
+            "hunter2",
+        ),
+        (
+            "curl -u admin:hunter2 https://api.example.com/",
+            "curl -u admin:••• https://api.example.com/",
+            "hunter2",
+        ),
+        (
+            "curl -H 'Authorization: Bearer hunter2' x.test",
+            "curl -H 'Authorization: ••• ••• x.test",
+            "hunter2",
+        ),
+        ("DB_PASSWORD=hunter2 ./migrate", "DB_PASSWORD=••• ./migrate", "hunter2"),
+    ] {
+        let request = setup.ask(command).await;
+        let (_, payload) = setup.next_push().await;
+        assert_eq!(payload["request_id"], request["request_id"]);
+        assert_eq!(payload["body"], shown, "{command}");
+        assert!(!payload.to_string().contains(secret), "{command}: {payload}");
+        let agent = setup.agent.clone();
+        setup.deny(&agent, &request).await;
+        let (_, end) = setup.next_push().await;
+        assert_eq!(end["kind"], "closed");
+    }
+
+    // An ACP agent names its call after the command line: its title is
+    // masked as a command is.
+    let (claude, _project) = setup.another_agent("fake", "claude").await;
+    let request = setup.ask_agent(&claude, &format!("export GH_TOKEN={token}")).await;
+    let (_, payload) = setup.next_push().await;
+    assert_eq!(payload["request_id"], request["request_id"]);
+    assert_eq!(payload["agent"], "claude");
+    assert_eq!(payload["title"], "claude asks to use Run export GH_TOKEN=•••", "{payload}");
+    assert!(!payload.to_string().contains(&token[4..12]), "{payload}");
+    setup.deny(&claude, &request).await;
+}

@@ -14,6 +14,7 @@
 //! push service on loopback) lifts that.
 //!
 //! - [`notify`]: what is pushed, and to which browsers;
+//! - [`lock_screen`]: what a push may show, secrets masked;
 //! - [`address`]: which addresses a push may go to;
 //! - [`send`]: encrypting, signing and delivering it;
 //! - [`actions`]: the single-use Allow and Deny of a notification, taken
@@ -21,6 +22,7 @@
 
 pub mod actions;
 pub mod address;
+pub mod lock_screen;
 pub mod notify;
 pub mod send;
 

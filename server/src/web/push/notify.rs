@@ -13,7 +13,9 @@
 //!
 //! What a push holds is what a lock screen may show: the agent's name, the
 //! tool, a short cleaned summary of the call (a command's first words, a
-//! path), never a file's content, a prompt's text or an error's message.
+//! path), never a file's content, a prompt's text or an error's message;
+//! each a [`Shown`], cleaned and with what looks like a secret masked
+//! ([`super::lock_screen`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -24,6 +26,7 @@ use shard_protocol::agent::{Decision, PendingKind, PermissionRequest};
 use tokio::sync::mpsc;
 
 use super::actions::{Actions, Grant};
+use super::lock_screen::{Shown, shown};
 use super::send::{Outgoing, Sender};
 use crate::agents::{NoticeAgent, Notices};
 use crate::clients::hub::Hub;
@@ -44,7 +47,7 @@ const SUMMARY_CHARS: usize = 80;
 enum Notice {
     Asked(Question),
     Settled { agent_id: String, request_id: String },
-    Failed { agent_id: String, agent: String, code: String },
+    Failed { agent_id: String, agent: Shown, code: Shown },
     Test { session_id: String },
 }
 
@@ -53,7 +56,7 @@ enum Notice {
 #[derive(Debug)]
 struct Question {
     agent_id: String,
-    agent: String,
+    agent: Shown,
     request_id: String,
     summary: Summary,
     /// A permission's call, and the decisions a notification may give.
@@ -62,8 +65,8 @@ struct Question {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Summary {
-    pub title: String,
-    pub body: String,
+    pub title: Shown,
+    pub body: Shown,
 }
 
 /// The hosts' side: queues notices for the task.
@@ -131,7 +134,7 @@ impl Notices for Notifier {
         self.tell(Notice::Failed {
             agent_id: agent.agent_id.to_owned(),
             agent: agent_name(agent),
-            code: clean(code, 40),
+            code: shown(code, 40),
         });
     }
 }
@@ -228,9 +231,9 @@ impl Task {
             };
             let payload = json!({
                 "v": 1, "kind": "question",
-                "agent_id": question.agent_id, "agent": question.agent,
+                "agent_id": question.agent_id, "agent": question.agent.as_str(),
                 "request_id": question.request_id,
-                "title": question.summary.title, "body": question.summary.body,
+                "title": question.summary.title.as_str(), "body": question.summary.body.as_str(),
                 "actions": actions, "at": crate::clock::now_ms(),
             });
             let topic = topic(&question.agent_id, &question.request_id);
@@ -255,10 +258,10 @@ impl Task {
         }
     }
 
-    fn failed(&mut self, agent_id: &str, agent: &str, code: &str) {
+    fn failed(&mut self, agent_id: &str, agent: &Shown, code: &Shown) {
         for (session_id, push) in self.away(agent_id, |push| push.choices.errors) {
             let payload = json!({
-                "v": 1, "kind": "error", "agent_id": agent_id, "agent": agent,
+                "v": 1, "kind": "error", "agent_id": agent_id, "agent": agent.as_str(),
                 "title": format!("{agent}: the turn failed"),
                 "body": format!("Error {code}. Open Shard to see what happened."),
                 "at": crate::clock::now_ms(),
@@ -301,10 +304,10 @@ fn topic(agent_id: &str, request_id: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&digest[..24])
 }
 
-fn agent_name(agent: &NoticeAgent<'_>) -> String {
+fn agent_name(agent: &NoticeAgent<'_>) -> Shown {
     match agent.name {
-        Some(name) if !name.trim().is_empty() => clean(name, 40),
-        _ => clean(agent.agent_id, 40),
+        Some(name) if !name.trim().is_empty() => shown(name, 40),
+        _ => shown(agent.agent_id, 40),
     }
 }
 
@@ -313,12 +316,12 @@ pub fn summary(agent: &NoticeAgent<'_>, request: &PendingKind) -> Summary {
     let name = agent_name(agent);
     match request {
         PendingKind::Permission(permission) => Summary {
-            title: format!("{name} asks to use {}", clean(&permission.tool_name, 40)),
+            title: shown(&format!("{name} asks to use {}", permission.tool_name), 40 + 13 + 40),
             body: call_summary(permission),
         },
         PendingKind::Ui(ui) => Summary {
-            title: format!("{name} asks you"),
-            body: clean(
+            title: shown(&format!("{name} asks you"), 40 + 9),
+            body: shown(
                 ui.title.as_deref().or(ui.message.as_deref()).unwrap_or("a question"),
                 SUMMARY_CHARS,
             ),
@@ -328,86 +331,14 @@ pub fn summary(agent: &NoticeAgent<'_>, request: &PendingKind) -> Summary {
 
 /// A call in a few words: a command's start, a path; for any other tool,
 /// nothing of its arguments.
-fn call_summary(permission: &PermissionRequest) -> String {
+fn call_summary(permission: &PermissionRequest) -> Shown {
     let field = |name: &str| permission.input.get(name).and_then(Value::as_str);
-    let shown = match permission.tool_name.as_str() {
-        "bash" => field("command").map(|command| clean(&mask_secrets(command), SUMMARY_CHARS)),
-        "write" | "edit" => {
-            field("path").or(field("file_path")).map(|path| clean(path, SUMMARY_CHARS))
-        }
+    let shown_of = match permission.tool_name.as_str() {
+        "bash" => field("command"),
+        "write" | "edit" => field("path").or(field("file_path")),
         _ => None,
     };
-    shown.unwrap_or_else(|| "Open Shard to see the call.".to_owned())
-}
-
-/// `text` on one line, without control or format characters, at most
-/// `limit` characters (an ellipsis marks a cut).
-pub fn clean(text: &str, limit: usize) -> String {
-    let mut out = String::new();
-    let mut count = 0;
-    let mut space = false;
-    for c in text.chars() {
-        if c.is_whitespace() || shard_protocol::diagnostic::unshown(c) {
-            space = !out.is_empty();
-            continue;
-        }
-        if count + usize::from(space) >= limit {
-            out.push('…');
-            return out;
-        }
-        if space {
-            out.push(' ');
-            count += 1;
-            space = false;
-        }
-        out.push(c);
-        count += 1;
-    }
-    out
-}
-
-/// A command with what looks like a secret replaced by `•••`: the value of
-/// a name that says it is one (`API_KEY=…`, `--token …`), and any long
-/// mixed run of letters and digits (a key pasted inline).
-pub fn mask_secrets(command: &str) -> String {
-    const NAMES: [&str; 7] = ["key", "token", "secret", "password", "passwd", "auth", "bearer"];
-    let names_secret = |word: &str| {
-        let lower = word.to_ascii_lowercase();
-        NAMES.iter().any(|name| lower.contains(name))
-    };
-    let looks_random = |word: &str| {
-        word.len() >= 20
-            && word.chars().any(|c| c.is_ascii_digit())
-            && word.chars().any(|c| c.is_ascii_alphabetic())
-            && !word.contains('/')
-    };
-    let mut out = Vec::new();
-    // Words still to hide: the value after `--token`, or the scheme and
-    // credentials after `Authorization:`.
-    let mut hide = 0;
-    for word in command.split_whitespace() {
-        if hide > 0 {
-            out.push("•••".to_owned());
-            hide -= 1;
-            continue;
-        }
-        let lower = word.to_ascii_lowercase();
-        if let Some((name, _)) = word.split_once('=').filter(|(name, _)| names_secret(name)) {
-            out.push(format!("{name}=•••"));
-        } else if looks_random(word.trim_matches(|c: char| !c.is_ascii_alphanumeric())) {
-            out.push("•••".to_owned());
-        } else {
-            if lower.contains("authorization") {
-                hide = 2;
-            } else if word.starts_with('-') && names_secret(word)
-                || matches!(lower.trim_matches('\''), "bearer" | "basic")
-            {
-                hide = 1;
-            }
-            out.push(word.to_owned());
-        }
-    }
-    out.join(" ")
+    shown(shown_of.unwrap_or("Open Shard to see the call."), SUMMARY_CHARS)
 }
 
 #[cfg(test)]
@@ -437,13 +368,14 @@ mod tests {
             &AGENT,
             &permission("write", json!({"path": "src/main.rs", "content": "fn main() { SECRET }"})),
         );
-        assert_eq!(written.title, "builder asks to use write");
-        assert_eq!(written.body, "src/main.rs");
+        assert_eq!(written.title.as_str(), "builder asks to use write");
+        assert_eq!(written.body.as_str(), "src/main.rs");
         let other =
             summary(&AGENT, &permission("fetch_url", json!({"url": "https://x/?q=SECRET"})));
-        assert!(!other.body.contains("SECRET"), "{other:?}");
+        assert!(!other.body.as_str().contains("SECRET"), "{other:?}");
         let long = summary(&AGENT, &permission("bash", json!({"command": "echo ".repeat(100)})));
-        assert!(long.body.chars().count() <= SUMMARY_CHARS + 1 && long.body.ends_with('…'));
+        let long = long.body.as_str();
+        assert!(long.chars().count() <= SUMMARY_CHARS + 1 && long.ends_with('…'));
         let ui = PendingKind::Ui(UiRequest {
             request_id: "u1".into(),
             kind: UiKind::Input,
@@ -454,27 +386,32 @@ mod tests {
             prefill: None,
             notify_type: None,
         });
-        assert_eq!(summary(&AGENT, &ui).body, "Which [31m branch?");
+        assert_eq!(summary(&AGENT, &ui).body.as_str(), "Which [31m branch?");
     }
 
     #[test]
-    fn secrets_in_a_command_are_masked() {
-        let masked = |command: &str| mask_secrets(command);
-        assert_eq!(masked("API_KEY=abc123 make deploy"), "API_KEY=••• make deploy");
-        assert_eq!(
-            masked("curl -H 'Authorization: Bearer xyz' https://h/"),
-            "curl -H 'Authorization: ••• ••• https://h/"
+    fn every_text_of_a_question_is_masked_the_tools_name_too() {
+        let token = "ghp_16C7e42F292c6912E7710c838347Ae178B4a";
+        // An ACP agent names its call after the command it runs.
+        let acp = summary(
+            &NoticeAgent { agent_id: "a2", name: Some("claude") },
+            &permission(&format!("`export GH_TOKEN={token}`"), Value::Null),
         );
-        assert_eq!(masked("gh auth login --token hunter2"), "gh auth login --token •••");
-        assert_eq!(masked("export OPENAI=sk9f8e7d6c5b4a3f2e1d0c9b8a"), "export •••");
-        assert_eq!(
-            masked("cargo test --release -p shard-server"),
-            "cargo test --release -p shard-server"
-        );
-        assert_eq!(
-            masked("cat src/a/very/long/path/with/1234/digits.rs"),
-            "cat src/a/very/long/path/with/1234/digits.rs"
-        );
+        assert_eq!(acp.title.as_str(), "claude asks to use `export GH_TOKEN=•••`");
+        let written =
+            summary(&AGENT, &permission("write", json!({"path": format!("/tmp/{token}.txt")})));
+        assert_eq!(written.body.as_str(), "/tmp/•••.txt");
+        let ui = PendingKind::Ui(UiRequest {
+            request_id: "u1".into(),
+            kind: UiKind::Input,
+            title: Some(format!("Use {token}?")),
+            message: None,
+            options: None,
+            placeholder: None,
+            prefill: None,
+            notify_type: None,
+        });
+        assert_eq!(summary(&AGENT, &ui).body.as_str(), "Use •••?");
     }
 
     #[test]
