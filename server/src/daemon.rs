@@ -326,6 +326,7 @@ pub async fn run(
         push.signer(&origin),
         auth.clone(),
         push.insecure_endpoints,
+        &args.web.push_resolve,
     )?;
     let notifier = Arc::new(crate::web::push::notify::Notifier::start(
         auth.clone(),

@@ -771,3 +771,111 @@ async fn what_looks_like_a_credential_reaches_no_lock_screen() {
     assert!(!payload.to_string().contains(&token[4..12]), "{payload}");
     setup.deny(&claude, &request).await;
 }
+
+/// A TCP listener on loopback that tells of every connection and what it
+/// first said (a TLS hello, or a proxy's `CONNECT`).
+struct Tap {
+    port: u16,
+    seen: mpsc::UnboundedReceiver<Vec<u8>>,
+}
+
+impl Tap {
+    async fn start() -> Tap {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let (told, seen) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let told = told.clone();
+                tokio::spawn(async move {
+                    let mut first = vec![0u8; 512];
+                    let read =
+                        tokio::time::timeout(Duration::from_secs(2), stream.read(&mut first));
+                    let length = read.await.ok().and_then(Result::ok).unwrap_or(0);
+                    first.truncate(length);
+                    let _ = told.send(first);
+                });
+            }
+        });
+        Tap { port, seen }
+    }
+
+    fn quiet(&mut self) -> Result<(), String> {
+        match self.seen.try_recv() {
+            Ok(first) => Err(String::from_utf8_lossy(&first).into_owned()),
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// A daemon whose push client finds `push.example.com` at 127.0.0.1 (the
+/// hidden `--push-resolve`, as if its DNS said so), with a proxy in its
+/// environment; a browser subscribed at that name, and a test push asked.
+async fn push_to_a_name_of_this_machine(
+    home: &TempDir,
+    extra: &[&str],
+    proxy: &Tap,
+    service: &Tap,
+) -> Daemon {
+    let proxy = format!("http://127.0.0.1:{}", proxy.port);
+    let mut args = vec!["--push-resolve", "push.example.com=127.0.0.1"];
+    args.extend_from_slice(extra);
+    let env = [
+        ("HTTPS_PROXY", proxy.as_str()),
+        ("https_proxy", proxy.as_str()),
+        ("ALL_PROXY", proxy.as_str()),
+    ];
+    let stderr = home.path().join("stderr.log");
+    let daemon = Daemon::start_with(&home.path().join("home"), &args, &env, Some(&stderr)).await;
+    let browser = Browser::enroll(&daemon, &daemon.enroll_code()).await;
+    let endpoint = format!("https://push.example.com:{}/push/browser-one", service.port);
+    subscribe(&daemon, &browser, &endpoint, &browser_keys()).await;
+    let response =
+        browser_request(&daemon, "/push/test", &browser).send().await.expect("test push");
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    daemon
+}
+
+#[tokio::test]
+async fn a_push_service_name_that_resolves_into_this_machine_gets_nothing_and_no_proxy_is_asked() {
+    let (mut service, mut proxy) = (Tap::start().await, Tap::start().await);
+    // Guarded, as every real daemon is: the resolver refuses the name, and
+    // the proxy is never asked to reach it instead.
+    let home = TempDir::new().expect("home");
+    let _guarded = push_to_a_name_of_this_machine(&home, &[], &proxy, &service).await;
+    let stderr = home.path().join("stderr.log");
+    let mut refused = false;
+    for _ in 0..200 {
+        if let Err(asked) = proxy.quiet() {
+            panic!("the proxy was asked for the push service: {asked:?}");
+        }
+        let said = std::fs::read_to_string(&stderr).unwrap_or_default();
+        if said.contains("push.example.com") && said.contains("no public address") {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        refused,
+        "the resolver said nothing: {}",
+        std::fs::read_to_string(&stderr).unwrap_or_default()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(service.quiet(), Ok(()), "a connection into this machine");
+    assert_eq!(proxy.quiet(), Ok(()), "the proxy was asked");
+
+    // With the test flag that lifts the guards, the same name leads to the
+    // listener, straight (a TLS hello): what the guard above stopped.
+    let lifted = TempDir::new().expect("home");
+    let _lifted =
+        push_to_a_name_of_this_machine(&lifted, &["--insecure-push-endpoints"], &proxy, &service)
+            .await;
+    let first = tokio::time::timeout(PUSH_WAIT, service.seen.recv())
+        .await
+        .expect("a connection within the wait")
+        .expect("the tap runs");
+    assert_eq!(first.first(), Some(&0x16), "a TLS handshake: {first:?}");
+    assert_eq!(proxy.quiet(), Ok(()), "the proxy was asked");
+}

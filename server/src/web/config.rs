@@ -55,10 +55,22 @@ pub struct WebArgs {
     /// local addresses (a fake push service), which are otherwise refused.
     #[arg(long, hide = true)]
     pub insecure_push_endpoints: bool,
+    /// For tests only: the push client finds NAME at IP (`NAME=IP`, as if
+    /// its DNS said so), so that a test can point a public-looking name at
+    /// this machine. What it finds is judged as any answer of DNS is.
+    #[arg(long, hide = true, value_name = "NAME=IP", value_parser = name_at_address)]
+    pub push_resolve: Vec<(String, IpAddr)>,
     /// How long a notification's Allow and Deny work, in seconds (hidden:
     /// tests shorten it to see an action expire).
     #[arg(long, hide = true, default_value_t = 300)]
     pub push_action_ttl: u64,
+}
+
+/// `NAME=IP`, for `--push-resolve`.
+fn name_at_address(value: &str) -> Result<(String, IpAddr), String> {
+    let (name, address) = value.split_once('=').ok_or("expected NAME=IP")?;
+    let address = address.parse().map_err(|_| format!("{address:?} is not an IP address"))?;
+    Ok((name.trim_end_matches('.').to_ascii_lowercase(), address))
 }
 
 /// How the daemon is reached.

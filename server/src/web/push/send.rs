@@ -9,13 +9,15 @@
 //! while its service is busy or down; a `404` or `410` means the
 //! subscription is gone, and it is forgotten.
 //!
-//! The client follows no redirect and, unless `--insecure-push-endpoints`,
-//! connects only to public addresses: a name that resolves to loopback or
-//! a private network is refused at connect time, not only when it was
-//! subscribed (docs/SECURITY.md, "Push endpoints").
+//! The client follows no redirect, takes no proxy from the environment (a
+//! proxy would resolve the push service's name itself, past the check
+//! below) and, unless `--insecure-push-endpoints`, connects only to public
+//! addresses: a name that resolves to loopback or a private network is
+//! refused at every connection, not only when it was subscribed
+//! (docs/SECURITY.md, "SSRF through Web Push").
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -73,12 +75,23 @@ struct Shared {
 }
 
 impl Sender {
-    pub fn new(signer: Signer, auth: Arc<Auth>, insecure: bool) -> anyhow::Result<Self> {
+    /// `known`: names found without asking DNS (`--push-resolve`, for
+    /// tests), judged as DNS's answers are.
+    pub fn new(
+        signer: Signer,
+        auth: Arc<Auth>,
+        insecure: bool,
+        known: &[(String, IpAddr)],
+    ) -> anyhow::Result<Self> {
+        let known = known.iter().cloned().collect();
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            // `HTTPS_PROXY` and the like would be asked for any name and
+            // resolve it themselves, where `PublicOnly` cannot judge it.
+            .no_proxy()
             .timeout(ATTEMPT)
             .connect_timeout(ATTEMPT)
-            .dns_resolver(Arc::new(PublicOnly { insecure }))
+            .dns_resolver(Arc::new(PublicOnly { insecure, known }))
             .user_agent(concat!("shard/", env!("CARGO_PKG_VERSION")))
             .build()?;
         let sessions = Mutex::default();
@@ -263,19 +276,29 @@ fn request(shared: &Shared, outgoing: &Outgoing) -> anyhow::Result<reqwest::Requ
 /// service's name pointed at this machine or its network is refused.
 struct PublicOnly {
     insecure: bool,
+    /// Names found here rather than by DNS (`--push-resolve`).
+    known: HashMap<String, IpAddr>,
 }
 
 impl Resolve for PublicOnly {
     fn resolve(&self, name: Name) -> Resolving {
         let insecure = self.insecure;
+        let known = self.known.get(name.as_str()).copied();
         Box::pin(async move {
-            let found: Vec<SocketAddr> =
-                tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
+            let found: Vec<SocketAddr> = match known {
+                Some(ip) => vec![SocketAddr::new(ip, 0)],
+                None => tokio::net::lookup_host((name.as_str(), 0)).await?.collect(),
+            };
             let public: Vec<SocketAddr> = found
                 .into_iter()
                 .filter(|address| insecure || super::address::public(address.ip()).is_ok())
                 .collect();
             if public.is_empty() {
+                // The host only: the rest of the endpoint is a capability.
+                tracing::warn!(
+                    host = name.as_str(),
+                    "a push service's name resolves to no public address; not sent"
+                );
                 let refused: Box<dyn std::error::Error + Send + Sync> =
                     format!("`{}` resolves to no public address", name.as_str()).into();
                 return Err(refused);
