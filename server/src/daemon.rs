@@ -420,8 +420,8 @@ pub async fn run(
 /// The last words every client hears.
 const GOING_AWAY: &str = "the daemon is shutting down";
 
-/// The audit log's `startup` record, and a warning for plain-http remote
-/// access.
+/// The audit log's `startup` record, and a warning on stderr for each
+/// guard turned off: plain-http remote access, and the push guards.
 fn record_startup(audit: &Audit, config: &WebConfig, args: &DaemonArgs, local: SocketAddr) {
     let mut warnings = Vec::new();
     if config.allow_insecure {
@@ -429,10 +429,17 @@ fn record_startup(audit: &Audit, config: &WebConfig, args: &DaemonArgs, local: S
         tracing::warn!("{warning}");
         warnings.push(warning);
     }
+    let insecure_push = args.web.insecure_push_endpoints;
+    if insecure_push {
+        let warning = "--insecure-push-endpoints: the push guards are off; an enrolled browser can make the daemon post over plain http to this machine or its local network; for tests only";
+        tracing::warn!("{warning}");
+        warnings.push(warning);
+    }
     audit.record(
         "startup",
         json!({"mode": config.mode.as_str(), "bind": local.to_string(), "public_host": config.public_host,
-               "allowed_origins": config.allowed_origins, "trust_proxy": args.web.trust_proxy, "warnings": warnings}),
+               "allowed_origins": config.allowed_origins, "trust_proxy": args.web.trust_proxy,
+               "insecure_push_endpoints": insecure_push, "warnings": warnings}),
     );
 }
 

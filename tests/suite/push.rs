@@ -221,3 +221,39 @@ async fn a_local_address_in_another_spelling_is_no_push_service() {
         assert_eq!(response.status(), StatusCode::NO_CONTENT, "{endpoint}");
     }
 }
+
+#[tokio::test]
+async fn the_test_flag_that_lifts_the_push_guards_warns_and_is_audited() {
+    let home = tempfile::tempdir().expect("home");
+    let stderr = home.path().join("stderr.log");
+    let daemon = Daemon::start_with(
+        &home.path().join("home"),
+        &["--insecure-push-endpoints"],
+        &[],
+        Some(&stderr),
+    )
+    .await;
+    let warned = std::fs::read_to_string(&stderr).expect("stderr");
+    assert!(
+        warned.contains("--insecure-push-endpoints") && warned.contains("local network"),
+        "{warned}"
+    );
+    let audit = std::fs::read_to_string(daemon.home.join("audit.log")).expect("audit");
+    let startup: Value = audit
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|record| record["event"] == "startup")
+        .expect("a startup record");
+    assert_eq!(startup["insecure_push_endpoints"], true, "{startup}");
+    assert!(startup["warnings"].to_string().contains("--insecure-push-endpoints"), "{startup}");
+
+    // Without it: neither.
+    let other = tempfile::tempdir().expect("home");
+    let quiet = other.path().join("stderr.log");
+    let daemon = Daemon::start_with(&other.path().join("home"), &[], &[], Some(&quiet)).await;
+    let said = std::fs::read_to_string(&quiet).expect("stderr");
+    assert!(!said.contains("--insecure-push-endpoints"), "{said}");
+    let audit = std::fs::read_to_string(daemon.home.join("audit.log")).expect("audit");
+    assert!(!audit.contains("--insecure-push-endpoints"), "{audit}");
+    assert!(audit.contains("\"insecure_push_endpoints\":false"), "{audit}");
+}
