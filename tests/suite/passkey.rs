@@ -9,7 +9,7 @@
 //! every allow of `bash` from a browser in that mode.
 
 use reqwest::StatusCode;
-use reqwest::header::{CONTENT_TYPE, COOKIE, ORIGIN};
+use reqwest::header::{CACHE_CONTROL, CONTENT_TYPE, COOKIE, ORIGIN};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -203,6 +203,38 @@ async fn a_passkeys_assertion_allows_the_call_it_was_made_for_and_no_other() {
     let (status, _) = remote.call(&browser, "/passkey/approve/finish", &assertion).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(!remote.project(&second).join("two.txt").exists());
+}
+
+#[tokio::test]
+async fn passkey_ceremony_options_are_never_stored() {
+    let mut remote = Remote::start().await;
+    let mut browser = remote.enroll().await;
+    let start = remote
+        .post("/passkey/register/start")
+        .header(COOKIE, &browser.cookie)
+        .body("{}")
+        .send()
+        .await
+        .expect("start");
+    assert_eq!(start.status(), StatusCode::OK);
+    assert_eq!(
+        start.headers().get(CACHE_CONTROL).map(|value| value.as_bytes()),
+        Some(&b"no-store"[..])
+    );
+    assert_eq!(remote.register(&mut browser).await.0, StatusCode::NO_CONTENT);
+    let (agent, request_id) = remote.ask("echo x > x.txt").await;
+    let approve = remote
+        .post("/passkey/approve/start")
+        .header(COOKIE, &browser.cookie)
+        .body(json!({"agent_id": agent, "request_id": request_id}).to_string())
+        .send()
+        .await
+        .expect("approve");
+    assert_eq!(approve.status(), StatusCode::OK);
+    assert_eq!(
+        approve.headers().get(CACHE_CONTROL).map(|value| value.as_bytes()),
+        Some(&b"no-store"[..])
+    );
 }
 
 #[tokio::test]

@@ -25,7 +25,7 @@ use webauthn_rs::prelude::{
 };
 use webauthn_rs::{Webauthn, WebauthnBuilder};
 
-use super::answer::refused;
+use super::answer::{no_store, refused};
 use super::auth::Session;
 use super::{AppState, EnrolledRequest};
 
@@ -141,7 +141,7 @@ pub async fn register_start(
     {
         Ok((options, registration)) => {
             web.passkeys.begin(&session.session_id, Ceremony::Register(registration));
-            axum::Json(options).into_response()
+            no_store(axum::Json(options).into_response())
         }
         Err(error) => {
             tracing::warn!(%error, "cannot start a passkey registration");
@@ -246,7 +246,7 @@ pub async fn approve_start(
         Ok((options, state)) => {
             let ceremony = Ceremony::Approve { agent_id, request_id, fingerprint, state };
             web.passkeys.begin(&session.session_id, ceremony);
-            axum::Json(options).into_response()
+            no_store(axum::Json(options).into_response())
         }
         Err(error) => {
             tracing::warn!(%error, "cannot start a passkey assertion");
