@@ -151,13 +151,13 @@ impl Translator {
             (How::New, Err(error)) => {
                 return vec![Out::Fatal(format!(
                     "the agent cannot open a session: {}",
-                    super::wire::said(&error)
+                    super::wire::said(error)
                 ))];
             }
             // The earlier session is gone or unreadable to the agent: a new
             // one, said plainly once ready.
             (_, Ok(_)) => return self.afresh("the agent answered with something else".to_owned()),
-            (_, Err(error)) => return self.afresh(super::wire::said(&error)),
+            (_, Err(error)) => return self.afresh(super::wire::said(error)),
         };
         let wanted = self.wanted_settings();
         self.settings.offered(modes.as_ref(), options.as_deref());

@@ -60,9 +60,9 @@ pub(super) enum About {
 }
 
 impl Question {
-    /// What `answer` gives the agent; the question back when it picks none
-    /// of its choices.
-    fn settle(self, answer: &PermissionAnswer) -> Result<Out, Self> {
+    /// What `answer` gives the agent; the question back (boxed: a write's
+    /// may hold megabytes) when it picks none of its choices.
+    fn settle(self, answer: &PermissionAnswer) -> Result<Out, Box<Self>> {
         let Self { asked, about } = self;
         match about {
             About::Options { options, decisions } => {
@@ -71,7 +71,8 @@ impl Question {
                     PermissionAnswer::Decision(decision) => decisions.get(decision),
                 };
                 let Some(option) = option.cloned() else {
-                    return Err(Self { asked, about: About::Options { options, decisions } });
+                    let about = About::Options { options, decisions };
+                    return Err(Box::new(Self { asked, about }));
                 };
                 let selected = SelectedPermissionOutcome::new(option);
                 let response = ClientResponse::RequestPermissionResponse(
@@ -85,7 +86,7 @@ impl Question {
                     let refused = super::super::fs::not_allowed(&request.path);
                     Ok(Out::Agent(super::wire::answer(asked, Err(refused))))
                 }
-                None => Err(Self { asked, about: About::Write(request) }),
+                None => Err(Box::new(Self { asked, about: About::Write(request) })),
             },
         }
     }
@@ -422,7 +423,7 @@ impl Translator {
         let to_agent = match question.settle(&answer.answer) {
             Ok(to_agent) => to_agent,
             Err(open) => {
-                self.questions.insert(answer.request_id, open);
+                self.questions.insert(answer.request_id, *open);
                 return vec![respond(id, Response::accepted(command))];
             }
         };
