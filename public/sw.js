@@ -15,9 +15,14 @@ self.addEventListener("activate", (event) => {
   event.waitUntil(self.clients.claim());
 });
 
-// A question's notification has the tag the page's own notification of it
-// has, so that one replaces the other instead of showing twice.
+// A question's notification has the tag the daemon gives it, the one the
+// page's own notification of it has, so that one replaces the other instead
+// of showing twice. It names the agent and the question: two agents'
+// questions of the same request id each keep their own, and one's end closes
+// only its own.
 function tagOf(data) {
+  if (data.tag) return data.tag;
+  // A push of a daemon from before tags were sent.
   if (data.request_id) return data.request_id;
   if (data.kind === "error") return `error:${data.agent_id}`;
   return "shard";
@@ -54,7 +59,7 @@ async function received(data) {
     badge: "/icon-192.png",
     timestamp: data.at,
     actions,
-    data: { kind: data.kind, agent_id: data.agent_id, request_id: data.request_id, agent: data.agent, tokens },
+    data: { kind: data.kind, agent_id: data.agent_id, request_id: data.request_id, agent: data.agent, tag, tokens },
   });
 }
 

@@ -69,7 +69,9 @@ fn notify_if_waiting(state: &ClientState, question: &Question) {
     let body = shard_protocol::display::escaped(&crate::markdown::untick(&body));
     let options = web_sys::NotificationOptions::new();
     options.set_body(&body);
-    options.set_tag(question.request.request_id());
+    // The tag of the push of it too (shard_protocol::web::question_tag).
+    let tag = shard_protocol::web::question_tag(&question.agent_id, question.request.request_id());
+    options.set_tag(&tag);
     let name = shard_protocol::display::escaped(&state.roster.name_of(&question.agent_id));
     let title = format!("{name} needs an answer");
     let (state, agent_id) = (state.clone(), question.agent_id.clone());

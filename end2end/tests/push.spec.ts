@@ -205,9 +205,11 @@ test('a question reaches the service worker while no tab is on screen, and its A
   expect(question.kind).toBe('question');
   expect(question.title).toBe('pusher asks to use bash');
   expect(question.body).toBe('echo pushed > pushed.txt');
+  // Its tag names the agent as well as the question (agents number theirs alike).
+  expect(question.tag).toBe(`question:${question.agent_id}:${question.request_id}`);
   await deliver(cdp, worker, registrationId, question);
   await expect.poll(() => shown(worker)).toEqual([
-    { title: 'pusher asks to use bash', tag: question.request_id, body: 'echo pushed > pushed.txt', actions: ['allow', 'deny'] },
+    { title: 'pusher asks to use bash', tag: question.tag, body: 'echo pushed > pushed.txt', actions: ['allow', 'deny'] },
   ]);
   // The phone's tab has the question in its inbox too.
   await expect(phoneTab.locator('.inbox-item', { hasText: 'echo pushed' })).toHaveCount(1);
@@ -231,18 +233,30 @@ test('a question reaches the service worker while no tab is on screen, and its A
   await prompt(deskTab, 'run: echo second');
   const second = decrypt(keys, (await service.next()).body);
   await deliver(cdp, worker, registrationId, second);
-  await expect.poll(async () => (await shown(worker)).map((n) => n.tag)).toEqual([second.request_id]);
+  await expect.poll(async () => (await shown(worker)).map((n) => n.tag)).toEqual([second.tag]);
   // The hidden tab's own notification of the question is due later; it
   // finds this browser subscribed and leaves the push's, Allow and Deny and
   // all, in place.
   await expect.poll(() => phoneTab.evaluate(() => (window as any).subscriptionLooks), { timeout: 10_000 }).toBeGreaterThan(looksBefore);
   expect(await shown(worker)).toEqual([
-    { title: 'pusher asks to use bash', tag: second.request_id, body: 'echo second', actions: ['allow', 'deny'] },
+    { title: 'pusher asks to use bash', tag: second.tag, body: 'echo second', actions: ['allow', 'deny'] },
   ]);
   await deskTab.getByRole('dialog').getByRole('button', { name: /Deny/ }).click();
   const closed = decrypt(keys, (await service.next()).body);
   expect(closed).toMatchObject({ kind: 'closed', request_id: second.request_id });
   await deliver(cdp, worker, registrationId, closed);
+  await expect.poll(() => shown(worker)).toEqual([]);
+
+  // Another agent's question of the same request id: each keeps its own
+  // notification, and one's end closes only its own.
+  const twinTag = `question:agent-twin:${second.request_id}`;
+  const twin = { ...second, agent_id: 'agent-twin', agent: 'twin', title: 'twin asks to use bash', tag: twinTag };
+  await deliver(cdp, worker, registrationId, second);
+  await deliver(cdp, worker, registrationId, twin);
+  await expect.poll(async () => (await shown(worker)).map((n) => n.tag).sort()).toEqual([second.tag, twinTag].sort());
+  await deliver(cdp, worker, registrationId, closed);
+  await expect.poll(async () => (await shown(worker)).map((n) => n.tag)).toEqual([twinTag]);
+  await deliver(cdp, worker, registrationId, { ...closed, agent_id: 'agent-twin', tag: twinTag });
   await expect.poll(() => shown(worker)).toEqual([]);
 
   // A replayed Allow: refused, said in a notification, nothing runs again.

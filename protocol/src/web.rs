@@ -48,6 +48,16 @@ pub struct PairAnswer {
     pub qr_svg: String,
 }
 
+/// The tag of a question's notification (docs/NOTIFICATIONS.md): the
+/// daemon's push of it and the page's own notification of it share it, so
+/// that one replaces the other and the question's end closes both. It
+/// names the agent too, for every agent numbers its own questions
+/// (`perm-1`): a request id alone would let one agent's question replace,
+/// or its end close, another's.
+pub fn question_tag(agent_id: &str, request_id: &str) -> String {
+    format!("question:{agent_id}:{request_id}")
+}
+
 // Host and Origin syntax (CONTRACT.md), checked by the daemon on every
 // request: plain functions of strings, so they are fuzzed alone (fuzz/).
 

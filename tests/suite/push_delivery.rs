@@ -772,6 +772,32 @@ async fn what_looks_like_a_credential_reaches_no_lock_screen() {
     setup.deny(&claude, &request).await;
 }
 
+#[tokio::test]
+async fn two_agents_questions_of_the_same_id_keep_their_own_notifications() {
+    let mut setup = setup(&[]).await;
+    let first = setup.agent.clone();
+    let (second, _project) = setup.another_agent("shard", "tester").await;
+    let one = setup.ask_agent(&first, "echo one").await;
+    let (_, asked_one) = setup.next_push().await;
+    let two = setup.ask_agent(&second, "echo two").await;
+    let (_, asked_two) = setup.next_push().await;
+    // Each agent numbers its own questions: the same request id.
+    assert_eq!(one["request_id"], two["request_id"]);
+    assert_eq!(asked_two["agent_id"], second);
+    let tag = |payload: &Value| payload["tag"].as_str().map(str::to_owned);
+    let (tag_one, tag_two) = (tag(&asked_one), tag(&asked_two));
+    assert!(tag_one.is_some() && tag_two.is_some(), "{asked_one} {asked_two}");
+    assert_ne!(tag_one, tag_two, "the second would replace the first on the lock screen");
+
+    // The first's end closes the first's notification, not the second's.
+    setup.deny(&first, &one).await;
+    let (_, closed) = setup.next_push().await;
+    assert_eq!((closed["kind"].as_str(), tag(&closed)), (Some("closed"), tag_one));
+    setup.deny(&second, &two).await;
+    let (_, closed) = setup.next_push().await;
+    assert_eq!((closed["kind"].as_str(), tag(&closed)), (Some("closed"), tag_two));
+}
+
 /// A TCP listener on loopback that tells of every connection and what it
 /// first said (a TLS hello, or a proxy's `CONNECT`).
 struct Tap {

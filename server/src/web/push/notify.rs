@@ -9,6 +9,8 @@
 //! - its end goes to every browser its question went to, so that the
 //!   notification closes everywhere; it has the question's Topic, so that a
 //!   push service still holding the question replaces it;
+//! - both carry the question's notification tag (agent and request id,
+//!   [`question_tag`]), which the service worker shows and closes by;
 //! - a failed turn goes as a question does, under its own choice.
 //!
 //! What a push holds is what a lock screen may show: the agent's name, the
@@ -23,6 +25,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use shard_protocol::agent::{Decision, PendingKind, PermissionRequest};
+use shard_protocol::web::question_tag;
 use tokio::sync::mpsc;
 
 use super::actions::{Actions, Grant};
@@ -233,6 +236,7 @@ impl Task {
                 "v": 1, "kind": "question",
                 "agent_id": question.agent_id, "agent": question.agent.as_str(),
                 "request_id": question.request_id,
+                "tag": question_tag(&question.agent_id, &question.request_id),
                 "title": question.summary.title.as_str(), "body": question.summary.body.as_str(),
                 "actions": actions, "at": crate::clock::now_ms(),
             });
@@ -251,7 +255,7 @@ impl Task {
             let Some(push) = self.auth.subscription(&session_id) else { continue };
             let payload = json!({
                 "v": 1, "kind": "closed", "agent_id": key.0, "request_id": key.1,
-                "at": crate::clock::now_ms(),
+                "tag": question_tag(&key.0, &key.1), "at": crate::clock::now_ms(),
             });
             let topic = topic(&key.0, &key.1);
             self.send(&session_id, push, payload, Some(topic), QUESTION_TTL, false);
