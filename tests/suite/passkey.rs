@@ -38,27 +38,28 @@ struct Browser {
 
 impl Remote {
     async fn start() -> Remote {
+        Self::start_with(&[]).await
+    }
+
+    async fn start_with(extra: &[&str]) -> Remote {
         let root = TempDir::new().expect("root");
         let home = root.path().join("home");
         std::fs::create_dir_all(&home).expect("home");
         let port = free_port("127.0.0.1");
         let public = format!("{HOST}:443");
-        let daemon = Daemon::start_with(
-            &home,
-            &[
-                "--port",
-                &port.to_string(),
-                "--trust-proxy",
-                "loopback",
-                "--public-host",
-                &public,
-                "--allowed-origin",
-                PAGE,
-            ],
-            &[],
-            None,
-        )
-        .await;
+        let port_text = port.to_string();
+        let mut args = vec![
+            "--port",
+            &port_text,
+            "--trust-proxy",
+            "loopback",
+            "--public-host",
+            &public,
+            "--allowed-origin",
+            PAGE,
+        ];
+        args.extend_from_slice(extra);
+        let daemon = Daemon::start_with(&home, &args, &[], None).await;
         let local = Client::unix(&daemon.socket()).await;
         Remote { daemon, port, local, agents: Vec::new(), _root: root }
     }
@@ -286,4 +287,79 @@ async fn an_ended_session_takes_its_passkeys_with_it() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert!(!remote.store().contains(&credential), "dropped at revocation");
     assert!(!remote.project(&agent).join("late.txt").exists());
+}
+
+#[tokio::test]
+async fn a_second_passkey_needs_an_assertion_of_the_first() {
+    let mut remote = Remote::start().await;
+    let mut browser = remote.enroll().await;
+    assert_eq!(remote.register(&mut browser).await.0, StatusCode::NO_CONTENT);
+
+    // The cookie alone: a new credential, no assertion. Refused.
+    let (status, options) = remote.call(&browser, "/passkey/register/start", &json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    let alone = browser.keys.create(&options);
+    let (status, said) = remote.call(&browser, "/passkey/register/finish", &alone).await;
+    assert_eq!(
+        (status, said["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("PERMISSION_DENIED")),
+        "{said}"
+    );
+
+    // An assertion by a key this browser never registered: refused.
+    let (status, options) = remote.call(&browser, "/passkey/register/start", &json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    let mut stranger = Authenticator::new(PAGE);
+    stranger.create(&options);
+    let forged = json!({"credential": browser.keys.create(&options),
+                        "assertion": stranger.get(&options["prove"], 0)});
+    let (status, said) = remote.call(&browser, "/passkey/register/finish", &forged).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{said}");
+
+    // Neither key was kept: an assertion of either allows nothing.
+    let (agent, request_id) = remote.ask("echo sneaked > sneaked.txt").await;
+    for at in [1, 2] {
+        let options = remote.approve_start(&browser, &agent, &request_id).await;
+        let assertion = browser.keys.get(&options, at);
+        let (status, said) = remote.call(&browser, "/passkey/approve/finish", &assertion).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "key {at}: {said}");
+    }
+    assert!(!remote.project(&agent).join("sneaked.txt").exists());
+
+    // With an assertion of the first: added, and it allows.
+    let (status, said) = remote.register(&mut browser).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{said}");
+    let options = remote.approve_start(&browser, &agent, &request_id).await;
+    let assertion = browser.keys.get(&options, browser.keys.len() - 1);
+    let (status, said) = remote.call(&browser, "/passkey/approve/finish", &assertion).await;
+    assert_eq!(status, StatusCode::OK, "{said}");
+}
+
+#[tokio::test]
+async fn a_first_passkey_needs_a_fresh_enrollment_from_shard_enroll() {
+    // Codes (and so freshness) last 3 s here instead of 10 minutes.
+    let mut remote = Remote::start_with(&["--enroll-code-ttl", "3"]).await;
+    let mut stale = remote.enroll().await;
+    let mut owner = remote.enroll().await;
+    assert_eq!(remote.register(&mut owner).await.0, StatusCode::NO_CONTENT, "fresh");
+
+    // A device paired by that browser's link (which its cookie alone can
+    // ask for) is not the owner at the daemon's machine.
+    let (status, paired) = remote.call(&owner, "/pair", &json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{paired}");
+    let code = paired["url"].as_str().expect("url").split("#enroll=").nth(1).expect("code");
+    let mut phone = remote.enroll_with(code).await;
+    let (status, said) = remote.register(&mut phone).await;
+    assert_eq!(
+        (status, said["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("PERMISSION_DENIED")),
+        "{said}"
+    );
+    assert!(said["message"].as_str().expect("message").contains("shard enroll"), "{said}");
+
+    // A session enrolled longer ago than a code lives: refused too.
+    tokio::time::sleep(std::time::Duration::from_millis(3200)).await;
+    let (status, said) = remote.register(&mut stale).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{said}");
+    assert_eq!((phone.keys.len(), stale.keys.len()), (0, 0), "no ceremony was even started");
 }

@@ -83,6 +83,11 @@ struct SessionRecord {
     /// The session's passkeys, for step-up approvals (docs/SECURITY.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     passkeys: Vec<webauthn_rs::prelude::Passkey>,
+    /// The session whose `/pair` link enrolled this one; `None` for a code
+    /// from `shard enroll`. A paired session never counts as freshly
+    /// enrolled by the owner (its first passkey, docs/SECURITY.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    paired_by: Option<String>,
 }
 
 /// Where a browser's push service takes messages for it, and the keys they
@@ -413,6 +418,7 @@ impl Auth {
             secret_sha256: Some(crate::id::hex(&sha256(&browser_secret))),
             push: None,
             passkeys: Vec::new(),
+            paired_by: matched.issued_by.clone(),
         });
         let lifetime =
             store.sessions.last().map_or(Duration::ZERO, |record| self.left(record, now));
@@ -632,16 +638,34 @@ impl Auth {
             .unwrap_or_default()
     }
 
-    /// Keeps a new passkey for a live session; false if the session is not
-    /// live or has [`MAX_PASSKEYS`] already.
+    /// Whether a live session with no passkey may add its first without
+    /// proving one (docs/SECURITY.md, "Passkey step-up"): it was enrolled
+    /// with a code from `shard enroll`, which only the daemon's machine
+    /// prints, less than a code's lifetime ago. A session enrolled through
+    /// a `/pair` link (which any enrolled cookie can mint) never is.
+    pub fn freshly_enrolled(&self, session_id: &str) -> bool {
+        let mut store = lock(&self.store);
+        let now = crate::clock::now_ms();
+        let lifetime = u64::try_from(self.code_ttl.as_millis()).unwrap_or(u64::MAX);
+        live_record(&mut store, session_id).is_some_and(|record| {
+            record.paired_by.is_none()
+                && record.passkeys.is_empty()
+                && now.saturating_sub(record.created_at) < lifetime
+        })
+    }
+
+    /// Keeps a new passkey for a live session that still has `had`
+    /// passkeys (what its registration was allowed on); false if the
+    /// session is not live, has [`MAX_PASSKEYS`] already, or changed since.
     pub fn add_passkey(
         &self,
         session_id: &str,
         passkey: webauthn_rs::prelude::Passkey,
+        had: usize,
     ) -> std::io::Result<bool> {
         let mut store = lock(&self.store);
         let Some(record) = live_record(&mut store, session_id) else { return Ok(false) };
-        if record.passkeys.len() >= MAX_PASSKEYS {
+        if record.passkeys.len() >= MAX_PASSKEYS || record.passkeys.len() != had {
             return Ok(false);
         }
         record.passkeys.push(passkey);
@@ -830,6 +854,7 @@ mod tests {
                 secret_sha256: None,
                 push: None,
                 passkeys: Vec::new(),
+                paired_by: None,
             });
         }
         Auth::cap_sessions(&mut store, "principal-1", 100);

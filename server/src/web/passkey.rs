@@ -36,7 +36,14 @@ const MAX_CEREMONIES: usize = 256;
 
 /// A ceremony a browser session started and has not finished.
 enum Ceremony {
-    Register(PasskeyRegistration),
+    Register {
+        registration: PasskeyRegistration,
+        /// The assertion of one of the session's passkeys that must come
+        /// with the new one; `None` for a first passkey of a fresh session.
+        proof: Option<PasskeyAuthentication>,
+        /// How many passkeys the session had when it started.
+        had: usize,
+    },
     Approve {
         agent_id: String,
         request_id: String,
@@ -120,6 +127,13 @@ fn user_handle(session: &Session) -> Uuid {
 }
 
 /// `POST /passkey/register/start`: options for `navigator.credentials.create`.
+///
+/// Who may add one (docs/SECURITY.md, "Passkey step-up"): a session that
+/// has passkeys proves one of them, so the answer then also carries
+/// `prove`, options for `navigator.credentials.get` whose assertion comes
+/// back with the new credential; a session without one only while it is
+/// freshly enrolled with a code from `shard enroll`. A cookie alone never
+/// adds a passkey.
 pub async fn register_start(
     State(state): State<AppState>,
     EnrolledRequest { session, .. }: EnrolledRequest<true>,
@@ -134,20 +148,53 @@ pub async fn register_start(
             "this browser has as many passkeys as it may",
         );
     }
+    if known.is_empty() && !web.auth.freshly_enrolled(&session.session_id) {
+        return refused(
+            StatusCode::FORBIDDEN,
+            "PERMISSION_DENIED",
+            "a browser adds its first passkey only just after it was enrolled with a code \
+             from `shard enroll` on the daemon's machine: enroll it that way, then add one",
+        );
+    }
     let exclude = known.iter().map(|passkey| passkey.cred_id().clone()).collect();
     let name =
         format!("Shard browser {}", &session.principal_id.chars().take(8).collect::<String>());
-    match webauthn.start_passkey_registration(user_handle(&session), &name, "Shard", Some(exclude))
-    {
-        Ok((options, registration)) => {
-            web.passkeys.begin(&session.session_id, Ceremony::Register(registration));
-            no_store(axum::Json(options).into_response())
-        }
+    let started =
+        webauthn.start_passkey_registration(user_handle(&session), &name, "Shard", Some(exclude));
+    let (options, registration) = match started {
+        Ok(started) => started,
         Err(error) => {
             tracing::warn!(%error, "cannot start a passkey registration");
-            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
         }
+    };
+    let mut answer = serde_json::to_value(options).unwrap_or_default();
+    let mut proof = None;
+    if !known.is_empty() {
+        let (prove, state) = match webauthn.start_passkey_authentication(&known) {
+            Ok(started) => started,
+            Err(error) => {
+                tracing::warn!(%error, "cannot start a passkey assertion");
+                return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+            }
+        };
+        if let Some(answer) = answer.as_object_mut() {
+            answer.insert("prove".to_owned(), serde_json::to_value(prove).unwrap_or_default());
+        }
+        proof = Some(state);
     }
+    let ceremony = Ceremony::Register { registration, proof, had: known.len() };
+    web.passkeys.begin(&session.session_id, ceremony);
+    no_store(axum::Json(answer).into_response())
+}
+
+/// What `/passkey/register/finish` takes: the new credential, with an
+/// assertion of one the session has when the start asked to `prove` one.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum NewPasskey {
+    Proven { credential: RegisterPublicKeyCredential, assertion: PublicKeyCredential },
+    Alone(RegisterPublicKeyCredential),
 }
 
 /// `POST /passkey/register/finish`: the new credential, kept with the session.
@@ -157,20 +204,55 @@ pub async fn register_finish(
 ) -> Response {
     let web = state.web.clone();
     let Some(webauthn) = &web.passkeys.webauthn else { return unavailable() };
-    let Ok(credential) = serde_json::from_slice::<RegisterPublicKeyCredential>(&body) else {
+    let Ok(new) = serde_json::from_slice::<NewPasskey>(&body) else {
         return refused(
             StatusCode::BAD_REQUEST,
             "INVALID_REQUEST",
             "the body is not a passkey credential",
         );
     };
-    let Some(Ceremony::Register(registration)) = web.passkeys.take(&session.session_id) else {
+    let Some(Ceremony::Register { registration, proof, had }) =
+        web.passkeys.take(&session.session_id)
+    else {
         return refused(
             StatusCode::CONFLICT,
             "CONFLICT",
             "no registration is in progress; start again",
         );
     };
+    let (credential, assertion) = match new {
+        NewPasskey::Proven { credential, assertion } => (credential, Some(assertion)),
+        NewPasskey::Alone(credential) => (credential, None),
+    };
+    if let Some(proof) = proof {
+        let proven = assertion
+            .ok_or_else(|| "it needs an assertion of a passkey this browser has".to_owned())
+            .and_then(|assertion| {
+                webauthn
+                    .finish_passkey_authentication(&assertion, &proof)
+                    .map_err(|error| format!("the assertion was not accepted: {error}"))
+            });
+        match proven {
+            Ok(used) => {
+                if let Err(error) = web.auth.passkey_used(&session.session_id, &used) {
+                    tracing::warn!(%error, "cannot record a passkey's use");
+                }
+            }
+            Err(why) => {
+                web.audit.record(
+                    "passkey_refused",
+                    json!({"principal_id": session.principal_id,
+                           "session_id": session.session_id,
+                           "peer": effective.client.to_string()}),
+                );
+                return refused(
+                    StatusCode::FORBIDDEN,
+                    "PERMISSION_DENIED",
+                    &format!("adding a passkey to a browser that has one needs that one: {why}"),
+                );
+            }
+        }
+    }
     let passkey = match webauthn.finish_passkey_registration(&credential, &registration) {
         Ok(passkey) => passkey,
         Err(error) => {
@@ -181,7 +263,7 @@ pub async fn register_finish(
             );
         }
     };
-    match web.auth.add_passkey(&session.session_id, passkey) {
+    match web.auth.add_passkey(&session.session_id, passkey, had) {
         Ok(true) => {
             web.audit.record(
                 "passkey_registered",
