@@ -101,10 +101,26 @@ mod web {
             .ok_or_else(|| "the credential could not be read".to_owned())
     }
 
+    /// A browser that has a passkey proves one to add another: the
+    /// daemon's options then carry `prove` (docs/SECURITY.md).
     pub async fn register() -> Result<(), String> {
         let options = post("/passkey/register/start", "{}".to_owned()).await?;
+        let prove = js_sys::JSON::parse(&options)
+            .ok()
+            .and_then(|parsed| Reflect::get(&parsed, &"prove".into()).ok())
+            .filter(JsValue::is_object)
+            .and_then(|prove| js_sys::JSON::stringify(&prove).ok())
+            .and_then(|text| text.as_string());
+        let assertion = match prove {
+            Some(prove) => Some(ceremony(false, &prove).await?),
+            None => None,
+        };
         let credential = ceremony(true, &options).await?;
-        post("/passkey/register/finish", credential).await.map(|_| ())
+        let body = match assertion {
+            Some(assertion) => format!(r#"{{"credential":{credential},"assertion":{assertion}}}"#),
+            None => credential,
+        };
+        post("/passkey/register/finish", body).await.map(|_| ())
     }
 
     pub async fn approve(agent_id: &str, request_id: &str) -> Result<(), String> {
