@@ -193,7 +193,7 @@ pub async fn register_start(
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum NewPasskey {
-    Proven { credential: RegisterPublicKeyCredential, assertion: PublicKeyCredential },
+    Proven { credential: RegisterPublicKeyCredential, assertion: Box<PublicKeyCredential> },
     Alone(RegisterPublicKeyCredential),
 }
 
