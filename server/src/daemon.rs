@@ -498,6 +498,10 @@ fn step_up(home: &Home, config: &WebConfig) -> Option<crate::agents::approvals::
     applies.then_some(crate::agents::approvals::StepUp {
         tools: chosen.tools,
         writes_outside_cwd: chosen.writes_outside_cwd,
+        places: crate::agents::sensitive::Places::new(
+            &home.path,
+            std::env::var_os("HOME").map(std::path::PathBuf::from).as_deref(),
+        ),
     })
 }
 

@@ -27,6 +27,7 @@ mod search;
 mod security;
 mod session_ops;
 mod shutdown;
+mod step_up;
 mod supervision;
 mod support;
 mod web;

@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use shard_protocol::approvals::{Answerer, ApprovalRecord};
 
+use super::effect::{self, Effect};
 use super::manifest::agent_dir;
+use super::sensitive::Places;
 
 /// Questions kept per agent, newest: enough to review a day's work.
 pub const KEPT: usize = 200;
@@ -134,50 +136,54 @@ fn read(path: &Path, limit: usize) -> Vec<ApprovalRecord> {
     records.into_iter().rev().take(limit).collect()
 }
 
-/// `text` cleaned like every diagnostic and cut to [`PROMPT_LIMIT`] bytes.
 /// Which `allow`s from a browser or a notification need a fresh passkey
-/// assertion first (`[step_up]` in `config.toml`; docs/SECURITY.md).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// assertion first (`[step_up]` in `config.toml`; docs/SECURITY.md), judged
+/// by what the call does ([`Effect`]), whatever it is named.
+#[derive(Debug, Clone)]
 pub struct StepUp {
+    /// Tools whose every allow needs it; `bash` stands for every call that
+    /// runs a command, an ACP agent's `execute` calls included.
     pub tools: Vec<String>,
+    /// Writes outside the agent's working directory need it.
     pub writes_outside_cwd: bool,
+    /// Where a write changes what runs next: such a write always needs it.
+    pub places: Places,
 }
 
 impl StepUp {
-    /// Whether allowing `request` of an agent working in `cwd` needs it.
+    /// Whether allowing `request` of an agent of `runtime` working in
+    /// `cwd` needs it: a command (while `bash` is guarded), a write outside
+    /// the cwd, a write that changes what runs (`.git/`, `$SHARD_HOME`,
+    /// shell start-up files, what an agent runtime reads as its settings),
+    /// a write that names no file, and any call whose effect is not known.
     pub fn requires(
         &self,
         request: &shard_protocol::agent::PermissionRequest,
         cwd: &std::path::Path,
+        runtime: &str,
     ) -> bool {
         if self.tools.contains(&request.tool_name) {
             return true;
         }
-        let writes = matches!(request.tool_name.as_str(), "write" | "edit");
-        if !(writes && self.writes_outside_cwd) {
-            return false;
-        }
-        let path = ["path", "file_path"]
-            .iter()
-            .find_map(|key| request.input.get(*key).and_then(serde_json::Value::as_str));
-        match path {
-            Some(path) => !inside(cwd, std::path::Path::new(path)),
-            // A write that names no path: nothing shows it stays inside.
-            None => true,
+        match Effect::of(request, runtime) {
+            Effect::Runs => self.tools.iter().any(|tool| tool == "bash"),
+            // A write that names no path: nothing shows where it lands.
+            Effect::Writes(paths) if paths.is_empty() => true,
+            Effect::Writes(paths) => paths.iter().any(|path| {
+                let full = cwd.join(path);
+                // Where it is named, and where it would land.
+                let changes_what_runs = [full.clone(), effect::resolved(&full)]
+                    .iter()
+                    .any(|path| self.places.write_needs_asking(path).is_some());
+                (self.writes_outside_cwd && !effect::inside(cwd, path)) || changes_what_runs
+            }),
+            Effect::Looks | Effect::Delegates => false,
+            Effect::Unknown => true,
         }
     }
 }
 
-/// Whether `path` (relative to `cwd`, or absolute) is inside `cwd`, read
-/// lexically: a `..` anywhere counts as outside.
-fn inside(cwd: &std::path::Path, path: &std::path::Path) -> bool {
-    use std::path::Component;
-    if path.components().any(|part| matches!(part, Component::ParentDir)) {
-        return false;
-    }
-    !path.is_absolute() || path.starts_with(cwd)
-}
-
+/// `text` cleaned like every diagnostic and cut to [`PROMPT_LIMIT`] bytes.
 pub fn bounded_prompt(text: &str) -> String {
     let clean = shard_protocol::diagnostic::diagnostic(text);
     if clean.len() <= PROMPT_LIMIT {
@@ -195,34 +201,68 @@ mod tests {
     use super::*;
 
     #[test]
-    fn step_up_covers_the_named_tools_and_writes_that_leave_the_cwd() {
-        let rule = StepUp { tools: vec!["bash".into()], writes_outside_cwd: true };
-        let call =
-            |tool: &str, input: serde_json::Value| shard_protocol::agent::PermissionRequest {
+    fn step_up_covers_commands_writes_that_leave_the_cwd_or_change_what_runs_and_the_unknown() {
+        let places = Places::new(Path::new("/srv/shard-home"), Some(Path::new("/home/someone")));
+        let rule =
+            StepUp { tools: vec!["bash".into()], writes_outside_cwd: true, places: places.clone() };
+        let call = |tool: &str, input: serde_json::Value, details| {
+            shard_protocol::agent::PermissionRequest {
                 request_id: "r".into(),
                 tool_name: tool.into(),
                 input,
                 prompt: String::new(),
                 options: vec![],
-                details: None,
+                details,
                 choices: None,
-            };
+            }
+        };
+        let shard = |tool: &str, input| call(tool, input, None);
         let cwd = std::path::Path::new("/work/project");
-        assert!(rule.requires(&call("bash", serde_json::json!({"command": "ls"})), cwd));
-        for (path, outside) in [
+        let builtin = shard_agent::runtimes::BUILTIN;
+        assert!(rule.requires(&shard("bash", serde_json::json!({"command": "ls"})), cwd, builtin));
+        for (path, guarded) in [
             ("src/main.rs", false),
             ("/work/project/src/main.rs", false),
             ("/etc/passwd", true),
             ("../other/file", true),
             ("src/../../escape", true),
             ("/work/project-other/x", true),
+            // Inside the cwd, but what runs next is read from there.
+            (".git/config", true),
+            ("/work/project/.git/hooks/post-checkout", true),
+            ("sub/.envrc", true),
+            (".claude/settings.json", true),
         ] {
-            let write = call("write", serde_json::json!({"path": path, "content": ""}));
-            assert_eq!(rule.requires(&write, cwd), outside, "{path}");
+            let write = shard("write", serde_json::json!({"path": path, "content": ""}));
+            assert_eq!(rule.requires(&write, cwd, builtin), guarded, "{path}");
         }
-        assert!(!rule.requires(&call("read", serde_json::json!({"path": "/etc/passwd"})), cwd));
-        let lenient = StepUp { tools: vec![], writes_outside_cwd: false };
-        assert!(!lenient.requires(&call("write", serde_json::json!({"path": "/etc/x"})), cwd));
+        let read = shard("read", serde_json::json!({"path": "/etc/passwd"}));
+        assert!(!rule.requires(&read, cwd, builtin));
+        assert!(rule.requires(&shard("write", serde_json::json!({})), cwd, builtin), "no path");
+        assert!(rule.requires(&shard("mystery", serde_json::json!({})), cwd, builtin));
+        // An ACP agent's call, by the kind and files the bridge shows,
+        // whatever its title.
+        let acp = |kind: Option<&str>, paths: &[&str]| {
+            let paths: Vec<std::path::PathBuf> = paths.iter().map(Into::into).collect();
+            call("touch …", serde_json::Value::Null, Some(effect::details(kind, &paths)))
+        };
+        assert!(rule.requires(&acp(Some("execute"), &[]), cwd, "claude"));
+        assert!(rule.requires(&acp(Some("edit"), &["/etc/hosts"]), cwd, "claude"));
+        assert!(rule.requires(&acp(Some("edit"), &["/work/project/.git/config"]), cwd, "claude"));
+        assert!(!rule.requires(&acp(Some("edit"), &["/work/project/src/a.rs"]), cwd, "claude"));
+        assert!(rule.requires(&acp(Some("delete"), &[]), cwd, "claude"), "no path");
+        assert!(!rule.requires(&acp(Some("read"), &["/etc/passwd"]), cwd, "claude"));
+        assert!(rule.requires(&acp(Some("other"), &[]), cwd, "claude"));
+        assert!(rule.requires(&acp(None, &[]), cwd, "claude"));
+        // The title is never read: an ACP request named `bash` with no
+        // details is not known, and guarded as such.
+        assert!(rule.requires(&call("read", serde_json::Value::Null, None), cwd, "claude"));
+        let lenient = StepUp { tools: vec![], writes_outside_cwd: false, places };
+        let write = shard("write", serde_json::json!({"path": "/etc/x"}));
+        assert!(!lenient.requires(&write, cwd, builtin));
+        assert!(!lenient.requires(&shard("bash", serde_json::json!({})), cwd, builtin));
+        let planted = shard("write", serde_json::json!({"path": "/srv/shard-home/config.toml"}));
+        assert!(lenient.requires(&planted, cwd, builtin), "what runs is always guarded");
     }
     use shard_protocol::approvals::ApprovalKind;
 

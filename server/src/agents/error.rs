@@ -33,6 +33,12 @@ pub enum AgentError {
     CwdNotDirectory(String),
     #[error("`cwd` {0} is owned by another user")]
     CwdForeign(String),
+    /// The root, `$SHARD_HOME` or a folder that holds it: every write of
+    /// the agent's would be "inside its cwd", Shard's own files included.
+    #[error(
+        "`cwd` {0} is the filesystem root, Shard's home, or a folder that holds Shard's home: an agent there could rewrite what the daemon runs; choose a project folder"
+    )]
+    CwdHoldsHome(String),
     #[error("`name` is longer than {max} characters")]
     NameTooLong { max: usize },
     #[error("`name` holds control or invisible formatting characters")]
@@ -238,6 +244,7 @@ impl AgentError {
             | Self::CwdUnreadable { .. }
             | Self::CwdNotDirectory(_)
             | Self::CwdForeign(_)
+            | Self::CwdHoldsHome(_)
             | Self::NameTooLong { .. }
             | Self::NameHidden
             | Self::UnknownTool(_)

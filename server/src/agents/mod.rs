@@ -15,6 +15,7 @@
 
 pub mod approvals;
 pub mod delegation;
+pub mod effect;
 pub mod error;
 pub mod host;
 pub mod hosts;

@@ -170,7 +170,7 @@ impl Registry {
         agent_id: Option<String>,
     ) -> Result<AgentInfo, AgentError> {
         let home = self.context.home.clone();
-        let cwd = validate_cwd(&request.cwd)?;
+        let cwd = validate_cwd(&request.cwd, &home)?;
         let config = Config::load(&home).map_err(AgentError::Config)?;
         if let Some(model) = &request.model
             && config.model(model).is_none()
@@ -512,7 +512,7 @@ pub fn alias_problem(alias: &str) -> Option<&'static str> {
     }
 }
 
-fn validate_cwd(cwd: &str) -> Result<String, AgentError> {
+fn validate_cwd(cwd: &str, home: &Path) -> Result<String, AgentError> {
     use std::os::unix::fs::MetadataExt;
     let path = Path::new(cwd);
     if !path.is_absolute() {
@@ -526,6 +526,11 @@ fn validate_cwd(cwd: &str) -> Result<String, AgentError> {
     }
     if meta.uid() != nix::unistd::getuid().as_raw() {
         return Err(AgentError::CwdForeign(cwd.to_owned()));
+    }
+    // The root holds every folder, the home's included.
+    let home = home.canonicalize().unwrap_or_else(|_| home.to_path_buf());
+    if home.starts_with(&canonical) {
+        return Err(AgentError::CwdHoldsHome(cwd.to_owned()));
     }
     Ok(canonical.display().to_string())
 }

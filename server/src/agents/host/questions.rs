@@ -403,7 +403,8 @@ impl Host {
                 .find(|choice| choice.id == *id)
                 .is_some_and(|choice| choice.intent != ChoiceIntent::Deny),
         };
-        from_away && allows && rule.requires(request, std::path::Path::new(&self.manifest.cwd))
+        let cwd = std::path::Path::new(&self.manifest.cwd);
+        from_away && allows && rule.requires(request, cwd, self.manifest.runtime_id())
     }
 
     /// Resolutions for every open question of a process that is gone.

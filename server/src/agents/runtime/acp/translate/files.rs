@@ -15,6 +15,8 @@ use shard_protocol::agent::{
     PermissionRequest,
 };
 
+use crate::agents::effect;
+
 use super::tools::{About, Question};
 use super::{FsRequest, Out, Translator, event};
 
@@ -80,11 +82,11 @@ impl Translator {
             input: json!({"path": path, "content": content}),
             prompt: format!("Write {path}? It is {why}."),
             options: vec![Decision::Allow, Decision::Deny],
-            // `Kind` and `Path` as the bridge labels an ACP call's, so that
-            // the step-up rule judges this write by its effect too.
+            // Labelled as the bridge labels an ACP call's kind and files,
+            // so that the step-up rule judges this write by its effect too.
             details: Some(vec![
-                detail("Kind", "edit".to_owned(), DetailFormat::Text),
-                detail("Path", path.clone(), DetailFormat::Path),
+                detail(effect::KIND, "edit".to_owned(), DetailFormat::Text),
+                detail(effect::PATH, path.clone(), DetailFormat::Path),
                 detail(
                     "why",
                     format!("{why}: Shard asks before any write there"),
