@@ -200,11 +200,15 @@ pub struct WorkspacePreview {
     /// A merge that conflicts: the paths (at most 200).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<String>,
-    /// A push: the remote (by name, never its URL) and the branch there.
+    /// A push: the remote (by name) and the branch there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_branch: Option<String>,
+    /// A push: the exact URL it goes to, as the user's git rewrites the
+    /// remote's, with any user info in it masked (a Shard extension).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_url: Option<String>,
 }
 
 /// What an action did.

@@ -187,9 +187,16 @@ pub fn running(pattern: &str) -> Vec<String> {
         .collect()
 }
 
+/// The `shard` binary under test: the one cargo built with the suite, or
+/// the one `SHARD_TEST_BIN` names (to show a test failing on another
+/// build, the one before a fix).
+pub fn binary() -> std::ffi::OsString {
+    std::env::var_os("SHARD_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_shard").into())
+}
+
 /// The `shard` binary under test, run from `cwd` with `SHARD_HOME=home`.
 pub fn shard(home: &Path, cwd: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_shard"));
+    let mut command = Command::new(binary());
     command.env("SHARD_HOME", home).current_dir(cwd).kill_on_drop(true);
     command
 }
@@ -204,7 +211,7 @@ pub fn shard_with_file_limit(home: &Path, cwd: &Path, bytes: u64) -> Command {
     command
         .args(["-c", r#"trap '' XFSZ; exec prlimit --fsize="$0" -- "$@""#])
         .arg(format!("{bytes}:{bytes}"))
-        .arg(env!("CARGO_BIN_EXE_shard"))
+        .arg(binary())
         .env("SHARD_HOME", home)
         .current_dir(cwd)
         .kill_on_drop(true);

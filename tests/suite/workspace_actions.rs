@@ -33,25 +33,19 @@ fn repository_with_hooks(marks: &Path) -> TempDir {
 }
 
 /// The test's own git, with hooks off: only the daemon's would mark.
-fn own_git(dir: &Path, args: &[&str]) -> String {
+pub(super) fn own_git(dir: &Path, args: &[&str]) -> String {
     git(dir, &[&["-c", "core.hooksPath=/dev/null"], args].concat())
 }
 
 /// Commits `file` with `text` in `dir` (hooks off).
-fn commit_in(dir: &Path, file: &str, text: &str) {
+pub(super) fn commit_in(dir: &Path, file: &str, text: &str) {
     std::fs::write(dir.join(file), text).unwrap();
     own_git(dir, &["add", file]);
     own_git(dir, &["commit", "--quiet", "-m", file]);
 }
 
-/// Forgets the hooks that ran so far: making a workspace runs the user's
-/// hooks (it is their `git worktree add`); its actions never do.
-fn forget_hooks(marks: &Path) {
-    let _ = std::fs::remove_file(marks);
-}
-
 /// A workspace on `branch`; its id and worktree.
-async fn workspace(client: &mut Client, repo: &Path, branch: &str) -> (String, String) {
+pub(super) async fn workspace(client: &mut Client, repo: &Path, branch: &str) -> (String, String) {
     let made = create(client, json!({"cwd": canonical(repo), "branch": branch})).await;
     assert_eq!(made["success"], true, "{made}");
     let workspace = &made["data"]["workspace"];
@@ -62,7 +56,7 @@ async fn workspace(client: &mut Client, repo: &Path, branch: &str) -> (String, S
 }
 
 /// `workspace.<action>` with `fields`.
-async fn act(client: &mut Client, action: &str, id: &str, fields: Value) -> Value {
+pub(super) async fn act(client: &mut Client, action: &str, id: &str, fields: Value) -> Value {
     let mut body = fields;
     body["type"] = json!(format!("workspace.{action}"));
     body["workspace_id"] = json!(id);
@@ -70,7 +64,7 @@ async fn act(client: &mut Client, action: &str, id: &str, fields: Value) -> Valu
 }
 
 /// A dry run that must succeed: its preview.
-async fn preview(client: &mut Client, action: &str, id: &str) -> Value {
+pub(super) async fn preview(client: &mut Client, action: &str, id: &str) -> Value {
     let answer = act(client, action, id, json!({"dry_run": true})).await;
     assert_eq!(answer["success"], true, "{action} preview: {answer}");
     answer["data"].clone()
@@ -114,7 +108,6 @@ async fn commit_then_a_fast_forward_merge_and_dry_runs_change_nothing() {
     let mut client = Client::unix(&daemon.socket()).await;
     let (id, worktree) = workspace(&mut client, repo.path(), "feature").await;
     let worktree = Path::new(&worktree);
-    forget_hooks(&marks);
     // Another client (another tab) watching: it learns what actions change.
     let mut watching = Client::unix(&daemon.socket()).await;
     let updated = |message: &Value| message["type"] == "workspace_updated";
@@ -216,7 +209,6 @@ async fn a_clean_merge_makes_a_merge_commit_and_a_conflict_or_dirty_checkout_is_
     let (clean, clean_tree) = workspace(&mut client, repo_path, "clean").await;
     let (clash, clash_tree) = workspace(&mut client, repo_path, "clash").await;
     let (touchy, touchy_tree) = workspace(&mut client, repo_path, "touchy").await;
-    forget_hooks(&marks);
     commit_in(Path::new(&clean_tree), "a.txt", "from the workspace\n");
     commit_in(Path::new(&clash_tree), "README", "the workspace's hello\n");
     commit_in(Path::new(&touchy_tree), "c.txt", "the workspace's c\n");
@@ -366,7 +358,6 @@ async fn push_goes_only_to_the_configured_remote_and_never_forces() {
     let mut client = Client::unix(&daemon.socket()).await;
     let (id, worktree) = workspace(&mut client, repo.path(), "shard/pushed").await;
     let worktree = Path::new(&worktree);
-    forget_hooks(&marks);
     commit_in(worktree, "work.txt", "work\n");
 
     // No remote in config.toml: refused.
@@ -387,7 +378,8 @@ async fn push_goes_only_to_the_configured_remote_and_never_forces() {
     assert_eq!(shown["remote"], "origin", "{shown}");
     assert_eq!(shown["remote_branch"], "shard/pushed");
     assert_eq!(shown["commits"], 2, "new there: main's commit and the branch's");
-    assert!(!shown.to_string().contains(&bare.path().display().to_string()), "no URL: {shown}");
+    let url = bare.path().display().to_string();
+    assert_eq!(shown["remote_url"], url.as_str(), "the exact URL it goes to: {shown}");
     assert_eq!(state(repo.path(), worktree), before, "a dry run changes nothing");
     assert!(git(bare.path(), &["for-each-ref"]).is_empty());
 

@@ -6,11 +6,10 @@
 //! `push.rs` hold the actions themselves.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use shard_protocol::workspace::{ChangedPath, WorkspaceAction, WorkspaceLifecycle};
 
-use super::git::{self, Git, GitError};
+use super::git::{self, Git, GitError, Place};
 use super::records::WorkspaceRecord;
 use super::{WorkspaceError, Workspaces, no_workspace};
 
@@ -60,7 +59,11 @@ pub(super) struct Changes {
 }
 
 /// `git diff-tree -r --name-status -z` between two commits or trees.
-pub(super) async fn changed_paths(dir: &Path, from: &str, to: &str) -> Result<Changes, GitError> {
+pub(super) async fn changed_paths<'a>(
+    dir: impl Into<Place<'a>>,
+    from: &str,
+    to: &str,
+) -> Result<Changes, GitError> {
     let args = ["diff-tree", "-r", "--no-renames", "--name-status", "-z", from, to];
     let out = git::git(dir, &args).await?;
     let mut fields = out.split('\0').filter(|field| !field.is_empty());
@@ -86,7 +89,10 @@ pub(super) fn plural(n: u32, one: &str) -> String {
 }
 
 /// The number of commits in `range` (`A..B`, or `B --not …`).
-pub(super) async fn commit_count(dir: &Path, args: &[&str]) -> Result<u32, GitError> {
+pub(super) async fn commit_count<'a>(
+    dir: impl Into<Place<'a>>,
+    args: &[&str],
+) -> Result<u32, GitError> {
     let mut all = vec!["rev-list", "--count"];
     all.extend(args);
     let out = git::git(dir, &all).await?;
@@ -94,8 +100,8 @@ pub(super) async fn commit_count(dir: &Path, args: &[&str]) -> Result<u32, GitEr
 }
 
 /// Whether `ancestor` is in `commit`'s history (both commit ids).
-pub(super) async fn is_ancestor(
-    dir: &Path,
+pub(super) async fn is_ancestor<'a>(
+    dir: impl Into<Place<'a>>,
     ancestor: &str,
     commit: &str,
 ) -> Result<bool, GitError> {
@@ -104,7 +110,8 @@ pub(super) async fn is_ancestor(
 }
 
 /// Refuses when git has no identity to make a commit with.
-pub(super) async fn check_identity(dir: &Path) -> Result<(), WorkspaceError> {
+pub(super) async fn check_identity<'a>(dir: impl Into<Place<'a>>) -> Result<(), WorkspaceError> {
+    let dir = dir.into();
     for variable in ["GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"] {
         if let Err(error) = git::git(dir, &["var", variable]).await {
             tracing::info!(%error, "git has no identity to commit with");
@@ -118,7 +125,11 @@ pub(super) async fn check_identity(dir: &Path) -> Result<(), WorkspaceError> {
 /// revert: a commit or a merge there would drop what git is keeping for
 /// it (a merge's second parent, the rest of a rebase). `checkout` names
 /// it for the person.
-pub(super) async fn check_settled(dir: &Path, checkout: &str) -> Result<(), WorkspaceError> {
+pub(super) async fn check_settled<'a>(
+    dir: impl Into<Place<'a>>,
+    checkout: &str,
+) -> Result<(), WorkspaceError> {
+    let dir = dir.into();
     const STATES: [(&str, &str); 5] = [
         ("MERGE_HEAD", "a merge"),
         ("rebase-merge", "a rebase"),
@@ -130,7 +141,7 @@ pub(super) async fn check_settled(dir: &Path, checkout: &str) -> Result<(), Work
         let path = git::git(dir, &["rev-parse", "--git-path", name])
             .await
             .map_err(failed("read the checkout's state"))?;
-        if dir.join(path.trim()).exists() {
+        if dir.dir().join(path.trim()).exists() {
             return Err(WorkspaceError::InProgress { checkout: checkout.to_owned(), what });
         }
     }

@@ -9,7 +9,7 @@
 //! alone). No hook runs: the person approved a tree, and a hook could change
 //! it, or run code an agent wrote, on their click.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use shard_protocol::display::{escaped, has_hidden};
 use shard_protocol::workspace::{ChangedPath, WorkspaceActed, WorkspaceAction, WorkspacePreview};
@@ -18,10 +18,10 @@ use super::actions::{
     active_record, asked_fingerprint, changed_paths, check_identity, check_settled, count, failed,
     fingerprint, plural, same_state,
 };
-use super::git::{self, Git};
+use super::git::{self, Checkout, Git};
 use super::records::WorkspaceRecord;
 use super::status::Liveness;
-use super::{WorkspaceError, Workspaces, present};
+use super::{WorkspaceError, Workspaces, checkout};
 
 /// The longest commit message (bytes).
 const MAX_MESSAGE: usize = 64 * 1024;
@@ -35,6 +35,8 @@ struct Snapshot {
     files: Vec<ChangedPath>,
     file_count: u32,
     fingerprint: String,
+    /// The worktree, as git is told of it.
+    checkout: Checkout,
 }
 
 impl Workspaces {
@@ -63,6 +65,7 @@ impl Workspaces {
             conflicts: Vec::new(),
             remote: None,
             remote_branch: None,
+            remote_url: None,
         })
     }
 
@@ -76,8 +79,7 @@ impl Workspaces {
         let record = active_record(&records, &request.workspace_id)?;
         let snapshot = self.snapshot(&record).await?;
         same_state(&asked, &snapshot.fingerprint, "commit")?;
-        let worktree = Path::new(&record.worktree);
-        let acting = Git::new(worktree).hooks_off();
+        let acting = Git::new(&snapshot.checkout);
         let args = ["commit-tree", &snapshot.tree, "-p", &snapshot.head, "-m", &message];
         let made = acting.run(&args).await.map_err(failed("make the commit"))?;
         let commit = made.text.trim().to_owned();
@@ -108,10 +110,8 @@ impl Workspaces {
     /// is there, on its branch, with nobody working in it, with something
     /// to commit and an identity to commit as.
     async fn snapshot(&self, record: &WorkspaceRecord) -> Result<Snapshot, WorkspaceError> {
-        let worktree = Path::new(&record.worktree);
-        if !present(worktree).await {
-            return Err(WorkspaceError::Missing);
-        }
+        let checkout = checkout(record).await?;
+        let worktree = &checkout;
         check_settled(worktree, "the worktree").await?;
         let branch = git::branch_ref(&record.branch);
         if git::head_ref(worktree).await.as_deref() != Some(branch.as_str()) {
@@ -134,19 +134,15 @@ impl Workspaces {
         check_identity(worktree).await?;
         let fingerprint = fingerprint("commit", &[&branch, &head, &tree]);
         let file_count = count(changes.all.len());
-        Ok(Snapshot { head, tree, files: changes.listed, file_count, fingerprint })
+        Ok(Snapshot { head, tree, files: changes.listed, file_count, fingerprint, checkout })
     }
 }
 
 /// The tree `git add -A` would make of the worktree, made in a scratch
 /// copy of its index (the real one is never touched). Git writes the
 /// tree's objects, which nothing refers to until a commit does.
-async fn tree_of_everything(worktree: &Path, head: &str) -> Result<String, WorkspaceError> {
-    let index = git::git(worktree, &["rev-parse", "--git-path", "index"])
-        .await
-        .map_err(failed("find the worktree's index"))?;
-    // Relative to the worktree, or absolute (a linked worktree's).
-    let index = worktree.join(index.trim());
+async fn tree_of_everything(worktree: &Checkout, head: &str) -> Result<String, WorkspaceError> {
+    let index = worktree.git_dir.join("index");
     let scratch = Scratch(index.with_file_name(format!("index.shard-{}", crate::id::random_hex())));
     let with_scratch = Git::new(worktree).env("GIT_INDEX_FILE", scratch.0.as_os_str());
     // The real index's copy keeps its cached file stats, so nothing

@@ -48,7 +48,7 @@ impl Workspaces {
         let mut records = self.records.lock().await;
         let worktree = self.make_worktree(&origin, &workspace_id, &branch).await?;
         let mut record =
-            origin.record(workspace_id.clone(), request.label.clone(), branch, &worktree);
+            origin.record(workspace_id.clone(), request.label.clone(), branch, &worktree).await;
         if let Err(source) = record.save(&self.home) {
             undo(&origin.toplevel, &worktree, Some(&record.branch)).await;
             return Err(WorkspaceError::NotRecorded { source });
@@ -168,14 +168,24 @@ impl Origin {
         Ok(branch)
     }
 
-    /// The record of a worktree just made: active, with no agent yet.
-    fn record(
+    /// The record of a worktree just made: active, with no agent yet, and
+    /// the git directory the repository made for it (read now, before any
+    /// agent works there).
+    async fn record(
         &self,
         workspace_id: String,
         label: Option<String>,
         branch: String,
         worktree: &Path,
     ) -> WorkspaceRecord {
+        let worktree = worktree.canonicalize().unwrap_or(worktree.to_path_buf());
+        let git_dir = match git::common_dir(&self.toplevel).await {
+            Ok(common) => git::linked_git_dir(&common, &worktree),
+            Err(error) => {
+                tracing::warn!(%error, "cannot find the repository's git directory");
+                None
+            }
+        };
         WorkspaceRecord {
             version: RECORD_VERSION,
             workspace_id,
@@ -186,11 +196,8 @@ impl Origin {
             integration_target: self.integration_target.clone(),
             integration_ref: Some(self.integration_ref.clone()),
             repository_cwd: self.repository.display().to_string(),
-            worktree: worktree
-                .canonicalize()
-                .unwrap_or(worktree.to_path_buf())
-                .display()
-                .to_string(),
+            worktree: worktree.display().to_string(),
+            git_dir: git_dir.map(|dir| dir.display().to_string()),
             lifecycle: WorkspaceLifecycle::Active,
             created_at: crate::clock::now_ms(),
             updated_at: None,

@@ -152,6 +152,12 @@ pub enum WorkspaceError {
         escaped(.target)
     )]
     CheckoutBlocked { target: String, checkout: String, source: GitError },
+    /// The worktree's `.git` names another git directory than the one it
+    /// was made with: whoever wrote it chose what git would run there.
+    #[error(
+        "the worktree's `.git` no longer points at its repository (changed outside Shard), so Shard runs no git there; `git worktree repair` in the repository puts it back"
+    )]
+    Relinked,
     #[error(
         "no remote to push to: name one in `config.toml` (`[workspaces]` `push_remote = \"origin\"`)"
     )]
@@ -160,6 +166,11 @@ pub enum WorkspaceError {
         "the repository has no remote `{remote}` (`[workspaces] push_remote` in `config.toml`)"
     )]
     UnknownRemote { remote: String },
+    /// The remote's URL is not one value, or the user's git rewrites it
+    /// into one it rewrites again: the preview could not name where the
+    /// push goes.
+    #[error("the URL of remote `{remote}` cannot be named exactly ({why}), so nothing is pushed")]
+    UnclearRemote { remote: String, why: &'static str },
     /// `config.toml` cannot be read (the reason, which names its path, is
     /// logged).
     #[error("config.toml cannot be read or is not valid; the daemon's log says why")]
@@ -218,6 +229,7 @@ impl WorkspaceError {
             | Retired
             | AlreadyRetired
             | Missing
+            | Relinked
             | MissingAuthority
             | Busy
             | Live
@@ -241,6 +253,7 @@ impl WorkspaceError {
             | CheckoutBlocked { .. }
             | NoPushRemote
             | UnknownRemote { .. }
+            | UnclearRemote { .. }
             | NothingToPush { .. }
             | NotFastForward { .. }
             | PushFailed { .. }
@@ -266,6 +279,7 @@ impl WorkspaceError {
             WorktreeNotAdded { .. } | WorktreeNotRemoved { .. } => "git_failed",
             Retired | AlreadyRetired => "retired",
             Missing => "missing",
+            Relinked => return Some(json!({"kind": "unsafe", "problem": "relinked"})),
             MissingAuthority => "missing_authority",
             Busy => "busy",
             Live => "live",
@@ -303,6 +317,7 @@ impl WorkspaceError {
             CheckoutBlocked { .. } => "checkout_blocked",
             NoPushRemote => "no_push_remote",
             UnknownRemote { .. } => "unknown_remote",
+            UnclearRemote { .. } => "unclear_remote",
             NothingToPush { .. } => "nothing_to_push",
             NotFastForward { .. } => "not_fast_forward",
             PushFailed { .. } => "push_failed",

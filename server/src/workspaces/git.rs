@@ -1,7 +1,15 @@
-//! Git, through the `git` command users have (their config, their hooks,
-//! their credential helpers never asked: no terminal prompt), each call
-//! with a deadline and its error in one line. Paths and output stay in this
-//! module's errors for the log; what clients see is sanitized by the caller.
+//! Git, through the `git` command users have, each call with a deadline
+//! and its error in one line. Paths and output stay in this module's errors
+//! for the log; what clients see is sanitized by the caller.
+//!
+//! The user's own git configuration (system and global) is theirs and is
+//! followed: their credential helpers, their `insteadOf` rules, their
+//! signing. The repository's configuration is not trusted: an agent's tools
+//! can write it (a worktree's `.git` file, `.git/config`, a file it
+//! includes), so nothing in it that runs a command is ever followed (see
+//! [`PINNED`] and [`neutralized`]), and a checkout's work tree and git
+//! directory are named on git's command line ([`Checkout`]) rather than read
+//! from files in it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -53,10 +61,10 @@ struct Bounded {
     truncated: bool,
 }
 
-/// Runs `git -C dir args…`; its stdout, or why it failed. Output over
+/// Runs `git args…` at `place`; its stdout, or why it failed. Output over
 /// [`MAX_OUTPUT`] is an error: no caller decides on half an answer.
-pub async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
-    let out = run(dir, args, &[0], MAX_OUTPUT).await?;
+pub async fn git<'a>(place: impl Into<Place<'a>>, args: &[&str]) -> Result<String, GitError> {
+    let out = run(place.into(), args, &[0], MAX_OUTPUT).await?;
     if out.truncated {
         return Err(GitError::TooMuchOutput { command: command_name(args), limit: MAX_OUTPUT });
     }
@@ -66,17 +74,100 @@ pub async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
 /// Runs git with the exit codes that mean success for this command (a
 /// `diff --no-index` that found differences exits 1), reading at most `cap`
 /// bytes of its output; git is killed once it has printed more.
-async fn run(dir: &Path, args: &[&str], success: &[i32], cap: usize) -> Result<Bounded, GitError> {
-    Git::new(dir).accept(success).run_capped(args, cap).await
+async fn run(
+    place: Place<'_>,
+    args: &[&str],
+    success: &[i32],
+    cap: usize,
+) -> Result<Bounded, GitError> {
+    Git::new(place).accept(success).run_capped(args, cap).await
 }
 
+/// A checkout as git is told of it: its work tree and its git directory
+/// named on git's command line, never read from the checkout's own `.git`
+/// (whoever writes the checkout can point that anywhere, at a git
+/// directory of their own making with a config of their own) nor from a
+/// `core.worktree` (which would move the work tree elsewhere).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkout {
+    pub work_tree: PathBuf,
+    pub git_dir: PathBuf,
+}
+
+/// Where a git command runs: a directory git finds its repository from
+/// (for questions about a repository: its top, its worktrees, its refs),
+/// or a [`Checkout`] named exactly (for anything that reads or writes a
+/// work tree).
+#[derive(Debug, Clone, Copy)]
+pub enum Place<'a> {
+    Dir(&'a Path),
+    Checkout(&'a Checkout),
+}
+
+impl Place<'_> {
+    /// The directory git runs in: the work tree of a checkout.
+    pub fn dir(&self) -> &Path {
+        match self {
+            Place::Dir(dir) => dir,
+            Place::Checkout(checkout) => &checkout.work_tree,
+        }
+    }
+}
+
+impl<'a> From<&'a Path> for Place<'a> {
+    fn from(dir: &'a Path) -> Self {
+        Place::Dir(dir)
+    }
+}
+
+impl<'a> From<&'a PathBuf> for Place<'a> {
+    fn from(dir: &'a PathBuf) -> Self {
+        Place::Dir(dir)
+    }
+}
+
+impl<'a> From<&'a Checkout> for Place<'a> {
+    fn from(checkout: &'a Checkout) -> Self {
+        Place::Checkout(checkout)
+    }
+}
+
+/// Settings on every git command line, where they outrank the repository's
+/// config: no hook runs (hooks are files in the repository; a hook could
+/// also change what was previewed), no file-system monitor (a command),
+/// no pager, no recursion into submodules (each has a config of its own,
+/// which is not looked at), and no network (a partial clone's lazy fetch
+/// would run the remote's transport from the repository's config).
+/// [`Git::network`] lets the few known transports through, for the
+/// daemon's own scratch repository only (`push.rs`).
+pub const PINNED: [&str; 7] = [
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.pager=cat",
+    "submodule.recurse=false",
+    "diff.ignoreSubmodules=all",
+    "protocol.allow=never",
+    "protocol.ext.allow=never",
+];
+
+/// The transports a push or a remote's listing may use: git's own and
+/// ssh, https, http and a path on this machine; never `ext::` (a command)
+/// nor a remote helper the user's own config does not allow.
+const TRANSPORTS: [&str; 5] = [
+    "protocol.file.allow=always",
+    "protocol.git.allow=always",
+    "protocol.ssh.allow=always",
+    "protocol.https.allow=always",
+    "protocol.http.allow=always",
+];
+
 /// One git command with more than [`git`]'s defaults: other exit codes
-/// that mean success, more environment, hooks off, another deadline.
+/// that mean success, more environment, another deadline, the network.
 pub struct Git<'a> {
-    dir: &'a Path,
+    place: Place<'a>,
     success: &'a [i32],
     env: Vec<(&'a str, &'a std::ffi::OsStr)>,
-    hooks_off: bool,
+    network: bool,
     limit: Duration,
 }
 
@@ -87,8 +178,14 @@ pub struct Output {
 }
 
 impl<'a> Git<'a> {
-    pub fn new(dir: &'a Path) -> Self {
-        Self { dir, success: &[0], env: Vec::new(), hooks_off: false, limit: GIT_TIMEOUT }
+    pub fn new(place: impl Into<Place<'a>>) -> Self {
+        Self {
+            place: place.into(),
+            success: &[0],
+            env: Vec::new(),
+            network: false,
+            limit: GIT_TIMEOUT,
+        }
     }
 
     /// The exit codes that mean success (`[0]` unless told).
@@ -103,10 +200,10 @@ impl<'a> Git<'a> {
         self
     }
 
-    /// Runs no hook (`-c core.hooksPath=/dev/null`): for the commands a
-    /// workspace action runs on the user's behalf (docs/WORKSPACES.md).
-    pub fn hooks_off(mut self) -> Self {
-        self.hooks_off = true;
+    /// Lets git reach a remote through the [`TRANSPORTS`]: only for the
+    /// daemon's own scratch repository, whose config is the daemon's.
+    pub fn network(mut self) -> Self {
+        self.network = true;
         self
     }
 
@@ -126,26 +223,77 @@ impl<'a> Git<'a> {
         Ok(Output { text: out.text, code: out.code })
     }
 
-    async fn run_capped(&self, args: &[&str], cap: usize) -> Result<Bounded, GitError> {
-        use tokio::io::AsyncReadExt;
+    /// `git` at this command's place, with its environment and the
+    /// [`PINNED`] settings, before any other argument.
+    fn command(&self) -> tokio::process::Command {
         let mut command = tokio::process::Command::new("git");
-        command.arg("-C").arg(self.dir);
-        if self.hooks_off {
-            command.args(["-c", "core.hooksPath=/dev/null"]);
+        match self.place {
+            Place::Dir(dir) => {
+                command.arg("-C").arg(dir);
+            }
+            Place::Checkout(checkout) => {
+                let mut git_dir = std::ffi::OsString::from("--git-dir=");
+                git_dir.push(&checkout.git_dir);
+                let mut work_tree = std::ffi::OsString::from("--work-tree=");
+                work_tree.push(&checkout.work_tree);
+                command.arg("-C").arg(&checkout.work_tree).arg(git_dir).arg(work_tree);
+            }
+        }
+        for setting in PINNED {
+            command.args(["-c", setting]);
+        }
+        if self.network {
+            for setting in TRANSPORTS {
+                command.args(["-c", setting]);
+            }
         }
         command
-            .args(args)
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("GIT_OPTIONAL_LOCKS", "0")
+            // A partial clone never fetches what it lacks (git 2.44 on;
+            // `protocol.allow=never` stops older ones).
+            .env("GIT_NO_LAZY_FETCH", "1")
             .env_remove("GIT_DIR")
             .env_remove("GIT_WORK_TREE")
             .env_remove("GIT_INDEX_FILE")
+            .env_remove("GIT_COMMON_DIR")
+            .env_remove("GIT_OBJECT_DIRECTORY")
+            .env_remove("GIT_ALTERNATE_OBJECT_DIRECTORIES")
             .envs(self.env.iter().copied())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
-        let success = self.success;
+        command
+    }
+
+    async fn run_capped(&self, args: &[&str], cap: usize) -> Result<Bounded, GitError> {
+        // What the repository's config would have git run, as it is now.
+        let listed = self
+            .spawn(self.command(), &["config", "--list", "--show-scope", "-z"], &[0], MAX_OUTPUT)
+            .await?;
+        if listed.truncated {
+            return Err(GitError::TooMuchOutput {
+                command: "config".to_owned(),
+                limit: MAX_OUTPUT,
+            });
+        }
+        let mut command = self.command();
+        for setting in neutralized(&listed.text) {
+            command.arg("-c").arg(setting);
+        }
+        self.spawn(command, args, self.success, cap).await
+    }
+
+    async fn spawn(
+        &self,
+        mut command: tokio::process::Command,
+        args: &[&str],
+        success: &[i32],
+        cap: usize,
+    ) -> Result<Bounded, GitError> {
+        use tokio::io::AsyncReadExt;
+        command.args(args);
         let limit = self.limit;
         let mut child = command.spawn().map_err(|source| GitError::Spawn { source })?;
         let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
@@ -202,6 +350,85 @@ fn command_name(args: &[&str]) -> String {
     args.first().copied().unwrap_or("git").to_owned()
 }
 
+/// The settings that take back, for one command, whatever the repository's
+/// own config (scopes `local` and `worktree`, files it includes among them)
+/// sets that would have git run a program: a filter, merge or diff driver,
+/// a signing program, an ssh command, an editor, a remote's upload or
+/// receive command. Each is set again on the command line, which outranks
+/// the repository: to the value the user's own config (system or global)
+/// gives it, else to git's default, else to nothing (a driver with no
+/// command is no driver). `listing` is `git config --list --show-scope -z`.
+pub fn neutralized(listing: &str) -> Vec<String> {
+    let mut fields = listing.split('\0');
+    let mut trusted: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+    let mut taken_back: Vec<&str> = Vec::new();
+    while let (Some(scope), Some(entry)) = (fields.next(), fields.next()) {
+        let (key, value) = entry.split_once('\n').unwrap_or((entry, ""));
+        if !runs_a_program(key) {
+            continue;
+        }
+        match scope {
+            "system" | "global" => {
+                trusted.insert(key, value);
+            }
+            // `command` is the daemon's own environment (the user's).
+            "command" => {
+                trusted.insert(key, value);
+            }
+            _ => {
+                if !taken_back.contains(&key) {
+                    taken_back.push(key);
+                }
+            }
+        }
+    }
+    taken_back
+        .into_iter()
+        .map(|key| {
+            let value = trusted.get(key).copied().unwrap_or_else(|| default_program(key));
+            format!("{key}={value}")
+        })
+        .collect()
+}
+
+/// Whether config `key` (as `git config --list` prints it: section and
+/// name in lower case) names a program git may run.
+fn runs_a_program(key: &str) -> bool {
+    let Some((section, rest)) = key.split_once('.') else { return false };
+    let name = rest.rsplit_once('.').map_or(rest, |(_, name)| name);
+    let named = rest.contains('.');
+    match section {
+        "filter" => named && matches!(name, "clean" | "smudge" | "process"),
+        "merge" => named && name == "driver",
+        "diff" => {
+            (named && matches!(name, "command" | "textconv")) || (!named && name == "external")
+        }
+        "gpg" => name == "program" || name == "defaultkeycommand",
+        "core" => matches!(
+            name,
+            "sshcommand" | "askpass" | "editor" | "gitproxy" | "alternaterefscommand"
+        ),
+        "sequence" => name == "editor",
+        "remote" => named && matches!(name, "uploadpack" | "receivepack"),
+        "credential" => name == "helper",
+        _ => false,
+    }
+}
+
+/// What git does with `key` unset, written as a value: the default program
+/// where git has one, else none at all.
+fn default_program(key: &str) -> &'static str {
+    match key {
+        "gpg.program" | "gpg.openpgp.program" => "gpg",
+        "gpg.x509.program" => "gpgsm",
+        "gpg.ssh.program" => "ssh-keygen",
+        "core.sshcommand" => "ssh",
+        _ if key.starts_with("remote.") && key.ends_with(".uploadpack") => "git-upload-pack",
+        _ if key.starts_with("remote.") && key.ends_with(".receivepack") => "git-receive-pack",
+        _ => "",
+    }
+}
+
 /// The top of the checkout `dir` is in, or `None` when it is in none.
 pub async fn toplevel(dir: &Path) -> Option<PathBuf> {
     let out = git(dir, &["rev-parse", "--show-toplevel"]).await.ok()?;
@@ -218,10 +445,76 @@ pub async fn main_checkout(dir: &Path) -> Result<PathBuf, GitError> {
         .ok_or(GitError::NoMainCheckout)
 }
 
+/// The repository's common git directory (absolute), as git finds it from
+/// `dir`.
+pub async fn common_dir(dir: &Path) -> Result<PathBuf, GitError> {
+    let out = git(dir, &["rev-parse", "--path-format=absolute", "--git-common-dir"]).await?;
+    Ok(PathBuf::from(out.trim()))
+}
+
+/// The git directory the repository at `common` records for its linked
+/// worktree at `work_tree`: the directory under `worktrees/` whose `gitdir`
+/// file names `work_tree/.git`. Read from the repository, never from the
+/// worktree.
+pub fn linked_git_dir(common: &Path, work_tree: &Path) -> Option<PathBuf> {
+    let dot_git = work_tree.join(".git");
+    std::fs::read_dir(common.join("worktrees")).ok()?.flatten().map(|entry| entry.path()).find(
+        |admin| named_in(&admin.join("gitdir"), admin).is_some_and(|named| same(&named, &dot_git)),
+    )
+}
+
+/// How a linked worktree stands with the git directory it was made with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    /// Its `.git` is a file (not a link, not a directory) naming that git
+    /// directory, which names it back.
+    Intact,
+    /// The repository still records it, but its `.git` names something
+    /// else, or is no longer a plain file.
+    Relinked,
+    /// The repository no longer records it there (pruned, or moved), or
+    /// it has no `.git` at all: git cannot read it as a checkout.
+    Unrecorded,
+}
+
+/// How the worktree at `work_tree` stands with `git_dir`.
+pub fn link(work_tree: &Path, git_dir: &Path) -> Link {
+    let dot_git = work_tree.join(".git");
+    if named_in(&git_dir.join("gitdir"), git_dir).is_none_or(|named| !same(&named, &dot_git)) {
+        return Link::Unrecorded;
+    }
+    let Ok(meta) = std::fs::symlink_metadata(&dot_git) else { return Link::Unrecorded };
+    let is_file = meta.is_file();
+    let says = std::fs::read_to_string(&dot_git).is_ok_and(|text| {
+        text.strip_prefix("gitdir: ").is_some_and(|named| {
+            same(&relative_to(named.trim_end_matches(['\n', '\r']), work_tree), git_dir)
+        })
+    });
+    if is_file && says { Link::Intact } else { Link::Relinked }
+}
+
+/// The path a git administrative file holds (one line; relative to `base`
+/// when not absolute).
+fn named_in(file: &Path, base: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(file).ok()?;
+    Some(relative_to(text.trim_end_matches(['\n', '\r']), base))
+}
+
+fn relative_to(path: &str, base: &Path) -> PathBuf {
+    let path = Path::new(path);
+    if path.is_absolute() { path.to_path_buf() } else { base.join(path) }
+}
+
+/// Whether two paths name the same place (each resolved when it exists).
+fn same(one: &Path, other: &Path) -> bool {
+    let resolve = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    one == other || resolve(one) == resolve(other)
+}
+
 /// The commit `rev` names, or why not (an unborn HEAD, a bad ref).
-pub async fn commit_of(dir: &Path, rev: &str) -> Result<String, GitError> {
+pub async fn commit_of<'a>(place: impl Into<Place<'a>>, rev: &str) -> Result<String, GitError> {
     let spec = format!("{rev}^{{commit}}");
-    git(dir, &["rev-parse", "--verify", "--quiet", "--end-of-options", &spec])
+    git(place, &["rev-parse", "--verify", "--quiet", "--end-of-options", &spec])
         .await
         .map(|out| out.trim().to_owned())
         .map_err(|_| GitError::NoCommit { rev: rev.to_owned() })
@@ -266,8 +559,8 @@ pub async fn exact_ref(dir: &Path, name: &str) -> Option<String> {
 
 /// The full ref `dir`'s HEAD is on (`refs/heads/…`), or `None` when it is
 /// detached or cannot be read.
-pub async fn head_ref(dir: &Path) -> Option<String> {
-    let out = git(dir, &["symbolic-ref", "--quiet", "HEAD"]).await.ok()?;
+pub async fn head_ref<'a>(place: impl Into<Place<'a>>) -> Option<String> {
+    let out = git(place, &["symbolic-ref", "--quiet", "HEAD"]).await.ok()?;
     let reference = out.trim();
     (!reference.is_empty()).then(|| reference.to_owned())
 }
@@ -278,17 +571,22 @@ pub async fn valid_branch_name(dir: &Path, name: &str) -> bool {
 }
 
 /// Paths with changes (staged, unstaged or untracked, ignored files aside).
-pub async fn dirty_count(dir: &Path) -> Result<u32, GitError> {
-    let out = git(dir, &["status", "--porcelain=v1", "--untracked-files=all"]).await?;
+pub async fn dirty_count<'a>(place: impl Into<Place<'a>>) -> Result<u32, GitError> {
+    let args = ["status", "--porcelain=v1", "--untracked-files=all", "--ignore-submodules=all"];
+    let out = git(place, &args).await?;
     Ok(u32::try_from(out.lines().filter(|line| !line.is_empty()).count()).unwrap_or(u32::MAX))
 }
 
 /// Commits on `branch` not on `target` (both exact refs), and the other
 /// way round.
-pub async fn ahead_behind(dir: &Path, branch: &str, target: &str) -> Result<(u32, u32), GitError> {
+pub async fn ahead_behind<'a>(
+    place: impl Into<Place<'a>>,
+    branch: &str,
+    target: &str,
+) -> Result<(u32, u32), GitError> {
     let range = format!("{target}...{branch}");
     let out =
-        git(dir, &["rev-list", "--left-right", "--count", "--end-of-options", &range]).await?;
+        git(place, &["rev-list", "--left-right", "--count", "--end-of-options", &range]).await?;
     let mut numbers = out.split_whitespace().map(|number| number.parse::<u32>().unwrap_or(0));
     let behind = numbers.next().unwrap_or(0);
     let ahead = numbers.next().unwrap_or(0);
@@ -297,18 +595,28 @@ pub async fn ahead_behind(dir: &Path, branch: &str, target: &str) -> Result<(u32
 
 /// Whether `commit` is contained in `target`'s history: `true` only when
 /// git says so.
-pub async fn contains(dir: &Path, target: &str, commit: &str) -> Result<bool, GitError> {
-    let target_commit = commit_of(dir, target).await?;
+pub async fn contains<'a>(
+    place: impl Into<Place<'a>>,
+    target: &str,
+    commit: &str,
+) -> Result<bool, GitError> {
+    let place = place.into();
+    let target_commit = commit_of(place, target).await?;
     let args = ["merge-base", "--is-ancestor", commit, &target_commit];
     // 0: contained; 1: not; anything else failed (and is an error).
-    Ok(run(dir, &args, &[0, 1], 0).await?.code == Some(0))
+    Ok(run(place, &args, &[0, 1], 0).await?.code == Some(0))
 }
 
 /// Whether the tip of `branch_ref` (an exact ref) is contained in
 /// `target` (an exact ref or commit id).
-pub async fn merged(dir: &Path, branch_ref: &str, target: &str) -> Result<bool, GitError> {
-    let tip = commit_of(dir, branch_ref).await?;
-    contains(dir, target, &tip).await
+pub async fn merged<'a>(
+    place: impl Into<Place<'a>>,
+    branch_ref: &str,
+    target: &str,
+) -> Result<bool, GitError> {
+    let place = place.into();
+    let tip = commit_of(place, branch_ref).await?;
+    contains(place, target, &tip).await
 }
 
 /// Deletes branch ref `reference` only if it still points at `tip`, the
@@ -326,8 +634,15 @@ const MAX_DIFF_BYTES: usize = 4 * 1024 * 1024;
 const MAX_NEW_FILE: u64 = 1024 * 1024;
 
 /// The options every diff here runs with: plain unified text, no helpers.
-const DIFF_OPTIONS: [&str; 6] =
-    ["--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "-U3", "--"];
+const DIFF_OPTIONS: [&str; 7] = [
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-renames",
+    "--ignore-submodules=all",
+    "-U3",
+    "--",
+];
 
 /// What `worktree` changed since it left `target` (an exact ref):
 /// committed, staged, unstaged, and new files git does not track yet
@@ -335,19 +650,21 @@ const DIFF_OPTIONS: [&str; 6] =
 /// read through a byte cap; a new file too large to show, or not a regular
 /// file, is listed as such and never read. The index is never touched.
 pub async fn diff_against(
-    worktree: &Path,
+    checkout: &Checkout,
     target: &str,
 ) -> Result<shard_protocol::workspace::WorkspaceDiff, GitError> {
     use shard_protocol::workspace::FileDiff;
-    let base = git(worktree, &["merge-base", "--end-of-options", target, "HEAD"]).await?;
+    let worktree = &checkout.work_tree;
+    let place = Place::Checkout(checkout);
+    let base = git(place, &["merge-base", "--end-of-options", target, "HEAD"]).await?;
     let base = base.trim();
     let mut args = vec!["diff", base];
     args.extend(DIFF_OPTIONS);
-    let tracked = run(worktree, &args, &[0], MAX_DIFF_BYTES).await?;
+    let tracked = run(place, &args, &[0], MAX_DIFF_BYTES).await?;
     let mut text = tracked.text;
     let mut truncated = tracked.truncated;
     let untracked =
-        git(worktree, &["ls-files", "--others", "--exclude-standard", "--full-name", "-z"]).await?;
+        git(place, &["ls-files", "--others", "--exclude-standard", "--full-name", "-z"]).await?;
     let mut untracked: Vec<&str> = untracked.split('\0').filter(|path| !path.is_empty()).collect();
     untracked.sort_unstable();
     let tracked_files = text.lines().filter(|line| line.starts_with("diff --git ")).count();
@@ -369,7 +686,7 @@ pub async fn diff_against(
         let mut args = vec!["diff", "--no-index"];
         args.extend(DIFF_OPTIONS);
         args.extend(["/dev/null", path]);
-        let new_file = run(worktree, &args, &[0, 1], left).await?;
+        let new_file = run(place, &args, &[0, 1], left).await?;
         text.push_str(&new_file.text);
         truncated |= new_file.truncated;
     }
@@ -463,7 +780,53 @@ pub fn parse_unified(text: &str) -> shard_protocol::workspace::WorkspaceDiff {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_unified;
+    use super::{neutralized, parse_unified};
+
+    #[test]
+    fn what_the_repository_config_would_run_is_taken_back_to_the_users_own() {
+        let listing = [
+            "system\0filter.lfs.clean\ngit-lfs clean -- %f",
+            "global\0gpg.program\n/usr/bin/gpg2",
+            "global\0user.name\nSomeone",
+            "local\0filter.lfs.clean\nsh -c planted",
+            "local\0filter.Planted.smudge\nplanted",
+            "local\0filter.planted.process\nplanted",
+            "local\0merge.planted.driver\nplanted %A",
+            "local\0diff.planted.textconv\nplanted",
+            "local\0diff.external\nplanted",
+            "worktree\0gpg.program\nplanted",
+            "local\0gpg.ssh.program\nplanted",
+            "local\0core.sshcommand\nplanted",
+            "local\0remote.origin.uploadpack\nplanted",
+            "local\0remote.origin.receivepack\nplanted",
+            "local\0remote.origin.url\n/srv/repo.git",
+            "local\0user.email\nx@example.invalid",
+            "local\0core.bare",
+            "local\0filter.planted.smudge\nagain",
+            "",
+        ]
+        .join("\0");
+        let settings = neutralized(&listing);
+        assert_eq!(
+            settings,
+            [
+                "filter.lfs.clean=git-lfs clean -- %f",
+                "filter.Planted.smudge=",
+                "filter.planted.process=",
+                "merge.planted.driver=",
+                "diff.planted.textconv=",
+                "diff.external=",
+                "gpg.program=/usr/bin/gpg2",
+                "gpg.ssh.program=ssh-keygen",
+                "core.sshcommand=ssh",
+                "remote.origin.uploadpack=git-upload-pack",
+                "remote.origin.receivepack=git-receive-pack",
+                "filter.planted.smudge=",
+            ]
+        );
+        assert!(neutralized("").is_empty());
+        assert!(neutralized("global\0filter.lfs.clean\ngit-lfs clean").is_empty());
+    }
 
     #[test]
     fn a_unified_diff_becomes_files_and_hunks() {

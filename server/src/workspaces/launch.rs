@@ -2,8 +2,6 @@
 //! an attach starts in a worktree, and `workspace.attach` itself (a new
 //! agent in a workspace that exists and whose worktree is still there).
 
-use std::path::Path;
-
 use shard_protocol::ServerMessage;
 use shard_protocol::orchestrator::AgentCreate;
 use shard_protocol::workspace::{
@@ -12,7 +10,7 @@ use shard_protocol::workspace::{
 
 use super::records::WorkspaceRecord;
 use super::status::MISSING;
-use super::{WorkspaceError, Workspaces, home, no_workspace, present};
+use super::{WorkspaceError, Workspaces, checkout, home, no_workspace};
 
 /// The agent a launch made, and its session.
 pub(super) struct Launched {
@@ -33,11 +31,13 @@ impl Workspaces {
         if record.lifecycle == WorkspaceLifecycle::Retired {
             return Err(WorkspaceError::Retired);
         }
-        if !present(Path::new(&record.worktree)).await {
-            if let Some(record) = records.get_mut(&request.workspace_id) {
+        if let Err(error) = checkout(&record).await {
+            if let (WorkspaceError::Missing, Some(record)) =
+                (&error, records.get_mut(&request.workspace_id))
+            {
                 self.settle(record, Some(MISSING));
             }
-            return Err(WorkspaceError::Missing);
+            return Err(error);
         }
         let Launched { agent_id, session_id } = self.launch(&record, &request.launch).await?;
         let mut record = record;

@@ -23,9 +23,9 @@ use super::actions::{
     commit_count, count, failed, fingerprint, is_ancestor, plural, same_state,
 };
 use super::commit::short;
-use super::git::{self, Git, GitError};
+use super::git::{self, Checkout, Git, GitError};
 use super::records::WorkspaceRecord;
-use super::{WorkspaceError, Workspaces, target_ref};
+use super::{WorkspaceError, Workspaces, checkout, not_relinked, target_ref};
 
 /// The oldest git with `merge-tree --write-tree`.
 const MERGE_TREE_GIT: (u32, u32) = (2, 38);
@@ -44,7 +44,7 @@ struct Plan {
     file_count: u32,
     conflicts: Vec<String>,
     /// Checkouts of the target that move with it.
-    checkouts: Vec<PathBuf>,
+    checkouts: Vec<Checkout>,
     fingerprint: String,
 }
 
@@ -77,12 +77,13 @@ impl Workspaces {
             for checkout in &plan.checkouts {
                 summary.push_str(&format!(
                     " `{target_name}` is checked out in {}: its files there change too.",
-                    checkout_name(repository, checkout)
+                    checkout_name(repository, &checkout.work_tree)
                 ));
             }
         }
-        let worktree = Path::new(&record.worktree);
-        if let Ok(dirty @ 1..) = git::dirty_count(worktree).await {
+        if let Ok(worktree) = checkout(&record).await
+            && let Ok(dirty @ 1..) = git::dirty_count(&worktree).await
+        {
             summary.push_str(&format!(
                 " The workspace's {} not merged: only commits are.",
                 if dirty == 1 {
@@ -105,6 +106,7 @@ impl Workspaces {
             conflicts: plan.conflicts,
             remote: None,
             remote_branch: None,
+            remote_url: None,
         })
     }
 
@@ -133,7 +135,6 @@ impl Workspaces {
                     &message,
                 ];
                 let made = Git::new(repository)
-                    .hooks_off()
                     .run(&args)
                     .await
                     .map_err(failed("make the merge commit"))?;
@@ -179,14 +180,14 @@ async fn move_target(
     new: &str,
 ) -> Result<(), WorkspaceError> {
     let repository = Path::new(&record.repository_cwd);
-    let mut moved: Vec<&PathBuf> = Vec::new();
+    let mut moved: Vec<&Checkout> = Vec::new();
     for checkout in &plan.checkouts {
         if let Err(source) = check_out(checkout, &plan.target_tip, new).await {
             tracing::warn!(error = %source, "cannot update the target's checkout");
             undo_checkouts(&moved, new, &plan.target_tip).await;
             return Err(WorkspaceError::CheckoutBlocked {
                 target: record.integration_target.clone(),
-                checkout: checkout_name(repository, checkout),
+                checkout: checkout_name(repository, &checkout.work_tree),
                 source,
             });
         }
@@ -194,7 +195,7 @@ async fn move_target(
     }
     let reflog = format!("shard: merge {}", record.branch);
     let args = ["update-ref", "-m", &reflog, &plan.target, new, &plan.target_tip];
-    if let Err(error) = Git::new(repository).hooks_off().run(&args).await {
+    if let Err(error) = Git::new(repository).run(&args).await {
         tracing::info!(%error, "the integration target moved before the merge");
         undo_checkouts(&moved, new, &plan.target_tip).await;
         return Err(WorkspaceError::Stale { action: "merge" });
@@ -205,15 +206,15 @@ async fn move_target(
 /// Moves a checkout's index and files from commit `from` to `to`, keeping
 /// its uncommitted changes, as `git checkout` would; refused (nothing
 /// changed) when a change or an untracked file would be overwritten.
-async fn check_out(checkout: &Path, from: &str, to: &str) -> Result<(), GitError> {
+async fn check_out(checkout: &Checkout, from: &str, to: &str) -> Result<(), GitError> {
     // Fresh stats first, or read-tree takes an untouched file for a change
     // (1: some files have changes, which read-tree then judges).
     let refresh = ["update-index", "-q", "--refresh"];
-    Git::new(checkout).hooks_off().accept(&[0, 1]).run(&refresh).await?;
-    Git::new(checkout).hooks_off().run(&["read-tree", "-m", "-u", from, to]).await.map(|_| ())
+    Git::new(checkout).accept(&[0, 1]).run(&refresh).await?;
+    Git::new(checkout).run(&["read-tree", "-m", "-u", from, to]).await.map(|_| ())
 }
 
-async fn undo_checkouts(moved: &[&PathBuf], new: &str, old: &str) {
+async fn undo_checkouts(moved: &[&Checkout], new: &str, old: &str) {
     for checkout in moved {
         if let Err(error) = check_out(checkout, new, old).await {
             tracing::error!(%error, "cannot put the target's checkout back");
@@ -234,6 +235,7 @@ fn checkout_name(repository: &Path, checkout: &Path) -> String {
 /// make it, the target is a local branch, and the branch has something
 /// the target lacks; a conflict is planned (and refused by the action).
 async fn plan(record: &WorkspaceRecord) -> Result<Plan, WorkspaceError> {
+    not_relinked(record).await?;
     let repository = Path::new(&record.repository_cwd);
     check_git_version(repository).await?;
     let target = target_ref(record).await;
@@ -295,7 +297,7 @@ async fn plan(record: &WorkspaceRecord) -> Result<Plan, WorkspaceError> {
     plan.checkouts = checkouts_of(repository, &plan.target).await?;
     let changed: HashSet<&str> = changes.all.iter().map(String::as_str).collect();
     for checkout in &plan.checkouts {
-        check_settled(checkout, &checkout_name(repository, checkout)).await?;
+        check_settled(checkout, &checkout_name(repository, &checkout.work_tree)).await?;
         let touched = dirty_paths(checkout)
             .await
             .map_err(failed("read the target's checkout"))?
@@ -306,7 +308,7 @@ async fn plan(record: &WorkspaceRecord) -> Result<Plan, WorkspaceError> {
         if !touched.is_empty() {
             return Err(WorkspaceError::CheckoutDirty {
                 target: record.integration_target.clone(),
-                checkout: checkout_name(repository, checkout),
+                checkout: checkout_name(repository, &checkout.work_tree),
                 paths: touched,
             });
         }
@@ -356,12 +358,16 @@ async fn merged_tree(
 }
 
 /// The checkouts (worktrees, the main one included) that have `target`
-/// checked out and are there.
-async fn checkouts_of(repository: &Path, target: &str) -> Result<Vec<PathBuf>, WorkspaceError> {
+/// checked out and are there, each with the git directory the repository
+/// records for it (a linked worktree's own `.git` is not read: its agent
+/// can write it).
+async fn checkouts_of(repository: &Path, target: &str) -> Result<Vec<Checkout>, WorkspaceError> {
+    let common = git::common_dir(repository).await.map_err(failed("find the repository"))?;
     let list = git::git(repository, &["worktree", "list", "--porcelain", "-z"])
         .await
         .map_err(failed("list the worktrees"))?;
     let mut found = Vec::new();
+    let mut first = true;
     let mut path: Option<&str> = None;
     let mut on_target = false;
     let mut gone = false;
@@ -369,8 +375,20 @@ async fn checkouts_of(repository: &Path, target: &str) -> Result<Vec<PathBuf>, W
     for field in list.split('\0') {
         if field.is_empty() {
             if let (Some(path), true, false) = (path, on_target, gone) {
-                found.push(PathBuf::from(path));
+                let work_tree = PathBuf::from(path);
+                // The first is the main checkout, whose git directory is
+                // the common one.
+                let git_dir = if first {
+                    Some(common.clone())
+                } else {
+                    git::linked_git_dir(&common, &work_tree)
+                };
+                match git_dir {
+                    Some(git_dir) => found.push(Checkout { work_tree, git_dir }),
+                    None => return Err(WorkspaceError::UnreadableCheckout),
+                }
             }
+            first = false;
             (path, on_target, gone) = (None, false, false);
         } else if let Some(at) = field.strip_prefix("worktree ") {
             path = Some(at);
@@ -385,8 +403,15 @@ async fn checkouts_of(repository: &Path, target: &str) -> Result<Vec<PathBuf>, W
 
 /// The paths of a checkout with uncommitted changes, untracked files
 /// included (they block a checkout that would write them).
-async fn dirty_paths(checkout: &Path) -> Result<Vec<String>, GitError> {
-    let args = ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"];
+async fn dirty_paths(checkout: &Checkout) -> Result<Vec<String>, GitError> {
+    let args = [
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+        "--ignore-submodules=all",
+    ];
     let out = git::git(checkout, &args).await?;
     Ok(out
         .split('\0')

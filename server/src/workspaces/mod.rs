@@ -93,9 +93,42 @@ async fn repository_of(cwd: &Path) -> Result<(PathBuf, PathBuf), WorkspaceError>
     Ok((toplevel, repository))
 }
 
-/// Whether `worktree` is still a checkout of its own.
-async fn present(worktree: &Path) -> bool {
-    git::toplevel(worktree).await.is_some_and(|top| top == worktree)
+/// The workspace's worktree as git is told of it: its work tree and the
+/// git directory it was made with. Refused when the worktree is gone or
+/// the repository no longer records it (`missing`), or when its `.git`
+/// now points elsewhere (`relinked`): git then runs nowhere in it.
+async fn checkout(record: &WorkspaceRecord) -> Result<git::Checkout, WorkspaceError> {
+    let work_tree = PathBuf::from(&record.worktree);
+    if !std::fs::symlink_metadata(&work_tree).is_ok_and(|meta| meta.is_dir()) {
+        return Err(WorkspaceError::Missing);
+    }
+    let git_dir = match &record.git_dir {
+        Some(git_dir) => PathBuf::from(git_dir),
+        None => {
+            let repository = Path::new(&record.repository_cwd);
+            let common = git::common_dir(repository).await.map_err(|error| {
+                tracing::warn!(%error, "cannot find the repository's git directory");
+                WorkspaceError::Missing
+            })?;
+            git::linked_git_dir(&common, &work_tree).ok_or(WorkspaceError::Missing)?
+        }
+    };
+    match git::link(&work_tree, &git_dir) {
+        git::Link::Intact => Ok(git::Checkout { work_tree, git_dir }),
+        git::Link::Relinked => Err(WorkspaceError::Relinked),
+        git::Link::Unrecorded => Err(WorkspaceError::Missing),
+    }
+}
+
+/// Refuses an action on a workspace whose worktree's `.git` points
+/// elsewhere: its branch may still be whole, but whoever relinked it is
+/// at work there, and the person should see that first. A worktree that is
+/// gone is no reason to refuse a merge or push of its branch.
+async fn not_relinked(record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
+    match checkout(record).await {
+        Err(WorkspaceError::Relinked) => Err(WorkspaceError::Relinked),
+        _ => Ok(()),
+    }
 }
 
 /// The workspace's integration target as an exact ref or commit id: the

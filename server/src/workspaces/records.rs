@@ -29,6 +29,12 @@ pub struct WorkspaceRecord {
     pub repository_cwd: String,
     /// The worktree's checkout directory.
     pub worktree: String,
+    /// The worktree's git directory in the repository (its
+    /// `worktrees/<name>`), read from the repository when the worktree was
+    /// made. Git is always told this one, never what the worktree's `.git`
+    /// says now. Records older than this field find it in the repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_dir: Option<String>,
     pub lifecycle: WorkspaceLifecycle,
     pub created_at: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -14,7 +14,7 @@ use shard_protocol::workspace::{
 
 use super::records::WorkspaceRecord;
 use super::status::Liveness;
-use super::{WorkspaceError, Workspaces, git, home, no_workspace, present, target_ref};
+use super::{WorkspaceError, Workspaces, checkout, git, home, no_workspace, target_ref};
 
 impl Workspaces {
     /// `workspace.retire`, safe by default: refused while an agent is live
@@ -36,7 +36,7 @@ impl Workspaces {
         // a path that is gone altogether retires without reading it.
         let here = std::fs::symlink_metadata(&worktree).is_ok();
         if here {
-            self.prove_removable(&record, &worktree).await?;
+            self.prove_removable(&record).await?;
         }
         let delete_branch = branch_to_delete(&record, disposition).await?;
         take_down(&record, here, delete_branch).await?;
@@ -75,14 +75,12 @@ impl Workspaces {
     /// reads it as a checkout of its own, its HEAD is its branch (so every
     /// commit it holds is on that branch), and it has no changes. Anything
     /// else is refused and nothing is touched.
-    async fn prove_removable(
-        &self,
-        record: &WorkspaceRecord,
-        worktree: &Path,
-    ) -> Result<(), WorkspaceError> {
-        if !present(worktree).await {
-            return Err(WorkspaceError::UnreadableCheckout);
-        }
+    async fn prove_removable(&self, record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
+        let worktree = &match checkout(record).await {
+            Ok(checkout) => checkout,
+            Err(WorkspaceError::Relinked) => return Err(WorkspaceError::Relinked),
+            Err(_) => return Err(WorkspaceError::UnreadableCheckout),
+        };
         let branch = git::branch_ref(&record.branch);
         if git::head_ref(worktree).await.as_deref() != Some(branch.as_str()) {
             return Err(WorkspaceError::HeadMoved { branch: record.branch.clone() });

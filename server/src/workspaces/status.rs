@@ -15,10 +15,13 @@ use shard_protocol::workspace::{
 };
 
 use super::records::WorkspaceRecord;
-use super::{WorkspaceError, Workspaces, git, no_workspace, present, repository_of, target_ref};
+use super::{WorkspaceError, Workspaces, checkout, git, no_workspace, repository_of, target_ref};
 
 /// Why a workspace whose worktree is gone is a tombstone (no paths).
 pub(super) const MISSING: &str = "the worktree is missing (deleted or moved outside Shard)";
+/// Why a workspace whose worktree's `.git` was pointed elsewhere is in
+/// conflict (git runs nowhere in it until it is put back).
+const RELINKED: &str = "the worktree's `.git` no longer points at its repository (changed outside Shard); `git worktree repair` in the repository puts it back";
 
 /// Whether an agent working in a worktree has a process that runs (or
 /// starts), and whether one is mid-turn.
@@ -67,12 +70,13 @@ impl Workspaces {
         };
         let mut workspace = self.detail(&record).await;
         workspace.summary.lifecycle = self.reconcile(&record.workspace_id, &workspace).await;
-        let present =
-            workspace.state.tombstone.is_none() && record.lifecycle != WorkspaceLifecycle::Retired;
-        if request.include_diff == Some(true) && present {
-            let worktree = Path::new(&record.worktree);
+        let live = record.lifecycle != WorkspaceLifecycle::Retired;
+        if request.include_diff == Some(true)
+            && live
+            && let Ok(checkout) = checkout(&record).await
+        {
             let target = target_ref(&record).await;
-            match git::diff_against(worktree, &target).await {
+            match git::diff_against(&checkout, &target).await {
                 Ok(diff) => workspace.state.diff = Some(diff),
                 Err(error) => tracing::warn!(%error, "cannot diff the workspace"),
             }
@@ -143,7 +147,6 @@ impl Workspaces {
     /// (a missing one is a tombstone) and its agents' liveness.
     pub(super) async fn detail(&self, record: &WorkspaceRecord) -> WorkspaceDetail {
         let mut summary = record.summary();
-        let worktree = Path::new(&record.worktree);
         let Liveness { live, busy } = self.liveness(record);
         let mut detail = WorkspaceDetail {
             summary: summary.clone(),
@@ -157,11 +160,19 @@ impl Workspaces {
         if record.lifecycle == WorkspaceLifecycle::Retired {
             return detail;
         }
-        if !present(worktree).await {
-            detail.state.tombstone = Some(true);
-            detail.state.conflict = Some(MISSING.to_owned());
-            return detail;
-        }
+        let worktree = match checkout(record).await {
+            Ok(worktree) => worktree,
+            Err(WorkspaceError::Relinked) => {
+                detail.state.conflict = Some(RELINKED.to_owned());
+                return detail;
+            }
+            Err(_) => {
+                detail.state.tombstone = Some(true);
+                detail.state.conflict = Some(MISSING.to_owned());
+                return detail;
+            }
+        };
+        let worktree = &worktree;
         let branch = git::branch_ref(&record.branch);
         if git::head_ref(worktree).await.as_deref() != Some(branch.as_str()) {
             detail.state.conflict = Some(format!(
