@@ -79,3 +79,42 @@ async fn a_reason_naming_a_branch_shows_its_hidden_characters_as_escapes() {
         assert!(!text.contains('\u{202E}'), "{text:?}");
     }
 }
+
+#[tokio::test]
+async fn a_question_reaches_every_client_with_its_hidden_characters_shown_and_its_input_exact() {
+    let daemon = Daemon::start(&[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let project = TempDir::new().unwrap();
+    let agent = client.create(project.path(), "asker").await;
+    client.attach(&agent, "interactive").await;
+    let command = "printf '\u{1b}]0;title\u{7}' # \u{202E}txt.exe";
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": format!("run: {command}")});
+    client.call("p", prompt).await;
+    let request = client.permission_request(&agent).await;
+    let shown = request["prompt"].as_str().unwrap();
+    for hidden in ['\u{1b}', '\u{7}', '\u{202E}'] {
+        assert!(!shown.contains(hidden), "{hidden:?} reached the prompt: {shown:?}");
+    }
+    assert!(shown.contains("\\u{001B}") && shown.contains("\\u{202E}"), "{shown:?}");
+    assert_eq!(request["input"]["command"], command, "the call itself is exact");
+    let deny = json!({"type": "permission_response", "agent_id": agent,
+                      "request_id": request["request_id"], "decision": "deny"});
+    client.call("d", deny).await;
+    client.until_agent(&agent, |message| message["type"] == "turn_end").await;
+
+    // A question to the user: its text shown, the same way.
+    let ask = json!({"type": "prompt", "agent_id": agent,
+                     "message": "ask: which \u{202E}gnp.exe\u{7} file?"});
+    client.call("q", ask).await;
+    let asked = client.until_agent(&agent, |message| message["type"] == "ui_request").await;
+    let asked = asked.last().unwrap();
+    let text = format!("{}{}", asked["title"], asked["message"]);
+    assert!(!text.contains('\u{202E}') && !text.contains('\u{7}'), "{asked}");
+    assert!(text.contains("\\u{202E}"), "{asked}");
+    // What a late attach is sent is the same text.
+    let mut late = Client::unix(&daemon.socket()).await;
+    let synced = late.attach(&agent, "observer").await;
+    let pending = synced["pending_requests"].to_string();
+    assert!(pending.contains("\\\\u{202E}"), "{pending}");
+    assert!(!pending.contains('\u{202E}'), "{pending}");
+}
