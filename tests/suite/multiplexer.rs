@@ -133,8 +133,9 @@ async fn bad_frames_are_answered_and_the_connection_survives() {
     assert!(wrong["error"]["message"].as_str().unwrap_or("").contains("cwd"));
     let relative = client.call("r", json!({"type": "agent.create", "cwd": "relative/dir"})).await;
     assert_eq!(relative["error"]["code"], "INVALID_REQUEST");
-    let no_model =
-        client.call("n", json!({"type": "agent.create", "cwd": "/tmp", "model": "gpt-none"})).await;
+    let project = TempDir::new().unwrap();
+    let create = json!({"type": "agent.create", "cwd": project.path(), "model": "gpt-none"});
+    let no_model = client.call("n", create).await;
     assert_eq!(no_model["error"]["code"], "NOT_FOUND");
     let listed = client.call("l", json!({"type": "agent.list"})).await;
     assert_eq!(listed["data"]["agents"], json!([]));
