@@ -210,7 +210,8 @@ test('commit, merge and push from the panel: each shows what it will do, then do
   appendFileSync(join(daemon.home, 'config.toml'), '\n[workspaces]\npush_remote = "origin"\n');
   await panel.getByRole('button', { name: 'Push…' }).click();
   const push = panel.getByRole('dialog', { name: 'Push' });
-  await expect(push).toContainText('Pushes branch `wren-work` to `origin`, where it is new: 2 commits it does not have.');
+  // The preview names the exact URL the push goes to.
+  await expect(push).toContainText(`Pushes branch \`wren-work\` to \`origin\` at \`${bare}\`, where it is new: 2 commits it does not have.`);
   await push.getByRole('button', { name: 'Push', exact: true }).click();
   await expect(panel.locator('.action-result')).toHaveText('Pushed 2 commits of branch `wren-work` to `origin`.');
   expect(git(bare, 'rev-parse', 'refs/heads/wren-work')).toBe(git(worktree, 'rev-parse', 'HEAD'));
