@@ -286,12 +286,17 @@ pub struct Browser {
     pub secret: String,
 }
 
+/// The `name=value` of the cookie an answer sets (an enrollment's).
+pub fn session_cookie(response: &reqwest::Response) -> String {
+    let set_cookie = response.headers()[SET_COOKIE].to_str().expect("ascii");
+    set_cookie.split(';').next().expect("cookie").to_owned()
+}
+
 impl Browser {
     pub async fn enroll(daemon: &Daemon, code: &str) -> Browser {
         let response = post(daemon, "/enroll", Some(json!({"code": code})), None).await;
         assert_eq!(response.status(), 200, "enrollment");
-        let set_cookie = response.headers()[SET_COOKIE].to_str().expect("ascii").to_owned();
-        let cookie = set_cookie.split(';').next().expect("cookie").to_owned();
+        let cookie = session_cookie(&response);
         let answer: Value = response.json().await.expect("json");
         let secret = answer["browser_secret"].as_str().expect("browser_secret").to_owned();
         Browser { cookie, secret }

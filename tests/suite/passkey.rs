@@ -83,13 +83,7 @@ impl Remote {
             .await
             .expect("enroll");
         assert_eq!(enrolled.status(), StatusCode::OK);
-        let cookie = enrolled.headers()["set-cookie"]
-            .to_str()
-            .expect("ascii")
-            .split(';')
-            .next()
-            .expect("cookie")
-            .to_owned();
+        let cookie = super::client::session_cookie(&enrolled);
         Browser { cookie, keys: Authenticator::new(PAGE) }
     }
 

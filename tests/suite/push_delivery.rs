@@ -644,13 +644,7 @@ async fn behind_a_proxy_a_passkey_is_asked_for_the_public_host_and_a_bad_asserti
         .await
         .expect("enroll");
     assert_eq!(enrolled.status(), StatusCode::OK);
-    let cookie = enrolled.headers()["set-cookie"]
-        .to_str()
-        .expect("ascii")
-        .split(';')
-        .next()
-        .expect("cookie")
-        .to_owned();
+    let cookie = super::client::session_cookie(&enrolled);
 
     let options =
         proxied("/passkey/register/start").header(COOKIE, &cookie).send().await.expect("start");
