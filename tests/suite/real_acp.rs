@@ -1,9 +1,10 @@
 //! Agents nobody here wrote, under Shard through ACP: Claude Code
-//! (`@zed-industries/claude-agent-acp`), Codex (`@zed-industries/codex-acp`)
-//! and opencode (`opencode-ai`), pinned in tests/acp/package-lock.json and
-//! installed by scripts/test. Each runs offline against a scripted local
-//! model server (tests/fixtures/acp/model_server.py: Anthropic Messages,
-//! OpenAI Responses, chat completions) with the configuration
+//! (`@zed-industries/claude-agent-acp`), Codex (`@zed-industries/codex-acp`),
+//! Gemini CLI (`@google/gemini-cli`) and opencode (`opencode-ai`), pinned in
+//! tests/acp/package-lock.json and installed by scripts/test. Each runs
+//! offline against a scripted local model server
+//! (tests/fixtures/acp/model_server.py: Anthropic Messages, OpenAI
+//! Responses, Gemini generateContent, chat completions) with the configuration
 //! tests/fixtures/acp/setup_agent.py writes, and is driven over the unix
 //! socket as any client would: a streamed reply, a command that asks and
 //! is allowed, one that is denied, a file edit shown as a diff, an abort
@@ -121,9 +122,49 @@ fn sleeping(seconds: &str) -> Vec<String> {
     running(&format!("^sleep {seconds}$"))
 }
 
-/// `agent`, whose command line holds `program`, through every step above;
-/// `sleep` is a number of seconds no other test sleeps.
-async fn a_real_agent_works_under_shard(agent: &str, program: &str, sleep: &str) {
+/// One agent, and what it needs of the steps above.
+struct RealAgent {
+    /// Its runtime id, as setup_agent.py names it.
+    id: &'static str,
+    /// What its command line holds, to see that its process is gone.
+    program: &'static str,
+    /// A number of seconds no other test sleeps.
+    sleep: &'static str,
+    edit: Edit,
+    restart: Restart,
+}
+
+/// The file the edit step has the agent write.
+enum Edit {
+    /// One that is not there yet.
+    NewFile,
+    /// One that holds `old\n` already: Gemini CLI 0.61.0 cannot create a
+    /// file through a client that serves ACP's file methods (its write_file
+    /// reads the file first, and takes ACP's "resource not found" for a
+    /// failure, not for a file that is not there yet).
+    ExistingFile,
+}
+
+/// When the daemon restarts.
+enum Restart {
+    /// As soon as the steps before it are done.
+    AtOnce,
+    /// Once the minute the session began in (UTC) is over: Gemini CLI
+    /// 0.61.0 names a session's file by that minute and the session's id,
+    /// and a process that loads the session within the same minute opens
+    /// that file afresh, emptying it before it reads it, so the load fails.
+    InALaterMinute,
+}
+
+/// The minutes since the epoch, as a clock on the wall reads them.
+fn this_minute() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    now.as_secs() / 60
+}
+
+/// The agent through every step above.
+async fn a_real_agent_works_under_shard(real: RealAgent) {
+    let RealAgent { id: agent, program, sleep, edit, restart } = real;
     let scratch = TempDir::new().unwrap();
     let home = scratch.path().join("home");
     let state = scratch.path().join(agent);
@@ -136,13 +177,15 @@ async fn a_real_agent_works_under_shard(agent: &str, program: &str, sleep: &str)
     let server = ModelServer::start(&scratch.path().join("model.log")).await;
     std::fs::write(home.join("config.toml"), runtime_config(agent, &state, server.port)).unwrap();
 
-    let agent_id = {
+    let (agent_id, began) = {
         let daemon = Daemon::start_in(&home, &[]).await;
         let mut client = Client::unix(&daemon.socket()).await;
         let create = json!({"type": "agent.create", "cwd": cwd, "runtime": agent});
         let made = client.call_within("c", create, std::time::Duration::from_secs(60)).await;
         assert_eq!(made["success"], true, "{agent}: {made}");
         let agent_id = made["data"]["agent_id"].as_str().unwrap().to_owned();
+        // Read once the session is open: it began in this minute or before.
+        let began = this_minute();
         client.attach(&agent_id, "interactive").await;
 
         // A streamed reply.
@@ -160,6 +203,9 @@ async fn a_real_agent_works_under_shard(agent: &str, program: &str, sleep: &str)
         assert!(!project.join("denied.txt").exists(), "{agent} did not run it: {events:?}");
 
         // A file edit, shown as a diff.
+        if let Edit::ExistingFile = edit {
+            std::fs::write(project.join("edited.txt"), "old\n").unwrap();
+        }
         let events = turn(&mut client, &agent_id, "edit: edited.txt", "allow").await;
         let written = std::fs::read_to_string(project.join("edited.txt")).unwrap_or_default();
         assert_eq!(written, "new\n", "{agent}: {events:?}");
@@ -190,8 +236,13 @@ async fn a_real_agent_works_under_shard(agent: &str, program: &str, sleep: &str)
         wait_until_within("the aborted command to die", ten, || sleeping(sleep).is_empty()).await;
         let events = turn(&mut client, &agent_id, "hello again", "deny").await;
         assert!(said(&events).contains("echo: hello again"), "{agent} after abort: {events:?}");
-        agent_id
+        (agent_id, began)
     };
+    if let Restart::InALaterMinute = restart {
+        while this_minute() == began {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
 
     // After a restart the agent takes up its session: the model sees the
     // earlier conversation again. The restart is an orderly one: the first
@@ -211,15 +262,48 @@ async fn a_real_agent_works_under_shard(agent: &str, program: &str, sleep: &str)
 
 #[tokio::test]
 async fn claude_code_works_under_shard() {
-    a_real_agent_works_under_shard("claude", "claude-agent-acp/dist", "41").await;
+    a_real_agent_works_under_shard(RealAgent {
+        id: "claude",
+        program: "claude-agent-acp/dist",
+        sleep: "41",
+        edit: Edit::NewFile,
+        restart: Restart::AtOnce,
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn codex_works_under_shard() {
-    a_real_agent_works_under_shard("codex", "codex-acp", "43").await;
+    a_real_agent_works_under_shard(RealAgent {
+        id: "codex",
+        program: "codex-acp",
+        sleep: "43",
+        edit: Edit::NewFile,
+        restart: Restart::AtOnce,
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn gemini_cli_works_under_shard() {
+    a_real_agent_works_under_shard(RealAgent {
+        id: "gemini",
+        program: "gemini-cli/bundle/gemini.js",
+        sleep: "53",
+        edit: Edit::ExistingFile,
+        restart: Restart::InALaterMinute,
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn opencode_works_under_shard() {
-    a_real_agent_works_under_shard("opencode", "opencode.exe acp", "47").await;
+    a_real_agent_works_under_shard(RealAgent {
+        id: "opencode",
+        program: "opencode.exe acp",
+        sleep: "47",
+        edit: Edit::NewFile,
+        restart: Restart::AtOnce,
+    })
+    .await;
 }
