@@ -16,13 +16,12 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use agent_client_protocol_schema::v1::{
-    self as acp, ClientResponse, ReadTextFileResponse, WriteTextFileResponse,
+    self as acp, ClientResponse, ReadTextFileRequest, ReadTextFileResponse, WriteTextFileRequest,
+    WriteTextFileResponse,
 };
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
 use nix::sys::stat::Mode;
-
-use super::translate::FsRequest;
 
 /// The most a read gives back, and a write takes.
 pub const MAX_FILE: u64 = 8 << 20;
@@ -84,6 +83,13 @@ impl From<Refusal> for acp::Error {
             other => acp::Error::invalid_params().data(other.to_string()),
         }
     }
+}
+
+/// A file the agent asks Shard's file service for.
+#[derive(Debug, PartialEq)]
+pub enum FsRequest {
+    Read(ReadTextFileRequest),
+    Write(WriteTextFileRequest),
 }
 
 /// The answer to a write a person did not allow.

@@ -11,33 +11,18 @@ use agent_client_protocol_schema::v1::{RequestId, WriteTextFileRequest};
 use serde_json::json;
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::{
-    ChoiceIntent, Decision, DetailFormat, PermissionAnswer, PermissionChoice, PermissionDetail,
-    PermissionRequest,
+    ChoiceIntent, Decision, DetailFormat, PermissionChoice, PermissionDetail, PermissionRequest,
 };
 
 use crate::agents::effect;
 
-use super::tools::{About, Question};
+use super::question::{About, CHOICE_ALLOW, CHOICE_DENY, Question};
 use super::{FsRequest, Out, Translator, event};
 
 /// The most of a write's content a question repeats, in its details and
 /// its input: far more than a configuration file holds, and bounded so
 /// that a question always fits a client's queue (an ACP write may be 8 MiB).
 const MAX_SHOWN: usize = 256 * 1024;
-
-const CHOICE_ALLOW: &str = "allow-once";
-const CHOICE_DENY: &str = "deny";
-
-/// Whether `answer` allows the write; `None` when it picks neither choice.
-pub(super) fn allows(answer: &PermissionAnswer) -> Option<bool> {
-    match answer {
-        PermissionAnswer::Decision(Decision::Allow | Decision::AllowAlways) => Some(true),
-        PermissionAnswer::Decision(Decision::Deny) => Some(false),
-        PermissionAnswer::Choice(choice) if choice == CHOICE_ALLOW => Some(true),
-        PermissionAnswer::Choice(choice) if choice == CHOICE_DENY => Some(false),
-        PermissionAnswer::Choice(_) => None,
-    }
-}
 
 /// `text` up to [`MAX_SHOWN`] bytes; a longer one says how much more.
 fn shown(text: &str) -> String {

@@ -25,6 +25,7 @@ mod commands;
 mod files;
 mod opening;
 mod plan;
+mod question;
 mod settings;
 mod tools;
 mod turn;
@@ -36,8 +37,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 
 use agent_client_protocol_schema::v1::{
-    self as acp, AgentNotification, AgentRequest, AgentResponse, ClientRequest,
-    ReadTextFileRequest, RequestId, WriteTextFileRequest,
+    self as acp, AgentNotification, AgentRequest, AgentResponse, ClientRequest, RequestId,
 };
 use shard_agent::conversation::{RecordedSettings, Undelivered};
 use shard_agent::session_log::EntryBody;
@@ -47,8 +47,9 @@ use shard_protocol::types::{AgentStatus, Image};
 use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
 
 use self::plan::Plan;
+use self::question::Question;
 use self::settings::Settings;
-use self::tools::{Question, Tool};
+use self::tools::Tool;
 use self::turn::Turn;
 use super::wire::{self, Incoming, Outstanding};
 use crate::agents::error::AgentError;
@@ -92,11 +93,7 @@ pub struct Queueing {
     pub pinned: bool,
 }
 
-#[derive(Debug, PartialEq)]
-pub enum FsRequest {
-    Read(ReadTextFileRequest),
-    Write(WriteTextFileRequest),
-}
+pub use super::fs::FsRequest;
 
 /// What a translator starts from: the agent's directory, and what Shard's
 /// record of the session says a new process owes.

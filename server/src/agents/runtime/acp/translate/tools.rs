@@ -8,20 +8,20 @@
 use std::collections::HashMap;
 
 use agent_client_protocol_schema::v1::{
-    self as acp, ClientResponse, PermissionOptionKind, RequestId, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
-    ToolCallContent, ToolCallStatus, ToolCallUpdateFields, ToolKind,
+    self as acp, PermissionOptionKind, RequestId, RequestPermissionRequest, ToolCallContent,
+    ToolCallStatus, ToolCallUpdateFields, ToolKind,
 };
 use serde_json::Value;
 use shard_agent::session_log::EntryBody;
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::{
-    ChoiceIntent, Decision, PermissionAnswer, PermissionChoice, PermissionRequest,
-    PermissionResponse, ToolCall, ToolResult,
+    ChoiceIntent, Decision, PermissionChoice, PermissionRequest, PermissionResponse, ToolCall,
+    ToolResult,
 };
 use shard_protocol::message::Response;
 use shard_protocol::types::{ContentBlock, RenderDescriptor, ToolResultContent};
 
+use super::question::{About, Question};
 use super::{Out, Translator, event, resolved, respond};
 
 /// A tool call as gathered so far.
@@ -37,71 +37,6 @@ pub(super) struct Tool {
     output: Option<Value>,
     announced: bool,
     finished: bool,
-}
-
-/// A question open until answered or cancelled: the agent's permission
-/// request, or Shard's own before a write the agent asked for.
-pub(super) struct Question {
-    /// The agent's request the answer goes to.
-    pub asked: RequestId,
-    pub about: About,
-}
-
-pub(super) enum About {
-    /// The agent's own question, answered with one of its options.
-    Options {
-        /// Shard's choice id → the agent's option id.
-        options: HashMap<String, acp::PermissionOptionId>,
-        /// The option each legacy decision picks, by its kind.
-        decisions: HashMap<Decision, acp::PermissionOptionId>,
-    },
-    /// A write the file service carries out once a person allows it.
-    Write(acp::WriteTextFileRequest),
-}
-
-impl Question {
-    /// What `answer` gives the agent; the question back (boxed: a write's
-    /// may hold megabytes) when it picks none of its choices.
-    fn settle(self, answer: &PermissionAnswer) -> Result<Out, Box<Self>> {
-        let Self { asked, about } = self;
-        match about {
-            About::Options { options, decisions } => {
-                let option = match answer {
-                    PermissionAnswer::Choice(choice) => options.get(choice),
-                    PermissionAnswer::Decision(decision) => decisions.get(decision),
-                };
-                let Some(option) = option.cloned() else {
-                    let about = About::Options { options, decisions };
-                    return Err(Box::new(Self { asked, about }));
-                };
-                let selected = SelectedPermissionOutcome::new(option);
-                let response = ClientResponse::RequestPermissionResponse(
-                    RequestPermissionResponse::new(RequestPermissionOutcome::Selected(selected)),
-                );
-                Ok(Out::Agent(super::wire::answer(asked, Ok(response))))
-            }
-            About::Write(request) => match super::files::allows(answer) {
-                Some(true) => Ok(Out::Fs(asked, super::FsRequest::Write(request))),
-                Some(false) => {
-                    let refused = super::super::fs::not_allowed(&request.path);
-                    Ok(Out::Agent(super::wire::answer(asked, Err(refused))))
-                }
-                None => Err(Box::new(Self { asked, about: About::Write(request) })),
-            },
-        }
-    }
-
-    /// The answer when the turn is aborted: `cancelled`, as ACP requires.
-    pub(super) fn cancel(self) -> Out {
-        let answer = match self.about {
-            About::Options { .. } => {
-                let cancelled = RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled);
-                Ok(ClientResponse::RequestPermissionResponse(cancelled))
-            }
-            About::Write(_) => Err(acp::Error::request_cancelled()),
-        };
-        Out::Agent(super::wire::answer(self.asked, answer))
-    }
 }
 
 impl Tool {
