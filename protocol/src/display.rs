@@ -33,7 +33,7 @@ pub struct Shown<'a> {
 /// it holds none.
 pub fn shown(text: &str) -> Shown<'_> {
     if !text.char_indices().any(|(at, c)| hides(text, at, c)) {
-        return Shown { text: Cow::Borrowed(text), hidden: false };
+        return Shown { text: Cow::Borrowed(text), hidden: holds_an_escape(text) };
     }
     let mut out = String::with_capacity(text.len() + 16);
     for (at, c) in text.char_indices() {
@@ -44,6 +44,22 @@ pub fn shown(text: &str) -> Shown<'_> {
         }
     }
     Shown { text: Cow::Owned(out), hidden: true }
+}
+
+/// Whether `text` holds the escape [`shown`] writes for a hidden
+/// character: a question's text arrives escaped already (the daemon makes
+/// what a person decides on display-safe for every client), and still
+/// says that it hid something.
+fn holds_an_escape(text: &str) -> bool {
+    text.match_indices("\\u{").any(|(at, _)| {
+        let rest = &text[at + 3..];
+        let Some((hex, _)) = rest.split_once('}') else { return false };
+        (1..=6).contains(&hex.len())
+            && u32::from_str_radix(hex, 16)
+                .ok()
+                .and_then(char::from_u32)
+                .is_some_and(crate::diagnostic::unshown)
+    })
 }
 
 /// [`shown`]'s text, owned: for a reason or name built on the server.
@@ -69,6 +85,16 @@ fn hides(text: &str, at: usize, c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_escaped_already_still_says_it_hid_something() {
+        let once = shown("rm x #\u{202E}exe.txt");
+        assert_eq!(once.text, "rm x #\\u{202E}exe.txt");
+        let twice = shown(&once.text);
+        assert!(matches!(twice.text, Cow::Borrowed(_)), "nothing is escaped twice");
+        assert!(twice.hidden, "an escape of a hidden character is still flagged");
+        assert!(!shown("a \\u{41} and \\u{zz} and \\u{").hidden, "not escapes of hidden ones");
+    }
 
     #[test]
     fn clean_text_is_borrowed_and_not_flagged() {
