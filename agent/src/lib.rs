@@ -27,6 +27,7 @@
 pub mod agent;
 pub mod config;
 pub mod conversation;
+pub mod egress;
 pub mod keys;
 pub mod modes;
 pub mod permission;
