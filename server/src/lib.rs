@@ -36,6 +36,7 @@ pub mod home;
 pub mod id;
 pub mod jobs;
 pub mod queue;
+pub mod sandbox;
 pub mod search;
 pub mod web;
 pub mod workspaces;
