@@ -22,6 +22,8 @@ pub enum ErrorCode {
     ProviderError,
     ToolError,
     Conflict,
+    /// The agent cannot be contained as configured (CONTRACT.md, "Sandbox").
+    SandboxUnavailable,
     Other(String),
 }
 
@@ -40,6 +42,7 @@ impl ErrorCode {
             Self::ProviderError => "PROVIDER_ERROR",
             Self::ToolError => "TOOL_ERROR",
             Self::Conflict => "CONFLICT",
+            Self::SandboxUnavailable => "SANDBOX_UNAVAILABLE",
             Self::Other(code) => code,
         }
     }
@@ -58,6 +61,7 @@ impl ErrorCode {
             "PROVIDER_ERROR" => Self::ProviderError,
             "TOOL_ERROR" => Self::ToolError,
             "CONFLICT" => Self::Conflict,
+            "SANDBOX_UNAVAILABLE" => Self::SandboxUnavailable,
             other => Self::Other(other.to_owned()),
         }
     }

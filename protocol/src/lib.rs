@@ -17,6 +17,7 @@
 //! - [`types`]: the shared types of §11.
 //! - [`usage`], [`approvals`], [`search`]: the daemon's usage rollups,
 //!   approval history and full-text search (Shard extensions).
+//! - [`sandbox`]: the sandbox an agent runs in, as asked and as applied.
 //! - [`error`]: the §8 error registry and the `{code, message}` shape.
 //! - [`diagnostic`]: error text made safe to show and bounded.
 //! - [`display`]: text a person decides on, hidden characters made visible.
@@ -39,6 +40,7 @@ pub mod error;
 pub mod jsonl;
 pub mod message;
 pub mod orchestrator;
+pub mod sandbox;
 pub mod search;
 pub mod subagent;
 mod tagged;

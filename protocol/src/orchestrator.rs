@@ -68,6 +68,10 @@ pub struct AgentCreate {
     /// agent (CONTRACT.md, "Agents that are not Shard's own").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
+    /// Narrows the configured sandbox for this agent; never widens it
+    /// (CONTRACT.md, "Sandbox").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::SandboxRequest>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -369,4 +369,7 @@ pub struct AgentInfo {
     /// configured runtime's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
+    /// The sandbox the agent runs in (CONTRACT.md, "Sandbox").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::SandboxInfo>,
 }

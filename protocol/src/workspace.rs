@@ -58,6 +58,9 @@ pub struct WorkspaceLaunch {
     /// Shard's own"); absent: Shard's own agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
+    /// Narrows the configured sandbox for the agent (CONTRACT.md, "Sandbox").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::SandboxRequest>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
