@@ -327,6 +327,8 @@ struct ConfigFile {
     workspaces: WorkspacesConfig,
     #[serde(default)]
     step_up: StepUpConfig,
+    #[serde(default)]
+    sandbox: crate::sandbox::SandboxConfig,
 }
 
 /// Which environment variables tool processes (`bash` and what it runs)
@@ -371,6 +373,8 @@ pub struct Config {
     pub runtimes: Vec<RuntimeConfig>,
     pub workspaces: WorkspacesConfig,
     pub step_up: StepUpConfig,
+    /// `[sandbox]`, as written (crate::sandbox).
+    pub sandbox: crate::sandbox::SandboxConfig,
 }
 
 impl Config {
@@ -427,6 +431,7 @@ impl Config {
             );
         }
         crate::runtimes::check(&file.runtimes)?;
+        crate::sandbox::check(&file.sandbox, &file.runtimes)?;
         if let Some(remote) =
             file.workspaces.push_remote.as_deref().filter(|name| !plain_remote_name(name))
         {
@@ -445,6 +450,7 @@ impl Config {
             runtimes: file.runtimes,
             workspaces: file.workspaces,
             step_up: file.step_up,
+            sandbox: file.sandbox,
         })
     }
 
@@ -460,6 +466,7 @@ impl Config {
             runtimes: Vec::new(),
             workspaces: WorkspacesConfig::default(),
             step_up: StepUpConfig::default(),
+            sandbox: crate::sandbox::SandboxConfig::default(),
         }
     }
 

@@ -35,6 +35,7 @@ pub mod private;
 pub mod process_tree;
 pub mod provider;
 pub mod runtimes;
+pub mod sandbox;
 pub mod session_log;
 pub mod session_view;
 pub mod shared;

@@ -101,6 +101,16 @@ pub fn descendants(root: u32) -> Vec<u32> {
         .collect()
 }
 
+/// The live processes whose parent is `root`.
+pub fn children(root: u32) -> Vec<u32> {
+    let Ok(root) = i32::try_from(root) else { return Vec::new() };
+    processes()
+        .into_iter()
+        .filter(|entry| entry.parent == root && entry.live)
+        .filter_map(|entry| u32::try_from(entry.pid).ok())
+        .collect()
+}
+
 /// The live processes below `root` in a process group other than its own:
 /// the commands an agent started apart from itself (in a session of their
 /// own, as Claude Code and Codex start theirs).

@@ -50,6 +50,9 @@ pub struct RuntimeConfig {
     /// Values may be keys: never logged, never shown to a client.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// This runtime's part of the sandbox policy (crate::sandbox).
+    #[serde(default)]
+    pub sandbox: Option<crate::sandbox::SandboxConfig>,
 }
 
 /// Why `runtimes` cannot be used, if they cannot.
@@ -95,6 +98,7 @@ mod tests {
             command: "agent-acp".to_owned(),
             args: Vec::new(),
             env: BTreeMap::new(),
+            sandbox: None,
         }
     }
 
