@@ -28,6 +28,9 @@ pub enum Command {
     /// Internal: how the daemon runs an agent that is not Shard's own.
     #[command(hide = true)]
     Guard(crate::guard::GuardArgs),
+    /// Internal: the first process inside an agent's sandbox.
+    #[command(hide = true)]
+    Contain(crate::sandbox::inside::ContainArgs),
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -78,6 +81,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             runtime.block_on(crate::admin::sessions(command))
         }
         Command::Guard(args) => std::process::exit(crate::guard::run(args)?),
+        Command::Contain(args) => std::process::exit(crate::sandbox::inside::run(args)?),
         Command::Agent(args) => {
             seal_keys()?;
             let runtime = single_threaded()?;

@@ -117,6 +117,11 @@ pub struct DaemonArgs {
     /// twice that); past it, the oldest messages are evicted.
     #[arg(long, value_name = "BYTES", default_value_t = SearchLimits::default().bytes, value_parser = clap::value_parser!(u64).range(1024..))]
     pub search_max_bytes: u64,
+    /// For tests only: agents' egress proxy finds NAME at IP (`NAME=IP`,
+    /// as if DNS said so), so that a test can name a server on this
+    /// machine as an agent would name a host.
+    #[arg(long, hide = true, value_name = "NAME=IP", value_parser = crate::web::config::name_at_address)]
+    pub egress_resolve: Vec<(String, std::net::IpAddr)>,
 }
 
 /// Browser connections by default: a thousand idle tabs (S4) fit, in about
@@ -454,6 +459,25 @@ fn host_context(
 ) -> anyhow::Result<Arc<HostContext>> {
     let exe = std::env::current_exe().context("cannot find the shard executable")?;
     let processes = Arc::new(crate::agents::Processes::default());
+    let containment = crate::sandbox::Containment::probe();
+    match &containment {
+        crate::sandbox::Containment::Available { .. } => {
+            tracing::info!("sandbox: {}", containment.describe());
+        }
+        crate::sandbox::Containment::Unavailable { .. } => {
+            tracing::warn!("sandbox: {}", containment.describe());
+        }
+    }
+    let sandbox = Arc::new(crate::sandbox::Sandbox {
+        home: home.path.canonicalize().unwrap_or_else(|_| home.path.clone()),
+        exe: exe.clone(),
+        containment,
+        user_home: std::env::var_os("HOME").map(std::path::PathBuf::from),
+        resolver: Arc::new(crate::sandbox::egress::Resolver::with_known(
+            args.egress_resolve.clone(),
+        )),
+        remote: config.public_host.is_some(),
+    });
     Ok(Arc::new(HostContext {
         home: home.path.clone(),
         spawner: Arc::new(Spawners {
@@ -464,7 +488,9 @@ fn host_context(
             },
             acp: AcpSpawner { exe, home: home.path.clone(), processes: processes.clone() },
             home: home.path.clone(),
+            sandbox: sandbox.clone(),
         }),
+        sandbox,
         broadcast: hub.clone(),
         notices,
         step_up: step_up(home, config),

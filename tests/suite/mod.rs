@@ -24,6 +24,7 @@ mod replay;
 mod retire;
 mod rules;
 mod runtimes;
+mod sandbox;
 mod search;
 mod security;
 mod session_ops;

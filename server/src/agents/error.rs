@@ -109,6 +109,15 @@ pub enum AgentError {
     HostNotRunning,
     #[error("cannot start the agent process: {0}")]
     SpawnFailed(String),
+    #[error("{0}")]
+    SandboxUnavailable(String),
+    #[error(transparent)]
+    SandboxWider(crate::sandbox::policy::PolicyError),
+    #[error(
+        "the sandbox is off in config.toml: an agent without one can be started only from this \
+         machine, never from a remote browser"
+    )]
+    UnsandboxedFromAfar,
     #[error("the agent process did not become ready in time")]
     NotReady,
     #[error("the agent process exited before it was ready: {0}")]
@@ -219,6 +228,11 @@ impl AgentError {
             | Self::SpawnFailed(_)
             | Self::NotReady
             | Self::ExitedStarting(_) => ErrorCode::RuntimeStartFailed,
+            Self::SandboxUnavailable(_) => ErrorCode::SandboxUnavailable,
+            Self::SandboxWider(crate::sandbox::policy::PolicyError::Config(_)) => {
+                ErrorCode::InternalError
+            }
+            Self::SandboxWider(_) | Self::UnsandboxedFromAfar => ErrorCode::PermissionDenied,
             Self::StartRefused { code: ErrorCode::SessionCorrupt, .. } => ErrorCode::SessionCorrupt,
             Self::StartRefused { .. } => ErrorCode::RuntimeStartFailed,
             Self::RuntimeStopped

@@ -51,6 +51,9 @@ pub struct Manifest {
     /// A configured runtime's id; absent: the built-in agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
+    /// How `agent.create` (or its parent) narrowed its sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<shard_protocol::sandbox::SandboxRequest>,
 }
 
 impl Manifest {

@@ -119,10 +119,12 @@ impl Registry {
     /// `agent.create`: validate everything, write the manifest, start the
     /// process and wait until it is ready. Creations run side by side: only
     /// the checks and the manifest write are one at a time.
-    pub async fn create(&self, request: AgentCreate) -> Result<String, AgentError> {
+    /// `afar`: asked by a browser of a daemon in a remote mode, which may
+    /// never start an agent without a sandbox.
+    pub async fn create(&self, request: AgentCreate, afar: bool) -> Result<String, AgentError> {
         let mut info = {
             let _one_at_a_time = self.creating.lock().await;
-            self.register(&request, None).await?
+            self.register(&request, None, afar).await?
         };
         let agent_id = info.agent_id.clone();
         // Announced first, then its process starts (agent_status_changed).
@@ -132,6 +134,11 @@ impl Registry {
         let _ = self.send_waiting(&agent_id, HostCommand::Start { reply }).await;
         match started.await {
             Ok(Ok(())) => Ok(agent_id),
+            Ok(Err(error))
+                if error.code == shard_protocol::error::ErrorCode::SandboxUnavailable =>
+            {
+                Err(AgentError::SandboxUnavailable(error.message))
+            }
             // The identity stays: a retry (attach or new work) starts it again.
             Ok(Err(error)) => Err(AgentError::NotStarted { agent_id, why: error.message }),
             Err(_) => Err(AgentError::HostGoneStarting),
@@ -156,7 +163,7 @@ impl Registry {
         let _one_at_a_time = self.creating.lock().await;
         let mut made = Vec::new();
         for (agent_id, request) in children {
-            let info = self.register(&request, Some(agent_id)).await?;
+            let info = self.register(&request, Some(agent_id), false).await?;
             self.announce(info.clone());
             made.push(info);
         }
@@ -168,6 +175,7 @@ impl Registry {
         &self,
         request: &AgentCreate,
         agent_id: Option<String>,
+        afar: bool,
     ) -> Result<AgentInfo, AgentError> {
         let home = self.context.home.clone();
         let cwd = validate_cwd(&request.cwd, &home)?;
@@ -198,6 +206,7 @@ impl Registry {
             return Err(AgentError::NameHidden);
         }
         let managed = self.managed_fields(request)?;
+        let sandbox = self.sandbox_of(request, runtime.as_deref(), &config, afar)?;
         let session_id = match &request.session_id {
             Some(session_id) => self.adoptable(session_id)?,
             None => {
@@ -238,6 +247,7 @@ impl Registry {
             headless_policy: request.headless_policy,
             names: request.names.clone(),
             runtime,
+            sandbox,
         };
         manifest.save(&home).map_err(AgentError::ManifestWrite)?;
         self.manifests().insert(manifest.agent_id.clone(), manifest.clone());
@@ -245,6 +255,38 @@ impl Registry {
         let info = host.info();
         self.hosts.insert(Box::new(host));
         Ok(info)
+    }
+
+    /// The sandbox `request` asks for, never wider than its parent's nor
+    /// than config.toml's, and one this machine can make; off only when
+    /// config.toml says so and the ask is not from afar.
+    fn sandbox_of(
+        &self,
+        request: &AgentCreate,
+        runtime: Option<&str>,
+        config: &Config,
+        afar: bool,
+    ) -> Result<Option<shard_protocol::sandbox::SandboxRequest>, AgentError> {
+        let parent = request
+            .parent_agent_id
+            .as_ref()
+            .and_then(|parent| self.manifest(parent))
+            .and_then(|parent| parent.sandbox);
+        let asked = crate::sandbox::policy::narrowest(parent, request.sandbox);
+        let sandbox = &self.context.sandbox;
+        let runtime = runtime.unwrap_or(shard_agent::runtimes::BUILTIN);
+        let applied =
+            crate::sandbox::policy::for_agent(config, runtime, asked, sandbox.user_home.as_deref())
+                .map_err(AgentError::SandboxWider)?;
+        if !applied.contained() && afar {
+            return Err(AgentError::UnsandboxedFromAfar);
+        }
+        if applied.contained() {
+            sandbox
+                .program()
+                .map_err(|unavailable| AgentError::SandboxUnavailable(unavailable.0))?;
+        }
+        Ok(asked)
     }
 
     /// The managed-child fields of `agent.create`, checked: the depth and

@@ -23,8 +23,9 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
         ClientMessage::RuntimeList(_) => runtimes(&caller),
         ClientMessage::AgentCreate(request) => {
             let daemon = caller.daemon.clone();
+            let afar = caller.afar();
             Outcome::Later(Box::pin(async move {
-                let agent_id = daemon.registry().create(request).await?;
+                let agent_id = daemon.registry().create(request, afar).await?;
                 ok(AgentCreateResult { agent_id })
             }))
         }

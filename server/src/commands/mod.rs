@@ -320,6 +320,14 @@ pub struct Caller<'a> {
     pub grant: Grant,
 }
 
+impl Caller<'_> {
+    /// Whether this is a browser of a daemon in a remote mode: it may
+    /// never start an agent without a sandbox.
+    pub fn afar(&self) -> bool {
+        self.source == "web" && self.daemon.registry().context.sandbox.remote
+    }
+}
+
 /// Runs a registry command (a per-agent one goes through [`routed::run`]).
 pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
     match message {
@@ -350,7 +358,10 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
         | ClientMessage::WorkspaceRetire(_)
         | ClientMessage::WorkspaceCommit(_)
         | ClientMessage::WorkspaceMerge(_)
-        | ClientMessage::WorkspacePush(_) => workspace::run(caller.daemon, message),
+        | ClientMessage::WorkspacePush(_) => {
+            let afar = caller.afar();
+            workspace::run(caller.daemon, message, afar)
+        }
         ClientMessage::UsageGlobal(_)
         | ClientMessage::UsageAgent(_)
         | ClientMessage::UsageSession(_) => usage::run(caller.daemon.registry(), message),

@@ -7,14 +7,15 @@ use shard_protocol::ClientMessage;
 
 use super::{Daemon, Outcome, ok};
 
-pub fn run(daemon: &Arc<dyn Daemon>, message: ClientMessage) -> Outcome {
+/// `afar`: the caller is a browser of a daemon in a remote mode.
+pub fn run(daemon: &Arc<dyn Daemon>, message: ClientMessage, afar: bool) -> Outcome {
     let workspaces = daemon.workspaces().clone();
     match message {
         ClientMessage::WorkspaceCreate(request) => {
-            Outcome::Later(Box::pin(async move { ok(workspaces.create(request).await?) }))
+            Outcome::Later(Box::pin(async move { ok(workspaces.create(request, afar).await?) }))
         }
         ClientMessage::WorkspaceAttach(request) => {
-            Outcome::Later(Box::pin(async move { ok(workspaces.attach(request).await?) }))
+            Outcome::Later(Box::pin(async move { ok(workspaces.attach(request, afar).await?) }))
         }
         ClientMessage::WorkspaceRetire(request) => {
             Outcome::Later(Box::pin(async move { ok(workspaces.retire(request).await?) }))

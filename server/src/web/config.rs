@@ -67,7 +67,7 @@ pub struct WebArgs {
 }
 
 /// `NAME=IP`, for `--push-resolve`.
-fn name_at_address(value: &str) -> Result<(String, IpAddr), String> {
+pub fn name_at_address(value: &str) -> Result<(String, IpAddr), String> {
     let (name, address) = value.split_once('=').ok_or("expected NAME=IP")?;
     let address = address.parse().map_err(|_| format!("{address:?} is not an IP address"))?;
     Ok((name.trim_end_matches('.').to_ascii_lowercase(), address))

@@ -36,9 +36,11 @@ struct Origin {
 impl Workspaces {
     /// `workspace.create`: a worktree on a new branch, recorded, and a fresh
     /// agent in it.
+    /// `afar`: asked by a browser of a daemon in a remote mode.
     pub async fn create(
         &self,
         request: WorkspaceCreate,
+        afar: bool,
     ) -> Result<WorkspaceLaunchResult, WorkspaceError> {
         let cwd = check_request(&request)?;
         let origin = Origin::resolve(cwd, &request).await?;
@@ -53,16 +55,17 @@ impl Workspaces {
             undo(&origin.toplevel, &worktree, Some(&record.branch)).await;
             return Err(WorkspaceError::NotRecorded { source });
         }
-        let Launched { agent_id, session_id } = match self.launch(&record, &request.launch).await {
-            Ok(launched) => launched,
-            Err(error) => {
-                // The workspace stays (it is real and recorded); the agent's
-                // identity, if made, is in the error's data.
-                self.broadcast_created(&record);
-                records.insert(workspace_id, record);
-                return Err(error);
-            }
-        };
+        let Launched { agent_id, session_id } =
+            match self.launch(&record, &request.launch, afar).await {
+                Ok(launched) => launched,
+                Err(error) => {
+                    // The workspace stays (it is real and recorded); the agent's
+                    // identity, if made, is in the error's data.
+                    self.broadcast_created(&record);
+                    records.insert(workspace_id, record);
+                    return Err(error);
+                }
+            };
         record.agent_ids.push(agent_id.clone());
         record.updated_at = Some(crate::clock::now_ms());
         record.save(&self.home).map_err(home)?;

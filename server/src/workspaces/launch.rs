@@ -20,9 +20,11 @@ pub(super) struct Launched {
 
 impl Workspaces {
     /// `workspace.attach`: a fresh agent in an existing, present worktree.
+    /// `afar`: asked by a browser of a daemon in a remote mode.
     pub async fn attach(
         &self,
         request: WorkspaceAttach,
+        afar: bool,
     ) -> Result<WorkspaceLaunchResult, WorkspaceError> {
         let mut records = self.records.lock().await;
         let Some(record) = records.get(&request.workspace_id).cloned() else {
@@ -39,7 +41,7 @@ impl Workspaces {
             }
             return Err(error);
         }
-        let Launched { agent_id, session_id } = self.launch(&record, &request.launch).await?;
+        let Launched { agent_id, session_id } = self.launch(&record, &request.launch, afar).await?;
         let mut record = record;
         record.agent_ids.push(agent_id.clone());
         record.updated_at = Some(crate::clock::now_ms());
@@ -60,6 +62,7 @@ impl Workspaces {
         &self,
         record: &WorkspaceRecord,
         launch: &WorkspaceLaunch,
+        afar: bool,
     ) -> Result<Launched, WorkspaceError> {
         let create = AgentCreate {
             cwd: record.worktree.clone(),
@@ -68,11 +71,12 @@ impl Workspaces {
             provider: launch.provider.clone(),
             mode: launch.mode.clone(),
             runtime: launch.runtime.clone(),
+            sandbox: launch.sandbox,
             ..AgentCreate::default()
         };
         let agent_id = self
             .registry
-            .create(create)
+            .create(create, afar)
             .await
             .map_err(|error| WorkspaceError::Launch(error.into()))?;
         let session_id = self

@@ -85,6 +85,8 @@ pub struct Context {
     /// Which allows from a browser or a notification need a passkey first;
     /// `None`: none do.
     pub step_up: Option<super::approvals::StepUp>,
+    /// What agents are contained with (docs/SANDBOX.md).
+    pub sandbox: Arc<crate::sandbox::Sandbox>,
 }
 
 pub enum HostCommand {
@@ -281,7 +283,9 @@ impl Host {
     /// A host for `manifest` with no process and no queues: what a listed
     /// agent is until something is asked of it.
     pub fn dormant(context: Arc<Context>, manifest: Manifest, now: Instant) -> Self {
-        let projection = projection::Projection::new(&manifest);
+        let mut projection = projection::Projection::new(&manifest);
+        projection.sandbox =
+            context.sandbox.describe(&manifest.agent_id, manifest.runtime_id(), manifest.sandbox);
         context.delegation.set_parent(&manifest.agent_id, manifest.parent_agent_id.as_deref());
         let journal = journal::Journal::new(
             super::manifest::agent_dir(&context.home, &manifest.agent_id),

@@ -129,16 +129,21 @@ impl Host {
             tools: self.manifest.tools.as_deref(),
             instructed: self.manifest.system_prompt.is_some(),
             delegates: self.manifest.may_delegate(),
+            sandbox: self.manifest.sandbox,
         };
         let runtime = match self.context.spawner.spawn(&request, events) {
             Ok(runtime) => runtime,
             Err(error) => {
                 tracing::error!(agent = %self.id(), %error, "cannot start the agent process");
                 self.set_runtime_state(RuntimeState::Failed);
-                self.fail_waiting(AgentError::SpawnFailed(error.to_string()));
+                self.fail_waiting(match crate::sandbox::Unavailable::in_io(&error) {
+                    Some(why) => AgentError::SandboxUnavailable(why),
+                    None => AgentError::SpawnFailed(error.to_string()),
+                });
                 return;
             }
         };
+        self.refresh_sandbox();
         self.process.current = Some(Generation {
             epoch,
             runtime,

@@ -33,6 +33,7 @@ pub(super) fn initial_info(manifest: &Manifest) -> AgentInfo {
         definition_name: manifest.definition_name.clone(),
         display_name: manifest.display_name.clone(),
         runtime: Some(manifest.runtime_id().to_owned()),
+        sandbox: None,
     }
 }
 
@@ -57,6 +58,8 @@ pub(super) struct Projection {
     pub capabilities: Option<Vec<String>>,
     /// The context size the agent last reported.
     pub context_tokens: Option<u64>,
+    /// The sandbox it runs in, as last described.
+    pub sandbox: Option<shard_protocol::sandbox::SandboxInfo>,
     activity: Activity,
     /// The latest `AgentInfo`, shared with the host's handle.
     shared: Arc<Mutex<AgentInfo>>,
@@ -71,6 +74,7 @@ impl Projection {
             model: None,
             capabilities: None,
             context_tokens: None,
+            sandbox: None,
             activity: Activity {
                 phase: ActivityPhase::Idle,
                 tool: None,
@@ -105,6 +109,7 @@ impl Projection {
             let builtin = shard_agent::config::is_builtin_model(model);
             if builtin { "builtin" } else { "configured" }.to_owned()
         });
+        info.sandbox = self.sandbox.clone();
         info.usage = usage.map(|mut usage| {
             usage.context_tokens = self.context_tokens;
             usage
@@ -249,6 +254,17 @@ impl Host {
 
     pub(super) fn publish_info(&self) {
         self.projection.publish(self.current_info());
+    }
+
+    /// Describes the agent's sandbox again (config.toml, its grants).
+    pub(super) fn refresh_sandbox(&mut self) {
+        let manifest = &self.manifest;
+        self.projection.sandbox = self.context.sandbox.describe(
+            &manifest.agent_id,
+            manifest.runtime_id(),
+            manifest.sandbox,
+        );
+        self.publish_info();
     }
 
     pub(super) fn set_runtime_state(&mut self, state: RuntimeState) {

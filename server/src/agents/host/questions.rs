@@ -202,6 +202,14 @@ impl Host {
         let bytes = match message {
             ServerMessage::PermissionResolved(mut resolved) => {
                 let outcome = self.outcome_of(&resolved.request_id, &resolved.answer);
+                let network = self.questions.get(&resolved.request_id).is_some_and(|pending| {
+                    matches!(&pending.request, PendingKind::Permission(request)
+                        if request.tool_name == shard_protocol::sandbox::NETWORK_TOOL)
+                });
+                if network {
+                    // An "always" answer is among the agent's grants now.
+                    self.refresh_sandbox();
+                }
                 let answerer = self.settle(&resolved.request_id);
                 // Who answered as the daemon knows it; else as the agent
                 // says (an abort, a rule).

@@ -146,6 +146,17 @@ fn world_telling(notices: Arc<dyn crate::agents::Notices>) -> World {
         search: crate::search::Search::detached(),
         notices,
         step_up: None,
+        sandbox: Arc::new(crate::sandbox::Sandbox {
+            home: home.path().to_owned(),
+            exe: "/bin/false".into(),
+            containment: crate::sandbox::Containment::Available {
+                program: "/bin/false".into(),
+                version: "test".to_owned(),
+            },
+            user_home: None,
+            resolver: Arc::default(),
+            remote: false,
+        }),
     });
     World { spawner, context, _home: home }
 }

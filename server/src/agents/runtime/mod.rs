@@ -37,6 +37,8 @@ pub struct SpawnRequest<'a> {
     pub instructed: bool,
     /// Whether it may launch subagents (the `subagent_*` tools).
     pub delegates: bool,
+    /// How `agent.create` narrowed its sandbox.
+    pub sandbox: Option<shard_protocol::sandbox::SandboxRequest>,
 }
 
 /// Lines and the exit of a generation, as its reader and waiter see them.
@@ -82,11 +84,12 @@ pub trait Runtime: Send {
 
 /// Chooses each agent's runtime: Shard's own agent, or a runtime
 /// configured in `config.toml` (read when a process starts, so a runtime
-/// changed there applies to the next one).
+/// changed there applies to the next one), and starts it in its sandbox.
 pub struct Spawners {
     pub builtin: stdio::ProcessSpawner,
     pub acp: acp::AcpSpawner,
     pub home: std::path::PathBuf,
+    pub sandbox: std::sync::Arc<crate::sandbox::Sandbox>,
 }
 
 impl Spawner for Spawners {
@@ -95,15 +98,70 @@ impl Spawner for Spawners {
         request: &SpawnRequest<'_>,
         events: mpsc::Sender<ChildEvent>,
     ) -> std::io::Result<Box<dyn Runtime>> {
-        if request.runtime == shard_agent::runtimes::BUILTIN {
-            return self.builtin.spawn(request, events);
-        }
         let config = shard_agent::config::Config::load(&self.home)
             .map_err(|error| std::io::Error::other(format!("{error:#}")))?;
-        let Some(runtime) = config.runtime(request.runtime) else {
-            let why = format!("runtime `{}` is no longer in config.toml", request.runtime);
-            return Err(std::io::Error::other(why));
+        let builtin = request.runtime == shard_agent::runtimes::BUILTIN;
+        let runtime = match builtin {
+            true => None,
+            false => Some(config.runtime(request.runtime).ok_or_else(|| {
+                let why = format!("runtime `{}` is no longer in config.toml", request.runtime);
+                std::io::Error::other(why)
+            })?),
         };
-        self.acp.spawn(runtime, request, events)
+        let instructions = request.instructed.then(|| {
+            crate::agents::manifest::agent_dir(&self.home, request.agent_id)
+                .join(crate::agents::manifest::INSTRUCTIONS_FILE)
+        });
+        let start = crate::sandbox::Start {
+            agent_id: request.agent_id,
+            runtime: request.runtime,
+            cwd: std::path::Path::new(request.cwd),
+            session_id: request.session_id,
+            asked: request.sandbox,
+            instructions,
+            delegates: request.delegates,
+            epoch: request.epoch,
+        };
+        let jail = self.sandbox.prepare(&config, &start, events.clone())?;
+        let started = match runtime {
+            None => self.builtin.spawn(request, jail.as_ref(), events)?,
+            Some(runtime) => self.acp.spawn(runtime, request, jail.as_ref(), events)?,
+        };
+        Ok(match jail {
+            Some(jail) => {
+                Box::new(Contained { inner: started, answers: jail.answers, _proxy: jail.proxy })
+            }
+            None => started,
+        })
+    }
+}
+
+/// A runtime in a sandbox whose egress proxy may ask questions: the
+/// answers to those are taken out of the agent's input (the agent never
+/// asked them), and the proxy stops with it.
+struct Contained {
+    inner: Box<dyn Runtime>,
+    answers: crate::sandbox::gate::Answers,
+    _proxy: Option<tokio_util::sync::DropGuard>,
+}
+
+impl Runtime for Contained {
+    fn send(&mut self, line: Bytes) -> Result<(), InputFull> {
+        if self.answers.take(&line) {
+            return Ok(());
+        }
+        self.inner.send(line)
+    }
+
+    fn close_input(&mut self) {
+        self.inner.close_input();
+    }
+
+    fn terminate(&mut self) {
+        self.inner.terminate();
+    }
+
+    fn kill(&mut self) {
+        self.inner.kill();
     }
 }

@@ -19,7 +19,7 @@ use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{ChildEvent, InputFull, Runtime, SpawnRequest, Spawner};
+use super::{ChildEvent, InputFull, Runtime, SpawnRequest};
 use crate::queue::{ByteQueue, ByteReceiver, byte_queue};
 
 /// After a process exits, how long its stdout reader may take to hand over
@@ -38,13 +38,22 @@ pub struct ProcessSpawner {
     pub processes: Arc<crate::agents::Processes>,
 }
 
-impl Spawner for ProcessSpawner {
-    fn spawn(
+impl ProcessSpawner {
+    /// Starts generation `request.epoch`, in `jail` if there is one; its
+    /// lines and its exit (exactly one `Exited`) come back through `events`.
+    pub fn spawn(
         &self,
         request: &SpawnRequest<'_>,
+        jail: Option<&crate::sandbox::Jail>,
         events: mpsc::Sender<ChildEvent>,
     ) -> std::io::Result<Box<dyn Runtime>> {
-        let mut command = agent_command(&self.exe, &self.home, request.agent_id);
+        let mut command = match jail {
+            Some(jail) => jailed_command(jail, &self.home, request.agent_id),
+            None => agent_command(&self.exe, &self.home, request.agent_id),
+        };
+        if jail.is_some() {
+            command.arg(&self.exe);
+        }
         command
             .args(["agent", "--stdio", "--cwd", request.cwd, "--session", request.session_id])
             .env("SHARD_HOME", &self.home);
@@ -69,8 +78,21 @@ impl Spawner for ProcessSpawner {
             .stdout
             .take()
             .map(|stdout| tokio::spawn(read_lines(stdout, epoch, events.clone())));
-        Ok(supervised(child, pid, epoch, reader, events, self.processes.clone(), input))
+        let spawned = Spawned { child, pid, contained: jail.is_some() };
+        Ok(supervised(spawned, epoch, reader, events, self.processes.clone(), input))
     }
+}
+
+/// An agent process's command inside its sandbox: bubblewrap with the
+/// jail's arguments, the agent's own command to be added after them.
+pub(super) fn jailed_command(jail: &crate::sandbox::Jail, home: &Path, agent_id: &str) -> Command {
+    let (program, arguments) = jail.argv.split_first().map_or_else(
+        || (std::ffi::OsStr::new("bwrap"), &[][..]),
+        |(program, arguments)| (program.as_os_str(), arguments),
+    );
+    let mut command = agent_command(Path::new(program), home, agent_id);
+    command.args(arguments);
+    command
 }
 
 /// An agent process's command, as every runtime starts one: its protocol on
@@ -93,25 +115,35 @@ pub(super) fn agent_command(program: &Path, home: &Path, agent_id: &str) -> Comm
     command
 }
 
+/// A process just started: its pid, and whether bubblewrap started it.
+pub(super) struct Spawned {
+    pub(super) child: tokio::process::Child,
+    pub(super) pid: Option<u32>,
+    pub(super) contained: bool,
+}
+
 /// A started process under supervision: [`wait`] reports its exit once
 /// `reader` (what reads its stdout) has ended, and kills its tree when the
 /// host asks. The host's handle to it.
 pub(super) fn supervised(
-    child: tokio::process::Child,
-    pid: Option<u32>,
+    spawned: Spawned,
     epoch: u64,
     reader: Option<tokio::task::JoinHandle<()>>,
     events: mpsc::Sender<ChildEvent>,
     processes: Arc<crate::agents::Processes>,
     input: ByteQueue<Bytes>,
 ) -> Box<dyn Runtime> {
+    let Spawned { child, pid, contained } = spawned;
     let kill = CancellationToken::new();
     tokio::spawn(wait(child, pid, epoch, reader, kill.clone(), events, processes));
-    Box::new(Process { pid, input: Some(input), kill })
+    Box::new(Process { pid, input: Some(input), kill, contained })
 }
 
 pub(super) struct Process {
     pub(super) pid: Option<u32>,
+    /// Started by bubblewrap, which passes on no signal: a SIGTERM goes to
+    /// its child, the sandbox's first process, which passes it on.
+    pub(super) contained: bool,
     pub(super) input: Option<ByteQueue<Bytes>>,
     pub(super) kill: CancellationToken,
 }
@@ -129,7 +161,13 @@ impl Runtime for Process {
     }
 
     fn terminate(&mut self) {
-        if let Some(pid) = self.pid.and_then(|pid| i32::try_from(pid).ok()) {
+        let pid = match self.contained {
+            true => {
+                self.pid.and_then(|pid| shard_agent::process_tree::children(pid).first().copied())
+            }
+            false => self.pid,
+        };
+        if let Some(pid) = pid.and_then(|pid| i32::try_from(pid).ok()) {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),
                 nix::sys::signal::Signal::SIGTERM,
@@ -320,8 +358,9 @@ mod tests {
                 tools: None,
                 instructed: false,
                 delegates: false,
+                sandbox: None,
             };
-            let _runtime = spawner.spawn(&request, events).expect("spawn");
+            let _runtime = spawner.spawn(&request, None, events).expect("spawn");
             let mut lines = 0;
             loop {
                 tokio::time::sleep(Duration::from_millis(1)).await;

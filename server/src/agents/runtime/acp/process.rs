@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use super::translate::{Out, Queueing, Start, Translator};
 use crate::agents::error::AgentError;
 use crate::agents::runtime::stdio::{
-    INPUT_BYTES, agent_command, agent_log, feed, spawn_managed, supervised,
+    INPUT_BYTES, Spawned, agent_command, agent_log, feed, jailed_command, spawn_managed, supervised,
 };
 use crate::agents::runtime::{ChildEvent, Runtime, SpawnRequest};
 use crate::queue::{ByteQueue, ByteReceiver, byte_queue};
@@ -48,11 +48,21 @@ impl AcpSpawner {
         &self,
         runtime: &RuntimeConfig,
         request: &SpawnRequest<'_>,
+        jail: Option<&crate::sandbox::Jail>,
         events: mpsc::Sender<ChildEvent>,
     ) -> std::io::Result<Box<dyn Runtime>> {
         let program = find_program(&runtime.command)?;
-        let mut command = agent_command(&self.exe, &self.home, request.agent_id);
-        command.args(["guard", "--"]).arg(program).args(&runtime.args).current_dir(request.cwd);
+        // In a sandbox, its first process does the guard's work: the
+        // sandbox ends with the daemon and with the agent.
+        let mut command = match jail {
+            Some(jail) => jailed_command(jail, &self.home, request.agent_id),
+            None => {
+                let mut command = agent_command(&self.exe, &self.home, request.agent_id);
+                command.args(["guard", "--"]);
+                command
+            }
+        };
+        command.arg(program).args(&runtime.args).current_dir(request.cwd);
         // The keys this daemon holds reach the agent, never its clients;
         // the runtime's own variables come last and win.
         command.envs(&runtime.env);
@@ -84,7 +94,8 @@ impl AcpSpawner {
             };
             tokio::spawn(bridge.run(runtime.id.clone(), from_host, stdout))
         });
-        Ok(supervised(child, pid, request.epoch, bridge, events, self.processes.clone(), input))
+        let spawned = Spawned { child, pid, contained: jail.is_some() };
+        Ok(supervised(spawned, request.epoch, bridge, events, self.processes.clone(), input))
     }
 }
 
