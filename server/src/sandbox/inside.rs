@@ -16,7 +16,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use nix::sys::signal::{SigSet, Signal};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
 
@@ -30,20 +33,14 @@ pub struct ContainArgs {
     pub command: Vec<OsString>,
 }
 
-/// The signals passed on to the agent.
-const PASSED_ON: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP];
-
 /// Runs the agent until it exits; returns its exit code (128 + the signal
 /// that ended it).
 pub fn run(args: ContainArgs) -> anyhow::Result<i32> {
+    // The keys the daemon hands down are in this process's environment:
+    // non-dumpable, its `/proc/1/environ` is closed to the agent, which
+    // has no capability left to open it anyway.
+    nix::sys::prctl::set_dumpable(false).context("cannot make the process non-dumpable")?;
     super::seccomp::install().context("cannot install the system-call filter")?;
-    // Blocked here, in the only thread, so that every thread started below
-    // has them blocked too and the one that waits for them gets them all.
-    let mut passed = SigSet::empty();
-    for signal in PASSED_ON {
-        passed.add(signal);
-    }
-    passed.thread_block().context("cannot block signals")?;
     let Some((program, rest)) = args.command.split_first() else {
         anyhow::bail!("no command to run");
     };
@@ -58,19 +55,19 @@ pub fn run(args: ContainArgs) -> anyhow::Result<i32> {
             .context("cannot listen for the agent's connections")?;
         command.envs(shard_agent::egress::proxy_env(port));
     }
-    // The standard library starts the child with an empty signal mask.
-    let child =
+    // Handled, not blocked: a blocked signal would stay blocked in the
+    // agent, and the process 1 of a namespace only gets the signals it
+    // handles. The handlers are in place before the agent starts.
+    let child = Arc::new(AtomicI32::new(0));
+    pass_signals_on(child.clone())?;
+    let started =
         command.spawn().with_context(|| format!("cannot start `{}`", program.to_string_lossy()))?;
-    let child = Pid::from_raw(i32::try_from(child.id()).context("pid out of range")?);
-    std::thread::spawn(move || {
-        while let Ok(signal) = passed.wait() {
-            let _ = nix::sys::signal::kill(child, signal);
-        }
-    });
+    let pid = Pid::from_raw(i32::try_from(started.id()).context("pid out of range")?);
+    child.store(pid.as_raw(), Ordering::SeqCst);
     loop {
         match waitpid(None, None) {
-            Ok(WaitStatus::Exited(pid, code)) if pid == child => return Ok(code),
-            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == child => {
+            Ok(WaitStatus::Exited(exited, code)) if exited == pid => return Ok(code),
+            Ok(WaitStatus::Signaled(exited, signal, _)) if exited == pid => {
                 return Ok(128 + signal as i32);
             }
             Ok(_) => {} // an orphan reaped
@@ -78,4 +75,53 @@ pub fn run(args: ContainArgs) -> anyhow::Result<i32> {
             Err(error) => return Err(error).context("cannot wait for the agent"),
         }
     }
+}
+
+/// Passes SIGTERM, SIGINT and SIGHUP on to the agent (`child`, once it is
+/// set), from a thread of its own; returns once the handlers are in place.
+fn pass_signals_on(child: Arc<AtomicI32>) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the signal thread's runtime")?;
+    let (ready, installed) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("shard-signals".to_owned())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let kinds = [
+                    (SignalKind::terminate(), Signal::SIGTERM),
+                    (SignalKind::interrupt(), Signal::SIGINT),
+                    (SignalKind::hangup(), Signal::SIGHUP),
+                ];
+                let mut streams = Vec::new();
+                for (kind, signal_of) in kinds {
+                    match signal(kind) {
+                        Ok(stream) => streams.push((stream, signal_of)),
+                        Err(error) => {
+                            let _ = ready.send(Err(error));
+                            return;
+                        }
+                    }
+                }
+                let _ = ready.send(Ok(()));
+                let [(terminate, _), (interrupt, _), (hangup, _)] = &mut streams[..] else {
+                    return;
+                };
+                loop {
+                    let passed = tokio::select! {
+                        _ = terminate.recv() => Signal::SIGTERM,
+                        _ = interrupt.recv() => Signal::SIGINT,
+                        _ = hangup.recv() => Signal::SIGHUP,
+                    };
+                    let pid = child.load(Ordering::SeqCst);
+                    if pid > 0 {
+                        let _ = nix::sys::signal::kill(Pid::from_raw(pid), passed);
+                    }
+                }
+            });
+        })
+        .context("cannot start the signal thread")?;
+    installed.recv().context("the signal thread ended")?.context("cannot handle signals")
 }

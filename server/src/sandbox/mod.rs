@@ -59,7 +59,8 @@ impl Containment {
             .unwrap_or_default();
         let tried = std::process::Command::new(&program)
             .args(plan::NAMESPACES)
-            .args(["--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc", "--", "true"])
+            .args(["--unshare-net", "--as-pid-1", "--ro-bind", "/", "/", "--proc", "/proc"])
+            .args(["--", "true"])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .output();

@@ -69,6 +69,9 @@ impl ProcessSpawner {
             command.args(["--delegate-as", request.agent_id]);
         }
         let (mut child, pid) = spawn_managed(&mut command, &self.processes, request.agent_id)?;
+        if let (Some(pid), Some(_)) = (pid, jail) {
+            self.processes.contained(pid);
+        }
         let epoch = request.epoch;
         let (input, queued) = byte_queue(INPUT_BYTES);
         if let Some(stdin) = child.stdin.take() {
@@ -133,9 +136,9 @@ pub(super) fn supervised(
     processes: Arc<crate::agents::Processes>,
     input: ByteQueue<Bytes>,
 ) -> Box<dyn Runtime> {
-    let Spawned { child, pid, contained } = spawned;
+    let (pid, contained) = (spawned.pid, spawned.contained);
     let kill = CancellationToken::new();
-    tokio::spawn(wait(child, pid, epoch, reader, kill.clone(), events, processes));
+    tokio::spawn(wait(spawned, epoch, reader, kill.clone(), events, processes));
     Box::new(Process { pid, input: Some(input), kill, contained })
 }
 
@@ -246,14 +249,14 @@ async fn read_lines(
 /// finished generation says, and the last lines are often the ones that
 /// matter (a turn's end, an abort).
 pub(super) async fn wait(
-    mut child: tokio::process::Child,
-    pid: Option<u32>,
+    spawned: Spawned,
     epoch: u64,
     reader: Option<tokio::task::JoinHandle<()>>,
     kill: CancellationToken,
     events: mpsc::Sender<ChildEvent>,
     processes: Arc<crate::agents::Processes>,
 ) {
+    let Spawned { mut child, pid, contained } = spawned;
     let status = tokio::select! {
         status = child.wait() => status,
         () = kill.cancelled() => {
@@ -288,14 +291,23 @@ pub(super) async fn wait(
             reader.abort();
         }
     }
-    let (code, description) = describe_exit(status);
+    let (code, description) = describe_exit(status, contained);
     let _ = events.send(ChildEvent::Exited { epoch, code, description }).await;
 }
 
-fn describe_exit(status: std::io::Result<std::process::ExitStatus>) -> (Option<i32>, String) {
+/// `contained`: the process was bubblewrap, which exits with its
+/// command's status, and 128 + N for a command that signal N ended (the
+/// sandbox's first process cannot die of a signal it sends itself).
+fn describe_exit(
+    status: std::io::Result<std::process::ExitStatus>,
+    contained: bool,
+) -> (Option<i32>, String) {
     use std::os::unix::process::ExitStatusExt;
     match status {
         Ok(status) => match (status.code(), status.signal()) {
+            (Some(code @ 129..=192), _) if contained => {
+                (None, format!("process killed by signal {}", code - 128))
+            }
             (Some(code), _) => (Some(code), format!("process exited with status {code}")),
             (None, Some(signal)) => (None, format!("process killed by signal {signal}")),
             (None, None) => (None, "process ended".to_owned()),
