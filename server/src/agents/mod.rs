@@ -88,15 +88,46 @@ pub use crate::clock::now_ms;
 /// `subagent_*` tools) from any other local client, a tool of its own
 /// included (a tool's process has its own pid).
 #[derive(Default)]
-pub struct Processes(std::sync::Mutex<std::collections::HashMap<u32, String>>);
+pub struct Processes(std::sync::Mutex<std::collections::HashMap<u32, Started>>);
+
+/// One process the daemon started for an agent.
+struct Started {
+    agent_id: String,
+    /// Shard's own agent in a sandbox: the process started is bubblewrap,
+    /// and the agent is the child of the sandbox's first process.
+    contained: bool,
+}
 
 impl Processes {
-    fn table(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u32, String>> {
+    fn table(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u32, Started>> {
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub fn started(&self, pid: u32, agent_id: &str) {
-        self.table().insert(pid, agent_id.to_owned());
+        self.table().insert(pid, Started { agent_id: agent_id.to_owned(), contained: false });
+    }
+
+    /// `pid`, started for Shard's own agent, is its sandbox's bubblewrap.
+    pub fn contained(&self, pid: u32) {
+        if let Some(started) = self.table().get_mut(&pid) {
+            started.contained = true;
+        }
+    }
+
+    /// The agent that the process `pid` is, if it is one: a process the
+    /// daemon started, or in a sandbox of Shard's own agent the one child
+    /// of the sandbox's first process. That agent is a subreaper: what its
+    /// tools leave behind is its own child, never reparented up there, and
+    /// when the agent goes, its sandbox goes with it.
+    pub fn speaking(&self, pid: u32) -> Option<String> {
+        if let Some(agent_id) = self.agent_of(pid) {
+            return Some(agent_id);
+        }
+        let ancestors = shard_agent::process_tree::ancestors(pid);
+        let [_first, sandbox, ..] = ancestors[..] else { return None };
+        let table = self.table();
+        let started = table.get(&sandbox)?;
+        started.contained.then(|| started.agent_id.clone())
     }
 
     /// Called once the process has been reaped, before its pid can be reused.
@@ -106,6 +137,6 @@ impl Processes {
 
     /// The agent whose process has this pid.
     pub fn agent_of(&self, pid: u32) -> Option<String> {
-        self.table().get(&pid).cloned()
+        self.table().get(&pid).map(|started| started.agent_id.clone())
     }
 }

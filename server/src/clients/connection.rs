@@ -213,7 +213,7 @@ impl Connection {
     /// Whether the peer is an agent's own process (unix socket only).
     fn is_an_agent(&self) -> bool {
         let processes = &self.daemon.registry().context.processes;
-        self.peer.pid.is_some_and(|pid| processes.agent_of(pid).is_some())
+        self.peer.pid.is_some_and(|pid| processes.speaking(pid).is_some())
     }
 
     /// What this connection is to `agent_id`, checked against the command's
@@ -232,7 +232,7 @@ impl Connection {
             return Err(commands::not_found(agent_id));
         }
         let is_the_agent = !routed
-            && self.peer.pid.and_then(|pid| registry.context.processes.agent_of(pid)).as_deref()
+            && self.peer.pid.and_then(|pid| registry.context.processes.speaking(pid)).as_deref()
                 == Some(agent_id);
         let delegate = matches!(attachment, Attachment::Answer | Attachment::Stop)
             && registry.context.delegation.may_answer(self.outbox.id(), agent_id);

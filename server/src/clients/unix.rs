@@ -131,7 +131,7 @@ pub async fn serve(
 /// itself through its `subagent_*` tools).
 fn started_by_agent(pid: u32, registry: &crate::agents::registry::Registry) -> Option<String> {
     let processes = &registry.context.processes;
-    if processes.agent_of(pid).is_some() {
+    if processes.speaking(pid).is_some() {
         return None;
     }
     shard_agent::process_tree::ancestors(pid)
