@@ -50,13 +50,27 @@ impl ModelServer {
     }
 }
 
+/// The model server's name, as the agents' configuration names it: the
+/// daemon's egress proxy finds it on this machine (`--egress-resolve`).
+const MODEL_HOST: &str = "model.test";
+
+/// The daemon's arguments that let its egress proxy find the model server.
+const RESOLVE: [&str; 2] = ["--egress-resolve", "model.test=127.0.0.1"];
+
 /// `config.toml` naming `agent` as a runtime, set up in `state` to reach
 /// the model server on `port`: the command and environment
-/// setup_agent.py gives.
+/// setup_agent.py gives, and a sandbox whose network reaches the model
+/// server, through the egress proxy, and nothing else (never asking), and
+/// where the agent may keep its state.
 fn runtime_config(agent: &str, state: &Path, port: u16) -> String {
+    sandboxed_runtime(agent, state, port, "deny")
+}
+
+/// [`runtime_config`] with the sandbox's `network` policy `network`.
+fn sandboxed_runtime(agent: &str, state: &Path, port: u16, network: &str) -> String {
     let output = std::process::Command::new("python3")
         .arg(fixture("setup_agent.py"))
-        .args([agent, state.to_str().unwrap(), &port.to_string()])
+        .args([agent, state.to_str().unwrap(), &port.to_string(), "--host", MODEL_HOST])
         .output()
         .expect("python3 runs setup_agent.py");
     assert!(
@@ -74,7 +88,8 @@ fn runtime_config(agent: &str, state: &Path, port: u16) -> String {
         .map(|(key, value)| format!("{key} = {:?}", value.as_str().unwrap()))
         .collect();
     format!(
-        "[[runtimes]]\nid = {agent:?}\nprotocol = \"acp\"\ncommand = {:?}\nargs = {:?}\nenv = {{ {} }}\n",
+        "[[runtimes]]\nid = {agent:?}\nprotocol = \"acp\"\ncommand = {:?}\nargs = {:?}\nenv = {{ {} }}\n\
+         sandbox = {{ network = {network:?}, allow_hosts = [\"{MODEL_HOST}:{port}\"], allow_write = [{state:?}] }}\n",
         command[0],
         &command[1..],
         env.join(", ")
@@ -178,7 +193,7 @@ async fn a_real_agent_works_under_shard(real: RealAgent) {
     std::fs::write(home.join("config.toml"), runtime_config(agent, &state, server.port)).unwrap();
 
     let (agent_id, began) = {
-        let daemon = Daemon::start_in(&home, &[]).await;
+        let daemon = Daemon::start_in(&home, &RESOLVE).await;
         let mut client = Client::unix(&daemon.socket()).await;
         let create = json!({"type": "agent.create", "cwd": cwd, "runtime": agent});
         let made = client.call_within("c", create, std::time::Duration::from_secs(60)).await;
@@ -246,13 +261,14 @@ async fn a_real_agent_works_under_shard(real: RealAgent) {
 
     // After a restart the agent takes up its session: the model sees the
     // earlier conversation again. The restart is an orderly one: the first
-    // daemon's agent is gone (its guard killed it) before the second starts.
-    let guarded = format!("shard guard -- .*{program}");
+    // daemon's agent is gone (its sandbox ended with it) before the second
+    // starts.
+    let guarded = format!("shard contain .*-- .*{program}");
     wait_until_within("the first agent to be gone", Duration::from_secs(10), || {
         running(&guarded).is_empty()
     })
     .await;
-    let daemon = Daemon::start_in(&home, &[]).await;
+    let daemon = Daemon::start_in(&home, &RESOLVE).await;
     let mut client = Client::unix(&daemon.socket()).await;
     let sync = client.attach(&agent_id, "interactive").await;
     assert!(sync["live_window"].to_string().contains("hello zebra42"), "{agent}: {sync}");
@@ -306,4 +322,138 @@ async fn opencode_works_under_shard() {
         restart: Restart::AtOnce,
     })
     .await;
+}
+
+/// Prompts `message` and reads until the turn ends: the agent's own
+/// questions are allowed by `driver`, and each `network` question of its
+/// sandbox is answered `network` by `answerer`, while `driver` watches it
+/// close. Returns the driver's events.
+async fn contained_turn(
+    driver: &mut Client,
+    answerer: &mut Client,
+    agent: &str,
+    message: &str,
+    network: &str,
+) -> Vec<Value> {
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": message});
+    let answer = driver.call_within(message, prompt, Duration::from_secs(60)).await;
+    assert_eq!(answer["success"], true, "{answer}");
+    let mut seen = Vec::new();
+    loop {
+        let events = driver
+            .until_agent(agent, |event| {
+                event["type"] == "turn_end" || event["type"] == "permission_request"
+            })
+            .await;
+        let last = events.last().cloned().unwrap();
+        seen.extend(events);
+        if last["type"] == "turn_end" {
+            return seen;
+        }
+        let request_id = last["request_id"].clone();
+        let (who, decision) = match last["tool_name"] == "network" {
+            true => {
+                answerer.until_agent(agent, |event| event["request_id"] == request_id).await;
+                (&mut *answerer, network)
+            }
+            false => (&mut *driver, "allow"),
+        };
+        let response = json!({"type": "permission_response", "agent_id": agent,
+                              "request_id": request_id, "decision": decision});
+        assert_eq!(who.call("answer", response).await["success"], true);
+    }
+}
+
+/// A real agent in its sandbox: what its commands cannot read or write,
+/// and the network questions it raises, answered from a second client; its
+/// model's host, allowed by the runtime's configuration, is reached through
+/// the egress proxy without a question.
+async fn a_real_agent_is_contained(agent: &'static str) {
+    let scratch = TempDir::new().unwrap();
+    let user = scratch.path().join("user");
+    let home = user.join(".shard");
+    let state = scratch.path().join(agent);
+    let project = scratch.path().join("project");
+    for dir in [&home, &state, &project, &user.join(".ssh")] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(user.join(".ssh/id_ed25519"), "SECRET-SSH-KEY").unwrap();
+    let project = project.canonicalize().unwrap();
+    let git = std::process::Command::new("git").args(["init", "-q"]).current_dir(&project).status();
+    assert!(git.unwrap().success());
+    let server = ModelServer::start(&scratch.path().join("model.log")).await;
+    let config = sandboxed_runtime(agent, &state, server.port, "ask");
+    std::fs::write(home.join("config.toml"), config).unwrap();
+    let (port, reached) = super::sandbox::server("reached-through-the-proxy").await;
+    let user_home = user.to_str().unwrap();
+    let args = [RESOLVE[0], RESOLVE[1], "--egress-resolve", "example.test=127.0.0.1"];
+    let daemon = Daemon::start_with(&home, &args, &[("HOME", user_home)], None).await;
+    let mut driver = Client::unix(&daemon.socket()).await;
+    let mut answerer = Client::unix(&daemon.socket()).await;
+    let create =
+        json!({"type": "agent.create", "cwd": project.to_str().unwrap(), "runtime": agent});
+    let made = driver.call_within("c", create, Duration::from_secs(60)).await;
+    assert_eq!(made["success"], true, "{agent}: {made}");
+    let agent_id = made["data"]["agent_id"].as_str().unwrap().to_owned();
+    driver.attach(&agent_id, "interactive").await;
+    answerer.attach(&agent_id, "interactive").await;
+
+    let outside = scratch.path().join("outside.txt");
+    let command = format!(
+        "run: cat {key} {config} > leaked.txt; echo planted > {outside}; \
+         echo '[core]' >> .git/config; echo hook > .git/hooks/pre-commit; echo own > own.txt",
+        key = user.join(".ssh/id_ed25519").display(),
+        config = home.join("config.toml").display(),
+        outside = outside.display(),
+    );
+    let events = contained_turn(&mut driver, &mut answerer, &agent_id, &command, "deny").await;
+    assert!(project.join("own.txt").exists(), "{agent} ran the command: {events:?}");
+    let leaked = std::fs::read_to_string(project.join("leaked.txt")).unwrap_or_default();
+    assert!(!leaked.contains("SECRET") && !leaked.contains("runtimes"), "{agent} read {leaked:?}");
+    assert!(!outside.exists(), "{agent} wrote outside its directory");
+    assert!(!project.join(".git/hooks/pre-commit").exists(), "{agent} planted a hook");
+    let git_config = std::fs::read_to_string(project.join(".git/config")).unwrap();
+    assert!(!git_config.ends_with("[core]\n"), "{agent} changed .git/config");
+
+    // A host not allowed: asked, allowed from the second client, reached.
+    let fetch =
+        |file: &str| format!("run: curl -sS --max-time 20 http://example.test:{port}/ > {file}");
+    let events =
+        contained_turn(&mut driver, &mut answerer, &agent_id, &fetch("fetched.txt"), "allow").await;
+    let asked: Vec<&Value> =
+        events.iter().filter(|event| event["tool_name"] == "network").collect();
+    assert_eq!(asked.len(), 1, "{agent} asked once: {events:?}");
+    assert_eq!(asked[0]["input"], json!({"host": "example.test", "port": port}));
+    let closed = events.iter().any(|event| {
+        event["type"] == "permission_resolved" && event["request_id"] == asked[0]["request_id"]
+    });
+    assert!(closed, "the driver saw it answered: {events:?}");
+    let fetched = std::fs::read_to_string(project.join("fetched.txt")).unwrap_or_default();
+    assert_eq!(fetched, "reached-through-the-proxy", "{agent}: {events:?}");
+    // Denied: the connection fails, nothing reaches the server.
+    let events =
+        contained_turn(&mut driver, &mut answerer, &agent_id, &fetch("denied.txt"), "deny").await;
+    assert!(events.iter().any(|event| event["tool_name"] == "network"), "{events:?}");
+    let denied = std::fs::read_to_string(project.join("denied.txt")).unwrap_or_default();
+    assert!(denied.is_empty(), "{agent}: {denied:?}");
+    assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // Its model's host was never a question.
+    let log = std::fs::read_to_string(home.join("agents").join(&agent_id).join("approvals.jsonl"))
+        .unwrap_or_default();
+    assert!(!log.contains(MODEL_HOST), "{agent} was asked about its model's host: {log}");
+}
+
+#[tokio::test]
+async fn claude_code_is_contained() {
+    a_real_agent_is_contained("claude").await;
+}
+
+#[tokio::test]
+async fn codex_is_contained() {
+    a_real_agent_is_contained("codex").await;
+}
+
+#[tokio::test]
+async fn opencode_is_contained() {
+    a_real_agent_is_contained("opencode").await;
 }

@@ -293,8 +293,13 @@ async fn spawned(client: &mut Client, agent: &str, seconds: u32) -> u32 {
             event["text_delta"].as_str().is_some_and(|text| text.starts_with("pid "))
         })
         .await;
-    let text = started.last().unwrap()["text_delta"].as_str().unwrap().to_owned();
-    text.trim().trim_start_matches("pid ").parse().expect("a pid")
+    // The pid the agent says is its sandbox's; on this machine the command
+    // is found by its command line (each test sleeps for its own number).
+    assert!(started.last().is_some(), "the agent said it started the command");
+    let found = super::support::running(&format!("^sleep {seconds}$"));
+    assert_eq!(found.len(), 1, "one `sleep {seconds}`: {found:?}");
+    let pid = found[0].split_whitespace().next().unwrap_or_default();
+    pid.parse().expect("a pid")
 }
 
 #[tokio::test]
@@ -321,7 +326,7 @@ async fn an_acp_agent_takes_follow_ups_refuses_steers_and_an_abort_leaves_no_pro
 
     // A command the agent started in a session of its own, left running
     // when the turn is cancelled (as Codex leaves it), is killed with it.
-    let pid = spawned(&mut client, &agent, 60).await;
+    let pid = spawned(&mut client, &agent, 61).await;
     assert!(alive(pid), "the command runs");
     assert_eq!(
         client.call("a", json!({"type": "abort", "agent_id": agent})).await["success"],
@@ -337,7 +342,12 @@ async fn an_acp_agent_takes_up_its_session_after_a_daemon_restart() {
     let home = TempDir::new().unwrap();
     let project = TempDir::new().unwrap();
     let state = TempDir::new().unwrap();
-    let config = format!("{}env = {{ FAKE_ACP_STATE = {:?} }}\n", scripted_runtime(), state.path());
+    // Where it keeps its sessions is the agent's to write, in its sandbox.
+    let config = format!(
+        "{}env = {{ FAKE_ACP_STATE = {state:?} }}\nsandbox = {{ allow_write = [{state:?}] }}\n",
+        scripted_runtime(),
+        state = state.path()
+    );
     std::fs::write(home.path().join("config.toml"), &config).unwrap();
     let cwd = project.path().to_str().unwrap();
     let agent = {
@@ -383,7 +393,7 @@ async fn an_acp_agent_and_what_it_started_do_not_outlive_a_killed_daemon() {
     let daemon = Daemon::start_in(home.path(), &[]).await;
     let mut client = Client::unix(&daemon.socket()).await;
     let agent = scripted_agent(&daemon, &mut client, project.path().to_str().unwrap()).await;
-    let pid = spawned(&mut client, &agent, 120).await;
+    let pid = spawned(&mut client, &agent, 121).await;
     // SIGKILL: the daemon has no chance to kill anything itself.
     drop(client);
     drop(daemon);

@@ -120,7 +120,9 @@ async fn shard_s_own_agent_reads_no_secret_and_writes_only_its_directory() {
 
 /// A server on this machine that answers any request with `body`, and
 /// counts the connections it accepted.
-async fn server(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+pub(super) async fn server(
+    body: &'static str,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));

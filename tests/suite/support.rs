@@ -224,10 +224,12 @@ pub fn free_port(ip: &str) -> u16 {
     probe.local_addr().expect("addr").port()
 }
 
-/// The pids of `shard agent` processes whose command line mentions `marker`.
+/// The pids of `shard agent` processes whose command line mentions `marker`:
+/// the agents themselves, not the sandbox's bubblewrap and first process
+/// that start them (whose command lines name the agent's too).
 pub fn agent_pids(marker: &str) -> Vec<u32> {
     let output = std::process::Command::new("pgrep")
-        .args(["-f", &format!("agent --stdio --cwd {marker}")])
+        .args(["-f", &format!("^[^ ]+ agent --stdio --cwd {marker}")])
         .output()
         .expect("pgrep");
     String::from_utf8_lossy(&output.stdout)
