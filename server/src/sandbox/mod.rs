@@ -261,6 +261,9 @@ impl Sandbox {
             return;
         };
         let Some(common) = git_dir.parent().and_then(Path::parent) else { return };
+        // The repository as git needs it (its config, its other refs),
+        // read-only, wherever it is.
+        plan.visible.push(common.to_path_buf());
         plan.writable.extend(["objects", "refs", "logs"].iter().map(|part| common.join(part)));
         plan.writable.push(git_dir.clone());
         plan.read_only.extend(["commondir", "gitdir"].iter().map(|part| git_dir.join(part)));

@@ -6,7 +6,9 @@
 //!    private `/tmp` and `/run` (no host sockets: no D-Bus, no Docker);
 //! 2. the hidden places: an empty read-only directory over each folder,
 //!    `/dev/null` over each file;
-//! 3. what the agent may write: its directory and what the policy adds;
+//! 3. what the agent may see although `/tmp` or a hidden place covers it
+//!    (a workspace's repository, read-only), then what it may write: its
+//!    directory and what the policy adds;
 //! 4. what stays read-only inside those (a repository's `.git`, a
 //!    worktree's git links), and what the agent needs to read inside the
 //!    hidden places (its session, the daemon's `config.toml`, this binary);
@@ -44,6 +46,9 @@ pub struct Plan {
     pub cwd: PathBuf,
     /// Hidden from the agent.
     pub hidden: Vec<PathBuf>,
+    /// Shown read-only even where a private `/tmp` or a hidden place would
+    /// cover it (a workspace's repository), before what is writable in it.
+    pub visible: Vec<PathBuf>,
     /// Writable besides `cwd` (when `writes`).
     pub writable: Vec<PathBuf>,
     /// Read-only again inside what is writable.
@@ -79,6 +84,9 @@ impl Plan {
             } else {
                 out.mount("--ro-bind", Path::new("/dev/null"), path);
             }
+        }
+        for path in self.visible.iter().filter(|path| exists(path)) {
+            out.same("--ro-bind", path);
         }
         if self.writes {
             out.same("--bind", &self.cwd);
