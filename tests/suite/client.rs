@@ -98,6 +98,15 @@ impl Client {
     pub async fn websocket(daemon: &Daemon, ticket: &str) -> Client {
         let socket =
             connect_ws(daemon, Some(ticket), &daemon.base).await.expect("websocket upgrade");
+        Self::over(socket).await
+    }
+
+    /// A client on an upgraded WebSocket; reads and checks `hello`.
+    pub async fn over(
+        socket: tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+    ) -> Client {
         let (mut sink, mut stream) = socket.split();
         let (outgoing, mut to_send) = mpsc::unbounded_channel::<String>();
         let (deliver, incoming) = mpsc::unbounded_channel();

@@ -92,7 +92,7 @@ async fn shard_s_own_agent_reads_no_secret_and_writes_only_its_directory() {
     let outside = machine.root.path().join("outside.txt");
     let command = format!(
         "cat {ssh} {netrc} {config}; ls -a {home}; \
-         echo planted > {outside}; \
+         echo planted > {outside}; echo planted > {home}/planted; \
          printf '#!/bin/sh\\necho hooked\\n' > .git/hooks/pre-commit; \
          printf '[core]\\n\\tfsmonitor = touch /tmp/x\\n' >> .git/config; \
          echo mine > made.txt && echo wrote-own-dir",
@@ -108,6 +108,7 @@ async fn shard_s_own_agent_reads_no_secret_and_writes_only_its_directory() {
     assert!(result.contains("wrote-own-dir"), "{result}");
     assert_eq!(std::fs::read_to_string(project.join("made.txt")).expect("made"), "mine\n");
     assert!(!outside.exists(), "wrote outside its directory");
+    assert!(!home.join("planted").exists(), "wrote in $SHARD_HOME");
     assert!(!project.join(".git/hooks/pre-commit").exists(), "planted a hook");
     let config = std::fs::read_to_string(project.join(".git/config")).expect("config");
     assert!(!config.contains("fsmonitor"), "changed .git/config: {config}");
@@ -349,4 +350,140 @@ async fn no_sandbox_here_means_no_agent_and_says_why() {
 fn which(tool: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|dir| dir.join(tool)).find(|path| path.is_file())
+}
+
+/// Behind a TLS proxy (`--trust-proxy`), public as `https://shard.test`,
+/// with the sandbox off in config.toml: a browser from afar is refused an
+/// agent without a sandbox, and may still start one narrowed to a sandbox;
+/// a client on this machine starts one as configured.
+#[tokio::test]
+async fn a_remote_browser_never_starts_an_agent_without_a_sandbox() {
+    use reqwest::header::{CONTENT_TYPE, COOKIE, HOST, ORIGIN};
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let root = TempDir::new().expect("root");
+    let home = root.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::write(home.join("config.toml"), "[sandbox]\nmode = \"off\"\n").expect("config");
+    let port = super::support::free_port("127.0.0.1");
+    let args = [
+        "--port",
+        &port.to_string(),
+        "--trust-proxy",
+        "loopback",
+        "--public-host",
+        "shard.test:443",
+        "--allowed-origin",
+        "https://shard.test",
+    ];
+    let daemon = Daemon::start_with(&home, &args, &[], None).await;
+    let forwarded = [("x-forwarded-proto", "https"), ("x-forwarded-host", "shard.test")];
+    let post = |path: &str| {
+        let mut request = reqwest::Client::new()
+            .post(format!("http://127.0.0.1:{port}{path}"))
+            .header(HOST, "shard.test")
+            .header(ORIGIN, "https://shard.test");
+        for (name, value) in forwarded {
+            request = request.header(name, value);
+        }
+        request
+    };
+    let enrolled = post("/enroll")
+        .header(CONTENT_TYPE, "application/json")
+        .body(json!({"code": daemon.enroll_code()}).to_string())
+        .send()
+        .await
+        .expect("enroll");
+    assert_eq!(enrolled.status(), 200);
+    let cookie = super::client::session_cookie(&enrolled);
+    let secret = enrolled.json::<Value>().await.expect("json")["browser_secret"].clone();
+    let booted = post("/bootstrap")
+        .header(COOKIE, &cookie)
+        .header("shard-browser-secret", secret.as_str().expect("secret"))
+        .send()
+        .await
+        .expect("bootstrap");
+    assert_eq!(booted.status(), 200);
+    let ticket = booted.json::<Value>().await.expect("json")["ticket"].clone();
+    let mut request = format!("ws://127.0.0.1:{port}/ws").into_client_request().expect("request");
+    let headers = request.headers_mut();
+    let protocols = format!("shard.v1, shard.ticket.{}", ticket.as_str().expect("ticket"));
+    headers.insert("sec-websocket-protocol", protocols.parse().expect("header"));
+    headers.insert(ORIGIN, "https://shard.test".parse().expect("header"));
+    headers.insert(HOST, "shard.test".parse().expect("header"));
+    for (name, value) in forwarded {
+        headers.insert(name, value.parse().expect("header"));
+    }
+    let (socket, _) = tokio_tungstenite::connect_async(request).await.expect("upgrade");
+    let mut web = Client::over(socket).await;
+
+    let project = TempDir::new().expect("project");
+    let cwd = project.path().display().to_string();
+    let refused = web.call("c", json!({"type": "agent.create", "cwd": cwd})).await;
+    assert_eq!(refused["error"]["code"], "PERMISSION_DENIED", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("remote browser"), "{message}");
+    let asked_off = json!({"type": "agent.create", "cwd": cwd, "sandbox": {"mode": "off"}});
+    let refused = web.call("c2", asked_off).await;
+    assert_eq!(refused["error"]["code"], "PERMISSION_DENIED", "{refused}");
+    let narrowed =
+        json!({"type": "agent.create", "cwd": cwd, "sandbox": {"mode": "workspace-write"}});
+    let made = web.call("c3", narrowed).await;
+    assert_eq!(made["success"], true, "{made}");
+    let mut local = Client::unix(&daemon.socket()).await;
+    let made = local.call("c4", json!({"type": "agent.create", "cwd": cwd})).await;
+    assert_eq!(made["success"], true, "this machine's owner starts it as configured: {made}");
+    let listed = local.call("l", json!({"type": "agent.list"})).await;
+    let modes: Vec<&str> = listed["data"]["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .filter_map(|agent| agent["sandbox"]["mode"].as_str())
+        .collect();
+    assert_eq!(modes, ["workspace-write", "off"], "{listed}");
+}
+
+/// A workspace agent commits in its worktree, and cannot plant what the
+/// safety-round-4 attacks planted in the repository's git directory (its
+/// config, its hooks, the worktree's link to it): the sandbox alone stops
+/// it, before any of the daemon's own git hardening comes into play.
+#[tokio::test]
+async fn a_workspace_agent_commits_but_cannot_plant_in_the_repository_s_git() {
+    let machine = Machine::start("", &[]).await;
+    let project = machine.project();
+    git(&project, &["add", "README"]);
+    git(&project, &["commit", "-q", "-m", "first"]);
+    let mut client = machine.client().await;
+    let made = client
+        .call("w", json!({"type": "workspace.create", "cwd": project.display().to_string(), "label": "boxed"}))
+        .await;
+    assert_eq!(made["success"], true, "{made}");
+    let agent = made["data"]["agent_id"].as_str().expect("agent").to_owned();
+    client.attach(&agent, "interactive").await;
+    let common = project.join(".git");
+    let command = format!(
+        "git config core.fsmonitor 'touch /tmp/pwned' || echo refused-config; \
+         printf '#!/bin/sh\\ntouch {pwned}\\n' > {common}/hooks/post-checkout || echo refused-hook; \
+         echo 'gitdir: /tmp' > .git || echo refused-link; \
+         echo work > work.txt && git add work.txt && \
+         git -c user.name=a -c user.email=a@a commit -q -m work && echo committed",
+        pwned = machine.root.path().join("pwned").display(),
+        common = common.display(),
+    );
+    let result = run_allowed(&mut client, &agent, &command).await;
+    for expected in ["refused-config", "refused-hook", "refused-link", "committed"] {
+        assert!(result.contains(expected), "{expected}: {result}");
+    }
+    let config = std::fs::read_to_string(common.join("config")).expect("config");
+    assert!(!config.contains("fsmonitor"), "{config}");
+    assert!(!common.join("hooks/post-checkout").exists());
+    // The commit is in the repository, on the workspace's branch.
+    let log = std::process::Command::new("git")
+        .args(["log", "--all", "--format=%s"])
+        .current_dir(&project)
+        .output()
+        .expect("git log");
+    assert!(String::from_utf8_lossy(&log.stdout).contains("work"), "the commit landed");
+    // Git on this machine, in the repository, runs nothing planted.
+    git(&project, &["status", "--short"]);
+    assert!(!machine.root.path().join("pwned").exists());
 }
