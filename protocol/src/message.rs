@@ -20,6 +20,7 @@ use crate::orchestrator::{
     AgentStatusChanged, AgentStatusQuery, AgentTarget, ClientPresence, DaemonShutdown,
     RevokeSession, SessionActivate,
 };
+use crate::sandbox::{AgentSandbox, SandboxRevoke};
 use crate::search::SearchQuery;
 use crate::subagent::{
     SubagentCreate, SubagentRelaunch, SubagentRunChanged, SubagentStatus, SubagentSteer,
@@ -153,6 +154,8 @@ message_set! {
         UsageAgent(UsageAgentQuery) = "usage.agent", Registry, required;
         UsageSession(UsageSessionQuery) = "usage.session", Registry, required;
         ApprovalList(ApprovalList) = "approval.list", Registry, required;
+        // Shard extension: take back a host allowed always for an agent.
+        SandboxRevoke(SandboxRevoke) = "sandbox.revoke", Registry, required;
         SessionActivate(SessionActivate) = "session.activate", Registry, required;
         // The runtimes agents may run (CONTRACT.md).
         RuntimeList(Empty) = "runtime.list", Registry, required;
@@ -211,6 +214,9 @@ message_set! {
         SubagentRunChanged(SubagentRunChanged) = "subagent_run_changed", Registry, optional;
         // Shard extension: an agent's usage rollup changed.
         AgentUsage(AgentUsage) = "agent_usage", Registry, optional;
+        // Shard extension: an agent's sandbox changed (a host granted or
+        // taken back).
+        AgentSandbox(AgentSandbox) = "agent_sandbox", Registry, optional;
     }
 }
 

@@ -74,6 +74,23 @@ pub struct SandboxInfo {
     pub granted_hosts: Vec<String>,
 }
 
+/// `sandbox.revoke` (Shard extension): takes back a host a person allowed
+/// always for an agent (`host:port`, as `granted_hosts` lists it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxRevoke {
+    pub agent_id: String,
+    pub host: String,
+}
+
+/// The answer to `sandbox.revoke`, and the `agent_sandbox` event every
+/// client gets when an agent's sandbox changes (a host granted or taken
+/// back): the agent's sandbox as it is now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentSandbox {
+    pub agent_id: String,
+    pub sandbox: SandboxInfo,
+}
+
 /// The tool name of a sandbox's network question.
 pub const NETWORK_TOOL: &str = "network";
 

@@ -242,7 +242,7 @@ async fn allow_always_keeps_the_host_for_this_agent_only() {
     let asked = client.permission_request(&first).await;
     assert_eq!(asked["tool_name"], "network");
     answer(&client, &first, &asked, "allow_always");
-    client.until_agent(&first, |message| message["type"] == "turn_end").await;
+    let granted = client.until_agent(&first, |message| message["type"] == "turn_end").await;
     // Again: neither question.
     let read = client
         .call("p2", json!({"type": "prompt", "agent_id": first, "message": format!("run: {curl}")}))
@@ -254,6 +254,28 @@ async fn allow_always_keeps_the_host_for_this_agent_only() {
     let listed = client.call("l", json!({"type": "agent.status", "agent_id": first})).await;
     let sandbox = &listed["data"]["agents"][0]["sandbox"];
     assert_eq!(sandbox["granted_hosts"], json!([format!("kept.test:{port}")]), "{listed}");
+    // Every client heard of it as it happened.
+    let told = granted.iter().find(|message| message["type"] == "agent_sandbox").expect("told");
+    assert_eq!(told["sandbox"]["granted_hosts"], json!([format!("kept.test:{port}")]), "{told}");
+
+    // Taken back: listed no more, and the next connection asks again.
+    let host = format!("kept.test:{port}");
+    let unknown = json!({"type": "sandbox.revoke", "agent_id": first, "host": "other.test"});
+    let refused = client.call("r0", unknown).await;
+    assert_eq!(refused["error"]["code"], "NOT_FOUND", "{refused}");
+    let revoke = json!({"type": "sandbox.revoke", "agent_id": first, "host": host});
+    let revoked = client.call("r", revoke).await;
+    assert_eq!(revoked["success"], true, "{revoked}");
+    assert!(revoked["data"]["sandbox"]["granted_hosts"].is_null(), "{revoked}");
+    let listed = client.call("l2", json!({"type": "agent.status", "agent_id": first})).await;
+    assert!(listed["data"]["agents"][0]["sandbox"]["granted_hosts"].is_null(), "{listed}");
+    client
+        .call("p4", json!({"type": "prompt", "agent_id": first, "message": format!("run: {curl}")}))
+        .await;
+    let asked = client.permission_request(&first).await;
+    assert_eq!(asked["tool_name"], "network", "asked again: {asked}");
+    answer(&client, &first, &asked, "deny");
+    client.until_agent(&first, |message| message["type"] == "turn_end").await;
 
     // Another agent is asked.
     let second = client.create(&machine.project(), "second").await;

@@ -111,6 +111,10 @@ pub enum AgentError {
     SpawnFailed(String),
     #[error("{0}")]
     SandboxUnavailable(String),
+    #[error("{0} is not among the hosts allowed always for this agent")]
+    NotGranted(String),
+    #[error("cannot write the agent's network grants: {0}")]
+    GrantsUnwritten(String),
     #[error(transparent)]
     SandboxWider(crate::sandbox::policy::PolicyError),
     #[error(
@@ -229,6 +233,8 @@ impl AgentError {
             | Self::NotReady
             | Self::ExitedStarting(_) => ErrorCode::RuntimeStartFailed,
             Self::SandboxUnavailable(_) => ErrorCode::SandboxUnavailable,
+            Self::NotGranted(_) => ErrorCode::NotFound,
+            Self::GrantsUnwritten(_) => ErrorCode::InternalError,
             Self::SandboxWider(crate::sandbox::policy::PolicyError::Config(_)) => {
                 ErrorCode::InternalError
             }

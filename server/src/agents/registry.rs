@@ -490,6 +490,26 @@ impl Registry {
         Ok(SessionActivateResult { agent_id, session_id, previous_session_id: previous })
     }
 
+    /// `sandbox.revoke`: takes back a host a person allowed always for an
+    /// agent; its host tells every client (`agent_sandbox`).
+    pub async fn revoke_host(
+        &self,
+        request: shard_protocol::sandbox::SandboxRevoke,
+    ) -> Result<shard_protocol::sandbox::AgentSandbox, AgentError> {
+        let shard_protocol::sandbox::SandboxRevoke { agent_id, host } = request;
+        let Some(parsed) = shard_agent::sandbox::HostPort::parse(&host) else {
+            return Err(AgentError::NotGranted(host));
+        };
+        let (reply, answer) = oneshot::channel();
+        let command = HostCommand::RevokeHost { host: parsed, reply };
+        self.send(&agent_id, command).map_err(|refused| match refused {
+            Refused::NotFound => AgentError::NoAgent(agent_id.clone()),
+            _ => AgentError::SwitchBusy,
+        })?;
+        let sandbox = answer.await.map_err(|_| AgentError::HostGone)??;
+        Ok(shard_protocol::sandbox::AgentSandbox { agent_id, sandbox })
+    }
+
     /// `runtime.list`: the built-in agent, then every configured runtime.
     pub fn runtimes(&self) -> Result<Vec<RuntimeInfo>, AgentError> {
         let config = Config::load(&self.context.home).map_err(AgentError::Config)?;

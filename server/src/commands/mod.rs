@@ -192,6 +192,8 @@ pub fn rule(message: &ClientMessage) -> Rule {
         }
         ClientMessage::UsageSession(_) => rule_of(Anyone, None, Background),
         ClientMessage::ApprovalList(_) => rule_of(Anyone, Watch, Background),
+        // Taking a host back only narrows, but it is a change to the agent.
+        ClientMessage::SandboxRevoke(_) => rule_of(Anyone, Act, Background),
         ClientMessage::SessionActivate(_) => rule_of(Anyone, Act, Background),
         ClientMessage::RuntimeList(_) => rule_of(Anyone, None, Background),
         // Reading transcripts needs no attachment (attaching needs none),
@@ -212,6 +214,7 @@ pub fn subject(message: &ClientMessage) -> Option<&str> {
         ClientMessage::SubagentStatus(request) => Some(&request.parent_agent_id),
         ClientMessage::SubagentStop(request) => Some(&request.parent_agent_id),
         ClientMessage::ApprovalList(query) => Some(&query.agent_id),
+        ClientMessage::SandboxRevoke(request) => Some(&request.agent_id),
         ClientMessage::SessionActivate(request) => Some(&request.agent_id),
         _ => Option::None,
     }
@@ -367,6 +370,12 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
         | ClientMessage::UsageSession(_) => usage::run(caller.daemon.registry(), message),
         ClientMessage::ApprovalList(query) => approvals::list(caller.daemon.registry(), query),
         ClientMessage::SessionActivate(request) => session::activate(caller.daemon, request),
+        ClientMessage::SandboxRevoke(request) => {
+            let daemon = caller.daemon.clone();
+            Outcome::Later(Box::pin(
+                async move { ok(daemon.registry().revoke_host(request).await?) },
+            ))
+        }
         ClientMessage::SearchQuery(query) => search::query(caller.daemon, query),
         ClientMessage::ClientPresence(presence) => {
             caller.daemon.presence(caller.subscriber.id(), presence.visible);

@@ -79,6 +79,9 @@ impl Host {
             HostCommand::Activate { session_id, reply } => {
                 let _ = reply.send(self.activate(session_id, now));
             }
+            HostCommand::RevokeHost { host, reply } => {
+                let _ = reply.send(self.revoke_host(&host));
+            }
             HostCommand::Shutdown { mode, reply } => {
                 self.fail_waiting(AgentError::ShuttingDown);
                 let shutdown =

@@ -162,6 +162,11 @@ pub enum HostCommand {
         session_id: String,
         reply: oneshot::Sender<Result<String, AgentError>>,
     },
+    /// `sandbox.revoke`: a host allowed always, taken back.
+    RevokeHost {
+        host: shard_agent::sandbox::HostPort,
+        reply: oneshot::Sender<Result<shard_protocol::sandbox::SandboxInfo, AgentError>>,
+    },
     /// Daemon shutdown: stop the process as `mode` says; replies once it
     /// has exited. A later, stronger mode takes over.
     Shutdown {

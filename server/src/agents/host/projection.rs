@@ -256,15 +256,43 @@ impl Host {
         self.projection.publish(self.current_info());
     }
 
-    /// Describes the agent's sandbox again (config.toml, its grants).
+    /// Describes the agent's sandbox again (config.toml, its grants), and
+    /// tells every client if it changed (`agent_sandbox`).
     pub(super) fn refresh_sandbox(&mut self) {
         let manifest = &self.manifest;
-        self.projection.sandbox = self.context.sandbox.describe(
+        let now = self.context.sandbox.describe(
             &manifest.agent_id,
             manifest.runtime_id(),
             manifest.sandbox,
         );
+        if now == self.projection.sandbox {
+            return;
+        }
+        self.projection.sandbox = now.clone();
         self.publish_info();
+        if let Some(sandbox) = now {
+            let event =
+                shard_protocol::sandbox::AgentSandbox { agent_id: self.id().to_owned(), sandbox };
+            self.context
+                .broadcast
+                .broadcast(&encode(&Envelope::new(ServerMessage::AgentSandbox(event))));
+        }
+    }
+
+    /// `sandbox.revoke`: takes `host` back from the agent's grants; the
+    /// sandbox as it is then.
+    pub(super) fn revoke_host(
+        &mut self,
+        host: &shard_agent::sandbox::HostPort,
+    ) -> Result<shard_protocol::sandbox::SandboxInfo, crate::agents::error::AgentError> {
+        use crate::agents::error::AgentError;
+        match crate::sandbox::grants::revoke(&self.context.home, self.id(), host) {
+            Ok(Some(_)) => {}
+            Ok(None) => return Err(AgentError::NotGranted(host.to_string())),
+            Err(error) => return Err(AgentError::GrantsUnwritten(error.to_string())),
+        }
+        self.refresh_sandbox();
+        self.projection.sandbox.clone().ok_or(AgentError::NotGranted(host.to_string()))
     }
 
     pub(super) fn set_runtime_state(&mut self, state: RuntimeState) {
