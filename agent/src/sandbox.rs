@@ -10,6 +10,7 @@
 //! allow_hosts = ["pypi.org", "files.pythonhosted.org", "localhost:8080"]
 //! deny_read = ["~/work/secrets"]     # besides the documented defaults
 //! allow_write = ["~/.cache/pip"]     # besides the agent's own directory
+//! allow_inside = false               # true: what stays inside runs unasked
 //!
 //! [[runtimes]]
 //! id = "claude"
@@ -18,8 +19,8 @@
 //! sandbox = { allow_hosts = ["api.anthropic.com"], allow_write = ["~/.claude"] }
 //! ```
 //!
-//! A runtime's `mode` and `network` replace the daemon's; its lists are
-//! added to the daemon's.
+//! A runtime's `mode`, `network` and `allow_inside` replace the daemon's;
+//! its lists are added to the daemon's.
 
 use std::path::{Path, PathBuf};
 
@@ -35,6 +36,10 @@ pub const DEFAULT_PORT: u16 = 443;
 pub struct SandboxConfig {
     pub mode: Option<SandboxMode>,
     pub network: Option<NetworkPolicy>,
+    /// What stays inside the sandbox runs without asking: commands, and
+    /// writes in the agent's own directory (docs/SANDBOX.md, "Fewer
+    /// questions"). Off unless set.
+    pub allow_inside: Option<bool>,
     pub allow_hosts: Vec<String>,
     pub deny_read: Vec<String>,
     pub allow_write: Vec<String>,
@@ -99,6 +104,7 @@ impl std::fmt::Display for HostPort {
 pub struct SandboxPolicy {
     pub mode: SandboxMode,
     pub network: NetworkPolicy,
+    pub allow_inside: bool,
     pub allow_hosts: Vec<HostPort>,
     pub deny_read: Vec<PathBuf>,
     pub allow_write: Vec<PathBuf>,
@@ -116,6 +122,7 @@ impl SandboxPolicy {
         let mut policy = Self {
             mode: SandboxMode::WorkspaceWrite,
             network: NetworkPolicy::Ask,
+            allow_inside: false,
             allow_hosts: Vec::new(),
             deny_read: Vec::new(),
             allow_write: Vec::new(),
@@ -123,6 +130,7 @@ impl SandboxPolicy {
         for table in tables {
             policy.mode = table.mode.unwrap_or(policy.mode);
             policy.network = table.network.unwrap_or(policy.network);
+            policy.allow_inside = table.allow_inside.unwrap_or(policy.allow_inside);
             for host in &table.allow_hosts {
                 let parsed = HostPort::parse(host).ok_or_else(|| {
                     anyhow::anyhow!("sandbox.allow_hosts: {host:?} is not `host` or `host:port`")

@@ -64,6 +64,11 @@ pub struct SandboxRequest {
 pub struct SandboxInfo {
     pub mode: SandboxMode,
     pub network: NetworkPolicy,
+    /// Commands, and writes in the agent's own directory, run without
+    /// asking: the sandbox holds them (Shard extension; config.toml's
+    /// `allow_inside`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_inside: bool,
     /// Hosts (`host:port`) the agent reaches without asking: the configured
     /// ones and those a person allowed always for it (Shard extension).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -116,6 +121,7 @@ mod tests {
         let info = SandboxInfo {
             mode: SandboxMode::ReadOnly,
             network: NetworkPolicy::Ask,
+            allow_inside: false,
             allowed_hosts: vec![],
             granted_hosts: vec![],
         };

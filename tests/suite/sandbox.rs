@@ -509,3 +509,96 @@ async fn a_workspace_agent_commits_but_cannot_plant_in_the_repository_s_git() {
     git(&project, &["status", "--short"]);
     assert!(!machine.root.path().join("pwned").exists());
 }
+
+/// `allow_inside`: a command, and a write in the agent's own directory,
+/// run without asking, answered by the sandbox itself for every client to
+/// see; what would leave the sandbox still asks: a write outside, a host.
+#[tokio::test]
+async fn with_allow_inside_only_what_leaves_the_sandbox_asks() {
+    let (port, accepted) = server("inside").await;
+    let config = "[sandbox]\nallow_inside = true\n";
+    let machine = Machine::start(config, &["--egress-resolve", "out.test=127.0.0.1"]).await;
+    let mut client = machine.client().await;
+    let project = machine.project();
+    let agent = client.create(&project, "trusted-box").await;
+    client.attach(&agent, "interactive").await;
+
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": "run: echo ran > ran.txt"});
+    client.call("p", prompt).await;
+    let read = client.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    let resolved = read
+        .iter()
+        .find(|message| message["type"] == "permission_resolved")
+        .expect("asked and answered at once");
+    assert_eq!(
+        (resolved["decision"].as_str(), resolved["source"].as_str()),
+        (Some("allow"), Some("sandbox"))
+    );
+    assert_eq!(std::fs::read_to_string(project.join("ran.txt")).expect("ran"), "ran\n");
+
+    let inside =
+        json!({"type": "prompt", "agent_id": agent, "message": "write: inside.txt\nhello"});
+    client.call("w", inside).await;
+    let read = client.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    assert!(read.iter().any(|message| message["source"] == "sandbox"), "{read:?}");
+    assert!(project.join("inside.txt").exists());
+
+    let outside = machine.root.path().join("outside.txt");
+    let message = format!("write: {}\nhello", outside.display());
+    client.call("o", json!({"type": "prompt", "agent_id": agent, "message": message})).await;
+    let asked = client.permission_request(&agent).await;
+    assert_eq!(asked["tool_name"], "write", "a write outside asks: {asked}");
+    answer(&client, &agent, &asked, "deny");
+    client.until_agent(&agent, |message| message["type"] == "turn_end").await;
+
+    let curl = format!("run: curl -sS --max-time 20 http://out.test:{port}/");
+    client.call("n", json!({"type": "prompt", "agent_id": agent, "message": curl})).await;
+    // The command itself is held by the sandbox; the host is asked.
+    let read = client
+        .until_agent(&agent, |message| {
+            message["type"] == "permission_request" && message["tool_name"] == "network"
+        })
+        .await;
+    let asked = read.last().expect("a network question").clone();
+    let bash = read.iter().find(|message| message["tool_name"] == "bash").expect("bash");
+    let held = read.iter().any(|message| {
+        message["type"] == "permission_resolved"
+            && message["request_id"] == bash["request_id"]
+            && message["source"] == "sandbox"
+    });
+    assert!(held, "{read:?}");
+    answer(&client, &agent, &asked, "allow");
+    let read = client.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    let result = read.iter().find(|message| message["type"] == "tool_result").expect("result");
+    assert!(result.to_string().contains("inside"), "{result}");
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let listed = client.call("l", json!({"type": "agent.status", "agent_id": agent})).await;
+    assert_eq!(listed["data"]["agents"][0]["sandbox"]["allow_inside"], true, "{listed}");
+}
+
+/// `allow_inside` for an ACP agent: its own `execute` question is answered
+/// by the sandbox, as Shard's own agent's `bash` is.
+#[tokio::test]
+async fn with_allow_inside_an_acp_agent_s_command_is_held_by_the_sandbox() {
+    let config =
+        format!("{}sandbox = {{ allow_inside = true }}\n", super::runtimes::scripted_runtime());
+    let machine = Machine::start(&config, &[]).await;
+    let mut client = machine.client().await;
+    let project = machine.project();
+    let create =
+        json!({"type": "agent.create", "cwd": project.display().to_string(), "runtime": "fake"});
+    let made = client.call("c", create).await;
+    assert_eq!(made["success"], true, "{made}");
+    let agent = made["data"]["agent_id"].as_str().expect("agent").to_owned();
+    client.attach(&agent, "interactive").await;
+    let prompt =
+        json!({"type": "prompt", "agent_id": agent, "message": "run: echo held > held.txt"});
+    client.call("p", prompt).await;
+    let read = client.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    let resolved = read
+        .iter()
+        .find(|message| message["type"] == "permission_resolved")
+        .expect("asked and answered at once");
+    assert_eq!(resolved["source"], "sandbox", "{read:?}");
+    assert!(project.join("held.txt").exists(), "{read:?}");
+}

@@ -37,6 +37,8 @@ pub const HIDDEN_IN_HOME: &[&str] = &[
 pub struct Applied {
     pub mode: SandboxMode,
     pub network: NetworkPolicy,
+    /// What stays inside runs without asking.
+    pub allow_inside: bool,
     /// Reached without asking.
     pub allow_hosts: Vec<HostPort>,
     /// Hidden, besides [`HIDDEN_IN_HOME`] and `$SHARD_HOME`.
@@ -60,6 +62,7 @@ impl Applied {
         SandboxInfo {
             mode: self.mode,
             network: if self.contained() { self.network } else { NetworkPolicy::Allow },
+            allow_inside: self.allow_inside && self.contained(),
             allowed_hosts: allowed,
             granted_hosts: granted,
         }
@@ -92,6 +95,7 @@ pub fn for_agent(
     let mut applied = Applied {
         mode: policy.mode,
         network: policy.network,
+        allow_inside: policy.allow_inside,
         allow_hosts: policy.allow_hosts,
         deny_read: policy.deny_read,
         allow_write: policy.allow_write,

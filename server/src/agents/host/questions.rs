@@ -146,9 +146,14 @@ impl Host {
         let request_id = request.request_id().to_owned();
         self.approvals.asked(asked_record(&request));
         let announcement = self.stamp(line);
+        let held = self.sandbox_holds(&request);
         self.questions.ask(request, announcement.clone());
         self.publish_pending();
         self.deliver_question(announcement);
+        if let Some(answer) = held {
+            self.answer_as_sandbox(&request_id, answer);
+            return;
+        }
         if self.context.delegation.responders(self.id()).is_empty() && !self.queues_questions() {
             self.answer_headless(&request_id);
         }
@@ -292,6 +297,56 @@ impl Host {
                 value: None,
             }),
         };
+        self.forward_own(message);
+    }
+
+    /// The allow `request` gets without asking, if the agent's sandbox
+    /// holds what it would do (`allow_inside`, docs/SANDBOX.md "Fewer
+    /// questions"): a command, which runs inside the sandbox, or writes
+    /// that all land in the agent's own directory. Never a network
+    /// question, a write that names no file or leaves the directory, or a
+    /// call whose effect is not known.
+    fn sandbox_holds(&self, request: &PendingKind) -> Option<PermissionAnswer> {
+        use crate::agents::effect::{self, Effect};
+        let PendingKind::Permission(request) = request else { return None };
+        let sandbox = self.projection.sandbox.as_ref()?;
+        if !sandbox.allow_inside || request.tool_name == shard_protocol::sandbox::NETWORK_TOOL {
+            return None;
+        }
+        let cwd = std::path::Path::new(&self.manifest.cwd);
+        let held = match Effect::of(request, self.manifest.runtime_id()) {
+            Effect::Runs => true,
+            Effect::Writes(paths) => {
+                !paths.is_empty()
+                    && paths.iter().all(|path| {
+                        effect::inside(cwd, path)
+                            && effect::inside(cwd, &effect::resolved(&cwd.join(path)))
+                    })
+            }
+            Effect::Looks | Effect::Delegates | Effect::Unknown => false,
+        };
+        if !held {
+            return None;
+        }
+        let allow = PermissionAnswer::Decision(Decision::Allow);
+        if request.accepts(&allow) {
+            return Some(allow);
+        }
+        let choice =
+            request.choices.iter().flatten().find(|choice| choice.intent == ChoiceIntent::Allow)?;
+        Some(PermissionAnswer::Choice(choice.id.clone()))
+    }
+
+    /// Answers a question the sandbox holds (`source: "sandbox"`).
+    fn answer_as_sandbox(&mut self, request_id: &str, answer: PermissionAnswer) {
+        let Some(pending) = self.questions.get_mut(request_id) else { return };
+        pending.source = Some(Answerer { source: "sandbox".to_owned(), ..Answerer::default() });
+        pending.headless_at = None;
+        let message = ClientMessage::PermissionResponse(PermissionResponse {
+            request_id: request_id.to_owned(),
+            answer,
+            reason: Some("the agent's sandbox holds it (allow_inside)".to_owned()),
+        });
         self.forward_own(message);
     }
 
