@@ -82,7 +82,11 @@ fn answer(client: &Client, agent: &str, asked: &Value, decision: &str) {
 
 #[tokio::test]
 async fn shard_s_own_agent_reads_no_secret_and_writes_only_its_directory() {
-    let machine = Machine::start("", &[]).await;
+    // A runtime's environment may hold a key: the agent reads config.toml,
+    // never that.
+    let config = "[[runtimes]]\nid = \"other\"\nprotocol = \"acp\"\ncommand = \"true\"\n\
+                  env = { OTHER_KEY = \"SECRET-RUNTIME-KEY\" }\n";
+    let machine = Machine::start(config, &[]).await;
     let mut client = machine.client().await;
     let project = machine.project();
     let agent = client.create(&project, "boxed").await;
@@ -104,6 +108,7 @@ async fn shard_s_own_agent_reads_no_secret_and_writes_only_its_directory() {
     );
     let result = run_allowed(&mut client, &agent, &command).await;
     assert!(!result.contains("SECRET"), "a secret was read: {result}");
+    assert!(result.contains("other"), "config.toml is read, without the key: {result}");
     assert!(!result.contains("agents"), "$SHARD_HOME was listed: {result}");
     assert!(result.contains("wrote-own-dir"), "{result}");
     assert_eq!(std::fs::read_to_string(project.join("made.txt")).expect("made"), "mine\n");

@@ -29,6 +29,10 @@ use std::sync::Arc;
 
 pub use self::policy::Applied;
 
+/// Where Shard's own agent's view of `config.toml` is written, in its
+/// folder.
+const SEEN_CONFIG: &str = "config.seen.toml";
+
 /// The program the sandbox is made with.
 const BWRAP: &str = "bwrap";
 
@@ -217,7 +221,7 @@ impl Sandbox {
         plan.writable.extend(applied.allow_write.iter().map(|path| real(path)));
         self.repository(&cwd, &mut plan);
         if start.runtime == shard_agent::runtimes::BUILTIN {
-            self.own_agent(start, &mut plan);
+            self.own_agent(start, &mut plan)?;
         }
         let answers =
             gate::Answers::new(self.home.clone(), start.agent_id.to_owned(), start.epoch, events);
@@ -272,8 +276,10 @@ impl Sandbox {
     /// What Shard's own agent reads and writes in `$SHARD_HOME`: the
     /// configuration, its brief, its session's lineage, and the daemon's
     /// socket when it delegates.
-    fn own_agent(&self, start: &Start<'_>, plan: &mut plan::Plan) {
-        plan.readable.push(self.home.join("config.toml"));
+    fn own_agent(&self, start: &Start<'_>, plan: &mut plan::Plan) -> std::io::Result<()> {
+        if let Some(seen) = self.config_as_seen(start.agent_id)? {
+            plan.replaced.push((seen, self.home.join("config.toml")));
+        }
         plan.readable.extend(start.instructions.iter().cloned());
         if start.delegates {
             plan.readable.push(self.home.join("daemon.sock"));
@@ -285,6 +291,29 @@ impl Sandbox {
         {
             plan.private_writable.push(sessions.join(root));
         }
+        Ok(())
+    }
+
+    /// `config.toml` as Shard's own agent reads it: without the runtimes'
+    /// `env` tables, whose values may be keys (every other setting it
+    /// needs, and none is a secret). Written for each start, in the
+    /// agent's own folder, which the agent cannot see.
+    fn config_as_seen(&self, agent_id: &str) -> std::io::Result<Option<PathBuf>> {
+        let text = match std::fs::read_to_string(self.home.join("config.toml")) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let mut table: toml::Table = text.parse().map_err(std::io::Error::other)?;
+        if let Some(toml::Value::Array(runtimes)) = table.get_mut("runtimes") {
+            for runtime in runtimes.iter_mut().filter_map(toml::Value::as_table_mut) {
+                runtime.remove("env");
+            }
+        }
+        let seen = crate::agents::manifest::agent_dir(&self.home, agent_id).join(SEEN_CONFIG);
+        let text = toml::to_string(&table).map_err(std::io::Error::other)?;
+        crate::home::write_private(&seen, text.as_bytes())?;
+        Ok(Some(seen))
     }
 
     fn egress_socket(&self, start: &Start<'_>) -> std::io::Result<PathBuf> {

@@ -55,6 +55,8 @@ pub struct Plan {
     pub read_only: Vec<PathBuf>,
     /// Readable although inside a hidden place.
     pub readable: Vec<PathBuf>,
+    /// Files shown, read-only, in place of others (`(shown, where)`).
+    pub replaced: Vec<(PathBuf, PathBuf)>,
     /// Writable although inside a hidden place (Shard's own agent's
     /// session).
     pub private_writable: Vec<PathBuf>,
@@ -108,6 +110,9 @@ impl Plan {
         }
         for path in self.readable.iter().filter(|path| exists(path)) {
             out.same("--ro-bind", path);
+        }
+        for (shown, target) in self.replaced.iter().filter(|(shown, _)| exists(shown)) {
+            out.mount("--ro-bind", shown, target);
         }
         out.same("--ro-bind", contain);
         for path in hidden.iter().filter(|path| path.is_dir()) {
