@@ -9,6 +9,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -54,13 +55,13 @@ pub async fn forward(listener: TcpListener, socket: PathBuf, stop: CancellationT
             accepted = listener.accept() => accepted,
             () = stop.cancelled() => return,
         };
-        let Ok((client, _)) = accepted else { continue };
+        let Ok((client, peer)) = accepted else { continue };
         // Closed at once past the limit: the proxy would refuse it too.
         let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
         let (socket, stop) = (socket.clone(), stop.clone());
         tokio::spawn(async move {
             tokio::select! {
-                () = join(client, &socket) => {}
+                () = join(client, peer.port(), &socket) => {}
                 () = stop.cancelled() => {}
             }
             drop(slot);
@@ -71,7 +72,7 @@ pub async fn forward(listener: TcpListener, socket: PathBuf, stop: CancellationT
 /// One connection: to the proxy, then both ways until both sides end. If
 /// the proxy cannot be reached the client's connection just closes, as a
 /// refused connection would.
-async fn join(mut client: TcpStream, socket: &std::path::Path) {
+async fn join(mut client: TcpStream, peer_port: u16, socket: &std::path::Path) {
     let mut proxy = match UnixStream::connect(socket).await {
         Ok(proxy) => proxy,
         Err(error) => {
@@ -79,10 +80,62 @@ async fn join(mut client: TcpStream, socket: &std::path::Path) {
             return;
         }
     };
+    // Which process asked, as this sandbox sees it: what the person asked
+    // about the connection is shown (never trusted: anything in the
+    // sandbox could reach the socket and say otherwise).
+    let asker = tokio::task::spawn_blocking(move || who_connected(peer_port)).await.ok().flatten();
+    if let Some(asker) = asker {
+        let mut preface = vec![PREFACE];
+        preface.extend(asker.into_bytes());
+        preface.push(b'\n');
+        if proxy.write_all(&preface).await.is_err() {
+            return;
+        }
+    }
     let _ = client.set_nodelay(true);
     if let Err(error) = tokio::io::copy_bidirectional(&mut client, &mut proxy).await {
         tracing::debug!(%error, "an egress connection ended");
     }
+}
+
+/// The byte that opens a preface naming which process asked (no HTTP
+/// request and no SOCKS5 greeting starts with it); the line it opens ends
+/// with `\n` and holds at most [`MAX_PREFACE`] bytes.
+pub const PREFACE: u8 = 0;
+pub const MAX_PREFACE: usize = 256;
+
+/// The process that holds the connection from `127.0.0.1:peer_port`, as
+/// `<command> (pid <n>)`: its socket's inode from this network namespace's
+/// table, then the process holding it. `None` when it cannot be told (a
+/// process whose descriptors this one may not read).
+fn who_connected(peer_port: u16) -> Option<String> {
+    let local = format!(":{peer_port:04X} ");
+    let inode = ["/proc/net/tcp", "/proc/net/tcp6"].iter().find_map(|table| {
+        let text = std::fs::read_to_string(table).ok()?;
+        text.lines().skip(1).find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let ours = fields.get(1).is_some_and(|address| format!("{address} ").ends_with(&local));
+            ours.then(|| fields.get(9).map(|inode| (*inode).to_owned())).flatten()
+        })
+    })?;
+    let wanted = format!("socket:[{inode}]");
+    let processes = std::fs::read_dir("/proc").ok()?;
+    for entry in processes.flatten().take(4096) {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(descriptors) = std::fs::read_dir(entry.path().join("fd")) else { continue };
+        let holds = descriptors.flatten().take(4096).any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|link| link.as_os_str() == wanted.as_str())
+        });
+        if holds {
+            let command = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+            let command: String =
+                command.trim().chars().filter(|c| !c.is_control()).take(64).collect();
+            return Some(format!("{command} (pid {pid})"));
+        }
+    }
+    None
 }
 
 /// Runs the forwarder for a process that has no runtime of its own (`shard
@@ -116,18 +169,32 @@ mod tests {
     /// Every read in these tests waits at most this long.
     const WITHIN: Duration = Duration::from_secs(5);
 
-    /// An echo server on a unix socket standing for the daemon's proxy.
-    fn echo(socket: &std::path::Path) {
+    /// An echo server on a unix socket standing for the daemon's proxy:
+    /// it takes each connection's preface (which process asked) and sends
+    /// it on `prefaces`, then echoes the rest.
+    fn echo(socket: &std::path::Path) -> tokio::sync::mpsc::UnboundedReceiver<String> {
         let listener = UnixListener::bind(socket).unwrap();
+        let (told, prefaces) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
             loop {
                 let (mut stream, _) = listener.accept().await.unwrap();
+                let told = told.clone();
                 tokio::spawn(async move {
+                    let mut line = Vec::new();
+                    assert_eq!(stream.read_u8().await.unwrap(), PREFACE);
+                    loop {
+                        match stream.read_u8().await.unwrap() {
+                            b'\n' => break,
+                            byte => line.push(byte),
+                        }
+                    }
+                    let _ = told.send(String::from_utf8(line).unwrap());
                     let (mut reader, mut writer) = stream.split();
                     let _ = tokio::io::copy(&mut reader, &mut writer).await;
                 });
             }
         });
+        prefaces
     }
 
     async fn forwarder(socket: PathBuf) -> (u16, CancellationToken) {
@@ -142,13 +209,16 @@ mod tests {
     async fn bytes_go_both_ways_and_an_end_passes_through() {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("egress.sock");
-        echo(&socket);
+        let mut prefaces = echo(&socket);
         let (port, _stop) = forwarder(socket).await;
         let mut client = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
         client.write_all(b"ping").await.unwrap();
         let mut echoed = [0u8; 4];
         tokio::time::timeout(WITHIN, client.read_exact(&mut echoed)).await.unwrap().unwrap();
         assert_eq!(&echoed, b"ping");
+        // The process holding the connection is this test's.
+        let asker = prefaces.recv().await.unwrap();
+        assert!(asker.ends_with(&format!("(pid {})", std::process::id())), "{asker}");
         client.shutdown().await.unwrap();
         let mut rest = Vec::new();
         tokio::time::timeout(WITHIN, client.read_to_end(&mut rest)).await.unwrap().unwrap();

@@ -185,6 +185,14 @@ async fn a_host_not_allowed_is_a_question_any_client_answers() {
         .pop()
         .expect("a network question");
     assert_eq!(asked["input"], json!({"host": "example.test", "port": port}), "{asked}");
+    // Which process asked, as the sandbox saw it.
+    let process = asked["details"]
+        .as_array()
+        .expect("details")
+        .iter()
+        .find(|detail| detail["label"] == "process")
+        .expect("the process that asked");
+    assert!(process["value"].as_str().unwrap_or_default().starts_with("curl (pid "), "{asked}");
     answer(&answerer, &agent, &asked, "allow");
     let read = driver.until_agent(&agent, |message| message["type"] == "turn_end").await;
     let resolved = read

@@ -114,7 +114,14 @@ impl fmt::Display for Via {
 /// proxy drops the future and closes the connection: a gate that asked a
 /// person may withdraw the question when its future is dropped.
 pub trait Gate: Send + Sync + 'static {
-    fn decide(&self, target: Target, via: Via) -> BoxFuture<'static, Verdict>;
+    /// `asker`: which process asked, as the sandbox's forwarder says (to
+    /// show, never to trust).
+    fn decide(
+        &self,
+        target: Target,
+        via: Via,
+        asker: Option<String>,
+    ) -> BoxFuture<'static, Verdict>;
 }
 
 /// Turns a target's host into addresses: names it knows first (exact,
@@ -237,12 +244,42 @@ async fn accept(
     connections.wait().await;
 }
 
+/// The preface line after its opening byte: which process asked, as text
+/// that can be shown (controls dropped); `None` if it is too long or
+/// never ends.
+async fn preface(client: &mut UnixStream) -> Option<String> {
+    let mut line = Vec::new();
+    loop {
+        let byte = client.read_u8().await.ok()?;
+        if byte == b'\n' {
+            break;
+        }
+        if line.len() >= shard_agent::egress::MAX_PREFACE {
+            return None;
+        }
+        line.push(byte);
+    }
+    let text = String::from_utf8_lossy(&line);
+    Some(text.chars().filter(|c| !c.is_control()).collect())
+}
+
 /// One client connection, from its first byte to the end of the relay.
 async fn connection(mut client: UnixStream, gate: &dyn Gate, resolver: &Resolver) {
     let deadline = Instant::now() + HANDSHAKE_DEADLINE;
-    let Ok(Ok(first)) = tokio::time::timeout_at(deadline, client.read_u8()).await else {
+    let Ok(Ok(mut first)) = tokio::time::timeout_at(deadline, client.read_u8()).await else {
         return;
     };
+    let mut asker = None;
+    if first == shard_agent::egress::PREFACE {
+        let Ok(Some(said)) = tokio::time::timeout_at(deadline, preface(&mut client)).await else {
+            return;
+        };
+        asker = Some(said);
+        let Ok(Ok(next)) = tokio::time::timeout_at(deadline, client.read_u8()).await else {
+            return;
+        };
+        first = next;
+    }
     let dialect = if first == SOCKS5 { Dialect::Socks5 } else { Dialect::Http };
     let handshake = async {
         match dialect {
@@ -263,7 +300,7 @@ async fn connection(mut client: UnixStream, gate: &dyn Gate, resolver: &Resolver
     };
     let Request { target, via, mut upstream_prefix } = request;
 
-    let decision = gate.decide(target.clone(), via);
+    let decision = gate.decide(target.clone(), via, asker);
     let Some(verdict) = decide_watching(decision, &mut client, &mut upstream_prefix).await else {
         tracing::debug!(to = %target, %via, "an egress client left before its verdict");
         return;
@@ -746,7 +783,12 @@ mod tests {
     }
 
     impl Gate for TableGate {
-        fn decide(&self, target: Target, via: Via) -> BoxFuture<'static, Verdict> {
+        fn decide(
+            &self,
+            target: Target,
+            via: Via,
+            _asker: Option<String>,
+        ) -> BoxFuture<'static, Verdict> {
             let answer = self.answers.get(&target.to_string()).copied();
             let _ = self.asked.send((target, via));
             match answer {

@@ -151,7 +151,12 @@ pub struct NetworkGate {
 }
 
 impl Gate for NetworkGate {
-    fn decide(&self, target: Target, via: Via) -> BoxFuture<'static, Verdict> {
+    fn decide(
+        &self,
+        target: Target,
+        via: Via,
+        asker: Option<String>,
+    ) -> BoxFuture<'static, Verdict> {
         let host = HostPort { host: target.host.to_ascii_lowercase(), port: target.port };
         if self.allowed.contains(&host) {
             return Box::pin(async { Verdict::Allow });
@@ -170,9 +175,13 @@ impl Gate for NetworkGate {
             tracing::warn!(agent = %answers.agent_id, %host, "sandbox: too many network questions open");
             return Box::pin(async { Verdict::Deny });
         };
-        let line =
-            Envelope::new(ServerMessage::PermissionRequest(question(&request_id, &host, via)))
-                .to_json();
+        let line = Envelope::new(ServerMessage::PermissionRequest(question(
+            &request_id,
+            &host,
+            via,
+            asker.as_deref(),
+        )))
+        .to_json();
         Box::pin(async move {
             let asked = ChildEvent::Lines { epoch: answers.epoch, lines: vec![Ok(line)] };
             if answers.events.send(asked).await.is_err() {
@@ -194,7 +203,7 @@ impl Gate for NetworkGate {
 }
 
 /// The question a person sees.
-fn question(request_id: &str, host: &HostPort, via: Via) -> PermissionRequest {
+fn question(request_id: &str, host: &HostPort, via: Via, asker: Option<&str>) -> PermissionRequest {
     let detail = |label: &str, value: String, format| PermissionDetail {
         label: Some(label.to_owned()),
         value,
@@ -220,11 +229,18 @@ fn question(request_id: &str, host: &HostPort, via: Via) -> PermissionRequest {
             "Let this agent connect to {host}? Its sandbox asks about every host its policy does not allow."
         ),
         options: vec![Decision::Allow, Decision::AllowAlways, Decision::Deny],
-        details: Some(vec![
-            detail("host", host.host.clone(), DetailFormat::Text),
-            detail("port", host.port.to_string(), DetailFormat::Text),
-            detail("through", how.to_owned(), DetailFormat::Text),
-        ]),
+        details: Some(
+            [
+                detail("host", host.host.clone(), DetailFormat::Text),
+                detail("port", host.port.to_string(), DetailFormat::Text),
+                detail("through", how.to_owned(), DetailFormat::Text),
+            ]
+            .into_iter()
+            .chain(asker.map(|asker| {
+                detail("process", shard_protocol::display::escaped(asker), DetailFormat::Text)
+            }))
+            .collect(),
+        ),
         choices: Some(vec![
             choice(CHOICE_ONCE, "Allow this connection".to_owned(), "y", ChoiceIntent::Allow),
             choice(
@@ -253,10 +269,11 @@ mod tests {
             answers: Answers::new(home.path().to_path_buf(), "a".to_owned(), 3, events),
         };
         let allowed = Target { host: "Allowed.test".to_owned(), port: 443 };
-        assert!(matches!(gate.decide(allowed, Via::HttpConnect).await, Verdict::Allow));
+        assert!(matches!(gate.decide(allowed, Via::HttpConnect, None).await, Verdict::Allow));
 
         let other = || Target { host: "other.test".to_owned(), port: 8080 };
-        let verdict = tokio::spawn(gate.decide(other(), Via::Socks5));
+        let verdict =
+            tokio::spawn(gate.decide(other(), Via::Socks5, Some("curl (pid 7)".to_owned())));
         let Some(ChildEvent::Lines { epoch: 3, lines }) = heard.recv().await else { panic!() };
         let line = lines[0].as_ref().unwrap();
         let asked: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -285,11 +302,14 @@ mod tests {
             (Some("c1"), Some(true))
         );
         // Kept: the next connection goes through without a question.
-        assert!(matches!(gate.decide(other(), Via::Http).await, Verdict::Allow));
+        assert!(matches!(gate.decide(other(), Via::Http, None).await, Verdict::Allow));
         assert!(heard.try_recv().is_err());
 
-        let denied =
-            tokio::spawn(gate.decide(Target { host: "third.test".to_owned(), port: 1 }, Via::Http));
+        let denied = tokio::spawn(gate.decide(
+            Target { host: "third.test".to_owned(), port: 1 },
+            Via::Http,
+            None,
+        ));
         let Some(ChildEvent::Lines { lines, .. }) = heard.recv().await else { panic!() };
         let asked: serde_json::Value = serde_json::from_str(lines[0].as_ref().unwrap()).unwrap();
         let answer = json!({"type": "permission_response", "request_id": asked["request_id"], "decision": "deny"});
