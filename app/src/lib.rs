@@ -35,6 +35,7 @@ mod questions;
 #[cfg(any(feature = "hydrate", test))]
 mod reducer;
 mod roster;
+mod sandbox;
 mod screen;
 mod search;
 mod state;

@@ -63,6 +63,7 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
         | ServerMessage::AgentExited(_)
         | ServerMessage::AgentUsage(_)
         | ServerMessage::AgentActivity(_)
+        | ServerMessage::AgentSandbox(_)
         | ServerMessage::SubagentRunChanged(_)
         | ServerMessage::WorkspaceCreated(_)
         | ServerMessage::WorkspaceRetired(_)
@@ -131,6 +132,7 @@ fn registry_event(state: &ClientState, message: ServerMessage) {
             }
         }
         ServerMessage::AgentActivity(activity) => state.roster.activity_changed(activity),
+        ServerMessage::AgentSandbox(changed) => state.roster.sandbox_changed(changed),
         ServerMessage::SubagentRunChanged(changed) => state.jobs.run_changed(changed),
         ServerMessage::WorkspaceCreated(event)
         | ServerMessage::WorkspaceRetired(event)

@@ -2,8 +2,9 @@
 //! did something while not on screen, and which parents the list folds.
 //! It follows the registry events every connection receives
 //! (`agent_spawned`, `agent_status_changed`, `agent_exited`,
-//! `agent_activity`, `agent_usage`) and sends the agent-wide commands
-//! (list, create, terminate, kill).
+//! `agent_activity`, `agent_usage`, `agent_sandbox`) and sends the
+//! agent-wide commands (list, create, terminate, kill, and taking back a
+//! host its sandbox was allowed).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,6 +17,7 @@ use shard_protocol::orchestrator::{
     ActivityPhase, AgentActivity, AgentCreate, AgentCreateResult, AgentExited, AgentKill,
     AgentStatusChanged, AgentTarget, AgentsResult, RuntimeListResult,
 };
+use shard_protocol::sandbox::{AgentSandbox, SandboxRevoke};
 use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
 use shard_protocol::usage::AgentUsage;
 
@@ -131,6 +133,18 @@ impl Roster {
     pub fn kill(&self, agent_id: String) {
         let kill = AgentKill { agent_id, force: Some(true) };
         self.link.send(ClientMessage::AgentKill(kill), None, Request::Command);
+    }
+
+    /// Takes back `host`, which a person allowed always for `agent_id`'s
+    /// sandbox. The row follows the `agent_sandbox` every client gets.
+    pub fn revoke(&self, agent_id: String, host: String) {
+        let revoke = SandboxRevoke { agent_id, host };
+        self.link.send(ClientMessage::SandboxRevoke(revoke), None, Request::Command);
+    }
+
+    /// An `agent_sandbox`: a host was granted or taken back.
+    pub fn sandbox_changed(&self, changed: AgentSandbox) {
+        self.update(&changed.agent_id, |agent| agent.sandbox = Some(changed.sandbox));
     }
 
     /// Adds or replaces one agent, keeping creation order.

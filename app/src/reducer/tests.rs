@@ -547,6 +547,53 @@ fn the_daemons_usage_rollup_sets_each_agents_total_and_a_usage_event_adds_nothin
 }
 
 #[test]
+fn an_agents_sandbox_follows_agent_sandbox_and_a_host_is_taken_back_by_revoke() {
+    let (state, sent) = attached();
+    state.roster.list();
+    let list = take(&sent);
+    let mut row = agent_row(AGENT);
+    row["sandbox"] = json!({"mode": "workspace-write", "network": "ask"});
+    answer(&state, &list, "agent.list", json!({"agents": [row, agent_row(OTHER)]}));
+    let sandbox = |agent: &str| {
+        state.roster.agents.with_untracked(|agents| {
+            agents
+                .iter()
+                .find(|known| known.agent_id == agent)
+                .and_then(|known| known.sandbox.clone())
+        })
+    };
+    assert_eq!(sandbox(AGENT).map(|sandbox| sandbox.granted_hosts), Some(vec![]));
+    // A host allowed always, in another tab: every client is told.
+    let granted = json!({"mode": "workspace-write", "network": "ask",
+        "allowed_hosts": ["example.test:8080"], "granted_hosts": ["example.test:8080"]});
+    feed(&state, json!({"type": "agent_sandbox", "agent_id": AGENT, "sandbox": granted}));
+    let now = sandbox(AGENT).expect("a sandbox");
+    assert_eq!(now.granted_hosts, ["example.test:8080"]);
+    assert_eq!(sandbox(OTHER), None, "another agent's row is its own");
+
+    state.roster.revoke(AGENT.to_owned(), "example.test:8080".to_owned());
+    let asked = take(&sent);
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["type"], "sandbox.revoke");
+    assert_eq!(
+        (asked[0]["agent_id"].as_str(), asked[0]["host"].as_str()),
+        (Some(AGENT), Some("example.test:8080"))
+    );
+    let back = json!({"mode": "workspace-write", "network": "ask"});
+    answer(&state, &asked, "sandbox.revoke", json!({"agent_id": AGENT, "sandbox": back.clone()}));
+    feed(&state, json!({"type": "agent_sandbox", "agent_id": AGENT, "sandbox": back}));
+    assert!(sandbox(AGENT).expect("a sandbox").granted_hosts.is_empty());
+    assert_eq!(state.link.notice.get_untracked(), None);
+    // Taken back already (elsewhere): the page says why nothing happened.
+    state.roster.revoke(AGENT.to_owned(), "example.test:8080".to_owned());
+    let asked = take(&sent);
+    let gone =
+        json!({"error": {"code": "NOT_FOUND", "message": "example.test:8080 is not granted"}});
+    answer(&state, &asked, "sandbox.revoke", gone);
+    assert!(state.link.notice.get_untracked().is_some_and(|notice| notice.contains("not granted")));
+}
+
+#[test]
 fn a_queued_prompt_taken_back_leaves_the_transcript_and_returns_to_the_box() {
     let (state, sent) = attached();
     feed(&state, sync(0, vec![user("one")], vec![]));

@@ -1,5 +1,5 @@
 //! The agent on screen: its header and lifecycle buttons, the pickers its
-//! runtime advertises, the transcript and the prompt box.
+//! runtime advertises, its containment, the transcript and the prompt box.
 
 use leptos::prelude::*;
 use shard_protocol::agent::StreamingBehavior;
@@ -8,6 +8,22 @@ use shard_protocol::types::AgentStatus;
 use super::ledger::tokens;
 use super::transcript::Transcript;
 use super::{state, status_label};
+
+/// The header's pickers and the agent's containment line (its own row,
+/// below the rest). Their code is a WASM chunk of its own, fetched when an
+/// agent is first on screen (`views::deferred`).
+#[component]
+fn HeaderTools() -> impl IntoView {
+    super::deferred(|| true, header_tools)
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(header_tools, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn header_tools() -> Result<AnyView, super::Unloaded> {
+    Ok(view! { <Pickers/><super::sandbox::Containment/> }.into_any())
+}
 
 #[component]
 fn Pickers() -> impl IntoView {
@@ -154,8 +170,8 @@ fn CommandHints(text: RwSignal<String>) -> impl IntoView {
     }
 }
 
-/// The agent on screen's header: its name, status, usage, pickers and
-/// lifecycle buttons.
+/// The agent on screen's header: its name, status, usage, pickers,
+/// lifecycle buttons and the sandbox it runs in.
 #[component]
 fn AgentHeader() -> impl IntoView {
     let state = state();
@@ -190,7 +206,7 @@ fn AgentHeader() -> impl IntoView {
             <h2>{title}</h2>
             <span class="status" data-status=move || status_label(status.get())>{move || status_label(status.get())}</span>
             <span class="usage" title="tokens used">{usage}</span>
-            <Pickers/>
+            <HeaderTools/>
             <div class="lifecycle">
                 <button class="find-open" title="Find in this transcript (Ctrl+F)"
                     on:click=move |_| { super::open_find(screen, find); }>"Find"</button>

@@ -3,8 +3,9 @@
 //! ([`agent`]), its transcript ([`transcript`]) and tool calls ([`tools`]),
 //! the search across every agent and the find in a transcript
 //! ([`search`]),
-//! its jobs ([`jobs`]) and its sessions, usage and approval history
-//! ([`ledger`]); the questions: the dialog and the approval inbox
+//! its jobs ([`jobs`]), its sessions, usage and approval history
+//! ([`ledger`]) and its sandbox ([`sandbox`]); the questions: the dialog
+//! and the approval inbox
 //! ([`questions`]); the workspaces ([`workspace`]); the dialogs that pair
 //! another device ([`pair`]) and notify this one ([`push`]); and the bar a narrow screen moves between its
 //! panes with ([`phone`]). Every component takes the page's
@@ -20,6 +21,7 @@ mod passkey;
 mod phone;
 mod push;
 mod questions;
+mod sandbox;
 mod search;
 mod tools;
 mod transcript;
