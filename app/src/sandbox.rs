@@ -1,8 +1,10 @@
 //! An agent's sandbox as a person reads it (docs/SANDBOX.md): what the
-//! containment line of the agent on screen says of `AgentInfo.sandbox`.
+//! containment line of the agent on screen says of `AgentInfo.sandbox`,
+//! and what a network question (`tool_name: "network"`) asks about.
 //! Plain data in, plain data out: the views show it, the tests read it.
 
-use shard_protocol::sandbox::{NetworkPolicy, SandboxInfo, SandboxMode};
+use shard_protocol::agent::PermissionRequest;
+use shard_protocol::sandbox::{NETWORK_TOOL, NetworkPolicy, SandboxInfo, SandboxMode};
 
 /// What the containment line says of what the agent may write.
 pub fn mode_label(mode: SandboxMode) -> &'static str {
@@ -49,6 +51,42 @@ pub fn allowed_hosts(info: &SandboxInfo) -> Vec<AllowedHost> {
     hosts
 }
 
+/// What a network question asks about: the host and port, and how the
+/// agent tried to reach it (`HTTPS (CONNECT)`, `HTTP`, `SOCKS5`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkTarget {
+    pub host: String,
+    pub port: String,
+    pub through: Option<String>,
+}
+
+/// The labels of the details a network question's card shows itself.
+pub const TARGET_DETAILS: [&str; 3] = ["host", "port", "through"];
+
+/// The target of `request` if it is a sandbox's network question: from its
+/// details, as the daemon worded them, else from its `input`.
+pub fn network_target(request: &PermissionRequest) -> Option<NetworkTarget> {
+    if request.tool_name != NETWORK_TOOL {
+        return None;
+    }
+    let detail = |label: &str| {
+        request
+            .details
+            .iter()
+            .flatten()
+            .find(|detail| detail.label.as_deref() == Some(label))
+            .map(|detail| detail.value.clone())
+    };
+    let input = &request.input;
+    let host = detail("host").or_else(|| input["host"].as_str().map(str::to_owned))?;
+    let port = detail("port").or_else(|| match &input["port"] {
+        serde_json::Value::Number(port) => Some(port.to_string()),
+        serde_json::Value::String(port) => Some(port.clone()),
+        _ => None,
+    });
+    Some(NetworkTarget { host, port: port.unwrap_or_default(), through: detail("through") })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +119,39 @@ mod tests {
             [("pypi.org:443", false), ("example.test:8080", true), ("late.test:443", true)]
         );
         assert!(allowed_hosts(&info(json!({"mode": "off", "network": "allow"}))).is_empty());
+    }
+
+    fn request(value: serde_json::Value) -> PermissionRequest {
+        serde_json::from_value(value).expect("permission request")
+    }
+
+    #[test]
+    fn a_network_question_names_its_host_port_and_way() {
+        let asked = request(json!({"request_id": "net-1", "tool_name": "network",
+            "input": {"host": "example.test", "port": 8080}, "prompt": "Let it connect?",
+            "options": ["allow", "allow_always", "deny"],
+            "details": [{"label": "host", "value": "example.test", "format": "text"},
+                        {"label": "port", "value": "8080", "format": "text"},
+                        {"label": "through", "value": "HTTPS (CONNECT)", "format": "text"}]}));
+        assert_eq!(
+            network_target(&asked),
+            Some(NetworkTarget {
+                host: "example.test".to_owned(),
+                port: "8080".to_owned(),
+                through: Some("HTTPS (CONNECT)".to_owned()),
+            })
+        );
+        // Without details, its input says as much as it can.
+        let bare = request(json!({"request_id": "net-2", "tool_name": "network",
+            "input": {"host": "10.0.0.1", "port": 22}, "prompt": "?", "options": ["deny"]}));
+        let target = network_target(&bare).expect("a network question");
+        assert_eq!(
+            (target.host.as_str(), target.port.as_str(), target.through),
+            ("10.0.0.1", "22", None)
+        );
+        // Any other tool's question is not one.
+        let bash = request(json!({"request_id": "p", "tool_name": "bash",
+            "input": {"host": "x"}, "prompt": "?", "options": ["allow"]}));
+        assert_eq!(network_target(&bash), None);
     }
 }

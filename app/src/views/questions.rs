@@ -11,6 +11,7 @@ use shard_protocol::agent::{
 };
 // Text as a person is shown it: hidden characters as visible escapes.
 use shard_protocol::display::{escaped, has_hidden};
+use shard_protocol::sandbox::NETWORK_TOOL;
 
 use super::state;
 use crate::guard;
@@ -154,12 +155,22 @@ fn question_body(
     };
     Ok(match question.request.clone() {
         PendingKind::Permission(request) => {
-            let details = request.details.clone().unwrap_or_default();
+            let mut details = request.details.clone().unwrap_or_default();
+            // A sandbox's network question: its host first, in its own card.
+            let network = crate::sandbox::network_target(&request);
+            if network.is_some() {
+                details.retain(|detail| {
+                    !detail.label.as_deref().is_some_and(|label| {
+                        crate::sandbox::TARGET_DETAILS.contains(&label)
+                    })
+                });
+            }
             let answers = permission_answers(&request);
             let hidden = permission_hides(&request);
             view! {
                 {hidden.then(hidden_notice)}
                 {offline_note}
+                {network.map(network_card)}
                 <p class="question-prompt"><Ticked text=escaped(&request.prompt)/></p>
                 <dl class="details">{details_view(details)}</dl>
                 <div class="answers">
@@ -195,6 +206,22 @@ fn question_body(
                 .into_any()
         }
     })
+}
+
+/// What a network question asks about, before anything else: the host
+/// and port the agent's sandbox stopped, and how it tried to reach them.
+fn network_card(target: crate::sandbox::NetworkTarget) -> impl IntoView {
+    let crate::sandbox::NetworkTarget { host, port, through } = target;
+    view! {
+        <div class="network-ask">
+            <p class="network-title">"Network access"</p>
+            <p class="network-target">
+                <span class="network-host">{escaped(&host)}</span>
+                <span class="network-port">{format!(":{}", escaped(&port))}</span>
+            </p>
+            {through.map(|how| view! { <p class="network-through">{format!("through {}", escaped(&how))}</p> })}
+        </div>
+    }
 }
 
 #[component]
@@ -310,6 +337,7 @@ pub fn QuestionDialog() -> impl IntoView {
             };
             let agent = escaped(&state.roster.name_of(&question.agent_id));
             let title = match &question.request {
+                PendingKind::Permission(request) if request.tool_name == NETWORK_TOOL => format!("{agent} asks for network access"),
                 PendingKind::Permission(request) => format!("{agent} asks to use {}", escaped(&request.tool_name)),
                 PendingKind::Ui(_) => format!("{agent} asks you"),
             };
