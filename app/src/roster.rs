@@ -17,7 +17,7 @@ use shard_protocol::orchestrator::{
     ActivityPhase, AgentActivity, AgentCreate, AgentCreateResult, AgentExited, AgentKill,
     AgentStatusChanged, AgentTarget, AgentsResult, RuntimeListResult,
 };
-use shard_protocol::sandbox::{AgentSandbox, SandboxRevoke};
+use shard_protocol::sandbox::{AgentSandbox, SandboxRequest, SandboxRevoke};
 use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
 use shard_protocol::usage::AgentUsage;
 
@@ -55,6 +55,8 @@ pub struct NewAgent<'a> {
     pub model: &'a str,
     pub mode: &'a str,
     pub runtime: &'a str,
+    /// Narrower than config.toml's policy, or `None` to send nothing.
+    pub sandbox: Option<SandboxRequest>,
 }
 
 #[derive(Clone, Copy)]
@@ -120,6 +122,7 @@ impl Roster {
             model: given(new.model),
             mode: given(new.mode),
             runtime: given(new.runtime),
+            sandbox: new.sandbox,
             ..AgentCreate::default()
         };
         self.link.send(ClientMessage::AgentCreate(create), None, Request::Create);

@@ -1,10 +1,14 @@
 //! An agent's sandbox as a person reads it (docs/SANDBOX.md): what the
 //! containment line of the agent on screen says of `AgentInfo.sandbox`,
-//! and what a network question (`tool_name: "network"`) asks about.
+//! what a network question (`tool_name: "network"`) asks about, and what
+//! the new-agent form sends when it narrows the configured policy
+//! (`agent.create`'s `sandbox`, which may only narrow config.toml's).
 //! Plain data in, plain data out: the views show it, the tests read it.
 
 use shard_protocol::agent::PermissionRequest;
-use shard_protocol::sandbox::{NETWORK_TOOL, NetworkPolicy, SandboxInfo, SandboxMode};
+use shard_protocol::sandbox::{
+    NETWORK_TOOL, NetworkPolicy, SandboxInfo, SandboxMode, SandboxRequest,
+};
 
 /// What the containment line says of what the agent may write.
 pub fn mode_label(mode: SandboxMode) -> &'static str {
@@ -87,6 +91,22 @@ pub fn network_target(request: &PermissionRequest) -> Option<NetworkTarget> {
     Some(NetworkTarget { host, port: port.unwrap_or_default(), through: detail("through") })
 }
 
+/// The new-agent form's sandbox fields (`""`: as configured) as the
+/// request's `sandbox`, or nothing when neither narrows anything.
+pub fn narrowing(mode: &str, network: &str) -> Option<SandboxRequest> {
+    let mode = match mode {
+        "workspace-write" => Some(SandboxMode::WorkspaceWrite),
+        "read-only" => Some(SandboxMode::ReadOnly),
+        _ => None,
+    };
+    let network = match network {
+        "ask" => Some(NetworkPolicy::Ask),
+        "deny" => Some(NetworkPolicy::Deny),
+        _ => None,
+    };
+    (mode.is_some() || network.is_some()).then_some(SandboxRequest { mode, network })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +173,23 @@ mod tests {
         let bash = request(json!({"request_id": "p", "tool_name": "bash",
             "input": {"host": "x"}, "prompt": "?", "options": ["allow"]}));
         assert_eq!(network_target(&bash), None);
+    }
+
+    #[test]
+    fn the_form_sends_a_sandbox_only_when_it_narrows() {
+        assert_eq!(narrowing("", ""), None);
+        assert_eq!(
+            narrowing("read-only", ""),
+            Some(SandboxRequest { mode: Some(SandboxMode::ReadOnly), network: None })
+        );
+        assert_eq!(
+            narrowing("", "deny"),
+            Some(SandboxRequest { mode: None, network: Some(NetworkPolicy::Deny) })
+        );
+        let both = narrowing("read-only", "ask").expect("narrowed");
+        assert_eq!(
+            serde_json::to_value(both).expect("json"),
+            json!({"mode": "read-only", "network": "ask"})
+        );
     }
 }

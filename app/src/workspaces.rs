@@ -283,6 +283,7 @@ impl Workspaces {
                 model: given(agent.model),
                 mode: given(agent.mode),
                 runtime: given(agent.runtime),
+                sandbox: agent.sandbox,
                 ..WorkspaceLaunch::default()
             },
             ..WorkspaceCreate::default()

@@ -420,11 +420,13 @@ fn a_workspace_launch_opens_its_agent_and_the_panel_follows_retirement() {
         model: "",
         mode: "",
         runtime: "claude",
+        sandbox: crate::sandbox::narrowing("", "deny"),
     };
     state.workspaces.create(crate::workspaces::NewWorkspace { agent, branch: "", base: "" });
     let asked = take(&sent);
     assert_eq!(asked[0]["type"], "workspace.create");
     assert_eq!(asked[0]["runtime"], "claude", "its agent runs the runtime chosen");
+    assert_eq!(asked[0]["sandbox"], json!({"network": "deny"}), "only what it narrows");
     assert_eq!(asked[0]["cwd"], "/src/app");
     assert_eq!(asked[0]["label"], "fix");
     assert_eq!(asked[0]["name"], "fix");

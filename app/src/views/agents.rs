@@ -25,6 +25,9 @@ struct NewAgent {
     in_workspace: RwSignal<bool>,
     branch: RwSignal<String>,
     base: RwSignal<String>,
+    /// Narrower than config.toml's sandbox; empty: as configured.
+    sandbox: RwSignal<String>,
+    network: RwSignal<String>,
 }
 
 impl NewAgent {
@@ -38,6 +41,8 @@ impl NewAgent {
             in_workspace: RwSignal::new(false),
             branch: RwSignal::new(String::new()),
             base: RwSignal::new(String::new()),
+            sandbox: RwSignal::new(String::new()),
+            network: RwSignal::new(String::new()),
         }
     }
 
@@ -76,6 +81,10 @@ impl NewAgent {
             model: &model,
             mode: &mode,
             runtime: &runtime,
+            sandbox: crate::sandbox::narrowing(
+                &self.sandbox.get_untracked(),
+                &self.network.get_untracked(),
+            ),
         };
         if self.in_workspace.get_untracked() {
             let (branch, base) = (self.branch.get_untracked(), self.base.get_untracked());
@@ -221,6 +230,7 @@ fn create_form() -> Result<AnyView, super::Unloaded> {
                     </select>
                 </label>
             </Show>
+            <SandboxFields form=form/>
             <label class="check">
                 <input name="workspace" type="checkbox" prop:checked=in_workspace
                     on:change=move |event| in_workspace.set(event_target_checked(&event))/>
@@ -236,6 +246,36 @@ fn create_form() -> Result<AnyView, super::Unloaded> {
         </form>
     }
     .into_any())
+}
+
+/// The new-agent form's sandbox fields: config.toml's policy, or narrower
+/// (the daemon refuses anything wider, and the form shows why).
+#[component]
+fn SandboxFields(form: NewAgent) -> impl IntoView {
+    let NewAgent { sandbox, network, .. } = form;
+    view! {
+        <div class="sandbox-fields">
+            <label title="What the agent may write (never wider than config.toml says)">"Sandbox"
+                <select name="sandbox" aria-label="Sandbox" on:change=move |event| sandbox.set(event_target_value(&event))>
+                    <option value="" selected=move || sandbox.get().is_empty()>"as configured"</option>
+                    <option value="read-only" selected=move || sandbox.get() == "read-only">
+                        "read-only: writes nowhere"
+                    </option>
+                </select>
+            </label>
+            <label title="Which hosts the agent may reach (never wider than config.toml says)">"Network"
+                <select name="network" aria-label="Network" on:change=move |event| network.set(event_target_value(&event))>
+                    <option value="" selected=move || network.get().is_empty()>"as configured"</option>
+                    <option value="ask" selected=move || network.get() == "ask">
+                        "ask about each new host"
+                    </option>
+                    <option value="deny" selected=move || network.get() == "deny">
+                        "deny: allowed hosts only"
+                    </option>
+                </select>
+            </label>
+        </div>
+    }
 }
 
 /// The new-agent form's fields for a new workspace.
