@@ -272,11 +272,18 @@ export function project(): string {
 export async function enrolled(
   browser: import('@playwright/test').Browser,
   daemon: Daemon,
-  options: { viewport?: { width: number; height: number }; init?: () => void; timezoneId?: string } = {},
+  options: {
+    viewport?: { width: number; height: number };
+    init?: () => void;
+    timezoneId?: string;
+    /** A phone: touch events and a mobile viewport. */
+    touch?: boolean;
+  } = {},
 ): Promise<[import('@playwright/test').BrowserContext, import('@playwright/test').Page]> {
   const context = await browser.newContext({
     ...(options.viewport ? { viewport: options.viewport } : {}),
     ...(options.timezoneId ? { timezoneId: options.timezoneId } : {}),
+    ...(options.touch ? { hasTouch: true, isMobile: true } : {}),
   });
   if (options.init) await context.addInitScript(options.init);
   const page = await context.newPage();
