@@ -388,10 +388,11 @@ test('markdown in the transcript becomes elements, and markup or script in it st
 
 test('a write through a symlink out of the project warns, names the real file and shows all its content on demand', async ({ browser, daemon }) => {
   const fs = require('node:fs');
-  const os = require('node:os');
   const [context, tab] = await enrolled(browser, daemon);
   const dir = project();
-  const outside = fs.mkdtempSync(join(os.tmpdir(), 'shard-outside-'));
+  // Not under /tmp: the agent's sandbox has a /tmp of its own, where the
+  // link would point at nothing (docs/SANDBOX.md).
+  const outside = fs.mkdtempSync(join('/var/tmp', 'shard-outside-'));
   const victim = join(outside, 'bashrc');
   fs.writeFileSync(victim, 'original\n');
   fs.symlinkSync(victim, join(dir, 'notes.txt'));
@@ -413,6 +414,7 @@ test('a write through a symlink out of the project warns, names the real file an
   await dialog.getByRole('button', { name: /Deny/ }).click();
   await expect(dialog).toBeHidden();
   expect(fs.readFileSync(victim, 'utf8')).toBe('original\n');
+  fs.rmSync(outside, { recursive: true, force: true });
   await context.close();
 });
 
