@@ -431,7 +431,9 @@ impl Config {
             );
         }
         crate::runtimes::check(&file.runtimes)?;
-        crate::sandbox::check(&file.sandbox, &file.runtimes)?;
+        let tables =
+            file.runtimes.iter().map(|runtime| (runtime.id.as_str(), runtime.sandbox.as_ref()));
+        crate::sandbox::check(&file.sandbox, tables)?;
         if let Some(remote) =
             file.workspaces.push_remote.as_deref().filter(|name| !plain_remote_name(name))
         {

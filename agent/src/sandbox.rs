@@ -159,15 +159,16 @@ impl SandboxPolicy {
 
 /// Checks every table once, when the file is read, so that a mistake is
 /// found at start-up rather than at an agent's start.
-pub fn check(
+/// `runtimes`: each runtime's id and its own table.
+pub fn check<'a>(
     base: &SandboxConfig,
-    runtimes: &[crate::runtimes::RuntimeConfig],
+    runtimes: impl IntoIterator<Item = (&'a str, Option<&'a SandboxConfig>)>,
 ) -> anyhow::Result<()> {
     let home = Some(Path::new("/home/check"));
     SandboxPolicy::resolve(base, None, home)?;
-    for runtime in runtimes {
-        SandboxPolicy::resolve(base, runtime.sandbox.as_ref(), home)
-            .map_err(|error| anyhow::anyhow!("runtime `{}`: {error}", runtime.id))?;
+    for (id, table) in runtimes {
+        SandboxPolicy::resolve(base, table, home)
+            .map_err(|error| anyhow::anyhow!("runtime `{id}`: {error}"))?;
     }
     Ok(())
 }
