@@ -7,12 +7,14 @@
 
 mod acp;
 mod conn;
+mod egress;
 mod fanout;
 mod idle;
 mod latency;
 mod lifecycle;
 mod procfs;
 mod relay;
+mod sandbox;
 mod shard;
 mod soak;
 
@@ -32,7 +34,8 @@ struct Args {
     /// The `shard` binary to measure (and whose agent the relay runs).
     #[arg(long, default_value = "target/release/shard")]
     shard: PathBuf,
-    /// Run only these scenarios (s1 … s8, acp, bundle), comma-separated.
+    /// Run only these scenarios (s1 … s8, acp, bundle, sandbox, egress),
+    /// comma-separated.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// How long S8, the soak, runs: 1800 s by default, 30 s with --short.
@@ -111,6 +114,12 @@ async fn run(args: Args) -> Result<()> {
     }
     if args.wants("s5") {
         spawn(&args).await?;
+    }
+    if args.wants("sandbox") {
+        sandbox_start(&args).await?;
+    }
+    if args.wants("egress") {
+        egress(&args).await?;
     }
     if args.wants("s4") {
         idle_scale(&args).await?;
@@ -501,6 +510,106 @@ async fn spawn(args: &Args) -> Result<()> {
         "  p50 over the bare spawn: {:+.1} ms (target: at most +5 ms)",
         ms(create50) - ms(bare50)
     );
+    Ok(())
+}
+
+/// The sandbox's cost at an agent's start, against no sandbox.
+async fn sandbox_start(args: &Args) -> Result<()> {
+    let samples = if args.short { 10 } else { 100 };
+    let daemon = shard::Shard::start(&args.shard, 64, None).await?;
+    let mut start = sandbox::start(&daemon, &args.shard, samples).await?;
+    daemon.stop().await?;
+    let figures = |samples: &mut Vec<std::time::Duration>| {
+        (lifecycle::quantile(samples, 0.5), lifecycle::quantile(samples, 0.95))
+    };
+    let (off, on) = (figures(&mut start.off), figures(&mut start.on));
+    let parts = &mut start.parts;
+    let (bare, shared_net, bwrap, contained) = (
+        figures(&mut parts.bare),
+        figures(&mut parts.bwrap_shared_net),
+        figures(&mut parts.bwrap),
+        figures(&mut parts.contained),
+    );
+    let pair = |(p50, p95): (std::time::Duration, std::time::Duration)| {
+        format!("{:>7.1} ms / {:>7.1} ms", ms(p50), ms(p95))
+    };
+    println!();
+    println!(
+        "Sandbox start: {samples} agents of Shard's own each way, in one daemon whose config.toml is switched between samples, agent.create until ready (p50 / p95)"
+    );
+    println!("  sandbox off:                           {}", pair(off));
+    println!("  sandbox on (the default):              {}", pair(on));
+    let added = ms(on.0) - ms(off.0);
+    println!("  p50 added by the sandbox: {added:+.1} ms (target: at most +25 ms)");
+    println!(
+        "  where it goes: the running agent's bubblewrap command line (from /proc) started by hand, with `shard agent --stdio` to its hello"
+    );
+    println!("    bare, no bubblewrap:                 {}", pair(bare));
+    println!("    bubblewrap without --unshare-net:    {}", pair(shared_net));
+    println!("    bubblewrap:                          {}", pair(bwrap));
+    println!("    bubblewrap, then `shard contain`:    {}", pair(contained));
+    let (bare, shared_net, bwrap, contained) =
+        (ms(bare.0), ms(shared_net.0), ms(bwrap.0), ms(contained.0));
+    println!(
+        "  p50: bubblewrap {:+.1} ms (of which the network namespace {:+.1} ms), `contain` {:+.1} ms, the daemon's own part (the rest) {:+.1} ms",
+        bwrap - bare,
+        bwrap - shared_net,
+        contained - bwrap,
+        added - (contained - bare),
+    );
+    Ok(())
+}
+
+/// Bytes through the egress proxy, against `curl` on the host.
+async fn egress(args: &Args) -> Result<()> {
+    let (mib, runs) = if args.short { (32, 3) } else { (256, 5) };
+    let size: u64 = mib << 20;
+    let port = egress::sink(size).await?;
+    let config = format!("[sandbox]\nallow_hosts = [\"{}:{port}\"]\n", egress::SINK_HOST);
+    let resolve = format!("{}=127.0.0.1", egress::SINK_HOST);
+    let flags = ["--egress-resolve", resolve.as_str()];
+    let daemon = shard::Shard::start_with(&args.shard, 64, Some(&config), &flags).await?;
+    let mut puller = egress::Puller::new(&daemon).await?;
+    let (mut direct, mut proxied) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        direct.push(egress::direct(port, size).await?);
+        proxied.push(puller.pull(port, size).await?);
+    }
+    daemon.stop().await?;
+    let median = |mut pulls: Vec<egress::Pull>| {
+        pulls.sort_by(|a, b| a.bytes_per_second.total_cmp(&b.bytes_per_second));
+        pulls[pulls.len() / 2]
+    };
+    let (direct, proxied) = (median(direct), median(proxied));
+    println!();
+    println!(
+        "Egress: curl {} pulls {mib} MiB over HTTP from a sink on loopback, on the host and from an agent's sandbox through the egress proxy (curl's own rate, the median of {runs})",
+        egress::curl_version()
+    );
+    let rate = |pull: &egress::Pull| pull.bytes_per_second / 1e6;
+    println!("  direct:                     {:>8.0} MB/s", rate(&direct));
+    println!("  through the egress proxy:   {:>8.0} MB/s", rate(&proxied));
+    println!(
+        "  ratio: {} (target: at least 0.8x)",
+        ratio(proxied.bytes_per_second, direct.bytes_per_second)
+    );
+    println!("  CPU per GiB pulled (s, of the median runs), by process:");
+    println!(
+        "  {:>8} | {:>6} | {:>6} | {:>7} | {:>6} | {:>6}",
+        "", "curl", "sink", "contain", "daemon", "total"
+    );
+    let gib = size as f64 / (1u64 << 30) as f64;
+    for (name, pull) in [("direct", &direct), ("proxied", &proxied)] {
+        let per = |ns: u64| ns as f64 / 1e9 / gib;
+        println!(
+            "  {name:>8} | {:>6.2} | {:>6.2} | {:>7.2} | {:>6.2} | {:>6.2}",
+            per(pull.cpu.curl),
+            per(pull.cpu.sink),
+            per(pull.cpu.contain),
+            per(pull.cpu.daemon),
+            per(pull.cpu.total()),
+        );
+    }
     Ok(())
 }
 

@@ -98,3 +98,14 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     }
     found
 }
+
+/// The command line of process `pid`, one argument each.
+pub fn cmdline(pid: u32) -> Vec<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(bytes) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return Vec::new() };
+    bytes
+        .split(|byte| *byte == 0)
+        .filter(|part| !part.is_empty())
+        .map(|part| std::ffi::OsStr::from_bytes(part).to_owned())
+        .collect()
+}

@@ -58,12 +58,22 @@ impl Shard {
         max_connections: impl Into<Option<usize>>,
         config: Option<&str>,
     ) -> Result<Shard> {
+        Self::start_with(bin, max_connections, config, &[]).await
+    }
+
+    /// The same, with more flags for `shard daemon` (`--egress-resolve`).
+    pub async fn start_with(
+        bin: &Path,
+        max_connections: impl Into<Option<usize>>,
+        config: Option<&str>,
+        flags: &[&str],
+    ) -> Result<Shard> {
         let home = scratch("home")?;
         if let Some(config) = config {
             std::fs::write(home.join("config.toml"), config)?;
         }
         let mut command = Command::new(bin);
-        command.args(["daemon", "--port", "0"]);
+        command.args(["daemon", "--port", "0"]).args(flags);
         let max_connections = max_connections.into();
         if let Some(max) = max_connections {
             command.args(["--max-connections", &max.to_string()]);
@@ -185,6 +195,12 @@ impl Shard {
         }
         let response = control.call(create, "create").await?;
         Ok(response["data"]["agent_id"].as_str().context("agent_id")?.to_owned())
+    }
+
+    /// Replaces the daemon's `config.toml`, which it reads again at each
+    /// agent's start.
+    pub fn configure(&self, config: &str) -> Result<()> {
+        std::fs::write(self.home.join("config.toml"), config).context("writing config.toml")
     }
 
     pub fn pid(&self) -> Option<u32> {
