@@ -17,6 +17,7 @@ use shard_protocol::orchestrator::{
     AgentCreateResult, AgentsResult, AttachResult, DisconnectResult, EnrollResult, RevokeResult,
     RuntimeListResult, SessionActivateResult, SessionsResult, TerminateResult,
 };
+use shard_protocol::sandbox::AgentSandbox;
 use shard_protocol::search::SearchResults;
 use shard_protocol::subagent::{
     SubagentCreateResult, SubagentRelaunchResult, SubagentStatusResult, SubagentSteerResult,
@@ -85,11 +86,12 @@ const EXTENSION_CLIENT_TYPES: &[&str] = &[
     "workspace.push",
     "search.query",
     "client.presence",
+    "sandbox.revoke",
 ];
 
 /// Shard's own additions to the server set, pinned in docs/PROTOCOL-NOTES.md.
 const EXTENSION_SERVER_TYPES: &[&str] =
-    &["agent_usage", "commands_changed", "user_message", "workspace_updated"];
+    &["agent_sandbox", "agent_usage", "commands_changed", "user_message", "workspace_updated"];
 
 /// Every server → client `type` PROTOCOL.md names (§9.1, §9.3, §9.4, §9.5,
 /// §10.2, §10.3).
@@ -325,6 +327,7 @@ fn every_result_fixture_decodes_and_round_trips() {
             "runtime.list" => round_trip_data::<RuntimeListResult>(name, data),
             "list_commands" => round_trip_data::<AgentCommands>(name, data),
             "search.query" => round_trip_data::<SearchResults>(name, data),
+            "sandbox.revoke" => round_trip_data::<AgentSandbox>(name, data),
             other => panic!("result fixture `{other}` has no type to decode into"),
         }
     }
