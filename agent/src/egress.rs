@@ -1,15 +1,33 @@
 //! The sandbox's side of the egress proxy. An agent's sandbox has a network
 //! namespace of its own with nothing but loopback; the daemon's proxy for
 //! that agent is a unix socket bound into it. This forwarder listens on the
-//! sandbox's loopback and joins each TCP connection to that socket, byte
-//! for byte, so that every HTTP, HTTPS or SOCKS5 client finds the proxy
-//! where the [`proxy_env`] variables say. What goes through is decided by
-//! the daemon (`server/src/sandbox/egress.rs`), not here.
+//! sandbox's loopback, so that every HTTP, HTTPS or SOCKS5 client finds the
+//! proxy where the [`proxy_env`] variables say, and hands each connection
+//! it accepts to that socket whole (`SCM_RIGHTS`): the daemon reads the
+//! request from the agent's own connection and relays its bytes, and no
+//! byte passes through this process. What goes through is decided by the
+//! daemon (`server/src/sandbox/egress.rs`), not here.
+//!
+//! The hand-off is one message on a fresh connection to the proxy's
+//! socket: [`HANDOFF`], then a line naming the process that connected
+//! (empty when it cannot be told, at most [`MAX_PREFACE`] bytes), with the
+//! connection's descriptor riding on its first byte. The descriptor goes
+//! the safe way: a socket of the sandbox's network namespace, which the
+//! daemon can read and write but which reaches nothing outside it. The
+//! other way, a socket the daemon connected handed into the sandbox, could
+//! be disconnected there and connected anywhere.
 
+use std::io::{self, IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tokio::io::AsyncWriteExt;
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketType, ipproto, recvmsg, sendmsg, sockopt,
+};
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -19,8 +37,8 @@ use tokio_util::sync::CancellationToken;
 /// sandbox's loopback is its own, so nothing else holds it.
 pub const LISTEN_PORT: u16 = 3128;
 
-/// Connections forwarded at once, as many as the daemon's proxy serves for
-/// one agent (`MAX_CONNECTIONS` there); past it a new one is closed.
+/// Hand-offs under way at once, as many as the daemon's proxy serves for one
+/// agent (`MAX_CONNECTIONS` there); past it a new connection is closed.
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// The environment that points an agent's tools at the forwarder on `port`:
@@ -45,9 +63,11 @@ pub fn proxy_env(port: u16) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// Forwards each connection accepted on `listener` to the unix socket at
-/// `socket` until `stop`, which also ends the connections open then.
+/// Hands each connection accepted on `listener` to the proxy at `socket`
+/// until `stop`.
 pub async fn forward(listener: TcpListener, socket: PathBuf, stop: CancellationToken) {
+    // Each hand-off takes a connection to the proxy and a look through
+    // `/proc`, then ends.
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let socket = Arc::new(socket);
     loop {
@@ -56,12 +76,16 @@ pub async fn forward(listener: TcpListener, socket: PathBuf, stop: CancellationT
             () = stop.cancelled() => return,
         };
         let Ok((client, peer)) = accepted else { continue };
-        // Closed at once past the limit: the proxy would refuse it too.
         let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
         let (socket, stop) = (socket.clone(), stop.clone());
         tokio::spawn(async move {
             tokio::select! {
-                () = join(client, peer.port(), &socket) => {}
+                handed = hand_over(client, peer.port(), &socket) => {
+                    if let Err(error) = handed {
+                        // The client's connection closes, as a refused one would.
+                        tracing::warn!(%error, socket = %socket.display(), "cannot hand a connection to the egress proxy");
+                    }
+                }
                 () = stop.cancelled() => {}
             }
             drop(slot);
@@ -69,39 +93,98 @@ pub async fn forward(listener: TcpListener, socket: PathBuf, stop: CancellationT
     }
 }
 
-/// One connection: to the proxy, then both ways until both sides end. If
-/// the proxy cannot be reached the client's connection just closes, as a
-/// refused connection would.
-async fn join(mut client: TcpStream, peer_port: u16, socket: &std::path::Path) {
-    let mut proxy = match UnixStream::connect(socket).await {
-        Ok(proxy) => proxy,
-        Err(error) => {
-            tracing::warn!(%error, socket = %socket.display(), "cannot reach the egress proxy");
-            return;
-        }
-    };
+/// Hands `client` (connected from `127.0.0.1:peer_port`) to the proxy.
+async fn hand_over(client: TcpStream, peer_port: u16, socket: &std::path::Path) -> io::Result<()> {
+    let mut proxy = UnixStream::connect(socket).await?;
     // Which process asked, as this sandbox sees it: what the person asked
     // about the connection is shown (never trusted: anything in the
     // sandbox could reach the socket and say otherwise).
-    let asker = tokio::task::spawn_blocking(move || who_connected(peer_port)).await.ok().flatten();
-    if let Some(asker) = asker {
-        let mut preface = vec![PREFACE];
-        preface.extend(asker.into_bytes());
-        preface.push(b'\n');
-        if proxy.write_all(&preface).await.is_err() {
-            return;
+    let asker = tokio::task::spawn_blocking(move || who_connected(peer_port))
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let mut message = vec![HANDOFF];
+    message.extend(asker.bytes().take(MAX_PREFACE));
+    message.push(b'\n');
+    send_with(&mut proxy, &message, &client).await
+}
+
+/// Sends `bytes` on `stream` with `fd` riding on the first of them.
+pub async fn send_with(stream: &mut UnixStream, bytes: &[u8], fd: impl AsFd) -> io::Result<()> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let fds = [fd.as_fd()];
+    let sent = loop {
+        stream.writable().await?;
+        let attempt = stream.try_io(Interest::WRITABLE, || {
+            let mut control = SendAncillaryBuffer::new(&mut space);
+            control.push(SendAncillaryMessage::ScmRights(&fds));
+            let flags = SendFlags::DONTWAIT | SendFlags::NOSIGNAL;
+            Ok(sendmsg(&*stream, &[IoSlice::new(bytes)], &mut control, flags)?)
+        });
+        match attempt {
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
+            other => break other?,
         }
-    }
-    let _ = client.set_nodelay(true);
-    if let Err(error) = tokio::io::copy_bidirectional(&mut client, &mut proxy).await {
-        tracing::debug!(%error, "an egress connection ended");
+    };
+    stream.write_all(&bytes[sent..]).await
+}
+
+/// The first byte a client of the proxy sent, with the connection handed
+/// over on it if one was (a second descriptor, or more, is closed).
+pub async fn first_byte(stream: &UnixStream) -> io::Result<(u8, Option<OwnedFd>)> {
+    loop {
+        stream.readable().await?;
+        match stream.try_io(Interest::READABLE, || receive_first(stream)) {
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
+            other => return other,
+        }
     }
 }
 
-/// The byte that opens a preface naming which process asked (no HTTP
-/// request and no SOCKS5 greeting starts with it); the line it opens ends
-/// with `\n` and holds at most [`MAX_PREFACE`] bytes.
-pub const PREFACE: u8 = 0;
+fn receive_first(stream: &UnixStream) -> io::Result<(u8, Option<OwnedFd>)> {
+    let mut byte = [0u8];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let flags = RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC;
+    let got = recvmsg(stream, &mut [IoSliceMut::new(&mut byte)], &mut control, flags)?;
+    let mut handed = None;
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = message {
+            for fd in fds {
+                handed.get_or_insert(fd);
+            }
+        }
+    }
+    if got.bytes == 0 {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok((byte[0], handed))
+}
+
+/// The connection a hand-off carried, if it is what [`forward`] sends: a
+/// connected TCP socket. Anything else the sandbox might send instead (a
+/// pipe, a file, a unix or listening socket) is an error, and closed.
+pub fn handed_connection(fd: OwnedFd) -> io::Result<TcpStream> {
+    // Any error asking (`ENOTSOCK` for what is not a socket) is a no.
+    let tcp = || -> rustix::io::Result<bool> {
+        Ok(matches!(sockopt::socket_domain(&fd)?, AddressFamily::INET | AddressFamily::INET6)
+            && sockopt::socket_type(&fd)? == SocketType::STREAM
+            && sockopt::socket_protocol(&fd)? == Some(ipproto::TCP)
+            && !sockopt::socket_acceptconn(&fd)?)
+    };
+    if !tcp().unwrap_or(false) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a TCP connection"));
+    }
+    let stream = std::net::TcpStream::from(fd);
+    stream.set_nonblocking(true)?;
+    TcpStream::from_std(stream)
+}
+
+/// The byte that opens a hand-off (no HTTP request and no SOCKS5 greeting
+/// starts with it); the line it opens ends with `\n` and holds at most
+/// [`MAX_PREFACE`] bytes.
+pub const HANDOFF: u8 = 1;
 pub const MAX_PREFACE: usize = 256;
 
 /// The process that holds the connection from `127.0.0.1:peer_port`, as
@@ -170,8 +253,8 @@ mod tests {
     const WITHIN: Duration = Duration::from_secs(5);
 
     /// An echo server on a unix socket standing for the daemon's proxy:
-    /// it takes each connection's preface (which process asked) and sends
-    /// it on `prefaces`, then echoes the rest.
+    /// it takes each hand-off, sends the line naming which process asked
+    /// on `prefaces`, then echoes on the connection handed over.
     fn echo(socket: &std::path::Path) -> tokio::sync::mpsc::UnboundedReceiver<String> {
         let listener = UnixListener::bind(socket).unwrap();
         let (told, prefaces) = tokio::sync::mpsc::unbounded_channel();
@@ -180,17 +263,25 @@ mod tests {
                 let (mut stream, _) = listener.accept().await.unwrap();
                 let told = told.clone();
                 tokio::spawn(async move {
+                    let (first, handed) = first_byte(&stream).await.unwrap();
+                    assert_eq!(first, HANDOFF);
                     let mut line = Vec::new();
-                    assert_eq!(stream.read_u8().await.unwrap(), PREFACE);
                     loop {
                         match stream.read_u8().await.unwrap() {
                             b'\n' => break,
                             byte => line.push(byte),
                         }
                     }
+                    // Nothing else comes on the proxy's own connection.
+                    assert_eq!(
+                        stream.read_u8().await.unwrap_err().kind(),
+                        io::ErrorKind::UnexpectedEof
+                    );
                     let _ = told.send(String::from_utf8(line).unwrap());
-                    let (mut reader, mut writer) = stream.split();
+                    let mut client = handed_connection(handed.unwrap()).unwrap();
+                    let (mut reader, mut writer) = client.split();
                     let _ = tokio::io::copy(&mut reader, &mut writer).await;
+                    let _ = writer.shutdown().await;
                 });
             }
         });
@@ -236,19 +327,42 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn stop_ends_open_connections() {
+    async fn stop_ends_the_forwarding() {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("egress.sock");
         echo(&socket);
         let (port, stop) = forwarder(socket).await;
-        let mut client = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-        client.write_all(b"ping").await.unwrap();
-        let mut echoed = [0u8; 4];
-        tokio::time::timeout(WITHIN, client.read_exact(&mut echoed)).await.unwrap().unwrap();
         stop.cancel();
-        let mut rest = Vec::new();
-        let read = tokio::time::timeout(WITHIN, client.read_to_end(&mut rest)).await.unwrap();
-        assert!(read.is_ok_and(|read| read == 0));
+        // The listener is gone with the forwarder: refused, or closed unread.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Ok(mut client) = TcpStream::connect(("127.0.0.1", port)).await {
+            let _ = client.write_all(b"ping").await;
+            let mut rest = Vec::new();
+            let read = tokio::time::timeout(WITHIN, client.read_to_end(&mut rest)).await.unwrap();
+            assert!(!read.is_ok_and(|read| read > 0), "echoed after stop: {rest:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn only_a_connected_tcp_socket_is_taken_from_a_hand_off() {
+        let (mut sender, receiver) = UnixStream::pair().unwrap();
+        let listening = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (unix, _other) = std::os::unix::net::UnixStream::pair().unwrap();
+        let file = std::fs::File::open("/dev/null").unwrap();
+        let not_tcp: [&dyn AsFd; 3] = [&listening, &unix, &file];
+        for fd in not_tcp {
+            send_with(&mut sender, &[HANDOFF], fd.as_fd()).await.unwrap();
+            let (first, handed) = first_byte(&receiver).await.unwrap();
+            assert_eq!(first, HANDOFF);
+            let error = handed_connection(handed.unwrap()).unwrap_err();
+            assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+        }
+        // A plain first byte comes without one.
+        sender.write_all(b"C").await.unwrap();
+        let (first, handed) = first_byte(&receiver).await.unwrap();
+        assert_eq!((first, handed.is_none()), (b'C', true));
+        drop(sender);
+        assert_eq!(first_byte(&receiver).await.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
     }
 
     #[test]

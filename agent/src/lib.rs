@@ -34,6 +34,7 @@ pub mod permission;
 pub mod private;
 pub mod process_tree;
 pub mod provider;
+pub mod relay;
 pub mod runtimes;
 pub mod sandbox;
 pub mod session_log;

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -246,7 +246,7 @@ async fn accept(
 
 /// The preface line after its opening byte: which process asked, as text
 /// that can be shown (controls dropped); `None` if it is too long or
-/// never ends.
+/// never ends, `Some("")` when the forwarder could not tell.
 async fn preface(client: &mut UnixStream) -> Option<String> {
     let mut line = Vec::new();
     loop {
@@ -263,23 +263,50 @@ async fn preface(client: &mut UnixStream) -> Option<String> {
     Some(text.chars().filter(|c| !c.is_control()).collect())
 }
 
-/// One client connection, from its first byte to the end of the relay.
+/// A client's stream: the proxy's own socket, or a connection handed over
+/// on it.
+trait Client: AsyncRead + AsyncWrite + Unpin + shard_agent::relay::Socket {}
+impl<S: AsyncRead + AsyncWrite + Unpin + shard_agent::relay::Socket> Client for S {}
+
+/// One connection to the proxy's socket. The sandbox's forwarder hands over
+/// the agent's own connection on it (`shard_agent::egress`), which is then
+/// served in its place; any other client speaks on the socket itself.
 async fn connection(mut client: UnixStream, gate: &dyn Gate, resolver: &Resolver) {
     let deadline = Instant::now() + HANDSHAKE_DEADLINE;
-    let Ok(Ok(mut first)) = tokio::time::timeout_at(deadline, client.read_u8()).await else {
+    let first = shard_agent::egress::first_byte(&client);
+    let Ok(Ok((first, handed))) = tokio::time::timeout_at(deadline, first).await else {
         return;
     };
-    let mut asker = None;
-    if first == shard_agent::egress::PREFACE {
-        let Ok(Some(said)) = tokio::time::timeout_at(deadline, preface(&mut client)).await else {
-            return;
-        };
-        asker = Some(said);
-        let Ok(Ok(next)) = tokio::time::timeout_at(deadline, client.read_u8()).await else {
-            return;
-        };
-        first = next;
+    if first != shard_agent::egress::HANDOFF {
+        // A descriptor that came without the hand-off's byte is closed.
+        drop(handed);
+        return serve_client(client, first, None, deadline, gate, resolver).await;
     }
+    let Ok(Some(asker)) = tokio::time::timeout_at(deadline, preface(&mut client)).await else {
+        return;
+    };
+    drop(client);
+    let handed = handed.map(shard_agent::egress::handed_connection);
+    let Some(Ok(mut agent)) = handed else {
+        tracing::debug!("an egress hand-off came without a TCP connection");
+        return;
+    };
+    let Ok(Ok(first)) = tokio::time::timeout_at(deadline, agent.read_u8()).await else {
+        return;
+    };
+    let asker = (!asker.is_empty()).then_some(asker);
+    serve_client(agent, first, asker, deadline, gate, resolver).await
+}
+
+/// Serves one client from its first byte to the end of the relay.
+async fn serve_client(
+    mut client: impl Client,
+    first: u8,
+    asker: Option<String>,
+    deadline: Instant,
+    gate: &dyn Gate,
+    resolver: &Resolver,
+) {
     let dialect = if first == SOCKS5 { Dialect::Socks5 } else { Dialect::Http };
     let handshake = async {
         match dialect {
@@ -330,7 +357,8 @@ async fn connection(mut client: UnixStream, gate: &dyn Gate, resolver: &Resolver
         return;
     }
     drop(upstream_prefix);
-    match tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
+    let _ = upstream.set_nodelay(true);
+    match shard_agent::relay::both_ways(&client, &upstream).await {
         Ok((sent, received)) => tracing::debug!(to = %target, sent, received, "egress closed"),
         Err(error) => tracing::debug!(to = %target, %error, "egress relay ended"),
     }
@@ -341,7 +369,7 @@ async fn connection(mut client: UnixStream, gate: &dyn Gate, resolver: &Resolver
 /// hangs up withdraws its question: `None` then.
 async fn decide_watching(
     mut decision: BoxFuture<'static, Verdict>,
-    client: &mut UnixStream,
+    client: &mut impl Client,
     early: &mut Vec<u8>,
 ) -> Option<Verdict> {
     let mut chunk = [0u8; 4096];
@@ -480,7 +508,7 @@ impl Refusal {
 }
 
 /// Answers a refusal in the client's dialect; the connection then closes.
-async fn refuse(client: &mut UnixStream, dialect: Dialect, refusal: &Refusal) {
+async fn refuse(client: &mut impl Client, dialect: Dialect, refusal: &Refusal) {
     match dialect {
         Dialect::Socks5 => {
             let answer = match refusal {
@@ -699,7 +727,7 @@ fn socks5_reply(reply: SocksReply) -> [u8; 10] {
 
 /// The rest of a SOCKS5 greeting (its version byte read), the method
 /// choice, and the CONNECT request (RFC 1928 §3–§5).
-async fn socks5_handshake(client: &mut UnixStream) -> Result<Request, Refusal> {
+async fn socks5_handshake(client: &mut impl Client) -> Result<Request, Refusal> {
     let broken =
         |error: io::Error| Refusal::BadRequest(format!("a broken SOCKS5 request: {error}"));
     let count = client.read_u8().await.map_err(broken)?;
@@ -780,6 +808,7 @@ mod tests {
     struct TableGate {
         answers: HashMap<String, Answer>,
         asked: mpsc::UnboundedSender<(Target, Via)>,
+        askers: mpsc::UnboundedSender<Option<String>>,
     }
 
     impl Gate for TableGate {
@@ -787,8 +816,9 @@ mod tests {
             &self,
             target: Target,
             via: Via,
-            _asker: Option<String>,
+            asker: Option<String>,
         ) -> BoxFuture<'static, Verdict> {
+            let _ = self.askers.send(asker);
             let answer = self.answers.get(&target.to_string()).copied();
             let _ = self.asked.send((target, via));
             match answer {
@@ -853,6 +883,7 @@ mod tests {
     struct Proxy {
         socket: PathBuf,
         asked: mpsc::UnboundedReceiver<(Target, Via)>,
+        askers: mpsc::UnboundedReceiver<Option<String>>,
         stop: CancellationToken,
         served: JoinHandle<()>,
         _dir: tempfile::TempDir,
@@ -865,12 +896,14 @@ mod tests {
         let socket = dir.path().join("egress.sock");
         let listener = UnixListener::bind(&socket).unwrap();
         let (asked_tx, asked) = mpsc::unbounded_channel();
-        let gate = TableGate { answers: answers.iter().cloned().collect(), asked: asked_tx };
+        let (askers_tx, askers) = mpsc::unbounded_channel();
+        let answers = answers.iter().cloned().collect();
+        let gate = TableGate { answers, asked: asked_tx, askers: askers_tx };
         let resolver =
             Resolver::with_known([("Target.Test".to_owned(), IpAddr::V4(Ipv4Addr::LOCALHOST))]);
         let stop = CancellationToken::new();
         let served = serve(listener, Arc::new(gate), Arc::new(resolver), stop.clone());
-        Proxy { socket, asked, stop, served, _dir: dir }
+        Proxy { socket, asked, askers, stop, served, _dir: dir }
     }
 
     impl Proxy {
@@ -911,6 +944,61 @@ mod tests {
         let asked = proxy.asked.recv().await.unwrap();
         let target = Target { host: "target.test".to_owned(), port: upstream.port };
         assert_eq!(asked, (target, Via::HttpConnect));
+    }
+
+    /// Hands `client`'s peer to the proxy as the sandbox's forwarder does,
+    /// naming `asker`; the proxy's own connection then closes.
+    async fn hand_over(proxy: &Proxy, asker: &str) -> TcpStream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (client, accepted) = tokio::join!(TcpStream::connect(address), listener.accept());
+        let (agent_side, _) = accepted.unwrap();
+        let mut socket = proxy.client().await;
+        let mut message = vec![shard_agent::egress::HANDOFF];
+        message.extend(asker.bytes());
+        message.push(b'\n');
+        shard_agent::egress::send_with(&mut socket, &message, &agent_side).await.unwrap();
+        drop(agent_side);
+        assert_eq!(read_to_end(&mut socket).await, "", "the socket itself said something");
+        client.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_handed_over_connection_is_served_in_the_sockets_place() {
+        let upstream = upstream(false).await;
+        let mut proxy = proxy(&[allow("target.test", upstream.port)]);
+        let mut client = hand_over(&proxy, "curl (pid 7)").await;
+        let request = format!("CONNECT target.test:{} HTTP/1.1\r\n\r\n", upstream.port);
+        client.write_all(request.as_bytes()).await.unwrap();
+        let established = b"HTTP/1.1 200 Connection established\r\n\r\n";
+        let mut answer = vec![0u8; established.len()];
+        within(client.read_exact(&mut answer)).await.unwrap();
+        assert_eq!(answer, established);
+        client.write_all(b"ping").await.unwrap();
+        let mut echoed = [0u8; 4];
+        within(client.read_exact(&mut echoed)).await.unwrap();
+        assert_eq!(&echoed, b"ping");
+        assert_eq!(proxy.askers.recv().await.unwrap().as_deref(), Some("curl (pid 7)"));
+        // An empty line is a forwarder that could not tell.
+        let mut unnamed = hand_over(&proxy, "").await;
+        unnamed.write_all(request.as_bytes()).await.unwrap();
+        within(unnamed.read_exact(&mut answer)).await.unwrap();
+        assert_eq!(proxy.askers.recv().await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_hand_off_without_a_tcp_connection_is_dropped_unasked() {
+        let mut proxy = proxy(&[]);
+        // The hand-off's byte with no descriptor, then with a unix socket.
+        let mut bare = proxy.client().await;
+        bare.write_all(&[shard_agent::egress::HANDOFF, b'\n']).await.unwrap();
+        assert_eq!(read_to_end(&mut bare).await, "");
+        let (inner, _outer) = UnixStream::pair().unwrap();
+        let mut socket = proxy.client().await;
+        let message = [shard_agent::egress::HANDOFF, b'\n'];
+        shard_agent::egress::send_with(&mut socket, &message, &inner).await.unwrap();
+        assert_eq!(read_to_end(&mut socket).await, "");
+        assert!(proxy.asked.try_recv().is_err(), "the gate was asked");
     }
 
     #[tokio::test]
