@@ -477,6 +477,10 @@ fn host_context(
             args.egress_resolve.clone(),
         )),
         remote: config.public_host.is_some(),
+        git_dir_of: {
+            let home = home.path.clone();
+            Box::new(move |cwd| crate::workspaces::records::git_dir_of_worktree(&home, cwd))
+        },
     });
     Ok(Arc::new(HostContext {
         home: home.path.clone(),

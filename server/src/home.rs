@@ -46,6 +46,16 @@ impl Home {
     }
 }
 
+/// Where every agent's record and files are kept.
+pub fn agents_dir(home: &Path) -> PathBuf {
+    home.join("agents")
+}
+
+/// One agent's directory (`agents/<id>`).
+pub fn agent_dir(home: &Path, agent_id: &str) -> PathBuf {
+    agents_dir(home).join(agent_id)
+}
+
 /// Makes `dir` a private directory of the current user (0700), creating it if
 /// needed. A symlink or a directory owned by another user is refused.
 pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {

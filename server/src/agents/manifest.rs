@@ -2,7 +2,7 @@
 //! `$SHARD_HOME/agents/<agent_id>/manifest.json`, written before the agent's
 //! first process starts and kept when processes stop, crash or are killed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use shard_protocol::orchestrator::{HeadlessPolicy, LaunchPolicy};
@@ -83,13 +83,7 @@ impl Manifest {
 /// `--system-prompt-file`.
 pub const INSTRUCTIONS_FILE: &str = "system_prompt.txt";
 
-pub fn agents_dir(home: &Path) -> PathBuf {
-    home.join("agents")
-}
-
-pub fn agent_dir(home: &Path, agent_id: &str) -> PathBuf {
-    agents_dir(home).join(agent_id)
-}
+pub use crate::home::{agent_dir, agents_dir};
 
 impl Manifest {
     pub fn save(&self, home: &Path) -> anyhow::Result<()> {

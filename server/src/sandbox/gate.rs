@@ -22,10 +22,9 @@ use shard_protocol::agent::{
 use shard_protocol::message::Response;
 use shard_protocol::sandbox::{NETWORK_TOOL, NetworkPolicy};
 use shard_protocol::{Envelope, ServerMessage};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::egress::{Gate, Target, Verdict, Via};
-use crate::agents::runtime::ChildEvent;
 
 const CHOICE_ONCE: &str = "allow-once";
 const CHOICE_ALWAYS: &str = "allow-host";
@@ -50,18 +49,20 @@ pub struct Answers {
     open: Arc<Mutex<HashMap<String, Waiting>>>,
     home: PathBuf,
     agent_id: String,
-    epoch: u64,
-    events: mpsc::Sender<ChildEvent>,
+    tell: Arc<dyn Tell>,
+}
+
+/// Where the gate's lines go: among the events of the agent generation it
+/// guards, as if the agent had written them (the runtime implements it on
+/// its channel of them).
+pub trait Tell: Send + Sync + 'static {
+    /// Sends `lines`; `false` once nobody hears them (the host is gone).
+    fn tell(&self, lines: Vec<String>) -> BoxFuture<'static, bool>;
 }
 
 impl Answers {
-    pub fn new(
-        home: PathBuf,
-        agent_id: String,
-        epoch: u64,
-        events: mpsc::Sender<ChildEvent>,
-    ) -> Self {
-        Self { open: Arc::default(), home, agent_id, epoch, events }
+    pub fn new(home: PathBuf, agent_id: String, tell: Arc<dyn Tell>) -> Self {
+        Self { open: Arc::default(), home, agent_id, tell }
     }
 
     fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiting>> {
@@ -105,17 +106,13 @@ impl Answers {
             answer: answer.clone(),
             source: None,
         });
-        let mut lines = vec![Ok(Envelope::new(resolved).to_json())];
+        let mut lines = vec![Envelope::new(resolved).to_json()];
         if let Some(id) = value["id"].as_str() {
             let accepted =
                 Envelope::new(ServerMessage::Response(Response::accepted("permission_response")));
-            lines.push(Ok(accepted.with_id(id.to_owned()).to_json()));
+            lines.push(accepted.with_id(id.to_owned()).to_json());
         }
-        let events = self.events.clone();
-        let told = ChildEvent::Lines { epoch: self.epoch, lines };
-        tokio::spawn(async move {
-            let _ = events.send(told).await;
-        });
+        tokio::spawn(self.tell.tell(lines));
         let _ = waiting.answer.send(answer);
         true
     }
@@ -183,8 +180,7 @@ impl Gate for NetworkGate {
         )))
         .to_json();
         Box::pin(async move {
-            let asked = ChildEvent::Lines { epoch: answers.epoch, lines: vec![Ok(line)] };
-            if answers.events.send(asked).await.is_err() {
+            if !answers.tell.tell(vec![line]).await {
                 return Verdict::Deny; // the agent's host is gone
             }
             match answer.await {
@@ -256,17 +252,26 @@ fn question(request_id: &str, host: &HostPort, via: Via, asker: Option<&str>) ->
 
 #[cfg(test)]
 mod tests {
+    use tokio::sync::mpsc;
+
     use super::*;
+
+    impl Tell for mpsc::Sender<Vec<String>> {
+        fn tell(&self, lines: Vec<String>) -> BoxFuture<'static, bool> {
+            let sender = self.clone();
+            Box::pin(async move { sender.send(lines).await.is_ok() })
+        }
+    }
 
     #[tokio::test]
     async fn a_question_is_asked_among_the_events_and_its_answer_taken_from_the_input() {
         let home = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(crate::agents::manifest::agent_dir(home.path(), "a")).unwrap();
+        std::fs::create_dir_all(crate::home::agent_dir(home.path(), "a")).unwrap();
         let (events, mut heard) = mpsc::channel(4);
         let gate = NetworkGate {
             network: NetworkPolicy::Ask,
             allowed: vec![HostPort::parse("allowed.test").unwrap()],
-            answers: Answers::new(home.path().to_path_buf(), "a".to_owned(), 3, events),
+            answers: Answers::new(home.path().to_path_buf(), "a".to_owned(), Arc::new(events)),
         };
         let allowed = Target { host: "Allowed.test".to_owned(), port: 443 };
         assert!(matches!(gate.decide(allowed, Via::HttpConnect, None).await, Verdict::Allow));
@@ -274,8 +279,8 @@ mod tests {
         let other = || Target { host: "other.test".to_owned(), port: 8080 };
         let verdict =
             tokio::spawn(gate.decide(other(), Via::Socks5, Some("curl (pid 7)".to_owned())));
-        let Some(ChildEvent::Lines { epoch: 3, lines }) = heard.recv().await else { panic!() };
-        let line = lines[0].as_ref().unwrap();
+        let Some(lines) = heard.recv().await else { panic!() };
+        let line = &lines[0];
         let asked: serde_json::Value = serde_json::from_str(line).unwrap();
         assert_eq!(asked["type"], "permission_request");
         assert_eq!(asked["tool_name"], "network");
@@ -290,13 +295,13 @@ mod tests {
         assert!(gate.answers.take(answer.to_string().as_bytes()));
         assert!(matches!(verdict.await.unwrap(), Verdict::Allow));
         // Closed as the agent closes its own: resolved, and the command answered.
-        let Some(ChildEvent::Lines { lines, .. }) = heard.recv().await else { panic!() };
-        let resolved: serde_json::Value = serde_json::from_str(lines[0].as_ref().unwrap()).unwrap();
+        let Some(lines) = heard.recv().await else { panic!() };
+        let resolved: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
         assert_eq!(
             (resolved["type"].as_str(), resolved["request_id"].as_str()),
             (Some("permission_resolved"), Some(id))
         );
-        let response: serde_json::Value = serde_json::from_str(lines[1].as_ref().unwrap()).unwrap();
+        let response: serde_json::Value = serde_json::from_str(&lines[1]).unwrap();
         assert_eq!(
             (response["id"].as_str(), response["success"].as_bool()),
             (Some("c1"), Some(true))
@@ -310,8 +315,8 @@ mod tests {
             Via::Http,
             None,
         ));
-        let Some(ChildEvent::Lines { lines, .. }) = heard.recv().await else { panic!() };
-        let asked: serde_json::Value = serde_json::from_str(lines[0].as_ref().unwrap()).unwrap();
+        let Some(lines) = heard.recv().await else { panic!() };
+        let asked: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
         let answer = json!({"type": "permission_response", "request_id": asked["request_id"], "decision": "deny"});
         assert!(gate.answers.take(answer.to_string().as_bytes()));
         assert!(matches!(denied.await.unwrap(), Verdict::Deny));

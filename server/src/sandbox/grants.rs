@@ -18,7 +18,7 @@ struct Stored {
 }
 
 fn path(home: &Path, agent_id: &str) -> PathBuf {
-    crate::agents::manifest::agent_dir(home, agent_id).join(FILE)
+    crate::home::agent_dir(home, agent_id).join(FILE)
 }
 
 /// The hosts allowed always, oldest first; none if the file is missing or
@@ -75,7 +75,7 @@ mod tests {
     #[test]
     fn grants_are_kept_and_taken_back() {
         let home = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(crate::agents::manifest::agent_dir(home.path(), "a")).unwrap();
+        std::fs::create_dir_all(crate::home::agent_dir(home.path(), "a")).unwrap();
         let host = HostPort::parse("example.com").unwrap();
         assert!(load(home.path(), "a").is_empty());
         grant(home.path(), "a", host.clone()).unwrap();

@@ -118,7 +118,15 @@ pub struct Sandbox {
     /// Whether the daemon serves browsers from afar (a remote mode): they
     /// never start an agent without a sandbox.
     pub remote: bool,
+    /// The git directory of the workspace whose worktree is a directory, as
+    /// the daemon recorded it when it made the worktree (what a workspace
+    /// agent may commit to); `None` for any other directory.
+    pub git_dir_of: GitDirOf,
 }
+
+/// See [`Sandbox::git_dir_of`]; given by the daemon, which keeps the
+/// workspaces' records.
+pub type GitDirOf = Box<dyn Fn(&Path) -> Option<PathBuf> + Send + Sync>;
 
 /// Why an agent cannot be contained as configured (`SANDBOX_UNAVAILABLE`).
 #[derive(Debug, thiserror::Error)]
@@ -196,7 +204,7 @@ impl Sandbox {
         &self,
         config: &shard_agent::config::Config,
         start: &Start<'_>,
-        events: tokio::sync::mpsc::Sender<crate::agents::runtime::ChildEvent>,
+        tell: Arc<dyn gate::Tell>,
     ) -> std::io::Result<Option<Jail>> {
         let applied =
             policy::for_agent(config, start.runtime, start.asked, self.user_home.as_deref())
@@ -223,8 +231,7 @@ impl Sandbox {
         if start.runtime == shard_agent::runtimes::BUILTIN {
             self.own_agent(start, &mut plan)?;
         }
-        let answers =
-            gate::Answers::new(self.home.clone(), start.agent_id.to_owned(), start.epoch, events);
+        let answers = gate::Answers::new(self.home.clone(), start.agent_id.to_owned(), tell);
         let proxy = if plan.isolated_network {
             let socket = self.egress_socket(start)?;
             let listener = bind_private(&socket)?;
@@ -261,7 +268,7 @@ impl Sandbox {
     fn repository(&self, cwd: &Path, plan: &mut plan::Plan) {
         let dot_git = cwd.join(".git");
         plan.read_only.push(dot_git);
-        let Some(git_dir) = crate::workspaces::git_dir_of_worktree(&self.home, cwd) else {
+        let Some(git_dir) = (self.git_dir_of)(cwd) else {
             return;
         };
         let Some(common) = git_dir.parent().and_then(Path::parent) else { return };
@@ -310,7 +317,7 @@ impl Sandbox {
                 runtime.remove("env");
             }
         }
-        let seen = crate::agents::manifest::agent_dir(&self.home, agent_id).join(SEEN_CONFIG);
+        let seen = crate::home::agent_dir(&self.home, agent_id).join(SEEN_CONFIG);
         let text = toml::to_string(&table).map_err(std::io::Error::other)?;
         crate::home::write_private(&seen, text.as_bytes())?;
         Ok(Some(seen))

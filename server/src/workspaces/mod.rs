@@ -25,7 +25,7 @@ pub mod git;
 mod launch;
 mod merge;
 mod push;
-mod records;
+pub mod records;
 mod retire;
 mod status;
 
@@ -47,17 +47,6 @@ pub struct Workspaces {
     /// Every record, and the lock that makes each change one at a time
     /// (held across the git commands of a create: two creates never race).
     records: tokio::sync::Mutex<BTreeMap<String, WorkspaceRecord>>,
-}
-
-/// The git directory of the workspace whose worktree is `cwd`, as the
-/// daemon recorded it when it made the worktree (what the agent's sandbox
-/// lets it commit to); `None` if `cwd` is no workspace's worktree.
-pub fn git_dir_of_worktree(home: &Path, cwd: &Path) -> Option<PathBuf> {
-    WorkspaceRecord::load_all(home).into_iter().find_map(|record| {
-        let worktree = Path::new(&record.worktree);
-        let same = worktree == cwd || worktree.canonicalize().is_ok_and(|real| real == cwd);
-        same.then(|| record.git_dir.map(PathBuf::from)).flatten()
-    })
 }
 
 fn no_workspace(workspace_id: &str) -> WorkspaceError {

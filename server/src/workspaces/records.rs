@@ -96,3 +96,14 @@ impl WorkspaceRecord {
         }
     }
 }
+
+/// The git directory of the workspace whose worktree is `cwd`, as the
+/// daemon recorded it when it made the worktree (what the agent's sandbox
+/// lets it commit to); `None` if `cwd` is no workspace's worktree.
+pub fn git_dir_of_worktree(home: &Path, cwd: &Path) -> Option<PathBuf> {
+    WorkspaceRecord::load_all(home).into_iter().find_map(|record| {
+        let worktree = Path::new(&record.worktree);
+        let same = worktree == cwd || worktree.canonicalize().is_ok_and(|real| real == cwd);
+        same.then(|| record.git_dir.map(PathBuf::from)).flatten()
+    })
+}

@@ -156,6 +156,7 @@ fn world_telling(notices: Arc<dyn crate::agents::Notices>) -> World {
             user_home: None,
             resolver: Arc::default(),
             remote: false,
+            git_dir_of: Box::new(|_| None),
         }),
     });
     World { spawner, context, _home: home }

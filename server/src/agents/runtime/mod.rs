@@ -16,10 +16,12 @@
 //!   bytes, its stdout reader, and the wait that reports its exit last.
 
 pub mod acp;
+pub mod event;
 pub mod stdio;
 
+pub use self::event::ChildEvent;
+
 use bytes::Bytes;
-use shard_protocol::jsonl::LineError;
 use tokio::sync::mpsc;
 
 /// What a new generation is started with.
@@ -39,20 +41,6 @@ pub struct SpawnRequest<'a> {
     pub delegates: bool,
     /// How `agent.create` narrowed its sandbox.
     pub sandbox: Option<shard_protocol::sandbox::SandboxRequest>,
-}
-
-/// Lines and the exit of a generation, as its reader and waiter see them.
-pub enum ChildEvent {
-    /// The lines one read of the child's stdout completed, in order.
-    Lines {
-        epoch: u64,
-        lines: Vec<Result<String, LineError>>,
-    },
-    Exited {
-        epoch: u64,
-        code: Option<i32>,
-        description: String,
-    },
 }
 
 /// Starts agent processes.
@@ -122,7 +110,8 @@ impl Spawner for Spawners {
             delegates: request.delegates,
             epoch: request.epoch,
         };
-        let jail = self.sandbox.prepare(&config, &start, events.clone())?;
+        let tell = std::sync::Arc::new(Tell { events: events.clone(), epoch: request.epoch });
+        let jail = self.sandbox.prepare(&config, &start, tell)?;
         let started = match runtime {
             None => self.builtin.spawn(request, jail.as_ref(), events)?,
             Some(runtime) => self.acp.spawn(runtime, request, jail.as_ref(), events)?,
@@ -133,6 +122,22 @@ impl Spawner for Spawners {
             }
             None => started,
         })
+    }
+}
+
+/// The sandbox's network questions, and their ends, told among a
+/// generation's own lines.
+struct Tell {
+    events: mpsc::Sender<ChildEvent>,
+    epoch: u64,
+}
+
+impl crate::sandbox::gate::Tell for Tell {
+    fn tell(&self, lines: Vec<String>) -> futures_util::future::BoxFuture<'static, bool> {
+        let events = self.events.clone();
+        let told =
+            ChildEvent::Lines { epoch: self.epoch, lines: lines.into_iter().map(Ok).collect() };
+        Box::pin(async move { events.send(told).await.is_ok() })
     }
 }
 
