@@ -108,8 +108,11 @@ export class Restartable {
   private readonly home = mkdtempSync(join(tmpdir(), 'shard-home-'));
   private readonly cwd = mkdtempSync(join(tmpdir(), 'shard-cwd-'));
 
+  /** `args`: more of `shard daemon`'s flags, for every start. */
+  constructor(private readonly args: string[] = []) {}
+
   async start(): Promise<Daemon> {
-    this.daemon = await spawnDaemon(this.home, this.cwd, ['--port', this.port]);
+    this.daemon = await spawnDaemon(this.home, this.cwd, ['--port', this.port, ...this.args]);
     this.port = new URL(this.daemon.baseURL).port;
     return this.daemon;
   }

@@ -38,10 +38,23 @@ test.afterAll(() => {
   if (scratch && !process.env.SHARD_KEEP) rmSync(scratch, { recursive: true, force: true });
 });
 
-/** config.toml naming `agent` as a runtime, set up (by setup_agent.py) to reach the model server. */
+/**
+ * The model server's name as the agents are configured with it: each agent
+ * runs in its sandbox, whose loopback is its own, and reaches the model
+ * server through the daemon's egress proxy, which finds the name on this
+ * machine (`--egress-resolve`), as tests/suite/real_acp.rs does.
+ */
+const MODEL_HOST = 'model.test';
+const RESOLVE = ['--egress-resolve', `${MODEL_HOST}=127.0.0.1`];
+
+/**
+ * config.toml naming `agent` as a runtime, set up (by setup_agent.py) to
+ * reach the model server, in a sandbox that lets it reach that server and
+ * nothing else and keep its state where setup_agent.py put it.
+ */
 function runtimeConfig(agent: string): string {
   const state = join(scratch, agent);
-  const output = execFileSync('python3', [join(FIXTURES, 'setup_agent.py'), agent, state, port]);
+  const output = execFileSync('python3', [join(FIXTURES, 'setup_agent.py'), agent, state, port, '--host', MODEL_HOST]);
   const spec = JSON.parse(output.toString());
   const env = Object.entries(spec.env as Record<string, string>).map(([key, value]) => `${key} = ${JSON.stringify(value)}`);
   return [
@@ -51,6 +64,7 @@ function runtimeConfig(agent: string): string {
     `command = ${JSON.stringify(spec.command[0])}`,
     `args = ${JSON.stringify(spec.command.slice(1))}`,
     `env = { ${env.join(', ')} }`,
+    `sandbox = { network = "deny", allow_hosts = [${JSON.stringify(`${MODEL_HOST}:${port}`)}], allow_write = [${JSON.stringify(state)}] }`,
     '',
   ].join('\n');
 }
@@ -86,7 +100,7 @@ async function turn(tab: Page, text: string): Promise<void> {
 /** `agent` (whose command line holds `program`) through every step above; `sleep` is its own number of seconds. */
 async function aRealAgentInTheBrowser(browser: import('@playwright/test').Browser, agent: string, program: string, sleep: string) {
   test.setTimeout(180_000);
-  const host = new Restartable();
+  const host = new Restartable(RESOLVE);
   let daemon = await host.start();
   try {
     writeFileSync(join(daemon.home, 'config.toml'), runtimeConfig(agent));
