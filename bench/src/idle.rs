@@ -1,7 +1,9 @@
 //! S4 idle scale: what idle connections and idle agents cost. The daemon's
 //! resident memory (`VmRSS`) before and after opening idle WebSocket
 //! connections, per connection; and each idle agent process's RSS, with
-//! how much of it is its own (anonymous) and its proportional share.
+//! how much of it is its own (anonymous) and its proportional share, then
+//! the same summed over the agent's whole sandbox (the daemon's child is
+//! the agent's bubblewrap, below it `shard contain`, then the agent).
 //! Also the first page load: what a browser transfers for `/` and the
 //! assets it names, asking for compression as browsers do.
 
@@ -11,14 +13,35 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use crate::conn::Conn;
-use crate::procfs::{Memory, children, memory, rss};
+use crate::procfs::{Memory, children, cmdline, descendants, memory, rss};
 use crate::shard::Shard;
 
 pub struct Idle {
     pub connections: usize,
     pub per_connection: f64,
     pub agents: usize,
+    /// Each agent process (`shard agent --stdio`) alone.
     pub per_agent: Vec<Memory>,
+    /// Each agent with what contains it: every process from the daemon's
+    /// child down, summed.
+    pub per_sandbox: Vec<Memory>,
+}
+
+/// The memory of `top` and every process below it, summed, and that of the
+/// agent among them (the process whose command is `shard agent`).
+fn tree(top: u32) -> Option<(Memory, Memory)> {
+    let mut total = Memory::default();
+    let mut agent = None;
+    for pid in std::iter::once(top).chain(descendants(top)) {
+        let Ok(used) = memory(pid) else { continue };
+        total.rss += used.rss;
+        total.anon += used.anon;
+        total.pss += used.pss;
+        if cmdline(pid).get(1).is_some_and(|word| word == "agent") {
+            agent = Some(used);
+        }
+    }
+    Some((agent?, total))
 }
 
 pub async fn idle(
@@ -46,12 +69,12 @@ pub async fn idle(
         ids.push(shard.create_agent(&mut control).await?);
     }
     // Measured with all of them up, so that shared pages are shared.
-    let per_agent = children(pid).into_iter().filter_map(|child| memory(child).ok()).collect();
+    let (per_agent, per_sandbox) = children(pid).into_iter().filter_map(tree).unzip();
     for (index, id) in ids.iter().enumerate() {
         let kill = json!({"type": "agent.kill", "agent_id": id, "force": true});
         control.call(kill, &format!("idle-kill-{index}")).await?;
     }
-    Ok(Idle { connections, per_connection, agents, per_agent })
+    Ok(Idle { connections, per_connection, agents, per_agent, per_sandbox })
 }
 
 /// Bytes on the wire for a first page load: (raw, as transferred). The

@@ -495,7 +495,10 @@ async fn soak(args: &Args) -> Result<Vec<String>> {
 
 async fn spawn(args: &Args) -> Result<()> {
     let agents = if args.short { 10 } else { 100 };
-    let daemon = shard::Shard::start(&args.shard, 64, None).await?;
+    // The daemon's own part, against the bare spawn: without the sandbox,
+    // whose cost the `sandbox` scenario measures against this same start.
+    let config = "[sandbox]\nmode = \"off\"\n";
+    let daemon = shard::Shard::start(&args.shard, 64, Some(config)).await?;
     let mut spawn = lifecycle::spawn(&daemon, &args.shard, agents).await?;
     daemon.stop().await?;
     let (create50, create99) =
@@ -503,7 +506,9 @@ async fn spawn(args: &Args) -> Result<()> {
     let (bare50, bare99) =
         (lifecycle::quantile(&mut spawn.bare, 0.5), lifecycle::quantile(&mut spawn.bare, 0.99));
     println!();
-    println!("S5 spawn: {agents} agents, until ready (p50 / p99)");
+    println!(
+        "S5 spawn: {agents} agents, until ready (p50 / p99; sandbox off, which `sandbox` measures)"
+    );
     println!("  shard agent.create:           {:>7.1} ms / {:>7.1} ms", ms(create50), ms(create99));
     println!("  bare `shard agent --stdio`:   {:>7.1} ms / {:>7.1} ms", ms(bare50), ms(bare99));
     println!(
@@ -621,10 +626,10 @@ async fn idle_scale(args: &Args) -> Result<()> {
     let fresh = shard::Shard::start(&args.shard, None, None).await?;
     let idle = idle::idle(&fresh, connections, idle_agents, conn::next_loopback).await?;
     fresh.stop().await?;
-    let mean = |of: fn(&procfs::Memory) -> u64| {
-        idle.per_agent.iter().map(|memory| of(memory) as f64 / 1e6).sum::<f64>()
-            / idle.per_agent.len().max(1) as f64
+    let mean_of = |all: &[procfs::Memory], of: fn(&procfs::Memory) -> u64| {
+        all.iter().map(|memory| of(memory) as f64 / 1e6).sum::<f64>() / all.len().max(1) as f64
     };
+    let mean = |of: fn(&procfs::Memory) -> u64| mean_of(&idle.per_agent, of);
     let most = idle.per_agent.iter().map(|memory| memory.rss as f64 / 1e6).fold(0.0, f64::max);
     println!();
     println!("S4 idle scale");
@@ -644,6 +649,11 @@ async fn idle_scale(args: &Args) -> Result<()> {
         "    of which their own (anonymous) {:.2} MB; proportional share (PSS, the executable's pages shared by all) {:.2} MB",
         mean(|memory| memory.anon),
         mean(|memory| memory.pss)
+    );
+    println!(
+        "  with its sandbox (bubblewrap and `shard contain` too): {:.1} MB RSS, {:.2} MB PSS each on average",
+        mean_of(&idle.per_sandbox, |memory| memory.rss),
+        mean_of(&idle.per_sandbox, |memory| memory.pss)
     );
     Ok(())
 }
