@@ -184,7 +184,30 @@ pub fn find_session(home: &Path, session_id: &str) -> Result<PathBuf, SessionErr
 
 /// Reads and validates a whole log.
 pub fn read_log(path: &Path) -> Result<Vec<Entry>, SessionError> {
-    decode_log(path, std::fs::read(path)?)
+    decode_log(path, read_whole(path)?)
+}
+
+/// Opens a session log to read. Shard's own agent can write its sessions'
+/// folder from its sandbox, so the daemon, which reads them too, takes
+/// nothing there on trust: not a symlink (which could name another
+/// agent's log, or any file the daemon may read), and nothing but a
+/// regular file (a FIFO would hold the reader forever).
+pub fn open_to_read(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(flags.bits()).open(path)?;
+    if !file.metadata()?.is_file() {
+        let why = format!("{} is not a regular file", path.display());
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
+    }
+    Ok(file)
+}
+
+fn read_whole(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    open_to_read(path)?.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Validates the bytes of a whole log read from `path` (named in errors).
@@ -259,7 +282,7 @@ impl Writer {
         let mut options = tokio::fs::OpenOptions::new();
         options.create(true).append(true);
         #[cfg(unix)]
-        options.mode(0o600);
+        options.mode(0o600).custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits());
         let file = options.open(path).await?;
         crate::private::tighten(path, 0o600)?;
         // A log is opened only after it was read whole (or is new), so its
@@ -368,7 +391,7 @@ impl LogTail {
         // meanwhile, which would then never be read, or land mid-line.) A
         // writer may be mid-line: only complete lines count, and `refresh`
         // reads the rest once it is whole.
-        let mut bytes = std::fs::read(path)?;
+        let mut bytes = read_whole(path)?;
         if let Some(end) = bytes.iter().rposition(|&byte| byte == b'\n') {
             bytes.truncate(end + 1);
         }
@@ -381,7 +404,7 @@ impl LogTail {
     /// not parse stops the read there (the writer may be mid-line).
     pub fn refresh(&mut self) -> Result<(), SessionError> {
         use std::io::{Read, Seek, SeekFrom};
-        let mut file = std::fs::File::open(&self.path)?;
+        let mut file = open_to_read(&self.path)?;
         file.seek(SeekFrom::Start(self.offset))?;
         let mut added = Vec::new();
         file.read_to_end(&mut added)?;
@@ -411,6 +434,27 @@ impl LogTail {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_that_is_a_symlink_or_a_fifo_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        // Another agent's log, whole and valid: read directly, it is fine.
+        let other = dir.path().join("other.jsonl");
+        std::fs::write(&other, format!("{}\n", serde_json::to_string(&header()).unwrap())).unwrap();
+        assert_eq!(read_log(&other).unwrap().len(), 1);
+        let planted = dir.path().join("planted.jsonl");
+        std::os::unix::fs::symlink(&other, &planted).unwrap();
+        assert!(read_log(&planted).is_err());
+        assert!(LogTail::open(&planted).is_err());
+        let fifo = dir.path().join("fifo.jsonl");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        // Without O_NONBLOCK and the type check this would wait for a writer.
+        let (done, finished) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || done.send(LogTail::open(&path).is_err()).unwrap());
+        let refused = finished.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(refused, Ok(true), "a FIFO held the reader or was read");
+    }
 
     fn header() -> Entry {
         Entry {
