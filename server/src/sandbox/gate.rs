@@ -180,6 +180,9 @@ impl Gate for NetworkGate {
         )))
         .to_json();
         Box::pin(async move {
+            // Dropped unanswered (the connection went, or the agent): the
+            // question is withdrawn wherever it is shown.
+            let _withdraw = Withdraw { answers: answers.clone(), request_id };
             if !answers.tell.tell(vec![line]).await {
                 return Verdict::Deny; // the agent's host is gone
             }
@@ -197,6 +200,36 @@ impl Gate for NetworkGate {
         })
     }
 }
+
+/// Withdraws a network question nobody waits for any more: its connection
+/// closed (or the proxy stopped) before a person answered. Every client is
+/// told it is closed, as a deny whose `source` is `withdrawn`, so that no
+/// tab, inbox or lock screen keeps a question whose answer would do
+/// nothing. Once answered, the question is no longer open and this does
+/// nothing.
+struct Withdraw {
+    answers: Answers,
+    request_id: String,
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        if self.answers.table().remove(&self.request_id).is_none() {
+            return;
+        }
+        let resolved = ServerMessage::PermissionResolved(PermissionResolved {
+            request_id: std::mem::take(&mut self.request_id),
+            answer: PermissionAnswer::Decision(Decision::Deny),
+            source: Some(WITHDRAWN.to_owned()),
+        });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(self.answers.tell.tell(vec![Envelope::new(resolved).to_json()]));
+        }
+    }
+}
+
+/// The `source` of a network question closed because its connection went.
+pub const WITHDRAWN: &str = "withdrawn";
 
 /// The question a person sees.
 fn question(request_id: &str, host: &HostPort, via: Via, asker: Option<&str>) -> PermissionRequest {
@@ -321,5 +354,54 @@ mod tests {
         assert!(gate.answers.take(answer.to_string().as_bytes()));
         assert!(matches!(denied.await.unwrap(), Verdict::Deny));
         assert_eq!(super::super::grants::load(home.path(), "a").len(), 1, "a deny keeps nothing");
+    }
+
+    #[tokio::test]
+    async fn a_question_whose_connection_went_is_withdrawn_everywhere() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(crate::home::agent_dir(home.path(), "a")).unwrap();
+        let (events, mut heard) = mpsc::channel(4);
+        let gate = NetworkGate {
+            network: NetworkPolicy::Ask,
+            allowed: vec![],
+            answers: Answers::new(home.path().to_path_buf(), "a".to_owned(), Arc::new(events)),
+        };
+        let target = Target { host: "gone.test".to_owned(), port: 443 };
+        let waiting = tokio::spawn(gate.decide(target, Via::HttpConnect, None));
+        let Some(lines) = heard.recv().await else { panic!() };
+        let asked: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        // The proxy drops the verdict when the client hangs up.
+        waiting.abort();
+        let Some(lines) = heard.recv().await else { panic!() };
+        let resolved: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        assert_eq!(resolved["type"], "permission_resolved");
+        assert_eq!(resolved["request_id"], asked["request_id"]);
+        assert_eq!(
+            (resolved["decision"].as_str(), resolved["source"].as_str()),
+            (Some("deny"), Some(WITHDRAWN))
+        );
+        // A late answer finds nothing to answer.
+        let late = json!({"type": "permission_response", "request_id": asked["request_id"], "decision": "allow"});
+        assert!(!gate.answers.take(late.to_string().as_bytes()));
+        // An answered question is not withdrawn afterwards.
+        let answered = tokio::spawn(gate.decide(
+            Target { host: "kept.test".to_owned(), port: 1 },
+            Via::Http,
+            None,
+        ));
+        let Some(lines) = heard.recv().await else { panic!() };
+        let asked: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        let answer = json!({"type": "permission_response", "request_id": asked["request_id"], "decision": "deny"});
+        assert!(gate.answers.take(answer.to_string().as_bytes()));
+        assert!(matches!(answered.await.unwrap(), Verdict::Deny));
+        let Some(lines) = heard.recv().await else { panic!() };
+        let closed: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        assert_eq!(
+            closed["source"],
+            serde_json::Value::Null,
+            "closed by the answer, not withdrawn"
+        );
+        tokio::task::yield_now().await;
+        assert!(heard.try_recv().is_err(), "withdrawn after its answer");
     }
 }
