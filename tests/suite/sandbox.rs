@@ -241,6 +241,62 @@ async fn a_host_not_allowed_is_a_question_any_client_answers() {
 }
 
 #[tokio::test]
+async fn a_network_question_whose_program_gave_up_is_withdrawn_in_every_client() {
+    let (port, accepted) = server("never-reached").await;
+    let resolve = "example.test=127.0.0.1".to_owned();
+    let machine = Machine::start("", &["--egress-resolve", &resolve]).await;
+    let mut driver = machine.client().await;
+    let mut watcher = machine.client().await;
+    let agent = driver.create(&machine.project(), "giving-up").await;
+    driver.attach(&agent, "interactive").await;
+    watcher.attach(&agent, "interactive").await;
+    // Nobody answers curl's network question; curl is then stopped, as a
+    // program that gives up waiting ends (its connection closes).
+    let command = format!("curl -sS --max-time 60 http://example.test:{port}/gave-up");
+    driver
+        .call(
+            "p",
+            json!({"type": "prompt", "agent_id": agent, "message": format!("run: {command}")}),
+        )
+        .await;
+    let bash = driver.permission_request(&agent).await;
+    answer(&driver, &agent, &bash, "allow");
+    let is_asked = |message: &Value| {
+        message["type"] == "permission_request" && message["tool_name"] == "network"
+    };
+    let asked = watcher.until_agent(&agent, is_asked).await.pop().expect("a network question");
+    let stopped = std::process::Command::new("pkill")
+        .args(["-f", &format!("example.test:{port}/gave-up")])
+        .status()
+        .expect("pkill runs");
+    assert!(stopped.success(), "no curl to stop");
+    // The question is withdrawn in both clients. The turn goes on, and may
+    // end before the proxy has seen the connection close: the two come in
+    // either order.
+    let is_withdrawn = |message: &Value| {
+        message["type"] == "permission_resolved" && message["request_id"] == asked["request_id"]
+    };
+    let mut read = watcher.until_agent(&agent, is_withdrawn).await;
+    let (mut withdrawn, mut ended) = (false, false);
+    while !withdrawn || !ended {
+        let more = driver
+            .until_agent(&agent, |message| is_withdrawn(message) || message["type"] == "turn_end")
+            .await;
+        withdrawn |= more.iter().any(is_withdrawn);
+        ended |= more.iter().any(|message| message["type"] == "turn_end");
+        read.extend(more);
+    }
+    for resolved in read.iter().filter(|message| is_withdrawn(message)) {
+        assert_eq!(
+            (&resolved["decision"], &resolved["source"]),
+            (&json!("deny"), &json!("withdrawn")),
+            "{resolved}"
+        );
+    }
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
 async fn allow_always_keeps_the_host_for_this_agent_only() {
     let (port, accepted) = server("kept").await;
     let machine = Machine::start("", &["--egress-resolve", "kept.test=127.0.0.1"]).await;
