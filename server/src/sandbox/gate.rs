@@ -112,8 +112,14 @@ impl Answers {
                 Envelope::new(ServerMessage::Response(Response::accepted("permission_response")));
             lines.push(accepted.with_id(id.to_owned()).to_json());
         }
-        tokio::spawn(self.tell.tell(lines));
-        let _ = waiting.answer.send(answer);
+        // The verdict waits until the question is told closed, so that every
+        // client sees it closed before anything its connection then does
+        // (the program's result, the turn's end).
+        let told = self.tell.tell(lines);
+        tokio::spawn(async move {
+            told.await;
+            let _ = waiting.answer.send(answer);
+        });
         true
     }
 
