@@ -302,6 +302,22 @@ mod tests {
         }
     }
 
+    /// Asks about `host` through `gate`, answers the question `deny` as a
+    /// client would, and returns the verdict.
+    async fn asked_and_denied(
+        gate: &NetworkGate,
+        heard: &mut mpsc::Receiver<Vec<String>>,
+        host: &str,
+    ) -> Verdict {
+        let target = Target { host: host.to_owned(), port: 1 };
+        let verdict = tokio::spawn(gate.decide(target, Via::Http, None));
+        let Some(lines) = heard.recv().await else { panic!("no question") };
+        let asked: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        let answer = json!({"type": "permission_response", "request_id": asked["request_id"], "decision": "deny"});
+        assert!(gate.answers.take(answer.to_string().as_bytes()));
+        verdict.await.unwrap()
+    }
+
     #[tokio::test]
     async fn a_question_is_asked_among_the_events_and_its_answer_taken_from_the_input() {
         let home = tempfile::tempdir().unwrap();
@@ -349,16 +365,7 @@ mod tests {
         assert!(matches!(gate.decide(other(), Via::Http, None).await, Verdict::Allow));
         assert!(heard.try_recv().is_err());
 
-        let denied = tokio::spawn(gate.decide(
-            Target { host: "third.test".to_owned(), port: 1 },
-            Via::Http,
-            None,
-        ));
-        let Some(lines) = heard.recv().await else { panic!() };
-        let asked: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
-        let answer = json!({"type": "permission_response", "request_id": asked["request_id"], "decision": "deny"});
-        assert!(gate.answers.take(answer.to_string().as_bytes()));
-        assert!(matches!(denied.await.unwrap(), Verdict::Deny));
+        assert!(matches!(asked_and_denied(&gate, &mut heard, "third.test").await, Verdict::Deny));
         assert_eq!(super::super::grants::load(home.path(), "a").len(), 1, "a deny keeps nothing");
     }
 
@@ -390,16 +397,7 @@ mod tests {
         let late = json!({"type": "permission_response", "request_id": asked["request_id"], "decision": "allow"});
         assert!(!gate.answers.take(late.to_string().as_bytes()));
         // An answered question is not withdrawn afterwards.
-        let answered = tokio::spawn(gate.decide(
-            Target { host: "kept.test".to_owned(), port: 1 },
-            Via::Http,
-            None,
-        ));
-        let Some(lines) = heard.recv().await else { panic!() };
-        let asked: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
-        let answer = json!({"type": "permission_response", "request_id": asked["request_id"], "decision": "deny"});
-        assert!(gate.answers.take(answer.to_string().as_bytes()));
-        assert!(matches!(answered.await.unwrap(), Verdict::Deny));
+        assert!(matches!(asked_and_denied(&gate, &mut heard, "kept.test").await, Verdict::Deny));
         let Some(lines) = heard.recv().await else { panic!() };
         let closed: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
         assert_eq!(
