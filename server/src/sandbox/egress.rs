@@ -2,14 +2,17 @@
 //! namespace (CONTRACT.md "Sandbox"). The daemon makes one unix socket per
 //! agent, binds it into that agent's sandbox and serves it here; whoever
 //! connects is that agent, so the protocol carries no credentials. Inside,
-//! `shard_agent::egress` forwards TCP on loopback to the socket.
+//! `shard_agent::egress` accepts TCP on loopback and hands each connection
+//! over the socket whole; it is served here in the socket's place, and a
+//! client that hands nothing over speaks on the socket itself.
 //!
 //! Each connection names one target, by HTTP `CONNECT`, by an absolute-form
 //! HTTP request, or by SOCKS5 (the first byte tells which); a [`Gate`]
 //! decides it (the allow-list, or a question to a person), and only then is
-//! the target resolved and connected, and bytes relayed until either side
-//! ends. Everything before the gate is bounded in bytes and in time; the
-//! gate's own wait is not, since a person may take minutes.
+//! the target resolved and connected, and bytes relayed
+//! (`shard_agent::relay`, with `splice(2)`) until either side ends.
+//! Everything before the gate is bounded in bytes and in time; the gate's
+//! own wait is not, since a person may take minutes.
 
 use std::fmt;
 use std::io;
