@@ -18,6 +18,9 @@ pub struct Shown {
     pub qr: String,
     /// When the link dies, on the page's clock (ms).
     pub until_ms: f64,
+    /// The link names the daemon's loopback address: it works on this
+    /// computer only (a phone would open it on itself).
+    pub local_only: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -74,7 +77,8 @@ impl Pairing {
     pub fn show(self, answer: PairAnswer, now_ms: f64) -> String {
         let until_ms = now_ms + answer.expires_in_ms as f64;
         let qr = image_url(&answer.qr_svg);
-        self.shown.set(Some(Shown { url: answer.url.clone(), qr, until_ms }));
+        let local_only = answer.local_only;
+        self.shown.set(Some(Shown { url: answer.url.clone(), qr, until_ms, local_only }));
         self.left.set(seconds_left(until_ms, now_ms));
         answer.url
     }
@@ -145,6 +149,7 @@ mod tests {
             url: "http://127.0.0.1:1/#enroll=A".into(),
             expires_in_ms: 600_000,
             qr_svg: "<svg/>".into(),
+            local_only: true,
         };
         let url = pairing.show(answer, 1_000.0);
         assert_eq!(left_label(pairing.left.get_untracked()), "Expires in 10:00");

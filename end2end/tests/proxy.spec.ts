@@ -229,6 +229,17 @@ function behind(proxy: Proxy, fixedPort?: number) {
       await expect(row).toBeVisible();
       await expect(row.locator('.runtime')).toHaveText('running');
       await page.screenshot({ path: testInfo.outputPath(`${proxy.name}-${port}.png`), fullPage: true });
+
+      // Reachable from elsewhere, a pairing link names the public origin,
+      // and its QR code (drawn by the daemon, an image under the page's
+      // img-src data: policy) is there for a phone's camera.
+      await page.getByRole('button', { name: 'Pair a device' }).click();
+      const dialog = page.getByRole('dialog', { name: 'Pair a device' });
+      await expect(dialog.getByLabel('Pairing link')).toHaveValue(new RegExp(`^https://localhost:${port}/#enroll=`));
+      const qr = dialog.getByRole('img', { name: 'QR code of the pairing link' });
+      await expect(qr).toBeVisible();
+      expect(await qr.evaluate((image) => (image as HTMLImageElement).naturalWidth)).toBeGreaterThan(100);
+      await expect(dialog.locator('.pair-local')).toBeHidden();
       await context.close();
     });
   });

@@ -46,6 +46,12 @@ pub struct PairAnswer {
     pub expires_in_ms: u64,
     /// The link as a QR code: an SVG document, drawn by the daemon.
     pub qr_svg: String,
+    /// Whether the link's origin is the daemon's loopback address (loopback
+    /// mode), which another device would open on itself: the link works on
+    /// this computer only, and the page says so instead of offering its QR
+    /// code to a phone.
+    #[serde(default)]
+    pub local_only: bool,
 }
 
 /// The tag of a question's notification (docs/NOTIFICATIONS.md): the

@@ -51,6 +51,8 @@ fn pair_dialog() -> Result<AnyView, super::Unloaded> {
     let field = move |pick: fn(&Shown) -> &String| {
         shown.with(|shown| shown.as_ref().map(|shown| pick(shown).clone()).unwrap_or_default())
     };
+    let local_only =
+        move || shown.with(|shown| shown.as_ref().is_some_and(|shown| shown.local_only));
     let input: NodeRef<html::Input> = NodeRef::new();
     let select = move || {
         if let Some(input) = input.get_untracked() {
@@ -66,12 +68,24 @@ fn pair_dialog() -> Result<AnyView, super::Unloaded> {
         <dialog class="dialog pair" aria-labelledby="pair-title" node_ref=pairing.dialog
             on:close=move |_| pairing.closed()>
             <h2 id="pair-title">"Pair a device"</h2>
-            <p>"Open this link on the other device, or scan the code with its camera. It enrolls one browser, once."</p>
+            <p>{move || if local_only() {
+                "Open this link in the other browser. It enrolls one browser, once."
+            } else {
+                "Open this link on the other device, or scan the code with its camera. It enrolls one browser, once."
+            }}</p>
             <p class="pair-error" role="alert" hidden=move || pairing.error.with(Option::is_none)>
                 {move || pairing.error.get().unwrap_or_default()}
             </p>
             <div hidden=move || shown.with(Option::is_none)>
-                <img class="qr" src=move || field(|shown| &shown.qr) alt="QR code of the pairing link"/>
+                // A loopback link opens on the device that scans it: no QR
+                // code, and what to do instead.
+                <div class="pair-local" role="note" hidden=move || !local_only()>
+                    <p><strong>"This link works on this computer only."</strong>
+                        " It points at 127.0.0.1, and a phone that opens it reaches itself, not this daemon. Use it for another browser here."</p>
+                    <p>"To pair a phone, make the daemon reachable from it: put it behind a TLS reverse proxy (docs/WEB-DEPLOYMENT.md in Shard's source), open the dashboard at that address, and pair from there."</p>
+                </div>
+                <img class="qr" src=move || field(|shown| &shown.qr) alt="QR code of the pairing link"
+                    hidden=local_only/>
                 <div class="pair-link">
                     <input readonly aria-label="Pairing link" prop:value=move || field(|shown| &shown.url)
                         node_ref=input on:focus=move |_| select()/>

@@ -58,7 +58,10 @@ pub async fn pair(
                "peer": effective.client.to_string()}),
     );
     let expires_in_ms = u64::try_from(web.auth.code_ttl().as_millis()).unwrap_or(u64::MAX);
-    axum::Json(PairAnswer { url, expires_in_ms, qr_svg }).into_response()
+    // On loopback the link names 127.0.0.1, which a phone would open on
+    // itself: the page says the link is for this computer only.
+    let local_only = web.config.mode == super::config::Mode::Loopback;
+    axum::Json(PairAnswer { url, expires_in_ms, qr_svg, local_only }).into_response()
 }
 
 #[cfg(test)]
