@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 
 use leptos::prelude::*;
+use shard_protocol::ClientMessage;
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{AgentAttach, AgentTarget, AttachRole};
-use shard_protocol::{ClientMessage, Envelope};
 
 /// Whether this tab is on screen now (what `client.presence` says).
 #[cfg(feature = "hydrate")]
@@ -289,7 +289,9 @@ impl Link {
         let Some(id) = self.requests.try_update_value(|requests| requests.open(request)) else {
             return false;
         };
-        let frame = Envelope { id: Some(id), agent_id, seq: None, message }.to_json();
+        let Some(frame) = crate::outgoing::encode(&message, &id, agent_id.as_deref()) else {
+            return false;
+        };
         self.sender.try_with_value(|sender| {
             if let Some(send) = sender {
                 send(frame);
