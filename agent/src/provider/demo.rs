@@ -15,6 +15,7 @@
 //! | `ls: PATH`, `grep: PATTERN`, `find: GLOB` | calls that tool, then counts |
 //! | `recall: INDEX` | calls `recall` |
 //! | `ask: QUESTION` | calls `ask` (a `ui_request` of kind input), then repeats the answer |
+//! | `ask-select: QUESTION \| A \| B`, `ask-confirm:`, `ask-editor:` (+ lines to prefill), `ask-notify:` | the other kinds of `ask` |
 //! | `stream: N` | N text deltas, 10 ms apart |
 //! | `burst: N` | N text deltas as fast as possible |
 //! | `pace: N RATE` | N text deltas at RATE a second, each `tick-I@MICROS ` stamped with the wall clock |
@@ -357,6 +358,22 @@ async fn respond(
                 return out
                     .tool_call(call_id, "ask", json!({"question": argument, "kind": "input"}))
                     .await;
+            }
+            // `ask-select: QUESTION | A | B`, `ask-confirm:`, `ask-editor:`
+            // (the lines after it prefill the answer), `ask-notify:`.
+            kind @ ("ask-select" | "ask-confirm" | "ask-editor" | "ask-notify") => {
+                let kind = &kind["ask-".len()..];
+                let mut parts = argument.split('|').map(str::trim);
+                let question = parts.next().unwrap_or_default();
+                let mut args = json!({"question": question, "kind": kind});
+                let options: Vec<&str> = parts.filter(|option| !option.is_empty()).collect();
+                if !options.is_empty() {
+                    args["options"] = json!(options);
+                }
+                if kind == "editor" && !following.is_empty() {
+                    args["prefill"] = json!(following.join("\n"));
+                }
+                return out.tool_call(call_id, "ask", args).await;
             }
             "stream" | "burst" => {
                 let count: u64 = argument.parse::<u64>().unwrap_or(10).min(MAX_DELTAS);
