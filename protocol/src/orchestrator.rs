@@ -204,6 +204,16 @@ pub struct RuntimeInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuntimeListResult {
     pub runtimes: Vec<RuntimeInfo>,
+    /// Shard's additive field: the model a built-in agent gets when none
+    /// is named (config.toml's `default_model`, else `demo`), for a form to
+    /// say so (docs/PROTOCOL-NOTES.md, "Runtimes").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
+    /// Shard's additive field: a working directory to offer a first agent,
+    /// the one the daemon was started in (its user's home when that is the
+    /// root). Only a suggestion: `agent.create` still names its `cwd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggested_cwd: Option<String>,
 }
 
 /// A browser session as `daemon.sessions` lists it: ids and times only.

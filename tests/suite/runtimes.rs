@@ -44,6 +44,13 @@ async fn runtime_list_names_the_builtin_agent_then_each_configured_runtime() {
     let mut client = Client::unix(&daemon.socket()).await;
     let bare = client.call("r0", json!({"type": "runtime.list"})).await;
     assert_eq!(runtimes(&bare), [("shard".to_owned(), "shard".to_owned())]);
+    // What a new-agent form offers: the default model, and a folder (the
+    // daemon's own, which exists).
+    assert_eq!(bare["data"]["default_model"], "demo", "{bare}");
+    let suggested = bare["data"]["suggested_cwd"].as_str().expect("a suggested folder");
+    assert!(
+        std::path::Path::new(suggested).is_absolute() && std::path::Path::new(suggested).is_dir()
+    );
 
     // Read when asked: a runtime added to config.toml is listed at once.
     std::fs::write(home.path().join("config.toml"), TWO_RUNTIMES).unwrap();

@@ -511,7 +511,9 @@ impl Registry {
     }
 
     /// `runtime.list`: the built-in agent, then every configured runtime.
-    pub fn runtimes(&self) -> Result<Vec<RuntimeInfo>, AgentError> {
+    /// The runtimes config.toml names after the built-in one, and the
+    /// built-in agent's default model.
+    pub fn runtimes(&self) -> Result<(Vec<RuntimeInfo>, String), AgentError> {
         let config = Config::load(&self.context.home).map_err(AgentError::Config)?;
         let builtin = shard_agent::runtimes::BUILTIN;
         let mut runtimes =
@@ -520,7 +522,7 @@ impl Registry {
             id: runtime.id.clone(),
             protocol: runtime.protocol.as_str().to_owned(),
         }));
-        Ok(runtimes)
+        Ok((runtimes, config.default_model))
     }
 
     /// Stops every process as `mode` says, and waits until each has

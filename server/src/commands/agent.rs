@@ -88,9 +88,20 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
 fn runtimes(caller: &Caller<'_>) -> Outcome {
     let daemon = caller.daemon.clone();
     Outcome::Later(Box::pin(async move {
-        let runtimes = tokio::task::spawn_blocking(move || daemon.registry().runtimes())
-            .await
-            .map_err(|_| crate::agents::error::AgentError::HostGone)??;
-        ok(RuntimeListResult { runtimes })
+        let (runtimes, default_model) =
+            tokio::task::spawn_blocking(move || daemon.registry().runtimes())
+                .await
+                .map_err(|_| crate::agents::error::AgentError::HostGone)??;
+        let default_model = Some(default_model);
+        ok(RuntimeListResult { runtimes, default_model, suggested_cwd: suggested_cwd() })
     }))
+}
+
+/// Where a first agent might work: the directory the daemon was started
+/// in, as a user runs it from a project; its user's home when that is the
+/// root (a service manager's start).
+fn suggested_cwd() -> Option<String> {
+    let here = std::env::current_dir().ok().filter(|dir| dir.parent().is_some());
+    let dir = here.or_else(|| std::env::var_os("HOME").map(std::path::PathBuf::from))?;
+    dir.to_str().map(str::to_owned)
 }
