@@ -2,12 +2,15 @@
 //! may arrive while the user is typing a prompt: it must never take that
 //! typing as an answer. So:
 //!
-//! - opening a question never moves focus onto an answer button, and moves
-//!   focus at all (onto the dialog itself) only when the user is not typing;
+//! - opening a question never moves focus onto an answer button: the
+//!   question dialog takes focus onto itself, so that what is typed next
+//!   goes to it and not into the box behind its backdrop;
 //! - a shortcut answers only when the question's own dialog or inbox entry
 //!   has focus, never with a modifier held, never as a key's auto-repeat;
 //! - nothing answers within [`ARM_DELAY_MS`] of the question appearing, not a
-//!   shortcut, not Enter or Space on a button, not a click;
+//!   shortcut, not Enter or Space on a button, not a click; in the dialog a
+//!   key pressed meanwhile starts that wait again, so a typist who has not
+//!   yet seen the question answers nothing however long they type;
 //! - "Always allow" has no shortcut and takes two separate activations.
 
 /// How long a new question ignores every answer. A person notices a change
@@ -47,6 +50,12 @@ pub fn shortcut<'a>(
         return None;
     }
     shortcuts.iter().map(String::as_str).find(|shortcut| *shortcut == press.key)
+}
+
+/// Whether `key` (a `KeyboardEvent.key`) is a modifier alone, which types
+/// nothing and so restarts no question's wait.
+pub fn is_modifier(key: &str) -> bool {
+    matches!(key, "Shift" | "Control" | "Alt" | "Meta" | "AltGraph" | "CapsLock")
 }
 
 /// The page's clock in milliseconds (0 outside the browser, where nothing

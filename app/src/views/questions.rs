@@ -180,8 +180,11 @@ fn question_body(
                         // "Always allow" takes a second, separate activation.
                         let persist = intent == "persist";
                         let confirming = RwSignal::new(false);
-                        let text = match &key { Some(key) => format!("{label} ({key})"), None => label.clone() };
-                        let shown = move || if confirming.get() { format!("Confirm: {}", label.to_lowercase()) } else { text.clone() };
+                        // The key's hint, which a phone's stylesheet hides.
+                        let hint = key.as_ref().map(|key| view! {
+                            <span class="key-hint" hidden=move || confirming.get()>{format!(" ({key})")}</span>
+                        });
+                        let shown = move || if confirming.get() { format!("Confirm: {}", label.to_lowercase()) } else { label.clone() };
                         let click = move |_| {
                             if !guard::armed(shown_at, guard::now_ms()) {
                                 return;
@@ -195,7 +198,7 @@ fn question_body(
                         view! {
                             <button class="answer" data-intent=intent data-key=key.unwrap_or_default()
                                 prop:disabled=move || !armed.get() class:confirming=move || confirming.get()
-                                on:click=click>{shown}</button>
+                                on:click=click>{shown}{hint}</button>
                         }
                     }).collect_view()}
                 </div>
@@ -285,11 +288,12 @@ fn UiBody(
     }
 }
 
-/// The dialog for the selected agent's first open question. It takes focus
-/// only when the user is not typing, and then onto itself, never onto an
-/// answer; its shortcuts work only while it has focus, once armed; Tab stays
-/// inside it; Escape or "Later" closes it and the question stays in the inbox
-/// (crate::guard).
+/// The dialog for the selected agent's first open question. It takes focus,
+/// onto itself and never onto an answer, and gives it back when it goes.
+/// Its shortcuts work only once armed, and a key pressed before that (a
+/// typist who has not seen it yet) starts the wait again; Tab stays
+/// inside it; Escape or "Later" closes it and the question stays in the
+/// inbox (crate::guard).
 #[component]
 pub fn QuestionDialog() -> impl IntoView {
     let state = state();
@@ -305,13 +309,14 @@ pub fn QuestionDialog() -> impl IntoView {
             let state = state.clone();
             let shown = RwSignal::new(None);
             let dialog: NodeRef<html::Div> = NodeRef::new();
-            let later: NodeRef<html::Button> = NodeRef::new();
             Effect::new(move |_| {
-                if let Some(dialog) = dialog.get()
-                    && !guard::typing() {
-                        let _ = dialog.focus();
-                    }
+                #[cfg(feature = "hydrate")]
+                if let Some(dialog) = dialog.get() {
+                    crate::dialog::remember_focus(&dialog);
+                }
             });
+            #[cfg(feature = "hydrate")]
+            on_cleanup(crate::dialog::restore_focus);
             let key = question.key();
             let dismiss = {
                 let state = state.clone();
@@ -323,13 +328,34 @@ pub fn QuestionDialog() -> impl IntoView {
                 let question = question.clone();
                 let dismiss = dismiss.clone();
                 move |event: leptos::ev::KeyboardEvent| {
-                    if event.key() == "Escape" {
+                    let key = event.key();
+                    if key == "Escape" {
                         event.prevent_default();
                         dismiss();
                         return;
                     }
-                    let shown_at = shown.get_untracked();
-                    if let Some(answer) = shown_at.and_then(|at| shortcut_answer(&question, &event, at)) {
+                    if key == "Tab" {
+                        event.prevent_default();
+                        #[cfg(feature = "hydrate")]
+                        if let Some(dialog) = dialog.get_untracked() {
+                            crate::dialog::cycle_focus(&dialog, event.shift_key());
+                        }
+                        return;
+                    }
+                    // Typing an answer into the question's own field.
+                    if guard::typing() || guard::is_modifier(&key) {
+                        return;
+                    }
+                    let Some(shown_at) = shown.get_untracked() else { return };
+                    let now = guard::now_ms();
+                    if !guard::armed(shown_at, now) {
+                        // Typing meant for the box behind: nothing answers
+                        // until the typist stops and sees the question.
+                        event.prevent_default();
+                        shown.set(Some(now));
+                        return;
+                    }
+                    if let Some(answer) = shortcut_answer(&question, &event, shown_at) {
                         event.prevent_default();
                         state.questions.answer(&question, answer);
                     }
@@ -342,16 +368,13 @@ pub fn QuestionDialog() -> impl IntoView {
                 PendingKind::Ui(_) => format!("{agent} asks you"),
             };
             let close = dismiss.clone();
-            let to_dialog = move |_| { if let Some(dialog) = dialog.get() { let _ = dialog.focus(); } };
             view! {
                 <div class="overlay">
-                    <div class="dialog" role="dialog" aria-labelledby="question-title" tabindex="-1" node_ref=dialog
+                    <div class="dialog" role="dialog" aria-modal="true" aria-labelledby="question-title" tabindex="-1" node_ref=dialog
                         on:keydown=on_key data-request-id=question.request.request_id().to_owned()>
-                        <span tabindex="0" on:focus=move |_| { if let Some(button) = later.get() { let _ = button.focus(); } }></span>
                         <h2 id="question-title">{title}</h2>
                         <QuestionBody question=question.clone() shown=shown/>
-                        <button class="later" node_ref=later on:click=move |_| close()>"Later (Esc)"</button>
-                        <span tabindex="0" on:focus=to_dialog></span>
+                        <button class="later" on:click=move |_| close()>"Later" <span class="key-hint">" (Esc)"</span></button>
                     </div>
                 </div>
             }
