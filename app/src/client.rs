@@ -201,22 +201,17 @@ fn wake_on_return() {
     wake.forget();
 }
 
-/// A notification opens the page on its agent: `#agent=ID` in the address
-/// of a window the service worker opened, or its `shard.open:ID` message to
-/// a window already open (public/sw.js).
+/// The page opens on the agent its address names (`#agent=ID`: a link, a
+/// reload, a window the service worker opened for a notification), and a
+/// notification clicked while it is open sends it there (its
+/// `shard.open:ID` message, public/sw.js).
 pub fn open_from_notifications(state: &ClientState) {
     use wasm_bindgen::JsCast;
     use wasm_bindgen::closure::Closure;
     let Some(window) = web_sys::window() else { return };
-    let location = window.location();
-    let asked = location.hash().ok().and_then(|hash| {
-        let id = hash.strip_prefix("#agent=")?;
-        web_sys::js_sys::decode_uri_component(id).ok().map(String::from)
-    });
+    // The address names an agent (crate::address): it is the one on screen.
+    let asked = window.location().hash().ok().and_then(|hash| crate::address::agent_in(&hash));
     if let Some(agent_id) = asked {
-        if let (Ok(path), Ok(history)) = (location.pathname(), window.history()) {
-            let _ = history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&path));
-        }
         state.select(Some(agent_id));
     }
     if !window.is_secure_context() {

@@ -1,6 +1,6 @@
 //! Keeps the transcript at its end while the user is there (hydrate only).
 //! Whether the user is "there" changes only when they scroll; when the
-//! content grows, a `ResizeObserver` (at most once a frame, after layout,
+//! content grows or the view shrinks, a `ResizeObserver` (at most once a frame, after layout,
 //! never once per delta) brings the end back into view. Once the user
 //! scrolls up, or while the view shows a window that is not the end (paged
 //! back, or moved to a row found), nothing moves under them.
@@ -56,8 +56,12 @@ pub fn stick_to_end(
             }
         })
     };
+    // The view's own height changes too (a panel opens above it, a
+    // chunk's header arrives, a phone's keyboard shows): then the end
+    // would slip out of sight with no scroll to say so.
     if let Ok(observer) = ResizeObserver::new(on_resize.as_ref().unchecked_ref()) {
         observer.observe(&content);
+        observer.observe(&scroller);
     }
     // They live as long as the page's transcript view, which is made once
     // per opening of the agent pane: a few closures, not per row or delta.

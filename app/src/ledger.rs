@@ -20,6 +20,10 @@ use crate::kept::Kept;
 use crate::link::{Link, Request};
 use crate::roster::Roster;
 
+/// How long a note of something done stays up.
+#[cfg(feature = "hydrate")]
+const DONE_NOTE_SECONDS: u64 = 8;
+
 /// What the last session operation did, or why it could not.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Note {
@@ -89,6 +93,26 @@ impl Ledger {
 
     pub fn tell(&self, text: impl Into<String>, error: bool) {
         self.note.set(Some(Note { text: text.into(), error }));
+    }
+
+    /// Says what was done, for a few seconds: the change itself is on
+    /// screen, and a note left up would go stale.
+    fn tell_done(&self, text: &'static str) {
+        self.tell(text, false);
+        #[cfg(feature = "hydrate")]
+        {
+            let note = self.note;
+            set_timeout(
+                move || {
+                    if note
+                        .with_untracked(|note| note.as_ref().is_some_and(|note| note.text == text))
+                    {
+                        note.set(None);
+                    }
+                },
+                std::time::Duration::from_secs(DONE_NOTE_SECONDS),
+            );
+        }
     }
 
     fn shown(&self) -> Option<String> {
@@ -230,7 +254,7 @@ impl Ledger {
     fn forked(&self, response: &Response) {
         match response.data::<ForkResult>() {
             Ok(fork) => {
-                self.tell("Forked into a new session: this one is unchanged.", false);
+                self.tell_done("Forked into a new session: this one is unchanged.");
                 self.forked.set(Some(fork.session_id));
                 self.sessions_open.set(true);
                 self.fetch_sessions();
@@ -258,7 +282,7 @@ impl Ledger {
         match response.data::<SessionActivateResult>() {
             Ok(switched) => {
                 if switched.session_id != switched.previous_session_id {
-                    self.tell("Switched sessions: the transcript follows.", false);
+                    self.tell_done("Switched sessions: the transcript follows.");
                 }
                 self.forked.set(None);
                 self.elsewhere.set(None);

@@ -12,6 +12,8 @@
 #![recursion_limit = "512"]
 
 #[cfg(feature = "hydrate")]
+mod address;
+#[cfg(feature = "hydrate")]
 mod client;
 mod device;
 mod dialog;
@@ -26,6 +28,7 @@ mod link;
 mod markdown;
 mod notify;
 mod order;
+mod outgoing;
 mod pairing;
 #[cfg(feature = "hydrate")]
 mod persist;
@@ -131,6 +134,7 @@ pub fn App() -> impl IntoView {
         {
             persist::restore(&live);
             client::open_from_notifications(&live);
+            address::follow(&live);
             persist::keep(&live);
             notify::restore(&live);
             notify::listen(&live);
@@ -189,7 +193,7 @@ pub fn App() -> impl IntoView {
             </Show>
         </header>
         <main class="home" data-hydrated=move || hydrated.get().to_string() data-enrolled=move || enrolled.get().to_string()>
-            {move || notice.get().map(|text| view! { <p class="notice" role="status">{text}</p> })}
+            {move || notice.get().map(|text| view! { <p class="notice" role="status"><markdown::Ticked text=text/></p> })}
             // Not enrolled, the dashboard would be an empty list and a form
             // that cannot work: say so, and how to be, instead.
             // (Hidden by the stylesheet rather than unmounted: swapping the

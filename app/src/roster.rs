@@ -71,6 +71,9 @@ pub struct Roster {
     /// The runtimes a new agent may run, by id (`runtime.list`): Shard's
     /// own first, then each configured one.
     pub runtimes: RwSignal<Vec<String>>,
+    /// What the daemon says a new built-in agent gets: its default model,
+    /// and a working directory to offer (`runtime.list`).
+    pub defaults: RwSignal<(Option<String>, Option<String>)>,
     /// Where the new-agent form's last request stands.
     pub creation: RwSignal<Creation>,
     link: Link,
@@ -95,6 +98,7 @@ impl Roster {
             unread: RwSignal::new(BTreeSet::new()),
             collapsed: RwSignal::new(BTreeSet::new()),
             runtimes: RwSignal::new(Vec::new()),
+            defaults: RwSignal::new((None, None)),
             creation: RwSignal::new(Creation::Idle),
             link,
         }
@@ -112,6 +116,7 @@ impl Roster {
     pub fn runtimes_listed(&self, response: &Response) {
         if let Ok(listed) = response.data::<RuntimeListResult>() {
             self.runtimes.set(listed.runtimes.into_iter().map(|runtime| runtime.id).collect());
+            self.defaults.set((listed.default_model, listed.suggested_cwd));
         }
     }
 
@@ -180,6 +185,16 @@ impl Roster {
     pub fn cwd_of(&self, agent_id: &str) -> Option<String> {
         self.agents.with(|agents| {
             agents.iter().find(|agent| agent.agent_id == agent_id).map(|agent| agent.cwd.clone())
+        })
+    }
+
+    /// Whether `agent_id` runs on the built-in `demo` model (tracked).
+    pub fn on_demo_model(&self, agent_id: &str) -> bool {
+        self.agents.with(|agents| {
+            agents.iter().any(|agent| {
+                agent.agent_id == agent_id
+                    && agent.model.as_deref().is_some_and(|model| model.starts_with("demo"))
+            })
         })
     }
 

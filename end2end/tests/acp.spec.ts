@@ -40,6 +40,13 @@ test('an ACP agent made from the form streams, and its question is answered in a
 
   await prompt(tab, 'hello from the browser');
   await expect(tab.locator('.message.assistant').last()).toContainText('echo: hello from the browser');
+  // Its sessions are its own: no Fork on a message, no Sessions panel
+  // (with "Compact now"); its usage and approvals are still Shard's.
+  await expect(tab.locator('.ledger-panels summary', { hasText: 'Usage' })).toBeVisible();
+  await expect(tab.locator('.sessions-panel')).toHaveCount(0);
+  await tab.locator('.message.assistant').last().hover();
+  await expect(tab.locator('button.fork')).toHaveCount(0);
+  await expect(tab.getByRole('button', { name: 'Compact now' })).toHaveCount(0);
 
   const other = await context.newPage();
   await other.goto(daemon.baseURL);

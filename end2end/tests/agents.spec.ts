@@ -1,9 +1,10 @@
 // Enrollment and the live agent list, in Chromium against the real daemon.
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  test, expect, createAgent, enrolled, newEnrollURL, project, startDaemon, stopDaemon, unixCall,
+  allowConsoleError, test, expect, createAgent, enrolled, newEnrollURL, project, startDaemon, stopDaemon, unixCall,
 } from './daemon';
 
 test('a browser enrolls with the printed URL and sees the agents it creates, live', async ({ page, daemon }, testInfo) => {
@@ -83,6 +84,8 @@ test('a browser that is not enrolled is told how to enroll, not shown an empty d
 });
 
 test('a browser whose session is revoked, or whose secret is gone, is shown as not enrolled', async ({ browser }) => {
+  // Its /bootstrap is refused (401), as the browser's console says.
+  allowConsoleError(/status of 401/);
   const daemon = await startDaemon();
   try {
     const [context, tab] = await enrolled(browser, daemon);
@@ -167,4 +170,33 @@ test('the new-agent form answers by its fields, keeps what was typed on a refusa
   await expect(problem).toHaveCount(0);
   await expect(panel).toHaveJSProperty('open', false);
   await context.close();
+});
+
+test('a first agent\'s form offers the daemon\'s folder and names the default model; a workspace is asked for each agent', async ({ browser }) => {
+  const daemon = await startDaemon();
+  try {
+    const [context, tab] = await enrolled(browser, daemon, { viewport: { width: 390, height: 844 }, touch: true });
+    // On a phone "New agent" is a control a thumb can hit.
+    const summary = tab.locator('details.create-panel summary');
+    expect((await summary.boundingBox())!.height).toBeGreaterThanOrEqual(40);
+    await summary.tap();
+    await expect(tab.getByLabel('Working directory')).toHaveValue(realpathSync(daemon.cwd));
+    await expect(tab.getByLabel('Model', { exact: true })).toHaveAttribute('placeholder', 'demo (the default)');
+
+    const repo = project();
+    execFileSync('git', ['init', '--quiet', '-b', 'main'], { cwd: repo });
+    execFileSync('git', ['-c', 'user.name=T', '-c', 'user.email=t@example.invalid', 'commit', '--quiet', '--allow-empty', '-m', 'first'], { cwd: repo });
+    await tab.getByLabel('Working directory').fill(repo);
+    await tab.getByLabel('Name', { exact: true }).fill('in-a-tree');
+    await tab.getByLabel(/In a new workspace/).check();
+    await tab.getByRole('button', { name: 'Create agent' }).tap();
+    await expect(tab.locator('.agent-view h2')).toHaveText('in-a-tree');
+    // The next agent is in the folder as it is, unless asked again.
+    await tab.getByRole('button', { name: 'Back to agents' }).tap();
+    await summary.tap();
+    await expect(tab.getByLabel(/In a new workspace/)).not.toBeChecked();
+    await context.close();
+  } finally {
+    await stopDaemon(daemon);
+  }
 });

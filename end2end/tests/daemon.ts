@@ -18,6 +18,8 @@ export type Daemon = {
   /** The enrollment URL the daemon printed at start (single use). */
   enrollURL: string;
   home: string;
+  /** The directory it was started in. */
+  cwd: string;
   process: ChildProcess;
 };
 
@@ -45,7 +47,7 @@ async function spawnDaemon(home: string, cwd: string, args: string[]): Promise<D
       failed(new Error(`shard daemon exited early with ${code}`));
     });
   });
-  return { baseURL, enrollURL, home, process: child };
+  return { baseURL, enrollURL, home, cwd, process: child };
 }
 
 export async function startDaemon(extraArgs: string[] = []): Promise<Daemon> {
@@ -135,7 +137,54 @@ export class Restartable {
   }
 }
 
-export const test = base.extend<{}, { daemon: Daemon }>({
+/**
+ * What every page of a test logged as an error: uncaught exceptions,
+ * `console.error`, and every Content-Security-Policy violation (the page's
+ * policy allows no inline style or script: one would be a bug). Each test
+ * fails on any, unless it expects it ([`allowConsoleError`]).
+ */
+const consoleErrors: string[] = [];
+let allowedErrors: RegExp[] = [];
+
+/** Lets the current test log errors matching `pattern` (a failure it causes on purpose). */
+export function allowConsoleError(pattern: RegExp): void {
+  allowedErrors.push(pattern);
+}
+
+/** Records what `page` logs as an error (see `consoleErrors`). */
+function watchPage(page: import('@playwright/test').Page): void {
+  page.on('console', (message) => {
+    if (message.type() === 'error') consoleErrors.push(`${page.url()}: ${message.text()}`);
+  });
+  page.on('pageerror', (error) => consoleErrors.push(`${page.url()}: uncaught ${error.message}`));
+}
+
+/** Records what every page of `context` logs as an error, CSP violations included. */
+export async function watchContext(context: import('@playwright/test').BrowserContext): Promise<void> {
+  await context.addInitScript(() => {
+    document.addEventListener('securitypolicyviolation', (event) => {
+      console.error(`CSP violation: ${event.violatedDirective} (${event.blockedURI || 'inline'}) at ${event.sourceFile}:${event.lineNumber}`);
+    });
+  });
+  context.on('page', watchPage);
+  for (const page of context.pages()) watchPage(page);
+}
+
+export const test = base.extend<{ cleanConsole: void }, { daemon: Daemon }>({
+  cleanConsole: [
+    async ({}, use) => {
+      consoleErrors.length = 0;
+      allowedErrors = [];
+      await use();
+      const unexpected = consoleErrors.filter((text) => !allowedErrors.some((pattern) => pattern.test(text)));
+      expect(unexpected, 'errors in the browser console').toEqual([]);
+    },
+    { auto: true },
+  ],
+  context: async ({ context }, use) => {
+    await watchContext(context);
+    await use(context);
+  },
   daemon: [
     async ({}, use) => {
       const daemon = await startDaemon();
@@ -288,6 +337,7 @@ export async function enrolled(
     ...(options.timezoneId ? { timezoneId: options.timezoneId } : {}),
     ...(options.touch ? { hasTouch: true, isMobile: true } : {}),
   });
+  await watchContext(context);
   if (options.init) await context.addInitScript(options.init);
   const page = await context.newPage();
   await page.goto(newEnrollURL(daemon));

@@ -204,7 +204,9 @@ test('the approval history says what was asked, the answer, and who gave it from
   await expect(newest).toHaveAttribute('data-outcome', 'allow');
   await expect(newest.locator('.approval-what')).toHaveText('bash');
   await expect(newest.locator('.approval-prompt')).toContainText('echo approved-here');
-  await expect(newest.locator('.approval-who')).toContainText(/^by web from 127\.0\.0\.1 \(browser [0-9a-f]{6}\) at \d{4}-\d\d-\d\d \d\d:\d\d$/);
+  await expect(newest.locator('.approval-who')).toContainText(/^in a browser from 127\.0\.0\.1 at \d{4}-\d\d-\d\d \d\d:\d\d$/);
+  // Which enrolled browser, for who wants it, not in the words.
+  await expect(newest.locator('.approval-who')).toHaveAttribute('title', /^enrolled browser [0-9a-f]{6}$/);
   const answeredAt = (await newest.locator('.approval-who').textContent())!.split(' at ')[1];
   expect([before, after]).toContain(answeredAt);
 

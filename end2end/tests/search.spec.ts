@@ -43,11 +43,22 @@ test('a search result opens its agent with the message marked in view', async ({
   await expect(marked).toBeInViewport();
   await expect(tab.locator('.message.assistant').last()).not.toBeInViewport();
 
-  // Ctrl+K opens it again with the same words; the agent on screen's other
-  // result is marked in its place.
+  // Ctrl+K opens it again with the same words; the arrow keys walk the
+  // results, Enter opens one: the agent on screen's other result is marked
+  // in its place.
   await tab.keyboard.press('Control+k');
   await expect(box).toBeFocused();
-  await group.locator('.search-hit', { has: tab.locator('.search-who', { hasText: 'agent' }) }).click();
+  const hits = group.locator('.search-hit');
+  await tab.keyboard.press('ArrowDown');
+  await expect(hits.nth(0)).toBeFocused();
+  await tab.keyboard.press('ArrowDown');
+  await expect(hits.nth(1)).toBeFocused();
+  await tab.keyboard.press('ArrowUp');
+  await tab.keyboard.press('ArrowUp');
+  await expect(box).toBeFocused();
+  const agentHit = group.locator('.search-hit', { has: tab.locator('.search-who', { hasText: 'agent' }) });
+  while (!(await agentHit.evaluate((hit) => hit === document.activeElement))) await tab.keyboard.press('ArrowDown');
+  await tab.keyboard.press('Enter');
   await expect(marked).toHaveCount(1);
   await expect(marked).toHaveClass(/assistant/);
   await expect(marked).toHaveText('You said: the wombat migration plan is ready');

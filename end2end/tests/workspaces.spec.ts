@@ -177,15 +177,21 @@ test('commit, merge and push from the panel: each shows what it will do, then do
   // Commit: the preview lists what it takes; nothing happens before the yes.
   await panel.getByRole('button', { name: 'Commit…' }).click();
   const commit = panel.getByRole('dialog', { name: 'Commit' });
-  await expect(commit).toContainText('Commits 1 changed file on branch `wren-work`');
+  // The daemon's code spans (`wren-work`) show as code, not backticks.
+  await expect(commit).toContainText('Commits 1 changed file on branch wren-work');
+  await expect(commit.locator('code', { hasText: 'wren-work' })).toHaveCount(1);
   await expect(commit.locator('.paths li')).toHaveText(['A notes/wren.txt']);
   const yes = commit.getByRole('button', { name: 'Commit', exact: true });
   await expect(yes).toBeDisabled(); // no message yet
-  await commit.getByLabel('Commit message').fill('Note the wren');
+  // The keyboard is in the message; Ctrl+Enter commits.
+  await expect(commit.getByLabel('Commit message')).toBeFocused();
+  await tab.keyboard.press('Control+Enter'); // nothing without a message
+  await expect(commit).toBeVisible();
+  await tab.keyboard.type('Note the wren');
   await tab.screenshot({ path: testInfo.outputPath('workspace-commit-preview.png'), fullPage: true });
   expect(git(worktree, 'status', '--porcelain')).toContain('?? notes/');
-  await yes.click();
-  await expect(panel.locator('.action-result')).toHaveText(/^Committed 1 file on `wren-work` as [0-9a-f]{12}\.$/);
+  await tab.keyboard.press('Control+Enter');
+  await expect(panel.locator('.action-result')).toHaveText(/^Committed 1 file on wren-work as [0-9a-f]{12}\.$/);
   await expect(commit).toBeHidden();
   expect(git(worktree, 'log', '-1', '--format=%s').trim()).toBe('Note the wren');
   await expect(panel.locator('.facts')).toContainText('1 ahead, 0 behind · no uncommitted changes · not merged');
@@ -195,11 +201,13 @@ test('commit, merge and push from the panel: each shows what it will do, then do
   // Merge: a fast-forward of main, whose checkout follows.
   await panel.getByRole('button', { name: 'Merge into main…' }).click();
   const merge = panel.getByRole('dialog', { name: 'Merge' });
-  await expect(merge).toContainText('Fast-forwards `main` to `wren-work`: 1 commit, 1 file changed.');
+  await expect(merge).toContainText('Fast-forwards main to wren-work: 1 commit, 1 file changed.');
   await expect(merge).toContainText('checked out in the repository\'s main checkout');
   expect(existsSync(join(repo, 'notes'))).toBe(false);
+  // The keyboard is on its yes.
+  await expect(merge.getByRole('button', { name: 'Merge', exact: true })).toBeFocused();
   await merge.getByRole('button', { name: 'Merge', exact: true }).click();
-  await expect(panel.locator('.action-result')).toHaveText('Fast-forwarded `main` to `wren-work` (1 commit).');
+  await expect(panel.locator('.action-result')).toHaveText('Fast-forwarded main to wren-work (1 commit).');
   expect(existsSync(join(repo, 'notes/wren.txt'))).toBe(true);
   expect(git(repo, 'status', '--porcelain')).toBe('');
   await expect(panel.locator('.facts')).toContainText('0 ahead, 0 behind');
@@ -211,9 +219,9 @@ test('commit, merge and push from the panel: each shows what it will do, then do
   await panel.getByRole('button', { name: 'Push…' }).click();
   const push = panel.getByRole('dialog', { name: 'Push' });
   // The preview names the exact URL the push goes to.
-  await expect(push).toContainText(`Pushes branch \`wren-work\` to \`origin\` at \`${bare}\`, where it is new: 2 commits it does not have.`);
+  await expect(push).toContainText(`Pushes branch wren-work to origin at ${bare}, where it is new: 2 commits it does not have.`);
   await push.getByRole('button', { name: 'Push', exact: true }).click();
-  await expect(panel.locator('.action-result')).toHaveText('Pushed 2 commits of branch `wren-work` to `origin`.');
+  await expect(panel.locator('.action-result')).toHaveText('Pushed 2 commits of branch wren-work to origin.');
   expect(git(bare, 'rev-parse', 'refs/heads/wren-work')).toBe(git(worktree, 'rev-parse', 'HEAD'));
   await context.close();
 });

@@ -3,11 +3,12 @@
 
 use leptos::prelude::*;
 use shard_protocol::agent::StreamingBehavior;
-use shard_protocol::types::AgentStatus;
+use shard_protocol::types::{AgentStatus, RuntimeState};
 
 use super::ledger::tokens;
 use super::transcript::Transcript;
 use super::{state, status_label};
+use crate::markdown::Ticked;
 
 /// The header's pickers and the agent's containment line (its own row,
 /// below the rest). Their code is a WASM chunk of its own, fetched when an
@@ -111,11 +112,12 @@ fn PromptBox() -> impl IntoView {
     };
     view! {
         <form class="prompt" on:submit=on_submit aria-label="Prompt">
-            <textarea name="prompt" rows="3" aria-label="Message to the agent" placeholder="Message (Ctrl+Enter to send)"
+            <textarea name="prompt" rows="3" aria-label="Message to the agent" placeholder="Message"
                 prop:value=text on:input=move |event| text.set(event_target_value(&event)) on:keydown=on_key></textarea>
             <CommandHints text/>
-            {move || error.get().map(|why| view! { <p class="prompt-error" role="alert">{why}</p> })}
+            {move || error.get().map(|why| view! { <p class="prompt-error" role="alert"><Ticked text=why/></p> })}
             <div class="prompt-actions">
+                <span class="key-hint send-hint">"Ctrl+Enter sends"</span>
                 <button type="submit">{move || if busy() { "Queue follow-up" } else { "Send" }}</button>
                 <Show when=move || busy() && steerable()>
                     <button type="button" on:click=steer>"Steer"</button>
@@ -184,7 +186,37 @@ fn AgentHeader() -> impl IntoView {
     };
     // Back to the list, where the agent left is brought into view.
     let close = move |_| super::phone::back_to_list(&state);
+    // A stopped process says so (a message starts it again), not "idle".
+    let stopped = move || {
+        let Some(selected) = screen.selected.get() else { return false };
+        roster.agents.with(|agents| {
+            agents.iter().any(|agent| {
+                agent.agent_id == selected
+                    && !matches!(
+                        agent.runtime_state,
+                        RuntimeState::Running | RuntimeState::Starting
+                    )
+            })
+        })
+    };
     let status = screen.status;
+    let shown_status = move || if stopped() { "stopped" } else { status_label(status.get()) };
+    let busy = move || !matches!(status.get(), AgentStatus::Idle | AgentStatus::Error);
+    // Kill mid-reply cuts the reply off: it takes a second, deliberate click.
+    let confirming_kill = RwSignal::new(false);
+    Effect::new(move |_| {
+        if !busy() {
+            confirming_kill.set(false);
+        }
+    });
+    let kill = move |_| {
+        if busy() && !confirming_kill.get_untracked() {
+            confirming_kill.set(true);
+            return;
+        }
+        confirming_kill.set(false);
+        screen.kill();
+    };
     let usage = move || {
         let selected = screen.selected.get()?;
         roster.agents.with(|agents| {
@@ -204,14 +236,19 @@ fn AgentHeader() -> impl IntoView {
         <header class="agent-header">
             <button class="back" on:click=close aria-label="Back to agents">"←"</button>
             <h2>{title}</h2>
-            <span class="status" data-status=move || status_label(status.get())>{move || status_label(status.get())}</span>
+            <span class="status" data-status=shown_status
+                title=move || stopped().then_some("Its process is stopped: a message starts it again.")>{shown_status}</span>
             <span class="usage" title="tokens used">{usage}</span>
             <HeaderTools/>
             <div class="lifecycle">
                 <button class="find-open" title="Find in this transcript (Ctrl+F)"
                     on:click=move |_| { super::open_find(screen, find); }>"Find"</button>
-                <button on:click=move |_| screen.terminate()>"Terminate"</button>
-                <button class="danger" on:click=move |_| screen.kill()>"Kill"</button>
+                <button on:click=move |_| screen.terminate()
+                    title="Stop its process once the reply in progress ends. A message starts it again.">"Terminate"</button>
+                <button class="danger" class:confirming=move || confirming_kill.get() on:click=kill
+                    title="Stop its process now, cutting off a reply in progress. A message starts it again.">
+                    {move || if confirming_kill.get() { "Kill mid-reply?" } else { "Kill" }}
+                </button>
             </div>
         </header>
     }
@@ -221,6 +258,8 @@ fn AgentHeader() -> impl IntoView {
 pub fn AgentView() -> impl IntoView {
     let (screen, roster) = (state().screen, state().roster);
     let resumed = screen.resumed;
+    let foreign =
+        move || screen.selected.get().is_some_and(|agent_id| roster.is_foreign(&agent_id));
     // With no agent yet, the way to one; else which to pick.
     let empty = move || match roster.agents.with(Vec::is_empty) {
         true => "No agents yet: create one under \u{201c}New agent\u{201d}.",
@@ -236,7 +275,11 @@ pub fn AgentView() -> impl IntoView {
                 <AgentHeader/>
                 <super::workspace::WorkspacePanel/>
                 <div class="ledger-panels">
-                    <super::ledger::SessionsPanel/>
+                    // An ACP agent's sessions are its own: nothing to fork,
+                    // switch or compact from here.
+                    <Show when=move || !foreign()>
+                        <super::ledger::SessionsPanel/>
+                    </Show>
                     <super::ledger::UsagePanel/>
                     <super::ledger::ApprovalsPanel/>
                 </div>

@@ -2,12 +2,14 @@
 //! the form that creates an agent.
 
 use leptos::prelude::*;
+use shard_protocol::orchestrator::ActivityPhase;
 use shard_protocol::types::AgentInfo;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{phase_label, run_label, runtime_label, state, status_label};
 use crate::link::Connection;
+use crate::markdown::Ticked;
 use crate::order::{set_of, sort_by_rank};
 use crate::roster::{self, Creation, waiting};
 use crate::state::ClientState;
@@ -96,9 +98,13 @@ impl NewAgent {
 
     /// The agent was made: what named it goes, so that the next one is
     /// named anew; the folder and the choices stay for it.
+    /// A new workspace is a choice for one agent: the next is made in the
+    /// folder as it is, unless asked again.
     fn reset(&self) {
         self.name.set(String::new());
         self.branch.set(String::new());
+        self.base.set(String::new());
+        self.in_workspace.set(false);
     }
 }
 
@@ -164,6 +170,25 @@ fn create_form() -> Result<AnyView, super::Unloaded> {
             form.submit(&state);
         }
     };
+    // An empty folder field offers one: the newest agent's, else (a first
+    // run) the one the daemon was started in.
+    let defaults = roster.defaults;
+    let agents = roster.agents;
+    Effect::new(move |_| {
+        let newest = agents.with(|agents| {
+            agents.iter().max_by_key(|agent| agent.created_at).map(|agent| agent.cwd.clone())
+        });
+        let suggested = newest.or_else(|| defaults.with(|(_, cwd)| cwd.clone()));
+        if let Some(suggested) = suggested
+            && cwd.with_untracked(String::is_empty)
+        {
+            cwd.set(suggested);
+        }
+    });
+    let default_model = move || {
+        let model = defaults.with(|(model, _)| model.clone());
+        format!("{} (the default)", model.unwrap_or_else(|| "demo".to_owned()))
+    };
     let creation = roster.creation;
     let problem = move || match creation.get() {
         Creation::Failed(why) => Some(why),
@@ -218,7 +243,7 @@ fn create_form() -> Result<AnyView, super::Unloaded> {
             // An ACP agent's model and mode are its own, chosen once it runs.
             <Show when=move || runtime.get().is_empty()>
                 <label>"Model"
-                    <input name="model" type="text" placeholder="default" list="known-models"
+                    <input name="model" type="text" placeholder=default_model list="known-models"
                         prop:value=model on:input=move |event| model.set(event_target_value(&event))/>
                 </label>
                 <datalist id="known-models">{known(|agent| agent.model.as_deref())}</datalist>
@@ -239,7 +264,7 @@ fn create_form() -> Result<AnyView, super::Unloaded> {
             <Show when=move || in_workspace.get()>
                 <WorkspaceFields form=form/>
             </Show>
-            {move || problem().map(|why| view! { <p class="form-error" role="alert">{why}</p> })}
+            {move || problem().map(|why| view! { <p class="form-error" role="alert"><Ticked text=why/></p> })}
             <button type="submit" disabled=move || !connected() || creation.get() == Creation::Sent>
                 "Create agent"
             </button>
@@ -452,6 +477,11 @@ pub fn AgentList() -> impl IntoView {
     }
 }
 
+/// How many levels of subagents the list indents; deeper ones line up with
+/// the last. The stylesheet has a rule for each (`data-depth`): the page's
+/// policy allows no inline style.
+const MAX_INDENT: usize = 6;
+
 /// One agent's row: its name, badges, status, activity, place and usage.
 #[component]
 fn AgentRow(agent_id: String) -> impl IntoView {
@@ -483,7 +513,7 @@ fn AgentRow(agent_id: String) -> impl IntoView {
     let (head, facts) = (agent_id.clone(), agent_id.clone());
     view! {
         <li class="agent" class:selected=is_selected class:unread=move || unread.get() class:child=move || { depth.get() > 0 }
-            data-agent-id=agent_id data-parent-id=parent style=move || format!("--depth: {}", depth.get())>
+            data-agent-id=agent_id data-parent-id=parent data-depth=move || depth.get().min(MAX_INDENT)>
             <RowHead agent_id=head info=info unread=unread/>
             <RowFacts agent_id=facts info=info/>
         </li>
@@ -557,7 +587,8 @@ fn RowHead(agent_id: String, info: Memo<Option<AgentInfo>>, unread: Memo<bool>) 
         </Show>
         <button class="open" on:click=select aria-label=move || format!("Open {}", name())>
             <span class="name">{name}</span>
-            <Show when=move || !alias().is_empty()>
+            // A subagent's alias, unless it is its name already.
+            <Show when=move || { let alias = alias(); !alias.is_empty() && alias != name() }>
                 <span class="badge alias" title="its alias under its parent">{alias}</span>
             </Show>
             {move || run.get().map(|state| view! {
@@ -581,9 +612,13 @@ fn RowFacts(agent_id: String, info: Memo<Option<AgentInfo>>) -> impl IntoView {
         let activity = state().roster.activity;
         Memo::new(move |_| {
             activity.with(|map| {
-                map.get(&agent_id).map(|doing| match &doing.tool_name {
-                    Some(tool) => format!("{} · {tool}", phase_label(doing.phase)),
-                    None => phase_label(doing.phase).to_owned(),
+                // Idle and waiting are the status already.
+                map.get(&agent_id).and_then(|doing| match &doing.tool_name {
+                    Some(tool) => Some(format!("{} · {tool}", phase_label(doing.phase))),
+                    None if matches!(doing.phase, ActivityPhase::Idle | ActivityPhase::Waiting) => {
+                        None
+                    }
+                    None => Some(phase_label(doing.phase).to_owned()),
                 })
             })
         })

@@ -10,6 +10,7 @@ use shard_protocol::usage::{TurnState, TurnUsage, UsageTotals};
 
 use super::{dollars, state};
 use crate::kept::Kept;
+use crate::markdown::Ticked;
 
 /// `1.2k`, `3.4M`: a token count at a glance (integers only: float
 /// formatting costs the bundle 12 KB).
@@ -217,7 +218,10 @@ fn SessionRow(session: SessionSummary, active: String) -> impl IntoView {
         <li class="session" class:active=is_active data-session-id=session.session_id.clone()>
             <span class="session-title">{title}</span>
             {origin.map(|origin| view! { <span class="badge">{origin}</span> })}
-            <span class="session-meta">{format!("{} entries", session.entries)}</span>
+            <span class="session-meta">{match session.entries {
+                1 => "1 entry".to_owned(),
+                count => format!("{count} entries"),
+            }}</span>
             {if is_active {
                 view! { <span class="badge current">"current"</span> }.into_any()
             } else {
@@ -234,7 +238,7 @@ pub fn LedgerNote() -> impl IntoView {
     let note = state().ledger.note;
     move || {
         note.get().map(|note| {
-            view! { <p class="ledger-note" class:error=note.error role="status">{note.text}</p> }
+            view! { <p class="ledger-note" class:error=note.error role="status"><Ticked text=note.text/></p> }
         })
     }
 }
@@ -375,13 +379,26 @@ fn approval_row(record: &ApprovalRecord) -> impl IntoView + use<> {
     };
     let outcome = record.outcome.clone().unwrap_or_else(|| "open".to_owned());
     let state = outcome.clone();
+    // Which enrolled browser answered, for a reader who wants it (the
+    // line itself names the place, not an id).
+    let browser = record
+        .answered_by
+        .as_ref()
+        .and_then(|by| by.principal_id.as_deref())
+        .map(|principal| format!("enrolled browser {}", principal_label(principal)));
     let who = record.answered_by.as_ref().map(|by| {
-        let mut who = format!("by {}", by.source);
+        let mut who = match by.source.as_str() {
+            "web" => "in a browser".to_owned(),
+            "unix" => "by a local tool".to_owned(),
+            "push" => "from a notification".to_owned(),
+            "headless" => "by the rule for nobody there".to_owned(),
+            "agent" => "by the agent".to_owned(),
+            "abort" => "ended by an abort".to_owned(),
+            "runtime_exited" => "ended when its process stopped".to_owned(),
+            other => format!("by {other}"),
+        };
         if let Some(address) = &by.address {
             who.push_str(&format!(" from {address}"));
-        }
-        if let Some(principal) = &by.principal_id {
-            who.push_str(&format!(" (browser {})", principal_label(principal)));
         }
         if let Some(at) = record.resolved_at {
             who.push_str(&format!(" at {}", clock(at)));
@@ -394,7 +411,7 @@ fn approval_row(record: &ApprovalRecord) -> impl IntoView + use<> {
             <span class="approval-what">{what}</span>
             <span class="approval-prompt">{record.prompt.clone()}</span>
             <span class="approval-outcome">{outcome}</span>
-            <span class="approval-who">{who}</span>
+            <span class="approval-who" title=browser>{who}</span>
         </li>
     }
 }

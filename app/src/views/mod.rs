@@ -41,6 +41,8 @@ pub use passkey::step_up;
 pub use phone::PhoneBar;
 #[cfg(feature = "hydrate")]
 pub use phone::reveal;
+#[cfg(feature = "hydrate")]
+pub use phone::show_list;
 pub use push::PushDialog;
 pub use questions::{Inbox, QuestionDialog};
 #[cfg(feature = "hydrate")]

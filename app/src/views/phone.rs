@@ -37,8 +37,19 @@ pub fn PhoneBar() -> impl IntoView {
 }
 
 /// Leaves the agent on screen for the list, where its row is brought into
-/// view (on a phone the list is another pane).
+/// view (on a phone the list is another pane). Where the page added the
+/// agent's history entry, by going back (crate::address), so that Forward
+/// returns to the agent: the `popstate` that follows comes here again.
 pub fn back_to_list(state: &crate::state::ClientState) {
+    #[cfg(feature = "hydrate")]
+    if crate::address::back() {
+        return;
+    }
+    show_list(state);
+}
+
+/// The list on screen, the agent that was brought into view in it.
+pub fn show_list(state: &crate::state::ClientState) {
     let left = state.screen.selected.get_untracked();
     state.select(None);
     #[cfg(feature = "hydrate")]

@@ -80,10 +80,26 @@ fn search_body() -> Result<AnyView, super::Unloaded> {
     #[cfg(feature = "hydrate")]
     focus("#search-input");
     let on_key = move |event: leptos::ev::KeyboardEvent| {
-        if event.key() == "Escape" {
-            event.prevent_default();
-            search.open.set(false);
+        match event.key().as_str() {
+            "Escape" => search.open.set(false),
+            // Down and up walk the box and the results.
+            #[cfg(feature = "hydrate")]
+            key @ ("ArrowDown" | "ArrowUp") => {
+                use wasm_bindgen::JsCast;
+                let panel = event
+                    .current_target()
+                    .and_then(|panel| panel.dyn_into::<web_sys::Element>().ok());
+                if let Some(panel) = panel {
+                    crate::dialog::step_focus(
+                        &panel,
+                        "#search-input, .search-hit",
+                        key == "ArrowUp",
+                    );
+                }
+            }
+            _ => return,
         }
+        event.prevent_default();
     };
     // The results, decoded once for the status line and the list.
     let found = Memo::new(move |_| {

@@ -77,8 +77,15 @@ pub fn Transcript() -> impl IntoView {
         #[cfg(not(feature = "hydrate"))]
         let _ = key;
     });
+    // A first run: an empty transcript on the demo model shows what it does.
+    let roster = state().roster;
+    let demo = Memo::new(move |_| {
+        rows.with(Vec::is_empty)
+            && screen.selected.get().is_some_and(|agent_id| roster.on_demo_model(&agent_id))
+    });
     view! {
         <div class="transcript" node_ref=scroller data-rows=move || rows.with(Vec::len).to_string()>
+            {super::deferred(move || demo.get(), examples)}
             <div class="rows" node_ref=content>
                 <Show when=move || { earlier() > 0 }>
                     <button class="page earlier" on:click=show_earlier>
@@ -110,6 +117,46 @@ pub fn Transcript() -> impl IntoView {
     }
 }
 
+/// What the built-in `demo` model does (CONTRACT.md, "The built-in `demo`
+/// model"), as prompts one tap sends: a stream, a command that asks first,
+/// a file written with its diff, a question. Shown while the transcript of
+/// an agent on that model is empty; a chunk of its own, fetched then.
+const EXAMPLES: [(&str, &str); 4] = [
+    ("Stream a reply", "stream: 40"),
+    ("Run a command (it asks you first)", "run: ls -la"),
+    ("Write a file, shown as a diff", "write: hello.md\n# Hello\nWritten by the demo agent."),
+    ("Ask you a question", "ask: What should the next agent work on?"),
+];
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(examples, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn examples() -> Result<AnyView, super::Unloaded> {
+    let (screen, roster) = (state().screen, state().roster);
+    let rows = screen.transcript;
+    let shown = move || {
+        rows.with(Vec::is_empty)
+            && screen.selected.get().is_some_and(|agent_id| roster.on_demo_model(&agent_id))
+    };
+    Ok(view! {
+        <section class="examples" aria-label="Try the demo model" hidden=move || !shown()>
+            <h3>"Try the demo model"</h3>
+            <p>"It needs no API key: a line that starts with one of these words tells it what to do. Each button sends one."</p>
+            <ul>
+                {EXAMPLES.map(|(what, text)| view! {
+                    <li><button type="button" class="example" on:click=move |_| { screen.prompt(text, None); }>
+                        <span class="example-what">{what}</span>
+                        <code>{text}</code>
+                    </button></li>
+                }).collect_view()}
+            </ul>
+            <p class="example-more">"Anything else is said back word by word. A model of your own goes in config.toml (docs/AGENT.md)."</p>
+        </section>
+    }
+    .into_any())
+}
+
 /// Scrolls the row `key` of the transcript into view, in the middle.
 #[cfg(feature = "hydrate")]
 fn reveal_row(key: u64) {
@@ -127,7 +174,8 @@ fn RowView(row: Row) -> impl IntoView {
             // Once a sync tells its entry, it can be forked from.
             let fork =
                 move || entry_id.get().map(|entry_id| view! { <ForkButton entry_id=entry_id/> });
-            view! { <div class="message user"><Markdown text=text.to_string()/>{fork}</div> }
+            // Focusable, so that a tap selects it and shows its Fork.
+            view! { <div class="message user" tabindex="-1"><Markdown text=text.to_string()/>{fork}</div> }
                 .into_any()
         }
         RowKind::Assistant(message) => view! { <MessageView message=message/> }.into_any(),
@@ -167,7 +215,7 @@ fn MessageView(message: Message) -> impl IntoView {
     let entry = message.entry_id.clone();
     let fork = message.entry_id.clone();
     view! {
-        <div class="message assistant" data-message-id=message.message_id.to_string()
+        <div class="message assistant" tabindex="-1" data-message-id=message.message_id.to_string()
             data-complete=move || entry.with(Option::is_some).to_string()>
             <For each=move || blocks.get() key=|block| block.key let:block>
                 <BlockView block=block/>
@@ -183,7 +231,15 @@ fn MessageView(message: Message) -> impl IntoView {
 /// does not follow the status (a transcript of any length stays cheap).
 #[component]
 fn ForkButton(entry_id: String) -> impl IntoView {
-    let ledger = state().ledger;
+    let state = state();
+    // An ACP agent cannot fork (it keeps its own sessions).
+    let foreign = state.screen.selected.with_untracked(|selected| {
+        selected.as_deref().is_some_and(|agent_id| state.roster.is_foreign(agent_id))
+    });
+    if foreign {
+        return ().into_any();
+    }
+    let ledger = state.ledger;
     let fork = move |_| ledger.fork_at(&entry_id);
     // Its label is the stylesheet's (`::before`), so that a message's text
     // stays the message's own (what copying or reading it gives).
@@ -191,6 +247,7 @@ fn ForkButton(entry_id: String) -> impl IntoView {
         <button type="button" class="fork" on:click=fork aria-label="Fork"
             title="A new session with the conversation up to here"></button>
     }
+    .into_any()
 }
 
 /// A block's text: its chunks while it streams, then its final text once.

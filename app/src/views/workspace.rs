@@ -15,6 +15,7 @@ use shard_protocol::workspace::{
 
 use super::state;
 use crate::kept::Kept;
+use crate::markdown::Ticked;
 use crate::roster::Roster;
 use crate::workspaces::{Acting, Action, RetireProblem, Row, Workspaces};
 
@@ -190,7 +191,7 @@ fn workspace_body() -> Result<AnyView, super::Unloaded> {
                 </div>
                 <p class="facts">{move || detail.with(|detail| detail.as_ref().map(facts))}</p>
                 {move || detail.with(|detail| detail.as_ref().and_then(|detail| detail.state.conflict.clone()))
-                    .map(|conflict| view! { <p class="conflict" role="status">{conflict}</p> })}
+                    .map(|conflict| view! { <p class="conflict" role="status"><Ticked text=conflict/></p> })}
                 <div class="workspace-body" hidden=retired>
                     <DiffPanel workspace_id=workspace_id detail=detail summary=summary/>
                     <Show when=move || workspaces.actions.get()>
@@ -290,7 +291,7 @@ fn diff_view(diff: Option<WorkspaceDiff>) -> AnyView {
     match diff {
         None => view! { <p class="hint">"Loading the diff…"</p> }.into_any(),
         Some(diff) if diff.files.is_empty() => {
-            view! { <p class="hint">"No changes against the integration target."</p> }.into_any()
+            view! { <p class="hint">"No changes yet."</p> }.into_any()
         }
         Some(diff) => {
             let truncated = diff.truncated;
@@ -369,7 +370,7 @@ fn ActionControls(
                 Acting::Done(what) => ("action-result", "status", what),
                 Acting::Refused(why) => ("action-error", "alert", why),
             };
-            view! { <p class=class role=role>{text}</p> }.into_any()
+            view! { <p class=class role=role><Ticked text=text/></p> }.into_any()
         })
     };
     view! {
@@ -401,18 +402,36 @@ fn ActionPreview(action: Action, preview: WorkspacePreview) -> impl IntoView {
         .map(|file| view! { <li><code>{file.status}</code>" "{shown(&file.path).text.into_owned()}</li> })
         .collect_view();
     let (workspace_id, fingerprint) = (preview.workspace_id, preview.fingerprint);
-    let confirm = move |_| {
+    let confirm = move |_: ()| {
         workspaces.act(&workspace_id, action, fingerprint.clone(), message.get_untracked());
     };
     let commit = action == Action::Commit;
     let unsaid = move || commit && message.with(|text| text.trim().is_empty());
+    // The keyboard goes where the answer is: the message of a commit, else
+    // the yes; Ctrl+Enter in the message commits.
+    let field: NodeRef<leptos::html::Textarea> = NodeRef::new();
+    let yes: NodeRef<leptos::html::Button> = NodeRef::new();
+    Effect::new(move |_| {
+        let _ = match commit {
+            true => field.get().map(|field| field.focus()),
+            false => yes.get().map(|yes| yes.focus()),
+        };
+    });
+    let confirm_key = confirm.clone();
+    let on_key = move |event: leptos::ev::KeyboardEvent| {
+        if event.key() == "Enter" && (event.ctrl_key() || event.meta_key()) && !unsaid() {
+            event.prevent_default();
+            confirm_key(());
+        }
+    };
     view! {
         <div class="confirm action-preview" role="dialog" aria-label=action.verb()>
-            <p>{summary}</p>
+            <p><Ticked text=summary/></p>
             <ul class="paths">{rows}</ul>
             <textarea aria-label="Commit message" placeholder="What the commit does" hidden=!commit
+                node_ref=field on:keydown=on_key
                 on:input=move |event| message.set(event_target_value(&event))></textarea>
-            <button class="primary" hidden=conflict on:click=confirm disabled=unsaid>{action.verb()}</button>
+            <button class="primary" hidden=conflict node_ref=yes on:click=move |_| confirm(()) disabled=unsaid>{action.verb()}</button>
             <button on:click=move |_| workspaces.acting.set(None)>"Cancel"</button>
         </div>
     }
@@ -433,11 +452,11 @@ fn RetireControls(workspace_id: Memo<Option<String>>) -> impl IntoView {
     let problem_view = move || {
         problem.get().map(|shown| match shown {
             RetireProblem::Refused(why) => {
-                view! { <p class="retire-error" role="alert">{why}</p> }.into_any()
+                view! { <p class="retire-error" role="alert"><Ticked text=why/></p> }.into_any()
             }
             RetireProblem::Confirm { reason, .. } => view! {
                 <div class="confirm" role="alertdialog" aria-label="Delete the branch?">
-                    <p>{reason}</p>
+                    <p><Ticked text=reason/></p>
                     <button class="danger" on:click=move |_| retire(BranchDisposition::DeleteConfirmed)>"Delete the branch anyway"</button>
                     <button on:click=move |_| retire(BranchDisposition::Keep)>"Keep the branch"</button>
                     <button on:click=move |_| problem.set(None)>"Cancel"</button>
