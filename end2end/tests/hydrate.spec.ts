@@ -1,5 +1,5 @@
 // The web client shell: served by the real daemon, it hydrates in Chromium.
-import { test, expect } from './daemon';
+import { allowConsoleError, test, expect } from './daemon';
 
 test('the app hydrates with no errors besides the expected 401', async ({ browser, daemon }, testInfo) => {
   // A fresh context: a browser that was never enrolled.
@@ -26,6 +26,10 @@ test('the app hydrates with no errors besides the expected 401', async ({ browse
 });
 
 test('a page the app does not know renders its not-found view', async ({ page }) => {
-  await page.goto('/no/such/page');
+  // The 404 itself is the browser's to log; nothing else may be (no
+  // inline script for the page's policy to refuse).
+  allowConsoleError(/no\/such\/page: Failed to load resource: .* 404/);
+  const response = await page.goto('/no/such/page');
+  expect(response?.status()).toBe(404);
   await expect(page.locator('h1')).toHaveText('Not found');
 });

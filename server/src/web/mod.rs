@@ -218,14 +218,14 @@ async fn home(State(options): State<LeptosOptions>, request: Request) -> Respons
     render(request).await.into_response()
 }
 
-/// Any other path: a plain not-found page, answered as a 404.
-async fn not_found(request: Request) -> Response {
-    let render = leptos_axum::render_app_to_stream(not_found_shell);
-    let mut response = render(request).await.into_response();
-    if response.status() == StatusCode::OK {
-        *response.status_mut() = StatusCode::NOT_FOUND;
-    }
-    response
+/// Any other path: a plain not-found page, answered as a 404. Rendered to
+/// a string, not streamed: a stream carries inline scripts of its own,
+/// which this page's policy (`script-src 'none'`) refuses, each refusal an
+/// error in the browser's console.
+async fn not_found() -> Response {
+    use leptos::prelude::{Owner, RenderHtml};
+    let html = Owner::new().with(|| not_found_shell().to_html());
+    (StatusCode::NOT_FOUND, axum::response::Html(html)).into_response()
 }
 
 /// How often open browser sockets are checked against their session.
