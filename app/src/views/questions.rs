@@ -294,8 +294,24 @@ fn UiBody(
 /// typist who has not seen it yet) starts the wait again; Tab stays
 /// inside it; Escape or "Later" closes it and the question stays in the
 /// inbox (crate::guard).
+///
+/// Its code is a WASM chunk of its own, fetched with the first question of
+/// the agent on screen (`views::deferred`).
 #[component]
 pub fn QuestionDialog() -> impl IntoView {
+    let state = state();
+    let any = Memo::new(move |_| {
+        let Some(selected) = state.screen.selected.get() else { return false };
+        state.questions.undismissed().iter().any(|question| question.agent_id == selected)
+    });
+    super::deferred(move || any.get(), question_dialog)
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(question_dialog, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn question_dialog() -> Result<AnyView, super::Unloaded> {
     let state = state();
     let current = {
         let state = state.clone();
@@ -304,7 +320,7 @@ pub fn QuestionDialog() -> impl IntoView {
             state.questions.undismissed().into_iter().find(|question| question.agent_id == selected)
         })
     };
-    view! {
+    Ok(view! {
         {move || current.get().map(|question| {
             let state = state.clone();
             let shown = RwSignal::new(None);
@@ -380,6 +396,7 @@ pub fn QuestionDialog() -> impl IntoView {
             }
         })}
     }
+    .into_any())
 }
 
 /// Every open question of every agent this tab knows, answerable here.

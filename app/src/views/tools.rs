@@ -89,6 +89,35 @@ pub fn render_descriptor(render: RenderDescriptor) -> AnyView {
     }
 }
 
+/// A render descriptor in a tool card. Its code is a WASM chunk of its
+/// own, fetched with the first card that has one (`views::deferred`).
+#[component]
+fn Rendered(render: RenderDescriptor) -> impl IntoView {
+    super::deferred(|| true, move || rendered(render.clone()))
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(tool_render, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn rendered(render: RenderDescriptor) -> Result<AnyView, super::Unloaded> {
+    Ok(render_descriptor(render))
+}
+
+/// A JSON result as fields, its code a chunk of its own like [`Rendered`].
+#[component]
+fn JsonFields(value: Value) -> impl IntoView {
+    super::deferred(|| true, move || json_fields(value.clone()))
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(tool_json, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn json_fields(value: Value) -> Result<AnyView, super::Unloaded> {
+    Ok(json_view(&value, 0))
+}
+
 /// How deep and how wide a JSON result is drawn as fields; the rest is
 /// in the raw output below it.
 const JSON_DEPTH: usize = 4;
@@ -173,7 +202,7 @@ pub fn ToolView(tool: Tool) -> impl IntoView {
             let text = content_text(&result.content);
             match result.render {
                 Some(render) if !matches!(render, RenderDescriptor::Unknown) => view! {
-                    {render_descriptor(render)}
+                    <Rendered render=render/>
                     <Details class="raw" open=open.clone()>
                         <summary>"output"</summary><pre>{text}</pre>
                     </Details>
@@ -183,7 +212,7 @@ pub fn ToolView(tool: Tool) -> impl IntoView {
                     // Data reads as fields, with the JSON itself a click away.
                     ToolResultContent::Json { value } if value.is_object() || value.is_array() => {
                         view! {
-                            <div class="render json">{json_view(&value, 0)}</div>
+                            <div class="render json"><JsonFields value=value/></div>
                             <Details class="raw" open=open.clone()>
                                 <summary>"output"</summary><pre>{text}</pre>
                             </Details>
@@ -197,7 +226,7 @@ pub fn ToolView(tool: Tool) -> impl IntoView {
         view! {
             <div class="tool" data-kind=kind data-state=state_class>
                 <div class="tool-line"><span class="tool-name">{name}</span><code class="tool-args">{summary}</code></div>
-                {start.filter(|_| running).map(render_descriptor)}
+                {start.filter(|_| running).map(|render| view! { <Rendered render=render/> })}
                 {body}
                 {footer.filter(|text| !text.is_empty()).map(|text| view! { <div class="tool-footer">{text}</div> })}
             </div>
