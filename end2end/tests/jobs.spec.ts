@@ -11,11 +11,13 @@ test('a parallel job: children under their parent, a child question from the inb
   const lead = await tab.locator('.agents li', { hasText: 'lead' }).first().getAttribute('data-agent-id');
   await prompt(tab, 'spawn-parallel:\nasker: ask: Which colour do you like?\nechoer: hello from a child');
 
-  // Both children appear under the parent, with their aliases.
+  // Both children appear under the parent, named by their aliases (the
+  // alias is not said twice when it is the name).
   const children = tab.locator(`.agents li[data-parent-id="${lead}"]`);
   await expect(children).toHaveCount(2);
-  await expect(children.filter({ hasText: 'asker' }).locator('.badge.alias')).toHaveText('asker');
-  await expect(children.filter({ hasText: 'echoer' }).locator('.badge.alias')).toHaveText('echoer');
+  await expect(children.filter({ hasText: 'asker' }).locator('.name')).toHaveText('asker');
+  await expect(children.filter({ hasText: 'echoer' }).locator('.name')).toHaveText('echoer');
+  await expect(children.locator('.badge.alias')).toHaveCount(0);
 
   // The child's question comes to this tab (the parent's interactive client)
   // and is answered from the inbox.

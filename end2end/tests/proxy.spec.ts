@@ -235,7 +235,8 @@ function behind(proxy: Proxy, fixedPort?: number) {
       // img-src data: policy) is there for a phone's camera.
       await page.getByRole('button', { name: 'Pair a device' }).click();
       const dialog = page.getByRole('dialog', { name: 'Pair a device' });
-      await expect(dialog.getByLabel('Pairing link')).toHaveValue(new RegExp(`^https://localhost:${port}/#enroll=`));
+      const origin = new URL(`https://localhost:${port}`).origin.replace(/[.]/g, '\\.');
+      await expect(dialog.getByLabel('Pairing link')).toHaveValue(new RegExp(`^${origin}/#enroll=`));
       const qr = dialog.getByRole('img', { name: 'QR code of the pairing link' });
       await expect(qr).toBeVisible();
       expect(await qr.evaluate((image) => (image as HTMLImageElement).naturalWidth)).toBeGreaterThan(100);

@@ -6,7 +6,7 @@
 // real daemon and the demo model.
 import type { BrowserContext, Page } from '@playwright/test';
 import {
-  test, expect, agentId, createAgent, enrolled, openAgent, project, prompt, unixCall, Restartable,
+  allowConsoleError, test, expect, agentId, createAgent, enrolled, openAgent, project, prompt, unixCall, Restartable,
   type Daemon,
 } from './daemon';
 
@@ -150,13 +150,17 @@ test('after a kill mid-stream or mid-question, the open tab shows what a fresh t
     await prompt(tab, 'stream: 3000');
     await expect(status).toHaveText('streaming');
     await expect(tab.locator('.message.assistant').last()).toContainText('tick-20 ');
-    await tab.locator('.agent-view .lifecycle').getByRole('button', { name: 'Kill' }).click();
+    // Mid-reply, Kill asks once more.
+    const kill = tab.locator('.agent-view .lifecycle').getByRole('button', { name: /^Kill/ });
+    await kill.click();
+    await expect(kill).toHaveText('Kill mid-reply?');
+    await kill.click();
     await expect(row.locator('.runtime')).toHaveText('stopped');
     // Stopped is not streaming: nothing to steer or abort.
-    await expect(status).toHaveText('idle');
+    await expect(status).toHaveText('stopped');
     expect((await shown(tab)).buttons).toEqual(['Send']);
     let now = await sameAsFresh(context, daemon, tab, 'victim');
-    expect(now.status).toBe('idle');
+    expect(now.status).toBe('idle');  // a fresh tab's attachment started it again
     expect(now.buttons).toEqual(['Send']);
     expect(now.rows).toEqual(['user: stream: 3000 [fork]']);
 
@@ -169,7 +173,7 @@ test('after a kill mid-stream or mid-question, the open tab shows what a fresh t
     expect((await unixCall(daemon, { id: 'k', type: 'agent.kill', agent_id: id, force: true })).success).toBe(true);
     await expect(row.locator('.runtime')).toHaveText('stopped');
     // Nobody is asked anything any more.
-    await expect(status).toHaveText('idle');
+    await expect(status).toHaveText('stopped');
     await expect(tab.getByRole('dialog')).toHaveCount(0);
     await expect(tab.locator('.inbox-item')).toHaveCount(0);
     expect((await shown(tab)).buttons).toEqual(['Send']);
@@ -267,6 +271,8 @@ test('offline, a question cannot be answered: its buttons wait for the connectio
 
 test('a long backoff ends at once: "Reconnect now", the network back, the tab shown again', async ({ browser }) => {
   test.setTimeout(120_000);
+  // While the daemon is down the browser logs each refused connection.
+  allowConsoleError(/ERR_CONNECTION_REFUSED/);
   const host = new Restartable();
   let daemon = await host.start();
   try {
