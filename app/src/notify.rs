@@ -120,10 +120,31 @@ async fn subscribed() -> bool {
     JsFuture::from(asked).await.is_ok_and(|subscription| !subscription.is_null())
 }
 
-/// Turns notifications on if this browser already allows them.
+/// Where a tab's "Turn off in this tab" is kept (the tab's own storage):
+/// the browser's permission outlives it.
+#[cfg(feature = "hydrate")]
+const TAB_OFF: &str = "shard.tab-notifications-off";
+
+/// Turns notifications on if this browser already allows them, unless
+/// this tab turned them off.
 #[cfg(feature = "hydrate")]
 pub fn restore(state: &ClientState) {
-    if granted() {
+    let off = tab_storage().and_then(|storage| storage.get_item(TAB_OFF).ok().flatten()).is_some();
+    if granted() && !off {
         state.questions.notify.set(true);
     }
+}
+
+/// This tab's notifications on or off, as the user chose; kept for a reload.
+#[cfg(feature = "hydrate")]
+pub fn set_for_tab(notify: RwSignal<bool>, on: bool) {
+    notify.set(on);
+    if let Some(storage) = tab_storage() {
+        let _ = if on { storage.remove_item(TAB_OFF) } else { storage.set_item(TAB_OFF, "1") };
+    }
+}
+
+#[cfg(feature = "hydrate")]
+fn tab_storage() -> Option<web_sys::Storage> {
+    web_sys::window()?.session_storage().ok()?
 }

@@ -229,17 +229,28 @@ test('a question notifies after a short delay, unless its agent is on screen or 
 });
 
 test('tab notifications turn on from the Notifications dialog, and a browser that blocks them is said to', async ({ browser, daemon }) => {
-  // Not decided yet; the browser's prompt answers what the test says.
+  // Not decided yet; the browser's prompt answers what the test says, when
+  // the test says (a person may take a while), and the answer outlives a
+  // reload as the browser's would.
   const [context, tab] = await enrolled(browser, daemon, { init: () => {
+    const w = window as any;
     class Asked {
-      static permission = 'default';
+      static permission = Asked.stored() ?? 'default';
+      static stored() {
+        try { return sessionStorage.getItem('test-permission'); } catch { return null; }
+      }
       static requestPermission() {
-        Asked.permission = (window as any).answerPermission;
-        return Promise.resolve(Asked.permission);
+        const answer = () => {
+          Asked.permission = w.answerPermission;
+          sessionStorage.setItem('test-permission', Asked.permission);
+          return Asked.permission;
+        };
+        if (!w.holdAnswer) return Promise.resolve(answer());
+        return new Promise((resolve) => { w.release = () => resolve(answer()); });
       }
     }
-    (window as any).answerPermission = 'denied';
-    (window as any).Notification = Asked;
+    w.answerPermission = 'denied';
+    w.Notification = Asked;
   } });
   await tab.getByRole('button', { name: 'Notifications' }).click();
   const notifications = tab.getByRole('dialog', { name: 'Notifications' });
@@ -249,10 +260,26 @@ test('tab notifications turn on from the Notifications dialog, and a browser tha
   await expect(notifications.getByRole('status')).toHaveText(/blocked for this site/);
   await expect(notifications).toContainText('Off in this tab.');
 
-  await tab.evaluate(() => { (window as any).answerPermission = 'granted'; });
+  // While the browser's prompt waits, only this button waits with it.
+  await tab.evaluate(() => { (window as any).answerPermission = 'granted'; (window as any).holdAnswer = true; });
   await turnOn.click();
+  await expect(turnOn).toBeDisabled();
+  await expect(notifications.getByRole('button', { name: 'Close' })).toBeEnabled();
+  await expect(notifications.getByRole('button', { name: 'Turn on for this device' })).toBeEnabled();
+  await tab.evaluate(() => (window as any).release());
   await expect(notifications).toContainText('On in this tab.');
   await expect(turnOn).toBeHidden();
+
+  // And off again, which a reload of the tab keeps.
+  await notifications.getByRole('button', { name: 'Turn off in this tab' }).click();
+  await expect(notifications).toContainText('Off in this tab.');
+  await tab.reload();
+  await expect(tab.locator('.connection')).toHaveText('connected');
+  await tab.getByRole('button', { name: 'Notifications' }).click();
+  await expect(notifications).toContainText('Off in this tab.');
+  await tab.evaluate(() => { (window as any).answerPermission = 'granted'; });
+  await notifications.getByRole('button', { name: 'Turn on in this tab' }).click();
+  await expect(notifications).toContainText('On in this tab.');
   await context.close();
 });
 

@@ -49,6 +49,23 @@ fn push_dialog() -> Result<AnyView, super::Unloaded> {
     let status = RwSignal::new(Status::default());
     let message = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
+    let asking = RwSignal::new(false);
+    let turn_on_here = move || {
+        asking.set(true);
+        message.set(None);
+        #[cfg(feature = "hydrate")]
+        leptos::task::spawn_local(async move {
+            match web::allowed().await {
+                Ok(()) => crate::notify::set_for_tab(tab_on, true),
+                Err(why) => message.set(Some(why)),
+            }
+            asking.set(false);
+        });
+    };
+    let turn_off_here = move || {
+        #[cfg(feature = "hydrate")]
+        crate::notify::set_for_tab(tab_on, false);
+    };
     #[cfg(feature = "hydrate")]
     {
         request_animation_frame(move || panel.show_modal());
@@ -78,7 +95,10 @@ fn push_dialog() -> Result<AnyView, super::Unloaded> {
             <h3>"In this tab"</h3>
             <p>"A question still waiting after 3 seconds shows a notification while this tab is open, unless its agent is on screen."</p>
             <p class="push-state tab-state">{move || if tab_on.get() { "On in this tab." } else { "Off in this tab." }}</p>
-            <button hidden=tab_on disabled=busy on:click=move |_| run(web::Job::TabOn(tab_on))>"Turn on in this tab"</button>
+            // The browser's own prompt may wait a while: only this button
+            // waits with it.
+            <button hidden=tab_on disabled=asking on:click=move |_| turn_on_here()>"Turn on in this tab"</button>
+            <button hidden=move || !tab_on.get() on:click=move |_| turn_off_here()>"Turn off in this tab"</button>
             <h3>"On this device"</h3>
             <p>"Questions reach this device while no Shard tab is on its screen, even with the browser closed, and can be answered from the notification."</p>
             <p class="push-state" aria-live="polite">
@@ -151,8 +171,6 @@ mod web {
     // Read only by the browser build: the daemon's first paint never runs one.
     #[cfg_attr(not(feature = "hydrate"), expect(dead_code))]
     pub enum Job {
-        /// This tab's own notifications (crate::notify), on.
-        TabOn(RwSignal<bool>),
         Subscribe,
         Unsubscribe,
         Test,
@@ -175,10 +193,6 @@ mod web {
     #[cfg(feature = "hydrate")]
     pub async fn run(job: Job, status: RwSignal<Status>) -> Option<String> {
         let done = match job {
-            Job::TabOn(on) => allowed().await.map(|()| {
-                on.set(true);
-                None
-            }),
             Job::Subscribe => subscribe().await.map(|()| None),
             Job::Unsubscribe => unsubscribe().await.map(|()| None),
             Job::Test => post("/push/test", "{}")
@@ -265,7 +279,7 @@ mod web {
 
     /// Asks for the browser's permission to notify (at a click).
     #[cfg(feature = "hydrate")]
-    async fn allowed() -> Result<(), String> {
+    pub async fn allowed() -> Result<(), String> {
         let permission = promised(web_sys::Notification::request_permission()).await?;
         if permission.as_string().as_deref() != Some("granted") {
             return Err(
@@ -292,12 +306,27 @@ mod web {
         let options = web_sys::PushSubscriptionOptionsInit::new();
         options.set_user_visible_only(true);
         options.set_application_server_key_opt_str(Some(&key.public_key));
-        let subscription = promised(manager.subscribe_with_options(&options)).await?;
+        let subscription = promised(manager.subscribe_with_options(&options))
+            .await
+            .map_err(|said| refused(&said))?;
         let body = js_sys::JSON::stringify(&subscription)
             .ok()
             .and_then(|text| text.as_string())
             .ok_or("The subscription could not be read.")?;
         post("/push/subscribe", &body).await
+    }
+
+    /// The browser's refusal to subscribe, in words a reader can act on.
+    #[cfg(feature = "hydrate")]
+    fn refused(said: &str) -> String {
+        let lower = said.to_lowercase();
+        if lower.contains("push service") {
+            "This browser could not reach its push service, which pushes need: it may be offline, or a build without one (some Chromium builds).".to_owned()
+        } else if lower.contains("permission") || lower.contains("denied") {
+            "Notifications are blocked for this site in the browser's settings.".to_owned()
+        } else {
+            "This browser would not subscribe to pushes; try again, or another browser.".to_owned()
+        }
     }
 
     #[cfg(feature = "hydrate")]
