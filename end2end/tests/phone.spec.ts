@@ -3,6 +3,8 @@
 // its panels fold into one row, an opened agent lands on its newest
 // message, a tap on a message does not fork it, every agent has an address
 // and Back returns to the list.
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { test, expect, agentId, createAgent, enrolled, openAgent, project, prompt } from './daemon';
 
 const PHONE = { viewport: { width: 390, height: 844 }, touch: true };
@@ -122,4 +124,42 @@ test('each agent has an address: Back returns to the list, Forward and a reload 
     await expect(other.locator('.agent-view h2')).toHaveText(name);
     await context.close();
   }
+});
+
+test('on a phone a long working directory in the inbox breaks after a slash, never inside a name', async ({ browser, daemon }) => {
+  // Each name shorter than a line, the whole longer than one.
+  const deep = join(project(), 'worktrees', 'a-long-repository-name', 'feature-branch-worktree', 'src', 'components');
+  mkdirSync(deep, { recursive: true });
+  const [context, phone] = await enrolled(browser, daemon, PHONE);
+  await createAgent(phone, deep, 'deep-digger');
+  await prompt(phone, 'run: true');
+  const dialog = phone.getByRole('dialog');
+  await expect(dialog).toBeVisible();
+  await dialog.getByRole('button', { name: /Later/ }).tap();
+  await phone.getByRole('navigation', { name: 'Panes' }).getByRole('button', { name: /waiting/ }).tap();
+  const path = phone.locator('.inbox-item', { hasText: 'deep-digger' }).locator('dd[data-label="working directory"] pre');
+  await expect(path).toBeInViewport();
+  // Where each rendered line ends: the character before every break.
+  const before = await path.evaluate((element) => {
+    const ends: string[] = [];
+    let lastTop: number | null = null;
+    let previous = '';
+    const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const text = node.textContent ?? '';
+      for (let at = 0; at < text.length; at++) {
+        const range = document.createRange();
+        range.setStart(node, at);
+        range.setEnd(node, at + 1);
+        const top = range.getBoundingClientRect().top;
+        if (lastTop !== null && top > lastTop + 2) ends.push(previous);
+        lastTop = top;
+        previous = text[at];
+      }
+    }
+    return ends;
+  });
+  expect(before.length, 'the path is long enough to wrap').toBeGreaterThan(0);
+  expect(before.every((character) => character === '/'), `lines end with ${JSON.stringify(before)}`).toBe(true);
+  await context.close();
 });

@@ -535,10 +535,20 @@ fn detail_view(detail: PermissionDetail) -> impl IntoView {
     let open = RwSignal::new(false);
     let toggle =
         move || if open.get() { "Show less".to_owned() } else { format!("Show all {lines} lines") };
+    // A path may break after any `/`, not inside a name.
+    let shown = if format == "path" {
+        value
+            .split_inclusive('/')
+            .map(|part| view! { <span class="path-part">{part.to_owned()}</span><wbr/> })
+            .collect_view()
+            .into_any()
+    } else {
+        value.into_any()
+    };
     view! {
         <dt>{label.clone()}</dt>
         <dd data-format=format data-label=label>
-            <pre class:collapsed=move || long && !open.get()>{value}</pre>
+            <pre class:collapsed=move || long && !open.get()>{shown}</pre>
             {long.then(|| view! {
                 <button type="button" class="show-all" on:click=move |_| open.update(|open| *open = !*open)>{toggle}</button>
             })}
