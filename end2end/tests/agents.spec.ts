@@ -1,10 +1,9 @@
 // Enrollment and the live agent list, in Chromium against the real daemon.
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  allowConsoleError, test, expect, createAgent, enrolled, newEnrollURL, project, startDaemon, stopDaemon, unixCall,
+  allowConsoleError, test, expect, createAgent, enrolled, newEnrollURL, project, repository, startDaemon, stopDaemon, unixCall,
 } from './daemon';
 
 test('a browser enrolls with the printed URL and sees the agents it creates, live', async ({ page, daemon }, testInfo) => {
@@ -183,9 +182,7 @@ test('a first agent\'s form offers the daemon\'s folder and names the default mo
     await expect(tab.getByLabel('Working directory')).toHaveValue(realpathSync(daemon.cwd));
     await expect(tab.getByLabel('Model', { exact: true })).toHaveAttribute('placeholder', 'demo (the default)');
 
-    const repo = project();
-    execFileSync('git', ['init', '--quiet', '-b', 'main'], { cwd: repo });
-    execFileSync('git', ['-c', 'user.name=T', '-c', 'user.email=t@example.invalid', 'commit', '--quiet', '--allow-empty', '-m', 'first'], { cwd: repo });
+    const repo = repository();
     await tab.getByLabel('Working directory').fill(repo);
     await tab.getByLabel('Name', { exact: true }).fill('in-a-tree');
     await tab.getByLabel(/In a new workspace/).check();

@@ -3,7 +3,7 @@
 // from the binary itself), and tells the tests its base URL.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { connect } from 'node:net';
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -315,6 +315,23 @@ export async function agentId(daemon: Daemon, name: string): Promise<string> {
 /** A fresh project directory for an agent to work in. */
 export function project(): string {
   return realpathSync(mkdtempSync(join(tmpdir(), 'shard-project-')));
+}
+
+/** Runs `git ARGS` in `cwd`; its output. */
+export function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', args, { cwd, env: { ...process.env, GIT_TERMINAL_PROMPT: '0' } }).toString();
+}
+
+/** A repository on `main` with one commit, and an identity for the agent's commits. */
+export function repository(): string {
+  const repo = project();
+  git(repo, 'init', '--quiet', '-b', 'main');
+  git(repo, 'config', 'user.name', 'Shard Test');
+  git(repo, 'config', 'user.email', 'test@example.invalid');
+  writeFileSync(join(repo, 'README.md'), '# demo\n');
+  git(repo, 'add', 'README.md');
+  git(repo, 'commit', '--quiet', '-m', 'first');
+  return repo;
 }
 
 /**

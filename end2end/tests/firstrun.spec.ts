@@ -3,14 +3,9 @@
 // show what Shard does (a stream, a command asked first, a file written as
 // a diff, a question), and a phone walks the first five minutes: enrol,
 // an example, a question answered, a workspace committed.
-import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { test, expect, createAgent, enrolled, project } from './daemon';
-
-function git(cwd: string, ...args: string[]): string {
-  return execFileSync('git', args, { cwd, env: { ...process.env, GIT_TERMINAL_PROMPT: '0' } }).toString();
-}
+import { test, expect, createAgent, enrolled, git, project, repository, startDaemon, stopDaemon } from './daemon';
 
 test('an empty transcript on the demo model offers examples, each showing what it does', async ({ browser, daemon }, testInfo) => {
   const [context, tab] = await enrolled(browser, daemon);
@@ -57,55 +52,55 @@ test('an empty transcript on the demo model offers examples, each showing what i
   await context.close();
 });
 
-test('a phone\'s first five minutes: enrol, an example, a question answered, a workspace committed', async ({ browser, daemon }, testInfo) => {
-  const repo = project();
-  git(repo, 'init', '--quiet', '-b', 'main');
-  git(repo, 'config', 'user.name', 'Shard Test');
-  git(repo, 'config', 'user.email', 'test@example.invalid');
-  writeFileSync(join(repo, 'README.md'), '# demo\n');
-  git(repo, 'add', 'README.md');
-  git(repo, 'commit', '--quiet', '-m', 'first');
+test('a phone\'s first five minutes: enrol, an example, a question answered, a workspace committed', async ({ browser }, testInfo) => {
+  // A daemon of its own: a first run, with no agent or workspace before.
+  const daemon = await startDaemon();
+  try {
+    const repo = repository();
 
-  const [context, phone] = await enrolled(browser, daemon, { viewport: { width: 390, height: 844 }, touch: true });
-  await phone.locator('details.create-panel summary').tap();
-  await phone.getByLabel('Working directory').fill(repo);
-  await phone.getByLabel('Name', { exact: true }).fill('pocket-first');
-  await phone.getByLabel(/In a new workspace/).check();
-  await phone.getByLabel('Branch', { exact: true }).fill('first-steps');
-  await phone.getByRole('button', { name: 'Create agent' }).tap();
-  await expect(phone.locator('.agent-view h2')).toHaveText('pocket-first');
+    const [context, phone] = await enrolled(browser, daemon, { viewport: { width: 390, height: 844 }, touch: true });
+    await phone.locator('details.create-panel summary').tap();
+    await phone.getByLabel('Working directory').fill(repo);
+    await phone.getByLabel('Name', { exact: true }).fill('pocket-first');
+    await phone.getByLabel(/In a new workspace/).check();
+    await phone.getByLabel('Branch', { exact: true }).fill('first-steps');
+    await phone.getByRole('button', { name: 'Create agent' }).tap();
+    await expect(phone.locator('.agent-view h2')).toHaveText('pocket-first');
 
-  // The examples say what the demo model does; one asks a question.
-  const examples = phone.getByRole('region', { name: 'Try the demo model' });
-  await expect(examples).toBeInViewport();
-  await phone.screenshot({ path: testInfo.outputPath('phone-first-run.png') });
-  await examples.getByRole('button', { name: /Ask you a question/ }).tap();
-  const dialog = phone.getByRole('dialog');
-  await expect(dialog).toContainText('What should the next agent work on?');
-  await phone.waitForTimeout(900);
-  await dialog.getByLabel('Answer').fill('a notes file');
-  await dialog.getByRole('button', { name: 'Submit' }).tap();
-  await expect(phone.locator('.message.assistant').last()).toContainText('a notes file');
+    // The examples say what the demo model does; one asks a question.
+    const examples = phone.getByRole('region', { name: 'Try the demo model' });
+    await expect(examples).toBeInViewport();
+    await phone.screenshot({ path: testInfo.outputPath('phone-first-run.png') });
+    await examples.getByRole('button', { name: /Ask you a question/ }).tap();
+    const dialog = phone.getByRole('dialog');
+    await expect(dialog).toContainText('What should the next agent work on?');
+    await phone.waitForTimeout(900);
+    await dialog.getByLabel('Answer').fill('a notes file');
+    await dialog.getByRole('button', { name: 'Submit' }).tap();
+    await expect(phone.locator('.message.assistant').last()).toContainText('a notes file');
 
-  // Then a file, written into the workspace once allowed.
-  await phone.getByLabel('Message to the agent').fill('write: notes.md\nFirst steps on a phone.');
-  await phone.locator('.prompt button[type="submit"]').tap();
-  await expect(dialog).toContainText('notes.md');
-  await phone.waitForTimeout(900);
-  await dialog.getByRole('button', { name: /Allow once/ }).tap();
-  await expect(dialog).toBeHidden();
-  const worktree = (await phone.locator('li.agent', { hasText: 'pocket-first' }).locator('.cwd').textContent())!;
-  await expect.poll(() => existsSync(join(worktree, 'notes.md'))).toBe(true);
+    // Then a file, written into the workspace once allowed.
+    await phone.getByLabel('Message to the agent').fill('write: notes.md\nFirst steps on a phone.');
+    await phone.locator('.prompt button[type="submit"]').tap();
+    await expect(dialog).toContainText('notes.md');
+    await phone.waitForTimeout(900);
+    await dialog.getByRole('button', { name: /Allow once/ }).tap();
+    await expect(dialog).toBeHidden();
+    const worktree = (await phone.locator('li.agent', { hasText: 'pocket-first' }).locator('.cwd').textContent())!;
+    await expect.poll(() => existsSync(join(worktree, 'notes.md'))).toBe(true);
 
-  // Committed from the workspace panel, on the phone.
-  const panel = phone.locator('.workspace-panel');
-  await expect(panel.locator('.facts')).toContainText('1 uncommitted change');
-  await panel.getByRole('button', { name: 'Commit…' }).tap();
-  const commit = panel.getByRole('dialog', { name: 'Commit' });
-  await commit.getByLabel('Commit message').fill('First steps');
-  await commit.getByRole('button', { name: 'Commit', exact: true }).tap();
-  await expect(panel.locator('.action-result')).toHaveText(/^Committed 1 file on first-steps/);
-  expect(git(worktree, 'log', '-1', '--format=%s').trim()).toBe('First steps');
-  await phone.screenshot({ path: testInfo.outputPath('phone-committed.png') });
-  await context.close();
+    // Committed from the workspace panel, on the phone.
+    const panel = phone.locator('.workspace-panel');
+    await expect(panel.locator('.facts')).toContainText('1 uncommitted change');
+    await panel.getByRole('button', { name: 'Commit…' }).tap();
+    const commit = panel.getByRole('dialog', { name: 'Commit' });
+    await commit.getByLabel('Commit message').fill('First steps');
+    await commit.getByRole('button', { name: 'Commit', exact: true }).tap();
+    await expect(panel.locator('.action-result')).toHaveText(/^Committed 1 file on first-steps/);
+    expect(git(worktree, 'log', '-1', '--format=%s').trim()).toBe('First steps');
+    await phone.screenshot({ path: testInfo.outputPath('phone-committed.png') });
+    await context.close();
+  } finally {
+    await stopDaemon(daemon);
+  }
 });

@@ -3,26 +3,9 @@
 // workspace, the diff of what the agent wrote in the workspace panel, and
 // retirement with the daemon's refusals and its confirmation; commit, merge
 // and push from the panel, each previewed before it is done.
-import { execFileSync } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { test, expect, enrolled, openAgent, project, prompt, unixCall } from './daemon';
-
-function git(cwd: string, ...args: string[]): string {
-  return execFileSync('git', args, { cwd, env: { ...process.env, GIT_TERMINAL_PROMPT: '0' } }).toString();
-}
-
-/** A repository on `main` with one commit, and an identity for the agent's commits. */
-function repository(): string {
-  const repo = project();
-  git(repo, 'init', '--quiet', '-b', 'main');
-  git(repo, 'config', 'user.name', 'Shard Test');
-  git(repo, 'config', 'user.email', 'test@example.invalid');
-  writeFileSync(join(repo, 'README.md'), '# demo\n');
-  git(repo, 'add', 'README.md');
-  git(repo, 'commit', '--quiet', '-m', 'first');
-  return repo;
-}
+import { test, expect, enrolled, git, openAgent, project, prompt, repository, unixCall } from './daemon';
 
 /** Answers the permission dialog on screen with "Allow once". */
 async function allowOnce(tab: import('@playwright/test').Page, text: string): Promise<void> {
