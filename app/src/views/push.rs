@@ -163,6 +163,7 @@ fn push_dialog() -> Result<AnyView, super::Unloaded> {
 /// The dialog's requests: to the daemon's push routes, and to the browser's
 /// push manager. Only the dialog's chunk calls them, so they load with it.
 mod web {
+    #[cfg(feature = "hydrate")]
     use leptos::prelude::*;
 
     #[cfg(feature = "hydrate")]
