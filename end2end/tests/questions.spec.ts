@@ -14,9 +14,9 @@ const armed = (page: Page) => page.waitForTimeout(900);
 
 test('select, confirm, input, editor and notify each render and are answered from a dialog, an inbox or a phone', async ({ browser, daemon }, testInfo) => {
   const [context, desk] = await enrolled(browser, daemon);
-  await createAgent(desk, project(), 'asker');
+  await createAgent(desk, project(), 'inquirer');
   const [phoneSide, phone] = await enrolled(browser, daemon, PHONE);
-  await openAgent(phone, 'asker');
+  await openAgent(phone, 'inquirer');
   const reply = desk.locator('.message.assistant').last();
 
   // A choice, tapped on the phone's dialog; the desk's closes.
@@ -79,7 +79,7 @@ test('select, confirm, input, editor and notify each render and are answered fro
   await expect(reply).toContainText('You answered: large');
 
   // Something said, not asked: shown, and nothing waits on it.
-  await openAgent(phone, 'asker');
+  await openAgent(phone, 'inquirer');
   await prompt(desk, 'ask-notify: The build finished.');
   await expect(desk.locator('.agent-view .status')).toHaveText('idle');
   await expect(desk.locator('.inbox-item')).toHaveCount(0);
