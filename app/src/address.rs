@@ -60,7 +60,7 @@ pub fn follow(state: &ClientState) {
         let hash = web_sys::window().and_then(|window| window.location().hash().ok());
         match hash.as_deref().and_then(agent_in) {
             Some(agent_id) => state.select(Some(agent_id)),
-            None => crate::views::show_list(&state),
+            None => state.show_list(),
         }
     });
     let _ = window.add_event_listener_with_callback("popstate", moved.as_ref().unchecked_ref());

@@ -37,6 +37,8 @@ mod questions;
 // daemon: elsewhere (the daemon's first paint) nothing feeds the reducer.
 #[cfg(any(feature = "hydrate", test))]
 mod reducer;
+#[cfg(feature = "hydrate")]
+mod reveal;
 mod roster;
 mod sandbox;
 mod screen;

@@ -102,6 +102,22 @@ impl ClientState {
         self.ledger.refresh_open_panels();
     }
 
+    /// The list on screen instead of the agent, whose row is brought into
+    /// view (on a phone the list is another pane).
+    pub fn show_list(&self) {
+        let left = self.screen.selected.get_untracked();
+        self.select(None);
+        #[cfg(feature = "hydrate")]
+        if let Some(agent_id) = left {
+            crate::reveal::reveal(
+                format!("li.agent[data-agent-id=\"{agent_id}\"]"),
+                Some("button.open"),
+            );
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = left;
+    }
+
     /// The workspace of the agent on screen, if it works in one (tracked).
     pub fn shown_workspace(&self) -> Option<WorkspaceSummary> {
         let selected = self.screen.selected.get()?;

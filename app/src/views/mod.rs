@@ -33,16 +33,14 @@ use shard_protocol::orchestrator::ActivityPhase;
 use shard_protocol::subagent::RunState;
 use shard_protocol::types::{AgentStatus, RuntimeState};
 
+#[cfg(feature = "hydrate")]
+pub use crate::reveal::reveal;
 pub use agent::AgentView;
 pub use agents::{AgentList, CreateAgent};
 pub use pair::{PairDialog, new_link};
 #[cfg(feature = "hydrate")]
 pub use passkey::step_up;
 pub use phone::PhoneBar;
-#[cfg(feature = "hydrate")]
-pub use phone::reveal;
-#[cfg(feature = "hydrate")]
-pub use phone::show_list;
 pub use push::PushDialog;
 pub use questions::{Inbox, QuestionDialog};
 #[cfg(feature = "hydrate")]

@@ -45,35 +45,5 @@ pub fn back_to_list(state: &crate::state::ClientState) {
     if crate::address::back() {
         return;
     }
-    show_list(state);
-}
-
-/// The list on screen, the agent that was brought into view in it.
-pub fn show_list(state: &crate::state::ClientState) {
-    let left = state.screen.selected.get_untracked();
-    state.select(None);
-    #[cfg(feature = "hydrate")]
-    if let Some(agent_id) = left {
-        reveal(format!("li.agent[data-agent-id=\"{agent_id}\"]"), Some("button.open"));
-    }
-    #[cfg(not(feature = "hydrate"))]
-    let _ = left;
-}
-
-/// Brings the first element matching `selector` into view once the pane
-/// it is in is shown, and puts the keyboard on the first match of `focus`
-/// inside it.
-#[cfg(feature = "hydrate")]
-pub fn reveal(selector: String, focus: Option<&'static str>) {
-    use wasm_bindgen::JsCast;
-    request_animation_frame(move || {
-        let Some(found) = document().query_selector(&selector).ok().flatten() else { return };
-        let options = web_sys::ScrollIntoViewOptions::new();
-        options.set_block(web_sys::ScrollLogicalPosition::Nearest);
-        found.scroll_into_view_with_scroll_into_view_options(&options);
-        let inner = focus.and_then(|focus| found.query_selector(focus).ok().flatten());
-        if let Some(inner) = inner.and_then(|inner| inner.dyn_into::<web_sys::HtmlElement>().ok()) {
-            let _ = inner.focus();
-        }
-    });
+    state.show_list();
 }
