@@ -82,7 +82,7 @@ test('select, confirm, input, editor and notify each render and are answered fro
   await openAgent(phone, 'inquirer');
   await prompt(desk, 'ask-notify: The build finished.');
   await expect(desk.locator('.agent-view .status')).toHaveText('idle');
-  await expect(desk.locator('.inbox-item')).toHaveCount(0);
+  await expect(desk.locator('.inbox-item', { hasText: 'inquirer' })).toHaveCount(0);
   await expect(desk.locator('.transcript')).toContainText('The build finished.');
   await expect(phone.locator('.transcript')).toContainText('The build finished.');
   await Promise.all([context.close(), phoneSide.close()]);
