@@ -37,13 +37,13 @@ pub fn follow(state: &ClientState) {
         let Ok(hash) = location.hash() else { return };
         // Only an agent's address is this code's: `#enroll=` is the
         // connection's to take (crate::client).
-        let shown = agent_in(&hash).map(|_| hash.as_str());
-        if shown == wanted.as_deref() || hash.starts_with("#enroll=") {
+        let on_agent = agent_in(&hash).is_some();
+        if on_agent.then_some(hash.as_str()) == wanted.as_deref() || hash.starts_with("#enroll=") {
             return;
         }
         let path = location.pathname().unwrap_or_default();
         let url = format!("{path}{}", wanted.as_deref().unwrap_or_default());
-        if wanted.is_some() && agent_in(&hash).is_none() {
+        if wanted.is_some() && !on_agent {
             let _ = history.push_state_with_url(&JsValue::from_str(PUSHED), "", Some(&url));
         } else {
             // One agent for another keeps the entry this page added; the
