@@ -224,16 +224,8 @@ pub fn App() -> impl IntoView {
 /// sees only the rows rendered.
 #[cfg(feature = "hydrate")]
 fn shortcuts(state: &ClientState) {
-    use wasm_bindgen::JsCast;
     let (search, screen, find) = (state.search, state.screen, state.find);
-    let typing = || {
-        document().active_element().is_some_and(|element| {
-            matches!(element.tag_name().as_str(), "INPUT" | "TEXTAREA" | "SELECT")
-                || element
-                    .dyn_ref::<web_sys::HtmlElement>()
-                    .is_some_and(|element| element.is_content_editable())
-        })
-    };
+    let typing = guard::typing;
     // Dropping the handle leaves the listener: it lives as long as the page.
     let _ = window_event_listener(leptos::ev::keydown, move |event| {
         let command = event.ctrl_key() || event.meta_key();
