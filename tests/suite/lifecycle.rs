@@ -320,11 +320,30 @@ async fn a_failed_start_keeps_the_agent_for_a_retry() {
     std::fs::remove_dir(&project).expect("rmdir");
     let failed = client.call("a", json!({"type": "agent.attach", "agent_id": agent})).await;
     assert_eq!(failed["error"]["code"], "RUNTIME_START_FAILED", "{failed}");
+    let message = failed["error"]["message"].as_str().expect("message");
+    assert!(message.contains(project.to_str().expect("utf-8")), "names the directory: {message}");
     let listed = client.call("l", json!({"type": "agent.list"})).await;
     assert_eq!(listed["data"]["agents"][0]["agent_id"], agent.as_str(), "identity kept");
     std::fs::create_dir(&project).expect("mkdir again");
     let sync = client.attach(&agent, "interactive").await;
     assert_eq!(sync["status"], "idle", "the retry works");
+}
+
+#[tokio::test]
+async fn a_config_broken_while_the_daemon_runs_is_named_when_an_agent_starts() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let mut client = Client::unix(&daemon.socket()).await;
+    let agent = client.create(project.path(), "misconfigured").await;
+    client.call("k", json!({"type": "agent.kill", "agent_id": agent, "force": true})).await;
+    std::fs::write(daemon.home.join("config.toml"), "[models\n").expect("config");
+    let failed = client.call("a", json!({"type": "agent.attach", "agent_id": agent})).await;
+    assert_eq!(failed["error"]["code"], "RUNTIME_START_FAILED", "{failed}");
+    let message = failed["error"]["message"].as_str().expect("message");
+    assert!(message.contains("config.toml: TOML parse error at line 1"), "{message}");
+    std::fs::remove_file(daemon.home.join("config.toml")).expect("mended");
+    let sync = client.attach(&agent, "interactive").await;
+    assert_eq!(sync["status"], "idle", "mended, it starts");
 }
 
 #[tokio::test]

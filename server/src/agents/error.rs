@@ -109,6 +109,8 @@ pub enum AgentError {
     HostNotRunning,
     #[error("cannot start the agent process: {0}")]
     SpawnFailed(String),
+    #[error("cannot start the agent: its working directory {0} is gone")]
+    CwdGone(String),
     #[error("{0}")]
     SandboxUnavailable(String),
     #[error("{0} is not among the hosts allowed always for this agent")]
@@ -230,6 +232,7 @@ impl AgentError {
             | Self::ShuttingDown
             | Self::HostNotRunning
             | Self::SpawnFailed(_)
+            | Self::CwdGone(_)
             | Self::NotReady
             | Self::ExitedStarting(_) => ErrorCode::RuntimeStartFailed,
             Self::SandboxUnavailable(_) => ErrorCode::SandboxUnavailable,

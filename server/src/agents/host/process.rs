@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::{Host, ShutdownMode, Waiting, projection::encode, projection::respond};
 use crate::agents::error::AgentError;
-use crate::agents::runtime::{Runtime, SpawnRequest};
+use crate::agents::runtime::{Runtime, SpawnRequest, stdio};
 
 /// How long a new process may take to say `hello` and `sync`: a little
 /// longer than an ACP agent gets to answer `initialize` and open its
@@ -101,6 +101,9 @@ pub(super) struct Generation {
     pub(super) saw_hello: bool,
     /// When a graceful kill turns into a forced one.
     pub(super) kill_at: Option<Instant>,
+    /// Where this generation's lines begin in the agent's log: what it
+    /// wrote there says why, if it exits before it is ready.
+    log_from: u64,
 }
 
 impl Host {
@@ -131,6 +134,7 @@ impl Host {
             delegates: self.manifest.may_delegate(),
             sandbox: self.manifest.sandbox,
         };
+        let log_from = stdio::log_length(&self.context.home, self.id());
         let runtime = match self.context.spawner.spawn(&request, events) {
             Ok(runtime) => runtime,
             Err(error) => {
@@ -138,6 +142,9 @@ impl Host {
                 self.set_runtime_state(RuntimeState::Failed);
                 self.fail_waiting(match crate::sandbox::Unavailable::in_io(&error) {
                     Some(why) => AgentError::SandboxUnavailable(why),
+                    None if !std::path::Path::new(&self.manifest.cwd).is_dir() => {
+                        AgentError::CwdGone(self.manifest.cwd.clone())
+                    }
                     None => AgentError::SpawnFailed(error.to_string()),
                 });
                 return;
@@ -152,6 +159,7 @@ impl Host {
             stopping: false,
             saw_hello: false,
             kill_at: None,
+            log_from,
         });
         self.set_runtime_state(RuntimeState::Starting);
     }
@@ -237,7 +245,12 @@ impl Host {
         self.session = None;
         let expected = generation.stopping || self.process.shutdown.is_some();
         if !generation.ready {
-            self.fail_waiting(AgentError::ExitedStarting(description.clone()));
+            let said = stdio::log_since(&self.context.home, self.id(), generation.log_from);
+            let why = match said {
+                Some(said) => format!("{description}; it said: {said}"),
+                None => description.clone(),
+            };
+            self.fail_waiting(AgentError::ExitedStarting(why));
             // A switched session that cannot start is not started again
             // and again for its watchers: the next work or attach retries.
             self.resync_when_ready = false;

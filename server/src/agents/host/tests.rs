@@ -776,3 +776,30 @@ fn notices_hear_of_a_waiting_question_its_end_and_a_failed_turn_but_not_a_headle
     says(&mut alone, 0, permission_request("perm-2"), now);
     assert!(told.0.lock().expect("lock").iter().all(|told| !told.starts_with("asked")));
 }
+
+#[test]
+fn a_process_that_exits_before_it_is_ready_is_refused_with_what_it_wrote_this_time() {
+    let world = world();
+    let now = Instant::now();
+    let log = crate::agents::manifest::agent_dir(&world.context.home, "agent-e").join("agent.log");
+    std::fs::create_dir_all(log.parent().expect("dir")).expect("agent dir");
+    std::fs::write(&log, "an earlier run's last words\n").expect("log");
+    let (mut host, _) = Host::new(world.context.clone(), manifest("agent-e", None), now);
+    let client = Recorder::new(1);
+    attach(&mut host, &client, AttachRole::Interactive, now);
+    assert_eq!(world.spawner.count(), 1);
+    let mut file = std::fs::OpenOptions::new().append(true).open(&log).expect("open");
+    std::io::Write::write_all(&mut file, b"\nError: cannot read the instructions\n\n")
+        .expect("write");
+    let exited =
+        ChildEvent::Exited { epoch: 0, code: Some(1), description: "exited with 1".into() };
+    host.child_event(exited, now);
+    let seen = client.take();
+    assert_eq!(seen[0]["type"], "response", "{seen:?}");
+    let message = seen[0]["error"]["message"].as_str().expect("a message");
+    assert!(
+        message.ends_with("exited with 1; it said: Error: cannot read the instructions"),
+        "{message}"
+    );
+    assert!(!message.contains("earlier run"), "only this process's words: {message}");
+}

@@ -316,13 +316,53 @@ fn describe_exit(
     }
 }
 
-/// The agent's stderr goes to `agents/<id>/agent.log` (0600), restarted
-/// when it grows past 1 MiB so it cannot fill the disk.
 /// Where an agent process's stderr goes.
 pub(super) fn agent_log(home: &Path, agent_id: &str) -> PathBuf {
     crate::agents::manifest::agent_dir(home, agent_id).join("agent.log")
 }
 
+/// How long the agent's log is: what a process about to start writes
+/// follows this.
+pub fn log_length(home: &Path, agent_id: &str) -> u64 {
+    std::fs::metadata(agent_log(home, agent_id)).map_or(0, |meta| meta.len())
+}
+
+/// The last lines written to the agent's log from `from` on, to say why a
+/// process did not start: at most three lines and 400 characters, control
+/// characters dropped, `None` when it wrote nothing.
+pub fn log_since(home: &Path, agent_id: &str, from: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 4096;
+    const LINES: usize = 3;
+    const CHARS: usize = 400;
+    let mut file = std::fs::File::open(agent_log(home, agent_id)).ok()?;
+    let length = file.metadata().ok()?.len();
+    // Restarted when it grew too big: all of it is this process's.
+    let from = if length < from { 0 } else { from };
+    let start = from.max(length.saturating_sub(TAIL));
+    file.seek(SeekFrom::Start(start)).ok()?;
+    let mut bytes = Vec::new();
+    file.take(TAIL).read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<String> = text
+        .lines()
+        .map(|line| line.chars().filter(|c| !c.is_control()).collect::<String>())
+        .map(|line| line.trim().to_owned())
+        .filter(|line| !line.is_empty())
+        .collect();
+    let last = lines[lines.len().saturating_sub(LINES)..].join(" / ");
+    if last.is_empty() {
+        return None;
+    }
+    let mut said: String = last.chars().take(CHARS).collect();
+    if said.len() < last.len() {
+        said.push('…');
+    }
+    Some(said)
+}
+
+/// The agent's stderr goes to `agents/<id>/agent.log` (0600), restarted
+/// when it grows past 1 MiB so it cannot fill the disk.
 pub(super) fn stderr_log(home: &Path, agent_id: &str) -> Stdio {
     use std::os::unix::fs::OpenOptionsExt;
     const MAX_LOG: u64 = 1024 * 1024;
@@ -344,6 +384,29 @@ pub(super) fn stderr_log(home: &Path, agent_id: &str) -> Stdio {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_process_wrote_is_its_last_lines_bounded_and_printable() {
+        let home = tempfile::tempdir().expect("home");
+        let log = agent_log(home.path(), "a");
+        std::fs::create_dir_all(log.parent().expect("dir")).expect("dir");
+        assert_eq!(log_since(home.path(), "a", 0), None, "no log yet");
+        std::fs::write(&log, "before\n").expect("write");
+        let from = log_length(home.path(), "a");
+        assert_eq!(log_since(home.path(), "a", from), None, "nothing new");
+        let mut file = std::fs::OpenOptions::new().append(true).open(&log).expect("open");
+        std::io::Write::write_all(&mut file, b"one\ntwo\n\x1b[31mthree\x1b[0m\nfour\n")
+            .expect("write");
+        let said = log_since(home.path(), "a", from).expect("said");
+        assert_eq!(said, "two / [31mthree[0m / four", "three lines, no escape bytes");
+        // Restarted when too big: shorter than where it was, all of it is new.
+        std::fs::write(&log, "fresh\n").expect("write");
+        assert_eq!(log_since(home.path(), "a", 1_000).as_deref(), Some("fresh"));
+        std::fs::write(&log, "x".repeat(10_000)).expect("write");
+        let said = log_since(home.path(), "a", 0).expect("said");
+        assert_eq!(said.chars().count(), 401, "400 characters and an ellipsis");
+        assert!(said.ends_with('…'));
+    }
 
     /// A process that writes a lot and exits at once: its exit must come
     /// after every line it wrote, however far behind its reader is, or the
