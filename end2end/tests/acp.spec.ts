@@ -4,7 +4,7 @@
 // question answered from a second tab and from a phone-sized one.
 import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { test, expect, createOnRuntime, enrolled, openAgent, project, prompt, unixCall } from './daemon';
+import { test, expect, createOnRuntime, enrolled, openAgent, project, prompt, unixCall, agentRow } from './daemon';
 
 const FAKE = resolve(__dirname, '../../tests/fixtures/acp/fake_acp_agent.py');
 
@@ -65,7 +65,7 @@ test('an ACP agent made from the form streams, and its question is answered in a
   // ACP has no way into a running turn: no Steer, only follow-ups and Abort.
   await expect(tab.getByRole('button', { name: 'Abort' })).toBeVisible();
   await expect(tab.getByRole('button', { name: 'Steer' })).toHaveCount(0);
-  await expect(tab.locator('li.agent', { hasText: 'quillon' }).locator('.model')).toHaveText('fake · default');
+  await expect(agentRow(tab, 'quillon').locator('.model')).toHaveText('fake · default');
   // The agent's own options, by the names it gave them.
   await expect(dialog.getByRole('button', { name: 'Always allow' })).toBeVisible();
   await tab.screenshot({ path: testInfo.outputPath('acp-dialog.png') });

@@ -3,8 +3,7 @@ import { mkdtempSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  allowConsoleError, test, expect, createAgent, enrolled, newEnrollURL, project, repository, startDaemon, stopDaemon, unixCall,
-} from './daemon';
+  allowConsoleError, test, expect, createAgent, enrolled, newEnrollURL, project, repository, startDaemon, stopDaemon, unixCall, agentRow } from './daemon';
 
 test('a browser enrolls with the printed URL and sees the agents it creates, live', async ({ page, daemon }, testInfo) => {
   const problems: string[] = [];
@@ -18,7 +17,7 @@ test('a browser enrolls with the printed URL and sees the agents it creates, liv
 
   const project = realpathSync(mkdtempSync(join(tmpdir(), 'shard-project-')));
   await createAgent(page, project, 'from the browser');
-  const created = page.locator('li.agent', { hasText: 'from the browser' });
+  const created = agentRow(page, 'from the browser');
   await expect(created).toBeVisible();
   await expect(created.locator('.runtime')).toHaveText('running');
   await expect(created.locator('.status')).toHaveText('idle');
@@ -28,14 +27,14 @@ test('a browser enrolls with the printed URL and sees the agents it creates, liv
   const other = realpathSync(mkdtempSync(join(tmpdir(), 'shard-project-')));
   const response = await unixCall(daemon, { id: 'c', type: 'agent.create', cwd: other, name: 'from a tool' });
   expect(response.success).toBe(true);
-  await expect(page.locator('li.agent', { hasText: 'from a tool' })).toBeVisible();
+  await expect(agentRow(page, 'from a tool')).toBeVisible();
 
   // The session survives a reload: no enrollment needed again.
   await page.reload();
   await expect(page.locator('.connection')).toHaveText('connected');
   // (The worker's daemon may hold other tests' agents too.)
-  await expect(page.locator('li.agent', { hasText: 'from the browser' })).toBeVisible();
-  await expect(page.locator('li.agent', { hasText: 'from a tool' })).toBeVisible();
+  await expect(agentRow(page, 'from the browser')).toBeVisible();
+  await expect(agentRow(page, 'from a tool')).toBeVisible();
   await page.screenshot({ path: testInfo.outputPath('agents.png'), fullPage: true });
   expect(problems).toEqual([]);
 });
@@ -92,7 +91,7 @@ test('a browser whose session is revoked, or whose secret is gone, is shown as n
     const revoked = await unixCall(daemon, { id: 'r', type: 'daemon.revoke_session', all: true });
     expect(revoked.success).toBe(true);
     await notEnrolledScreen(tab);
-    await expect(tab.locator('li.agent', { hasText: 'before the revocation' })).toBeHidden();
+    await expect(agentRow(tab, 'before the revocation')).toBeHidden();
     await context.close();
 
     // The cookie without the secret the page keeps is no enrollment either.
@@ -118,11 +117,11 @@ test('with no agent yet the page says how to make one, and once there are agents
     await expect(phone.locator('.agents li.empty')).toHaveText('No agents yet: create one under \u201cNew agent\u201d.');
     await createAgent(tab, project(), 'firstborn');
     await expect(phone.locator('.agents li.empty')).toHaveCount(0);
-    await expect(phone.locator('li.agent', { hasText: 'firstborn' })).toBeVisible();
+    await expect(agentRow(phone, 'firstborn')).toBeVisible();
     // A tab that has opened none asks to pick one.
     const other = await context.newPage();
     await other.goto(daemon.baseURL);
-    await expect(other.locator('li.agent', { hasText: 'firstborn' })).toBeVisible();
+    await expect(agentRow(other, 'firstborn')).toBeVisible();
     await expect(other.locator('.agent-view.empty')).toHaveText('Select an agent to see its work.');
     await phoneContext.close();
     await context.close();
@@ -161,7 +160,7 @@ test('the new-agent form answers by its fields, keeps what was typed on a refusa
   await tab.getByLabel('Name', { exact: true }).fill('zqxalpha');
   await tab.getByRole('button', { name: 'Create agent' }).click();
   await expect(problem).toHaveText('An agent is already named \u201czqxalpha\u201d: choose another name.');
-  await expect(tab.locator('li.agent', { hasText: 'zqxalpha' })).toHaveCount(1);
+  await expect(agentRow(tab, 'zqxalpha')).toHaveCount(1);
 
   await tab.getByLabel('Name', { exact: true }).fill('zqxbeta');
   await tab.getByRole('button', { name: 'Create agent' }).click();

@@ -1,7 +1,7 @@
 // The web client's core in Chromium against the real daemon: a transcript
 // that keeps its DOM while it streams and stays bounded at any length, what
 // survives a reconnect and a reload, per-agent badges, and notifications.
-import { test, expect, createAgent, enrolled, newEnrollURL, openAgent, project, prompt, unixCall, agentId, UnixClient, type Daemon } from './daemon';
+import { test, expect, createAgent, enrolled, newEnrollURL, openAgent, project, prompt, unixCall, agentId, UnixClient, type Daemon, agentRow } from './daemon';
 
 /** A unix client attached to `name`, for driving it from outside the page. */
 async function driver(daemon: Daemon, name: string): Promise<[UnixClient, string]> {
@@ -147,8 +147,8 @@ test('agents off screen show unread activity and a waiting question; opening one
   await createAgent(tab, project(), 'watched');
   await createAgent(tab, project(), 'busy');
   await openAgent(tab, 'watched');
-  const busyRow = tab.locator('li.agent', { hasText: 'busy' });
-  const watchedRow = tab.locator('li.agent', { hasText: 'watched' });
+  const busyRow = agentRow(tab, 'busy');
+  const watchedRow = agentRow(tab, 'watched');
   await expect(busyRow.locator('.badge')).toHaveCount(0);
 
   const [client, id] = await driver(daemon, 'busy');

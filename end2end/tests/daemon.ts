@@ -209,7 +209,7 @@ export async function createAgent(page: import('@playwright/test').Page, cwd: st
   await page.getByLabel('Name', { exact: true }).fill(name);
   await page.getByRole('button', { name: 'Create agent' }).click();
   // Listed, though on a phone the list is behind the agent's pane.
-  await page.locator('li.agent', { hasText: name }).waitFor({ state: 'attached' });
+  await agentRow(page, name).waitFor({ state: 'attached' });
   // And opened: the list can show it before the answer that opens it
   // arrives, and a prompt typed meanwhile would go to the agent before.
   await expect(page.locator('.agent-view h2')).toHaveText(name);
@@ -364,7 +364,7 @@ export async function enrolled(
 
 /** Opens the agent called `name` from the list. */
 export async function openAgent(page: import('@playwright/test').Page, name: string): Promise<void> {
-  await page.locator('li.agent', { hasText: name }).locator('button.open').click();
+  await agentRow(page, name).locator('button.open').click();
   await expect(page.locator('.agent-view h2')).toHaveText(name);
 }
 
@@ -372,4 +372,13 @@ export async function openAgent(page: import('@playwright/test').Page, name: str
 export async function prompt(page: import('@playwright/test').Page, text: string): Promise<void> {
   await page.getByLabel('Message to the agent').fill(text);
   await page.locator('.prompt button[type="submit"]').click();
+}
+
+/**
+ * The list row of the agent named exactly `name`: a row that only mentions
+ * it (in another agent's name or working directory) is not it, and in CI
+ * one daemon holds every spec's agents.
+ */
+export function agentRow(page: import('@playwright/test').Page, name: string): import('@playwright/test').Locator {
+  return page.locator('li.agent').filter({ has: page.locator('.row-head .name').getByText(name, { exact: true }) });
 }

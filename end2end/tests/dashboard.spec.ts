@@ -1,6 +1,6 @@
 // The dashboard in Chromium against the real daemon and the demo model.
 import { join } from 'node:path';
-import { test, expect, createAgent, enrolled, openAgent, project, prompt, unixCall } from './daemon';
+import { test, expect, createAgent, enrolled, openAgent, project, prompt, unixCall, agentRow } from './daemon';
 
 test('prompt, stream, a permission asked in two tabs and answered in one, the exit code', async ({ browser, daemon }, testInfo) => {
   const [context, tab] = await enrolled(browser, daemon);
@@ -147,7 +147,7 @@ test('on a 390×844 screen every action is reachable', async ({ browser, daemon 
   await tab.getByRole('button', { name: 'Abort' }).click();
   await expect(tab.locator('.agent-header .status')).toHaveText('idle');
   await tab.getByRole('button', { name: 'Back to agents' }).click();
-  await expect(tab.locator('li.agent', { hasText: 'pocket' })).toBeVisible();
+  await expect(agentRow(tab, 'pocket')).toBeVisible();
   await tab.screenshot({ path: testInfo.outputPath('phone-agent-view.png'), fullPage: true });
   await context.close();
 });
@@ -162,7 +162,7 @@ test('at 375×812 one pane at a time: which agent waits, answer it, read it, go 
   await expect(phone.getByLabel('Message to the agent')).toBeInViewport();
   await phone.getByRole('button', { name: 'Back to agents' }).click();
   await expect(phone.locator('.agent-view')).toBeHidden();
-  await expect(phone.locator('li.agent', { hasText: 'thumbwise' })).toBeInViewport();
+  await expect(agentRow(phone, 'thumbwise')).toBeInViewport();
 
   // Another tab (a desktop) sets the agent a command that asks.
   const desk = await context.newPage();
@@ -189,13 +189,13 @@ test('at 375×812 one pane at a time: which agent waits, answer it, read it, go 
 
   // One tap back to the list, one to the agent: its transcript fills the screen.
   await bar.getByRole('button', { name: 'Agents' }).click();
-  await phone.locator('li.agent', { hasText: 'thumbwise' }).locator('button.open').click();
+  await agentRow(phone, 'thumbwise').locator('button.open').click();
   await expect(phone.locator('.tool').last()).toContainText('from-the-pocket');
   await expect(phone.locator('.tool').last()).toBeInViewport();
   await expect(phone.locator('.agent-list')).toBeHidden();
   await phone.screenshot({ path: testInfo.outputPath('phone-transcript.png') });
   await phone.getByRole('button', { name: 'Back to agents' }).click();
-  await expect(phone.locator('li.agent', { hasText: 'thumbwise' })).toBeInViewport();
+  await expect(agentRow(phone, 'thumbwise')).toBeInViewport();
 
   // From the inbox, the agent's name opens it, its question in a dialog.
   await prompt(desk, 'run: echo second-ask');

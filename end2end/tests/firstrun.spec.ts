@@ -5,7 +5,7 @@
 // an example, a question answered, a workspace committed.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { test, expect, createAgent, enrolled, git, project, repository, startDaemon, stopDaemon } from './daemon';
+import { test, expect, createAgent, enrolled, git, project, repository, startDaemon, stopDaemon, agentRow } from './daemon';
 
 test('an empty transcript on the demo model offers examples, each showing what it does', async ({ browser, daemon }, testInfo) => {
   const [context, tab] = await enrolled(browser, daemon);
@@ -86,7 +86,7 @@ test('a phone\'s first five minutes: enrol, an example, a question answered, a w
     await phone.waitForTimeout(900);
     await dialog.getByRole('button', { name: /Allow once/ }).tap();
     await expect(dialog).toBeHidden();
-    const worktree = (await phone.locator('li.agent', { hasText: 'pocket-first' }).locator('.cwd').textContent())!;
+    const worktree = (await agentRow(phone, 'pocket-first').locator('.cwd').textContent())!;
     await expect.poll(() => existsSync(join(worktree, 'notes.md'))).toBe(true);
 
     // Committed from the workspace panel, on the phone.

@@ -6,8 +6,7 @@ import { join } from 'node:path';
 import {
   test, expect, createAgent, enrolled, openAgent, project, prompt, startDaemon, stopDaemon,
   unixCall,
-  Restartable, type Daemon,
-} from './daemon';
+  Restartable, type Daemon, agentRow } from './daemon';
 
 /** A daemon of its own, with `config` as its config.toml. */
 async function configured(config: string): Promise<Daemon> {
@@ -58,7 +57,7 @@ test('usage: each agent in its row and view, all agents above the list, sessions
     }
 
     // The spender's view: its total in the header, then its panel.
-    await tab.locator('li.agent', { hasText: 'spender' }).locator('button.open').click();
+    await agentRow(tab, 'spender').locator('button.open').click();
     await expect(tab.locator('.agent-view h2')).toHaveText('spender');
     const listed = (await unixCall(daemon, { id: 'l', type: 'agent.list' })).data.agents;
     const spender = listed.find((agent: any) => agent.name === 'spender').usage;
@@ -102,7 +101,7 @@ test('after a daemon restart every agent is listed with what it spent, running o
       await prompt(tab, `hello from ${name}`);
       await expect(tab.locator('.message.assistant').last()).toHaveText(`You said: hello from ${name}`);
     }
-    const row = (name: string) => tab.locator('li.agent', { hasText: name }).locator('.usage');
+    const row = (name: string) => agentRow(tab, name).locator('.usage');
     const total = tab.getByLabel('Usage of all agents');
     const before = [await row('thrifty').textContent(), await row('lavish').textContent(), await total.textContent()];
     expect(before[0]).toMatch(/^\d+ tok · \$/);
@@ -113,7 +112,7 @@ test('after a daemon restart every agent is listed with what it spent, running o
     const page = await context.newPage();
     await page.goto(daemon.baseURL);
     await expect(page.locator('.connection')).toHaveText('connected', { timeout: 20_000 });
-    const rowOf = (name: string) => page.locator('li.agent', { hasText: name }).locator('.usage');
+    const rowOf = (name: string) => agentRow(page, name).locator('.usage');
     await expect(rowOf('thrifty')).toHaveText(before[0]!);
     await expect(rowOf('lavish')).toHaveText(before[1]!);
     await expect(page.getByLabel('Usage of all agents')).toHaveText(before[2]!);
@@ -221,7 +220,7 @@ test('the approval history says what was asked, the answer, and who gave it from
   // Another tab sees the same history.
   const other = await context.newPage();
   await other.goto(daemon.baseURL);
-  await other.locator('li.agent', { hasText: 'approval-keeper' }).locator('button.open').click();
+  await agentRow(other, 'approval-keeper').locator('button.open').click();
   const theirs = other.locator('details.approvals-panel');
   await theirs.locator('summary').click();
   await expect(theirs.locator('li.approval')).toHaveCount(2);

@@ -1,7 +1,7 @@
 // Pairing a device from an enrolled page (docs/SECURITY.md, "Pairing a
 // device"), in Chromium against the real daemon: the link, its QR code and
 // its time left; another browser enrolls by it once.
-import { test, expect, createAgent, enrolled, project, startDaemon, stopDaemon } from './daemon';
+import { test, expect, createAgent, enrolled, project, startDaemon, stopDaemon, agentRow } from './daemon';
 
 test('an enrolled page pairs another browser by a one-time link, which then works no more', async ({ browser }, testInfo) => {
   const daemon = await startDaemon();
@@ -33,7 +33,7 @@ test('an enrolled page pairs another browser by a one-time link, which then work
     await page.goto(url);
     await expect(page.locator('.connection')).toHaveText('connected');
     await expect(page.locator('.notice')).toHaveText('This browser is now enrolled.');
-    await expect(page.locator('li.agent', { hasText: 'seen from the phone' })).toBeVisible();
+    await expect(agentRow(page, 'seen from the phone')).toBeVisible();
     await page.reload();
     await expect(page.locator('.connection')).toHaveText('connected');
 

@@ -5,7 +5,7 @@
 // and Back returns to the list.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { test, expect, agentId, createAgent, enrolled, openAgent, project, prompt } from './daemon';
+import { test, expect, agentId, createAgent, enrolled, openAgent, project, prompt, agentRow } from './daemon';
 
 const PHONE = { viewport: { width: 390, height: 844 }, touch: true };
 
@@ -104,7 +104,7 @@ test('each agent has an address: Back returns to the list, Forward and a reload 
     await page.goBack();
     await expect(page).not.toHaveURL(/#agent=/);
     await expect(page.locator('.agent-view h2')).toHaveCount(0);
-    await expect(page.locator('li.agent', { hasText: name })).toBeVisible();
+    await expect(agentRow(page, name)).toBeVisible();
     await page.goForward();
     await expect(page.locator('.agent-view h2')).toHaveText(name);
 
@@ -112,7 +112,7 @@ test('each agent has an address: Back returns to the list, Forward and a reload 
     if (options === PHONE) {
       await page.getByRole('button', { name: 'Back to agents' }).click();
       await expect(page).not.toHaveURL(/#agent=/);
-      await expect(page.locator('li.agent', { hasText: name })).toBeInViewport();
+      await expect(agentRow(page, name)).toBeInViewport();
       await openAgent(page, name);
     }
     await page.reload();

@@ -8,7 +8,7 @@ import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { test, expect } from '@playwright/test';
-import { createAgent, startDaemon, stopDaemon, type Daemon } from './daemon';
+import { createAgent, startDaemon, stopDaemon, type Daemon, agentRow } from './daemon';
 
 const NGINX = process.env.NGINX_BIN ?? '/usr/sbin/nginx';
 const CADDY = process.env.CADDY_BIN ?? '/usr/bin/caddy';
@@ -225,7 +225,7 @@ function behind(proxy: Proxy, fixedPort?: number) {
 
       const project = realpathSync(mkdtempSync(join(tmpdir(), 'shard-project-')));
       await createAgent(page, project, 'behind the proxy');
-      const row = page.locator('li.agent', { hasText: 'behind the proxy' });
+      const row = agentRow(page, 'behind the proxy');
       await expect(row).toBeVisible();
       await expect(row.locator('.runtime')).toHaveText('running');
       await page.screenshot({ path: testInfo.outputPath(`${proxy.name}-${port}.png`), fullPage: true });

@@ -7,8 +7,7 @@
 import type { BrowserContext, Page } from '@playwright/test';
 import {
   allowConsoleError, test, expect, agentId, createAgent, enrolled, openAgent, project, prompt, unixCall, Restartable,
-  type Daemon,
-} from './daemon';
+  type Daemon, agentRow } from './daemon';
 
 /** What a tab shows of the agent on screen, as plain data to compare. */
 type Shown = {
@@ -144,7 +143,7 @@ test('after a kill mid-stream or mid-question, the open tab shows what a fresh t
     const [context, tab] = await enrolled(browser, daemon);
     await createAgent(tab, project(), 'victim');
     const status = tab.locator('.agent-view .status');
-    const row = tab.locator('li.agent', { hasText: 'victim' });
+    const row = agentRow(tab, 'victim');
 
     // Killed while it streams.
     await prompt(tab, 'stream: 3000');

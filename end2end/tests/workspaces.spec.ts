@@ -5,7 +5,7 @@
 // and push from the panel, each previewed before it is done.
 import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { test, expect, enrolled, git, openAgent, project, prompt, repository, unixCall } from './daemon';
+import { test, expect, enrolled, git, openAgent, project, prompt, repository, unixCall, agentRow } from './daemon';
 
 /** Answers the permission dialog on screen with "Allow once". */
 async function allowOnce(tab: import('@playwright/test').Page, text: string): Promise<void> {
@@ -63,7 +63,7 @@ test('an agent in a new workspace writes a file, the panel shows the diff, and t
   await panel.getByRole('button', { name: 'Retire workspace' }).click();
   await expect(panel.locator('.retire-error')).toContainText('terminate it first');
   await tab.getByRole('button', { name: 'Terminate' }).click();
-  await expect(tab.locator('li.agent', { hasText: 'feature' }).locator('.runtime')).toHaveText('stopped');
+  await expect(agentRow(tab, 'feature').locator('.runtime')).toHaveText('stopped');
   await panel.getByRole('button', { name: 'Retire workspace' }).click();
   await expect(panel.locator('.retire-error')).toContainText('uncommitted changes');
   expect(existsSync(join(worktree, 'notes/hello.txt'))).toBe(true);
@@ -101,7 +101,7 @@ test('keep retires the worktree and keeps the branch; a bad repository is refuse
   await tab.getByLabel('Name', { exact: true }).fill('nowhere');
   await tab.getByRole('button', { name: 'Create agent' }).click();
   await expect(tab.locator('.create .form-error')).toContainText('not in a git repository');
-  await expect(tab.locator('li.agent', { hasText: 'nowhere' })).toHaveCount(0);
+  await expect(agentRow(tab, 'nowhere')).toHaveCount(0);
 
   // A workspace whose branch is generated from the name, retired with keep.
   await tab.getByLabel('Working directory').fill(repo);
@@ -147,7 +147,7 @@ test('commit, merge and push from the panel: each shows what it will do, then do
   await tab.getByRole('button', { name: 'Create agent' }).click();
   await expect(tab.locator('.agent-view h2')).toHaveText('cobaltwren');
   const panel = tab.locator('.workspace-panel');
-  const worktree = (await tab.locator('li.agent', { hasText: 'cobaltwren' }).locator('.cwd').textContent())!;
+  const worktree = (await agentRow(tab, 'cobaltwren').locator('.cwd').textContent())!;
   mkdirSync(join(worktree, 'notes'));
   writeFileSync(join(worktree, 'notes/wren.txt'), 'a wren\n');
   // Another tab on the same agent, its panel open before any action.
