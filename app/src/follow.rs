@@ -4,9 +4,15 @@
 //! never once per delta) brings the end back into view. Once the user
 //! scrolls up, or while the view shows a window that is not the end (paged
 //! back, or moved to a row found), nothing moves under them.
+//!
+//! The view it serves can go (the agent is left, a phone goes back to the
+//! list) while the browser still has a scroll or a resize to tell: from
+//! then on it does nothing, and the observer lets go.
 
 use std::cell::Cell;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use leptos::prelude::{GetUntracked, RwSignal, Set};
 use wasm_bindgen::JsCast;
@@ -23,12 +29,14 @@ fn at_end(scroller: &HtmlDivElement) -> bool {
 /// Keeps `scroller` at its end while the user is at it and
 /// `following_end` says the view shows the end, as `content` grows; `away`
 /// says whether the user scrolled up from it (set only when that changes,
-/// never per scroll event).
+/// never per scroll event). Once `gone` is set (the view was unmounted,
+/// and `away` with it) nothing is read or moved again.
 pub fn stick_to_end(
     scroller: HtmlDivElement,
     content: HtmlDivElement,
     following_end: impl Fn() -> bool + 'static,
     away: RwSignal<bool>,
+    gone: Arc<AtomicBool>,
 ) {
     let following = Rc::new(Cell::new(true));
     // Where this code last put the view: its own scroll is not the user's,
@@ -36,7 +44,11 @@ pub fn stick_to_end(
     let ours = Rc::new(Cell::new(-1));
     let on_scroll = {
         let (following, ours, scroller) = (following.clone(), ours.clone(), scroller.clone());
+        let gone = gone.clone();
         Closure::<dyn FnMut()>::new(move || {
+            if gone.load(Ordering::Relaxed) {
+                return;
+            }
             if scroller.scroll_top() != ours.get() {
                 let there = at_end(&scroller);
                 following.set(there);
@@ -47,9 +59,17 @@ pub fn stick_to_end(
         })
     };
     let _ = scroller.add_event_listener_with_callback("scroll", on_scroll.as_ref().unchecked_ref());
+    // Set once it exists: the closure it calls lets it go once the view is.
+    let observer: Rc<Cell<Option<ResizeObserver>>> = Rc::default();
     let on_resize = {
-        let scroller = scroller.clone();
+        let (scroller, observer) = (scroller.clone(), observer.clone());
         Closure::<dyn FnMut()>::new(move || {
+            if gone.load(Ordering::Relaxed) {
+                if let Some(observer) = observer.take() {
+                    observer.disconnect();
+                }
+                return;
+            }
             if following.get() && following_end() {
                 scroller.set_scroll_top(scroller.scroll_height());
                 ours.set(scroller.scroll_top());
@@ -59,12 +79,13 @@ pub fn stick_to_end(
     // The view's own height changes too (a panel opens above it, a
     // chunk's header arrives, a phone's keyboard shows): then the end
     // would slip out of sight with no scroll to say so.
-    if let Ok(observer) = ResizeObserver::new(on_resize.as_ref().unchecked_ref()) {
-        observer.observe(&content);
-        observer.observe(&scroller);
+    if let Ok(made) = ResizeObserver::new(on_resize.as_ref().unchecked_ref()) {
+        made.observe(&content);
+        made.observe(&scroller);
+        observer.set(Some(made));
     }
-    // They live as long as the page's transcript view, which is made once
-    // per opening of the agent pane: a few closures, not per row or delta.
-    on_scroll.forget();
-    on_resize.forget();
+    // Handed to the browser, which frees them with the elements and the
+    // observer that call them.
+    let _ = on_scroll.into_js_value();
+    let _ = on_resize.into_js_value();
 }

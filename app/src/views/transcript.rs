@@ -40,6 +40,15 @@ pub fn Transcript() -> impl IntoView {
     let away = RwSignal::new(false);
     let scroller: NodeRef<html::Div> = NodeRef::new();
     let content: NodeRef<html::Div> = NodeRef::new();
+    // Set as the view goes, so that a scroll or a resize told after it
+    // reads none of its signals.
+    #[cfg(feature = "hydrate")]
+    let gone = {
+        let gone = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let going = gone.clone();
+        on_cleanup(move || going.store(true, std::sync::atomic::Ordering::Relaxed));
+        gone
+    };
     #[cfg(feature = "hydrate")]
     Effect::new(move |done: Option<bool>| {
         if done == Some(true) {
@@ -51,7 +60,7 @@ pub fn Transcript() -> impl IntoView {
                 // message): nothing follows the end until the mark goes.
                 let following =
                     move || start.get_untracked().is_none() && marked.get_untracked().is_none();
-                crate::follow::stick_to_end(scroller, content, following, away);
+                crate::follow::stick_to_end(scroller, content, following, away, gone.clone());
                 true
             }
             _ => false,
