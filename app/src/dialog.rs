@@ -116,6 +116,6 @@ pub fn step_focus(container: &web_sys::Element, selector: &str, backwards: bool)
 }
 
 #[cfg(feature = "hydrate")]
-fn active_element() -> Option<web_sys::Element> {
+pub fn active_element() -> Option<web_sys::Element> {
     web_sys::window()?.document()?.active_element()
 }

@@ -26,6 +26,8 @@ mod kept;
 mod ledger;
 mod link;
 mod markdown;
+#[cfg(feature = "hydrate")]
+mod message_keys;
 mod notify;
 mod order;
 mod outgoing;

@@ -536,3 +536,45 @@ test('Kill mid-reply asks once more; a stopped agent says so, and a message star
   await expect(header.locator('.status')).toHaveText('idle');
   await context.close();
 });
+
+test('a long conversation is one Tab stop: arrows walk its messages, and Tab reaches only the Fork of the one in focus', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'keyboarder');
+  for (let turn = 1; turn <= 8; turn++) {
+    await prompt(tab, `turn ${turn}`);
+    await expect(tab.locator('.message.assistant').last()).toHaveText(`You said: turn ${turn}`);
+  }
+  await expect(tab.locator('.message.assistant[data-complete="true"]')).toHaveCount(8);
+  await expect(tab.locator('.message .fork')).toHaveCount(16);
+
+  // From the transcript, the message box is a Tab or two away, not 16 Forks.
+  const transcript = tab.locator('.transcript');
+  const box = tab.getByLabel('Message to the agent');
+  await transcript.focus();
+  let tabs = 0;
+  while (tabs < 20 && !(await box.evaluate((element) => element === document.activeElement))) {
+    await tab.keyboard.press('Tab');
+    tabs += 1;
+  }
+  expect(tabs, 'Tabs from the transcript to the message box').toBeLessThanOrEqual(3);
+
+  // ↑ from the transcript takes its last message, ↑ again the one before.
+  await transcript.focus();
+  await tab.keyboard.press('ArrowUp');
+  await expect(tab.locator('.message.assistant').last()).toBeFocused();
+  await tab.keyboard.press('ArrowUp');
+  const asked = tab.locator('.message.user').last();
+  await expect(asked).toBeFocused();
+  await tab.keyboard.press('ArrowDown');
+  await expect(tab.locator('.message.assistant').last()).toBeFocused();
+  await tab.keyboard.press('ArrowUp');
+  await expect(asked).toBeFocused();
+  // Its Fork shows and is the next Tab stop; Enter forks there.
+  await expect(asked.locator('.fork')).toBeVisible();
+  await tab.keyboard.press('Tab');
+  await expect(asked.locator('.fork')).toBeFocused();
+  await expect(tab.locator('.message .fork[tabindex="0"]')).toHaveCount(1);
+  await tab.keyboard.press('Enter');
+  await expect(tab.locator('.ledger-note')).toContainText('Forked into a new session');
+  await context.close();
+});

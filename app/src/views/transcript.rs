@@ -92,8 +92,29 @@ pub fn Transcript() -> impl IntoView {
         rows.with(Vec::is_empty)
             && screen.selected.get().is_some_and(|agent_id| roster.on_demo_model(&agent_id))
     });
+    // One Tab stop; ↑/↓ between messages, whose Fork is then the next.
+    let on_key = move |event: leptos::ev::KeyboardEvent| {
+        #[cfg(feature = "hydrate")]
+        if let Some(transcript) = scroller.get_untracked() {
+            crate::message_keys::step(&event, &transcript);
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = event;
+    };
+    let on_focus = move |event: leptos::ev::FocusEvent| {
+        #[cfg(feature = "hydrate")]
+        if let Some(transcript) = scroller.get_untracked() {
+            use wasm_bindgen::JsCast;
+            let focused = event.target().and_then(|target| target.dyn_into().ok());
+            crate::message_keys::focus_moved(&transcript, focused);
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = event;
+    };
     view! {
-        <div class="transcript" node_ref=scroller data-rows=move || rows.with(Vec::len).to_string()>
+        <div class="transcript" node_ref=scroller data-rows=move || rows.with(Vec::len).to_string()
+            tabindex="0" aria-label="Transcript" title="↑ and ↓ go from message to message"
+            on:keydown=on_key on:focusin=on_focus>
             {super::deferred(move || demo.get(), examples)}
             <div class="rows" node_ref=content>
                 <Show when=move || { earlier() > 0 }>
@@ -253,7 +274,7 @@ fn ForkButton(entry_id: String) -> impl IntoView {
     // Its label is the stylesheet's (`::before`), so that a message's text
     // stays the message's own (what copying or reading it gives).
     view! {
-        <button type="button" class="fork" on:click=fork aria-label="Fork"
+        <button type="button" class="fork" tabindex="-1" on:click=fork aria-label="Fork"
             title="A new session with the conversation up to here"></button>
     }
     .into_any()
