@@ -289,8 +289,14 @@ impl Agent {
             let mut guard = self.shared.state();
             let state = &mut *guard;
             state.resumed_work = false;
-            let queued = state.steers.drain(..).chain(state.follow_ups.drain(..));
-            queued.filter_map(|input| input.queued_entry_id).collect()
+            let mut queued: Vec<_> =
+                state.steers.drain(..).chain(state.follow_ups.drain(..)).collect();
+            queued.sort_by_key(|input| input.queued);
+            // Told with the turn's end, when a turn is running to end.
+            if self.turn.is_some() {
+                state.dropped = queued.iter().map(|input| input.text.clone()).collect();
+            }
+            queued.into_iter().filter_map(|input| input.queued_entry_id).collect()
         };
         self.unqueue(dropped, UnqueueReason::Aborted).await;
         self.end_turn().await;

@@ -87,6 +87,8 @@ pub struct State {
     /// for that work, so a prompt without `streaming_behavior` waits for it
     /// as a follow-up instead of being refused as mid-turn.
     pub resumed_work: bool,
+    /// What an `abort` dropped from the queues, told with the turn's end.
+    pub dropped: Vec<String>,
     next_request: u64,
     /// How many inputs were ever queued: each queued one's `queued` number.
     queued: u64,
@@ -113,6 +115,7 @@ impl State {
             turn_ended: false,
             turn_id: None,
             resumed_work: false,
+            dropped: Vec::new(),
             next_request: 0,
             queued: 0,
         }

@@ -96,12 +96,14 @@ pub async fn run(shared: Arc<Shared>, opening: Opening, cancel: CancellationToke
         report(&shared, ErrorCode::InternalError, format!("session log: {problem}"), true).await;
     }
     let usage = (total.input + total.output > 0).then_some(total);
-    {
+    let dropped = {
         let mut state = shared.state();
         state.turn_ended = true;
         state.turn_id = None;
-    }
-    shared.emit(ServerMessage::TurnEnd(TurnEnd { turn_id, usage })).await;
+        std::mem::take(&mut state.dropped)
+    };
+    let aborted = ending == Ending::Aborted;
+    shared.emit(ServerMessage::TurnEnd(TurnEnd { turn_id, usage, aborted, dropped })).await;
     ending
 }
 

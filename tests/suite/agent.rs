@@ -840,6 +840,44 @@ async fn an_abort_the_instant_streaming_starts_is_answered_and_settles_idle() {
 }
 
 #[tokio::test]
+async fn an_aborted_turn_ends_saying_so_and_names_what_it_dropped() {
+    let workspace = Workspace::new();
+    let mut agent = workspace.ready(&[]).await;
+    agent.call("p", json!({"type": "prompt", "message": "stream: 3000"})).await;
+    agent
+        .until_match(|message| message["type"] == "status" && message["status"] == "streaming")
+        .await;
+    for (id, behavior, text) in [
+        ("f", "follow_up", "then this"),
+        ("s", "steer", "steer that"),
+        ("g", "follow_up", "and last"),
+    ] {
+        let command = json!({"type": "prompt", "message": text, "streaming_behavior": behavior});
+        let (queued, _) = agent.call_during(id, command).await;
+        assert_eq!(queued["success"], true, "{queued}");
+    }
+    let (response, before) = agent.call_during("a", json!({"type": "abort"})).await;
+    assert_eq!(response["success"], true, "{response}");
+    let ended = find(&before, "turn_end");
+    assert_eq!(ended["aborted"], true, "{ended}");
+    assert_eq!(ended["dropped"], json!(["then this", "steer that", "and last"]), "in queued order");
+
+    // A turn that ends by itself says neither.
+    let turn = agent.turn("hello").await;
+    let ended = find(&turn, "turn_end");
+    assert!(ended.get("aborted").is_none() && ended.get("dropped").is_none(), "{ended}");
+    // Nor does one aborted with nothing queued drop anything.
+    agent.call("p2", json!({"type": "prompt", "message": "stream: 3000"})).await;
+    agent
+        .until_match(|message| message["type"] == "status" && message["status"] == "streaming")
+        .await;
+    let (_, before) = agent.call_during("a2", json!({"type": "abort"})).await;
+    let ended = find(&before, "turn_end");
+    assert_eq!(ended["aborted"], true, "{ended}");
+    assert!(ended.get("dropped").is_none(), "{ended}");
+}
+
+#[tokio::test]
 async fn steer_and_follow_up_queues_are_bounded_and_say_so() {
     let workspace = Workspace::new();
     let mut agent = workspace.ready(&[]).await;

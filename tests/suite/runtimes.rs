@@ -330,6 +330,7 @@ async fn an_acp_agent_takes_follow_ups_refuses_steers_and_an_abort_leaves_no_pro
     client.until_agent(&agent, |event| event["type"] == "turn_end").await;
     let second = client.until_agent(&agent, |event| event["type"] == "turn_end").await;
     assert!(said(&second).contains("echo: and then"), "{second:?}");
+    assert!(second.last().unwrap().get("aborted").is_none(), "{second:?}");
 
     // A command the agent started in a session of its own, left running
     // when the turn is cancelled (as Codex leaves it), is killed with it.
@@ -339,7 +340,10 @@ async fn an_acp_agent_takes_follow_ups_refuses_steers_and_an_abort_leaves_no_pro
         client.call("a", json!({"type": "abort", "agent_id": agent})).await["success"],
         true
     );
-    client.until_agent(&agent, |event| event["type"] == "turn_end").await;
+    let ended = client.until_agent(&agent, |event| event["type"] == "turn_end").await;
+    let end = ended.last().unwrap();
+    assert_eq!(end["aborted"], true, "an abort says so: {end}");
+    assert!(end.get("dropped").is_none(), "an ACP agent drops nothing: {end}");
     let ten = Duration::from_secs(10);
     wait_until_within("the cancelled turn's command to be killed", ten, || !alive(pid)).await;
 }

@@ -84,6 +84,15 @@ pub struct TurnEnd {
     pub turn_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// Shard extension (docs/PROTOCOL-NOTES.md, "turn_end"): the turn was
+    /// cut short (`abort`, or its process told to stop), so its last reply
+    /// may stop mid-sentence.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub aborted: bool,
+    /// Shard extension: the steers and follow-ups queued behind the turn
+    /// that an `abort` dropped unsent, oldest first, as their text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
 }
 
 /// The `compaction` event, and the data of a successful `session_op: compact`.

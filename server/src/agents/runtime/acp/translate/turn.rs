@@ -276,7 +276,9 @@ impl Translator {
         if let Some(usage) = &usage {
             out.push(event(ServerMessage::Usage(usage.clone())));
         }
-        out.push(event(ServerMessage::TurnEnd(TurnEnd { turn_id: turn.turn_id, usage })));
+        // An ACP agent's follow-ups outlive an abort: none is dropped.
+        let end = TurnEnd { turn_id: turn.turn_id, usage, aborted: turn.aborted, dropped: vec![] };
+        out.push(event(ServerMessage::TurnEnd(end)));
         out.push(status(AgentStatus::Idle));
         if turn.aborted {
             out.push(Out::Reap);
