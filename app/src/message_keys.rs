@@ -44,7 +44,8 @@ pub fn step(event: &KeyboardEvent, transcript: &HtmlElement) {
 /// holds it is a Tab stop.
 pub fn focus_moved(transcript: &HtmlElement, focused: Option<Element>) {
     let holder = focused.and_then(|focused| focused.closest(MESSAGE).ok().flatten());
-    let own = holder.as_ref().and_then(|message| message.query_selector(":scope > .fork").ok().flatten());
+    let own =
+        holder.as_ref().and_then(|message| message.query_selector(":scope > .fork").ok().flatten());
     if let Ok(list) = transcript.query_selector_all(".fork[tabindex=\"0\"]") {
         for fork in (0..list.length()).filter_map(|index| list.item(index)) {
             let fork: Element = fork.unchecked_into();

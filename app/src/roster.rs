@@ -139,7 +139,8 @@ impl Roster {
     }
 
     pub fn kill(&self, agent_id: String) {
-        let kill = AgentKill { agent_id, force: Some(true) };
+        // SIGTERM first, as the agent view's Kill (crate::screen).
+        let kill = AgentKill { agent_id, force: None };
         self.link.send(ClientMessage::AgentKill(kill), None, Request::Command);
     }
 

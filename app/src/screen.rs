@@ -151,7 +151,9 @@ impl Screen {
 
     pub fn kill(&self) {
         if let Some(agent_id) = self.selected.get_untracked() {
-            let kill = AgentKill { agent_id, force: Some(true) };
+            // SIGTERM first: the agent ends its turn and keeps the reply
+            // so far in its log (a forced kill follows if it does not).
+            let kill = AgentKill { agent_id, force: None };
             self.link.send(ClientMessage::AgentKill(kill), None, Request::Command);
         }
     }
@@ -313,6 +315,7 @@ impl Screen {
             ServerMessage::UserMessage(said) => {
                 transcript::said(rows, &said.entry_id, &said.text);
             }
+            ServerMessage::TurnEnd(end) if end.aborted => self.aborted(&end.dropped),
             ServerMessage::ToolCall(call) => transcript::tool_call(rows, call),
             ServerMessage::ToolResult(result) => transcript::tool_result(rows, result),
             ServerMessage::Compaction(compaction) => transcript::push(
@@ -342,6 +345,34 @@ impl Screen {
             }
             _ => {}
         }
+    }
+
+    /// The turn on screen was cut short: a line says where, and what this
+    /// tab had queued behind it, dropped unsent, goes back into the box
+    /// (unless something new is being written there).
+    fn aborted(&self, dropped: &[String]) {
+        let mine = transcript::unsent(self.transcript, dropped);
+        let text = if mine.is_empty() {
+            match dropped.len() {
+                0 => "Stopped here: the turn was aborted.".to_owned(),
+                1 => "Stopped here: the turn was aborted, and a message queued behind it was dropped."
+                    .to_owned(),
+                count => format!(
+                    "Stopped here: the turn was aborted, and {count} messages queued behind it were dropped."
+                ),
+            }
+        } else {
+            self.drafts.landed();
+            let back = mine.join("\n\n");
+            if self.drafts.is_blank() {
+                self.drafts.draft.set(back);
+                "Stopped here: the turn was aborted. What you had queued was not sent; it is back in the message box."
+                    .to_owned()
+            } else {
+                format!("Stopped here: the turn was aborted. Not sent: {back}")
+            }
+        };
+        transcript::push(self.transcript, Item::Notice { text, error: false, retry: None });
     }
 
     /// A line of the transcript that is no message: a notice of the agent

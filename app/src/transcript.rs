@@ -60,6 +60,28 @@ pub fn take_back(rows: Rows, text: &str) {
     }
 }
 
+/// Queued prompts an `abort` dropped (`turn_end.dropped`): for each text,
+/// the oldest row of this tab with it that never landed goes. What went,
+/// in order: the prompts this tab had queued.
+pub fn unsent(rows: Rows, dropped: &[String]) -> Vec<String> {
+    let mut gone = Vec::new();
+    rows.update(|rows| {
+        for text in dropped {
+            let at = rows.iter().position(|row| match &row.kind {
+                RowKind::User { entry_id, text: said } => {
+                    **said == **text && entry_id.with_untracked(Option::is_none)
+                }
+                _ => false,
+            });
+            if let Some(at) = at {
+                rows.remove(at);
+                gone.push(text.clone());
+            }
+        }
+    });
+    gone
+}
+
 /// A user message landed in the session as `entry_id` (`user_message`):
 /// the oldest prompt of this tab with that text that had not landed yet
 /// takes the entry, and with it a fork there; a prompt sent from elsewhere

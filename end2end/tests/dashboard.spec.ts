@@ -530,10 +530,49 @@ test('Kill mid-reply asks once more; a stopped agent says so, and a message star
   await expect(header.locator('.status')).toHaveText('stopped');
   await expect(header.locator('.status')).toHaveAttribute('title', /a message starts it again/);
   await expect(kill).toHaveText('Kill');
+  // The transcript says where the reply was cut off, and keeps what it said.
+  await expect(tab.locator('.notice-line').last()).toHaveText('Stopped here: the turn was aborted.');
+  const cut = tab.locator('.message.assistant').first();
+  const said = (await cut.textContent())!;
+  expect(said.length).toBeGreaterThan(0);
 
+  // Started again, the cut-off reply is still there, as the agent's log has it.
   await prompt(tab, 'back again');
   await expect(tab.locator('.message.assistant').last()).toHaveText('You said: back again');
   await expect(header.locator('.status')).toHaveText('idle');
+  await expect(tab.locator('.message.assistant')).toHaveCount(2);
+  await expect(cut).toHaveText(said);
+  await context.close();
+});
+
+test('Abort marks where the reply stopped in every tab, and a follow-up it dropped comes back to its box', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'abortable');
+  const other = await context.newPage();
+  await other.goto('/');
+  await openAgent(other, 'abortable');
+
+  await prompt(tab, 'stream: 3000');
+  await expect(tab.locator('.agent-header .status')).toHaveText('streaming');
+  await prompt(tab, 'and after that, this');
+  await expect(tab.locator('.message.user')).toHaveCount(2);
+  await tab.getByRole('button', { name: 'Abort', exact: true }).click();
+  await expect(tab.locator('.agent-header .status')).toHaveText('idle');
+
+  // The tab that queued it: the follow-up's row goes, its text is back.
+  await expect(tab.locator('.message.user')).toHaveCount(1);
+  await expect(tab.getByLabel('Message to the agent')).toHaveValue('and after that, this');
+  await expect(tab.locator('.notice-line').last()).toHaveText(
+    'Stopped here: the turn was aborted. What you had queued was not sent; it is back in the message box.');
+  await expect(tab.getByRole('button', { name: 'Take back' })).toHaveCount(0);
+  // The other tab never showed it, and learns it was dropped.
+  await expect(other.locator('.notice-line').last()).toHaveText(
+    'Stopped here: the turn was aborted, and a message queued behind it was dropped.');
+  await expect(other.locator('.message.user')).toHaveCount(1);
+
+  // Sent again, it is answered like any prompt.
+  await tab.locator('.prompt button[type="submit"]').click();
+  await expect(tab.locator('.message.assistant').last()).toHaveText('You said: and after that, this');
   await context.close();
 });
 

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use leptos::prelude::{GetUntracked, Set, WithUntracked};
 use serde_json::{Value, json};
+use shard_protocol::agent::StreamingBehavior;
 use shard_protocol::types::AgentStatus;
 
 use super::{Greeted, handle};
@@ -631,6 +632,49 @@ fn a_queued_prompt_taken_back_leaves_the_transcript_and_returns_to_the_box() {
     let note = state.ledger.note.get_untracked().expect("a note");
     assert!(note.text.contains("Nothing to take back"), "{note:?}");
     assert_eq!(texts(&state), ["user: one"]);
+}
+
+#[test]
+fn an_aborted_turn_is_marked_and_gives_back_only_what_this_tab_queued() {
+    let (state, sent) = attached();
+    feed(&state, sync(0, vec![user("one")], vec![]));
+    feed(&state, json!({"type": "status", "agent_id": AGENT, "status": "streaming"}));
+    take(&sent);
+    // Two follow-ups with the same text, and one another tab queued.
+    for _ in 0..2 {
+        assert!(state.screen.prompt("again", Some(StreamingBehavior::FollowUp)));
+        let frames = take(&sent);
+        answer(&state, &frames, "prompt", json!(null));
+    }
+    assert_eq!(texts(&state), ["user: one", "user: again", "user: again"]);
+    let ended = json!({"type": "turn_end", "agent_id": AGENT, "turn_id": "t", "aborted": true,
+                       "dropped": ["again", "from elsewhere", "again"]});
+    feed(&state, ended);
+    let notice = "Notice { text: \"Stopped here: the turn was aborted. What you had queued was not \
+                  sent; it is back in the message box.\", error: false, retry: None }";
+    assert_eq!(texts(&state), ["user: one", notice]);
+    assert_eq!(state.screen.drafts.draft.get_untracked(), "again\n\nagain");
+    assert_eq!(state.screen.drafts.queued.get_untracked(), 0);
+
+    // Something new in the box stays; the note names what was not sent.
+    state.screen.drafts.draft.set("new words".to_owned());
+    assert!(state.screen.prompt("later", Some(StreamingBehavior::FollowUp)));
+    let frames = take(&sent);
+    answer(&state, &frames, "prompt", json!(null));
+    state.screen.drafts.draft.set("new words".to_owned());
+    feed(
+        &state,
+        json!({"type": "turn_end", "agent_id": AGENT, "turn_id": "u", "aborted": true,
+                        "dropped": ["later"]}),
+    );
+    assert_eq!(state.screen.drafts.draft.get_untracked(), "new words");
+    let last = texts(&state).pop().expect("a line");
+    assert!(last.contains("Stopped here: the turn was aborted. Not sent: later"), "{last}");
+
+    // A turn that ended by itself adds nothing.
+    let before = texts(&state).len();
+    feed(&state, json!({"type": "turn_end", "agent_id": AGENT, "turn_id": "v"}));
+    assert_eq!(texts(&state).len(), before);
 }
 
 #[test]
