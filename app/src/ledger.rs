@@ -45,6 +45,8 @@ pub struct Ledger {
     pub note: RwSignal<Option<Note>>,
     /// The session a fork just made, offered to switch to.
     pub forked: RwSignal<Option<String>>,
+    /// A fork made to edit a message is being switched to.
+    editing: RwSignal<bool>,
     /// The session a search result's message is in, offered to switch to.
     pub elsewhere: RwSignal<Option<String>>,
     /// The agent on screen (the screen's): every panel is about it.
@@ -63,6 +65,7 @@ impl Ledger {
             approvals_open: RwSignal::new(false),
             note: RwSignal::new(None),
             forked: RwSignal::new(None),
+            editing: RwSignal::new(false),
             elsewhere: RwSignal::new(None),
             on_screen,
             link,
@@ -142,6 +145,37 @@ impl Ledger {
         self.session_op(agent_id.clone(), op, Request::Fork { agent_id });
     }
 
+    /// "Edit" on a user message: a new session with the conversation
+    /// before it (a fork at `before`, the entry just before the message),
+    /// switched to at once; the message goes back into the box to change
+    /// and send (crate::reducer, once the fork is made). The session it was
+    /// in is kept as it is, under Sessions.
+    pub fn edit_from(&self, before: &str, text: String) {
+        let Some(agent_id) = self.shown() else { return };
+        let op = SessionOp::Fork { from_entry_id: before.to_owned() };
+        self.tell("Opening a new session to edit it in…", false);
+        self.session_op(agent_id.clone(), op, Request::Edit { agent_id, text });
+    }
+
+    /// The fork for an edit was made (switched to, then) or refused
+    /// (said why). Whether its message goes back into the box.
+    pub fn edit_forked(&self, agent_id: &str, response: &Response) -> bool {
+        if !self.still_shown(agent_id) {
+            return false;
+        }
+        match response.data::<ForkResult>() {
+            Ok(fork) => {
+                self.editing.set(true);
+                self.activate_session(&fork.session_id);
+                true
+            }
+            Err(error) => {
+                self.tell(format!("Could not edit there: {}", error.message), true);
+                false
+            }
+        }
+    }
+
     pub fn compact(&self) {
         let Some(agent_id) = self.shown() else { return };
         let op = SessionOp::Compact { keep_recent_tokens: None };
@@ -209,6 +243,14 @@ impl Ledger {
     pub fn usage_changed(&self) {
         if self.usage_open.get_untracked() {
             self.fetch_usage();
+        }
+    }
+
+    /// A turn of the agent on screen ended: its sessions panel, if open,
+    /// shows the session as it is now (its entries, its time).
+    pub fn sessions_changed(&self) {
+        if self.sessions_open.get_untracked() {
+            self.fetch_sessions();
         }
     }
 
@@ -281,14 +323,22 @@ impl Ledger {
     fn activated(&self, response: &Response) {
         match response.data::<SessionActivateResult>() {
             Ok(switched) => {
-                if switched.session_id != switched.previous_session_id {
+                if self.editing.get_untracked() {
+                    self.editing.set(false);
+                    self.tell_done(
+                        "A new session, up to the message to edit: change it and send it. The earlier session is kept under Sessions.",
+                    );
+                } else if switched.session_id != switched.previous_session_id {
                     self.tell_done("Switched sessions: the transcript follows.");
                 }
                 self.forked.set(None);
                 self.elsewhere.set(None);
                 self.fetch_sessions();
             }
-            Err(error) => self.tell(format!("Could not switch sessions: {}", error.message), true),
+            Err(error) => {
+                self.editing.set(false);
+                self.tell(format!("Could not switch sessions: {}", error.message), true)
+            }
         }
     }
 }

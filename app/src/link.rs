@@ -133,6 +133,11 @@ pub enum Request {
     Fork {
         agent_id: String,
     },
+    /// A fork before a user message, to change `text` and send it there.
+    Edit {
+        agent_id: String,
+        text: String,
+    },
     Compact {
         agent_id: String,
     },

@@ -74,6 +74,10 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
             if let Some(agent_id) = &routed {
                 state.roster.agent_event(agent_id, &message);
             }
+            // A turn's messages joined its session: an open list counts them.
+            if matches!(message, ServerMessage::TurnEnd(_)) {
+                state.ledger.sessions_changed();
+            }
             state.screen.apply(message);
         }
         _ => {}
@@ -276,6 +280,11 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
                 state.find.activated(&switched.session_id);
             }
             state.ledger.answered(request, response);
+        }
+        Request::Edit { agent_id, text } => {
+            if state.ledger.edit_forked(&agent_id, &response) {
+                state.screen.drafts.editing(text);
+            }
         }
         request @ (Request::UsageAgent { .. }
         | Request::Sessions { .. }

@@ -82,6 +82,31 @@ pub fn unsent(rows: Rows, dropped: &[String]) -> Vec<String> {
     gone
 }
 
+/// The entry just before the user message `entry_id`: where a session that
+/// edits that message forks. `None` for the first message, one not shown,
+/// or one that follows a tool's result.
+pub fn entry_before(rows: Rows, entry_id: &str) -> Option<String> {
+    rows.with_untracked(|rows| {
+        let at = rows.iter().position(|row| match &row.kind {
+            RowKind::User { entry_id: entry, .. } => {
+                entry.with_untracked(|entry| entry.as_deref() == Some(entry_id))
+            }
+            _ => false,
+        })?;
+        // The nearest message before it. A tool's result there (a turn cut
+        // off between a call and its reply) is no place to fork: the
+        // model would be asked to go on from a call it made.
+        let before = rows[..at].iter().rev().find(|row| {
+            matches!(row.kind, RowKind::User { .. } | RowKind::Assistant(_) | RowKind::Tool(_))
+        })?;
+        match &before.kind {
+            RowKind::User { entry_id, .. } => entry_id.get_untracked(),
+            RowKind::Assistant(message) => message.entry_id.get_untracked(),
+            _ => None,
+        }
+    })
+}
+
 /// A user message landed in the session as `entry_id` (`user_message`):
 /// the oldest prompt of this tab with that text that had not landed yet
 /// takes the entry, and with it a fork there; a prompt sent from elsewhere

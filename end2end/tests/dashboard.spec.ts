@@ -576,7 +576,7 @@ test('Abort marks where the reply stopped in every tab, and a follow-up it dropp
   await context.close();
 });
 
-test('a long conversation is one Tab stop: arrows walk its messages, and Tab reaches only the Fork of the one in focus', async ({ browser, daemon }) => {
+test('a long conversation is one Tab stop: arrows walk its messages, Tab reaches only the one in focus, and Edit sends it anew', async ({ browser, daemon }) => {
   const [context, tab] = await enrolled(browser, daemon);
   await createAgent(tab, project(), 'keyboarder');
   for (let turn = 1; turn <= 8; turn++) {
@@ -584,7 +584,8 @@ test('a long conversation is one Tab stop: arrows walk its messages, and Tab rea
     await expect(tab.locator('.message.assistant').last()).toHaveText(`You said: turn ${turn}`);
   }
   await expect(tab.locator('.message.assistant[data-complete="true"]')).toHaveCount(8);
-  await expect(tab.locator('.message .fork')).toHaveCount(16);
+  // A Fork on each reply, an Edit on each message but the first.
+  await expect(tab.locator('.message .fork')).toHaveCount(15);
 
   // From the transcript, the message box is a Tab or two away, not 16 Forks.
   const transcript = tab.locator('.transcript');
@@ -608,12 +609,32 @@ test('a long conversation is one Tab stop: arrows walk its messages, and Tab rea
   await expect(tab.locator('.message.assistant').last()).toBeFocused();
   await tab.keyboard.press('ArrowUp');
   await expect(asked).toBeFocused();
-  // Its Fork shows and is the next Tab stop; Enter forks there.
+  // Its Edit shows and is the next Tab stop; Enter edits it there: a new
+  // session up to the reply before it, the message in the box to change.
   await expect(asked.locator('.fork')).toBeVisible();
   await tab.keyboard.press('Tab');
-  await expect(asked.locator('.fork')).toBeFocused();
+  await expect(asked.getByRole('button', { name: 'Edit' })).toBeFocused();
   await expect(tab.locator('.message .fork[tabindex="0"]')).toHaveCount(1);
   await tab.keyboard.press('Enter');
-  await expect(tab.locator('.ledger-note')).toContainText('Forked into a new session');
+  await expect(box).toHaveValue('turn 8');
+  await expect(box).toBeFocused();
+  await expect(tab.locator('.ledger-note')).toContainText('change it and send it');
+  await expect(tab.locator('.message.user')).toHaveCount(7);
+  await expect(tab.locator('.message.assistant').last()).toHaveText('You said: turn 7');
+  // The sessions: the one it left is kept, and the new one says whose fork it is.
+  await tab.locator('details.sessions-panel summary').click();
+  const sessions = tab.locator('details.sessions-panel li.session');
+  await expect(sessions).toHaveCount(2);
+  const current = tab.locator('details.sessions-panel li.session.active');
+  await expect(current.locator('.badge', { hasText: 'fork of 1' })).toBeVisible();
+  await expect(current.locator('.session-meta')).toHaveText(/^\d+ entries · \d{4}-\d\d-\d\d \d\d:\d\d$/);
+  const entries = async () => Number(/^(\d+)/.exec((await current.locator('.session-meta').textContent())!)![1]);
+  const before = await entries();
+  // Changed and sent, it is answered there, and the open list follows.
+  await box.fill('turn 8, said better');
+  await box.press('Control+Enter');
+  await expect(tab.locator('.message.assistant').last()).toHaveText('You said: turn 8, said better');
+  // Its message and the reply: two entries more, without reopening the list.
+  await expect(current.locator('.session-meta')).toHaveText(new RegExp(`^${before + 2} entries · `));
   await context.close();
 });

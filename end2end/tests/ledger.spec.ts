@@ -254,26 +254,34 @@ test('a queued steer is taken back before it lands: its row goes, its text retur
   await context.close();
 });
 
-test('a prompt shows in every tab as it lands, and can be forked from at once', async ({ browser, daemon }) => {
+test('a prompt shows in every tab as it lands, and can be edited from at once', async ({ browser, daemon }) => {
   const [context, tab] = await enrolled(browser, daemon);
   await createAgent(tab, project(), 'zqxlive');
   const other = await context.newPage();
   await other.goto(daemon.baseURL);
   await openAgent(other, 'zqxlive');
 
+  await prompt(tab, 'a first word');
+  await expect(tab.locator('.message.assistant').last()).toHaveText('You said: a first word');
   await prompt(tab, 'asked in one tab');
   await expect(tab.locator('.message.assistant').last()).toHaveText('You said: asked in one tab');
   // The other tab shows the prompt too, before any reload, with its reply.
   const seen = other.locator('.message.user', { hasText: 'asked in one tab' });
   await expect(seen).toHaveCount(1);
   await expect(other.locator('.message.assistant').last()).toHaveText('You said: asked in one tab');
-  // And the tab that sent it shows it once, with a fork at its entry.
+  await seen.hover();
+  await expect(seen.getByRole('button', { name: 'Edit' })).toBeVisible();
+  // And the tab that sent it shows it once, with its entry known: Edit
+  // starts a session up to the reply before it, the prompt in the box.
   const mine = tab.locator('.message.user', { hasText: 'asked in one tab' });
   await expect(mine).toHaveCount(1);
   await mine.hover();
-  await mine.getByRole('button', { name: 'Fork' }).click();
-  await expect(tab.locator('.ledger-note')).toContainText('Forked into a new session');
-  await seen.hover();
-  await expect(seen.getByRole('button', { name: 'Fork' })).toBeVisible();
+  await mine.getByRole('button', { name: 'Edit' }).click();
+  await expect(tab.getByLabel('Message to the agent')).toHaveValue('asked in one tab');
+  await expect(tab.locator('.ledger-note')).toContainText('change it and send it');
+  await expect(tab.locator('.message.user')).toHaveCount(1);
+  // The first message has nothing before it to edit from.
+  await tab.locator('.message.user').hover();
+  await expect(tab.locator('.message.user .fork')).toHaveCount(0);
   await context.close();
 });

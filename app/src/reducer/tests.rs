@@ -712,6 +712,58 @@ fn a_fork_offers_the_switch_and_a_switch_refused_says_why() {
 }
 
 #[test]
+fn edit_forks_before_the_message_switches_there_and_puts_it_in_the_box() {
+    let (state, sent) = attached();
+    let messages =
+        vec![user("one"), assistant("e-2", "first"), user("two"), assistant("e-4", "2nd")];
+    feed(&state, sync(0, messages, vec![]));
+    take(&sent);
+    // The first message has nothing before it; the second forks at the reply.
+    let rows = state.screen.transcript;
+    assert_eq!(crate::transcript::entry_before(rows, "u-one"), None);
+    assert_eq!(crate::transcript::entry_before(rows, "u-two").as_deref(), Some("e-2"));
+    state.ledger.edit_from("e-2", "two".to_owned());
+    let frames = take(&sent);
+    assert_eq!(frames[0]["type"], "session_op");
+    assert_eq!(frames[0]["op"], "fork");
+    assert_eq!(frames[0]["args"]["from_entry_id"], "e-2");
+    answer(
+        &state,
+        &frames,
+        "session_op",
+        json!({"fork_id": "fork-1", "session_id": "sess-f", "head_entry_id": "e-9"}),
+    );
+    assert_eq!(state.screen.drafts.draft.get_untracked(), "two", "the message, to change");
+    let frames = take(&sent);
+    assert_eq!(frames[0]["type"], "session.activate", "switched at once: {frames:?}");
+    assert_eq!(frames[0]["session_id"], "sess-f");
+    answer(
+        &state,
+        &frames,
+        "session.activate",
+        json!({"agent_id": AGENT, "session_id": "sess-f", "previous_session_id": "sess-1"}),
+    );
+    let note = state.ledger.note.get_untracked().expect("a note");
+    assert!(note.text.contains("change it and send it"), "{note:?}");
+    assert_eq!(state.ledger.forked.get_untracked(), None, "no switch left to offer");
+
+    // Something new in the box stays there; a refused fork says why.
+    state.screen.drafts.draft.set("mine".to_owned());
+    state.ledger.edit_from("e-2", "two".to_owned());
+    let frames = take(&sent);
+    answer(
+        &state,
+        &frames,
+        "session_op",
+        json!({"error": {"code": "CONFLICT", "message": "mid-turn"}}),
+    );
+    assert_eq!(state.screen.drafts.draft.get_untracked(), "mine");
+    let note = state.ledger.note.get_untracked().expect("a note");
+    assert!(note.error && note.text.contains("Could not edit there: mid-turn"), "{note:?}");
+    assert!(take(&sent).iter().all(|frame| frame["type"] != "session.activate"));
+}
+
+#[test]
 fn a_stopped_runtime_leaves_nothing_streaming_or_waiting_on_screen() {
     let (state, sent) = attached();
     feed(&state, sync(0, vec![user("run")], vec![]));

@@ -72,6 +72,16 @@ impl Drafts {
         });
     }
 
+    /// A message to edit (crate::ledger::Ledger::edit_from): into the box,
+    /// unless something new is being written there; the keyboard to it.
+    pub fn editing(&self, text: String) {
+        if self.is_blank() {
+            self.draft.set(text);
+        }
+        #[cfg(feature = "hydrate")]
+        crate::reveal::reveal(".prompt".to_owned(), Some("textarea"));
+    }
+
     /// Nothing this tab queued is still waiting to land.
     pub fn landed(&self) {
         self.queued.set(0);

@@ -33,7 +33,6 @@ fn totals_label(usage: &UsageTotals) -> String {
     }
 }
 
-/// `HH:MM` (UTC) of a millisecond timestamp.
 /// `millis` as the reader's local date and time, `2026-12-03 16:20`. The
 /// panels render in the browser only; elsewhere (the server, unit tests)
 /// the time is UTC and says so.
@@ -182,10 +181,24 @@ fn sessions_body() -> Result<AnyView, super::Unloaded> {
             Err(error) => return Some(unreadable(error)),
         };
         let active = list.active.clone();
+        // A fork carries its source's title: the row says which row it
+        // came from, by its number in the list.
+        let numbers: std::collections::HashMap<String, usize> = list
+            .sessions
+            .iter()
+            .enumerate()
+            .map(|(index, session)| (session.session_id.clone(), index + 1))
+            .collect();
         let rows = list
             .sessions
             .into_iter()
-            .map(|session| view! { <SessionRow session=session active=active.clone()/> })
+            .map(|session| {
+                let source = session
+                    .forked_from
+                    .as_ref()
+                    .and_then(|origin| numbers.get(&origin.session_id).copied());
+                view! { <SessionRow session=session source=source active=active.clone()/> }
+            })
             .collect_view();
         Some(view! { <ol class="sessions">{rows}</ol> }.into_any())
     };
@@ -202,14 +215,18 @@ fn sessions_body() -> Result<AnyView, super::Unloaded> {
 }
 
 #[component]
-fn SessionRow(session: SessionSummary, active: String) -> impl IntoView {
+fn SessionRow(session: SessionSummary, source: Option<usize>, active: String) -> impl IntoView {
     let ledger = state().ledger;
     let is_active = session.session_id == active;
     let title = session
         .title
         .as_deref()
         .map_or_else(|| "(no message yet)".to_owned(), shard_protocol::display::escaped);
-    let origin = session.forked_from.as_ref().map(|_| "fork");
+    let origin = session.forked_from.as_ref().map(|_| match source {
+        Some(number) => format!("fork of {number}"),
+        None => "fork".to_owned(),
+    });
+    let written = clock(session.updated_at.unwrap_or(session.created_at));
     let switch = {
         let session_id = session.session_id.clone();
         move |_| ledger.activate_session(&session_id)
@@ -219,8 +236,8 @@ fn SessionRow(session: SessionSummary, active: String) -> impl IntoView {
             <span class="session-title">{title}</span>
             {origin.map(|origin| view! { <span class="badge">{origin}</span> })}
             <span class="session-meta">{match session.entries {
-                1 => "1 entry".to_owned(),
-                count => format!("{count} entries"),
+                1 => format!("1 entry · {written}"),
+                count => format!("{count} entries · {written}"),
             }}</span>
             {if is_active {
                 view! { <span class="badge current">"current"</span> }.into_any()

@@ -201,11 +201,16 @@ fn reveal_row(key: u64) {
 fn RowView(row: Row) -> impl IntoView {
     match row.kind {
         RowKind::User { text, entry_id } => {
-            // Once a sync tells its entry, it can be forked from.
-            let fork =
-                move || entry_id.get().map(|entry_id| view! { <ForkButton entry_id=entry_id/> });
-            // Focusable, so that a tap selects it and shows its Fork.
-            view! { <div class="message user" tabindex="-1"><Markdown text=text.to_string()/>{fork}</div> }
+            // Once its entry is known, it can be edited and sent again
+            // (unless it is the first: there is nothing before it).
+            let rows = state().screen.transcript;
+            let said = text.clone();
+            let edit = move || {
+                let before = crate::transcript::entry_before(rows, &entry_id.get()?)?;
+                Some(view! { <EditButton before=before text=said.to_string()/> })
+            };
+            // Focusable, so that a tap selects it and shows its Edit.
+            view! { <div class="message user" tabindex="-1"><Markdown text=text.to_string()/>{edit}</div> }
                 .into_any()
         }
         RowKind::Assistant(message) => view! { <MessageView message=message/> }.into_any(),
@@ -262,11 +267,7 @@ fn MessageView(message: Message) -> impl IntoView {
 #[component]
 fn ForkButton(entry_id: String) -> impl IntoView {
     let state = state();
-    // An ACP agent cannot fork (it keeps its own sessions).
-    let foreign = state.screen.selected.with_untracked(|selected| {
-        selected.as_deref().is_some_and(|agent_id| state.roster.is_foreign(agent_id))
-    });
-    if foreign {
+    if forks_elsewhere(&state) {
         return ().into_any();
     }
     let ledger = state.ledger;
@@ -278,6 +279,33 @@ fn ForkButton(entry_id: String) -> impl IntoView {
             title="A new session with the conversation up to here"></button>
     }
     .into_any()
+}
+
+/// "Edit" on a user message: a new session with the conversation before
+/// it, switched to, with the message in the box to change and send
+/// (crate::ledger::Ledger::edit_from). Fork on a reply keeps a message
+/// that would then wait unanswered; this is what a person means instead.
+#[component]
+fn EditButton(before: String, text: String) -> impl IntoView {
+    let state = state();
+    if forks_elsewhere(&state) {
+        return ().into_any();
+    }
+    let ledger = state.ledger;
+    let edit = move |_| ledger.edit_from(&before, text.clone());
+    view! {
+        <button type="button" class="fork edit" tabindex="-1" on:click=edit aria-label="Edit"
+            title="Change this message and send it again: a new session from here, the old one kept"></button>
+    }
+    .into_any()
+}
+
+/// The agent on screen is not Shard's own: it keeps its own sessions, and
+/// cannot fork (so it offers no Fork and no Edit).
+fn forks_elsewhere(state: &crate::state::ClientState) -> bool {
+    state.screen.selected.with_untracked(|selected| {
+        selected.as_deref().is_some_and(|agent_id| state.roster.is_foreign(agent_id))
+    })
 }
 
 /// A block's text: its chunks while it streams, then its final text once.
