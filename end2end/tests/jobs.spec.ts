@@ -25,6 +25,27 @@ test('a parallel job: children under their parent, a child question from the inb
   if (await dialog.isVisible()) await tab.keyboard.press('Escape');
   const entry = tab.locator('.inbox-item', { hasText: 'Which colour do you like?' });
   await expect(entry).toBeVisible();
+  // The waiting child's row at 1280 px: nested under its parent, and its
+  // badges and status each in a place of their own.
+  const asker = children.filter({ hasText: 'asker' });
+  await expect(asker.locator('.badge.waiting')).toHaveText('waiting for you');
+  await expect(asker.locator('.status')).toHaveText(/^waiting/);
+  const parentRow = tab.locator(`.agents li[data-agent-id="${lead}"] .row-head`).first();
+  const [outer, inner] = [await parentRow.boundingBox(), await asker.locator('.row-head').boundingBox()];
+  expect(inner!.x, 'a child is indented under its parent').toBeGreaterThan(outer!.x + 4);
+  const parts = asker.locator('.row-head .name, .row-head .badge, .status, .runtime, .activity');
+  const boxes = (await parts.evaluateAll((elements) => elements
+    .map((element) => element.getBoundingClientRect())
+    .filter((rect) => rect.width > 0 && rect.height > 0)
+    .map((rect) => ({ left: rect.left, right: rect.right, top: rect.top, bottom: rect.bottom }))));
+  expect(boxes.length).toBeGreaterThanOrEqual(3);
+  for (let i = 0; i < boxes.length; i++) {
+    for (let j = i + 1; j < boxes.length; j++) {
+      const [a, b] = [boxes[i], boxes[j]];
+      const overlap = a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
+      expect(overlap, `parts ${i} and ${j} of the row overlap: ${JSON.stringify([a, b])}`).toBe(false);
+    }
+  }
   await entry.getByLabel('Answer').fill('teal');
   await tab.waitForTimeout(900); // answers arm after 800 ms (crate::guard)
   await entry.getByRole('button', { name: 'Submit' }).click();
