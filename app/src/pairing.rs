@@ -33,6 +33,8 @@ pub struct Pairing {
     pub shown: RwSignal<Option<Shown>>,
     /// Whole seconds the link has left; 0 once it expired.
     pub left: RwSignal<u64>,
+    /// The link on show was used (`pair_used`): a browser enrolled by it.
+    pub used: RwSignal<bool>,
     pub error: RwSignal<Option<String>>,
 }
 
@@ -43,6 +45,7 @@ impl Pairing {
             wanted: RwSignal::new(false),
             shown: RwSignal::new(None),
             left: RwSignal::new(0),
+            used: RwSignal::new(false),
             error: RwSignal::new(None),
         }
     }
@@ -52,6 +55,7 @@ impl Pairing {
     /// page ([`Pairing::show_modal`]).
     pub fn opened(self) {
         self.shown.set(None);
+        self.used.set(false);
         self.error.set(None);
         self.wanted.set(true);
         self.show_modal();
@@ -70,6 +74,14 @@ impl Pairing {
     /// The dialog closed (by "Close" or Escape): the link is off show.
     pub fn closed(self) {
         self.shown.set(None);
+    }
+
+    /// `pair_used`: this session's link was used, so it works no more. The
+    /// dialog says so, if it shows the link, and stops counting it down.
+    pub fn link_used(self) {
+        if self.shown.with_untracked(Option::is_some) {
+            self.used.set(true);
+        }
     }
 
     /// The daemon's answer, received at `now_ms`; returns its URL.
@@ -102,6 +114,9 @@ impl Pairing {
             shown.as_ref().filter(|shown| shown.url == url).map(|shown| shown.until_ms)
         });
         let Some(until_ms) = until else { return false };
+        if self.used.get_untracked() {
+            return false;
+        }
         let left = seconds_left(until_ms, now_ms);
         self.left.set(left);
         left > 0
@@ -163,6 +178,29 @@ mod tests {
         );
         pairing.closed();
         assert!(!pairing.tick(&url, 1_000.0), "closed");
+    }
+
+    #[test]
+    fn a_used_link_stops_counting_and_a_new_one_starts_afresh() {
+        let owner = Owner::new();
+        owner.set();
+        let pairing = Pairing::new();
+        pairing.link_used();
+        assert!(!pairing.used.get_untracked(), "no link on show: nothing to say");
+        let answer = || PairAnswer {
+            url: "http://127.0.0.1:1/#enroll=A".into(),
+            expires_in_ms: 600_000,
+            qr_svg: "<svg/>".into(),
+            local_only: true,
+        };
+        let url = pairing.show(answer(), 0.0);
+        pairing.link_used();
+        assert!(pairing.used.get_untracked());
+        assert!(!pairing.tick(&url, 1_000.0), "a used link is counted no more");
+        pairing.opened();
+        assert!(!pairing.used.get_untracked(), "a new link is not used");
+        let url = pairing.show(answer(), 0.0);
+        assert!(pairing.tick(&url, 1_000.0));
     }
 
     #[test]

@@ -54,6 +54,7 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
                 state.questions.peeked(&agent_id, sync.pending_requests);
             }
         }
+        ServerMessage::PairUsed(_) => state.pairing.link_used(),
         message @ (ServerMessage::PermissionRequest(_)
         | ServerMessage::UiRequest(_)
         | ServerMessage::PermissionResolved(_)

@@ -34,6 +34,10 @@ test('an enrolled page pairs another browser by a one-time link, which then work
     await expect(page.locator('.connection')).toHaveText('connected');
     await expect(page.locator('.notice')).toHaveText('This browser is now enrolled.');
     await expect(agentRow(page, 'seen from the phone')).toBeVisible();
+    // The dialog that made the link says it was used, and counts it down no more.
+    await expect(dialog.locator('.pair-used')).toContainText('Used: a browser enrolled with this link');
+    await expect(link).toBeHidden();
+    await expect(dialog.locator('.pair-left')).toBeHidden();
     await page.reload();
     await expect(page.locator('.connection')).toHaveText('connected');
 

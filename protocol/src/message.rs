@@ -28,6 +28,7 @@ use crate::subagent::{
 };
 use crate::types::Usage;
 use crate::usage::{AgentUsage, UsageAgentQuery, UsageSessionQuery};
+use crate::web::PairUsed;
 use crate::workspace::{
     WorkspaceAction, WorkspaceAttach, WorkspaceAttached, WorkspaceConflict, WorkspaceCreate,
     WorkspaceEvent, WorkspaceList, WorkspaceRetire, WorkspaceStatus,
@@ -217,6 +218,8 @@ message_set! {
         // Shard extension: an agent's sandbox changed (a host granted or
         // taken back).
         AgentSandbox(AgentSandbox) = "agent_sandbox", Registry, optional;
+        // Shard extension: this browser session's pairing link was used.
+        PairUsed(PairUsed) = "pair_used", Registry, optional;
     }
 }
 

@@ -54,6 +54,15 @@ pub struct PairAnswer {
     pub local_only: bool,
 }
 
+/// Shard extension (docs/PROTOCOL-NOTES.md, "pair_used"): the pairing link
+/// this browser session made was used; a browser enrolled with it, and it
+/// works no more. Sent to that session's own connections only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairUsed {
+    /// When, in milliseconds since the Unix epoch.
+    pub at: u64,
+}
+
 /// The tag of a question's notification (docs/NOTIFICATIONS.md): the
 /// daemon's push of it and the page's own notification of it share it, so
 /// that one replaces the other and the question's end closes both. It

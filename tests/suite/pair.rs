@@ -141,8 +141,22 @@ async fn a_pairing_link_enrolls_one_device_once_and_is_never_printed_or_logged()
     assert!(link.qr_svg.contains("<svg") && link.qr_svg.trim_end().ends_with("</svg>"));
     assert!(!link.qr_svg.contains("<script"), "{}", link.qr_svg);
 
+    // A second page of this browser, and one of another, are watching.
+    let mut watching = first.connect(&daemon).await;
+    let stranger = Browser::enroll(&daemon, &super::remote::new_code(&daemon).await).await;
+    let mut unrelated = stranger.connect(&daemon).await;
+
     // The other device enrolls by it and sees the agents.
     let second = Browser::enroll(&daemon, &link.code).await;
+    // Every page of the session whose link it was hears that it was used;
+    // no other browser does.
+    for page in [&mut web, &mut watching] {
+        let used = page.until(|message| message["type"] == "pair_used").await;
+        assert!(used.last().unwrap()["at"].as_u64().unwrap() > 0, "{used:?}");
+    }
+    let pinged = unrelated.call("n", json!({"type": "agent.list"})).await;
+    assert_eq!(pinged["success"], true);
+    assert!(unrelated.seen.iter().all(|message| message["type"] != "pair_used"));
     let mut other = second.connect(&daemon).await;
     let listed = other.call("l", json!({"type": "agent.list"})).await;
     let names: Vec<&str> = listed["data"]["agents"]

@@ -76,7 +76,11 @@ fn pair_dialog() -> Result<AnyView, super::Unloaded> {
             <p class="pair-error" role="alert" hidden=move || pairing.error.with(Option::is_none)>
                 {move || pairing.error.get().unwrap_or_default()}
             </p>
-            <div hidden=move || shown.with(Option::is_none)>
+            <p class="pair-used" role="status" hidden=move || !pairing.used.get()>
+                "Used: a browser enrolled with this link just now, and it works no more. "
+                "\u{201c}New link\u{201d} makes another."
+            </p>
+            <div hidden=move || shown.with(Option::is_none) || pairing.used.get()>
                 // A loopback link opens on the device that scans it: no QR
                 // code, and what to do instead.
                 <div class="pair-local" role="note" hidden=move || !local_only()>

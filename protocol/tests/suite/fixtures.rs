@@ -90,8 +90,14 @@ const EXTENSION_CLIENT_TYPES: &[&str] = &[
 ];
 
 /// Shard's own additions to the server set, pinned in docs/PROTOCOL-NOTES.md.
-const EXTENSION_SERVER_TYPES: &[&str] =
-    &["agent_sandbox", "agent_usage", "commands_changed", "user_message", "workspace_updated"];
+const EXTENSION_SERVER_TYPES: &[&str] = &[
+    "agent_sandbox",
+    "agent_usage",
+    "commands_changed",
+    "pair_used",
+    "user_message",
+    "workspace_updated",
+];
 
 /// Every server → client `type` PROTOCOL.md names (§9.1, §9.3, §9.4, §9.5,
 /// §10.2, §10.3).

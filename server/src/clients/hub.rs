@@ -128,6 +128,15 @@ impl Hub {
         closed
     }
 
+    /// Sends `bytes` to every connection of one browser session.
+    pub fn tell_session(&self, session: &str, bytes: &Wire) {
+        for connection in self.table().open.values() {
+            if connection.session.as_deref() == Some(session) {
+                connection.outbox.push(bytes.clone());
+            }
+        }
+    }
+
     /// Open connections of a browser session.
     pub fn session_connections(&self, session: &str) -> u32 {
         let count = self

@@ -561,6 +561,14 @@ async fn enroll(
                        "peer": peer.to_string(), "secure_cookie": effective.https,
                        "paired_by": paired_by}),
             );
+            // The page whose link this was says so, instead of counting
+            // down a link that works no more.
+            if let Some(issuer) = &paired_by {
+                let used = shard_protocol::web::PairUsed { at: crate::clock::now_ms() };
+                let event =
+                    shard_protocol::Envelope::new(shard_protocol::ServerMessage::PairUsed(used));
+                web.hub.tell_session(issuer, &crate::agents::Wire::from(event.to_json()));
+            }
             let answer = EnrollAnswer { principal_id: session.principal_id, browser_secret };
             let mut response = axum::Json(answer).into_response();
             // Over plain http this is never the Secure form.
