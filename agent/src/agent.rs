@@ -22,7 +22,7 @@ mod settings;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use shard_protocol::agent::{Hello, LiveWindow, Sync};
+use shard_protocol::agent::{Hello, LiveWindow, Sync, UserMessage};
 use shard_protocol::message::Response;
 use shard_protocol::types::AgentStatus;
 use shard_protocol::{Envelope, ErrorCode, ServerMessage, WireError};
@@ -156,13 +156,15 @@ impl Agent {
             state.steers.pop_front().or_else(|| state.follow_ups.pop_front())
         }?;
         let entry = crate::turn::user_entry(first.clone());
-        let recorded = self.shared.conversation.lock().await.push(entry).await.map(|_| ());
+        let recorded =
+            self.shared.conversation.lock().await.push(entry).await.map(|entry| entry.id.clone());
         match recorded {
-            Ok(()) => {
+            Ok(entry_id) => {
                 // Before `hello`: no `status` event may go out yet; `sync`
                 // carries it.
                 self.shared.state().status = AgentStatus::Streaming;
-                Some(Opening::Recorded)
+                let said = UserMessage { entry_id, text: first.text, turn_id: None };
+                Some(Opening::Recorded(said))
             }
             Err(problem) => {
                 tracing::error!(%problem, "cannot record the owed user message");

@@ -43,8 +43,10 @@ pub enum Opening {
     Input(UserInput),
     /// The user message the log already ends with: a resumed agent records
     /// what its last process still owed before its `sync`, so that the
-    /// `sync` shows it ([`crate::agent::Agent::greet`]).
-    Recorded,
+    /// `sync` shows it ([`crate::agent::Agent::greet`]). The turn still
+    /// tells it (`user_message`): a client resuming from its cursor after a
+    /// restart gets events, not that `sync`.
+    Recorded(UserMessage),
 }
 
 /// How a turn ended; the controller sets the status that follows.
@@ -83,7 +85,11 @@ pub async fn run(shared: Arc<Shared>, opening: Opening, cancel: CancellationToke
     let mut total = Usage::default();
     let opened = match opening {
         Opening::Input(input) => say(&shared, input, Some(turn_id.clone())).await,
-        Opening::Recorded => Ok(()),
+        Opening::Recorded(mut said) => {
+            said.turn_id = Some(turn_id.clone());
+            shared.emit(ServerMessage::UserMessage(said)).await;
+            Ok(())
+        }
     };
     let ending = match opened {
         Ok(()) => iterate(&shared, &cancel, &mut total).await,

@@ -173,3 +173,43 @@ async fn resume_works_across_a_graceful_restart_and_an_unclean_one_resets() {
     assert_eq!(sync["reset"], true);
     assert!(sync["seq"].as_u64().unwrap() > newest, "numbers go on past the reservation");
 }
+
+#[tokio::test]
+async fn a_tab_resuming_after_a_restart_is_told_of_the_queued_prompt_the_agent_takes_up() {
+    let home = TempDir::new().unwrap();
+    let project = TempDir::new().unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut sender = Client::unix(&daemon.socket()).await;
+    let agent = sender.create(project.path(), "carried").await;
+    sender.attach(&agent, "interactive").await;
+    // Another tab, watching: it never saw the follow-up queued.
+    let mut watcher = Client::unix(&daemon.socket()).await;
+    watcher.attach(&agent, "observer").await;
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": "stream: 200"});
+    sender.call("p", prompt).await;
+    let started = read_until(&mut watcher, &agent, |m| m["type"] == "message_delta").await;
+    let queued = json!({"type": "prompt", "agent_id": agent, "message": "then this",
+                        "streaming_behavior": "follow_up"});
+    assert_eq!(sender.call("q", queued).await["success"], true);
+    let cursor = seq(started.last().unwrap());
+    drop((sender, watcher));
+    // A graceful stop: the turn finishes, the follow-up waits in the log.
+    assert!(daemon.terminate().await.success());
+
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut watcher = Client::unix(&daemon.socket()).await;
+    let response = resume(&mut watcher, &agent, cursor).await;
+    assert_eq!(response["data"]["resumed"], true, "{response}");
+    // The restored agent takes the follow-up up: the tab, which starts
+    // from its cursor and gets no sync, is told of the prompt too.
+    let answered = |m: &Value| {
+        m["type"] == "message_complete"
+            && m["message"]["content"][0]["text"] == "You said: then this"
+    };
+    let events = read_until(&mut watcher, &agent, answered).await;
+    let said: Vec<&Value> = events.iter().filter(|m| m["type"] == "user_message").collect();
+    assert_eq!(said.len(), 1, "{events:#?}");
+    assert_eq!(said[0]["text"], "then this");
+    assert!(said[0]["entry_id"].as_str().is_some_and(|id| !id.is_empty()), "{}", said[0]);
+    drop(daemon);
+}
