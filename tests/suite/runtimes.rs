@@ -343,7 +343,7 @@ async fn an_acp_agent_takes_follow_ups_refuses_steers_and_an_abort_leaves_no_pro
     let ended = client.until_agent(&agent, |event| event["type"] == "turn_end").await;
     let end = ended.last().unwrap();
     assert_eq!(end["aborted"], true, "an abort says so: {end}");
-    assert!(end.get("dropped").is_none(), "an ACP agent drops nothing: {end}");
+    assert!(end.get("dropped").is_none(), "nothing was queued: {end}");
     let ten = Duration::from_secs(10);
     wait_until_within("the cancelled turn's command to be killed", ten, || !alive(pid)).await;
 }

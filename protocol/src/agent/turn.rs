@@ -90,7 +90,8 @@ pub struct TurnEnd {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub aborted: bool,
     /// Shard extension: the steers and follow-ups queued behind the turn
-    /// that an `abort` dropped unsent, oldest first, as their text.
+    /// that an `abort` dropped unsent, oldest first, as their text (an ACP
+    /// runtime's follow-ups too).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped: Vec<String>,
 }

@@ -182,6 +182,8 @@ fn an_abort_cancels_the_turn_and_every_open_question() {
     let lines = host(&ended);
     assert_eq!(types(&lines), ["tool_result", "turn_end", "status"]);
     assert_eq!(lines[0]["is_error"], true, "a call cut short by the turn's end ends with it");
+    assert_eq!(lines[1]["aborted"], true, "{:?}", lines[1]);
+    assert!(lines[1].get("dropped").is_none(), "nothing was queued: {:?}", lines[1]);
 }
 
 #[test]
@@ -328,6 +330,31 @@ fn a_follow_up_is_recorded_before_it_is_accepted_and_starts_the_next_turn() {
     });
     assert!(delivered, "{ended:?}");
     assert_eq!(agent(&ended)[0]["params"]["prompt"][0]["text"], "two");
+}
+
+#[test]
+fn an_abort_drops_the_queued_follow_ups_and_the_turns_end_names_them() {
+    let mut translator = ready();
+    let first = translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "one"}"#);
+    let prompt = asked_id(&first);
+    for (entry, text) in [("e-7", "two"), ("e-8", "three")] {
+        let undelivered = Undelivered {
+            entry_id: entry.to_owned(),
+            text: text.to_owned(),
+            images: Vec::new(),
+            behavior: StreamingBehavior::FollowUp,
+            pinned: false,
+        };
+        translator.queued(None, undelivered);
+    }
+    let aborted = translator.from_host(r#"{"id": "a", "type": "abort"}"#);
+    let unqueued = aborted.iter().filter(|out| matches!(out, Out::Log(EntryBody::Unqueued { .. })));
+    assert_eq!(unqueued.count(), 2, "{aborted:?}");
+    let ended = translator.from_agent(&answer(&prompt, json!({"stopReason": "cancelled"})));
+    let lines = host(&ended);
+    assert_eq!(types(&lines), ["turn_end", "status"], "nothing is left to start");
+    assert_eq!(lines[0]["aborted"], true);
+    assert_eq!(lines[0]["dropped"], json!(["two", "three"]), "oldest first");
 }
 
 #[test]

@@ -39,6 +39,8 @@ pub(super) struct Turn {
     pub cost_before: Option<f64>,
     /// A client aborted it.
     pub aborted: bool,
+    /// The follow-ups the abort dropped, told with the turn's end.
+    pub dropped: Vec<String>,
 }
 
 impl Translator {
@@ -117,6 +119,7 @@ impl Translator {
             blocks: Vec::new(),
             cost_before: self.cost,
             aborted: false,
+            dropped: Vec::new(),
         });
         vec![
             Out::Watch,
@@ -161,7 +164,9 @@ impl Translator {
     /// when the agent answers the prompt.
     pub(super) fn abort(&mut self, id: Option<String>) -> Vec<Out> {
         let mut out = vec![respond(id, Response::accepted("abort"))];
+        let mut texts = Vec::new();
         for dropped in std::mem::take(&mut self.queue) {
+            texts.push(dropped.text);
             out.push(Out::Log(EntryBody::Unqueued {
                 queued_entry_id: dropped.entry_id,
                 reason: UnqueueReason::Aborted,
@@ -172,6 +177,7 @@ impl Translator {
         };
         if let Some(turn) = &mut self.turn {
             turn.aborted = true;
+            turn.dropped = texts;
         }
         let asked = !self.questions.is_empty();
         for (request_id, question) in std::mem::take(&mut self.questions) {
@@ -276,9 +282,13 @@ impl Translator {
         if let Some(usage) = &usage {
             out.push(event(ServerMessage::Usage(usage.clone())));
         }
-        // An ACP agent's follow-ups outlive an abort: none is dropped.
-        let end = TurnEnd { turn_id: turn.turn_id, usage, aborted: turn.aborted, dropped: vec![] };
-        out.push(event(ServerMessage::TurnEnd(end)));
+        let (aborted, dropped) = (turn.aborted, turn.dropped);
+        out.push(event(ServerMessage::TurnEnd(TurnEnd {
+            turn_id: turn.turn_id,
+            usage,
+            aborted,
+            dropped,
+        })));
         out.push(status(AgentStatus::Idle));
         if turn.aborted {
             out.push(Out::Reap);
