@@ -258,6 +258,47 @@ async fn an_acp_agent_that_dies_mid_turn_is_reported_and_the_next_prompt_starts_
     assert!(said(&events).contains("echo: hello again"), "{events:?}");
 }
 
+#[tokio::test]
+async fn an_acp_agents_form_is_asked_field_by_field_in_every_tab_and_answered_from_any() {
+    let home = TempDir::new().unwrap();
+    let project = TempDir::new().unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let agent = scripted_agent(&daemon, &mut client, project.path().to_str().unwrap()).await;
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": "elicit"});
+    assert_eq!(client.call("p", prompt).await["success"], true);
+    let asked = client.until_agent(&agent, |event| event["type"] == "ui_request").await;
+    let colour = asked.last().unwrap().clone();
+    assert_eq!(
+        (colour["kind"].as_str(), colour["title"].as_str()),
+        (Some("select"), Some("Colour"))
+    );
+    assert_eq!(colour["options"], json!(["Red", "Teal"]));
+    assert_eq!(colour["message"], "How should it look?");
+
+    // Another tab attaching now finds the question in its sync, and answers it.
+    let mut other = Client::unix(&daemon.socket()).await;
+    let sync = other.attach(&agent, "interactive").await;
+    assert_eq!(sync["pending_requests"][0]["request_id"], colour["request_id"], "{sync}");
+    assert_eq!(sync["status"], "waiting_for_ui");
+    let answer = |request: &Value, value: Value| {
+        json!({"type": "ui_response", "agent_id": agent, "request_id": request["request_id"],
+               "value": value})
+    };
+    assert_eq!(other.call("a1", answer(&colour, json!("Teal"))).await["success"], true);
+    let settled = client.until_agent(&agent, |event| event["type"] == "ui_resolved").await;
+    assert_eq!(settled.last().unwrap()["request_id"], colour["request_id"]);
+    let asked = client.until_agent(&agent, |event| event["type"] == "ui_request").await;
+    let shiny = asked.last().unwrap().clone();
+    assert_eq!(shiny["kind"], "confirm");
+    assert_eq!(client.call("a2", answer(&shiny, json!("yes"))).await["success"], true);
+    let ended = client.until_agent(&agent, |event| event["type"] == "turn_end").await;
+    assert!(
+        said(&ended).contains(r#"elicited {\"action\": \"accept\", \"content\": {\"colour\": \"teal\", \"shiny\": true}}"#),
+        "{ended:#?}"
+    );
+}
+
 /// Creates an agent on the scripted runtime started with `env`; the answer.
 async fn create_with_env(env: &str) -> Value {
     let home = TempDir::new().unwrap();

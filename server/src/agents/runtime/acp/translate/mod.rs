@@ -17,11 +17,14 @@
 //!   when a write would reach past the file (`crate::agents::sensitive`).
 //! - [`settings`]: modes and models from the session's modes and config
 //!   options, listed and switched as Shard's own.
+//! - [`elicit`]: the agent's forms (ACP elicitation), asked field by field
+//!   as Shard's `ui_request`s.
 //!
 //! Every other command is answered with an error saying so, never left
 //! without an answer.
 
 mod commands;
+mod elicit;
 mod files;
 mod opening;
 mod plan;
@@ -148,6 +151,8 @@ pub struct Translator {
     /// Follow-ups recorded and waiting for the turn's end.
     queue: VecDeque<Undelivered>,
     questions: HashMap<String, Question>,
+    /// The agent's forms being asked, by the request id of the field asked.
+    forms: HashMap<String, elicit::Form>,
     /// Tool calls of this session, by the agent's id.
     tools: HashMap<String, Tool>,
     /// The plan of the turn in progress, once the agent sent one.
@@ -190,6 +195,7 @@ impl Translator {
             turn: None,
             queue: start.owed.into(),
             questions: HashMap::new(),
+            forms: HashMap::new(),
             tools: HashMap::new(),
             plan: None,
             commands: Vec::new(),
@@ -227,6 +233,7 @@ impl Translator {
             ClientMessage::RecallSteer(_) => self.recall(id),
             ClientMessage::Abort(_) => self.abort(id),
             ClientMessage::PermissionResponse(answer) => self.answered(id, answer),
+            ClientMessage::UiResponse(answer) => self.form_answered(id, answer),
             ClientMessage::ListModes(_) => vec![respond(id, self.settings.list_modes())],
             ClientMessage::SetMode(set) => self.set_mode(id, set.mode),
             ClientMessage::ListModels(_) => {
@@ -278,6 +285,7 @@ impl Translator {
                     vec![Out::Fs(asked, FsRequest::Read(request))]
                 }
                 AgentRequest::WriteTextFileRequest(request) => self.write_asked(asked, request),
+                AgentRequest::CreateElicitationRequest(request) => self.elicit(asked, request),
                 _ => vec![Out::Agent(wire::answer(asked, Err(acp::Error::method_not_found())))],
             },
             Incoming::Unanswerable(asked, error) => {
@@ -367,10 +375,11 @@ impl Translator {
     /// agent's or Shard's own before a write), else streaming in a turn,
     /// else idle.
     fn status_now(&self) -> Out {
-        status(match (self.questions.is_empty(), self.turn.is_some()) {
-            (false, _) => AgentStatus::WaitingForPermission,
-            (true, true) => AgentStatus::Streaming,
-            (true, false) => AgentStatus::Idle,
+        status(match (self.questions.is_empty(), self.forms.is_empty(), self.turn.is_some()) {
+            (false, _, _) => AgentStatus::WaitingForPermission,
+            (true, false, _) => AgentStatus::WaitingForUi,
+            (true, true, true) => AgentStatus::Streaming,
+            (true, true, false) => AgentStatus::Idle,
         })
     }
 }

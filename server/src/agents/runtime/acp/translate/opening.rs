@@ -42,7 +42,12 @@ pub(super) enum How {
 pub(super) fn initialize() -> InitializeRequest {
     let fs = FileSystemCapabilities::new().read_text_file(true).write_text_file(true);
     InitializeRequest::new(ProtocolVersion::V1)
-        .client_capabilities(ClientCapabilities::new().fs(fs).terminal(false))
+        .client_capabilities(
+            ClientCapabilities::new()
+                .fs(fs)
+                .terminal(false)
+                .elicitation(super::elicit::capabilities()),
+        )
         .client_info(acp::Implementation::new("shard", env!("CARGO_PKG_VERSION")))
 }
 

@@ -775,3 +775,99 @@ fn only_claude_codes_adapter_has_its_session_reopened_after_an_abort() {
     let codex = after_an_abort("codex-acp");
     assert!(codex.iter().all(|line| line["method"] != "session/close"), "{codex:?}");
 }
+
+/// `elicitation/create` of a form with `properties`, as request `id`.
+fn form(id: u32, properties: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create",
+           "params": {"sessionId": "s-1", "mode": "form", "message": "A few details, please.",
+                      "requestedSchema": {"type": "object", "properties": properties}}})
+    .to_string()
+}
+
+/// The `ui_request` among `out`.
+fn ui_request(out: &[Out]) -> Value {
+    host(out).into_iter().find(|line| line["type"] == "ui_request").expect("a ui_request")
+}
+
+fn ui_answer(request: &Value, value: Value) -> String {
+    json!({"id": "u", "type": "ui_response", "request_id": request["request_id"], "value": value})
+        .to_string()
+}
+
+#[test]
+fn shard_offers_forms_and_asks_a_forms_fields_one_by_one_as_its_own_questions() {
+    let (_, out) = Translator::start(start("/work"));
+    let capabilities = &agent(&out)[0]["params"]["clientCapabilities"];
+    assert!(capabilities["elicitation"]["form"].is_object(), "{capabilities}");
+    assert!(capabilities["elicitation"].get("url").is_none(), "{capabilities}");
+
+    let mut translator = ready();
+    translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "configure"}"#);
+    let properties = json!({
+        "colour": {"type": "string", "title": "Colour",
+                   "oneOf": [{"const": "r", "title": "Red"}, {"const": "t", "title": "Teal"}]},
+        "count": {"type": "integer", "description": "How many to make", "default": 2},
+        "sure": {"type": "boolean", "title": "Go ahead?"},
+    });
+    let out = translator.from_agent(&form(9, properties));
+    let asked = ui_request(&out);
+    assert_eq!((asked["kind"].as_str(), asked["title"].as_str()), (Some("select"), Some("Colour")));
+    assert_eq!(asked["options"], json!(["Red", "Teal"]));
+    assert_eq!(asked["message"], "A few details, please.");
+    assert_eq!(host(&out).last().unwrap()["status"], "waiting_for_ui");
+    assert!(agent(&out).is_empty(), "nothing for the agent yet");
+
+    // Each answer settles its question and asks the next field.
+    let out = translator.from_host(&ui_answer(&asked, json!("Teal")));
+    assert_eq!(types(&host(&out))[..3], ["response", "ui_resolved", "ui_request"]);
+    let count = ui_request(&out);
+    assert_eq!((count["kind"].as_str(), count["prefill"].as_str()), (Some("input"), Some("2")));
+    assert_eq!(count["title"], "count");
+    assert_eq!(count["message"], "A few details, please.\n\nHow many to make");
+    // Not a whole number: asked again, saying why.
+    let again = ui_request(&translator.from_host(&ui_answer(&count, json!("a few"))));
+    assert_ne!(again["request_id"], count["request_id"]);
+    assert!(again["message"].as_str().unwrap().ends_with("A whole number, please."), "{again}");
+    let sure = ui_request(&translator.from_host(&ui_answer(&again, json!(" 3 "))));
+    assert_eq!(sure["kind"], "confirm");
+    let out = translator.from_host(&ui_answer(&sure, json!("yes")));
+    let sent = agent(&out);
+    assert_eq!(sent[0]["id"], 9);
+    assert_eq!(
+        sent[0]["result"],
+        json!({"action": "accept", "content": {"colour": "t", "count": 3, "sure": true}})
+    );
+    assert_eq!(host(&out).last().unwrap()["status"], "streaming");
+    // A late answer finds nothing open.
+    assert!(agent(&translator.from_host(&ui_answer(&sure, json!("no")))).is_empty());
+}
+
+#[test]
+fn a_form_dismissed_is_cancelled_and_one_shard_cannot_show_is_declined() {
+    let mut translator = ready();
+    translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "configure"}"#);
+    let asked = ui_request(&translator.from_agent(&form(4, json!({"name": {"type": "string"}}))));
+    assert_eq!(asked["kind"], "input");
+    let out = translator.from_host(&ui_answer(&asked, json!(null)));
+    assert_eq!(agent(&out)[0]["result"], json!({"action": "cancel"}));
+    assert_eq!(types(&host(&out)), ["response", "ui_resolved", "status"]);
+
+    // A list to tick, and a URL to open: declined, nothing asked.
+    let ticks = json!({"tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}}});
+    let out = translator.from_agent(&form(5, ticks));
+    assert_eq!(agent(&out)[0]["result"], json!({"action": "decline"}));
+    assert!(host(&out).is_empty());
+    let url = json!({"jsonrpc": "2.0", "id": 6, "method": "elicitation/create",
+        "params": {"sessionId": "s-1", "mode": "url", "message": "Sign in",
+                   "elicitationId": "e-1", "url": "https://example.com/login"}});
+    let out = translator.from_agent(&url.to_string());
+    assert_eq!(agent(&out)[0]["result"], json!({"action": "decline"}));
+
+    // An abort cancels a form being asked, and withdraws its question.
+    let asked = ui_request(&translator.from_agent(&form(7, json!({"name": {"type": "string"}}))));
+    let out = translator.from_host(r#"{"id": "a", "type": "abort"}"#);
+    assert!(agent(&out).iter().any(|line| line["id"] == 7 && line["result"]["action"] == "cancel"));
+    let withdrawn: Vec<Value> =
+        host(&out).into_iter().filter(|line| line["type"] == "ui_resolved").collect();
+    assert_eq!(withdrawn[0]["request_id"], asked["request_id"]);
+}
