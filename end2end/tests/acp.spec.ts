@@ -105,3 +105,26 @@ test('on a phone-sized tab an ACP agent is watched and its question answered', a
   await expect(tab.locator('.tool').last()).toContainText('from-a-phone');
   await context.close();
 });
+
+test('an ACP agent\'s form is asked one field at a time: a choice in a dialog, a yes-or-no from the inbox', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createOnRuntime(tab, 'fake', 'formful', project());
+  await prompt(tab, 'elicit');
+  const dialog = tab.getByRole('dialog');
+  await expect(dialog).toContainText('Colour');
+  await expect(dialog).toContainText('How should it look?');
+  await expect(tab.locator('.agent-header .status')).toHaveText(/^waiting/);
+  await tab.waitForTimeout(900); // answers arm after 800 ms (crate::guard)
+  await dialog.getByRole('button', { name: 'Teal' }).click();
+
+  // The next field, left for the inbox and answered there.
+  await expect(dialog).toContainText('Shiny?');
+  await dialog.getByRole('button', { name: /Later/ }).click();
+  const entry = tab.locator('.inbox-item', { hasText: 'Shiny?' });
+  await expect(entry).toBeVisible();
+  await tab.waitForTimeout(900);
+  await entry.getByRole('button', { name: 'Yes' }).click();
+  await expect(entry).toHaveCount(0);
+  await expect(tab.locator('.message.assistant').last()).toContainText('"colour": "teal", "shiny": true');
+  await context.close();
+});

@@ -242,6 +242,11 @@ fn UiBody(
         }
     };
     let message = request.message.clone().or(request.title.clone()).unwrap_or_default();
+    // Both: the title says what is asked (a form's field), the message why.
+    let heading = request
+        .title
+        .clone()
+        .filter(|title| request.message.as_ref().is_some_and(|message| message != title));
     let hidden = [&request.title, &request.message, &request.placeholder, &request.prefill]
         .into_iter()
         .flatten()
@@ -283,6 +288,7 @@ fn UiBody(
     let dismiss = respond.clone();
     view! {
         {hidden.then(hidden_notice)}
+        {heading.map(|title| view! { <p class="question-title"><strong>{escaped(&title)}</strong></p> })}
         <p class="question-prompt"><Ticked text=escaped(&message)/></p>
         <div class="answers">{body}<button class="answer" prop:disabled=move || !armed.get() data-intent="deny" on:click=move |_| dismiss(None)>"Dismiss"</button></div>
     }
