@@ -96,6 +96,10 @@ pub enum Request {
         agent_id: String,
     },
     Detach,
+    /// `agent.terminate` of the agent on screen: deferred, it says so.
+    Terminate {
+        agent_id: String,
+    },
     /// Catalog queries, tagged with the runtime generation they asked: an
     /// answer from a superseded runtime is dropped.
     Modes {

@@ -300,6 +300,7 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
                 let _ = agent_id;
             }
         }
+        Request::Terminate { agent_id } => state.screen.terminated(&agent_id, &response),
         Request::Borrow | Request::Detach | Request::Command => state.link.answered(&response),
     }
 }

@@ -18,7 +18,9 @@ use shard_protocol::agent::{
     SetReasoningLevel, StreamingBehavior, Sync,
 };
 use shard_protocol::message::Response;
-use shard_protocol::orchestrator::{AgentKill, AgentTarget, AttachResult, AttachRole};
+use shard_protocol::orchestrator::{
+    AgentKill, AgentTarget, AttachResult, AttachRole, TerminateResult,
+};
 use shard_protocol::types::AgentStatus;
 
 pub use catalogs::{Catalogs, Wanted};
@@ -144,8 +146,8 @@ impl Screen {
 
     pub fn terminate(&self) {
         if let Some(agent_id) = self.selected.get_untracked() {
-            let target = AgentTarget { agent_id };
-            self.link.send(ClientMessage::AgentTerminate(target), None, Request::Command);
+            let request = Request::Terminate { agent_id: agent_id.clone() };
+            self.link.send(ClientMessage::AgentTerminate(AgentTarget { agent_id }), None, request);
         }
     }
 
@@ -373,6 +375,23 @@ impl Screen {
             }
         };
         transcript::push(self.transcript, Item::Notice { text, error: false, retry: None });
+    }
+
+    /// The answer to Terminate: put off while a reply is in progress, the
+    /// transcript says so (else the reply streams on and nothing seems to
+    /// happen); a refusal is told like any.
+    pub fn terminated(&self, agent_id: &str, response: &Response) {
+        match response.data::<TerminateResult>() {
+            Ok(TerminateResult { deferred: true }) if self.shows(agent_id) => {
+                let text = "Terminating once the reply in progress ends (Kill stops it now).";
+                transcript::push(
+                    self.transcript,
+                    Item::Notice { text: text.to_owned(), error: false, retry: None },
+                );
+            }
+            Ok(_) => {}
+            Err(_) => self.link.answered(response),
+        }
     }
 
     /// A line of the transcript that is no message: a notice of the agent

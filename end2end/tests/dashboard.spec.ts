@@ -542,6 +542,14 @@ test('Kill mid-reply asks once more; a stopped agent says so, and a message star
   await expect(header.locator('.status')).toHaveText('idle');
   await expect(tab.locator('.message.assistant')).toHaveCount(2);
   await expect(cut).toHaveText(said);
+
+  // Terminate mid-reply waits for the reply, and says so meanwhile.
+  await prompt(tab, 'stream: 300');
+  await expect(header.locator('.status')).toHaveText('streaming');
+  await header.getByRole('button', { name: 'Terminate' }).click();
+  await expect(tab.locator('.notice-line').last()).toHaveText(
+    'Terminating once the reply in progress ends (Kill stops it now).');
+  await expect(header.locator('.status')).toHaveText('stopped', { timeout: 30_000 });
   await context.close();
 });
 

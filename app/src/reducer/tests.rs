@@ -712,6 +712,25 @@ fn a_fork_offers_the_switch_and_a_switch_refused_says_why() {
 }
 
 #[test]
+fn a_terminate_put_off_until_the_reply_ends_says_so() {
+    let (state, sent) = attached();
+    feed(&state, sync(0, vec![user("one")], vec![]));
+    take(&sent);
+    state.screen.terminate();
+    let frames = take(&sent);
+    assert_eq!(frames[0]["type"], "agent.terminate");
+    answer(&state, &frames, "agent.terminate", json!({"deferred": true}));
+    let last = texts(&state).pop().expect("a line");
+    assert!(last.contains("Terminating once the reply in progress ends"), "{last}");
+    // At once: nothing to say, the status says it.
+    let before = texts(&state).len();
+    state.screen.terminate();
+    let frames = take(&sent);
+    answer(&state, &frames, "agent.terminate", json!({"deferred": false}));
+    assert_eq!(texts(&state).len(), before);
+}
+
+#[test]
 fn edit_forks_before_the_message_switches_there_and_puts_it_in_the_box() {
     let (state, sent) = attached();
     let messages =
