@@ -22,7 +22,9 @@ type Shown = {
 async function shown(page: Page): Promise<Shown> {
   return page.evaluate(() => {
     const text = (element: Element | null | undefined) => (element?.textContent ?? '').replace(/\s+/g, ' ').trim();
-    const rows = [...document.querySelectorAll('.transcript .rows > .row > :is(.message, .tool, .compaction, .notice-line)')].map((row) => {
+    // Notices ("Stopped here", a failed call) are this tab's own lines,
+    // told as it happened: a tab opened later never had them.
+    const rows = [...document.querySelectorAll('.transcript .rows > .row > :is(.message, .tool, .compaction)')].map((row) => {
       if (row.classList.contains('tool')) {
         const tool = row as HTMLElement;
         const output = text(row.querySelector('pre.output, details.raw pre'));
@@ -79,12 +81,13 @@ async function turn(page: Page, text: string): Promise<void> {
   await expect(page.locator('.agent-view .status')).toHaveText('idle');
 }
 
+// A reply offers Fork, a message Edit (both `.fork`), the first none.
 const original = [
-  'user: one [fork]', 'assistant: You said: one [fork]',
+  'user: one', 'assistant: You said: one [fork]',
   'user: two [fork]', 'assistant: You said: two [fork]',
   'user: three [fork]', 'assistant: You said: three [fork]',
 ];
-const forked = ['user: one [fork]', 'assistant: You said: one [fork]', 'user: two [fork]'];
+const forked = ['user: one', 'assistant: You said: one [fork]'];
 
 test('after a switch to a fork, a resume and a daemon restart, open tabs show what a fresh tab shows', async ({ browser }) => {
   test.setTimeout(120_000);
@@ -95,12 +98,12 @@ test('after a switch to a fork, a resume and a daemon restart, open tabs show wh
     await createAgent(tab, project(), 'brancher');
     for (const text of ['one', 'two', 'three']) await turn(tab, text);
 
-    // A second tab forks at the second user message and switches to the fork.
+    // A second tab forks at the first reply and switches to the fork.
     const other = await fresh(context, daemon, 'brancher');
     expect((await shown(other)).rows).toEqual(original);
-    const second = other.locator('.message.user').nth(1);
-    await second.hover();
-    await second.getByRole('button', { name: 'Fork' }).click();
+    const first = other.locator('.message.assistant').first();
+    await first.hover();
+    await first.getByRole('button', { name: 'Fork' }).click();
     await expect(other.locator('.ledger-note')).toContainText('Forked into a new session');
     await other.getByRole('button', { name: 'Switch to the fork' }).click();
     await expect(other.locator('.ledger-note')).toContainText('Switched sessions');
@@ -161,7 +164,11 @@ test('after a kill mid-stream or mid-question, the open tab shows what a fresh t
     let now = await sameAsFresh(context, daemon, tab, 'victim');
     expect(now.status).toBe('idle');  // a fresh tab's attachment started it again
     expect(now.buttons).toEqual(['Send']);
-    expect(now.rows).toEqual(['user: stream: 3000 [fork]']);
+    // Kill asks the agent to stop (SIGTERM): it ends the turn and keeps
+    // the reply so far, which every tab shows.
+    expect(now.rows).toHaveLength(2);
+    expect(now.rows[0]).toBe('user: stream: 3000');
+    expect(now.rows[1]).toMatch(/^assistant: tick-1 .*tick-20 .*\[fork\]$/);
 
     // Killed while it waits for permission to run a command (from another
     // client: the question's dialog covers the page).
@@ -213,7 +220,7 @@ test('after the daemon is killed mid-stream and started again, the open tab show
     expect(now.status).toBe('idle');
     expect(now.buttons).toEqual(['Send']);
     expect(now.rows.slice(0, 3)).toEqual([
-      'user: before the crash [fork]', 'assistant: You said: before the crash [fork]', 'user: stream: 3000 [fork]',
+      'user: before the crash', 'assistant: You said: before the crash [fork]', 'user: stream: 3000 [fork]',
     ]);
 
     // A graceful restart while the agent waits for permission: the same.
