@@ -223,14 +223,12 @@ impl Translator {
             Some(UiValue::Text(text)) => text.clone(),
             Some(UiValue::List(list)) => list.join(", "),
         };
+        // This question is settled either way: taken, or asked again.
         let told = serde_json::to_value(&answer.value).unwrap_or(Value::Null);
+        out.push(resolved(answer.request_id, told));
         match form.current.value(&text) {
-            Err(why) => {
-                out.push(resolved(answer.request_id, told));
-                out.extend(self.ask_field(form, Some(why)));
-            }
+            Err(why) => out.extend(self.ask_field(form, Some(why))),
             Ok(value) => {
-                out.push(resolved(answer.request_id, told));
                 form.content.insert(form.current.key.clone(), value);
                 match form.next.pop_front() {
                     Some(next) => {
