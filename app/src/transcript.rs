@@ -42,17 +42,21 @@ pub fn push(rows: Rows, item: Item) {
     rows.update(|rows| rows.push(Row::new(item)));
 }
 
+/// Whether `row` is a prompt of this tab with `text` that has not landed
+/// in the session yet (no entry).
+fn unlanded(row: &Row, text: &str) -> bool {
+    match &row.kind {
+        RowKind::User { entry_id, text: said } => {
+            **said == *text && entry_id.with_untracked(Option::is_none)
+        }
+        _ => false,
+    }
+}
+
 /// A queued prompt taken back (`recall_steer`): its row goes, the newest
 /// one with that text that has not landed in the session yet.
 pub fn take_back(rows: Rows, text: &str) {
-    let at = rows.with_untracked(|rows| {
-        rows.iter().rposition(|row| match &row.kind {
-            RowKind::User { entry_id, text: said } => {
-                **said == *text && entry_id.with_untracked(Option::is_none)
-            }
-            _ => false,
-        })
-    });
+    let at = rows.with_untracked(|rows| rows.iter().rposition(|row| unlanded(row, text)));
     if let Some(at) = at {
         rows.update(|rows| {
             rows.remove(at);
@@ -67,12 +71,7 @@ pub fn unsent(rows: Rows, dropped: &[String]) -> Vec<String> {
     let mut gone = Vec::new();
     rows.update(|rows| {
         for text in dropped {
-            let at = rows.iter().position(|row| match &row.kind {
-                RowKind::User { entry_id, text: said } => {
-                    **said == **text && entry_id.with_untracked(Option::is_none)
-                }
-                _ => false,
-            });
+            let at = rows.iter().position(|row| unlanded(row, text));
             if let Some(at) = at {
                 rows.remove(at);
                 gone.push(text.clone());
