@@ -212,7 +212,15 @@ export async function createAgent(page: import('@playwright/test').Page, cwd: st
   await agentRow(page, name).waitFor({ state: 'attached' });
   // And opened: the list can show it before the answer that opens it
   // arrives, and a prompt typed meanwhile would go to the agent before.
-  await expect(page.locator('.agent-view h2')).toHaveText(name);
+  try {
+    await expect(page.locator('.agent-view h2')).toHaveText(name);
+  } catch (error) {
+    // Say why it did not open: the page's notices and the agent's row hold
+    // the daemon's reason (an agent that exited at start quotes its log).
+    const notices = await page.locator('.notice, [role="alert"]').allInnerTexts();
+    const row = await agentRow(page, name).innerText().catch(() => '(no row)');
+    throw new Error(`agent "${name}" did not open; notices: ${JSON.stringify(notices)}; row: ${JSON.stringify(row)}\n${error}`);
+  }
 }
 
 /** Creates an agent on `runtime` (not Shard's own) through the dashboard's form, and opens it. */

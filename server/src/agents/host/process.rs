@@ -240,17 +240,24 @@ impl Host {
 
     pub(super) fn process_exited(&mut self, code: Option<i32>, description: String, now: Instant) {
         let Some(generation) = self.process.current.take() else { return };
+        // A process that never became ready says why in its log: that goes
+        // to the clients with the exit (the waiting requests, the agent's
+        // row). The daemon's own log names the file and quotes none of it:
+        // what an agent prints is its own, and may hold what it was given.
+        let exited = description.clone();
+        let description = match generation.ready {
+            true => description,
+            false => match stdio::log_since(&self.context.home, self.id(), generation.log_from) {
+                Some(said) => format!("{description}; it said: {said}"),
+                None => description,
+            },
+        };
         // The session's entries are read again when a process next starts:
         // a stopped agent holds none of them (a daemon lists many).
         self.session = None;
         let expected = generation.stopping || self.process.shutdown.is_some();
         if !generation.ready {
-            let said = stdio::log_since(&self.context.home, self.id(), generation.log_from);
-            let why = match said {
-                Some(said) => format!("{description}; it said: {said}"),
-                None => description.clone(),
-            };
-            self.fail_waiting(AgentError::ExitedStarting(why));
+            self.fail_waiting(AgentError::ExitedStarting(description.clone()));
             // A switched session that cannot start is not started again
             // and again for its watchers: the next work or attach retries.
             self.resync_when_ready = false;
@@ -277,7 +284,9 @@ impl Host {
             self.projection.status = AgentStatus::Idle;
             self.set_runtime_state(RuntimeState::Stopped);
         } else {
-            tracing::warn!(agent = %self.id(), %description, "agent process exited");
+            let log = stdio::agent_log(&self.context.home, self.id());
+            let log = log.display();
+            tracing::warn!(agent = %self.id(), description = %exited, %log, "agent process exited");
             self.projection.status = AgentStatus::Error;
             self.set_runtime_state(RuntimeState::Failed);
             let exited = AgentExited {

@@ -317,7 +317,7 @@ fn describe_exit(
 }
 
 /// Where an agent process's stderr goes.
-pub(super) fn agent_log(home: &Path, agent_id: &str) -> PathBuf {
+pub(crate) fn agent_log(home: &Path, agent_id: &str) -> PathBuf {
     crate::agents::manifest::agent_dir(home, agent_id).join("agent.log")
 }
 
@@ -335,7 +335,8 @@ pub fn log_since(home: &Path, agent_id: &str, from: u64) -> Option<String> {
     const TAIL: u64 = 4096;
     const LINES: usize = 3;
     const CHARS: usize = 400;
-    let mut file = std::fs::File::open(agent_log(home, agent_id)).ok()?;
+    // No link or FIFO followed, as for every file read from an agent's folder.
+    let mut file = shard_agent::session_log::open_to_read(&agent_log(home, agent_id)).ok()?;
     let length = file.metadata().ok()?.len();
     // Restarted when it grew too big: all of it is this process's.
     let from = if length < from { 0 } else { from };
