@@ -93,14 +93,7 @@ fn reexec(moved: &BTreeMap<String, String>) -> anyhow::Error {
             payload.len() <= MAX_HANDOFF,
             "the variables hidden from tools hold over {MAX_HANDOFF} bytes"
         );
-        // Neither end is close-on-exec: the read end must reach the new
-        // image; the write end is closed below, before the exec.
-        let (read, write) = nix::unistd::pipe().context("cannot open the key pipe")?;
-        nix::fcntl::fcntl(&write, nix::fcntl::FcntlArg::F_SETPIPE_SZ(MAX_HANDOFF as i32))
-            .context("cannot size the key pipe")?;
-        let mut write = std::fs::File::from(write);
-        write.write_all(&payload).context("cannot fill the key pipe")?;
-        drop(write);
+        let read = filled_pipe(&payload)?;
         let mut args = std::env::args_os();
         let arg0 = args.next().unwrap_or_else(|| OsString::from("shard"));
         let kept = std::env::vars_os()
@@ -122,10 +115,39 @@ fn reexec(moved: &BTreeMap<String, String>) -> anyhow::Error {
     }
 }
 
+/// A pipe holding `payload`, its write end closed: the read end, which is
+/// not close-on-exec, so that it reaches the new image.
+///
+/// The pipe is made larger only when `payload` needs it. Growing a pipe is
+/// refused (EPERM) to a process without CAP_SYS_RESOURCE, as an agent in
+/// its sandbox is, once its user's pipes hold `pipe-user-pages-soft`
+/// (64 MiB) together; and a full pipe with nobody reading would block the
+/// write forever. A few keys fit the smallest pipe the kernel makes (a
+/// page) many times over.
+fn filled_pipe(payload: &[u8]) -> anyhow::Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::{FcntlArg, fcntl};
+    let (read, write) = nix::unistd::pipe().context("cannot open the key pipe")?;
+    let room = fcntl(&write, FcntlArg::F_GETPIPE_SZ).context("cannot size the key pipe")?;
+    if payload.len() > usize::try_from(room).unwrap_or(0) {
+        let wanted = i32::try_from(payload.len()).unwrap_or(i32::MAX);
+        fcntl(&write, FcntlArg::F_SETPIPE_SZ(wanted)).with_context(|| {
+            format!(
+                "the variables hidden from tools hold {} bytes, more than a pipe holds here \
+                 ({room}), and it cannot be made larger",
+                payload.len()
+            )
+        })?;
+    }
+    let mut write = std::fs::File::from(write);
+    write.write_all(payload).context("cannot fill the key pipe")?;
+    Ok(read)
+}
+
 /// Reads the values the previous image left in the pipe `descriptor`. The
 /// descriptor itself stays open (closing a descriptor by number is not
 /// possible in safe Rust), empty and with no writer left: reading it gives
-/// end of file.
+/// end of file. It is shrunk to the least the kernel allows, so that a
+/// fleet of agents holds no buffers for them.
 fn receive(descriptor: &std::ffi::OsStr) -> anyhow::Result<BTreeMap<String, String>> {
     let number: u32 = descriptor
         .to_str()
@@ -134,9 +156,58 @@ fn receive(descriptor: &std::ffi::OsStr) -> anyhow::Result<BTreeMap<String, Stri
     let pipe = std::fs::File::open(format!("/proc/self/fd/{number}"))
         .with_context(|| format!("cannot open the key pipe ({HANDOFF_ENV}={number})"))?;
     let mut payload = Vec::new();
-    pipe.take(MAX_HANDOFF as u64 + 1)
+    (&pipe)
+        .take(MAX_HANDOFF as u64 + 1)
         .read_to_end(&mut payload)
         .context("cannot read the key pipe")?;
     anyhow::ensure!(payload.len() <= MAX_HANDOFF, "the key pipe holds too much");
+    let _ = nix::fcntl::fcntl(&pipe, nix::fcntl::FcntlArg::F_SETPIPE_SZ(0));
     serde_json::from_slice(&payload).context("the key pipe holds no key list")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use nix::fcntl::{FcntlArg, fcntl};
+
+    use super::filled_pipe;
+
+    fn capacity(fd: &std::os::fd::OwnedFd) -> usize {
+        usize::try_from(fcntl(fd, FcntlArg::F_GETPIPE_SZ).expect("size")).expect("positive")
+    }
+
+    fn drained(fd: std::os::fd::OwnedFd) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        std::fs::File::from(fd).read_to_end(&mut bytes).expect("read");
+        bytes
+    }
+
+    #[test]
+    fn a_few_keys_leave_the_pipe_as_the_kernel_made_it() {
+        let (fresh, _) = nix::unistd::pipe().expect("pipe");
+        let made = capacity(&fresh);
+        let payload = br#"{"ANTHROPIC_API_KEY":"sk-test","OPENAI_API_KEY":"sk-other"}"#;
+        let read = filled_pipe(payload).expect("filled");
+        assert_eq!(capacity(&read), made, "not grown: growing can be refused");
+        assert_eq!(drained(read), payload);
+    }
+
+    #[test]
+    fn the_new_image_reads_the_keys_and_shrinks_the_pipe_it_keeps() {
+        use std::os::fd::AsRawFd;
+        let read = filled_pipe(br#"{"OPENAI_API_KEY":"sk-test"}"#).expect("filled");
+        let number = read.as_raw_fd().to_string();
+        let keys = super::receive(number.as_ref()).expect("received");
+        assert_eq!(keys["OPENAI_API_KEY"], "sk-test");
+        assert!(capacity(&read) <= 8192, "one page or two, not {}", capacity(&read));
+    }
+
+    #[test]
+    fn more_than_a_pipe_holds_grows_it_and_arrives_whole() {
+        let payload: Vec<u8> = (0..200_000_u32).map(|n| (n % 251) as u8).collect();
+        let read = filled_pipe(&payload).expect("filled");
+        assert!(capacity(&read) >= payload.len());
+        assert_eq!(drained(read), payload);
+    }
 }
