@@ -644,5 +644,8 @@ test('a long conversation is one Tab stop: arrows walk its messages, Tab reaches
   await expect(tab.locator('.message.assistant').last()).toHaveText('You said: turn 8, said better');
   // Its message and the reply: two entries more, without reopening the list.
   await expect(current.locator('.session-meta')).toHaveText(new RegExp(`^${before + 2} entries · `));
+  // Both begin with "turn 1": each says where it has got to.
+  await expect(current.locator('.session-latest')).toHaveText('last: turn 8, said better');
+  await expect(sessions.and(tab.locator(':not(.active)')).locator('.session-latest')).toHaveText('last: turn 8');
   await context.close();
 });

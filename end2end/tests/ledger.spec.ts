@@ -67,7 +67,7 @@ test('usage: each agent in its row and view, all agents above the list, sessions
     );
     const panel = tab.locator('details.usage-panel');
     await panel.locator('summary').click();
-    await expect(panel.locator('.usage-agent-total')).toContainText('1 calls · 1 turns');
+    await expect(panel.locator('.usage-agent-total')).toHaveText(/ · 1 call · 1 turn$/);
     await expect(panel.locator('.usage-sessions li')).toHaveCount(1);
     // Named by its first message, not its id.
     await expect(panel.locator('.usage-sessions li .session-title')).toHaveText(/^hello usage word word .*\(current\)$/);
@@ -144,6 +144,13 @@ test('fork from a message, switch to the fork and back, and compact, from the da
     await expect(sessions.locator('li.session')).toHaveCount(2);
     await expect(sessions.locator('li.session.active .session-title')).toHaveText('first question');
     await expect(transcript).toContainText('second question'); // the agent is still on its session
+    // Both begin with the same message: each row says where it has got to.
+    const source = sessions.locator('li.session.active');
+    const fork = sessions.locator('li.session:not(.active)');
+    await expect(source.locator('.session-latest')).toHaveText('last: second question');
+    await expect(fork.locator('.session-title')).toHaveText('first question');
+    await expect(fork.locator('.badge')).toHaveText('fork of 1');
+    await expect(fork.locator('.session-latest')).toHaveCount(0);
 
     // Switch to the fork: the transcript is the fork's, and the talk goes on there.
     await sessions.getByRole('button', { name: 'Switch to the fork' }).click();
@@ -152,6 +159,7 @@ test('fork from a message, switch to the fork and back, and compact, from the da
     await expect(sessions.locator('li.session.active .badge', { hasText: 'fork' })).toBeVisible();
     await prompt(tab, 'on the fork');
     await expect(tab.locator('.message.assistant').last()).toHaveText('You said: on the fork');
+    await expect(sessions.locator('li.session.active .session-latest')).toHaveText('last: on the fork');
 
     // Resume the first session: its own transcript comes back, without the fork's.
     await sessions.getByRole('button', { name: 'Resume' }).click();

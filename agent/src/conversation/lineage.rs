@@ -108,6 +108,7 @@ impl Conversation {
             entries: 0,
             head_entry_id: None,
             title: None,
+            latest: None,
             forked_from: None,
         })
     }
@@ -135,10 +136,24 @@ pub(crate) fn lineage_root(dir: &Path) -> PathBuf {
 /// The first line of the first user message, made safe to show (it is what
 /// a person typed, or a model wrote for a subagent), at most [`TITLE_CHARS`].
 fn title_of(entries: &[Entry]) -> Option<String> {
-    let text = entries.iter().find_map(|entry| match &entry.body {
-        EntryBody::User { text, .. } => Some(text),
+    first_line(user_texts(entries).next()?)
+}
+
+/// The same of the newest user message, when there is more than one.
+fn latest_of(entries: &[Entry]) -> Option<String> {
+    let mut texts = user_texts(entries);
+    texts.next()?;
+    first_line(texts.last()?)
+}
+
+fn user_texts(entries: &[Entry]) -> impl DoubleEndedIterator<Item = &str> {
+    entries.iter().filter_map(|entry| match &entry.body {
+        EntryBody::User { text, .. } => Some(text.as_str()),
         _ => None,
-    })?;
+    })
+}
+
+fn first_line(text: &str) -> Option<String> {
     let shown = diagnostic(text);
     let line = shown.lines().map(str::trim).find(|line| !line.is_empty())?;
     if line.chars().count() > TITLE_CHARS {
@@ -168,6 +183,7 @@ fn summary_of(entries: &[Entry]) -> Option<SessionSummary> {
         entries: entries.len() as u64,
         head_entry_id: entries.last().map(|entry| entry.id.clone()),
         title: title_of(entries),
+        latest: latest_of(entries),
         forked_from,
     })
 }
@@ -193,6 +209,15 @@ mod tests {
         let entries = [user("\n  Fix the build  \r\nthen the tests"), user("later")];
         assert_eq!(title_of(&entries).as_deref(), Some("Fix the build"));
         assert_eq!(title_of(&[]), None);
+    }
+
+    #[test]
+    fn latest_is_the_newest_user_message_when_there_are_two() {
+        assert_eq!(latest_of(&[user("only one")]), None);
+        let entries = [user("Fix the build"), user("then the tests\nall of them"), user("  ")];
+        assert_eq!(latest_of(&entries), None, "a blank newest message has no line to show");
+        let entries = [user("Fix the build"), user("x"), user("\u{1b}[31mand lint\nnow")];
+        assert_eq!(latest_of(&entries).as_deref(), Some("and lint"));
     }
 
     #[test]

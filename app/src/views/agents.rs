@@ -581,7 +581,7 @@ fn RowHead(agent_id: String, info: Memo<Option<AgentInfo>>, unread: Memo<bool>) 
         <div class="row-head">
         <Show when=move || { children.get() > 0 }>
             <button class="toggle" on:click=toggle.clone() aria-expanded=move || expanded.get().to_string()
-                aria-label=move || format!("{} the {} subagents of {}", if expanded.get() { "Hide" } else { "Show" }, children.get(), name())>
+                aria-label=move || format!("{} the {} of {}", if expanded.get() { "Hide" } else { "Show" }, super::counted(children.get() as u64, "subagent", "subagents"), name())>
                 {move || if expanded.get() { "▾" } else { "▸" }}
             </button>
         </Show>

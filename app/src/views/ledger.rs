@@ -222,6 +222,13 @@ fn SessionRow(session: SessionSummary, source: Option<usize>, active: String) ->
         .title
         .as_deref()
         .map_or_else(|| "(no message yet)".to_owned(), shard_protocol::display::escaped);
+    // Where the session has got to, when that is not where it began: a
+    // fork and its source share their first message.
+    let latest = session
+        .latest
+        .as_deref()
+        .filter(|latest| Some(*latest) != session.title.as_deref())
+        .map(shard_protocol::display::escaped);
     let origin = session.forked_from.as_ref().map(|_| match source {
         Some(number) => format!("fork of {number}"),
         None => "fork".to_owned(),
@@ -235,10 +242,10 @@ fn SessionRow(session: SessionSummary, source: Option<usize>, active: String) ->
         <li class="session" class:active=is_active data-session-id=session.session_id.clone()>
             <span class="session-title">{title}</span>
             {origin.map(|origin| view! { <span class="badge">{origin}</span> })}
-            <span class="session-meta">{match session.entries {
-                1 => format!("1 entry · {written}"),
-                count => format!("{count} entries · {written}"),
-            }}</span>
+            {latest.map(|latest| view! { <span class="session-latest">"last: "{latest}</span> })}
+            <span class="session-meta">
+                {format!("{} · {written}", super::counted(session.entries, "entry", "entries"))}
+            </span>
             {if is_active {
                 view! { <span class="badge current">"current"</span> }.into_any()
             } else {
@@ -304,9 +311,10 @@ fn usage_body() -> Result<AnyView, super::Unloaded> {
         Some(
             view! {
                 <p class="usage-agent-total">{format!(
-                    "{} · {} in · {} out · {} calls · {} turns",
+                    "{} · {} in · {} out · {} · {}",
                     totals_label(&usage.total), usage.total.input, usage.total.output,
-                    usage.total.calls, usage.total.turns
+                    super::counted(usage.total.calls, "call", "calls"),
+                    super::counted(usage.total.turns, "turn", "turns"),
                 )}</p>
                 <h4>"Sessions"</h4>
                 <ul class="usage-sessions">{sessions}</ul>

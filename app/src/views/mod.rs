@@ -83,6 +83,14 @@ impl From<leptos::wasm_split::SplitLoaderError> for Unloaded {
     }
 }
 
+/// A count and its noun, agreeing: "1 entry", "3 entries".
+pub(crate) fn counted(count: u64, one: &str, many: &str) -> String {
+    match count {
+        1 => format!("1 {one}"),
+        count => format!("{count} {many}"),
+    }
+}
+
 /// What `body` renders, from the first time `shown` is true on. In the
 /// browser `body` is split by scripts/build into a WASM chunk of its own
 /// (the `wasm_split` attribute on it, `fallible`), fetched then, so that
@@ -192,5 +200,15 @@ pub(crate) fn phase_label(phase: ActivityPhase) -> &'static str {
         ActivityPhase::Retrying => "retrying",
         ActivityPhase::Error => "error",
         ActivityPhase::Unknown => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_count_agrees_with_its_noun() {
+        assert_eq!(super::counted(1, "entry", "entries"), "1 entry");
+        assert_eq!(super::counted(0, "entry", "entries"), "0 entries");
+        assert_eq!(super::counted(12, "turn", "turns"), "12 turns");
     }
 }

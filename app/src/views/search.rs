@@ -143,8 +143,7 @@ fn status_of(outcome: &Outcome, found: &Option<Result<SearchResults, String>>) -
         (Outcome::Failed(why), _) | (Outcome::Found(_), Some(Err(why))) => why.clone(),
         (Outcome::Found(_), Some(Ok(found))) => match found.results.len() {
             0 => "No message has these words.".to_owned(),
-            1 => "1 message".to_owned(),
-            count => format!("{count} messages"),
+            count => super::counted(count as u64, "message", "messages"),
         },
         (Outcome::Found(_), None) => String::new(),
     }

@@ -174,6 +174,11 @@ pub struct SessionSummary {
     /// 80 characters (ending in `…` when cut); none without a user message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The same of its newest user message: where the session has got to,
+    /// which tells a fork from its source when both start alike. Omitted
+    /// when the session has at most one user message (it is the title).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest: Option<String>,
     /// Set on a fork: the session and entry it was split from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
