@@ -40,6 +40,9 @@ test('a browser enrolls with the printed URL and sees the agents it creates, liv
 });
 
 test('a used or wrong enrollment link says so and the browser stays out', async ({ browser, daemon }) => {
+  // A browser that is not enrolled is answered 401 by /bootstrap, which
+  // the browser logs.
+  allowConsoleError(/status of 401 \(Unauthorized\)/);
   const context = await browser.newContext();
   const page = await context.newPage();
   await page.goto(`${daemon.baseURL}/#enroll=not-a-real-code`);
@@ -69,6 +72,9 @@ async function notEnrolledScreen(page: import('@playwright/test').Page): Promise
 }
 
 test('a browser that is not enrolled is told how to enroll, not shown an empty dashboard', async ({ browser, daemon }) => {
+  // A browser that is not enrolled is answered 401 by /bootstrap, which
+  // the browser logs.
+  allowConsoleError(/status of 401 \(Unauthorized\)/);
   const context = await browser.newContext();
   const page = await context.newPage();
   await page.goto(daemon.baseURL);

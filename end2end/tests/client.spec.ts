@@ -1,7 +1,7 @@
 // The web client's core in Chromium against the real daemon: a transcript
 // that keeps its DOM while it streams and stays bounded at any length, what
 // survives a reconnect and a reload, per-agent badges, and notifications.
-import { test, expect, createAgent, enrolled, newEnrollURL, openAgent, project, prompt, unixCall, agentId, UnixClient, type Daemon, agentRow } from './daemon';
+import { allowConsoleError, test, expect, createAgent, enrolled, newEnrollURL, openAgent, project, prompt, unixCall, agentId, UnixClient, type Daemon, agentRow } from './daemon';
 
 /** A unix client attached to `name`, for driving it from outside the page. */
 async function driver(daemon: Daemon, name: string): Promise<[UnixClient, string]> {
@@ -322,6 +322,8 @@ test('an answer being typed in the inbox survives other questions arriving and g
 });
 
 test('a panel fetches its code the first time it opens, and one whose code does not arrive says so while the rest works', async ({ browser, daemon }) => {
+  // The chunk made not to arrive: the browser logs the failed fetch.
+  allowConsoleError(/ERR_FAILED|Failed to fetch/);
   const context = await browser.newContext();
   const chunks: string[] = [];
   context.on('request', (request) => {

@@ -159,8 +159,12 @@ function watchPage(page: import('@playwright/test').Page): void {
   page.on('pageerror', (error) => consoleErrors.push(`${page.url()}: uncaught ${error.message}`));
 }
 
+const watched = new WeakSet<import('@playwright/test').BrowserContext>();
+
 /** Records what every page of `context` logs as an error, CSP violations included. */
 export async function watchContext(context: import('@playwright/test').BrowserContext): Promise<void> {
+  if (watched.has(context)) return;
+  watched.add(context);
   await context.addInitScript(() => {
     document.addEventListener('securitypolicyviolation', (event) => {
       console.error(`CSP violation: ${event.violatedDirective} (${event.blockedURI || 'inline'}) at ${event.sourceFile}:${event.lineNumber}`);
@@ -185,6 +189,20 @@ export const test = base.extend<{ cleanConsole: void }, { daemon: Daemon }>({
     await watchContext(context);
     await use(context);
   },
+  // Every context a test makes for itself is watched too: a page's
+  // console is clean whichever way it was opened.
+  browser: [
+    async ({ browser }, use) => {
+      const make = browser.newContext.bind(browser);
+      browser.newContext = async (options) => {
+        const context = await make(options);
+        await watchContext(context);
+        return context;
+      };
+      await use(browser);
+    },
+    { scope: 'worker' },
+  ],
   daemon: [
     async ({}, use) => {
       const daemon = await startDaemon();

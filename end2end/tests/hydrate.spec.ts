@@ -2,6 +2,7 @@
 import { allowConsoleError, test, expect } from './daemon';
 
 test('the app hydrates with no errors besides the expected 401', async ({ browser, daemon }, testInfo) => {
+  allowConsoleError(/status of 401 \(Unauthorized\)/);
   // A fresh context: a browser that was never enrolled.
   const context = await browser.newContext({ baseURL: daemon.baseURL });
   const page = await context.newPage();

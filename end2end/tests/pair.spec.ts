@@ -1,9 +1,12 @@
 // Pairing a device from an enrolled page (docs/SECURITY.md, "Pairing a
 // device"), in Chromium against the real daemon: the link, its QR code and
 // its time left; another browser enrolls by it once.
-import { test, expect, createAgent, enrolled, project, startDaemon, stopDaemon, agentRow } from './daemon';
+import { allowConsoleError, test, expect, createAgent, enrolled, project, startDaemon, stopDaemon, agentRow } from './daemon';
 
 test('an enrolled page pairs another browser by a one-time link, which then works no more', async ({ browser }, testInfo) => {
+  // A browser that is not enrolled is answered 401 by /bootstrap, which
+  // the browser logs.
+  allowConsoleError(/status of 401 \(Unauthorized\)/);
   const daemon = await startDaemon();
   try {
     const [context, tab] = await enrolled(browser, daemon);
@@ -59,6 +62,9 @@ test('an enrolled page pairs another browser by a one-time link, which then work
 });
 
 test('a pairing link shows its time running out, and a new one retires it', async ({ browser }) => {
+  // A browser that is not enrolled is answered 401 by /bootstrap, which
+  // the browser logs.
+  allowConsoleError(/status of 401 \(Unauthorized\)/);
   const daemon = await startDaemon(['--enroll-code-ttl', '3']);
   try {
     const [context, tab] = await enrolled(browser, daemon);

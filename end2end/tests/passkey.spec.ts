@@ -8,7 +8,7 @@ import { createServer } from 'node:net';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CDPSession, Page } from '@playwright/test';
-import { test, expect, createAgent, newEnrollURL, project, prompt, startDaemon, stopDaemon, type Daemon } from './daemon';
+import { allowConsoleError, test, expect, createAgent, newEnrollURL, project, prompt, startDaemon, stopDaemon, type Daemon } from './daemon';
 
 function freePort(): Promise<number> {
   return new Promise((found) => {
@@ -46,6 +46,9 @@ async function authenticator(page: Page): Promise<{ cdp: CDPSession; authenticat
 }
 
 test('a remote allow of bash needs the passkey, made for that call; a bad assertion allows nothing', async ({ browser }) => {
+  // The refusals below are answers of the daemon's passkey routes (409 with
+  // no passkey, 403 for a forged one), which the browser logs.
+  allowConsoleError(/status of (409 \(Conflict\)|403 \(Forbidden\))/);
   const context = await browser.newContext();
   const tab = await context.newPage();
   await tab.goto(newEnrollURL(daemon));
