@@ -1,5 +1,6 @@
-//! The notifications dialog's open state (views::push draws it; its code
-//! loads the first time it opens): on the page from the start, beside the
+//! The open state of the dialogs of this device: "Notifications"
+//! (views::push) and "This browser" (views::browser). Their code loads the
+//! first time they open; this is on the page from the start, beside the
 //! pairing dialog's (crate::pairing).
 
 use leptos::html;
@@ -7,12 +8,12 @@ use leptos::prelude::*;
 
 /// The dialog's open state, on the page from the start.
 #[derive(Clone, Copy)]
-pub struct PushPanel {
+pub struct DialogPanel {
     pub dialog: NodeRef<html::Dialog>,
     pub wanted: RwSignal<bool>,
 }
 
-impl PushPanel {
+impl DialogPanel {
     pub fn new() -> Self {
         Self { dialog: NodeRef::new(), wanted: RwSignal::new(false) }
     }
@@ -27,7 +28,7 @@ impl PushPanel {
     }
 }
 
-impl Default for PushPanel {
+impl Default for DialogPanel {
     fn default() -> Self {
         Self::new()
     }

@@ -57,8 +57,8 @@ pub use link::Connection;
 pub use state::ClientState;
 use state::Pane;
 use views::{
-    AgentList, AgentView, CreateAgent, Inbox, PairDialog, PhoneBar, PushDialog, QuestionDialog,
-    SearchButton, SearchPanel, new_link,
+    AgentList, AgentView, BrowserDialog, CreateAgent, Inbox, PairDialog, PhoneBar, PushDialog,
+    QuestionDialog, SearchButton, SearchPanel, new_link,
 };
 
 /// The name of the bundle's files under `/pkg/` (`shard.js`,
@@ -164,6 +164,7 @@ pub fn App() -> impl IntoView {
     };
     let pairing = state.pairing;
     let push_panel = state.push;
+    let browser_panel = state.browser;
     let notify_on = state.questions.notify;
     #[cfg(feature = "hydrate")]
     shortcuts(&state);
@@ -183,6 +184,9 @@ pub fn App() -> impl IntoView {
             // This tab's and this device's notifications (views::push).
             <button class="notify" data-on=move || notify_on.get().to_string()
                 on:click=move |_| push_panel.open()>"Notifications"</button>
+            // Its passkey and signing out (views::browser).
+            <button class="browser-open" hidden=move || connection.get() != Connection::Connected
+                on:click=move |_| browser_panel.open()>"This browser"</button>
             // Another device enrolls through this one (crate::pairing).
             <button class="pair-open" hidden=move || connection.get() != Connection::Connected
                 on:click=move |_| new_link(pairing)>"Pair a device"</button>
@@ -215,6 +219,7 @@ pub fn App() -> impl IntoView {
             <QuestionDialog/>
             <PairDialog/>
             <PushDialog/>
+            <BrowserDialog/>
         </main>
         <PhoneBar/>
     }

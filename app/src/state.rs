@@ -57,7 +57,9 @@ pub struct ClientState {
     pub ledger: Ledger,
     pub pairing: Pairing,
     /// The "Notifications" dialog's open state.
-    pub push: crate::device::PushPanel,
+    pub push: crate::device::DialogPanel,
+    /// The "This browser" dialog's (a passkey, signing out).
+    pub browser: crate::device::DialogPanel,
     pub search: Search,
     pub find: Find,
 }
@@ -77,7 +79,8 @@ impl ClientState {
             workspaces: Workspaces::new(link),
             ledger: Ledger::new(link, on_screen),
             pairing: Pairing::new(),
-            push: crate::device::PushPanel::new(),
+            push: crate::device::DialogPanel::new(),
+            browser: crate::device::DialogPanel::new(),
             search: Search::new(link),
             find: Find::new(screen.transcript, screen.window_start),
         }

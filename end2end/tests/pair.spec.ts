@@ -95,3 +95,34 @@ test('a pairing link shows its time running out, and a new one retires it', asyn
     await stopDaemon(daemon);
   }
 });
+
+test('this browser signs out from its own dialog, once asked again, and is enrolled no more', async ({ browser, daemon }) => {
+  // A browser that is not enrolled is answered 401 by /bootstrap, which
+  // the browser logs.
+  allowConsoleError(/status of 401 \(Unauthorized\)/);
+  const [context, tab] = await enrolled(browser, daemon);
+  const other = await context.newPage();
+  await other.goto(daemon.baseURL);
+  await expect(other.locator('.connection')).toHaveText('connected');
+  await tab.getByRole('button', { name: 'This browser' }).click();
+  const dialog = tab.getByRole('dialog', { name: 'This browser' });
+  await expect(dialog.getByRole('button', { name: 'Add a passkey' })).toBeVisible();
+  // The first click only asks: Close leaves the browser enrolled.
+  await dialog.getByRole('button', { name: 'Sign out' }).click();
+  await expect(dialog.locator('.browser-leaving')).toHaveText('Sign out this browser?');
+  await dialog.getByRole('button', { name: 'Close' }).click();
+  await expect(dialog).toBeHidden();
+  await expect(tab.locator('.connection')).toHaveText('connected');
+  await tab.getByRole('button', { name: 'This browser' }).click();
+  await expect(dialog.getByRole('button', { name: 'Sign out', exact: true })).toBeVisible();
+  await dialog.getByRole('button', { name: 'Sign out', exact: true }).click();
+  await dialog.getByRole('button', { name: 'Sign out now' }).click();
+  // Signed out: this tab starts again as a browser that is not enrolled,
+  // the other tab of the same browser is cut off too, and a reload stays out.
+  await expect(tab.locator('.not-enrolled')).toBeVisible();
+  await expect(tab.locator('.connection')).not.toHaveText('connected');
+  await expect(other.locator('.not-enrolled')).toBeVisible();
+  await tab.reload();
+  await expect(tab.locator('.not-enrolled')).toBeVisible();
+  await context.close();
+});

@@ -63,15 +63,20 @@ test('a remote allow of bash needs the passkey, made for that call; a bad assert
   const dialog = tab.getByRole('dialog');
   await expect(dialog).toContainText('echo first');
   await dialog.getByRole('button', { name: /^Allow/ }).first().click();
-  await expect(tab.locator('.notice')).toContainText('no passkey');
+  await expect(tab.locator('.notice')).toHaveText('Not allowed: this browser has no passkey yet. Add one in \u201cThis browser\u201d at the top, then allow again.');
   await expect(dialog).toContainText('echo first');
   expect(existsSync(join(cwd, 'first.txt'))).toBe(false);
   await dialog.getByRole('button', { name: /Deny/ }).click();
   await expect(dialog).toHaveCount(0);
 
-  // Register one, from the device dialog.
+  // Register one, from the dialog of this browser, not from Notifications.
   await tab.getByRole('button', { name: 'Notifications' }).click();
-  const device = tab.getByRole('dialog', { name: 'Notifications' });
+  const notifications = tab.getByRole('dialog', { name: 'Notifications' });
+  await expect(notifications.getByRole('button', { name: 'Turn on for this device' })).toBeVisible();
+  await expect(notifications.getByRole('button', { name: 'Add a passkey' })).toHaveCount(0);
+  await notifications.getByRole('button', { name: 'Close' }).click();
+  await tab.getByRole('button', { name: 'This browser' }).click();
+  const device = tab.getByRole('dialog', { name: 'This browser' });
   await device.getByRole('button', { name: 'Add a passkey' }).click();
   await expect(device).toContainText('Passkey added for this browser.');
   const [credential] = (await cdp.send('WebAuthn.getCredentials', { authenticatorId })).credentials;
@@ -101,5 +106,23 @@ test('a remote allow of bash needs the passkey, made for that call; a bad assert
   await dialog.getByRole('button', { name: /Deny/ }).click();
   await expect(dialog).toHaveCount(0);
   expect(existsSync(join(cwd, 'third.txt'))).toBe(false);
+  await context.close();
+});
+
+test('a daemon reached by its public name, not loopback, pairs by a QR code of that origin', async ({ browser }) => {
+  const context = await browser.newContext();
+  const tab = await context.newPage();
+  await tab.goto(newEnrollURL(daemon));
+  await expect(tab.locator('.connection')).toHaveText('connected');
+  await tab.getByRole('button', { name: 'Pair a device' }).click();
+  const dialog = tab.getByRole('dialog', { name: 'Pair a device' });
+  const origin = new URL(daemon.enrollURL).origin;
+  expect(new URL(origin).hostname).toBe('localhost');
+  const escaped = origin.replace(/[.]/g, '\\.');
+  await expect(dialog.getByLabel('Pairing link')).toHaveValue(new RegExp(`^${escaped}/#enroll=[A-Za-z0-9_-]{22,}$`));
+  const qr = dialog.getByRole('img', { name: 'QR code of the pairing link' });
+  await expect(qr).toBeVisible();
+  expect(await qr.evaluate((image) => (image as HTMLImageElement).naturalWidth)).toBeGreaterThan(100);
+  await expect(dialog.locator('.pair-local')).toBeHidden();
   await context.close();
 });

@@ -7,13 +7,15 @@
 //! ([`ledger`]) and its sandbox ([`sandbox`]); the questions: the dialog
 //! and the approval inbox
 //! ([`questions`]); the workspaces ([`workspace`]); the dialogs that pair
-//! another device ([`pair`]) and notify this one ([`push`]); and the bar a narrow screen moves between its
+//! another device ([`pair`]), notify this one ([`push`]) and say what
+//! this browser is trusted with ([`browser`]); and the bar a narrow screen moves between its
 //! panes with ([`phone`]). Every component takes the page's
 //! [`ClientState`](crate::state::ClientState) from context ([`state`]) and
 //! reads the slices it shows.
 
 mod agent;
 mod agents;
+mod browser;
 mod jobs;
 mod ledger;
 mod pair;
@@ -37,6 +39,7 @@ use shard_protocol::types::{AgentStatus, RuntimeState};
 pub use crate::reveal::reveal;
 pub use agent::AgentView;
 pub use agents::{AgentList, CreateAgent};
+pub use browser::BrowserDialog;
 pub use pair::{PairDialog, new_link};
 #[cfg(feature = "hydrate")]
 pub use passkey::step_up;

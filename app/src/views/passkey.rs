@@ -1,5 +1,5 @@
 //! Passkeys in the page (docs/SECURITY.md, "Passkey step-up"): adding one
-//! to this browser (from the device dialog, views::push) and the step-up
+//! to this browser (from its dialog, views::browser) and the step-up
 //! an allow the daemon guards asks for. The browser's own WebAuthn JSON
 //! helpers (`parse…OptionsFromJSON`, `toJSON`) read the daemon's options
 //! and write what it verifies. Loaded as chunks, when first used.
@@ -24,6 +24,9 @@ fn confirm(link: Link, agent_id: String, request_id: String) -> Result<(), super
     leptos::task::spawn_local(async move {
         match web::approve(&agent_id, &request_id).await {
             Ok(()) => link.tell("Allowed with the passkey.".to_owned()),
+            Err(problem) if problem.starts_with("this browser has no passkey") => link.tell(
+                "Not allowed: this browser has no passkey yet. Add one in \u{201c}This browser\u{201d} at the top, then allow again.".to_owned(),
+            ),
             Err(problem) => link.tell(format!("Not allowed: {problem}")),
         }
     });

@@ -1,7 +1,7 @@
 //! "Notifications": the dialog that turns on this tab's notifications,
 //! subscribes this browser to the daemon's Web Push (docs/NOTIFICATIONS.md)
 //! after an explicit click, and chooses what it hears of: questions, failed
-//! turns, and agents left out. Its last part adds a passkey.
+//! turns, and agents left out.
 //! Its code loads the first time it opens (`push_dialog`); the first load
 //! carries only its button and its open state.
 
@@ -147,11 +147,6 @@ fn push_dialog() -> Result<AnyView, super::Unloaded> {
                     </For>
                 </ul>
             </fieldset>
-            <fieldset class="passkey">
-                <legend>"Risky approvals"</legend>
-                <p>"Where the daemon asks for it, allowing a risky call (a command, a write outside the agent's folder) from this browser needs its passkey."</p>
-                <button disabled=busy on:click=move |_| run(web::Job::AddPasskey)>"Add a passkey"</button>
-            </fieldset>
             <div class="pair-actions">
                 <button on:click=move |_| crate::dialog::close(panel.dialog)>"Close"</button>
             </div>
@@ -178,7 +173,6 @@ mod web {
         Choose(&'static str, bool),
         /// An agent left out (`true`) or taken back.
         Mute(String, bool),
-        AddPasskey,
     }
 
     /// Reads the daemon's view of this browser's subscription.
@@ -202,9 +196,6 @@ mod web {
             Job::Choose(kind, on) => {
                 post("/push/choices", &format!("{{\"{kind}\":{on}}}")).await.map(|_| None)
             }
-            Job::AddPasskey => super::super::passkey::register()
-                .await
-                .map(|()| Some("Passkey added for this browser.".to_owned())),
             Job::Mute(agent_id, mute) => {
                 let key = if mute { "mute" } else { "unmute" };
                 let agent_id = serde_json::to_string(&agent_id).unwrap_or_default();
