@@ -66,6 +66,9 @@ pub enum EntryBody {
         thinking_signatures: Vec<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
+        /// Cut off by an abort while it streamed.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        aborted: bool,
     },
     ToolResult {
         tool_call_id: String,

@@ -184,6 +184,7 @@ async fn iterate(shared: &Arc<Shared>, cancel: &CancellationToken, total: &mut U
         let ModelReply { message_id, content, signatures, calls, usage, ending } =
             call_model(shared, cancel).await;
         let (model, _) = shared.active_model();
+        let aborted = ending == Some(Ending::Aborted);
         let entry_id = {
             let mut conversation = shared.conversation.lock().await;
             match conversation
@@ -192,6 +193,7 @@ async fn iterate(shared: &Arc<Shared>, cancel: &CancellationToken, total: &mut U
                     model: model.id.clone(),
                     thinking_signatures: signatures,
                     usage: usage.clone(),
+                    aborted,
                 })
                 .await
             {
@@ -212,7 +214,7 @@ async fn iterate(shared: &Arc<Shared>, cancel: &CancellationToken, total: &mut U
         shared
             .emit(ServerMessage::MessageComplete(MessageComplete {
                 message_id,
-                message: Message { id: entry_id, role: Role::Assistant, content },
+                message: Message { id: entry_id, role: Role::Assistant, content, aborted },
             }))
             .await;
         if let Some(usage) = usage {

@@ -308,12 +308,9 @@ impl Screen {
                 }
                 self.status.set(status.status);
             }
-            ServerMessage::MessageComplete(complete) => transcript::complete(
-                rows,
-                &complete.message_id,
-                &complete.message.id,
-                &complete.message.content,
-            ),
+            ServerMessage::MessageComplete(complete) => {
+                transcript::complete(rows, &complete.message_id, &complete.message)
+            }
             ServerMessage::UserMessage(said) => {
                 transcript::said(rows, &said.entry_id, &said.text);
             }
@@ -349,32 +346,39 @@ impl Screen {
         }
     }
 
-    /// The turn on screen was cut short: a line says where, and what this
-    /// tab had queued behind it, dropped unsent, goes back into the box
-    /// (unless something new is being written there).
+    /// The turn on screen was cut short. A reply it cut off says so itself
+    /// (in every tab, and after a reload); otherwise a line here says
+    /// where. What this tab had queued behind it, dropped unsent, goes back
+    /// into the box (unless something new is being written there).
     fn aborted(&self, dropped: &[String]) {
+        // This tab's dropped lines go first: the reply is then the last.
         let mine = transcript::unsent(self.transcript, dropped);
-        let text = if mine.is_empty() {
+        let stopped = match transcript::ends_cut_off(self.transcript) {
+            true => "",
+            false => "Stopped here: the turn was aborted. ",
+        };
+        let said = if mine.is_empty() {
             match dropped.len() {
-                0 => "Stopped here: the turn was aborted.".to_owned(),
-                1 => "Stopped here: the turn was aborted, and a message queued behind it was dropped."
-                    .to_owned(),
-                count => format!(
-                    "Stopped here: the turn was aborted, and {count} messages queued behind it were dropped."
-                ),
+                0 => String::new(),
+                1 => "A message queued behind it was dropped.".to_owned(),
+                count => format!("{count} messages queued behind it were dropped."),
             }
         } else {
             self.drafts.landed();
             let back = mine.join("\n\n");
             if self.drafts.is_blank() {
                 self.drafts.draft.set(back);
-                "Stopped here: the turn was aborted. What you had queued was not sent; it is back in the message box."
-                    .to_owned()
+                "What you had queued was not sent; it is back in the message box.".to_owned()
             } else {
-                format!("Stopped here: the turn was aborted. Not sent: {back}")
+                format!("Not sent: {back}")
             }
         };
-        transcript::push(self.transcript, Item::Notice { text, error: false, retry: None });
+        let text = format!("{stopped}{said}");
+        let text = text.trim_end();
+        if !text.is_empty() {
+            let text = text.to_owned();
+            transcript::push(self.transcript, Item::Notice { text, error: false, retry: None });
+        }
     }
 
     /// The answer to Terminate: put off while a reply is in progress, the

@@ -26,7 +26,7 @@ use std::collections::{HashMap, VecDeque};
 use leptos::prelude::{GetUntracked, Set, Update, With, WithUntracked};
 use serde_json::Value;
 use shard_protocol::agent::{DeltaKind, ToolResult};
-use shard_protocol::types::{ContentBlock, ToolResultContent};
+use shard_protocol::types::{ContentBlock, Message as WireMessage, ToolResultContent};
 
 pub use item::{Block, Item, from_sync};
 use item::{blocks_of, tool_item};
@@ -177,19 +177,34 @@ pub fn delta(rows: Rows, message_id: &str, kind: DeltaKind, text: &str) {
     }
 }
 
+/// Whether the transcript ends on a reply an abort cut off (which says
+/// where it stopped).
+pub fn ends_cut_off(rows: Rows) -> bool {
+    rows.with_untracked(|rows| {
+        rows.iter().rev().find_map(|row| match &row.kind {
+            RowKind::Assistant(message) => Some(message.aborted.get_untracked()),
+            RowKind::User { .. } => Some(false),
+            _ => None,
+        })
+    })
+    .unwrap_or(false)
+}
+
 /// A complete assistant message: it replaces what streamed under
 /// `message_id`, or the message a sync holds as `entry_id`, else joins the
 /// transcript; its tool calls follow it.
-pub fn complete(rows: Rows, message_id: &str, entry_id: &str, content: &[ContentBlock]) {
+pub fn complete(rows: Rows, message_id: &str, message: &WireMessage) {
+    let (entry_id, content, aborted) = (&message.id, &message.content, message.aborted);
     let blocks = blocks_of(content);
     match find_message(rows, message_id, entry_id) {
-        Some(message) => message.complete(entry_id, &blocks),
+        Some(message) => message.complete(entry_id, &blocks, aborted),
         None => push(
             rows,
             Item::Assistant {
                 message_id: message_id.to_owned(),
                 entry_id: Some(entry_id.to_owned()),
                 blocks,
+                aborted,
             },
         ),
     }
@@ -314,8 +329,11 @@ fn wanted(item: &Item) -> Vec<Identity> {
 /// key and signals.
 fn refresh(row: &Row, item: Item) -> Row {
     match (&row.kind, item) {
-        (RowKind::Assistant(message), Item::Assistant { entry_id, blocks, message_id }) => {
-            message.complete(entry_id.as_deref().unwrap_or(&message_id), &blocks);
+        (
+            RowKind::Assistant(message),
+            Item::Assistant { entry_id, blocks, message_id, aborted },
+        ) => {
+            message.complete(entry_id.as_deref().unwrap_or(&message_id), &blocks, aborted);
             row.clone()
         }
         (RowKind::Tool(tool), Item::Tool { name, args, read_only, start, result, .. }) => {

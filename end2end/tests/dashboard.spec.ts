@@ -530,18 +530,23 @@ test('Kill mid-reply asks once more; a stopped agent says so, and a message star
   await expect(header.locator('.status')).toHaveText('stopped');
   await expect(header.locator('.status')).toHaveAttribute('title', /a message starts it again/);
   await expect(kill).toHaveText('Kill');
-  // The transcript says where the reply was cut off, and keeps what it said.
-  await expect(tab.locator('.notice-line').last()).toHaveText('Stopped here: the turn was aborted.');
+  // The reply says where it was cut off, and keeps what it said.
   const cut = tab.locator('.message.assistant').first();
-  const said = (await cut.textContent())!;
-  expect(said.length).toBeGreaterThan(0);
+  await expect(cut.locator('.stopped')).toHaveText('Stopped here: the turn was aborted.');
+  await expect(tab.locator('.notice-line')).toHaveCount(0);
+  const said = (await cut.locator('.markdown').textContent())!;
+  expect(said).toMatch(/^tick-1 /);
 
-  // Started again, the cut-off reply is still there, as the agent's log has it.
+  // Started again, the cut-off reply is still there, marked, as the
+  // agent's log has it.
   await prompt(tab, 'back again');
   await expect(tab.locator('.message.assistant').last()).toHaveText('You said: back again');
   await expect(header.locator('.status')).toHaveText('idle');
   await expect(tab.locator('.message.assistant')).toHaveCount(2);
-  await expect(cut).toHaveText(said);
+  await expect(cut.locator('.markdown')).toHaveText(said);
+  await tab.reload();
+  await expect(cut.locator('.stopped')).toHaveText('Stopped here: the turn was aborted.');
+  await expect(tab.locator('.message.assistant .stopped')).toHaveCount(1);
 
   // Terminate mid-reply waits for the reply, and says so meanwhile.
   await prompt(tab, 'stream: 300');
@@ -571,12 +576,21 @@ test('Abort marks where the reply stopped in every tab, and a follow-up it dropp
   await expect(tab.locator('.message.user')).toHaveCount(1);
   await expect(tab.getByLabel('Message to the agent')).toHaveValue('and after that, this');
   await expect(tab.locator('.notice-line').last()).toHaveText(
-    'Stopped here: the turn was aborted. What you had queued was not sent; it is back in the message box.');
+    'What you had queued was not sent; it is back in the message box.');
   await expect(tab.getByRole('button', { name: 'Take back' })).toHaveCount(0);
   // The other tab never showed it, and learns it was dropped.
-  await expect(other.locator('.notice-line').last()).toHaveText(
-    'Stopped here: the turn was aborted, and a message queued behind it was dropped.');
+  await expect(other.locator('.notice-line').last()).toHaveText('A message queued behind it was dropped.');
   await expect(other.locator('.message.user')).toHaveCount(1);
+  // Both show where the reply stopped, and so does a tab opened after.
+  for (const page of [tab, other]) {
+    await expect(page.locator('.message.assistant .stopped')).toHaveText('Stopped here: the turn was aborted.');
+  }
+  const later = await context.newPage();
+  await later.goto('/');
+  await openAgent(later, 'abortable');
+  await expect(later.locator('.message.assistant .stopped')).toHaveText('Stopped here: the turn was aborted.');
+  await expect(later.locator('.notice-line')).toHaveCount(0);
+  await later.close();
 
   // Sent again, it is answered like any prompt.
   await tab.locator('.prompt button[type="submit"]').click();

@@ -22,7 +22,7 @@ type Shown = {
 async function shown(page: Page): Promise<Shown> {
   return page.evaluate(() => {
     const text = (element: Element | null | undefined) => (element?.textContent ?? '').replace(/\s+/g, ' ').trim();
-    // Notices ("Stopped here", a failed call) are this tab's own lines,
+    // Notices (a dropped follow-up, a failed call) are this tab's own lines,
     // told as it happened: a tab opened later never had them.
     const rows = [...document.querySelectorAll('.transcript .rows > .row > :is(.message, .tool, .compaction)')].map((row) => {
       if (row.classList.contains('tool')) {

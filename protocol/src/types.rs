@@ -106,6 +106,11 @@ pub struct Message {
     pub id: String,
     pub role: Role,
     pub content: Vec<ContentBlock>,
+    /// Shard's extension: a reply an abort cut off while it streamed (a
+    /// kill too), so that every client, now or later, shows where it
+    /// stopped (docs/PROTOCOL-NOTES.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub aborted: bool,
 }
 
 /// `ContentBlock` (§11). Decoded by hand (crate::tagged).

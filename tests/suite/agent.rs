@@ -861,11 +861,19 @@ async fn an_aborted_turn_ends_saying_so_and_names_what_it_dropped() {
     let ended = find(&before, "turn_end");
     assert_eq!(ended["aborted"], true, "{ended}");
     assert_eq!(ended["dropped"], json!(["then this", "steer that", "and last"]), "in queued order");
+    // The reply it cut off (here before its first word) says so, and keeps
+    // saying so after a restart.
+    let cut = find(&before, "message_complete");
+    assert_eq!(cut["message"]["aborted"], true, "{cut}");
 
     // A turn that ends by itself says neither.
     let turn = agent.turn("hello").await;
     let ended = find(&turn, "turn_end");
     assert!(ended.get("aborted").is_none() && ended.get("dropped").is_none(), "{ended}");
+    let whole = find(&turn, "message_complete");
+    assert!(whole["message"].get("aborted").is_none(), "{whole}");
+    let listed = agent.call("l1", json!({"type": "session_op", "op": "list"})).await;
+    let session = listed["data"]["active"].as_str().expect("id").to_owned();
     // Nor does one aborted with nothing queued drop anything.
     agent.call("p2", json!({"type": "prompt", "message": "stream: 3000"})).await;
     agent
@@ -875,6 +883,20 @@ async fn an_aborted_turn_ends_saying_so_and_names_what_it_dropped() {
     let ended = find(&before, "turn_end");
     assert_eq!(ended["aborted"], true, "{ended}");
     assert!(ended.get("dropped").is_none(), "{ended}");
+
+    agent.close_stdin();
+    assert!(agent.wait_exit().await.success());
+    let mut resumed = workspace.start(&["--session", &session]).await;
+    resumed.expect("hello").await;
+    let sync = resumed.expect("sync").await;
+    let replies: Vec<bool> = sync["live_window"]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|message| message["role"] == "assistant")
+        .map(|message| message["aborted"] == true)
+        .collect();
+    assert_eq!(replies, [true, false, true], "{sync}");
 }
 
 #[tokio::test]

@@ -163,5 +163,6 @@ pub fn to_wire_message(entry: &Entry) -> Option<Message> {
         ),
         _ => return None,
     };
-    Some(Message { id: entry.id.clone(), role, content })
+    let aborted = matches!(entry.body, EntryBody::Assistant { aborted: true, .. });
+    Some(Message { id: entry.id.clone(), role, content, aborted })
 }

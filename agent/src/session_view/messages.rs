@@ -217,6 +217,7 @@ mod tests {
                 model: "demo".into(),
                 thinking_signatures: Vec::new(),
                 usage: None,
+                aborted: false,
             },
         );
         let torn = user("e-3", "not yet");

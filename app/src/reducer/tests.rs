@@ -678,6 +678,55 @@ fn an_aborted_turn_is_marked_and_gives_back_only_what_this_tab_queued() {
 }
 
 #[test]
+fn a_reply_an_abort_cut_off_says_so_live_and_after_a_sync() {
+    let (state, sent) = attached();
+    feed(&state, sync(0, vec![user("one")], vec![]));
+    feed(&state, json!({"type": "status", "agent_id": AGENT, "status": "streaming"}));
+    take(&sent);
+    let cut = |items: Vec<Item>| {
+        items
+            .into_iter()
+            .filter_map(|item| match item {
+                Item::Assistant { aborted, .. } => Some(aborted),
+                _ => None,
+            })
+            .collect::<Vec<bool>>()
+    };
+    feed(
+        &state,
+        json!({"type": "message_delta", "agent_id": AGENT, "message_id": "m-1",
+                        "block_index": 0, "kind": "text", "text_delta": "tick-1 tick-2"}),
+    );
+    feed(
+        &state,
+        json!({"type": "message_complete", "agent_id": AGENT, "message_id": "m-1",
+                        "message": {"id": "e-2", "role": "assistant", "aborted": true,
+                                    "content": [{"type": "text", "text": "tick-1 tick-2"}]}}),
+    );
+    assert_eq!(cut(crate::transcript::items(state.screen.transcript)), [true]);
+    // The reply says where it stopped: the turn's end adds no line of its own.
+    feed(&state, json!({"type": "turn_end", "agent_id": AGENT, "turn_id": "t", "aborted": true}));
+    assert_eq!(texts(&state), ["user: one", "assistant: tick-1 tick-2"]);
+    // A message queued behind it, from another tab: only that is said.
+    feed(
+        &state,
+        json!({"type": "turn_end", "agent_id": AGENT, "turn_id": "t", "aborted": true,
+                        "dropped": ["elsewhere"]}),
+    );
+    let last = texts(&state).pop().expect("a line");
+    assert!(last.contains("\"A message queued behind it was dropped.\""), "{last}");
+
+    // A tab that syncs later shows the same mark, and keeps it on a resync.
+    let (later, _) = attached();
+    let mut reply = assistant("e-2", "tick-1 tick-2");
+    reply["aborted"] = json!(true);
+    feed(&later, sync(0, vec![user("one"), reply.clone()], vec![]));
+    assert_eq!(cut(crate::transcript::items(later.screen.transcript)), [true]);
+    feed(&later, sync(0, vec![user("one"), reply, user("two"), assistant("e-4", "done")], vec![]));
+    assert_eq!(cut(crate::transcript::items(later.screen.transcript)), [true, false]);
+}
+
+#[test]
 fn a_fork_offers_the_switch_and_a_switch_refused_says_why() {
     let (state, sent) = attached();
     feed(&state, sync(0, vec![user("one"), assistant("e-2", "first")], vec![]));

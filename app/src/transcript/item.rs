@@ -28,6 +28,8 @@ pub enum Item {
         /// `message_complete` name the same message by it.
         entry_id: Option<String>,
         blocks: Vec<Block>,
+        /// An abort cut it off: it says where it stopped.
+        aborted: bool,
     },
     Tool {
         tool_call_id: String,
@@ -117,6 +119,7 @@ pub fn from_sync(messages: &[WireMessage], compaction_index: Option<u64>) -> Vec
                     message_id: message.id.clone(),
                     entry_id: Some(message.id.clone()),
                     blocks: blocks_of(&message.content),
+                    aborted: message.aborted,
                 });
                 for block in &message.content {
                     if let ContentBlock::ToolCall { id, name, args } = block {

@@ -58,6 +58,8 @@ pub struct Message {
     /// The session entry it became, once complete.
     pub entry_id: ArcRwSignal<Option<String>>,
     pub blocks: ArcRwSignal<Vec<TextBlock>>,
+    /// An abort cut it off (known once it is complete).
+    pub aborted: ArcRwSignal<bool>,
 }
 
 /// One text or thinking block of a message.
@@ -216,6 +218,7 @@ impl Message {
             message_id: Arc::from(message_id),
             entry_id: ArcRwSignal::new(entry_id),
             blocks: ArcRwSignal::new(blocks),
+            aborted: ArcRwSignal::new(false),
         }
     }
 
@@ -228,8 +231,9 @@ impl Message {
     /// The message is complete with `blocks`: a streamed block of the same
     /// kind keeps its DOM (and an open thinking block stays open) and only
     /// switches to the final text.
-    pub(super) fn complete(&self, entry_id: &str, blocks: &[Block]) {
+    pub(super) fn complete(&self, entry_id: &str, blocks: &[Block], aborted: bool) {
         set_if_changed(&self.entry_id, Some(entry_id.to_owned()));
+        set_if_changed(&self.aborted, aborted);
         let same_shape = self.blocks.with_untracked(|known| {
             known.len() == blocks.len()
                 && known
@@ -281,9 +285,11 @@ impl Row {
             Item::User { entry_id, text } => {
                 RowKind::User { entry_id: ArcRwSignal::new(entry_id), text: Arc::from(text) }
             }
-            Item::Assistant { message_id, entry_id, blocks } => {
+            Item::Assistant { message_id, entry_id, blocks, aborted } => {
                 let blocks = blocks.iter().map(TextBlock::complete).collect();
-                RowKind::Assistant(Message::new(&message_id, entry_id, blocks))
+                let message = Message::new(&message_id, entry_id, blocks);
+                message.aborted.set(aborted);
+                RowKind::Assistant(message)
             }
             Item::Tool { tool_call_id, name, args, read_only, start, result } => RowKind::Tool(
                 Tool::new(&tool_call_id, ToolCall { name, args, read_only, start, result }),
@@ -310,6 +316,7 @@ impl Row {
                 blocks: message
                     .blocks
                     .with_untracked(|blocks| blocks.iter().map(TextBlock::as_block).collect()),
+                aborted: message.aborted.get_untracked(),
             },
             RowKind::Tool(tool) => {
                 let call = tool.call.get_untracked();

@@ -42,6 +42,16 @@ fn message(rows: Rows, at: usize) -> super::Message {
     })
 }
 
+/// A complete reply, as `message_complete` carries it.
+fn reply(entry_id: &str, content: Vec<ContentBlock>) -> shard_protocol::types::Message {
+    shard_protocol::types::Message {
+        id: entry_id.to_owned(),
+        role: shard_protocol::types::Role::Assistant,
+        content,
+        aborted: false,
+    }
+}
+
 fn synced(items: &[(&str, &str)]) -> Vec<Item> {
     items
         .iter()
@@ -51,6 +61,7 @@ fn synced(items: &[(&str, &str)]) -> Vec<Item> {
                 message_id: (*id).to_owned(),
                 entry_id: Some((*id).to_owned()),
                 blocks: vec![Block::Text((*said).to_owned())],
+                aborted: false,
             },
         })
         .collect()
@@ -123,7 +134,7 @@ fn completing_a_streamed_message_keeps_its_row_and_blocks() {
         ContentBlock::Thinking { text: "let me think".to_owned() },
         ContentBlock::Text { text: "**done**".to_owned() },
     ];
-    complete(rows, "m-1", "e-1", &content);
+    complete(rows, "m-1", &reply("e-1", content));
     assert_eq!(rows.with_untracked(|rows| (rows.len(), rows[0].key)), (1, key));
     let finished = message(rows, 0);
     let after: Vec<u64> =
@@ -143,7 +154,7 @@ fn a_resync_keeps_the_rows_it_already_shows() {
     // Live: a prompt shown on acceptance (no entry id yet), a streamed reply.
     super::push(rows, Item::User { entry_id: None, text: "hi".to_owned() });
     delta(rows, "m-1", DeltaKind::Text, "You said");
-    complete(rows, "m-1", "e-2", &text("You said: hi"));
+    complete(rows, "m-1", &reply("e-2", text("You said: hi")));
     let before: Vec<u64> = rows.with_untracked(|rows| rows.iter().map(|row| row.key).collect());
     let (list, list_runs) = watch(move || rows.with(Vec::len));
     // A reconnect's sync holds the same two lines.
@@ -203,7 +214,7 @@ fn lines_of_another_session_with_the_same_ids_are_other_lines() {
         super::push(rows, Item::User { entry_id: None, text: (*said).to_owned() });
         let message_id = format!("msg-{turn}");
         let entry_id = format!("e-{}", 2 * turn + 2);
-        complete(rows, &message_id, &entry_id, &text(&format!("You said: {said}")));
+        complete(rows, &message_id, &reply(&entry_id, text(&format!("You said: {said}"))));
     }
     // A switch to a fork made at the second prompt: its own e-2, e-3, e-4.
     let fork = vec![
@@ -212,6 +223,7 @@ fn lines_of_another_session_with_the_same_ids_are_other_lines() {
             message_id: "e-3".to_owned(),
             entry_id: Some("e-3".to_owned()),
             blocks: vec![Block::Text("You said: one".to_owned())],
+            aborted: false,
         },
         Item::User { entry_id: Some("e-4".to_owned()), text: "two".to_owned() },
     ];
@@ -229,6 +241,7 @@ fn lines_of_another_session_with_the_same_ids_are_other_lines() {
                     message_id: answered.clone(),
                     entry_id: Some(answered),
                     blocks: vec![Block::Text(format!("You said: {said}"))],
+                    aborted: false,
                 },
             ]
         })

@@ -249,12 +249,14 @@ fn MessageView(message: Message) -> impl IntoView {
     let blocks = message.blocks.clone();
     let entry = message.entry_id.clone();
     let fork = message.entry_id.clone();
+    let aborted = message.aborted.clone();
     view! {
         <div class="message assistant" tabindex="-1" data-message-id=message.message_id.to_string()
             data-complete=move || entry.with(Option::is_some).to_string()>
             <For each=move || blocks.get() key=|block| block.key let:block>
                 <BlockView block=block/>
             </For>
+            {move || aborted.get().then(|| view! { <p class="stopped">"Stopped here: the turn was aborted."</p> })}
             {move || fork.get().map(|entry_id| view! { <ForkButton entry_id=entry_id/> })}
         </div>
     }

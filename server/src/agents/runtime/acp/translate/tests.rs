@@ -358,6 +358,36 @@ fn an_abort_drops_the_queued_follow_ups_and_the_turns_end_names_them() {
 }
 
 #[test]
+fn a_reply_an_abort_cut_off_is_completed_and_recorded_as_aborted() {
+    let mut translator = ready();
+    let first = translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "one"}"#);
+    let prompt = asked_id(&first);
+    translator.from_agent(&update(
+        "agent_message_chunk",
+        json!({"content": {"type": "text", "text": "half a "}}),
+    ));
+    translator.from_host(r#"{"id": "a", "type": "abort"}"#);
+    let ended = translator.from_agent(&answer(&prompt, json!({"stopReason": "cancelled"})));
+    let lines = host(&ended);
+    assert_eq!(types(&lines), ["message_complete", "turn_end", "status"]);
+    assert_eq!(lines[0]["message"]["aborted"], true, "{:?}", lines[0]);
+    assert_eq!(lines[0]["message"]["content"][0]["text"], "half a ");
+    let recorded =
+        ended.iter().any(|out| matches!(out, Out::Log(EntryBody::Assistant { aborted: true, .. })));
+    assert!(recorded, "{ended:?}");
+
+    // A turn that ends by itself completes its message as whole.
+    let next = translator.from_host(r#"{"id": "c2", "type": "prompt", "message": "two"}"#);
+    let prompt = asked_id(&next);
+    translator.from_agent(&update(
+        "agent_message_chunk",
+        json!({"content": {"type": "text", "text": "all of it"}}),
+    ));
+    let done = host(&translator.from_agent(&answer(&prompt, json!({"stopReason": "end_turn"}))));
+    assert!(done[0]["message"].get("aborted").is_none(), "{:?}", done[0]);
+}
+
+#[test]
 fn usage_comes_from_the_prompts_result_and_the_sessions_running_cost() {
     let mut translator = ready();
     let out = translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "one"}"#);

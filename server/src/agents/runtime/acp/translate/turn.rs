@@ -236,6 +236,11 @@ impl Translator {
     /// The message streaming so far, completed and recorded with `more`
     /// blocks after it (a tool call); the next chunk starts another.
     pub(super) fn complete_message(&mut self, more: Vec<ContentBlock>) -> Vec<Out> {
+        self.end_message(more, false)
+    }
+
+    /// The same, `aborted` when an abort cut the message off.
+    fn end_message(&mut self, more: Vec<ContentBlock>, aborted: bool) -> Vec<Out> {
         let next = self.fresh("msg");
         let Some(turn) = &mut self.turn else { return Vec::new() };
         let mut blocks = std::mem::take(&mut turn.blocks);
@@ -244,8 +249,12 @@ impl Translator {
         if blocks.is_empty() {
             return Vec::new();
         }
-        let message =
-            Message { id: message_id.clone(), role: Role::Assistant, content: blocks.clone() };
+        let message = Message {
+            id: message_id.clone(),
+            role: Role::Assistant,
+            content: blocks.clone(),
+            aborted,
+        };
         vec![
             event(ServerMessage::MessageComplete(MessageComplete { message_id, message })),
             Out::Log(EntryBody::Assistant {
@@ -253,6 +262,7 @@ impl Translator {
                 model: self.settings.model_name(&self.runtime),
                 thinking_signatures: Vec::new(),
                 usage: None,
+                aborted,
             }),
         ]
     }
@@ -261,7 +271,8 @@ impl Translator {
     /// turn's usage counted, and the turn ends (an error says why, then
     /// ends it too). A follow-up waiting starts the next.
     pub(super) fn turn_ended(&mut self, result: Result<AgentResponse, acp::Error>) -> Vec<Out> {
-        let mut out = self.complete_message(Vec::new());
+        let aborted = self.turn.as_ref().is_some_and(|turn| turn.aborted);
+        let mut out = self.end_message(Vec::new(), aborted);
         let Some(turn) = self.turn.take() else { return out };
         out.extend(self.tools_left_open());
         out.extend(self.plan_left_open());
