@@ -475,14 +475,17 @@ test('an edit is asked as the lines it removes and adds, as its card shows it on
 test('a failed model call offers Retry, which sends its prompt again', async ({ browser, daemon }) => {
   const [context, tab] = await enrolled(browser, daemon);
   await createAgent(tab, project(), 'zqxretrier');
-  await prompt(tab, 'fail: the provider is overloaded');
+  await prompt(tab, 'fail: the `upstream` provider is overloaded');
   const failed = tab.locator('.notice-line.error', { hasText: 'PROVIDER_ERROR' });
   await expect(failed).toHaveCount(1);
+  // Its words' code spans show as code, not as backticks.
+  await expect(failed.locator('code')).toHaveText('upstream');
+  await expect(failed).not.toContainText('`');
   await expect(tab.locator('.agent-view .status')).toHaveText('error');
   await failed.getByRole('button', { name: 'Retry' }).click();
   await expect(failed.first().getByRole('button', { name: 'Retry' })).toBeDisabled();
   // The same prompt went again (and the demo model fails it again).
-  await expect(tab.locator('.message.user', { hasText: 'fail: the provider is overloaded' })).toHaveCount(2);
+  await expect(tab.locator('.message.user', { hasText: 'provider is overloaded' })).toHaveCount(2);
   await expect(failed).toHaveCount(2);
   await context.close();
 });

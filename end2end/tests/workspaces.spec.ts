@@ -46,6 +46,11 @@ test('an agent in a new workspace writes a file, the panel shows the diff, and t
   await expect(panel.locator('.workspace-title')).toHaveText('Workspace feature');
   await expect(panel.locator('.branch')).toHaveText('⎇ feature-x → main');
   await expect(panel.locator('.facts')).toContainText('0 ahead, 0 behind · no uncommitted changes');
+  // Its diff says so in plain words, then folds away again.
+  await panel.getByText('Diff against main').click();
+  await expect(panel.locator('.workspace-diff .hint')).toHaveText('No changes yet.');
+  await panel.getByText('Diff against main').click();
+  await expect(panel.locator('.workspace-diff .hint')).toBeHidden();
 
   // The demo agent writes a file; the diff shows it once the turn is over.
   await prompt(tab, 'write: notes/hello.txt\nhello from the workspace');

@@ -329,7 +329,7 @@ fn usage_body() -> Result<AnyView, super::Unloaded> {
 
 /// An answer the panel could not read, said where its content would be.
 fn unreadable(why: String) -> AnyView {
-    view! { <p class="form-error" role="alert">{why}</p> }.into_any()
+    view! { <p class="form-error" role="alert"><Ticked text=why/></p> }.into_any()
 }
 
 /// A session as a person knows it: its first message (and whether the

@@ -17,7 +17,7 @@ use leptos::prelude::*;
 
 use super::tools::ToolView;
 use super::{Details, state};
-use crate::markdown::Markdown;
+use crate::markdown::{Markdown, Ticked};
 use crate::transcript::{self, Message, PAGE_ROWS, Row, RowKind, TextBlock};
 
 #[component]
@@ -238,7 +238,7 @@ fn RowView(row: Row) -> impl IntoView {
                     </button>
                 }
             });
-            view! { <div class="notice-line" class:error=error>{text.to_string()}{retry}</div> }
+            view! { <div class="notice-line" class:error=error><Ticked text=text.to_string()/>{retry}</div> }
                 .into_any()
         }
     }

@@ -26,9 +26,9 @@ pub enum WorkspaceError {
     HiddenCharacters { field: &'static str },
     #[error("`{}` is not a valid branch name", escaped(.branch))]
     BadBranch { branch: String },
-    #[error("`base_ref` `{base_ref}` names no commit")]
+    #[error("the base `{}` names no commit", escaped(.base_ref))]
     BadBaseRef { base_ref: String },
-    #[error("`integration_target` `{target}` names no commit")]
+    #[error("the branch to merge into, `{}`, names no commit", escaped(.target))]
     BadIntegrationTarget { target: String },
     #[error("the repository has no commit to start from")]
     UnbornBase,
@@ -123,7 +123,7 @@ pub enum WorkspaceError {
     )]
     GitTooOld { version: String },
     #[error(
-        "the integration target `{}` is not a local branch (a tag, a remote-tracking branch or a commit), so there is nothing to merge into",
+        "`{}`, which this workspace merges into, is not a local branch (it is a tag, a remote-tracking branch or a commit): there is no branch to merge into",
         escaped(.target)
     )]
     TargetNotBranch { target: String },
@@ -381,6 +381,20 @@ mod tests {
         assert_eq!(wire.data, Some(json!({"kind": "dirty", "dirty_files": 2})));
         let wire = WireError::from(WorkspaceError::NotFound { workspace_id: "ws-1".to_owned() });
         assert_eq!((wire.code, wire.data), (ErrorCode::NotFound, None));
+    }
+
+    #[test]
+    fn a_refusal_about_the_base_or_target_names_no_protocol_field() {
+        let refusals = [
+            WorkspaceError::BadBaseRef { base_ref: "v9".to_owned() },
+            WorkspaceError::BadIntegrationTarget { target: "v9".to_owned() },
+            WorkspaceError::TargetNotBranch { target: "v1.0".to_owned() },
+        ];
+        for refusal in refusals {
+            let text = refusal.to_string();
+            assert!(!text.contains("integration") && !text.contains("base_ref"), "{text}");
+            assert!(text.contains("`v"), "names what was given: {text}");
+        }
     }
 
     #[test]
