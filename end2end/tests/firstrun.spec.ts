@@ -92,8 +92,20 @@ test('a phone\'s first five minutes: enrol, an example, a question answered, a w
     // Committed from the workspace panel, on the phone.
     const panel = phone.locator('.workspace-panel');
     await expect(panel.locator('.facts')).toContainText('1 uncommitted change');
+    // Folded, the panel leaves most of the screen to the transcript, and
+    // Send stays above the pane bar.
+    await expect(panel.getByRole('button', { name: 'Commit…' })).toBeHidden();
+    const transcript = await phone.locator('.transcript').boundingBox();
+    expect(transcript!.height, 'the transcript beside the workspace panel').toBeGreaterThan(844 * 0.3);
+    const send = await phone.locator('.prompt button[type="submit"]').boundingBox();
+    const bar = await phone.locator('.phonebar').boundingBox();
+    expect(send!.y + send!.height).toBeLessThanOrEqual(bar!.y + 1);
+    const unfold = panel.getByRole('button', { name: 'Diff, commit, merge…' });
+    await unfold.tap();
+    await expect(panel.getByRole('button', { name: 'Fold the diff and actions' })).toHaveAttribute('aria-expanded', 'true');
     await panel.getByRole('button', { name: 'Commit…' }).tap();
     const commit = panel.getByRole('dialog', { name: 'Commit' });
+    await expect(commit.getByRole('button', { name: 'Commit', exact: true })).toBeInViewport();
     await commit.getByLabel('Commit message').fill('First steps');
     await commit.getByRole('button', { name: 'Commit', exact: true }).tap();
     await expect(panel.locator('.action-result')).toHaveText(/^Committed 1 file on first-steps/);

@@ -174,9 +174,15 @@ fn workspace_body() -> Result<AnyView, super::Unloaded> {
             workspaces.status(&id);
         }
     };
+    // On a phone the diff and the actions fold under one button, so that
+    // the panel leaves the screen to the transcript (the stylesheet shows
+    // the button, and folds, only there).
+    let unfolded = RwSignal::new(false);
+    let unfold = move |_| unfolded.update(|open| *open = !*open);
     Ok(view! {
         <Show when=move || workspace_id.with(Option::is_some)>
-            <section class="workspace-panel" aria-label="Workspace" data-lifecycle=lifecycle>
+            <section class="workspace-panel" aria-label="Workspace" data-lifecycle=lifecycle
+                data-unfolded=move || unfolded.get().to_string()>
                 <div class="workspace-head">
                     <span class="workspace-title">{read(|summary| format!("Workspace {}", title(summary)))}</span>
                     <span class="branch">{read(|summary| format!(
@@ -192,6 +198,10 @@ fn workspace_body() -> Result<AnyView, super::Unloaded> {
                 <p class="facts">{move || detail.with(|detail| detail.as_ref().map(facts))}</p>
                 {move || detail.with(|detail| detail.as_ref().and_then(|detail| detail.state.conflict.clone()))
                     .map(|conflict| view! { <p class="conflict" role="status"><Ticked text=conflict/></p> })}
+                <button type="button" class="unfold" hidden=retired on:click=unfold
+                    aria-expanded=move || unfolded.get().to_string()>
+                    {move || if unfolded.get() { "Fold the diff and actions" } else { "Diff, commit, merge…" }}
+                </button>
                 <div class="workspace-body" hidden=retired>
                     <DiffPanel workspace_id=workspace_id detail=detail summary=summary/>
                     <Show when=move || workspaces.actions.get()>
