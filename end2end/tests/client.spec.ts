@@ -280,6 +280,18 @@ test('tab notifications turn on from the Notifications dialog, and a browser tha
   await tab.evaluate(() => { (window as any).answerPermission = 'granted'; });
   await notifications.getByRole('button', { name: 'Turn on in this tab' }).click();
   await expect(notifications).toContainText('On in this tab.');
+
+  // A push subscription the browser refuses is said in words a reader can
+  // act on, not in the browser's own.
+  await tab.evaluate(() => {
+    (PushManager.prototype as any).subscribe = () =>
+      Promise.reject(new DOMException('Registration failed - push service error', 'AbortError'));
+  });
+  await notifications.getByRole('button', { name: 'Turn on for this device' }).click();
+  const said = notifications.locator('.push-message');
+  await expect(said).toHaveText(/^This browser could not reach its push service/);
+  await expect(said).not.toContainText('Registration failed');
+  await expect(notifications).toContainText('Off on this device.');
   await context.close();
 });
 

@@ -183,9 +183,14 @@ test('at 375×812 one pane at a time: which agent waits, answer it, read it, go 
   await phone.screenshot({ path: testInfo.outputPath('phone-inbox.png') });
   const allow = entry.getByRole('button', { name: /Allow once/ });
   await expect(allow).toBeInViewport();
+  const colour = (button: import('@playwright/test').Locator) => button.evaluate((element) => getComputedStyle(element).color);
+  const alert = await colour(waiting);
   await allow.click();
-  await expect(bar.getByRole('button', { name: '0 waiting' })).toBeVisible();
+  const none = bar.getByRole('button', { name: '0 waiting' });
+  await expect(none).toBeVisible();
   await expect(desk.getByRole('dialog')).toBeHidden();
+  // Nothing waiting is no alert: not in the colour one waiting was.
+  expect(await colour(none)).not.toBe(alert);
 
   // One tap back to the list, one to the agent: its transcript fills the screen.
   await bar.getByRole('button', { name: 'Agents' }).click();

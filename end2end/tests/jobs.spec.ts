@@ -2,7 +2,24 @@
 // launches children, the tree shows them under it, a child's question is
 // answered from the inbox, the parent's transcript gets the reports, and
 // the jobs panel stops runs and jobs.
-import { test, expect, createAgent, enrolled, project, prompt } from './daemon';
+import { test, expect, createAgent, enrolled, openAgent, project, prompt } from './daemon';
+
+/** No two of the row's name, badges, status, runtime and activity overlap. */
+async function expectApart(row: import('@playwright/test').Locator, at: string): Promise<void> {
+  const parts = row.locator('.row-head .name, .row-head .badge, .status, .runtime, .activity');
+  const boxes = (await parts.evaluateAll((elements) => elements
+    .map((element) => element.getBoundingClientRect())
+    .filter((rect) => rect.width > 0 && rect.height > 0)
+    .map((rect) => ({ left: rect.left, right: rect.right, top: rect.top, bottom: rect.bottom }))));
+  expect(boxes.length).toBeGreaterThanOrEqual(3);
+  for (let i = 0; i < boxes.length; i++) {
+    for (let j = i + 1; j < boxes.length; j++) {
+      const [a, b] = [boxes[i], boxes[j]];
+      const overlap = a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
+      expect(overlap, `at ${at}, parts ${i} and ${j} of the row overlap: ${JSON.stringify([a, b])}`).toBe(false);
+    }
+  }
+}
 
 test('a parallel job: children under their parent, a child question from the inbox, the reports in the parent', async ({ browser, daemon }, testInfo) => {
   const [context, tab] = await enrolled(browser, daemon);
@@ -33,19 +50,19 @@ test('a parallel job: children under their parent, a child question from the inb
   const parentRow = tab.locator(`.agents li[data-agent-id="${lead}"] .row-head`).first();
   const [outer, inner] = [await parentRow.boundingBox(), await asker.locator('.row-head').boundingBox()];
   expect(inner!.x, 'a child is indented under its parent').toBeGreaterThan(outer!.x + 4);
-  const parts = asker.locator('.row-head .name, .row-head .badge, .status, .runtime, .activity');
-  const boxes = (await parts.evaluateAll((elements) => elements
-    .map((element) => element.getBoundingClientRect())
-    .filter((rect) => rect.width > 0 && rect.height > 0)
-    .map((rect) => ({ left: rect.left, right: rect.right, top: rect.top, bottom: rect.bottom }))));
-  expect(boxes.length).toBeGreaterThanOrEqual(3);
-  for (let i = 0; i < boxes.length; i++) {
-    for (let j = i + 1; j < boxes.length; j++) {
-      const [a, b] = [boxes[i], boxes[j]];
-      const overlap = a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
-      expect(overlap, `parts ${i} and ${j} of the row overlap: ${JSON.stringify([a, b])}`).toBe(false);
-    }
-  }
+  await expectApart(asker, '1280 px');
+  // And on a phone, in the list's pane.
+  const wide = tab.viewportSize()!;
+  await tab.setViewportSize({ width: 390, height: 844 });
+  await tab.getByRole('navigation', { name: 'Panes' }).getByRole('button', { name: 'Agents' }).click();
+  // (Other specs' agents share the list in CI: it may be further down.)
+  await asker.locator('.row-head').scrollIntoViewIfNeeded();
+  await expect(asker.locator('.row-head')).toBeInViewport();
+  const [phoneOuter, phoneInner] = [await parentRow.boundingBox(), await asker.locator('.row-head').boundingBox()];
+  expect(phoneInner!.x, 'a child is indented under its parent on a phone').toBeGreaterThan(phoneOuter!.x + 4);
+  await expectApart(asker, '390 px');
+  await tab.setViewportSize(wide);
+  await openAgent(tab, 'lead');
   await entry.getByLabel('Answer').fill('teal');
   await tab.waitForTimeout(900); // answers arm after 800 ms (crate::guard)
   await entry.getByRole('button', { name: 'Submit' }).click();

@@ -156,6 +156,10 @@ test('fork from a message, switch to the fork and back, and compact, from the da
     await sessions.getByRole('button', { name: 'Switch to the fork' }).click();
     await expect(transcript).not.toContainText('second question');
     await expect(transcript).toContainText('You said: first question');
+    // What was done is said for a few seconds (8), then goes.
+    const note = tab.locator('.ledger-note');
+    await expect(note).toHaveText('Switched sessions: the transcript follows.');
+    await expect(note).toHaveCount(0, { timeout: 12_000 });
     await expect(sessions.locator('li.session.active .badge', { hasText: 'fork' })).toBeVisible();
     await prompt(tab, 'on the fork');
     await expect(tab.locator('.message.assistant').last()).toHaveText('You said: on the fork');

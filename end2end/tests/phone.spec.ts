@@ -57,9 +57,29 @@ test('on a phone the agent view fits between the bars, its panels fold into one 
   for (let time = 0; time < 6; time++) {
     await phone.getByRole('button', { name: 'Back to agents' }).click();
     await expect(phone.locator('.agent-list')).toBeVisible();
+    if (time === 0) {
+      // Its card in the list says its status once.
+      const card = await agentRow(phone, 'pocketful').innerText();
+      expect(card.match(/\bidle\b/g), card).toHaveLength(1);
+    }
     await openAgent(phone, 'pocketful');
     await expect(last).toBeInViewport();
+    // At the very end, not just near it, and nothing to bring back.
+    const gap = () => phone.locator('.transcript').evaluate((element) => element.scrollHeight - element.scrollTop - element.clientHeight);
+    await expect.poll(gap).toBeLessThanOrEqual(8);
+    await expect(phone.getByRole('button', { name: '↓ Latest' })).toBeHidden();
   }
+  // Scrolled back, "↓ Latest" shows above the pane bar, and a tap on it
+  // returns to the end.
+  await phone.locator('.transcript').evaluate((element) => element.scrollTo({ top: 0 }));
+  const latest = phone.getByRole('button', { name: '↓ Latest' });
+  await expect(latest).toBeInViewport();
+  const latestBox = await latest.boundingBox();
+  expect(latestBox!.y + latestBox!.height).toBeLessThanOrEqual((await box(phone, '.phonebar')).y + 1);
+  await latest.tap();
+  await expect(latest).toBeHidden();
+  const gap = () => phone.locator('.transcript').evaluate((element) => element.scrollHeight - element.scrollTop - element.clientHeight);
+  await expect.poll(gap).toBeLessThanOrEqual(8);
   await context.close();
 });
 
@@ -135,6 +155,13 @@ test('on a phone a long working directory in the inbox breaks after a slash, nev
   await prompt(phone, 'run: true');
   const dialog = phone.getByRole('dialog');
   await expect(dialog).toBeVisible();
+  // A phone has no keys to hint at: no "(y)", "(n)" or "(Esc)" on the
+  // question's buttons, no "Ctrl+Enter sends" under the box.
+  await expect(dialog.getByRole('button', { name: /Allow once/ })).toBeVisible();
+  const hints = () => phone.locator('.key-hint').evaluateAll(
+    (found) => found.filter((hint) => hint.getClientRects().length > 0).map((hint) => hint.textContent));
+  expect(await phone.locator('.key-hint').count()).toBeGreaterThan(2);
+  expect(await hints()).toEqual([]);
   await dialog.getByRole('button', { name: /Later/ }).tap();
   await phone.getByRole('navigation', { name: 'Panes' }).getByRole('button', { name: /waiting/ }).tap();
   const path = phone.locator('.inbox-item', { hasText: 'deep-digger' }).locator('dd[data-label="working directory"] pre');

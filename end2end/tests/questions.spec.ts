@@ -85,5 +85,29 @@ test('select, confirm, input, editor and notify each render and are answered fro
   await expect(desk.locator('.inbox-item', { hasText: 'inquirer' })).toHaveCount(0);
   await expect(desk.locator('.transcript')).toContainText('The build finished.');
   await expect(phone.locator('.transcript')).toContainText('The build finished.');
+
+  // Yes or no, tapped on the phone; the desk's dialog closes.
+  await prompt(desk, 'ask-confirm: Deploy now?');
+  await expect(phoneDialog).toContainText('Deploy now?');
+  await expect(deskDialog).toContainText('Deploy now?');
+  await armed(phone);
+  await phoneDialog.getByRole('button', { name: 'No' }).tap();
+  await expect(deskDialog).toBeHidden();
+  await expect(phoneDialog).toBeHidden();
+  await expect(reply).toContainText('You answered: no');
+
+  // A longer text, from the desk's inbox; the phone's dialog closes.
+  await prompt(desk, 'ask-editor: Edit the title\nold title');
+  await expect(deskDialog).toContainText('Edit the title');
+  await expect(phoneDialog).toContainText('Edit the title');
+  await deskDialog.getByRole('button', { name: /Later/ }).click();
+  const editorEntry = desk.locator('.inbox-item', { hasText: 'Edit the title' });
+  await expect(editorEntry.getByLabel('Answer')).toHaveValue('old title');
+  await armed(desk);
+  await editorEntry.getByLabel('Answer').fill('new title');
+  await editorEntry.getByRole('button', { name: 'Submit' }).click();
+  await expect(editorEntry).toHaveCount(0);
+  await expect(phoneDialog).toBeHidden();
+  await expect(reply).toContainText('new title');
   await Promise.all([context.close(), phoneSide.close()]);
 });

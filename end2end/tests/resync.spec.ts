@@ -243,6 +243,38 @@ test('after the daemon is killed mid-stream and started again, the open tab show
   }
 });
 
+test('a follow-up queued before a daemon restart is shown with its reply in every open tab', async ({ browser }) => {
+  test.setTimeout(120_000);
+  const host = new Restartable();
+  let daemon = await host.start();
+  try {
+    const [context, tab] = await enrolled(browser, daemon);
+    await createAgent(tab, project(), 'owed');
+    const other = await fresh(context, daemon, 'owed');
+    await prompt(tab, 'stream: 3000');
+    await expect(tab.locator('.agent-view .status')).toHaveText('streaming');
+    await tab.getByLabel('Message to the agent').fill('after the restart');
+    await tab.getByRole('button', { name: 'Queue follow-up' }).click();
+    await expect(tab.getByLabel('Message to the agent')).toHaveValue('');
+
+    // The daemon stops and starts again; the restored agent takes the
+    // follow-up up. Both tabs show it, and its reply after it.
+    await host.stop('SIGTERM');
+    await expect(other.locator('.connection')).toHaveText(/reconnecting/);
+    daemon = await host.start();
+    for (const page of [tab, other]) {
+      await expect(page.locator('.connection')).toHaveText('connected', { timeout: 20_000 });
+      await expect(page.locator('.message.assistant').last()).toHaveText('You said: after the restart', { timeout: 20_000 });
+      await expect(page.locator('.message.user', { hasText: 'after the restart' })).toHaveCount(1);
+    }
+    const now = await sameAsFresh(context, daemon, other, 'owed');
+    expect(now.rows.slice(-2)).toEqual(['user: after the restart [fork]', 'assistant: You said: after the restart [fork]']);
+    await context.close();
+  } finally {
+    await host.dispose();
+  }
+});
+
 test('offline, a question cannot be answered: its buttons wait for the connection and it stays open', async ({ browser }) => {
   const host = new Restartable();
   let daemon = await host.start();
