@@ -263,7 +263,20 @@ impl Ledger {
     }
 
     /// The answer to one of this slice's requests.
-    pub fn answered(&self, request: Request, response: Response) {
+    /// Takes a session operation's answer: in the browser once the code
+    /// that reads it has arrived ([`answer`]).
+    pub fn take_answer(self, request: Request, response: Response) {
+        #[cfg(feature = "hydrate")]
+        leptos::task::spawn_local(async move {
+            if answer(self, request, response).await.is_err() {
+                self.tell("This part of the page did not load: reload the page.", true);
+            }
+        });
+        #[cfg(not(feature = "hydrate"))]
+        let _ = answer(self, request, response);
+    }
+
+    fn answered(&self, request: Request, response: Response) {
         match request {
             Request::Sessions { agent_id } if self.still_shown(&agent_id) => {
                 match response.outcome {
@@ -341,4 +354,20 @@ impl Ledger {
             }
         }
     }
+}
+
+/// What a session operation's answer says, told in the panels (decoding
+/// its result, every note): a chunk of its own, loaded at the first answer,
+/// since nothing asks before a person forks or opens a panel.
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(ledger_answer, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn answer(
+    ledger: Ledger,
+    request: Request,
+    response: Response,
+) -> Result<(), crate::views::Unloaded> {
+    ledger.answered(request, response);
+    Ok(())
 }

@@ -280,7 +280,7 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
             if let Ok(switched) = response.data::<SessionActivateResult>() {
                 state.find.activated(&switched.session_id);
             }
-            state.ledger.answered(request, response);
+            state.ledger.take_answer(request, response);
         }
         Request::Edit { agent_id, text } => {
             if state.ledger.edit_forked(&agent_id, &response) {
@@ -291,7 +291,7 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
         | Request::Sessions { .. }
         | Request::Fork { .. }
         | Request::Compact { .. }
-        | Request::Approvals { .. }) => state.ledger.answered(request, response),
+        | Request::Approvals { .. }) => state.ledger.take_answer(request, response),
         Request::Allow { agent_id, request_id } => {
             if state.questions.allow_answered(&request_id, &response) {
                 #[cfg(feature = "hydrate")]
