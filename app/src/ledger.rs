@@ -367,7 +367,7 @@ fn answer(
     ledger: Ledger,
     request: Request,
     response: Response,
-) -> Result<(), crate::views::Unloaded> {
+) -> Result<(), leptos::wasm_split::SplitLoaderError> {
     ledger.answered(request, response);
     Ok(())
 }
