@@ -45,6 +45,21 @@ pub(crate) fn with_secret(
     }
 }
 
+/// POSTs JSON `body` to one of the daemon's routes with this browser's
+/// secret; a refusal is said with its status and the daemon's words.
+pub(crate) async fn post_json(path: &str, body: &str) -> Result<(), String> {
+    let request = with_secret(Http::post(path))
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .map_err(|_| "The request could not be made.".to_owned())?;
+    let response = request.send().await.map_err(|_| "The daemon cannot be reached.".to_owned())?;
+    if !(200..300).contains(&response.status()) {
+        let said = response.text().await.unwrap_or_default();
+        return Err(format!("The daemon refused ({}): {said}", response.status()));
+    }
+    Ok(())
+}
+
 /// `POST /pair`: a one-time enrollment link for another device, or the
 /// status that refused it (0: no answer).
 async fn ask_for_pairing() -> Result<PairAnswer, u16> {

@@ -48,7 +48,9 @@ fn browser_dialog() -> Result<AnyView, super::Unloaded> {
         busy.set(true);
         #[cfg(feature = "hydrate")]
         leptos::task::spawn_local(async move {
-            match web::sign_out().await {
+            // `POST /logout`: the daemon revokes this browser's session and
+            // closes its sockets (CONTRACT.md).
+            match crate::client::post_json("/logout", "{}").await {
                 // The page starts again as one that is not enrolled.
                 Ok(()) => {
                     let _ = window().location().reload();
@@ -87,23 +89,4 @@ fn browser_dialog() -> Result<AnyView, super::Unloaded> {
         </dialog>
     }
     .into_any())
-}
-
-/// Only the dialog's chunk calls it, so it loads with it.
-#[cfg(feature = "hydrate")]
-mod web {
-    /// `POST /logout`: the daemon revokes this browser's session and closes
-    /// its sockets (CONTRACT.md).
-    pub async fn sign_out() -> Result<(), String> {
-        let request = crate::client::with_secret(gloo_net::http::Request::post("/logout"))
-            .header("content-type", "application/json")
-            .body("{}")
-            .map_err(|_| "The request could not be made.".to_owned())?;
-        let response =
-            request.send().await.map_err(|_| "The daemon cannot be reached.".to_owned())?;
-        match response.status() {
-            204 => Ok(()),
-            status => Err(format!("The daemon refused ({status}).")),
-        }
-    }
 }

@@ -190,16 +190,20 @@ mod web {
         let done = match job {
             Job::Subscribe => subscribe().await.map(|()| None),
             Job::Unsubscribe => unsubscribe().await.map(|()| None),
-            Job::Test => post("/push/test", "{}")
+            Job::Test => crate::client::post_json("/push/test", "{}")
                 .await
                 .map(|_| Some("A test notification is on its way.".to_owned())),
             Job::Choose(kind, on) => {
-                post("/push/choices", &format!("{{\"{kind}\":{on}}}")).await.map(|_| None)
+                crate::client::post_json("/push/choices", &format!("{{\"{kind}\":{on}}}"))
+                    .await
+                    .map(|_| None)
             }
             Job::Mute(agent_id, mute) => {
                 let key = if mute { "mute" } else { "unmute" };
                 let agent_id = serde_json::to_string(&agent_id).unwrap_or_default();
-                post("/push/choices", &format!("{{\"{key}\":{agent_id}}}")).await.map(|_| None)
+                crate::client::post_json("/push/choices", &format!("{{\"{key}\":{agent_id}}}"))
+                    .await
+                    .map(|_| None)
             }
         };
         let now = get_status().await;
@@ -219,21 +223,6 @@ mod web {
             return Err(format!("The daemon refused ({}).", response.status()));
         }
         response.json::<Status>().await.map_err(|_| "The daemon's answer is unreadable.".to_owned())
-    }
-
-    #[cfg(feature = "hydrate")]
-    async fn post(path: &str, body: &str) -> Result<(), String> {
-        let request = crate::client::with_secret(gloo_net::http::Request::post(path))
-            .header("content-type", "application/json")
-            .body(body.to_owned())
-            .map_err(|_| "The request could not be made.".to_owned())?;
-        let response =
-            request.send().await.map_err(|_| "The daemon cannot be reached.".to_owned())?;
-        if !(200..300).contains(&response.status()) {
-            let said = response.text().await.unwrap_or_default();
-            return Err(format!("The daemon refused ({}): {said}", response.status()));
-        }
-        Ok(())
     }
 
     #[cfg(feature = "hydrate")]
@@ -305,7 +294,7 @@ mod web {
             .ok()
             .and_then(|text| text.as_string())
             .ok_or("The subscription could not be read.")?;
-        post("/push/subscribe", &body).await
+        crate::client::post_json("/push/subscribe", &body).await
     }
 
     /// The browser's refusal to subscribe, in words a reader can act on.
@@ -329,6 +318,6 @@ mod web {
                 let _ = promised(subscription.unsubscribe()).await;
             }
         }
-        post("/push/unsubscribe", "").await
+        crate::client::post_json("/push/unsubscribe", "").await
     }
 }
