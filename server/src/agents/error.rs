@@ -195,6 +195,16 @@ pub enum AgentError {
 }
 
 impl AgentError {
+    /// Why a process in `cwd` could not be started: its sandbox is not
+    /// there, its directory is gone, or what the system said.
+    pub fn of_spawn(error: &std::io::Error, cwd: &str) -> Self {
+        match crate::sandbox::Unavailable::in_io(error) {
+            Some(why) => Self::SandboxUnavailable(why),
+            None if !std::path::Path::new(cwd).is_dir() => Self::CwdGone(cwd.to_owned()),
+            None => Self::SpawnFailed(error.to_string()),
+        }
+    }
+
     /// A session that cannot be taken on: absent, or unreadable.
     pub fn session(session_id: &str, error: SessionError) -> Self {
         match error {

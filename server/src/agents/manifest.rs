@@ -7,6 +7,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use shard_protocol::orchestrator::{HeadlessPolicy, LaunchPolicy};
 
+use crate::agents::error::AgentError;
+
 pub const MANIFEST_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -77,6 +79,21 @@ impl Manifest {
     pub fn may_delegate(&self) -> bool {
         self.depth < self.policy().max_depth
     }
+
+    /// What generation `epoch` of this agent is started with.
+    pub fn spawn_request(&self, epoch: u64) -> crate::agents::runtime::SpawnRequest<'_> {
+        crate::agents::runtime::SpawnRequest {
+            agent_id: &self.agent_id,
+            runtime: self.runtime_id(),
+            cwd: &self.cwd,
+            session_id: &self.session_id,
+            epoch,
+            tools: self.tools.as_deref(),
+            instructed: self.system_prompt.is_some(),
+            delegates: self.may_delegate(),
+            sandbox: self.sandbox,
+        }
+    }
 }
 
 /// A managed child's instructions, beside its manifest, for the runtime's
@@ -95,6 +112,24 @@ impl Manifest {
         let bytes = serde_json::to_vec_pretty(self)?;
         crate::home::write_private(&dir.join("manifest.json"), &bytes)?;
         Ok(())
+    }
+
+    /// This agent running `session_id` from now on, recorded; the session
+    /// it ran before.
+    pub fn switch_session(
+        &mut self,
+        home: &Path,
+        session_id: String,
+    ) -> Result<String, AgentError> {
+        let mut switched = self.clone();
+        let previous = std::mem::replace(&mut switched.session_id, session_id);
+        if let Err(error) = switched.save(home) {
+            let error = format!("{error:#}");
+            tracing::error!(agent = %self.agent_id, %error, "cannot write the manifest");
+            return Err(AgentError::SwitchUnrecorded);
+        }
+        *self = switched;
+        Ok(previous)
     }
 
     /// Every readable manifest; unreadable ones are logged and skipped, never

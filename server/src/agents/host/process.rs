@@ -3,20 +3,16 @@
 //! runtime seam (crate::agents::runtime): the host starts one when work
 //! arrives, waits for its `hello` and `sync`, and stops it by closing its
 //! input, by SIGTERM, or by a forced kill, escalating on deadlines.
+//!
+//! [`Supervision`] decides; the host holds the running process and does
+//! what it says ([`Control`]).
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use shard_protocol::message::Response;
-use shard_protocol::orchestrator::AgentExited;
-use shard_protocol::types::{AgentStatus, RuntimeState};
-use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{Host, ShutdownMode, Waiting, projection::encode, projection::respond};
-use crate::agents::error::AgentError;
-use crate::agents::runtime::{Runtime, SpawnRequest, stdio};
+use super::ShutdownMode;
 
 /// How long a new process may take to say `hello` and `sync`: a little
 /// longer than an ACP agent gets to answer `initialize` and open its
@@ -27,133 +23,175 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(35);
 /// doing; this only catches one that is wedged.
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
 
+/// What the host does to the running process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Control {
+    /// Close its input: the agent finishes its work and exits.
+    CloseInput,
+    /// SIGTERM: the agent aborts its turn, flushes and exits.
+    Terminate,
+    /// SIGKILL to the process and everything below it.
+    Kill,
+}
+
+/// A deadline of the process that came due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Due {
+    /// It did not say `hello` and `sync` in time: killed; what waited for
+    /// it fails.
+    NotReady,
+    /// It did not exit after SIGTERM: killed.
+    Unyielding,
+    /// Idle past the idle timeout: its input is closed.
+    Idle,
+}
+
+impl Due {
+    /// What is done to the process.
+    pub fn control(self) -> Control {
+        match self {
+            Due::NotReady | Due::Unyielding => Control::Kill,
+            Due::Idle => Control::CloseInput,
+        }
+    }
+
+    /// Says so in the daemon's log.
+    pub fn log(self, agent_id: &str) {
+        match self {
+            Due::NotReady => {
+                tracing::warn!(agent = %agent_id, "agent process did not become ready in time")
+            }
+            Due::Unyielding => {
+                tracing::warn!(agent = %agent_id, "agent did not exit after SIGTERM; killing it")
+            }
+            Due::Idle => tracing::info!(agent = %agent_id, "stopping idle runtime"),
+        }
+    }
+}
+
+/// What a daemon shutdown asks of the process now.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Shutting {
+    /// There is none: the waiter was answered.
+    NoProcess,
+    /// Do this (or nothing yet: a drain waits for the turn to end).
+    Then(Option<Control>),
+}
+
 /// The daemon is shutting down: how (the strongest mode asked so far), and
 /// who waits for the process to end.
-pub(super) struct Shutdown {
-    pub(super) mode: ShutdownMode,
-    pub(super) waiters: Vec<oneshot::Sender<()>>,
+struct Shutdown {
+    mode: ShutdownMode,
+    waiters: Vec<oneshot::Sender<()>>,
 }
 
 /// The agent's process as the host supervises it: the current generation,
-/// how many there were, a shutdown in progress, and who waits for the
-/// process to end.
-#[derive(Default)]
+/// how many there were, a shutdown in progress, who waits for the process
+/// to end, and when it was last busy.
 pub(super) struct Supervision {
     /// The running (or starting, or stopping) generation.
-    pub(super) current: Option<Generation>,
+    current: Option<Generation>,
     /// Generations started so far; the current one's `runtime_epoch` is
     /// this minus one.
-    pub(super) generations: u64,
-    pub(super) shutdown: Option<Shutdown>,
-    pub(super) kill_waiters: Vec<oneshot::Sender<()>>,
-}
-
-impl Supervision {
-    /// Graceful stop: close the agent's input; it finishes and exits.
-    pub(super) fn stop(&mut self) {
-        if let Some(generation) = &mut self.current {
-            generation.stopping = true;
-            generation.runtime.close_input();
-        }
-    }
-
-    /// SIGTERM with a grace period, or the whole tree at once.
-    pub(super) fn kill(&mut self, force: bool, now: Instant) {
-        let Some(generation) = &mut self.current else { return };
-        generation.stopping = true;
-        if force {
-            generation.runtime.kill();
-        } else {
-            generation.runtime.terminate();
-            generation.kill_at.get_or_insert(now + KILL_GRACE);
-        }
-    }
-
-    /// Queues one line for the agent. `false` when there is no process or
-    /// its input queue is full.
-    pub(super) fn send(&mut self, envelope: &Envelope<ClientMessage>) -> bool {
-        let Some(generation) = &mut self.current else { return false };
-        let mut line = envelope.to_json().into_bytes();
-        line.push(b'\n');
-        generation.runtime.send(Bytes::from(line)).is_ok()
-    }
-
-    /// A process that is up and not being stopped.
-    pub(super) fn ready(&self) -> bool {
-        self.current.as_ref().is_some_and(|generation| generation.ready && !generation.stopping)
-    }
-
-    /// The daemon is stopping gracefully: stop once the agent is inactive.
-    pub(super) fn stopping_when_inactive(&self) -> bool {
-        self.shutdown.as_ref().is_some_and(|shutdown| shutdown.mode != ShutdownMode::Kill)
-    }
+    generations: u64,
+    shutdown: Option<Shutdown>,
+    kill_waiters: Vec<oneshot::Sender<()>>,
+    /// `agent.terminate` came while the agent was active: stop it once it
+    /// is not.
+    terminate_when_inactive: bool,
+    /// The agent last did or was asked something: idle reaping counts
+    /// from here.
+    last_active: Instant,
+    idle_timeout: Duration,
+    /// `session.activate` switched the session: once a process runs it,
+    /// every attachment gets the new session's `sync`.
+    switched: bool,
 }
 
 /// The host's view of its current generation.
 pub(super) struct Generation {
-    pub(super) epoch: u64,
-    runtime: Box<dyn Runtime>,
-    pub(super) ready: bool,
-    pub(super) started: Instant,
+    pub epoch: u64,
+    pub ready: bool,
+    started: Instant,
     /// A stop was asked for (terminate, reap, kill, shutdown): the exit is
     /// expected and the agent stays `stopped`, not `failed`.
-    pub(super) stopping: bool,
-    pub(super) saw_hello: bool,
+    stopping: bool,
+    saw_hello: bool,
     /// When a graceful kill turns into a forced one.
-    pub(super) kill_at: Option<Instant>,
+    kill_at: Option<Instant>,
     /// Where this generation's lines begin in the agent's log: what it
     /// wrote there says why, if it exits before it is ready.
-    log_from: u64,
+    pub log_from: u64,
 }
 
-impl Host {
-    /// Starts a new generation unless one is running or starting.
-    pub(super) fn ensure_process(&mut self, now: Instant) {
-        if self.process.current.is_some() {
-            return;
+/// A generation that ended, and whether its end was asked for.
+pub(super) struct Exit {
+    pub generation: Generation,
+    pub expected: bool,
+}
+
+impl Supervision {
+    pub fn new(idle_timeout: Duration, now: Instant) -> Self {
+        Self {
+            current: None,
+            generations: 0,
+            shutdown: None,
+            kill_waiters: Vec::new(),
+            terminate_when_inactive: false,
+            last_active: now,
+            idle_timeout,
+            switched: false,
         }
-        if self.process.shutdown.is_some() {
-            self.fail_waiting(AgentError::ShuttingDown);
-            return;
-        }
-        // Only a dormant host has no queue, and a dormant host runs nothing.
-        let Some(events) = self.events.clone() else {
-            self.fail_waiting(AgentError::HostNotRunning);
-            return;
-        };
-        let epoch = self.process.generations;
-        self.process.generations += 1;
-        let request = SpawnRequest {
-            agent_id: &self.manifest.agent_id,
-            runtime: self.manifest.runtime_id(),
-            cwd: &self.manifest.cwd,
-            session_id: &self.manifest.session_id,
+    }
+
+    /// A generation runs (or starts, or stops).
+    pub fn running(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// Whether `epoch` is the running generation's (lines and exits of
+    /// superseded ones are history).
+    pub fn is_current(&self, epoch: u64) -> bool {
+        self.current.as_ref().is_some_and(|generation| generation.epoch == epoch)
+    }
+
+    /// A process that is up and not being stopped.
+    pub fn ready(&self) -> bool {
+        self.current.as_ref().is_some_and(|generation| generation.ready && !generation.stopping)
+    }
+
+    /// The running generation said `hello` and `sync`.
+    pub fn up(&self) -> bool {
+        self.current.as_ref().is_some_and(|generation| generation.ready)
+    }
+
+    /// The running generation is being stopped.
+    pub fn stopping(&self) -> bool {
+        self.current.as_ref().is_some_and(|generation| generation.stopping)
+    }
+
+    /// The current `runtime_epoch`.
+    pub fn epoch(&self) -> u64 {
+        self.generations.saturating_sub(1)
+    }
+
+    /// The daemon is shutting down: nothing new starts.
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.is_some()
+    }
+
+    /// The epoch of the generation about to start; counted even if it
+    /// fails to.
+    pub fn next_epoch(&mut self) -> u64 {
+        self.generations += 1;
+        self.generations - 1
+    }
+
+    /// Generation `epoch` started at `now`; its lines begin at `log_from`
+    /// in the agent's log.
+    pub fn started(&mut self, epoch: u64, now: Instant, log_from: u64) {
+        self.current = Some(Generation {
             epoch,
-            tools: self.manifest.tools.as_deref(),
-            instructed: self.manifest.system_prompt.is_some(),
-            delegates: self.manifest.may_delegate(),
-            sandbox: self.manifest.sandbox,
-        };
-        let log_from = stdio::log_length(&self.context.home, self.id());
-        let runtime = match self.context.spawner.spawn(&request, events) {
-            Ok(runtime) => runtime,
-            Err(error) => {
-                tracing::error!(agent = %self.id(), %error, "cannot start the agent process");
-                self.set_runtime_state(RuntimeState::Failed);
-                self.fail_waiting(match crate::sandbox::Unavailable::in_io(&error) {
-                    Some(why) => AgentError::SandboxUnavailable(why),
-                    None if !std::path::Path::new(&self.manifest.cwd).is_dir() => {
-                        AgentError::CwdGone(self.manifest.cwd.clone())
-                    }
-                    None => AgentError::SpawnFailed(error.to_string()),
-                });
-                return;
-            }
-        };
-        self.refresh_sandbox();
-        self.process.current = Some(Generation {
-            epoch,
-            runtime,
             ready: false,
             started: now,
             stopping: false,
@@ -161,165 +199,293 @@ impl Host {
             kill_at: None,
             log_from,
         });
-        self.set_runtime_state(RuntimeState::Starting);
     }
 
-    /// Graceful stop: close stdin; the agent finishes its work and exits.
-    pub(super) fn stop_process(&mut self) {
-        self.process.stop();
-    }
-
-    /// `agent.kill`: SIGTERM with a grace period, or the tree at once.
-    pub(super) fn kill_process(&mut self, force: bool, now: Instant) {
-        self.process.kill(force, now);
-    }
-
-    /// Sends a command to the agent. `false` when its input queue is full.
-    pub(super) fn send_to_child(&mut self, envelope: &Envelope<ClientMessage>) -> bool {
-        self.process.send(envelope)
-    }
-
-    pub(super) fn process_timers(&mut self, now: Instant) {
-        let Some(generation) = &mut self.process.current else { return };
-        if !generation.ready && now >= generation.started + START_TIMEOUT {
-            tracing::warn!(agent = %self.manifest.agent_id, "agent process did not become ready in time");
-            generation.stopping = true;
-            generation.runtime.kill();
-            self.fail_waiting(AgentError::NotReady);
-            return;
-        }
-        if generation.kill_at.is_some_and(|at| now >= at) {
-            tracing::warn!(agent = %self.manifest.agent_id, "agent did not exit after SIGTERM; killing it");
-            generation.kill_at = None;
-            generation.runtime.kill();
-            return;
-        }
-        if self.reapable() && now >= self.last_active + self.context.idle_timeout {
-            tracing::info!(agent = %self.id(), "stopping idle runtime");
-            self.stop_process();
+    /// Its `hello` came.
+    pub fn hello(&mut self) {
+        if let Some(generation) = &mut self.current {
+            generation.saw_hello = true;
         }
     }
 
-    /// Inactive, nothing open, nothing in flight: the process may be stopped.
-    pub(super) fn reapable(&self) -> bool {
-        matches!(self.projection.status, AgentStatus::Idle | AgentStatus::Error)
-            && self.run.is_none()
-            && self.questions.is_empty()
-            && self.inflight.is_empty()
-            && self.waiting.is_empty()
-            && self.process.ready()
+    /// Its `sync` counts only after its `hello`.
+    pub fn saw_hello(&self) -> bool {
+        self.current.as_ref().is_some_and(|generation| generation.saw_hello)
     }
 
-    pub(super) fn ready(&self) -> bool {
-        self.process.ready()
-    }
-
-    pub(super) fn fail_waiting(&mut self, why: AgentError) {
-        self.fail_waiting_with(why.into());
-    }
-
-    /// Answers every piece of work that was waiting for a ready process.
-    pub(super) fn fail_waiting_with(&mut self, error: WireError) {
-        for waiting in std::mem::take(&mut self.waiting) {
-            match waiting {
-                Waiting::Start { reply } => {
-                    let _ = reply.send(Err(error.clone()));
-                }
-                Waiting::Attach { subscriber, id, .. } => {
-                    let failed = Response::failed("agent.attach", error.clone());
-                    respond(&subscriber, id, None, failed);
-                }
-                Waiting::Forward { subscriber, id, message } => {
-                    let command = shard_protocol::envelope::MessageSet::type_name(message.as_ref());
-                    let failed = Response::failed(command, error.clone());
-                    respond(&subscriber, id, Some(self.id()), failed);
-                }
-            }
+    /// Its `sync` came: it is ready. Whether every attachment syncs again
+    /// (§9.1: a replacement generation, or a switched session).
+    pub fn became_ready(&mut self, now: Instant) -> bool {
+        if let Some(generation) = &mut self.current {
+            generation.ready = true;
         }
+        self.last_active = now;
+        let switched = std::mem::take(&mut self.switched);
+        self.generations > 1 || switched
     }
 
-    pub(super) fn process_exited(&mut self, code: Option<i32>, description: String, now: Instant) {
-        let Some(generation) = self.process.current.take() else { return };
-        // A process that never became ready says why in its log: that goes
-        // to the clients with the exit (the waiting requests, the agent's
-        // row). The daemon's own log names the file and quotes none of it:
-        // what an agent prints is its own, and may hold what it was given.
-        let exited = description.clone();
-        let description = match generation.ready {
-            true => description,
-            false => match stdio::log_since(&self.context.home, self.id(), generation.log_from) {
-                Some(said) => format!("{description}; it said: {said}"),
-                None => description,
-            },
-        };
-        // The session's entries are read again when a process next starts:
-        // a stopped agent holds none of them (a daemon lists many).
-        self.session = None;
-        let expected = generation.stopping || self.process.shutdown.is_some();
+    /// The agent runs another session from its next generation on.
+    pub fn switch_session(&mut self) {
+        self.switched = true;
+    }
+
+    /// A switched session waits to be shown to those attached.
+    pub fn switch_pending(&self) -> bool {
+        self.switched
+    }
+
+    /// The agent did or was asked something at `now`.
+    pub fn touch(&mut self, now: Instant) {
+        self.last_active = now;
+    }
+
+    /// Graceful stop: close the agent's input; it finishes and exits.
+    pub fn stop(&mut self) -> Option<Control> {
+        let generation = self.current.as_mut()?;
+        generation.stopping = true;
+        Some(Control::CloseInput)
+    }
+
+    /// SIGTERM with a grace period, or the whole tree at once.
+    pub fn kill(&mut self, force: bool, now: Instant) -> Option<Control> {
+        let generation = self.current.as_mut()?;
+        generation.stopping = true;
+        if force {
+            return Some(Control::Kill);
+        }
+        generation.kill_at.get_or_insert(now + KILL_GRACE);
+        Some(Control::Terminate)
+    }
+
+    /// `agent.kill`: `reply` once the process has exited. `false`: there
+    /// is none, and `reply` was answered.
+    pub fn await_exit(&mut self, reply: oneshot::Sender<()>) -> bool {
+        if self.current.is_none() {
+            let _ = reply.send(());
+            return false;
+        }
+        self.kill_waiters.push(reply);
+        true
+    }
+
+    /// `agent.terminate`: stop now, or once the agent is no longer
+    /// `active`. Whether it was deferred, and what to do now.
+    pub fn terminate(&mut self, active: bool) -> (bool, Option<Control>) {
+        let deferred = active && self.current.is_some();
+        if deferred {
+            self.terminate_when_inactive = true;
+            return (true, None);
+        }
+        (false, self.stop())
+    }
+
+    /// The agent went inactive: a deferred terminate or a draining
+    /// shutdown stops it now.
+    pub fn inactive(&mut self) -> Option<Control> {
+        let draining =
+            self.shutdown.as_ref().is_some_and(|shutdown| shutdown.mode != ShutdownMode::Kill);
+        if self.terminate_when_inactive || draining { self.stop() } else { None }
+    }
+
+    /// A daemon shutdown in `mode` (a later, stronger mode takes over);
+    /// `reply` once the process has exited. `active`: the agent is in a
+    /// turn, which a drain lets finish.
+    pub fn shut_down(
+        &mut self,
+        mode: ShutdownMode,
+        reply: oneshot::Sender<()>,
+        active: bool,
+        now: Instant,
+    ) -> Shutting {
+        let shutdown = self.shutdown.get_or_insert(Shutdown { mode, waiters: Vec::new() });
+        shutdown.mode = shutdown.mode.max(mode);
+        if self.current.is_none() {
+            let _ = reply.send(());
+            return Shutting::NoProcess;
+        }
+        shutdown.waiters.push(reply);
+        Shutting::Then(match mode {
+            ShutdownMode::Kill => self.kill(true, now),
+            // The agent's own way out: abort, flush, exit (CONTRACT.md
+            // "Process lifetime"), bounded by the kill grace.
+            ShutdownMode::Terminate => self.kill(false, now),
+            ShutdownMode::Drain if !active => self.stop(),
+            ShutdownMode::Drain => None,
+        })
+    }
+
+    /// The running generation exited.
+    pub fn exited(&mut self) -> Option<Exit> {
+        let generation = self.current.take()?;
+        let expected = generation.stopping || self.shutdown.is_some();
+        self.terminate_when_inactive = false;
         if !generation.ready {
-            self.fail_waiting(AgentError::ExitedStarting(description.clone()));
             // A switched session that cannot start is not started again
             // and again for its watchers: the next work or attach retries.
-            self.resync_when_ready = false;
+            self.switched = false;
         }
-        self.turn_expected = false;
-        self.questions_orphaned();
-        let interrupted = shard_protocol::usage::TurnState::Interrupted;
-        self.context.usage.turn_ended(self.id(), None, interrupted, crate::agents::now_ms());
-        if self.run.is_some() {
-            self.end_run(Some(format!("the agent's process ended: {description}")));
-        }
-        for (_, inflight) in std::mem::take(&mut self.inflight) {
-            if let Some(subscriber) = inflight.subscriber {
-                let error = AgentError::ProcessExited.into();
-                let failed = Response::failed(inflight.command, error);
-                respond(&subscriber, inflight.client_id, Some(self.id()), failed);
-            }
-        }
-        for waiter in self.process.kill_waiters.drain(..) {
+        Some(Exit { generation, expected })
+    }
+
+    /// Tells whoever waited for the process to end.
+    pub fn answer_kill_waiters(&mut self) {
+        for waiter in self.kill_waiters.drain(..) {
             let _ = waiter.send(());
-        }
-        if expected {
-            tracing::info!(agent = %self.id(), %description, "agent process stopped");
-            self.projection.status = AgentStatus::Idle;
-            self.set_runtime_state(RuntimeState::Stopped);
-        } else {
-            let log = stdio::agent_log(&self.context.home, self.id());
-            let log = log.display();
-            tracing::warn!(agent = %self.id(), description = %exited, %log, "agent process exited");
-            self.projection.status = AgentStatus::Error;
-            self.set_runtime_state(RuntimeState::Failed);
-            let exited = AgentExited {
-                agent_id: self.id().to_owned(),
-                runtime_state: RuntimeState::Failed,
-                reason: description,
-                exit_code: code,
-            };
-            self.context
-                .broadcast
-                .broadcast(&encode(&Envelope::new(ServerMessage::AgentExited(exited))));
-        }
-        self.emit_activity();
-        self.terminate_when_inactive = false;
-        if let Some(shutdown) = self.process.shutdown.as_mut() {
-            self.journal.close();
-            for waiter in shutdown.waiters.drain(..) {
-                let _ = waiter.send(());
-            }
-            return;
-        }
-        // Work that arrived while it was stopping starts the next
-        // generation, and so does a switched session someone is watching.
-        let resync = self.resync_when_ready && !self.attached.is_empty();
-        if !self.waiting.is_empty() || self.run.is_some() || resync {
-            self.ensure_process(now);
         }
     }
 
-    /// The host is going away (the daemon is exiting): nothing may outlive it.
-    pub(super) fn abandon(&mut self) {
-        if let Some(generation) = &mut self.process.current {
-            generation.runtime.kill();
+    /// After an exit during a daemon shutdown: its waiters are answered.
+    /// `false`: no shutdown is going on.
+    pub fn finish_shutdown(&mut self) -> bool {
+        let Some(shutdown) = self.shutdown.as_mut() else { return false };
+        for waiter in shutdown.waiters.drain(..) {
+            let _ = waiter.send(());
         }
+        true
+    }
+
+    /// Nothing about the process is going on or awaited.
+    pub fn at_rest(&self) -> bool {
+        self.current.is_none()
+            && self.kill_waiters.is_empty()
+            && self.shutdown.is_none()
+            && !self.terminate_when_inactive
+    }
+
+    /// The next deadline: the start timeout, the kill grace, or (when the
+    /// host says the agent is `reapable`) the idle timeout.
+    pub fn deadline(&self, reapable: bool) -> Option<Instant> {
+        let generation = self.current.as_ref()?;
+        let due = if !generation.ready {
+            Some(generation.started + START_TIMEOUT)
+        } else if reapable {
+            Some(self.last_active + self.idle_timeout)
+        } else {
+            None
+        };
+        due.into_iter().chain(generation.kill_at).min()
+    }
+
+    /// What came due at `now`, already acted on here; the host kills or
+    /// closes input as [`Due`] says.
+    pub fn timers(&mut self, now: Instant, reapable: bool) -> Option<Due> {
+        let generation = self.current.as_mut()?;
+        if !generation.ready && now >= generation.started + START_TIMEOUT {
+            generation.stopping = true;
+            return Some(Due::NotReady);
+        }
+        if generation.kill_at.is_some_and(|at| now >= at) {
+            generation.kill_at = None;
+            return Some(Due::Unyielding);
+        }
+        if reapable && now >= self.last_active + self.idle_timeout {
+            generation.stopping = true;
+            return Some(Due::Idle);
+        }
+        None
+    }
+
+    /// Gives back the room the waiters grew to (a host going dormant).
+    pub fn shed(&mut self) {
+        self.kill_waiters = Vec::new();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IDLE: Duration = Duration::from_secs(600);
+
+    #[test]
+    fn a_start_that_never_becomes_ready_times_out_once() {
+        let start = Instant::now();
+        let mut process = Supervision::new(IDLE, start);
+        let epoch = process.next_epoch();
+        process.started(epoch, start, 0);
+        assert_eq!(process.deadline(true), Some(start + START_TIMEOUT));
+        assert_eq!(process.timers(start + START_TIMEOUT - Duration::from_millis(1), true), None);
+        assert_eq!(process.timers(start + START_TIMEOUT, true), Some(Due::NotReady));
+        let exit = process.exited().expect("it ran");
+        assert!(exit.expected, "a timed-out start is stopped, not failed");
+        assert_eq!(process.next_epoch(), 1, "the next generation is the next epoch");
+    }
+
+    #[test]
+    fn a_graceful_kill_escalates_after_the_grace_and_an_idle_process_is_reaped() {
+        let start = Instant::now();
+        let mut process = Supervision::new(IDLE, start);
+        let epoch = process.next_epoch();
+        process.started(epoch, start, 0);
+        process.hello();
+        process.became_ready(start);
+        assert!(process.ready());
+        assert_eq!(process.deadline(false), None, "busy: nothing is due");
+        assert_eq!(process.deadline(true), Some(start + IDLE));
+        let later = start + Duration::from_secs(60);
+        process.touch(later);
+        assert_eq!(process.timers(start + IDLE, true), None, "touched since");
+        assert_eq!(process.timers(later + IDLE, true), Some(Due::Idle));
+        assert!(process.stopping() && !process.ready());
+
+        let mut process = Supervision::new(IDLE, start);
+        process.started(process.generations, start, 0);
+        process.became_ready(start);
+        assert_eq!(process.kill(false, start), Some(Control::Terminate));
+        assert_eq!(process.kill(false, start + KILL_GRACE), Some(Control::Terminate));
+        assert_eq!(process.deadline(false), Some(start + KILL_GRACE), "the first grace holds");
+        assert_eq!(process.timers(start + KILL_GRACE, false), Some(Due::Unyielding));
+        assert_eq!(process.timers(start + KILL_GRACE * 2, false), None, "killed once");
+    }
+
+    #[test]
+    fn a_drain_waits_for_the_turn_and_a_stronger_mode_takes_over() {
+        let start = Instant::now();
+        let mut process = Supervision::new(IDLE, start);
+        let (reply, mut done) = oneshot::channel();
+        assert_eq!(
+            process.shut_down(ShutdownMode::Drain, reply, false, start),
+            Shutting::NoProcess
+        );
+        assert!(done.try_recv().is_ok(), "nothing ran: answered at once");
+
+        let mut process = Supervision::new(IDLE, start);
+        let epoch = process.next_epoch();
+        process.started(epoch, start, 0);
+        process.became_ready(start);
+        let (reply, mut drained) = oneshot::channel();
+        assert_eq!(
+            process.shut_down(ShutdownMode::Drain, reply, true, start),
+            Shutting::Then(None)
+        );
+        assert_eq!(process.inactive(), Some(Control::CloseInput), "the turn ended: stop");
+        let (reply, _killed) = oneshot::channel();
+        assert_eq!(
+            process.shut_down(ShutdownMode::Kill, reply, true, start),
+            Shutting::Then(Some(Control::Kill))
+        );
+        assert!(process.exited().expect("it ran").expected);
+        assert!(drained.try_recv().is_err(), "answered once the host is done");
+        assert!(process.finish_shutdown());
+        assert!(drained.try_recv().is_ok());
+    }
+
+    #[test]
+    fn a_terminate_while_active_waits_for_the_agent_to_go_inactive() {
+        let start = Instant::now();
+        let mut process = Supervision::new(IDLE, start);
+        assert_eq!(process.terminate(true), (false, None), "nothing runs");
+        let epoch = process.next_epoch();
+        process.started(epoch, start, 0);
+        process.became_ready(start);
+        assert_eq!(process.terminate(true), (true, None));
+        assert!(!process.at_rest());
+        assert_eq!(process.inactive(), Some(Control::CloseInput));
+        let exit = process.exited().expect("it ran");
+        assert!(exit.expected);
+        assert!(process.at_rest());
+        let (reply, mut answered) = oneshot::channel();
+        assert!(!process.await_exit(reply), "no process: answered at once");
+        assert!(answered.try_recv().is_ok());
     }
 }

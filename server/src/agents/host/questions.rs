@@ -6,24 +6,20 @@
 //! (`source: "headless"`); one left open when the last responder leaves
 //! waits `--headless-timeout`, then resolves the same way (CONTRACT.md).
 
-use std::collections::HashSet;
-
 use serde_json::Value;
 use shard_protocol::agent::{
     ChoiceIntent, Decision, PendingKind, PermissionAnswer, PermissionResolved, PermissionResponse,
     UiResolved, UiResponse,
 };
 use shard_protocol::approvals::{Answerer, ApprovalKind, ApprovalRecord};
-use shard_protocol::message::Response;
 use shard_protocol::orchestrator::HeadlessPolicy;
 use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 use tokio::time::Instant;
 
-use super::projection::respond;
-use super::{Host, Inflight};
-use crate::agents::approvals::bounded_prompt;
+use super::out::Out;
+use crate::agents::approvals::{StepUp, bounded_prompt};
 use crate::agents::error::AgentError;
-use crate::agents::{Sub, Wire, now_ms};
+use crate::agents::{Wire, now_ms};
 
 /// What came of an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +40,21 @@ pub enum Verdict {
     StepUp,
 }
 
+impl Verdict {
+    /// The daemon's acknowledgement of an answer from a connection: it
+    /// failed only when it may be given again (the input was full, a
+    /// passkey is needed); an answer that lost, or was not one, is not an
+    /// error either (§9.5).
+    pub fn response(self, command: &str) -> shard_protocol::message::Response {
+        use shard_protocol::message::Response;
+        match self {
+            Verdict::Busy => Response::failed(command, AgentError::AnswerQueueFull.into()),
+            Verdict::StepUp => Response::failed(command, AgentError::StepUpRequired.into()),
+            _ => Response::accepted(command),
+        }
+    }
+}
+
 /// What names one call exactly: its tool and its arguments, hashed. An
 /// answer bound to a fingerprint is refused for any other call, even one
 /// under the same request id.
@@ -57,7 +68,7 @@ pub fn fingerprint(request: &shard_protocol::agent::PermissionRequest) -> String
 }
 
 /// One open question of this agent.
-pub(super) struct Pending {
+struct Pending {
     request: PendingKind,
     /// The question as it was sent, tagged: re-sent when the responders
     /// change (a delegated child's question moving up to an ancestor).
@@ -68,20 +79,65 @@ pub(super) struct Pending {
     source: Option<Answerer>,
 }
 
-/// The agent's open questions, in the order asked. A question stays open
-/// until the agent says it is settled, even once answered.
-#[derive(Default)]
-pub(super) struct OpenQuestions {
-    open: Vec<Pending>,
+/// How this agent's questions are answered when nobody is there, and which
+/// allows need a passkey: fixed for the agent's life.
+pub(super) struct Rules {
+    /// `headless_policy` from `agent.create`.
+    pub headless: Option<HeadlessPolicy>,
+    /// `--headless-timeout`.
+    pub headless_timeout: std::time::Duration,
+    /// `[step_up]`, if any allows need a passkey.
+    pub step_up: Option<StepUp>,
+    /// The agent's working directory and runtime: what a call does is
+    /// judged against them.
+    pub cwd: std::path::PathBuf,
+    pub runtime: String,
 }
 
-impl OpenQuestions {
-    pub fn is_empty(&self) -> bool {
-        self.open.is_empty()
+impl Rules {
+    /// The rules of the agent `manifest` describes, under the daemon's.
+    pub fn of(manifest: &crate::agents::manifest::Manifest, context: &super::Context) -> Self {
+        Self {
+            headless: manifest.headless_policy,
+            headless_timeout: context.headless_timeout,
+            step_up: context.step_up.clone(),
+            cwd: manifest.cwd.clone().into(),
+            runtime: manifest.runtime_id().to_owned(),
+        }
+    }
+}
+
+/// What the rest of the host knows when a question is raised.
+pub(super) struct Raising {
+    /// Nobody anywhere in the hierarchy can answer.
+    pub nobody: bool,
+    /// The agent's sandbox answers what it holds (`allow_inside`).
+    pub allow_inside: bool,
+}
+
+/// An answer that may be passed on: the host sends `message` and, once it
+/// is queued for the agent, calls [`Questions::won`].
+pub(super) struct Accepted {
+    pub request_id: String,
+    pub message: ClientMessage,
+    pub answerer: Answerer,
+}
+
+/// The agent's open questions, in the order asked, and the rules they are
+/// answered by. A question stays open until the agent says it is settled,
+/// even once answered.
+pub(super) struct Questions {
+    open: Vec<Pending>,
+    rules: Rules,
+}
+
+impl Questions {
+    pub fn new(rules: Rules) -> Self {
+        Self { open: Vec::new(), rules }
     }
 
-    fn ask(&mut self, request: PendingKind, announcement: Wire) {
-        self.open.push(Pending { request, announcement, headless_at: None, source: None });
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
     }
 
     fn get(&self, request_id: &str) -> Option<&Pending> {
@@ -90,17 +146,6 @@ impl OpenQuestions {
 
     fn get_mut(&mut self, request_id: &str) -> Option<&mut Pending> {
         self.open.iter_mut().find(|pending| pending.request.request_id() == request_id)
-    }
-
-    /// Removes a settled question.
-    fn settle(&mut self, request_id: &str) -> Option<Pending> {
-        let at = self.open.iter().position(|pending| pending.request.request_id() == request_id)?;
-        Some(self.open.remove(at))
-    }
-
-    /// Every open question, removed (their process is gone).
-    fn take_all(&mut self) -> Vec<Pending> {
-        std::mem::take(&mut self.open)
     }
 
     fn requests(&self) -> Vec<PendingKind> {
@@ -117,62 +162,44 @@ impl OpenQuestions {
         self.unanswered().map(|pending| &pending.request)
     }
 
-    fn unanswered_mut(&mut self) -> impl Iterator<Item = &mut Pending> {
-        self.open.iter_mut().filter(|pending| pending.source.is_none())
-    }
-
-    /// When each question due a headless answer gets it.
-    pub fn next_headless(&self) -> impl Iterator<Item = Instant> + '_ {
-        self.open.iter().filter_map(|pending| pending.headless_at)
-    }
-
-    /// The questions whose headless answer is due at `now`.
-    fn due(&self, now: Instant) -> Vec<String> {
-        let due =
-            self.open.iter().filter(|pending| pending.headless_at.is_some_and(|at| now >= at));
-        due.map(|pending| pending.request.request_id().to_owned()).collect()
+    /// When the next headless answer is due.
+    pub fn next_headless(&self) -> Option<Instant> {
+        self.open.iter().filter_map(|pending| pending.headless_at).min()
     }
 
     /// Gives back the room the list grew to (a host going dormant).
     pub fn shed(&mut self) {
         self.open = Vec::new();
     }
-}
 
-impl Host {
-    /// A question from the agent: announce it, and answer it headless at
-    /// once if nobody anywhere can.
-    pub(super) fn raise(&mut self, request: PendingKind, line: &str) {
+    /// A question from the agent, announced as `announcement` (the host has
+    /// numbered it): record it, send it, and answer it at once when the
+    /// sandbox holds it or nobody anywhere can.
+    pub fn raise(&mut self, request: PendingKind, announcement: Wire, now: Raising) -> Vec<Out> {
         let request_id = request.request_id().to_owned();
-        self.approvals.asked(asked_record(&request));
-        let announcement = self.stamp(line);
-        let held = self.sandbox_holds(&request);
-        self.questions.ask(request, announcement.clone());
-        self.publish_pending();
-        self.deliver_question(announcement);
+        let mut out = vec![Out::Asked(asked_record(&request))];
+        let held = if now.allow_inside { self.sandbox_holds(&request) } else { None };
+        let pending = Pending {
+            request,
+            announcement: announcement.clone(),
+            headless_at: None,
+            source: None,
+        };
+        self.open.push(pending);
+        out.push(Out::Pending(self.requests()));
+        out.push(Out::Deliver(announcement));
         if let Some(answer) = held {
-            self.answer_as_sandbox(&request_id, answer);
-            return;
+            out.extend(self.answer_as(&request_id, "sandbox", held_answer(&request_id, answer)));
+            return out;
         }
-        if self.context.delegation.responders(self.id()).is_empty() && !self.queues_questions() {
-            self.answer_headless(&request_id);
+        if now.nobody && self.rules.headless != Some(HeadlessPolicy::Queue) {
+            out.extend(self.answer_headless(&request_id));
         }
         // One that waits for a person is told to those away (web::push).
-        if let Some(pending) = self.questions.get(&request_id).filter(|open| open.source.is_none())
-        {
-            self.context.notices.asked(&self.notice_agent(), &pending.request);
+        if let Some(pending) = self.get(&request_id).filter(|open| open.source.is_none()) {
+            out.push(Out::Waiting(pending.request.clone()));
         }
-    }
-
-    /// This agent, as a notice names it.
-    pub(super) fn notice_agent(&self) -> crate::agents::NoticeAgent<'_> {
-        crate::agents::NoticeAgent { agent_id: self.id(), name: self.manifest.name.as_deref() }
-    }
-
-    /// `headless_policy: queue`: a question nobody can answer waits for
-    /// someone, however long, instead of being denied.
-    fn queues_questions(&self) -> bool {
-        self.manifest.headless_policy == Some(HeadlessPolicy::Queue)
+        out
     }
 
     /// How long a question stays open once nobody can answer it: the
@@ -180,8 +207,8 @@ impl Host {
     /// (the runtime already ran whatever a rule allows), forever under
     /// `queue`.
     fn headless_wait(&self) -> Option<std::time::Duration> {
-        match self.manifest.headless_policy {
-            None => Some(self.context.headless_timeout),
+        match self.rules.headless {
+            None => Some(self.rules.headless_timeout),
             Some(HeadlessPolicy::Deny | HeadlessPolicy::AllowIfRuleMatches) => {
                 Some(std::time::Duration::ZERO)
             }
@@ -189,33 +216,22 @@ impl Host {
         }
     }
 
-    /// Sends a question (or its resolution) to every attachment of this agent
-    /// and to the responders it is delegated to, each connection once.
-    pub(super) fn deliver_question(&self, bytes: Wire) {
-        let mut sent = HashSet::new();
-        let responders = self.context.delegation.responders(self.id());
-        for subscriber in self.attached.subscribers().chain(responders.iter()) {
-            if sent.insert(subscriber.id()) {
-                subscriber.push(bytes.clone());
-            }
-        }
-    }
-
-    /// The agent says a question is closed: forward the resolution with who
-    /// answered it.
-    pub(super) fn resolved(&mut self, message: ServerMessage, line: &str) {
-        let bytes = match message {
+    /// The agent says a question is closed: the resolution to send, with
+    /// who answered it, and the history's record of it.
+    pub fn resolved(&mut self, message: ServerMessage, line: &str) -> Vec<Out> {
+        let mut out = Vec::new();
+        let line = match message {
             ServerMessage::PermissionResolved(mut resolved) => {
                 let outcome = self.outcome_of(&resolved.request_id, &resolved.answer);
-                let network = self.questions.get(&resolved.request_id).is_some_and(|pending| {
+                let network = self.get(&resolved.request_id).is_some_and(|pending| {
                     matches!(&pending.request, PendingKind::Permission(request)
                         if request.tool_name == shard_protocol::sandbox::NETWORK_TOOL)
                 });
                 if network {
                     // An "always" answer is among the agent's grants now.
-                    self.refresh_sandbox();
+                    out.push(Out::RefreshSandbox);
                 }
-                let answerer = self.settle(&resolved.request_id);
+                let answerer = self.settle(&resolved.request_id, &mut out);
                 // Who answered as the daemon knows it; else as the agent
                 // says (an abort, a rule).
                 let answerer = answerer.unwrap_or_else(|| Answerer {
@@ -223,21 +239,23 @@ impl Host {
                     ..Answerer::default()
                 });
                 resolved.source.get_or_insert_with(|| answerer.source.clone());
-                self.approvals.resolved(&resolved.request_id, now_ms(), outcome, answerer);
-                self.stamp(&Envelope::new(ServerMessage::PermissionResolved(resolved)).to_json())
+                let request_id = resolved.request_id.clone();
+                out.push(Out::Resolved { request_id, outcome, by: answerer });
+                Envelope::new(ServerMessage::PermissionResolved(resolved)).to_json()
             }
             ServerMessage::UiResolved(resolved) => {
-                let answerer = self.settle(&resolved.request_id).unwrap_or_else(|| Answerer {
-                    source: "agent".to_owned(),
-                    ..Answerer::default()
+                let answerer = self.settle(&resolved.request_id, &mut out).unwrap_or_else(|| {
+                    Answerer { source: "agent".to_owned(), ..Answerer::default() }
                 });
                 let outcome = if resolved.value.is_null() { "dismissed" } else { "answered" };
-                self.approvals.resolved(&resolved.request_id, now_ms(), outcome.into(), answerer);
-                self.stamp(line)
+                let request_id = resolved.request_id.clone();
+                out.push(Out::Resolved { request_id, outcome: outcome.into(), by: answerer });
+                line.to_owned()
             }
-            _ => return,
+            _ => return out,
         };
-        self.deliver_question(bytes);
+        out.push(Out::Question(line));
+        out
     }
 
     /// What an answer decided, for the history: the decision, or for a
@@ -248,14 +266,13 @@ impl Host {
             PermissionAnswer::Decision(decision) => return decision_name(*decision).to_owned(),
             PermissionAnswer::Choice(choice) => choice,
         };
-        let intent = self.questions.get(request_id).and_then(|pending| match &pending.request {
+        let intent = self.get(request_id).and_then(|pending| match &pending.request {
             PendingKind::Permission(request) => {
                 request.choices.iter().flatten().find(|known| known.id == *choice)
             }
             PendingKind::Ui(_) => None,
         });
-        let intent = intent.map(|known| known.intent);
-        match intent {
+        match intent.map(|known| known.intent) {
             Some(ChoiceIntent::Allow) => "allow".to_owned(),
             Some(ChoiceIntent::Persist) => "allow_always".to_owned(),
             Some(ChoiceIntent::Deny) => "deny".to_owned(),
@@ -263,29 +280,21 @@ impl Host {
         }
     }
 
-    /// Removes a settled question; returns who answered it, if known.
-    fn settle(&mut self, request_id: &str) -> Option<Answerer> {
-        let pending = self.questions.settle(request_id)?;
-        self.context.notices.settled(self.id(), request_id);
-        self.publish_pending();
-        self.emit_activity();
+    /// Removes a settled question; who answered it, if known.
+    fn settle(&mut self, request_id: &str, out: &mut Vec<Out>) -> Option<Answerer> {
+        let at = self.open.iter().position(|pending| pending.request.request_id() == request_id)?;
+        let pending = self.open.remove(at);
+        out.push(Out::Settled(request_id.to_owned()));
+        out.push(Out::Pending(self.requests()));
+        out.push(Out::Activity);
         pending.source
     }
 
-    fn publish_pending(&self) {
-        self.context.delegation.set_pending(self.id(), self.questions.requests());
-    }
-
     /// The headless answer: deny, or a null UI value (CONTRACT.md).
-    pub(super) fn answer_headless(&mut self, request_id: &str) {
-        let Some(pending) = self.questions.get_mut(request_id) else {
-            return;
+    fn answer_headless(&mut self, request_id: &str) -> Vec<Out> {
+        let Some(pending) = self.get(request_id).filter(|pending| pending.source.is_none()) else {
+            return Vec::new();
         };
-        if pending.source.is_some() {
-            return;
-        }
-        pending.source = Some(Answerer { source: "headless".to_owned(), ..Answerer::default() });
-        pending.headless_at = None;
         let message = match &pending.request {
             PendingKind::Permission(_) => ClientMessage::PermissionResponse(PermissionResponse {
                 request_id: request_id.to_owned(),
@@ -297,7 +306,15 @@ impl Host {
                 value: None,
             }),
         };
-        self.forward_own(message);
+        self.answer_as(request_id, "headless", message)
+    }
+
+    /// The daemon answers a question itself, as `source`.
+    fn answer_as(&mut self, request_id: &str, source: &str, message: ClientMessage) -> Vec<Out> {
+        let Some(pending) = self.get_mut(request_id) else { return Vec::new() };
+        pending.source = Some(Answerer { source: source.to_owned(), ..Answerer::default() });
+        pending.headless_at = None;
+        vec![Out::Own(message)]
     }
 
     /// The allow `request` gets without asking, if the agent's sandbox
@@ -309,12 +326,11 @@ impl Host {
     fn sandbox_holds(&self, request: &PendingKind) -> Option<PermissionAnswer> {
         use crate::agents::effect::{self, Effect};
         let PendingKind::Permission(request) = request else { return None };
-        let sandbox = self.projection.sandbox.as_ref()?;
-        if !sandbox.allow_inside || request.tool_name == shard_protocol::sandbox::NETWORK_TOOL {
+        if request.tool_name == shard_protocol::sandbox::NETWORK_TOOL {
             return None;
         }
-        let cwd = std::path::Path::new(&self.manifest.cwd);
-        let held = match Effect::of(request, self.manifest.runtime_id()) {
+        let cwd = self.rules.cwd.as_path();
+        let held = match Effect::of(request, &self.rules.runtime) {
             Effect::Runs => true,
             Effect::Writes(paths) => {
                 !paths.is_empty()
@@ -337,114 +353,53 @@ impl Host {
         Some(PermissionAnswer::Choice(choice.id.clone()))
     }
 
-    /// Answers a question the sandbox holds (`source: "sandbox"`).
-    fn answer_as_sandbox(&mut self, request_id: &str, answer: PermissionAnswer) {
-        let Some(pending) = self.questions.get_mut(request_id) else { return };
-        pending.source = Some(Answerer { source: "sandbox".to_owned(), ..Answerer::default() });
-        pending.headless_at = None;
-        let message = ClientMessage::PermissionResponse(PermissionResponse {
-            request_id: request_id.to_owned(),
-            answer,
-            reason: Some("the agent's sandbox holds it (allow_inside)".to_owned()),
-        });
-        self.forward_own(message);
-    }
-
-    /// Sends the daemon's own command to the agent; its response is dropped.
-    fn forward_own(&mut self, message: ClientMessage) -> bool {
-        let id = self.internal_id();
-        let command = shard_protocol::envelope::MessageSet::type_name(&message);
-        self.inflight.insert(id.clone(), Inflight::internal(command, super::Then::Nothing));
-        let sent = self.send_to_child(&Envelope::new(message).with_id(id.clone()));
-        if !sent {
-            self.inflight.remove(&id);
-        }
-        sent
-    }
-
-    /// A client's answer: the first valid one wins and is forwarded; later or
-    /// invalid ones are dropped silently (§6.3, §9.5). The daemon
-    /// acknowledges every answer itself.
-    pub(super) fn answer(
-        &mut self,
-        subscriber: &Sub,
-        id: Option<String>,
-        message: ClientMessage,
-        answerer: Answerer,
-    ) {
-        let command = shard_protocol::envelope::MessageSet::type_name(&message);
-        match self.try_answer(message, answerer, None, false) {
-            Verdict::Busy => {
-                let error = AgentError::AnswerQueueFull.into();
-                respond(subscriber, id, None, Response::failed(command, error));
-            }
-            Verdict::StepUp => {
-                let error = AgentError::StepUpRequired.into();
-                respond(subscriber, id, None, Response::failed(command, error));
-            }
-            // Won; or unknown, already answered, or not a valid choice: not
-            // an answer, and not an error either.
-            _ => respond(subscriber, id, None, Response::accepted(command)),
-        }
-    }
-
-    /// An answer that must be to exactly the call `fingerprint` names
-    /// ([`fingerprint`]): an action from a notification. Says what came of it.
-    pub(super) fn answer_checked(
-        &mut self,
-        message: ClientMessage,
-        answerer: Answerer,
-        fingerprint: &str,
-        stepped_up: bool,
-    ) -> Verdict {
-        self.try_answer(message, answerer, Some(fingerprint), stepped_up)
-    }
-
-    fn try_answer(
-        &mut self,
+    /// Judges an answer from a person (§6.3, §9.5): an answer to an open,
+    /// unanswered question that it accepts may be passed on; bound to a
+    /// `fingerprint`, only to exactly that call (a notification's action).
+    /// An allow from away that `[step_up]` guards needs `stepped_up`.
+    pub fn judge(
+        &self,
         message: ClientMessage,
         answerer: Answerer,
         fingerprint: Option<&str>,
         stepped_up: bool,
-    ) -> Verdict {
+    ) -> Result<Accepted, Verdict> {
         let request_id = match &message {
             ClientMessage::PermissionResponse(response) => response.request_id.clone(),
             ClientMessage::UiResponse(response) => response.request_id.clone(),
-            _ => return Verdict::Invalid,
+            _ => return Err(Verdict::Invalid),
         };
-        let Some(pending) = self.questions.get(&request_id) else {
-            return Verdict::Unknown;
+        let Some(pending) = self.get(&request_id) else {
+            return Err(Verdict::Unknown);
         };
         if pending.source.is_some() {
-            return Verdict::Answered;
+            return Err(Verdict::Answered);
         }
-        let valid = match (&pending.request, &message) {
+        match (&pending.request, &message) {
             (PendingKind::Permission(request), ClientMessage::PermissionResponse(answer)) => {
                 if fingerprint.is_some_and(|expected| expected != self::fingerprint(request)) {
-                    return Verdict::Changed;
+                    return Err(Verdict::Changed);
                 }
                 if !request.accepts(&answer.answer) {
-                    return Verdict::Invalid;
+                    return Err(Verdict::Invalid);
                 }
                 if !stepped_up && self.needs_step_up(request, &answer.answer, &answerer) {
-                    return Verdict::StepUp;
+                    return Err(Verdict::StepUp);
                 }
-                true
             }
-            (PendingKind::Ui(_), ClientMessage::UiResponse(_)) => fingerprint.is_none(),
-            _ => false,
-        };
-        if !valid {
-            return Verdict::Invalid;
+            (PendingKind::Ui(_), ClientMessage::UiResponse(_)) if fingerprint.is_none() => {}
+            _ => return Err(Verdict::Invalid),
         }
-        if !self.forward_own(message) {
-            return Verdict::Busy;
-        }
-        if let Some(pending) = self.questions.get_mut(&request_id) {
+        Ok(Accepted { request_id, message, answerer })
+    }
+
+    /// An accepted answer went to the agent: the question is answered, and
+    /// no later answer wins.
+    pub fn won(&mut self, request_id: &str, answerer: Answerer) {
+        if let Some(pending) = self.get_mut(request_id) {
             pending.source = Some(answerer);
             pending.headless_at = None;
         }
-        Verdict::Won
     }
 
     /// Whether `answer` to `request` from `answerer` is an allow from away
@@ -455,7 +410,7 @@ impl Host {
         answer: &PermissionAnswer,
         answerer: &Answerer,
     ) -> bool {
-        let Some(rule) = &self.context.step_up else { return false };
+        let Some(rule) = &self.rules.step_up else { return false };
         let from_away = matches!(answerer.source.as_str(), "web" | "push");
         let allows = match answer {
             PermissionAnswer::Decision(decision) => *decision != Decision::Deny,
@@ -466,17 +421,19 @@ impl Host {
                 .find(|choice| choice.id == *id)
                 .is_some_and(|choice| choice.intent != ChoiceIntent::Deny),
         };
-        let cwd = std::path::Path::new(&self.manifest.cwd);
-        from_away && allows && rule.requires(request, cwd, self.manifest.runtime_id())
+        from_away && allows && rule.requires(request, &self.rules.cwd, &self.rules.runtime)
     }
 
-    /// Resolutions for every open question of a process that is gone.
-    pub(super) fn questions_orphaned(&mut self) {
-        for pending in self.questions.take_all() {
+    /// The agent's process is gone: every open question ends, as denied or
+    /// dismissed by `runtime_exited`, or unconfirmed when an answer had
+    /// already gone to it.
+    pub fn orphaned(&mut self) -> Vec<Out> {
+        let mut out = Vec::new();
+        for pending in std::mem::take(&mut self.open) {
             let request_id = pending.request.request_id().to_owned();
             // An answer already passed on may or may not have been acted
             // on: the history keeps who gave it, unconfirmed.
-            let (outcome, answerer) = match pending.source {
+            let (outcome, by) = match pending.source {
                 Some(answerer) => ("unconfirmed", answerer),
                 None => {
                     let outcome = match pending.request {
@@ -487,36 +444,21 @@ impl Host {
                     (outcome, Answerer { source: exited, ..Answerer::default() })
                 }
             };
-            self.approvals.resolved(&request_id, now_ms(), outcome.to_owned(), answerer);
-            self.context.notices.settled(self.id(), &request_id);
-            self.broadcast_resolution(&pending.request, &request_id, "runtime_exited");
+            let outcome = outcome.to_owned();
+            out.push(Out::Resolved { request_id: request_id.clone(), outcome, by });
+            out.push(Out::Settled(request_id.clone()));
+            out.push(Out::Question(resolution(&pending.request, &request_id, "runtime_exited")));
         }
-        self.publish_pending();
-    }
-
-    fn broadcast_resolution(&mut self, request: &PendingKind, request_id: &str, source: &str) {
-        let message = match request {
-            PendingKind::Permission(_) => ServerMessage::PermissionResolved(PermissionResolved {
-                request_id: request_id.to_owned(),
-                answer: PermissionAnswer::Decision(Decision::Deny),
-                source: Some(source.to_owned()),
-            }),
-            PendingKind::Ui(_) => ServerMessage::UiResolved(UiResolved {
-                request_id: request_id.to_owned(),
-                value: Value::Null,
-            }),
-        };
-        let event = self.stamp(&Envelope::new(message).to_json());
-        self.deliver_question(event);
+        out.push(Out::Pending(Vec::new()));
+        out
     }
 
     /// After a responder came or left: questions nobody can answer any more
     /// start their headless timeout; those that can be answered again stop
     /// it.
-    pub(super) fn responders_changed(&mut self, now: Instant) {
-        let nobody = self.context.delegation.responders(self.id()).is_empty();
+    pub fn responders_changed(&mut self, nobody: bool, now: Instant) {
         let wait = self.headless_wait();
-        for pending in self.questions.unanswered_mut() {
+        for pending in self.open.iter_mut().filter(|pending| pending.source.is_none()) {
             pending.headless_at = match wait {
                 Some(timeout) if nobody => Some(pending.headless_at.unwrap_or(now + timeout)),
                 _ => None,
@@ -524,23 +466,48 @@ impl Host {
         }
     }
 
-    /// Open questions go again to whoever answers them now (an interactive
-    /// ancestor once the agent's own client left, §6.3); clients dedupe by
-    /// request id.
-    pub(super) fn reannounce(&self) {
-        let responders = self.context.delegation.responders(self.id());
-        for pending in self.questions.unanswered() {
-            for subscriber in &responders {
-                subscriber.push(pending.announcement.clone());
-            }
-        }
+    /// Open questions, to go again to whoever answers them now (an
+    /// interactive ancestor once the agent's own client left, §6.3);
+    /// clients dedupe by request id.
+    pub fn reannounce(&self) -> Vec<Out> {
+        self.unanswered().map(|pending| Out::Reannounce(pending.announcement.clone())).collect()
     }
 
-    pub(super) fn question_timers(&mut self, now: Instant) {
-        for request_id in self.questions.due(now) {
-            self.answer_headless(&request_id);
-        }
+    /// The headless answers due at `now`.
+    pub fn timers(&mut self, now: Instant) -> Vec<Out> {
+        let due: Vec<String> = self
+            .open
+            .iter()
+            .filter(|pending| pending.headless_at.is_some_and(|at| now >= at))
+            .map(|pending| pending.request.request_id().to_owned())
+            .collect();
+        due.iter().flat_map(|request_id| self.answer_headless(request_id)).collect()
     }
+}
+
+/// The answer the sandbox gives a question it holds.
+fn held_answer(request_id: &str, answer: PermissionAnswer) -> ClientMessage {
+    ClientMessage::PermissionResponse(PermissionResponse {
+        request_id: request_id.to_owned(),
+        answer,
+        reason: Some("the agent's sandbox holds it (allow_inside)".to_owned()),
+    })
+}
+
+/// The end of a question the agent can no longer close itself.
+fn resolution(request: &PendingKind, request_id: &str, source: &str) -> String {
+    let message = match request {
+        PendingKind::Permission(_) => ServerMessage::PermissionResolved(PermissionResolved {
+            request_id: request_id.to_owned(),
+            answer: PermissionAnswer::Decision(Decision::Deny),
+            source: Some(source.to_owned()),
+        }),
+        PendingKind::Ui(_) => ServerMessage::UiResolved(UiResolved {
+            request_id: request_id.to_owned(),
+            value: Value::Null,
+        }),
+    };
+    Envelope::new(message).to_json()
 }
 
 /// The history's record of a question as it is asked.

@@ -5,14 +5,12 @@
 //! carries the coordinator's strict steers into that turn and stops it
 //! (abort, then SIGTERM, then SIGKILL) when asked.
 
-use shard_protocol::agent::{Empty, Prompt, Steer};
+use shard_protocol::ServerMessage;
 use shard_protocol::message::Response;
 use shard_protocol::types::{ContentBlock, Usage};
-use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant};
 
-use super::{Host, Inflight, Then};
 use crate::agents::error::AgentError;
 
 /// How long an aborted run's turn may take to end before its process is
@@ -43,8 +41,8 @@ pub struct RunEnd {
     pub stopped: bool,
 }
 
-/// The run this host is carrying out.
-pub(super) struct Supervised {
+/// One run: its task until sent, then its turn.
+struct Supervised {
     events: mpsc::Sender<RunEvent>,
     /// The task, until it is sent.
     task: Option<String>,
@@ -58,7 +56,7 @@ pub(super) struct Supervised {
 }
 
 impl Supervised {
-    pub(super) fn new(task: String, events: mpsc::Sender<RunEvent>) -> Self {
+    fn new(task: String, events: mpsc::Sender<RunEvent>) -> Self {
         Self {
             events,
             task: Some(task),
@@ -101,62 +99,63 @@ fn bounded(mut text: String) -> String {
     text
 }
 
-impl Host {
-    /// `HostCommand::Run`: take the run (or queue it behind one that is
-    /// being stopped) and start the process it needs.
-    pub(super) fn take_run(
-        &mut self,
-        task: String,
-        events: mpsc::Sender<RunEvent>,
-        reply: oneshot::Sender<Result<(), WireError>>,
-        now: Instant,
-    ) {
+/// The run this host is carrying out, and one waiting behind a run that
+/// is being stopped. Sans-IO: it says what to send and when to stop the
+/// process; the host sends and stops.
+#[derive(Default)]
+pub(super) struct Runs {
+    current: Option<Supervised>,
+    next: Option<Supervised>,
+}
+
+/// What a stopped run asks of the host.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum StopRun {
+    /// Nothing: the run had not started, or is already being stopped.
+    Nothing,
+    /// Abort the run's turn.
+    Abort,
+}
+
+impl Runs {
+    /// Takes a run, or queues it behind one that is being stopped; refused
+    /// while another goes on.
+    pub fn take(&mut self, task: String, events: mpsc::Sender<RunEvent>) -> Result<(), AgentError> {
         let run = Supervised::new(task, events);
-        match &self.run {
-            None => self.run = Some(run),
-            Some(current) if current.stopped && self.next_run.is_none() => {
-                self.next_run = Some(run)
-            }
-            Some(_) => {
-                let error = AgentError::AlreadyOnRun.into();
-                let _ = reply.send(Err(error));
-                return;
-            }
+        match &self.current {
+            None => self.current = Some(run),
+            Some(current) if current.stopped && self.next.is_none() => self.next = Some(run),
+            Some(_) => return Err(AgentError::AlreadyOnRun),
         }
-        let _ = reply.send(Ok(()));
-        self.ensure_process(now);
-        self.drive_run(now);
+        Ok(())
     }
 
-    /// Sends the run's task once the agent is ready and idle.
-    pub(super) fn drive_run(&mut self, now: Instant) {
-        if !self.ready() || self.projection.status.is_active() {
-            return;
-        }
-        let Some(run) = &mut self.run else { return };
-        let Some(task) = run.task.take() else { return };
-        let prompt = Prompt { message: task, images: None, streaming_behavior: None, pinned: None };
-        let internal = self.internal_id();
-        if !self
-            .send_to_child(&Envelope::new(ClientMessage::Prompt(prompt)).with_id(internal.clone()))
-        {
-            self.end_run(Some("the agent is not reading its input".to_owned()));
-            return;
-        }
-        self.inflight.insert(internal, Inflight::internal("prompt", Then::RunPrompt));
-        self.last_active = now;
+    /// A run is in hand (its task may not be sent yet).
+    pub fn is_running(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// A run is in hand or queued.
+    pub fn any(&self) -> bool {
+        self.current.is_some() || self.next.is_some()
+    }
+
+    /// The task to send as a prompt now; the host asks only once the agent
+    /// is ready and idle.
+    pub fn due_task(&mut self) -> Option<String> {
+        self.current.as_mut()?.task.take()
     }
 
     /// The agent answered the run's prompt: a refusal ends the run.
-    pub(super) fn run_prompt_answered(&mut self, response: &Response) {
+    pub fn prompt_answered(&mut self, response: &Response) {
         if let Err(error) = &response.outcome {
-            self.end_run(Some(format!("the task was refused: {}", error.message)));
+            self.end(Some(format!("the task was refused: {}", error.message)));
         }
     }
 
     /// Follows the run's turn through the agent's events.
-    pub(super) fn observe_run(&mut self, message: &ServerMessage) {
-        let Some(run) = &mut self.run else { return };
+    pub fn observe(&mut self, message: &ServerMessage) {
+        let Some(run) = &mut self.current else { return };
         if run.task.is_some() {
             return; // not sent yet: whatever this is, it is not the run's turn
         }
@@ -177,89 +176,161 @@ impl Host {
             ServerMessage::TurnEnd(end) if run.turn_id.as_deref() == Some(end.turn_id.as_str()) => {
                 let usage = end.usage.clone();
                 let error = run.error.take();
-                self.finish_run(usage, error);
+                self.finish(usage, error);
             }
             _ => {}
         }
     }
 
-    fn finish_run(&mut self, usage: Option<Usage>, error: Option<String>) {
-        let Some(run) = self.run.take() else { return };
+    fn finish(&mut self, usage: Option<Usage>, error: Option<String>) {
+        let Some(run) = self.current.take() else { return };
         let end = RunEnd { final_text: run.final_text.clone(), usage, error, stopped: run.stopped };
         run.report(RunEvent::Ended(end));
-        self.run = self.next_run.take();
+        self.current = self.next.take();
     }
 
     /// The run ends without its turn ending (the process died, the prompt
-    /// was refused).
-    pub(super) fn end_run(&mut self, error: Option<String>) {
-        if let Some(run) = &mut self.run
+    /// was refused, the agent does not read its input).
+    pub fn end(&mut self, error: Option<String>) {
+        if let Some(run) = &mut self.current
             && run.error.is_none()
         {
             run.error = error;
         }
-        let error = self.run.as_mut().and_then(|run| run.error.take());
-        self.finish_run(None, error);
+        let error = self.current.as_mut().and_then(|run| run.error.take());
+        self.finish(None, error);
     }
 
     /// `HostCommand::StopRun`: a run not started yet ends now; a running
-    /// turn is aborted, then its process terminated if it does not end.
-    pub(super) fn stop_run(&mut self, now: Instant) {
-        if let Some(next) = self.next_run.take() {
+    /// turn is to be aborted, and its process terminated if it does not end
+    /// within [`ABORT_GRACE`].
+    pub fn stop(&mut self, now: Instant) -> StopRun {
+        if let Some(next) = self.next.take() {
             next.report(RunEvent::Ended(RunEnd { stopped: true, ..RunEnd::default() }));
         }
-        let Some(run) = &mut self.run else { return };
+        let Some(run) = &mut self.current else { return StopRun::Nothing };
         run.stopped = true;
         if run.task.is_some() {
-            self.finish_run(None, None);
-            return;
+            self.finish(None, None);
+            return StopRun::Nothing;
         }
-        if run.stop_at.is_none() {
-            run.stop_at = Some(now + ABORT_GRACE);
-            let internal = self.internal_id();
-            let abort = Envelope::new(ClientMessage::Abort(Empty {})).with_id(internal.clone());
-            if self.send_to_child(&abort) {
-                self.inflight.insert(internal, Inflight::internal("abort", Then::Nothing));
-            }
+        if run.stop_at.is_some() {
+            return StopRun::Nothing;
         }
+        run.stop_at = Some(now + ABORT_GRACE);
+        StopRun::Abort
     }
 
-    /// A stopped run whose turn did not end in time: terminate the process.
-    pub(super) fn run_timers(&mut self, now: Instant) {
-        let due = self.run.as_ref().and_then(|run| run.stop_at).is_some_and(|at| now >= at);
+    /// Whether a stopped run's turn failed to end in time: its process is
+    /// to be terminated (once).
+    pub fn overdue(&mut self, now: Instant) -> bool {
+        let Some(run) = &mut self.current else { return false };
+        let due = run.stop_at.is_some_and(|at| now >= at);
         if due {
-            if let Some(run) = &mut self.run {
-                run.stop_at = None;
-            }
-            tracing::warn!(agent = %self.id(), "a stopped run did not end its turn; terminating the agent");
-            self.kill_process(false, now);
+            run.stop_at = None;
         }
+        due
     }
 
-    pub(super) fn run_deadline(&self) -> Option<Instant> {
-        self.run.as_ref().and_then(|run| run.stop_at)
+    pub fn deadline(&self) -> Option<Instant> {
+        self.current.as_ref().and_then(|run| run.stop_at)
     }
 
-    /// `HostCommand::SteerRun`: a strict steer into the run's turn.
-    pub(super) fn steer_run(
-        &mut self,
-        message: String,
-        reply: oneshot::Sender<Result<String, WireError>>,
-    ) {
-        let turn = self.run.as_ref().filter(|run| !run.stopped).and_then(|run| run.turn_id.clone());
-        let Some(turn_id) = turn.filter(|_| self.ready()) else {
-            let _ = reply.send(Err(AgentError::NoActiveTurn.into()));
-            return;
-        };
-        let steer = Steer { message, images: None, turn_id: Some(turn_id.clone()) };
-        let internal = self.internal_id();
-        if !self
-            .send_to_child(&Envelope::new(ClientMessage::Steer(steer)).with_id(internal.clone()))
-        {
-            let error = AgentError::NotReading.into();
-            let _ = reply.send(Err(error));
-            return;
-        }
-        self.inflight.insert(internal, Inflight::internal("steer", Then::Steer { turn_id, reply }));
+    /// The turn a strict steer goes into: the run's, once started and
+    /// while not being stopped.
+    pub fn steer_turn(&self) -> Option<String> {
+        self.current.as_ref().filter(|run| !run.stopped).and_then(|run| run.turn_id.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(value: serde_json::Value) -> ServerMessage {
+        let envelope = shard_protocol::Envelope::<ServerMessage>::from_json(&value.to_string());
+        envelope.expect("a server message").message
+    }
+
+    fn turn_start(turn_id: &str) -> ServerMessage {
+        event(json!({"type": "turn_start", "turn_id": turn_id}))
+    }
+
+    fn said(text: &str) -> ServerMessage {
+        event(json!({"type": "message_complete", "message_id": "m1", "message": {
+            "id": "m1", "role": "assistant", "content": [{"type": "text", "text": text}]
+        }}))
+    }
+
+    fn turn_end(turn_id: &str) -> ServerMessage {
+        event(json!({"type": "turn_end", "turn_id": turn_id}))
+    }
+
+    #[test]
+    fn a_run_follows_its_own_turn_and_reports_its_start_and_end_once() {
+        let (events, mut reports) = mpsc::channel(RUN_EVENTS);
+        let mut runs = Runs::default();
+        runs.take("fix it".into(), events).expect("taken");
+        // Events before the task is sent are another turn's.
+        runs.observe(&turn_start("earlier"));
+        assert!(reports.try_recv().is_err());
+        assert_eq!(runs.due_task().as_deref(), Some("fix it"));
+        assert_eq!(runs.due_task(), None, "the task is sent once");
+        runs.observe(&turn_start("t1"));
+        assert!(matches!(reports.try_recv(), Ok(RunEvent::Started { turn_id }) if turn_id == "t1"));
+        assert_eq!(runs.steer_turn().as_deref(), Some("t1"));
+        runs.observe(&said("done"));
+        runs.observe(&turn_end("other"));
+        assert!(runs.is_running(), "another turn's end is not the run's");
+        runs.observe(&turn_end("t1"));
+        let Ok(RunEvent::Ended(end)) = reports.try_recv() else { panic!("no end") };
+        assert_eq!(end.final_text.as_deref(), Some("done"));
+        assert!(end.error.is_none() && !end.stopped);
+        assert!(!runs.any());
+    }
+
+    #[test]
+    fn a_second_run_is_refused_unless_the_first_is_being_stopped() {
+        let (events, mut reports) = mpsc::channel(RUN_EVENTS);
+        let start = Instant::now();
+        let mut runs = Runs::default();
+        runs.take("one".into(), events.clone()).expect("taken");
+        assert!(matches!(runs.take("two".into(), events.clone()), Err(AgentError::AlreadyOnRun)));
+        runs.due_task();
+        runs.observe(&turn_start("t1"));
+        assert_eq!(runs.stop(start), StopRun::Abort);
+        assert_eq!(runs.stop(start), StopRun::Nothing, "aborted once");
+        assert_eq!(runs.steer_turn(), None, "no steer into a stopped run");
+        runs.take("two".into(), events.clone()).expect("queued behind the stopped one");
+        assert!(runs.take("three".into(), events).is_err(), "one waits, no more");
+        // The turn does not end: once the grace is over, terminate once.
+        assert_eq!(runs.deadline(), Some(start + ABORT_GRACE));
+        assert!(!runs.overdue(start + ABORT_GRACE - Duration::from_millis(1)));
+        assert!(runs.overdue(start + ABORT_GRACE));
+        assert!(!runs.overdue(start + ABORT_GRACE * 2));
+        runs.end(Some("the agent's process ended".into()));
+        let _started = reports.try_recv();
+        let Ok(RunEvent::Ended(end)) = reports.try_recv() else { panic!("no end") };
+        assert!(end.stopped);
+        assert_eq!(end.error.as_deref(), Some("the agent's process ended"));
+        assert_eq!(runs.due_task().as_deref(), Some("two"), "the queued run is next");
+    }
+
+    #[test]
+    fn a_refused_prompt_ends_the_run_and_a_long_answer_is_cut() {
+        let (events, mut reports) = mpsc::channel(RUN_EVENTS);
+        let mut runs = Runs::default();
+        runs.take("task".into(), events).expect("taken");
+        runs.due_task();
+        let refused = Response::failed(
+            "prompt",
+            shard_protocol::WireError::new(shard_protocol::ErrorCode::Conflict, "busy"),
+        );
+        runs.prompt_answered(&refused);
+        let Ok(RunEvent::Ended(end)) = reports.try_recv() else { panic!("no end") };
+        assert_eq!(end.error.as_deref(), Some("the task was refused: busy"));
+        let long = bounded("é".repeat(MAX_FINAL_TEXT));
+        assert!(long.len() < MAX_FINAL_TEXT + 64 && long.ends_with("longer]"));
     }
 }

@@ -327,6 +327,39 @@ pub fn log_length(home: &Path, agent_id: &str) -> u64 {
     std::fs::metadata(agent_log(home, agent_id)).map_or(0, |meta| meta.len())
 }
 
+/// Logs an agent process's end, and says why it ended: `description`,
+/// and for one that never became `ready`, what it wrote to its log from
+/// `from` on. That goes to the clients; the daemon's own log names the
+/// file and quotes none of it: what an agent prints is its own, and may
+/// hold what it was given.
+pub fn ended(home: &Path, agent_id: &str, exit: Ended, description: String) -> String {
+    if exit.expected {
+        tracing::info!(agent = %agent_id, %description, "agent process stopped");
+    } else {
+        let log = agent_log(home, agent_id);
+        tracing::warn!(agent = %agent_id, %description, log = %log.display(), "agent process exited");
+    }
+    let said = match exit.ready {
+        true => None,
+        false => log_since(home, agent_id, exit.log_from),
+    };
+    match said {
+        Some(said) => format!("{description}; it said: {said}"),
+        None => description,
+    }
+}
+
+/// How an agent process ended, for [`ended`].
+#[derive(Debug, Clone, Copy)]
+pub struct Ended {
+    /// Its end was asked for.
+    pub expected: bool,
+    /// It had said `hello` and `sync`.
+    pub ready: bool,
+    /// Where its lines begin in the agent's log.
+    pub log_from: u64,
+}
+
 /// The last lines written to the agent's log from `from` on, to say why a
 /// process did not start: at most three lines and 400 characters, control
 /// characters dropped, `None` when it wrote nothing.

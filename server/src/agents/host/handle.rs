@@ -1,0 +1,235 @@
+//! The host's outside: what hosts share ([`Context`]), the commands a host
+//! takes ([`HostCommand`]), the registry's handle to it, and the async
+//! shell that feeds it commands, the process's lines and its deadlines.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use shard_protocol::ClientMessage;
+use shard_protocol::WireError;
+use shard_protocol::approvals::Answerer;
+use shard_protocol::orchestrator::{AttachRole, TerminateResult};
+use shard_protocol::types::AgentInfo;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::journal::JournalLimits;
+use super::questions::Verdict;
+use super::{Host, run};
+use crate::agents::delegation::Delegation;
+use crate::agents::error::AgentError;
+use crate::agents::runtime::{ChildEvent, Spawner};
+use crate::agents::usage::UsageBook;
+use crate::agents::{Broadcast, Sub, SubscriberId};
+
+/// Commands queued for a host. A connection that finds it full gets an
+/// error instead of waiting: hosts answer in microseconds, so a full queue
+/// means a flood, and waiting would stall that client's reader.
+pub const HOST_QUEUE: usize = 256;
+/// Reads of the child's stdout (each at most 64 KiB of lines, or one longer
+/// line) buffered between its reader and the host: about 4 MiB. A full
+/// buffer pushes back on the agent's stdout, never grows.
+pub(super) const CHILD_READS: usize = 64;
+/// Reads handled in one turn of the host's loop before it looks at its
+/// commands and deadlines again.
+const CHILD_BATCH: usize = 8;
+
+/// What hosts share: the daemon's home, how processes start, where registry
+/// events go, and the delegation map.
+pub struct Context {
+    pub home: PathBuf,
+    pub spawner: Arc<dyn Spawner>,
+    pub broadcast: Arc<dyn Broadcast>,
+    pub delegation: Arc<Delegation>,
+    pub idle_timeout: Duration,
+    pub headless_timeout: Duration,
+    /// How much of each agent's event history is kept for resumes.
+    pub journal: JournalLimits,
+    /// Every agent's usage rollups.
+    pub usage: Arc<UsageBook>,
+    /// Which agent each running agent process is (by pid).
+    pub processes: Arc<crate::agents::Processes>,
+    /// The search index, told when a session's log has grown.
+    pub search: Arc<crate::search::Search>,
+    /// Where questions, their ends and failed turns are told, for pushes.
+    pub notices: Arc<dyn crate::agents::Notices>,
+    /// Which allows from a browser or a notification need a passkey first;
+    /// `None`: none do.
+    pub step_up: Option<crate::agents::approvals::StepUp>,
+    /// What agents are contained with (docs/SANDBOX.md).
+    pub sandbox: Arc<crate::sandbox::Sandbox>,
+}
+
+pub enum HostCommand {
+    Attach {
+        subscriber: Sub,
+        role: AttachRole,
+        id: Option<String>,
+        /// The client's cursor (`agent.attach`'s `after_seq`).
+        after_seq: Option<u64>,
+    },
+    Detach {
+        subscriber: Sub,
+        id: Option<String>,
+    },
+    /// A per-agent command (not an answer) to forward to the agent.
+    Forward {
+        subscriber: Sub,
+        id: Option<String>,
+        message: ClientMessage,
+    },
+    /// A `permission_response` or `ui_response`, and who sent it.
+    Answer {
+        subscriber: Sub,
+        id: Option<String>,
+        message: ClientMessage,
+        answerer: Answerer,
+    },
+    /// An answer from a notification's action: only to the call
+    /// `fingerprint` names, with what came of it.
+    AnswerChecked {
+        message: ClientMessage,
+        answerer: Answerer,
+        fingerprint: String,
+        /// A fresh passkey assertion was verified for this very call.
+        stepped_up: bool,
+        reply: oneshot::Sender<Verdict>,
+    },
+    Disconnected {
+        subscriber: SubscriberId,
+    },
+    /// Start a process now (a new agent); replies once it is ready or failed.
+    Start {
+        reply: oneshot::Sender<Result<(), WireError>>,
+    },
+    Terminate {
+        reply: oneshot::Sender<TerminateResult>,
+    },
+    /// Replies once the process has exited (at once when there is none).
+    Kill {
+        force: bool,
+        reply: oneshot::Sender<()>,
+    },
+    /// Carry out one supervised run (PROTOCOL.md §10.3): the task as a
+    /// prompt once the agent is idle, its turn followed on `events`.
+    /// Refused (CONFLICT) while another run is not being stopped.
+    Run {
+        task: String,
+        events: mpsc::Sender<run::RunEvent>,
+        reply: oneshot::Sender<Result<(), WireError>>,
+    },
+    /// A strict steer into the run's turn; replies with its turn id once
+    /// delivered, or CONFLICT.
+    SteerRun {
+        message: String,
+        reply: oneshot::Sender<Result<String, WireError>>,
+    },
+    /// Stop the run: abort its turn, then SIGTERM, then SIGKILL.
+    StopRun,
+    /// `session.activate`: run `session_id` from now on (the registry has
+    /// checked it). Replies with the session it replaces, or CONFLICT while
+    /// the agent has work in hand.
+    Activate {
+        session_id: String,
+        reply: oneshot::Sender<Result<String, AgentError>>,
+    },
+    /// `sandbox.revoke`: a host allowed always, taken back.
+    RevokeHost {
+        host: shard_agent::sandbox::HostPort,
+        reply: oneshot::Sender<Result<shard_protocol::sandbox::SandboxInfo, AgentError>>,
+    },
+    /// Daemon shutdown: stop the process as `mode` says; replies once it
+    /// has exited. A later, stronger mode takes over.
+    Shutdown {
+        mode: ShutdownMode,
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// How the daemon's shutdown stops an agent's process, gentlest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ShutdownMode {
+    /// `daemon.shutdown`: the turn in hand finishes, then input is closed.
+    Drain,
+    /// SIGTERM/SIGINT: the agent aborts its turn, flushes its session log
+    /// and exits; its tree is killed if it has not after
+    /// [`process::KILL_GRACE`].
+    Terminate,
+    /// A second signal or `force`: the tree is killed at once.
+    Kill,
+}
+
+/// The registry's handle to a host.
+#[derive(Clone)]
+pub struct HostHandle {
+    pub commands: mpsc::Sender<HostCommand>,
+    pub(super) info: Arc<Mutex<AgentInfo>>,
+}
+
+impl HostHandle {
+    /// The agent as `agent.list` shows it, as of the host's last change.
+    pub fn info(&self) -> AgentInfo {
+        self.info.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+}
+
+/// Where a host with nothing left to do goes dormant: the registry's table
+/// of hosts, which hands it back when a command raced in.
+pub trait Dormancy: Send + Sync + 'static {
+    /// Keeps `host` dormant unless `inbox` holds a command or may get one;
+    /// otherwise hands it back to stay awake.
+    fn retire(&self, host: Box<Host>, inbox: &mpsc::Receiver<HostCommand>)
+    -> Result<(), Box<Host>>;
+}
+
+/// Starts the actor of a dormant host; it goes dormant again through
+/// `hosts` once it has nothing left to do.
+pub fn wake(mut host: Box<Host>, hosts: Arc<dyn Dormancy>) -> HostHandle {
+    let child_events = host.link.wire();
+    let (commands, inbox) = mpsc::channel(HOST_QUEUE);
+    let handle = HostHandle { commands, info: host.projection.shared() };
+    tokio::spawn(run(host, inbox, child_events, hosts));
+    handle
+}
+
+/// The async shell: waits for a command, a line from the process or the
+/// next deadline, and hands it to the synchronous host with the time.
+async fn run(
+    mut host: Box<Host>,
+    mut inbox: mpsc::Receiver<HostCommand>,
+    mut child: mpsc::Receiver<ChildEvent>,
+    hosts: Arc<dyn Dormancy>,
+) {
+    loop {
+        if host.idle_for_good() {
+            match hosts.retire(host, &inbox) {
+                Ok(()) => return,
+                Err(awake) => host = awake,
+            }
+        }
+        let deadline = host.next_deadline();
+        tokio::select! {
+            command = inbox.recv() => match command {
+                Some(command) => host.command(command, Instant::now()),
+                None => break,
+            },
+            Some(event) = child.recv() => {
+                // A burst is handled in one go: one wake-up, one clock
+                // read and one new deadline per batch, not per line.
+                let now = Instant::now();
+                host.child_event(event, now);
+                for _ in 1..CHILD_BATCH {
+                    let Ok(event) = child.try_recv() else { break };
+                    host.child_event(event, now);
+                }
+            }
+            () = crate::clock::sleep_until(deadline) => host.timers(Instant::now()),
+        }
+        // What this turn of the loop sent is on disk before the next.
+        host.io.flush();
+    }
+    // The host is going away (the daemon is exiting): nothing may outlive it.
+    host.link.control(Some(super::process::Control::Kill));
+    host.io.close();
+}

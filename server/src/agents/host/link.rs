@@ -1,0 +1,281 @@
+//! The host's link to its agent's process: the running generation's input
+//! (as the runtime seam gives it), what was asked through it and waits for
+//! an answer, and what waits for a ready process. Each command goes to the
+//! agent under an id of the daemon's own (`d-N`), so that its response goes
+//! back to the connection that asked, under that connection's id, or to the
+//! host itself (a run's prompt, a steer, the daemon's own answers). A
+//! process that ends fails what it had in hand; one that cannot start fails
+//! what waited.
+
+use std::collections::HashMap;
+
+use shard_protocol::message::Response;
+use shard_protocol::orchestrator::AttachRole;
+use shard_protocol::{ClientMessage, Envelope, WireError};
+use tokio::sync::{mpsc, oneshot};
+
+use super::handle::CHILD_READS;
+use super::out::Out;
+use super::process::Control;
+use crate::agents::error::AgentError;
+use crate::agents::runtime::{ChildEvent, Runtime, SpawnRequest, Spawner};
+use crate::agents::{Sub, SubscriberId};
+
+/// A command forwarded to the agent, waiting for its response.
+pub(super) struct Inflight {
+    /// `None`: the daemon's own command (its response is swallowed).
+    pub subscriber: Option<Sub>,
+    pub client_id: Option<String>,
+    pub command: &'static str,
+    pub then: Then,
+}
+
+/// What the host itself does with a response.
+pub(super) enum Then {
+    Nothing,
+    /// The answer to a run's task prompt.
+    RunPrompt,
+    /// The answer to a strict steer into `turn_id`.
+    Steer {
+        turn_id: String,
+        reply: oneshot::Sender<Result<String, WireError>>,
+    },
+}
+
+impl Inflight {
+    /// The daemon's own command.
+    pub fn internal(command: &'static str, then: Then) -> Self {
+        Self { subscriber: None, client_id: None, command, then }
+    }
+}
+
+/// Deferred work that needs a ready process.
+pub(super) enum Waiting {
+    Attach { subscriber: Sub, role: AttachRole, id: Option<String>, after_seq: Option<u64> },
+    Forward { subscriber: Sub, id: Option<String>, message: Box<ClientMessage> },
+    Start { reply: oneshot::Sender<Result<(), WireError>> },
+}
+
+/// The answer to a per-agent command while no process runs, if it needs
+/// none: listing never wakes a stopped runtime (§9.2), and a stopped one
+/// has no turn to abort and nothing queued to take back. `None`: the
+/// command waits for a process.
+pub(super) fn while_stopped(message: &ClientMessage) -> Option<Response> {
+    let command = shard_protocol::envelope::MessageSet::type_name(message);
+    Some(match message {
+        ClientMessage::ListModes(_)
+        | ClientMessage::ListModels(_)
+        | ClientMessage::ListReasoningLevels(_)
+        | ClientMessage::ListCommands(_) => {
+            Response::failed(command, AgentError::RuntimeStopped.into())
+        }
+        ClientMessage::Abort(_) => Response::accepted(command),
+        ClientMessage::RecallSteer(_) => {
+            Response::ok(command, shard_protocol::agent::RecallSteerResult { recalled: None })
+        }
+        _ => return None,
+    })
+}
+
+#[derive(Default)]
+pub(super) struct Link {
+    /// The running generation, as the runtime seam gives it.
+    runtime: Option<Box<dyn Runtime>>,
+    /// Where this host's processes send their lines and exits; none while
+    /// it is dormant.
+    events: Option<mpsc::Sender<ChildEvent>>,
+    inflight: HashMap<String, Inflight>,
+    next_internal: u64,
+    waiting: Vec<Waiting>,
+    /// A prompt or steer went to the agent and its work has not settled
+    /// (the agent has not reported `idle` since): the agent answers a
+    /// prompt before it says it is streaming, and a session switch must
+    /// not slip into that gap.
+    turn_expected: bool,
+}
+
+impl Link {
+    /// A fresh queue for the processes' events.
+    pub fn wire(&mut self) -> mpsc::Receiver<ChildEvent> {
+        let (events, child_events) = mpsc::channel(CHILD_READS);
+        self.events = Some(events);
+        child_events
+    }
+
+    /// The host has its queue: a dormant one runs nothing.
+    pub fn awake(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// Starts a generation through the runtime seam.
+    pub fn spawn(
+        &mut self,
+        spawner: &dyn Spawner,
+        request: &SpawnRequest<'_>,
+    ) -> Result<(), AgentError> {
+        let events = self.events.clone().ok_or(AgentError::HostNotRunning)?;
+        match spawner.spawn(request, events) {
+            Ok(runtime) => {
+                self.runtime = Some(runtime);
+                Ok(())
+            }
+            Err(error) => {
+                tracing::error!(agent = %request.agent_id, %error, "cannot start the agent process");
+                Err(AgentError::of_spawn(&error, request.cwd))
+            }
+        }
+    }
+
+    /// Queues one line for the agent. `false` when there is no process or
+    /// its input queue is full.
+    fn send(&mut self, id: &str, message: ClientMessage) -> bool {
+        let Some(runtime) = &mut self.runtime else { return false };
+        let mut line = Envelope::new(message).with_id(id.to_owned()).to_json().into_bytes();
+        line.push(b'\n');
+        runtime.send(bytes::Bytes::from(line)).is_ok()
+    }
+
+    /// A client's command, to the agent under an id of the daemon's own;
+    /// the response to send at once when the agent's input is full.
+    pub fn forward(
+        &mut self,
+        subscriber: Sub,
+        id: Option<String>,
+        message: ClientMessage,
+    ) -> Option<Out> {
+        let internal = self.next_id();
+        let command = shard_protocol::envelope::MessageSet::type_name(&message);
+        let work = matches!(message, ClientMessage::Prompt(_) | ClientMessage::Steer(_));
+        if !self.send(&internal, message) {
+            let response = Response::failed(command, AgentError::InputSlow.into());
+            return Some(Out::Respond { to: subscriber, id, tagged: true, response });
+        }
+        let inflight =
+            Inflight { subscriber: Some(subscriber), client_id: id, command, then: Then::Nothing };
+        self.inflight.insert(internal, inflight);
+        self.turn_expected |= work;
+        None
+    }
+
+    /// The daemon's own command to the agent, its response handled as
+    /// `then` says; `then` back when the agent's input is full.
+    pub fn own(&mut self, message: ClientMessage, then: Then) -> Result<(), Then> {
+        let id = self.next_id();
+        let command = shard_protocol::envelope::MessageSet::type_name(&message);
+        if !self.send(&id, message) {
+            return Err(then);
+        }
+        self.inflight.insert(id, Inflight::internal(command, then));
+        Ok(())
+    }
+
+    pub fn control(&mut self, control: Option<Control>) {
+        let (Some(runtime), Some(control)) = (&mut self.runtime, control) else { return };
+        match control {
+            Control::CloseInput => runtime.close_input(),
+            Control::Terminate => runtime.terminate(),
+            Control::Kill => runtime.kill(),
+        }
+    }
+
+    /// The id the next command to the agent goes under.
+    fn next_id(&mut self) -> String {
+        self.next_internal += 1;
+        format!("d-{}", self.next_internal)
+    }
+
+    /// The agent is inactive: no turn is on its way any more.
+    pub fn turn_settled(&mut self) {
+        self.turn_expected = false;
+    }
+
+    pub fn turn_expected(&self) -> bool {
+        self.turn_expected
+    }
+
+    /// The agent's response to `id`, and what asked for it. A refused
+    /// prompt starts nothing (while the agent is not `active`).
+    pub fn answered(&mut self, id: &str, response: &Response, active: bool) -> Option<Inflight> {
+        let inflight = self.inflight.remove(id)?;
+        let refused_work = matches!(inflight.command, "prompt" | "steer") && !response.success();
+        if refused_work && !active {
+            self.turn_expected = false;
+        }
+        Some(inflight)
+    }
+
+    /// A connection went: its commands' responses go nowhere.
+    pub fn detached(&mut self, subscriber: SubscriberId) {
+        self.inflight.retain(|_, inflight| {
+            inflight.subscriber.as_ref().is_none_or(|owner| owner.id() != subscriber)
+        });
+    }
+
+    pub fn wait(&mut self, waiting: Waiting) {
+        self.waiting.push(waiting);
+    }
+
+    /// Everything that waited for a ready process, now that one is.
+    pub fn take_waiting(&mut self) -> Vec<Waiting> {
+        std::mem::take(&mut self.waiting)
+    }
+
+    pub fn anything_waiting(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    /// Nothing in hand and nothing waiting.
+    pub fn is_empty(&self) -> bool {
+        self.inflight.is_empty() && self.waiting.is_empty()
+    }
+
+    /// Answers every piece of work that was waiting for a ready process.
+    pub fn fail_waiting(&mut self, error: WireError) -> Vec<Out> {
+        let mut out = Vec::new();
+        for waiting in std::mem::take(&mut self.waiting) {
+            match waiting {
+                Waiting::Start { reply } => {
+                    let _ = reply.send(Err(error.clone()));
+                }
+                Waiting::Attach { subscriber, id, .. } => {
+                    let response = Response::failed("agent.attach", error.clone());
+                    out.push(Out::Respond { to: subscriber, id, tagged: false, response });
+                }
+                Waiting::Forward { subscriber, id, message } => {
+                    let command = shard_protocol::envelope::MessageSet::type_name(message.as_ref());
+                    let response = Response::failed(command, error.clone());
+                    out.push(Out::Respond { to: subscriber, id, tagged: true, response });
+                }
+            }
+        }
+        out
+    }
+
+    /// The process ended: what it had in hand fails, and no turn is on
+    /// its way. The host's own commands go with it.
+    pub fn process_gone(&mut self) -> Vec<Out> {
+        self.runtime = None;
+        self.turn_expected = false;
+        let mut out = Vec::new();
+        for (_, inflight) in std::mem::take(&mut self.inflight) {
+            if let Some(subscriber) = inflight.subscriber {
+                let response = Response::failed(inflight.command, AgentError::ProcessExited.into());
+                out.push(Out::Respond {
+                    to: subscriber,
+                    id: inflight.client_id,
+                    tagged: true,
+                    response,
+                });
+            }
+        }
+        out
+    }
+
+    /// Gives back the queue's sender and the room the map and list grew
+    /// to (a host going dormant).
+    pub fn shed(&mut self) {
+        self.events = None;
+        self.inflight = HashMap::new();
+        self.waiting = Vec::new();
+    }
+}

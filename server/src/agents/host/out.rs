@@ -1,0 +1,49 @@
+//! What the host's parts decide and the host carries out, in order. A part
+//! never sends, writes or broadcasts itself: it returns these, so that it
+//! is driven in unit tests with plain inputs and a clock, and the host is
+//! the one place that touches connections, files and the agent's input.
+
+use shard_protocol::agent::PendingKind;
+use shard_protocol::approvals::{Answerer, ApprovalRecord};
+use shard_protocol::message::Response;
+use shard_protocol::{ClientMessage, ServerMessage};
+
+use crate::agents::{Sub, Wire};
+
+pub(super) enum Out {
+    /// The daemon's own command to the agent; its response is dropped.
+    Own(ClientMessage),
+    /// A per-agent event: numbered, journaled, sent to every attachment.
+    Event(String),
+    /// A question or its end: numbered, journaled, sent to every
+    /// attachment and to whoever answers for the agent, each once.
+    Question(String),
+    /// A question already numbered, sent to every attachment and to
+    /// whoever answers for the agent, each once.
+    Deliver(Wire),
+    /// A question as it was first sent, again to whoever answers for the
+    /// agent now.
+    Reannounce(Wire),
+    /// A response to one connection; `tagged` with the agent's id when it
+    /// answers a per-agent command.
+    Respond { to: Sub, id: Option<String>, tagged: bool, response: Response },
+    /// A registry event, to every connection.
+    Broadcast(ServerMessage),
+    /// The agent as `agent.list` shows it changed.
+    Publish,
+    /// The coarse activity follows the status again.
+    Activity,
+    /// The sandbox's description may have changed (a host granted).
+    RefreshSandbox,
+    /// The open questions changed: for the delegation map, whose
+    /// ancestors' syncs carry them.
+    Pending(Vec<PendingKind>),
+    /// The history of questions: one asked.
+    Asked(ApprovalRecord),
+    /// The history of questions: one closed, with what came of it.
+    Resolved { request_id: String, outcome: String, by: Answerer },
+    /// For those away (Web Push): a question waits for a person.
+    Waiting(PendingKind),
+    /// For those away: a question is closed.
+    Settled(String),
+}
