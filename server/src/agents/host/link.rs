@@ -279,3 +279,131 @@ impl Link {
         self.waiting = Vec::new();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use shard_protocol::agent::{Empty, Prompt};
+
+    use super::*;
+    use crate::agents::runtime::InputFull;
+
+    /// An agent's input that keeps its lines, or refuses them when full.
+    #[derive(Clone, Default)]
+    struct Input {
+        lines: Arc<Mutex<Vec<String>>>,
+        full: Arc<Mutex<bool>>,
+    }
+
+    impl Runtime for Input {
+        fn send(&mut self, line: bytes::Bytes) -> Result<(), InputFull> {
+            if *self.full.lock().expect("lock") {
+                return Err(InputFull);
+            }
+            self.lines.lock().expect("lock").push(String::from_utf8_lossy(&line).into_owned());
+            Ok(())
+        }
+        fn close_input(&mut self) {}
+        fn terminate(&mut self) {}
+        fn kill(&mut self) {}
+    }
+
+    struct Spawn(Input);
+
+    impl Spawner for Spawn {
+        fn spawn(
+            &self,
+            _: &SpawnRequest<'_>,
+            _: mpsc::Sender<ChildEvent>,
+        ) -> std::io::Result<Box<dyn Runtime>> {
+            Ok(Box::new(self.0.clone()))
+        }
+    }
+
+    fn linked() -> (Link, Input) {
+        let input = Input::default();
+        let mut link = Link::default();
+        let _events = link.wire();
+        let manifest = crate::agents::manifest::Manifest::default();
+        link.spawn(&Spawn(input.clone()), &manifest.spawn_request(0)).expect("spawned");
+        (link, input)
+    }
+
+    struct Client;
+
+    impl crate::agents::Subscriber for Client {
+        fn id(&self) -> SubscriberId {
+            7
+        }
+        fn push(&self, _: crate::agents::Wire) -> bool {
+            true
+        }
+    }
+
+    fn prompt() -> ClientMessage {
+        let message = "hi".to_owned();
+        ClientMessage::Prompt(Prompt {
+            message,
+            images: None,
+            streaming_behavior: None,
+            pinned: None,
+        })
+    }
+
+    #[test]
+    fn a_command_goes_under_the_daemons_own_id_and_its_answer_back_to_its_asker() {
+        let (mut link, input) = linked();
+        assert!(link.forward(Arc::new(Client), Some("c-1".into()), prompt()).is_none());
+        assert!(link.turn_expected(), "a prompt: a turn is on its way");
+        let sent = input.lines.lock().expect("lock").clone();
+        assert!(sent[0].contains(r#""id":"d-1""#) && sent[0].ends_with('\n'), "{sent:?}");
+        let refused = Response::failed("prompt", AgentError::InputSlow.into());
+        let inflight = link.answered("d-1", &refused, false).expect("in flight");
+        assert_eq!(inflight.client_id.as_deref(), Some("c-1"));
+        assert!(!link.turn_expected(), "a refused prompt starts nothing");
+        assert!(link.answered("d-1", &refused, false).is_none(), "answered once");
+        assert!(link.is_empty());
+    }
+
+    #[test]
+    fn a_full_input_refuses_at_once_and_keeps_nothing_in_flight() {
+        let (mut link, input) = linked();
+        *input.full.lock().expect("lock") = true;
+        let refused = link.forward(Arc::new(Client), Some("c-1".into()), prompt());
+        assert!(matches!(refused, Some(Out::Respond { tagged: true, .. })));
+        assert!(matches!(
+            link.own(ClientMessage::Abort(Empty {}), Then::RunPrompt),
+            Err(Then::RunPrompt)
+        ));
+        assert!(link.is_empty() && !link.turn_expected());
+    }
+
+    #[test]
+    fn a_gone_process_fails_what_it_had_and_a_failed_start_what_waited() {
+        let (mut link, _input) = linked();
+        link.forward(Arc::new(Client), Some("c-1".into()), prompt());
+        assert!(link.own(ClientMessage::Abort(Empty {}), Then::Nothing).is_ok());
+        let failed = link.process_gone();
+        assert_eq!(Out::kinds(&failed), ["respond"], "the daemon's own command goes silently");
+        assert!(link.is_empty());
+        assert!(link.forward(Arc::new(Client), None, prompt()).is_some(), "no process: refused");
+
+        let (reply, mut started) = oneshot::channel();
+        link.wait(Waiting::Start { reply });
+        let message = Box::new(prompt());
+        link.wait(Waiting::Forward { subscriber: Arc::new(Client), id: None, message });
+        let failed = link.fail_waiting(AgentError::ShuttingDown.into());
+        assert_eq!(Out::kinds(&failed), ["respond"]);
+        assert!(matches!(started.try_recv(), Ok(Err(_))));
+        assert!(!link.anything_waiting());
+    }
+
+    #[test]
+    fn listing_never_wakes_a_stopped_agent() {
+        let listed = while_stopped(&ClientMessage::ListModes(Empty {}));
+        assert!(listed.is_some_and(|response| !response.success()));
+        assert!(while_stopped(&ClientMessage::Abort(Empty {})).is_some_and(|r| r.success()));
+        assert!(while_stopped(&prompt()).is_none(), "a prompt waits for a process");
+    }
+}

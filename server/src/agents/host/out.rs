@@ -47,3 +47,32 @@ pub(super) enum Out {
     /// For those away: a question is closed.
     Settled(String),
 }
+
+#[cfg(test)]
+impl Out {
+    /// The effect's name, for tests to say what a part decided in order.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Out::Own(_) => "own",
+            Out::Event(_) => "event",
+            Out::Question(_) => "question",
+            Out::Deliver(_) => "deliver",
+            Out::Reannounce(_) => "reannounce",
+            Out::Respond { .. } => "respond",
+            Out::Broadcast(_) => "broadcast",
+            Out::Publish => "publish",
+            Out::Activity => "activity",
+            Out::RefreshSandbox => "refresh_sandbox",
+            Out::Pending(_) => "pending",
+            Out::Asked(_) => "asked",
+            Out::Resolved { .. } => "resolved",
+            Out::Waiting(_) => "waiting",
+            Out::Settled(_) => "settled",
+        }
+    }
+
+    /// The names of `outs`, in order.
+    pub fn kinds(outs: &[Out]) -> Vec<&'static str> {
+        outs.iter().map(Out::kind).collect()
+    }
+}

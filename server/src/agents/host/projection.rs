@@ -315,3 +315,87 @@ impl Projection {
         self.set_activity(phase, None)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use shard_protocol::Envelope;
+
+    use super::*;
+
+    fn projection() -> Projection {
+        let manifest =
+            Manifest { agent_id: "a1".into(), cwd: "/tmp".into(), ..Manifest::default() };
+        Projection::new(&manifest)
+    }
+
+    fn event(value: serde_json::Value) -> ServerMessage {
+        Envelope::<ServerMessage>::from_json(&value.to_string()).expect("an event").message
+    }
+
+    fn broadcasts(outs: &[Out]) -> Vec<String> {
+        outs.iter()
+            .filter_map(|out| match out {
+                Out::Broadcast(message) => Some(Envelope::new(message.clone()).to_json()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_status_change_is_published_and_told_once_with_its_activity() {
+        let mut projection = projection();
+        let streaming = event(json!({"type": "status", "status": "streaming"}));
+        let outs = projection.observe(&streaming);
+        assert_eq!(Out::kinds(&outs), ["publish", "broadcast", "broadcast"]);
+        let told = broadcasts(&outs);
+        assert!(told[0].contains("agent_status_changed") && told[1].contains("agent_activity"));
+        assert!(projection.observe(&streaming).is_empty(), "nothing changed: nothing told");
+        // A tool call is a phase of its own; its name and nothing more.
+        let call = event(json!({"type": "tool_call", "tool_call_id": "c1", "name": "bash",
+            "args": {"command": "cat secret"}}));
+        let told = broadcasts(&projection.observe(&call));
+        assert!(told[0].contains(r#""tool_name":"bash""#) && !told[0].contains("secret"));
+        // Streaming does not undo the tool phase; a result does.
+        assert!(projection.observe(&streaming).is_empty());
+        let result = event(
+            json!({"type": "tool_result", "tool_call_id": "c1", "content": {"kind": "text", "text": "x"}, "is_error": false}),
+        );
+        assert!(broadcasts(&projection.observe(&result))[0].contains(r#""phase":"streaming""#));
+    }
+
+    #[test]
+    fn an_unexpected_exit_is_a_failure_every_client_hears_of() {
+        let mut projection = projection();
+        assert_eq!(
+            Out::kinds(&projection.set_runtime_state(RuntimeState::Running)),
+            ["publish", "broadcast"]
+        );
+        assert!(projection.set_runtime_state(RuntimeState::Running).is_empty());
+        let outs = projection.exited(false, "killed by SIGSEGV".into(), None);
+        let told = broadcasts(&outs);
+        assert!(told.iter().any(|line| line.contains("agent_exited") && line.contains("SIGSEGV")));
+        assert_eq!(
+            (projection.status, projection.runtime_state),
+            (AgentStatus::Error, RuntimeState::Failed)
+        );
+        let outs = projection.exited(true, "stopped".into(), Some(0));
+        assert!(broadcasts(&outs).iter().all(|line| !line.contains("agent_exited")));
+        assert_eq!(projection.runtime_state, RuntimeState::Stopped);
+    }
+
+    #[test]
+    fn sync_says_what_the_agent_shows_now() {
+        let mut projection = projection();
+        let sync = projection.sync(Vec::new(), 3, 41);
+        assert_eq!(sync.mode, shard_agent::modes::BUILD, "a default mode before any process");
+        assert_eq!((sync.runtime_epoch, sync.seq), (Some(3), Some(41)));
+        let changed =
+            event(json!({"type": "mode_changed", "previous_mode": "build", "mode": "plan"}));
+        assert_eq!(Out::kinds(&projection.observe(&changed)), ["publish"]);
+        assert_eq!(projection.sync(Vec::new(), 3, 41).mode, "plan");
+        let info =
+            projection.info(&Manifest { agent_id: "a1".into(), ..Manifest::default() }, None);
+        assert_eq!(info.mode.as_deref(), Some("plan"));
+    }
+}
