@@ -178,8 +178,6 @@ impl Sandbox {
 pub struct Jail {
     pub argv: Vec<std::ffi::OsString>,
     pub applied: Applied,
-    /// Answers to its network questions, taken from the agent's input.
-    pub answers: gate::Answers,
     /// Stops the egress proxy (and removes its socket) when dropped.
     pub proxy: Option<tokio_util::sync::DropGuard>,
 }
@@ -204,7 +202,7 @@ impl Sandbox {
         &self,
         config: &shard_agent::config::Config,
         start: &Start<'_>,
-        tell: Arc<dyn gate::Tell>,
+        asker: Arc<dyn gate::Asker>,
     ) -> std::io::Result<Option<Jail>> {
         let applied =
             policy::for_agent(config, start.runtime, start.asked, self.user_home.as_deref())
@@ -231,14 +229,17 @@ impl Sandbox {
         if start.runtime == shard_agent::runtimes::BUILTIN {
             self.own_agent(start, &mut plan)?;
         }
-        let answers = gate::Answers::new(self.home.clone(), start.agent_id.to_owned(), tell);
         let proxy = if plan.isolated_network {
             let socket = self.egress_socket(start)?;
             let listener = bind_private(&socket)?;
             let gate = gate::NetworkGate {
                 network: applied.network,
                 allowed: applied.allow_hosts.clone(),
-                answers: answers.clone(),
+                questions: gate::Questions::new(
+                    self.home.clone(),
+                    start.agent_id.to_owned(),
+                    asker,
+                ),
             };
             let stop = tokio_util::sync::CancellationToken::new();
             let stopped = stop.clone();
@@ -256,7 +257,7 @@ impl Sandbox {
         };
         let mut argv = vec![program.into_os_string()];
         argv.extend(plan.arguments(&self.exe));
-        Ok(Some(Jail { argv, applied, answers, proxy }))
+        Ok(Some(Jail { argv, applied, proxy }))
     }
 
     /// A repository's git state stays read-only: the whole `.git` of a

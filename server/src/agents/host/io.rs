@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::AttachRole;
-use shard_protocol::usage::{TurnState, UsageTotals};
+use shard_protocol::usage::{AgentUsage, TurnState};
 use shard_protocol::{Envelope, ServerMessage};
 
 use super::attachments::Attachments;
@@ -68,9 +68,22 @@ impl Io {
         self.journal.since(after, RESUME_BUDGET)
     }
 
-    /// Attaches `subscriber` (again: its role changes; an observer never
-    /// answers).
-    pub fn attach(&mut self, subscriber: Sub, role: AttachRole) {
+    /// §6.4: answers `agent.attach` with `result`, sends what the client
+    /// needs to catch up (its `sync`, or the events it missed), then
+    /// attaches it for live events (again: its role changes; an observer
+    /// never answers).
+    pub fn join(
+        &mut self,
+        subscriber: Sub,
+        role: AttachRole,
+        id: Option<String>,
+        result: shard_protocol::orchestrator::AttachResult,
+        catch_up: Vec<Wire>,
+    ) {
+        self.respond(&subscriber, id, false, Response::ok("agent.attach", result));
+        for event in catch_up {
+            subscriber.push(event);
+        }
         if role == AttachRole::Interactive {
             self.context.delegation.attach(&self.agent_id, &subscriber);
         } else {
@@ -131,9 +144,10 @@ impl Io {
     }
 
     /// The daemon's books hear of one of the agent's events, in session
-    /// `session_id`: the search index, the usage book (its new total, when
-    /// a call changed it) and, for a failed turn, those away.
-    pub fn books(&self, session_id: &str, message: &ServerMessage) -> Option<UsageTotals> {
+    /// `session_id`: the search index, the usage book and, for a failed
+    /// turn, those away. A call that changed the agent's total is told to
+    /// every client.
+    pub fn books(&self, session_id: &str, message: &ServerMessage) -> Vec<Out> {
         let (agent, usage) = (self.agent_id.as_str(), &self.context.usage);
         match message {
             // A message is in the session log once it completed, and a
@@ -149,10 +163,15 @@ impl Io {
             ServerMessage::Error(error) => {
                 self.context.notices.failed(&self.notice_agent(), error.code.as_str())
             }
-            ServerMessage::Usage(call) => return usage.call(agent, session_id, call, now_ms()),
+            ServerMessage::Usage(call) => {
+                if let Some(usage) = usage.call(agent, session_id, call, now_ms()) {
+                    let event = AgentUsage { agent_id: agent.to_owned(), usage };
+                    return vec![Out::Publish, Out::Broadcast(ServerMessage::AgentUsage(event))];
+                }
+            }
             _ => {}
         }
-        None
+        Vec::new()
     }
 
     /// The process ended: a turn it was in ended without its `turn_end`.
@@ -179,6 +198,7 @@ impl Io {
     /// (its own command to the agent, the projection).
     pub fn perform(&mut self, out: Out) -> Option<Out> {
         match out {
+            Out::Answer(asker, answer) => asker(&answer),
             Out::Event(line) => {
                 let event = self.stamp(&line);
                 self.fan_out(&event);
@@ -205,7 +225,7 @@ impl Io {
             }
             Out::Waiting(request) => self.context.notices.asked(&self.notice_agent(), &request),
             Out::Settled(request_id) => self.context.notices.settled(&self.agent_id, &request_id),
-            host @ (Out::Own(_) | Out::Publish | Out::Activity | Out::RefreshSandbox) => {
+            host @ (Out::Send(..) | Out::Publish | Out::Activity | Out::RefreshSandbox) => {
                 return Some(host);
             }
         }

@@ -1,13 +1,98 @@
-//! The agent's lines as the host reads them: a delta's kind without
-//! decoding the rest, and a question's text made safe to show.
+//! The agent's lines as the host reads them ([`read`]): a delta by its
+//! kind without decoding the rest, the start-up handshake, responses,
+//! questions with their text made safe to show, and every other event.
 
-use shard_protocol::agent::{DeltaKind, PendingKind};
+use shard_protocol::agent::{DeltaKind, PendingKind, Sync, UiKind};
+use shard_protocol::message::Response;
 use shard_protocol::{Envelope, ServerMessage};
+
+use crate::agents::error::AgentError;
+
+/// What one line of the agent's is, to the host.
+pub(super) enum Line {
+    /// A streamed delta, and the line as it goes out: never decoded.
+    Delta(DeltaKind, String),
+    /// A new process's `hello`: its capabilities.
+    Hello(Vec<String>),
+    /// A new process's `sync`.
+    Sync(Box<Sync>),
+    /// A new process refused to start: why.
+    Refused(AgentError),
+    /// The answer to a command sent under `id`.
+    Response(Option<String>, Response),
+    /// A question, made safe to show, and its line.
+    Question(PendingKind, String),
+    /// A question closed.
+    Resolved(ServerMessage, String),
+    /// Any other event, and its line.
+    Event(ServerMessage, String),
+    /// Nothing for the host.
+    Nothing,
+}
+
+/// The lines of one read that are lines at all; the rest are logged.
+pub(super) fn readable(
+    lines: Vec<Result<String, shard_protocol::jsonl::LineError>>,
+    agent_id: &str,
+) -> Vec<String> {
+    let readable = lines.into_iter().filter_map(|line| {
+        line.map_err(|problem| tracing::warn!(agent = %agent_id, %problem, "bad line from agent"))
+            .ok()
+    });
+    readable.collect()
+}
+
+/// A question the daemon asks itself, as clients get it: made safe to
+/// show, and its line.
+pub(super) fn asked(request: shard_protocol::agent::PermissionRequest) -> (PendingKind, String) {
+    let line = Envelope::new(ServerMessage::PermissionRequest(request.clone())).to_json();
+    display_safe(PendingKind::Permission(request), None, line)
+}
+
+/// Reads one line of the agent's; `up`: its process said `hello` and
+/// `sync` (before, only the handshake counts).
+pub(super) fn read(line: String, up: bool, agent_id: &str) -> Line {
+    // Deltas are nearly all of an agent's traffic, and all the host needs
+    // of one is its kind.
+    if let Some(kind) = up.then(|| streamed_delta(&line)).flatten() {
+        return Line::Delta(kind, line);
+    }
+    let envelope = match Envelope::<ServerMessage>::from_json(&line) {
+        Ok(envelope) => envelope,
+        Err(problem) => {
+            tracing::warn!(agent = %agent_id, %problem, "unreadable event from agent");
+            return Line::Nothing;
+        }
+    };
+    match (up, envelope.message) {
+        (false, ServerMessage::Hello(hello)) => Line::Hello(hello.capabilities),
+        (false, ServerMessage::Sync(sync)) => Line::Sync(Box::new(sync)),
+        (false, ServerMessage::Error(error)) => {
+            let (code, message) = (error.code, error.message);
+            tracing::error!(agent = %agent_id, %code, %message, "agent refused to start");
+            Line::Refused(AgentError::StartRefused { code, message })
+        }
+        (false, _) | (true, ServerMessage::Hello(_) | ServerMessage::Sync(_)) => Line::Nothing,
+        (true, ServerMessage::Response(response)) => Line::Response(envelope.id, response),
+        (true, ServerMessage::PermissionRequest(request)) => {
+            let (request, line) = display_safe(PendingKind::Permission(request), envelope.id, line);
+            Line::Question(request, line)
+        }
+        (true, ServerMessage::UiRequest(request)) if request.kind != UiKind::Notify => {
+            let (request, line) = display_safe(PendingKind::Ui(request), envelope.id, line);
+            Line::Question(request, line)
+        }
+        (true, message @ (ServerMessage::PermissionResolved(_) | ServerMessage::UiResolved(_))) => {
+            Line::Resolved(message, line)
+        }
+        (true, message) => Line::Event(message, line),
+    }
+}
 
 /// The kind of a `message_delta` line, read without decoding the rest of
 /// it; `None` for any other line (or one that is not even that much JSON),
 /// which then takes the full decode.
-pub(super) fn streamed_delta(line: &str) -> Option<DeltaKind> {
+fn streamed_delta(line: &str) -> Option<DeltaKind> {
     #[derive(serde::Deserialize)]
     struct Head<'a> {
         #[serde(rename = "type", borrow)]
@@ -25,7 +110,7 @@ pub(super) fn streamed_delta(line: &str) -> Option<DeltaKind> {
 /// written again when that changed anything. What a person must act on
 /// exactly (the call's `input`, an option's value, a prefill) is kept as
 /// it is (docs/PROTOCOL-NOTES.md, "Text on the wire").
-pub(super) fn display_safe(
+fn display_safe(
     mut request: PendingKind,
     id: Option<String>,
     line: String,

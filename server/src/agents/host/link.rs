@@ -15,7 +15,7 @@ use shard_protocol::{ClientMessage, Envelope, WireError};
 use tokio::sync::{mpsc, oneshot};
 
 use super::handle::CHILD_READS;
-use super::out::Out;
+use super::out::{Out, Then};
 use super::process::Control;
 use crate::agents::error::AgentError;
 use crate::agents::runtime::{ChildEvent, Runtime, SpawnRequest, Spawner};
@@ -28,18 +28,6 @@ pub(super) struct Inflight {
     pub client_id: Option<String>,
     pub command: &'static str,
     pub then: Then,
-}
-
-/// What the host itself does with a response.
-pub(super) enum Then {
-    Nothing,
-    /// The answer to a run's task prompt.
-    RunPrompt,
-    /// The answer to a strict steer into `turn_id`.
-    Steer {
-        turn_id: String,
-        reply: oneshot::Sender<Result<String, WireError>>,
-    },
 }
 
 impl Inflight {

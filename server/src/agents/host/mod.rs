@@ -12,19 +12,13 @@
 //! sequence is exact: the `response`, then the `sync`, then every later
 //! event once.
 //!
-//! - [`process`]: the process's generations, their epochs, start and stop
-//!   deadlines, idle reaping and the daemon's shutdown.
-//! - [`link`]: the process's input, the commands in flight through it, and
-//!   work that waits for a ready process.
-//! - [`questions`]: permission and UI requests, first answer wins (§6.3),
-//!   headless answers, step-up, and what the sandbox answers itself.
-//! - [`projection`]: status, runtime state, activity, `AgentInfo`, `sync`.
-//! - [`journal`] and [`attachments`]: every event numbered and kept for
-//!   resumes, and the connections it goes to.
-//! - [`run`]: a supervised run and the one queued behind it (§10.3).
-//! - [`handle`]: the commands a host takes and the async shell around it.
-//! - [`io`]: what else the host touches (the connections, the journal, the
-//!   daemon's books); it carries out and decides nothing.
+//! The parts: [`process`] (generations, deadlines, reaping, shutdown),
+//! [`link`] (the process's input, commands in flight, waiting work),
+//! [`questions`] (§6.3), [`projection`] (status, `AgentInfo`, `sync`),
+//! [`run`] (§10.3); [`lines`] reads the agent's lines; [`io`] is what else
+//! the host touches (connections, [`journal`], the daemon's books);
+//! [`handle`] is its commands and async shell. docs/ARCHITECTURE.md draws
+//! how they fit.
 
 mod attachments;
 mod handle;
@@ -43,14 +37,13 @@ mod tests;
 use std::sync::Arc;
 
 use shard_agent::session_view::SessionView;
-use shard_protocol::agent::{Empty, PendingKind, PendingRequest, Prompt, Steer, UiKind};
+use shard_protocol::agent::PendingKind;
 use shard_protocol::approvals::Answerer;
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{AttachResult, AttachRole, TerminateResult};
 use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
-use shard_protocol::usage::AgentUsage;
 use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 pub use self::handle::{
@@ -58,8 +51,10 @@ pub use self::handle::{
 };
 use self::io::Io;
 pub use self::journal::JournalLimits;
-use self::link::{Then, Waiting};
+use self::lines::Line;
+use self::link::Waiting;
 use self::out::Out;
+use self::out::Then;
 use self::process::{Due, Shutting};
 pub use self::questions::{Verdict, fingerprint};
 use super::error::AgentError;
@@ -130,10 +125,13 @@ impl Host {
     pub fn idle_for_good(&self) -> bool {
         self.process.at_rest()
             && self.io.attached_nobody()
-            && self.questions.is_empty()
-            && self.link.is_empty()
-            && !self.runs.is_running()
+            && self.settled()
             && self.next_deadline().is_none()
+    }
+
+    /// No question open, no command in flight or waiting, no run.
+    fn settled(&self) -> bool {
+        self.questions.is_empty() && self.link.is_empty() && !self.runs.is_running()
     }
 
     /// Gives back what only an awake host needs: its queue's sender and the
@@ -148,9 +146,7 @@ impl Host {
     /// Inactive, nothing open, nothing in flight: the process may be stopped.
     fn reapable(&self) -> bool {
         matches!(self.projection.status, AgentStatus::Idle | AgentStatus::Error)
-            && !self.runs.is_running()
-            && self.questions.is_empty()
-            && self.link.is_empty()
+            && self.settled()
             && self.process.ready()
     }
 
@@ -166,10 +162,8 @@ impl Host {
         if let Some(due) = self.process.timers(now, self.reapable()) {
             due.log(self.id());
             self.link.control(Some(due.control()));
-            match due {
-                Due::NotReady => return self.fail_waiting(AgentError::NotReady.into()),
-                Due::Unyielding => return,
-                Due::Idle => {}
+            if due == Due::NotReady {
+                self.fail_waiting(AgentError::NotReady.into());
             }
         }
         let headless = self.questions.timers(now);
@@ -222,19 +216,18 @@ impl Host {
                 }
             }
             HostCommand::Run { task, events, reply } => {
-                let taken = self.runs.take(task, events);
-                let ok = taken.is_ok();
-                let _ = reply.send(taken.map_err(WireError::from));
-                if ok {
+                if self.runs.take(task, events, reply) {
                     self.ensure_process(now);
-                    self.drive_run(now);
+                    self.drive_run();
                 }
             }
-            HostCommand::SteerRun { message, reply } => self.steer_run(message, reply),
+            HostCommand::SteerRun { message, reply } => {
+                let steer = self.runs.steer(self.process.ready(), message, reply);
+                self.apply(steer);
+            }
             HostCommand::StopRun => {
-                if self.runs.stop(now) == run::StopRun::Abort {
-                    let _ = self.link.own(ClientMessage::Abort(Empty {}), Then::Nothing);
-                }
+                let stop = self.runs.stop(now);
+                self.apply(stop);
             }
             HostCommand::Activate { session_id, reply } => {
                 let _ = reply.send(self.activate(session_id, now));
@@ -256,20 +249,28 @@ impl Host {
     pub fn child_event(&mut self, event: ChildEvent, now: Instant) {
         match event {
             // A superseded generation's lines and exit are history.
-            ChildEvent::Lines { epoch, .. } | ChildEvent::Exited { epoch, .. }
+            ChildEvent::Lines { epoch, .. }
+            | ChildEvent::Exited { epoch, .. }
+            | ChildEvent::Ask { epoch, .. }
+            | ChildEvent::Withdraw { epoch, .. }
                 if !self.process.is_current(epoch) => {}
             ChildEvent::Lines { lines, .. } => {
-                for line in lines {
-                    match line {
-                        Ok(line) => self.child_line(line, now),
-                        Err(problem) => {
-                            tracing::warn!(agent = %self.id(), %problem, "bad line from agent")
-                        }
-                    }
+                for line in lines::readable(lines, &self.manifest.agent_id) {
+                    self.child_line(line, now);
                 }
             }
             ChildEvent::Exited { code, description, .. } => {
                 self.process_exited(code, description, now)
+            }
+            // The daemon's own question: shown like the agent's, and
+            // answered to the daemon.
+            ChildEvent::Ask { asked, .. } => {
+                let (request, line) = lines::asked(asked.request);
+                self.raise(request, Some(asked.answer), &line);
+            }
+            ChildEvent::Withdraw { request_id, .. } => {
+                let withdrawn = self.questions.withdraw(&request_id);
+                self.apply(withdrawn);
             }
         }
     }
@@ -292,7 +293,11 @@ impl Host {
                 self.attach(subscriber, role, id, after_seq, now)
             }
             Waiting::Forward { subscriber, id, message } => {
-                self.forward(subscriber, id, *message, now)
+                let refused = self.link.forward(subscriber, id, *message);
+                if refused.is_none() {
+                    self.process.touch(now);
+                }
+                self.apply(refused);
             }
         }
     }
@@ -308,21 +313,11 @@ impl Host {
         now: Instant,
     ) {
         let missed = self.io.missed(after_seq);
-        let result = AttachResult {
-            status: self.projection.status,
-            info: self.current_info(),
-            resumed: missed.is_some().then_some(true),
-        };
-        self.io.respond(&subscriber, id, false, Response::ok("agent.attach", result));
-        match missed {
-            Some(events) => events.into_iter().for_each(|event| {
-                subscriber.push(event);
-            }),
-            None => {
-                subscriber.push(self.sync_bytes(after_seq.is_some()));
-            }
-        }
-        self.io.attach(subscriber, role);
+        let resumed = missed.is_some().then_some(true);
+        let result =
+            AttachResult { status: self.projection.status, info: self.current_info(), resumed };
+        let catch_up = missed.unwrap_or_else(|| vec![self.sync_bytes(after_seq.is_some())]);
+        self.io.join(subscriber, role, id, result, catch_up);
         self.questions.responders_changed(self.io.no_responders(), now);
     }
 
@@ -347,9 +342,8 @@ impl Host {
     fn activate(&mut self, session_id: String, now: Instant) -> Result<String, AgentError> {
         let busy = self.projection.status.is_active()
             || self.link.turn_expected()
-            || !self.questions.is_empty()
+            || !self.settled()
             || self.runs.any()
-            || !self.link.is_empty()
             || self.process.stopping();
         if busy {
             return Err(AgentError::WorkInHand);
@@ -369,85 +363,55 @@ impl Host {
         Ok(previous)
     }
 
-    /// A client's command, to the agent.
-    fn forward(
-        &mut self,
-        subscriber: Sub,
-        id: Option<String>,
-        message: ClientMessage,
-        now: Instant,
-    ) {
-        let refused = self.link.forward(subscriber, id, message);
-        if refused.is_none() {
-            self.process.touch(now);
-        }
-        self.apply(refused);
-    }
-
     fn child_line(&mut self, line: String, now: Instant) {
         let up = self.process.up();
-        // Deltas are nearly all of an agent's traffic, and all the host
-        // needs of one is its kind: it goes out tagged, never decoded.
-        if let Some(kind) = up.then(|| lines::streamed_delta(&line)).flatten() {
-            self.process.touch(now);
-            let activity = self.projection.delta(kind);
-            return self.apply(activity.into_iter().chain([Out::Event(line)]));
-        }
-        let envelope = match Envelope::<ServerMessage>::from_json(&line) {
-            Ok(envelope) => envelope,
-            Err(problem) => {
-                return tracing::warn!(agent = %self.id(), %problem, "unreadable event from agent");
+        match lines::read(line, up, self.id()) {
+            Line::Delta(kind, line) => {
+                self.process.touch(now);
+                let activity = self.projection.delta(kind);
+                return self.apply(activity.into_iter().chain([Out::Event(line)]));
             }
-        };
-        if !up {
-            return self.startup_message(envelope, now);
-        }
-        self.process.touch(now);
-        match envelope.message {
-            ServerMessage::Response(response) => self.child_response(envelope.id, response),
-            ServerMessage::Hello(_) | ServerMessage::Sync(_) => {}
-            ServerMessage::PermissionRequest(request) => {
-                self.raise(PendingKind::Permission(request), envelope.id, line)
+            Line::Hello(capabilities) => {
+                self.projection.capabilities = Some(capabilities);
+                return self.process.hello();
             }
-            ServerMessage::UiRequest(request) if request.kind != UiKind::Notify => {
-                self.raise(PendingKind::Ui(request), envelope.id, line)
-            }
-            message @ (ServerMessage::PermissionResolved(_) | ServerMessage::UiResolved(_)) => {
+            Line::Sync(sync) if self.process.saw_hello() => return self.ready(&sync, now),
+            Line::Refused(why) => return self.fail_waiting(why.into()),
+            Line::Sync(_) | Line::Nothing => return,
+            Line::Response(id, response) => self.child_response(id, response),
+            Line::Question(request, line) => self.raise(request, None, &line),
+            Line::Resolved(message, line) => {
                 let resolved = self.questions.resolved(message, &line);
                 self.apply(resolved);
             }
-            other => {
-                self.observe(&other);
+            Line::Event(message, line) => {
+                self.observe(&message);
                 self.apply([Out::Event(line)]);
             }
         }
-        self.drive_run(now);
+        self.process.touch(now);
+        self.drive_run();
     }
 
-    /// A question from the agent, made safe to show, numbered, and put to
-    /// the questions part.
-    fn raise(&mut self, request: PendingKind, id: Option<String>, line: String) {
-        let (request, line) = lines::display_safe(request, id, line);
-        let announcement = self.io.stamp(&line);
+    /// A question, numbered and put to the questions part; `asker`: the
+    /// daemon asked it, and its answer goes there.
+    fn raise(&mut self, request: PendingKind, asker: Option<questions::Answer>, line: &str) {
+        let announcement = self.io.stamp(line);
         let sandbox = self.projection.sandbox.as_ref();
         let raising = questions::Raising {
             nobody: self.io.no_responders(),
             allow_inside: sandbox.is_some_and(|sandbox| sandbox.allow_inside),
         };
-        let raised = self.questions.raise(request, announcement, raising);
+        let raised = self.questions.raise(request, asker, announcement, raising);
         self.apply(raised);
     }
 
     /// One of the agent's events, for the parts that follow it and the
     /// daemon's books.
     fn observe(&mut self, message: &ServerMessage) {
-        let usage = self.io.books(&self.manifest.session_id, message);
+        let booked = self.io.books(&self.manifest.session_id, message);
         let seen = self.projection.observe(message);
-        self.apply(seen);
-        if let Some(usage) = usage {
-            let event = AgentUsage { agent_id: self.id().to_owned(), usage };
-            self.apply([Out::Publish, Out::Broadcast(ServerMessage::AgentUsage(event))]);
-        }
+        self.apply(seen.into_iter().chain(booked));
         if matches!(message, ServerMessage::Status(_)) && !self.projection.status.is_active() {
             self.link.turn_settled();
             let stop = self.process.inactive();
@@ -456,35 +420,22 @@ impl Host {
         self.runs.observe(message);
     }
 
-    /// `hello` then `sync` from a new process.
-    fn startup_message(&mut self, envelope: Envelope<ServerMessage>, now: Instant) {
-        match envelope.message {
-            ServerMessage::Hello(hello) => {
-                self.projection.capabilities = Some(hello.capabilities);
-                self.process.hello();
-            }
-            ServerMessage::Sync(sync) if self.process.saw_hello() => {
-                let record = SessionView::open(&self.io.context.home, &self.manifest.session_id);
-                self.projection.synced(&sync, record.ok());
-                let resync = self.process.became_ready(now);
-                let mut running = self.projection.set_runtime_state(RuntimeState::Running);
-                running.extend(self.projection.activity_of_status());
-                self.apply(running);
-                if resync {
-                    let sync = self.sync_bytes(false);
-                    self.io.fan_out(&sync);
-                }
-                self.drive_run(now);
-                for waiting in self.link.take_waiting() {
-                    self.when_ready(waiting, now);
-                }
-            }
-            ServerMessage::Error(error) => {
-                tracing::error!(agent = %self.id(), code = %error.code, message = %error.message, "agent refused to start");
-                let (code, message) = (error.code, error.message.clone());
-                self.fail_waiting(AgentError::StartRefused { code, message }.into());
-            }
-            _ => {}
+    /// A new process's `sync`, after its `hello`: it is ready, and what
+    /// waited for it goes ahead.
+    fn ready(&mut self, sync: &shard_protocol::agent::Sync, now: Instant) {
+        let record = SessionView::open(&self.io.context.home, &self.manifest.session_id);
+        self.projection.synced(sync, record.ok());
+        let resync = self.process.became_ready(now);
+        let mut running = self.projection.set_runtime_state(RuntimeState::Running);
+        running.extend(self.projection.activity_of_status());
+        self.apply(running);
+        if resync {
+            let sync = self.sync_bytes(false);
+            self.io.fan_out(&sync);
+        }
+        self.drive_run();
+        for waiting in self.link.take_waiting() {
+            self.when_ready(waiting, now);
         }
     }
 
@@ -493,13 +444,7 @@ impl Host {
         let Some(inflight) = id.and_then(|id| self.link.answered(&id, &response, active)) else {
             return;
         };
-        match inflight.then {
-            Then::Nothing => {}
-            Then::RunPrompt => self.runs.prompt_answered(&response),
-            Then::Steer { turn_id, reply } => {
-                let _ = reply.send(response.outcome.clone().map(|_| turn_id));
-            }
-        }
+        self.runs.answered(inflight.then, &response);
         if let Some(subscriber) = inflight.subscriber {
             self.io.respond(&subscriber, inflight.client_id, true, response);
         }
@@ -517,10 +462,12 @@ impl Host {
             Ok(accepted) => accepted,
             Err(verdict) => return verdict,
         };
-        if self.link.own(accepted.message, Then::Nothing).is_err() {
+        let message = accepted.message;
+        if accepted.for_agent && self.link.own(message.clone(), Then::Nothing).is_err() {
             return Verdict::Busy;
         }
-        self.questions.won(&accepted.request_id, accepted.answerer);
+        let won = self.questions.won(&accepted.request_id, accepted.answerer, &message);
+        self.apply(won);
         Verdict::Won
     }
 
@@ -550,12 +497,9 @@ impl Host {
     }
 
     fn process_exited(&mut self, code: Option<i32>, description: String, now: Instant) {
-        let Some(exit) = self.process.exited() else { return };
-        let ready = exit.generation.ready;
-        let ended =
-            stdio::Ended { expected: exit.expected, ready, log_from: exit.generation.log_from };
+        let Some(ended) = self.process.exited() else { return };
         let description = stdio::ended(&self.io.context.home, self.id(), ended, description);
-        if !ready {
+        if !ended.ready {
             self.fail_waiting(AgentError::ExitedStarting(description.clone()).into());
         }
         let orphaned = self.questions.orphaned();
@@ -567,7 +511,7 @@ impl Host {
         let failed = self.link.process_gone();
         self.apply(failed);
         self.process.answer_kill_waiters();
-        let down = self.projection.exited(exit.expected, description, code);
+        let down = self.projection.exited(ended.expected, description, code);
         self.apply(down);
         if self.process.finish_shutdown() {
             return self.io.close();
@@ -581,30 +525,10 @@ impl Host {
     }
 
     /// Sends the run's task once the agent is ready and idle.
-    fn drive_run(&mut self, now: Instant) {
-        if !self.process.ready() || self.projection.status.is_active() {
-            return;
-        }
-        let Some(task) = self.runs.due_task() else { return };
-        let prompt = Prompt { message: task, images: None, streaming_behavior: None, pinned: None };
-        if self.link.own(ClientMessage::Prompt(prompt), Then::RunPrompt).is_err() {
-            return self.runs.end(Some("the agent is not reading its input".to_owned()));
-        }
-        self.process.touch(now);
-    }
-
-    /// `HostCommand::SteerRun`: a strict steer into the run's turn.
-    fn steer_run(&mut self, message: String, reply: oneshot::Sender<Result<String, WireError>>) {
-        let Some(turn_id) = self.runs.steer_turn().filter(|_| self.process.ready()) else {
-            let _ = reply.send(Err(AgentError::NoActiveTurn.into()));
-            return;
-        };
-        let steer = Steer { message, images: None, turn_id: Some(turn_id.clone()) };
-        if let Err(Then::Steer { reply, .. }) =
-            self.link.own(ClientMessage::Steer(steer), Then::Steer { turn_id, reply })
-        {
-            let _ = reply.send(Err(AgentError::NotReading.into()));
-        }
+    fn drive_run(&mut self) {
+        let idle = self.process.ready() && !self.projection.status.is_active();
+        let task = self.runs.drive(idle);
+        self.apply(task);
     }
 
     /// `sandbox.revoke`: takes `host` back from the agent's grants; the
@@ -627,9 +551,7 @@ impl Host {
     /// The `sync` as sent; `reset` when it answers a cursor the journal no
     /// longer covers.
     fn sync_bytes(&mut self, reset: bool) -> Wire {
-        let unanswered = self.questions.unanswered_requests().cloned();
-        let mut pending: Vec<PendingRequest> =
-            unanswered.map(|request| PendingRequest { agent_id: None, request }).collect();
+        let mut pending = self.questions.pending_requests();
         pending.extend(self.io.context.delegation.delegated_pending(self.id()));
         let (epoch, seq) = (self.process.epoch(), self.io.last_seq());
         let mut sync = self.projection.sync(pending, epoch, seq);
@@ -655,8 +577,10 @@ impl Host {
     fn apply(&mut self, outs: impl IntoIterator<Item = Out>) {
         for out in outs {
             match self.io.perform(out) {
-                Some(Out::Own(message)) => {
-                    let _ = self.link.own(message, Then::Nothing);
+                Some(Out::Send(message, then)) => {
+                    if let Err(then) = self.link.own(message, then) {
+                        self.runs.unsent(then);
+                    }
                 }
                 Some(Out::Publish) => self.publish(),
                 Some(Out::Activity) => {

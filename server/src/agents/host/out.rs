@@ -3,16 +3,20 @@
 //! is driven in unit tests with plain inputs and a clock, and the host is
 //! the one place that touches connections, files and the agent's input.
 
-use shard_protocol::agent::PendingKind;
+use shard_protocol::agent::{PendingKind, PermissionAnswer};
 use shard_protocol::approvals::{Answerer, ApprovalRecord};
 use shard_protocol::message::Response;
-use shard_protocol::{ClientMessage, ServerMessage};
+use shard_protocol::{ClientMessage, ServerMessage, WireError};
+use tokio::sync::oneshot;
 
 use crate::agents::{Sub, Wire};
 
 pub(super) enum Out {
-    /// The daemon's own command to the agent; its response is dropped.
-    Own(ClientMessage),
+    /// The daemon's own command to the agent, its response handled as
+    /// `Then` says (and told so if the agent's input is full).
+    Send(ClientMessage, Then),
+    /// The answer to a question the daemon asked itself, to its asker.
+    Answer(super::questions::Answer, PermissionAnswer),
     /// A per-agent event: numbered, journaled, sent to every attachment.
     Event(String),
     /// A question or its end: numbered, journaled, sent to every
@@ -48,12 +52,26 @@ pub(super) enum Out {
     Settled(String),
 }
 
+/// What the host does with the agent's response to one of its own
+/// commands.
+pub(super) enum Then {
+    Nothing,
+    /// The answer to a run's task prompt.
+    RunPrompt,
+    /// The answer to a strict steer into `turn_id`.
+    Steer {
+        turn_id: String,
+        reply: oneshot::Sender<Result<String, WireError>>,
+    },
+}
+
 #[cfg(test)]
 impl Out {
     /// The effect's name, for tests to say what a part decided in order.
     pub fn kind(&self) -> &'static str {
         match self {
-            Out::Own(_) => "own",
+            Out::Send(..) => "send",
+            Out::Answer(..) => "answer",
             Out::Event(_) => "event",
             Out::Question(_) => "question",
             Out::Deliver(_) => "deliver",

@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::ShutdownMode;
+use crate::agents::runtime::stdio::Ended;
 
 /// How long a new process may take to say `hello` and `sync`: a little
 /// longer than an ACP agent gets to answer `initialize` and open its
@@ -122,12 +123,6 @@ pub(super) struct Generation {
     /// Where this generation's lines begin in the agent's log: what it
     /// wrote there says why, if it exits before it is ready.
     pub log_from: u64,
-}
-
-/// A generation that ended, and whether its end was asked for.
-pub(super) struct Exit {
-    pub generation: Generation,
-    pub expected: bool,
 }
 
 impl Supervision {
@@ -314,17 +309,19 @@ impl Supervision {
         })
     }
 
-    /// The running generation exited.
-    pub fn exited(&mut self) -> Option<Exit> {
+    /// The running generation exited: whether its end was asked for,
+    /// whether it was ever ready, and where its lines begin in the log.
+    pub fn exited(&mut self) -> Option<Ended> {
         let generation = self.current.take()?;
         let expected = generation.stopping || self.shutdown.is_some();
+        let ended = Ended { expected, ready: generation.ready, log_from: generation.log_from };
         self.terminate_when_inactive = false;
         if !generation.ready {
             // A switched session that cannot start is not started again
             // and again for its watchers: the next work or attach retries.
             self.switched = false;
         }
-        Some(Exit { generation, expected })
+        Some(ended)
     }
 
     /// Tells whoever waited for the process to end.

@@ -16,7 +16,7 @@ use shard_protocol::orchestrator::HeadlessPolicy;
 use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 use tokio::time::Instant;
 
-use super::out::Out;
+use super::out::{Out, Then};
 use crate::agents::approvals::{StepUp, bounded_prompt};
 use crate::agents::error::AgentError;
 use crate::agents::{Wire, now_ms};
@@ -70,6 +70,9 @@ pub fn fingerprint(request: &shard_protocol::agent::PermissionRequest) -> String
 /// One open question of this agent.
 struct Pending {
     request: PendingKind,
+    /// Where the answer goes when the daemon itself asked (`None`: the
+    /// agent asked, and its answer goes to the agent).
+    asker: Option<Answer>,
     /// The question as it was sent, tagged: re-sent when the responders
     /// change (a delegated child's question moving up to an ancestor).
     announcement: Wire,
@@ -115,12 +118,18 @@ pub(super) struct Raising {
     pub allow_inside: bool,
 }
 
-/// An answer that may be passed on: the host sends `message` and, once it
-/// is queued for the agent, calls [`Questions::won`].
+/// Where the daemon's own question's answer goes
+/// ([`crate::agents::runtime::Asked`]).
+pub(super) type Answer = Box<dyn FnOnce(&PermissionAnswer) + Send>;
+
+/// An answer that may be passed on: when it is `for_agent`, the host sends
+/// `message` and, once it is queued for the agent, calls
+/// [`Questions::won`]; else it calls that at once.
 pub(super) struct Accepted {
     pub request_id: String,
     pub message: ClientMessage,
     pub answerer: Answerer,
+    pub for_agent: bool,
 }
 
 /// The agent's open questions, in the order asked, and the rules they are
@@ -158,8 +167,11 @@ impl Questions {
     }
 
     /// What nobody has answered yet, as asked (for `sync`).
-    pub fn unanswered_requests(&self) -> impl Iterator<Item = &PendingKind> {
-        self.unanswered().map(|pending| &pending.request)
+    pub fn pending_requests(&self) -> Vec<shard_protocol::agent::PendingRequest> {
+        let unanswered = self.unanswered().map(|pending| pending.request.clone());
+        unanswered
+            .map(|request| shard_protocol::agent::PendingRequest { agent_id: None, request })
+            .collect()
     }
 
     /// When the next headless answer is due.
@@ -172,22 +184,29 @@ impl Questions {
         self.open = Vec::new();
     }
 
-    /// A question from the agent, announced as `announcement` (the host has
-    /// numbered it): record it, send it, and answer it at once when the
-    /// sandbox holds it or nobody anywhere can.
-    pub fn raise(&mut self, request: PendingKind, announcement: Wire, now: Raising) -> Vec<Out> {
+    /// A question, announced as `announcement` (the host has numbered it):
+    /// record it, send it, and answer it at once when the sandbox holds it
+    /// or nobody anywhere can. The agent asked it, or the daemon did
+    /// (`asker`: where its answer goes).
+    pub fn raise(
+        &mut self,
+        request: PendingKind,
+        asker: Option<Answer>,
+        announcement: Wire,
+        now: Raising,
+    ) -> Vec<Out> {
         let request_id = request.request_id().to_owned();
         let mut out = vec![Out::Asked(asked_record(&request))];
-        let held = if now.allow_inside { self.sandbox_holds(&request) } else { None };
-        let pending = Pending {
-            request,
-            announcement: announcement.clone(),
-            headless_at: None,
-            source: None,
+        // The sandbox holds the agent's own calls, never what the daemon asks.
+        let held = match now.allow_inside && asker.is_none() {
+            true => self.sandbox_holds(&request),
+            false => None,
         };
+        let announced = announcement.clone();
+        let pending = Pending { request, asker, announcement, headless_at: None, source: None };
         self.open.push(pending);
         out.push(Out::Pending(self.requests()));
-        out.push(Out::Deliver(announcement));
+        out.push(Out::Deliver(announced));
         if let Some(answer) = held {
             out.extend(self.answer_as(&request_id, "sandbox", held_answer(&request_id, answer)));
             return out;
@@ -311,10 +330,12 @@ impl Questions {
 
     /// The daemon answers a question itself, as `source`.
     fn answer_as(&mut self, request_id: &str, source: &str, message: ClientMessage) -> Vec<Out> {
-        let Some(pending) = self.get_mut(request_id) else { return Vec::new() };
-        pending.source = Some(Answerer { source: source.to_owned(), ..Answerer::default() });
-        pending.headless_at = None;
-        vec![Out::Own(message)]
+        let answerer = Answerer { source: source.to_owned(), ..Answerer::default() };
+        let mut out = self.won(request_id, answerer, &message);
+        if self.get(request_id).is_some_and(|pending| pending.asker.is_none()) {
+            out.push(Out::Send(message, Then::Nothing));
+        }
+        out
     }
 
     /// The allow `request` gets without asking, if the agent's sandbox
@@ -375,6 +396,7 @@ impl Questions {
         if pending.source.is_some() {
             return Err(Verdict::Answered);
         }
+        let for_agent = pending.asker.is_none();
         match (&pending.request, &message) {
             (PendingKind::Permission(request), ClientMessage::PermissionResponse(answer)) => {
                 if fingerprint.is_some_and(|expected| expected != self::fingerprint(request)) {
@@ -390,16 +412,60 @@ impl Questions {
             (PendingKind::Ui(_), ClientMessage::UiResponse(_)) if fingerprint.is_none() => {}
             _ => return Err(Verdict::Invalid),
         }
-        Ok(Accepted { request_id, message, answerer })
+        Ok(Accepted { request_id, message, answerer, for_agent })
     }
 
-    /// An accepted answer went to the agent: the question is answered, and
-    /// no later answer wins.
-    pub fn won(&mut self, request_id: &str, answerer: Answerer) {
-        if let Some(pending) = self.get_mut(request_id) {
-            pending.source = Some(answerer);
-            pending.headless_at = None;
-        }
+    /// `message` answered the question: it went to the agent, or goes now
+    /// to the daemon's own asker. No later answer wins. The daemon's own
+    /// question is closed at once (its answer goes to its asker first);
+    /// the agent closes its own.
+    pub fn won(
+        &mut self,
+        request_id: &str,
+        answerer: Answerer,
+        message: &ClientMessage,
+    ) -> Vec<Out> {
+        let Some(pending) = self.get_mut(request_id) else { return Vec::new() };
+        pending.source = Some(answerer);
+        pending.headless_at = None;
+        let Some(asker) = pending.asker.take() else { return Vec::new() };
+        let answer = match message {
+            ClientMessage::PermissionResponse(response) => response.answer.clone(),
+            _ => PermissionAnswer::Decision(Decision::Deny),
+        };
+        self.close_own(request_id, asker, answer, None)
+    }
+
+    /// Closes a question the daemon asked: `answer` to its asker, then the
+    /// question told closed (with `source`, when not who answered).
+    fn close_own(
+        &mut self,
+        request_id: &str,
+        asker: Answer,
+        answer: PermissionAnswer,
+        source: Option<&str>,
+    ) -> Vec<Out> {
+        let resolved = PermissionResolved {
+            request_id: request_id.to_owned(),
+            answer: answer.clone(),
+            source: source.map(str::to_owned),
+        };
+        let mut out = vec![Out::Answer(asker, answer)];
+        out.extend(self.resolved(ServerMessage::PermissionResolved(resolved), ""));
+        out
+    }
+
+    /// A question the daemon asked is moot (its connection went): closed
+    /// everywhere as a deny from `withdrawn`, unless already answered.
+    pub fn withdraw(&mut self, request_id: &str) -> Vec<Out> {
+        let Some(pending) = self.get_mut(request_id).filter(|pending| pending.source.is_none())
+        else {
+            return Vec::new();
+        };
+        let Some(asker) = pending.asker.take() else { return Vec::new() };
+        pending.source = Some(Answerer { source: WITHDRAWN.to_owned(), ..Answerer::default() });
+        let deny = PermissionAnswer::Decision(Decision::Deny);
+        self.close_own(request_id, asker, deny, Some(WITHDRAWN))
     }
 
     /// Whether `answer` to `request` from `answerer` is an allow from away
@@ -485,6 +551,9 @@ impl Questions {
     }
 }
 
+/// The `source` of a daemon's question closed because it became moot.
+const WITHDRAWN: &str = crate::sandbox::gate::WITHDRAWN;
+
 /// The answer the sandbox gives a question it holds.
 fn held_answer(request_id: &str, answer: PermissionAnswer) -> ClientMessage {
     ClientMessage::PermissionResponse(PermissionResponse {
@@ -543,210 +612,4 @@ fn decision_name(decision: Decision) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use serde_json::json;
-    use shard_protocol::agent::{PermissionChoice, PermissionRequest};
-
-    use super::*;
-
-    const HEADLESS: Duration = Duration::from_secs(300);
-
-    fn questions(headless: Option<HeadlessPolicy>, step_up: Option<StepUp>) -> Questions {
-        let cwd = std::env::temp_dir();
-        let runtime = shard_agent::runtimes::BUILTIN.to_owned();
-        Questions::new(Rules { headless, headless_timeout: HEADLESS, step_up, cwd, runtime })
-    }
-
-    fn bash(request_id: &str) -> PendingKind {
-        PendingKind::Permission(PermissionRequest {
-            request_id: request_id.to_owned(),
-            tool_name: "bash".to_owned(),
-            input: json!({"command": "make"}),
-            prompt: "Run make?".to_owned(),
-            options: vec![Decision::Allow, Decision::Deny],
-            details: None,
-            choices: None,
-        })
-    }
-
-    fn raise(questions: &mut Questions, request: PendingKind, nobody: bool) -> Vec<Out> {
-        let raising = Raising { nobody, allow_inside: false };
-        questions.raise(request, Wire::from("{}"), raising)
-    }
-
-    fn reply(request_id: &str, decision: Decision) -> ClientMessage {
-        let answer = PermissionAnswer::Decision(decision);
-        let request_id = request_id.to_owned();
-        ClientMessage::PermissionResponse(PermissionResponse { request_id, answer, reason: None })
-    }
-
-    fn by(source: &str) -> Answerer {
-        Answerer { source: source.to_owned(), ..Answerer::default() }
-    }
-
-    fn denial(outs: &[Out]) -> bool {
-        outs.iter().any(|out| {
-            matches!(out, Out::Own(ClientMessage::PermissionResponse(response))
-                if response.answer == PermissionAnswer::Decision(Decision::Deny))
-        })
-    }
-
-    #[test]
-    fn a_question_nobody_can_answer_is_denied_at_once_unless_it_queues() {
-        let mut denying = questions(None, None);
-        let outs = raise(&mut denying, bash("p1"), true);
-        assert_eq!(Out::kinds(&outs), ["asked", "pending", "deliver", "own"]);
-        assert!(denial(&outs));
-        assert!(
-            matches!(
-                denying.judge(reply("p1", Decision::Allow), by("web"), None, false),
-                Err(Verdict::Answered)
-            ),
-            "the headless answer came first"
-        );
-
-        let mut queueing = questions(Some(HeadlessPolicy::Queue), None);
-        let outs = raise(&mut queueing, bash("p1"), true);
-        assert_eq!(Out::kinds(&outs), ["asked", "pending", "deliver", "waiting"]);
-        queueing.responders_changed(true, Instant::now());
-        assert_eq!(queueing.next_headless(), None, "it waits for someone, however long");
-    }
-
-    #[test]
-    fn a_question_left_alone_is_denied_after_the_headless_timeout_and_not_before() {
-        let start = Instant::now();
-        let mut questions = questions(None, None);
-        assert_eq!(Out::kinds(&raise(&mut questions, bash("p1"), false)).last(), Some(&"waiting"));
-        questions.responders_changed(true, start);
-        assert_eq!(questions.next_headless(), Some(start + HEADLESS));
-        questions.responders_changed(true, start + HEADLESS / 2);
-        assert_eq!(questions.next_headless(), Some(start + HEADLESS), "the clock is not reset");
-        assert!(questions.timers(start + HEADLESS - Duration::from_millis(1)).is_empty());
-        questions.responders_changed(false, start + HEADLESS / 2);
-        assert_eq!(questions.next_headless(), None, "someone came back");
-        questions.responders_changed(true, start + HEADLESS);
-        assert!(denial(&questions.timers(start + HEADLESS * 2)));
-        assert!(questions.timers(start + HEADLESS * 3).is_empty(), "answered once");
-    }
-
-    #[test]
-    fn the_first_valid_answer_wins_and_every_other_says_why_not() {
-        let mut questions = questions(None, None);
-        raise(&mut questions, bash("p1"), false);
-        let judge = |questions: &Questions, message, fingerprint| {
-            questions
-                .judge(message, by("unix"), fingerprint, false)
-                .map(|accepted| accepted.request_id)
-        };
-        assert!(matches!(
-            judge(&questions, reply("p9", Decision::Allow), None),
-            Err(Verdict::Unknown)
-        ));
-        assert!(
-            matches!(
-                judge(&questions, reply("p1", Decision::AllowAlways), None),
-                Err(Verdict::Invalid)
-            ),
-            "not among the request's options"
-        );
-        assert!(matches!(
-            judge(&questions, reply("p1", Decision::Allow), Some("another call")),
-            Err(Verdict::Changed)
-        ));
-        let PendingKind::Permission(asked) = bash("p1") else { unreachable!() };
-        let call = fingerprint(&asked);
-        let accepted = judge(&questions, reply("p1", Decision::Allow), Some(&call));
-        assert_eq!(accepted.ok().as_deref(), Some("p1"));
-        questions.won("p1", by("unix"));
-        assert!(matches!(
-            judge(&questions, reply("p1", Decision::Deny), None),
-            Err(Verdict::Answered)
-        ));
-        // Answered, it stays open until the agent settles it, with who
-        // answered.
-        let resolved = shard_protocol::agent::PermissionResolved {
-            request_id: "p1".into(),
-            answer: PermissionAnswer::Decision(Decision::Allow),
-            source: None,
-        };
-        let outs = questions.resolved(ServerMessage::PermissionResolved(resolved), "");
-        assert_eq!(Out::kinds(&outs), ["settled", "pending", "activity", "resolved", "question"]);
-        let Some(Out::Resolved { outcome, by, .. }) = outs.get(3) else { unreachable!() };
-        assert_eq!((outcome.as_str(), by.source.as_str()), ("allow", "unix"));
-        let Some(Out::Question(line)) = outs.last() else { unreachable!() };
-        assert!(line.contains(r#""source":"unix""#), "{line}");
-        assert!(questions.is_empty());
-    }
-
-    #[test]
-    fn an_allow_from_away_needs_a_passkey_where_step_up_guards_it() {
-        let rule = StepUp {
-            tools: vec!["bash".to_owned()],
-            writes_outside_cwd: true,
-            places: crate::agents::sensitive::Places::default(),
-        };
-        let mut questions = questions(None, Some(rule));
-        raise(&mut questions, bash("p1"), false);
-        let allow = || reply("p1", Decision::Allow);
-        for away in ["web", "push"] {
-            assert!(matches!(
-                questions.judge(allow(), by(away), None, false),
-                Err(Verdict::StepUp)
-            ));
-            assert!(questions.judge(allow(), by(away), None, true).is_ok(), "stepped up");
-        }
-        assert!(questions.judge(allow(), by("unix"), None, false).is_ok(), "a local client");
-        assert!(questions.judge(reply("p1", Decision::Deny), by("web"), None, false).is_ok());
-    }
-
-    #[test]
-    fn the_sandbox_answers_what_it_holds_and_nobody_is_asked() {
-        let mut questions = questions(None, None);
-        let outs = questions.raise(
-            bash("p1"),
-            Wire::from("{}"),
-            Raising { nobody: false, allow_inside: true },
-        );
-        assert_eq!(Out::kinds(&outs), ["asked", "pending", "deliver", "own"]);
-        assert!(!denial(&outs));
-        // A structured question is answered with its allow choice.
-        let PendingKind::Permission(mut request) = bash("p2") else { unreachable!() };
-        request.options = Vec::new();
-        request.choices = Some(vec![PermissionChoice {
-            id: "yes".into(),
-            label: "Yes".into(),
-            description: None,
-            accelerator: None,
-            intent: ChoiceIntent::Allow,
-        }]);
-        let raising = Raising { nobody: false, allow_inside: true };
-        let outs = questions.raise(PendingKind::Permission(request), Wire::from("{}"), raising);
-        assert!(
-            outs.iter()
-                .any(|out| matches!(out, Out::Own(ClientMessage::PermissionResponse(answer))
-            if answer.answer == PermissionAnswer::Choice("yes".into())))
-        );
-    }
-
-    #[test]
-    fn a_gone_process_ends_every_open_question_and_keeps_an_answer_unconfirmed() {
-        let mut questions = questions(None, None);
-        raise(&mut questions, bash("p1"), false);
-        raise(&mut questions, bash("p2"), false);
-        questions.judge(reply("p2", Decision::Allow), by("web"), None, false).expect("valid");
-        questions.won("p2", by("web"));
-        let outs = questions.orphaned();
-        let outcomes: Vec<(&str, &str)> = outs
-            .iter()
-            .filter_map(|out| match out {
-                Out::Resolved { outcome, by, .. } => Some((outcome.as_str(), by.source.as_str())),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(outcomes, [("deny", "runtime_exited"), ("unconfirmed", "web")]);
-        assert!(matches!(outs.last(), Some(Out::Pending(open)) if open.is_empty()));
-        assert!(questions.is_empty());
-    }
-}
+mod tests;

@@ -5,12 +5,14 @@
 //! carries the coordinator's strict steers into that turn and stops it
 //! (abort, then SIGTERM, then SIGKILL) when asked.
 
-use shard_protocol::ServerMessage;
+use shard_protocol::agent::{Empty, Prompt, Steer};
 use shard_protocol::message::Response;
 use shard_protocol::types::{ContentBlock, Usage};
-use tokio::sync::mpsc;
+use shard_protocol::{ClientMessage, ServerMessage, WireError};
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Duration, Instant};
 
+use super::out::{Out, Then};
 use crate::agents::error::AgentError;
 
 /// How long an aborted run's turn may take to end before its process is
@@ -108,26 +110,26 @@ pub(super) struct Runs {
     next: Option<Supervised>,
 }
 
-/// What a stopped run asks of the host.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum StopRun {
-    /// Nothing: the run had not started, or is already being stopped.
-    Nothing,
-    /// Abort the run's turn.
-    Abort,
-}
-
 impl Runs {
     /// Takes a run, or queues it behind one that is being stopped; refused
-    /// while another goes on.
-    pub fn take(&mut self, task: String, events: mpsc::Sender<RunEvent>) -> Result<(), AgentError> {
-        let run = Supervised::new(task, events);
+    /// while another goes on. `reply` says which; `true`: taken.
+    pub fn take(
+        &mut self,
+        task: String,
+        events: mpsc::Sender<RunEvent>,
+        reply: oneshot::Sender<Result<(), WireError>>,
+    ) -> bool {
+        let run = Some(Supervised::new(task, events));
         match &self.current {
-            None => self.current = Some(run),
-            Some(current) if current.stopped && self.next.is_none() => self.next = Some(run),
-            Some(_) => return Err(AgentError::AlreadyOnRun),
+            None => self.current = run,
+            Some(current) if current.stopped && self.next.is_none() => self.next = run,
+            Some(_) => {
+                let _ = reply.send(Err(AgentError::AlreadyOnRun.into()));
+                return false;
+            }
         }
-        Ok(())
+        let _ = reply.send(Ok(()));
+        true
     }
 
     /// A run is in hand (its task may not be sent yet).
@@ -140,16 +142,54 @@ impl Runs {
         self.current.is_some() || self.next.is_some()
     }
 
-    /// The task to send as a prompt now; the host asks only once the agent
-    /// is ready and idle.
-    pub fn due_task(&mut self) -> Option<String> {
-        self.current.as_mut()?.task.take()
+    /// The task as a prompt, to send now that the agent is `idle` (ready,
+    /// and in no turn).
+    pub fn drive(&mut self, idle: bool) -> Option<Out> {
+        let message = self.current.as_mut().filter(|_| idle)?.task.take()?;
+        let prompt = Prompt { message, images: None, streaming_behavior: None, pinned: None };
+        Some(Out::Send(ClientMessage::Prompt(prompt), Then::RunPrompt))
     }
 
-    /// The agent answered the run's prompt: a refusal ends the run.
-    pub fn prompt_answered(&mut self, response: &Response) {
-        if let Err(error) = &response.outcome {
-            self.end(Some(format!("the task was refused: {}", error.message)));
+    /// `HostCommand::SteerRun`: a strict steer into the run's turn, while
+    /// the agent is `ready`; refused at once when there is none.
+    pub fn steer(
+        &self,
+        ready: bool,
+        message: String,
+        reply: oneshot::Sender<Result<String, WireError>>,
+    ) -> Option<Out> {
+        let Some(turn_id) = self.steer_turn().filter(|_| ready) else {
+            let _ = reply.send(Err(AgentError::NoActiveTurn.into()));
+            return None;
+        };
+        let steer = Steer { message, images: None, turn_id: Some(turn_id.clone()) };
+        Some(Out::Send(ClientMessage::Steer(steer), Then::Steer { turn_id, reply }))
+    }
+
+    /// The agent answered what the run sent: a refused prompt ends the
+    /// run; a steer's asker learns its turn or why not.
+    pub fn answered(&mut self, then: Then, response: &Response) {
+        match then {
+            Then::Nothing => {}
+            Then::RunPrompt => {
+                if let Err(error) = &response.outcome {
+                    self.end(Some(format!("the task was refused: {}", error.message)));
+                }
+            }
+            Then::Steer { turn_id, reply } => {
+                let _ = reply.send(response.outcome.clone().map(|_| turn_id));
+            }
+        }
+    }
+
+    /// What the run sent never reached the agent: its input is full.
+    pub fn unsent(&mut self, then: Then) {
+        match then {
+            Then::Nothing => {}
+            Then::RunPrompt => self.end(Some("the agent is not reading its input".to_owned())),
+            Then::Steer { reply, .. } => {
+                let _ = reply.send(Err(AgentError::NotReading.into()));
+            }
         }
     }
 
@@ -202,23 +242,23 @@ impl Runs {
     }
 
     /// `HostCommand::StopRun`: a run not started yet ends now; a running
-    /// turn is to be aborted, and its process terminated if it does not end
+    /// turn is aborted, and its process terminated if it does not end
     /// within [`ABORT_GRACE`].
-    pub fn stop(&mut self, now: Instant) -> StopRun {
+    pub fn stop(&mut self, now: Instant) -> Option<Out> {
         if let Some(next) = self.next.take() {
             next.report(RunEvent::Ended(RunEnd { stopped: true, ..RunEnd::default() }));
         }
-        let Some(run) = &mut self.current else { return StopRun::Nothing };
+        let run = self.current.as_mut()?;
         run.stopped = true;
         if run.task.is_some() {
             self.finish(None, None);
-            return StopRun::Nothing;
+            return None;
         }
         if run.stop_at.is_some() {
-            return StopRun::Nothing;
+            return None;
         }
         run.stop_at = Some(now + ABORT_GRACE);
-        StopRun::Abort
+        Some(Out::Send(ClientMessage::Abort(Empty {}), Then::Nothing))
     }
 
     /// Whether a stopped run's turn failed to end in time: its process is
@@ -238,7 +278,7 @@ impl Runs {
 
     /// The turn a strict steer goes into: the run's, once started and
     /// while not being stopped.
-    pub fn steer_turn(&self) -> Option<String> {
+    fn steer_turn(&self) -> Option<String> {
         self.current.as_ref().filter(|run| !run.stopped).and_then(|run| run.turn_id.clone())
     }
 }
@@ -263,6 +303,23 @@ mod tests {
         }}))
     }
 
+    /// Hands `runs` a run of `task`; what it said.
+    fn take(runs: &mut Runs, task: &str, events: &mpsc::Sender<RunEvent>) -> Result<(), WireError> {
+        let (reply, mut said) = oneshot::channel();
+        let taken = runs.take(task.to_owned(), events.clone(), reply);
+        let said = said.try_recv().expect("a reply at once");
+        assert_eq!(taken, said.is_ok());
+        said
+    }
+
+    /// The task a run sent, if it sent one.
+    fn prompted(out: Option<Out>) -> Option<String> {
+        match out {
+            Some(Out::Send(ClientMessage::Prompt(prompt), Then::RunPrompt)) => Some(prompt.message),
+            _ => None,
+        }
+    }
+
     fn turn_end(turn_id: &str) -> ServerMessage {
         event(json!({"type": "turn_end", "turn_id": turn_id}))
     }
@@ -271,15 +328,21 @@ mod tests {
     fn a_run_follows_its_own_turn_and_reports_its_start_and_end_once() {
         let (events, mut reports) = mpsc::channel(RUN_EVENTS);
         let mut runs = Runs::default();
-        runs.take("fix it".into(), events).expect("taken");
+        take(&mut runs, "fix it", &events).expect("taken");
         // Events before the task is sent are another turn's.
         runs.observe(&turn_start("earlier"));
         assert!(reports.try_recv().is_err());
-        assert_eq!(runs.due_task().as_deref(), Some("fix it"));
-        assert_eq!(runs.due_task(), None, "the task is sent once");
+        assert!(runs.drive(false).is_none(), "not while the agent is busy");
+        assert_eq!(prompted(runs.drive(true)).as_deref(), Some("fix it"));
+        assert!(runs.drive(true).is_none(), "the task is sent once");
         runs.observe(&turn_start("t1"));
         assert!(matches!(reports.try_recv(), Ok(RunEvent::Started { turn_id }) if turn_id == "t1"));
-        assert_eq!(runs.steer_turn().as_deref(), Some("t1"));
+        let (reply, mut steered) = oneshot::channel();
+        let Some(Out::Send(_, then)) = runs.steer(true, "also this".into(), reply) else {
+            panic!("no steer")
+        };
+        runs.answered(then, &Response::accepted("steer"));
+        assert_eq!(steered.try_recv().ok().and_then(Result::ok).as_deref(), Some("t1"));
         runs.observe(&said("done"));
         runs.observe(&turn_end("other"));
         assert!(runs.is_running(), "another turn's end is not the run's");
@@ -295,15 +358,18 @@ mod tests {
         let (events, mut reports) = mpsc::channel(RUN_EVENTS);
         let start = Instant::now();
         let mut runs = Runs::default();
-        runs.take("one".into(), events.clone()).expect("taken");
-        assert!(matches!(runs.take("two".into(), events.clone()), Err(AgentError::AlreadyOnRun)));
-        runs.due_task();
+        take(&mut runs, "one", &events).expect("taken");
+        let refused = take(&mut runs, "two", &events).expect_err("refused");
+        assert_eq!(refused.code, shard_protocol::ErrorCode::Conflict);
+        runs.drive(true);
         runs.observe(&turn_start("t1"));
-        assert_eq!(runs.stop(start), StopRun::Abort);
-        assert_eq!(runs.stop(start), StopRun::Nothing, "aborted once");
-        assert_eq!(runs.steer_turn(), None, "no steer into a stopped run");
-        runs.take("two".into(), events.clone()).expect("queued behind the stopped one");
-        assert!(runs.take("three".into(), events).is_err(), "one waits, no more");
+        assert!(matches!(runs.stop(start), Some(Out::Send(ClientMessage::Abort(_), _))));
+        assert!(runs.stop(start).is_none(), "aborted once");
+        let (reply, mut refused) = oneshot::channel();
+        assert!(runs.steer(true, "more".into(), reply).is_none(), "no steer into a stopped run");
+        assert!(matches!(refused.try_recv(), Ok(Err(_))));
+        take(&mut runs, "two", &events).expect("queued behind the stopped one");
+        assert!(take(&mut runs, "three", &events).is_err(), "one waits, no more");
         // The turn does not end: once the grace is over, terminate once.
         assert_eq!(runs.deadline(), Some(start + ABORT_GRACE));
         assert!(!runs.overdue(start + ABORT_GRACE - Duration::from_millis(1)));
@@ -314,23 +380,30 @@ mod tests {
         let Ok(RunEvent::Ended(end)) = reports.try_recv() else { panic!("no end") };
         assert!(end.stopped);
         assert_eq!(end.error.as_deref(), Some("the agent's process ended"));
-        assert_eq!(runs.due_task().as_deref(), Some("two"), "the queued run is next");
+        assert_eq!(prompted(runs.drive(true)).as_deref(), Some("two"), "the queued run is next");
     }
 
     #[test]
     fn a_refused_prompt_ends_the_run_and_a_long_answer_is_cut() {
         let (events, mut reports) = mpsc::channel(RUN_EVENTS);
         let mut runs = Runs::default();
-        runs.take("task".into(), events).expect("taken");
-        runs.due_task();
+        take(&mut runs, "task", &events).expect("taken");
+        let Some(Out::Send(_, then)) = runs.drive(true) else { panic!("not sent") };
         let refused = Response::failed(
             "prompt",
             shard_protocol::WireError::new(shard_protocol::ErrorCode::Conflict, "busy"),
         );
-        runs.prompt_answered(&refused);
+        runs.answered(then, &refused);
         let Ok(RunEvent::Ended(end)) = reports.try_recv() else { panic!("no end") };
         assert_eq!(end.error.as_deref(), Some("the task was refused: busy"));
         let long = bounded("é".repeat(MAX_FINAL_TEXT));
         assert!(long.len() < MAX_FINAL_TEXT + 64 && long.ends_with("longer]"));
+        // A task the agent's input could not take ends the run too.
+        let (events, mut reports) = mpsc::channel(RUN_EVENTS);
+        take(&mut runs, "again", &events).expect("taken");
+        let Some(Out::Send(_, then)) = runs.drive(true) else { panic!("not sent") };
+        runs.unsent(then);
+        let Ok(RunEvent::Ended(end)) = reports.try_recv() else { panic!("no end") };
+        assert_eq!(end.error.as_deref(), Some("the agent is not reading its input"));
     }
 }

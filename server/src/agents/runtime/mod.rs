@@ -19,7 +19,7 @@ pub mod acp;
 pub mod event;
 pub mod stdio;
 
-pub use self::event::ChildEvent;
+pub use self::event::{Asked, ChildEvent};
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -110,51 +110,53 @@ impl Spawner for Spawners {
             delegates: request.delegates,
             epoch: request.epoch,
         };
-        let tell = std::sync::Arc::new(Tell { events: events.clone(), epoch: request.epoch });
-        let jail = self.sandbox.prepare(&config, &start, tell)?;
+        let asker = std::sync::Arc::new(Asker { events: events.clone(), epoch: request.epoch });
+        let jail = self.sandbox.prepare(&config, &start, asker)?;
         let started = match runtime {
             None => self.builtin.spawn(request, jail.as_ref(), events)?,
             Some(runtime) => self.acp.spawn(runtime, request, jail.as_ref(), events)?,
         };
-        Ok(match jail {
-            Some(jail) => {
-                Box::new(Contained { inner: started, answers: jail.answers, _proxy: jail.proxy })
-            }
+        Ok(match jail.and_then(|jail| jail.proxy) {
+            Some(proxy) => Box::new(Contained { inner: started, _proxy: proxy }),
             None => started,
         })
     }
 }
 
-/// The sandbox's network questions, and their ends, told among a
-/// generation's own lines.
-struct Tell {
+/// The sandbox's network questions, asked of the generation's host.
+struct Asker {
     events: mpsc::Sender<ChildEvent>,
     epoch: u64,
 }
 
-impl crate::sandbox::gate::Tell for Tell {
-    fn tell(&self, lines: Vec<String>) -> futures_util::future::BoxFuture<'static, bool> {
+impl crate::sandbox::gate::Asker for Asker {
+    fn ask(
+        &self,
+        request: shard_protocol::agent::PermissionRequest,
+        answer: crate::sandbox::gate::Answer,
+    ) -> futures_util::future::BoxFuture<'static, bool> {
         let events = self.events.clone();
-        let told =
-            ChildEvent::Lines { epoch: self.epoch, lines: lines.into_iter().map(Ok).collect() };
-        Box::pin(async move { events.send(told).await.is_ok() })
+        let ask = ChildEvent::Ask { epoch: self.epoch, asked: Asked { request, answer } };
+        Box::pin(async move { events.send(ask).await.is_ok() })
+    }
+
+    fn withdraw(&self, request_id: String) {
+        let events = self.events.clone();
+        let withdraw = ChildEvent::Withdraw { epoch: self.epoch, request_id };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { events.send(withdraw).await });
+        }
     }
 }
 
-/// A runtime in a sandbox whose egress proxy may ask questions: the
-/// answers to those are taken out of the agent's input (the agent never
-/// asked them), and the proxy stops with it.
+/// A runtime in a sandbox with an egress proxy: the proxy stops with it.
 struct Contained {
     inner: Box<dyn Runtime>,
-    answers: crate::sandbox::gate::Answers,
-    _proxy: Option<tokio_util::sync::DropGuard>,
+    _proxy: tokio_util::sync::DropGuard,
 }
 
 impl Runtime for Contained {
     fn send(&mut self, line: Bytes) -> Result<(), InputFull> {
-        if self.answers.take(&line) {
-            return Ok(());
-        }
         self.inner.send(line)
     }
 

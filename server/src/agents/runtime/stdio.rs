@@ -476,6 +476,7 @@ mod tests {
                 match received.recv().await.expect("an exit at the end") {
                     ChildEvent::Lines { lines: read, .. } => lines += read.len(),
                     ChildEvent::Exited { .. } => break,
+                    ChildEvent::Ask { .. } | ChildEvent::Withdraw { .. } => {}
                 }
             }
             assert_eq!(lines, LINES, "generation {epoch}: every line before the exit");
