@@ -16,8 +16,9 @@ use shard_protocol::orchestrator::HeadlessPolicy;
 use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 use tokio::time::Instant;
 
+pub(super) use self::rules::Rules;
 use super::out::{Out, Then};
-use crate::agents::approvals::{StepUp, bounded_prompt};
+use crate::agents::approvals::bounded_prompt;
 use crate::agents::error::AgentError;
 use crate::agents::{Wire, now_ms};
 
@@ -80,34 +81,6 @@ struct Pending {
     headless_at: Option<Instant>,
     /// Who answered, once the daemon forwarded an answer.
     source: Option<Answerer>,
-}
-
-/// How this agent's questions are answered when nobody is there, and which
-/// allows need a passkey: fixed for the agent's life.
-pub(super) struct Rules {
-    /// `headless_policy` from `agent.create`.
-    pub headless: Option<HeadlessPolicy>,
-    /// `--headless-timeout`.
-    pub headless_timeout: std::time::Duration,
-    /// `[step_up]`, if any allows need a passkey.
-    pub step_up: Option<StepUp>,
-    /// The agent's working directory and runtime: what a call does is
-    /// judged against them.
-    pub cwd: std::path::PathBuf,
-    pub runtime: String,
-}
-
-impl Rules {
-    /// The rules of the agent `manifest` describes, under the daemon's.
-    pub fn of(manifest: &crate::agents::manifest::Manifest, context: &super::Context) -> Self {
-        Self {
-            headless: manifest.headless_policy,
-            headless_timeout: context.headless_timeout,
-            step_up: context.step_up.clone(),
-            cwd: manifest.cwd.clone().into(),
-            runtime: manifest.runtime_id().to_owned(),
-        }
-    }
 }
 
 /// What the rest of the host knows when a question is raised.
@@ -199,7 +172,7 @@ impl Questions {
         let mut out = vec![Out::Asked(asked_record(&request))];
         // The sandbox holds the agent's own calls, never what the daemon asks.
         let held = match now.allow_inside && asker.is_none() {
-            true => self.sandbox_holds(&request),
+            true => self.rules.sandbox_holds(&request),
             false => None,
         };
         let announced = announcement.clone();
@@ -208,7 +181,11 @@ impl Questions {
         out.push(Out::Pending(self.requests()));
         out.push(Out::Deliver(announced));
         if let Some(answer) = held {
-            out.extend(self.answer_as(&request_id, "sandbox", held_answer(&request_id, answer)));
+            out.extend(self.answer_as(
+                &request_id,
+                "sandbox",
+                rules::held_answer(&request_id, answer),
+            ));
             return out;
         }
         if now.nobody && self.rules.headless != Some(HeadlessPolicy::Queue) {
@@ -219,20 +196,6 @@ impl Questions {
             out.push(Out::Waiting(pending.request.clone()));
         }
         out
-    }
-
-    /// How long a question stays open once nobody can answer it: the
-    /// daemon's timeout, nothing under `deny` and `allow_if_rule_matches`
-    /// (the runtime already ran whatever a rule allows), forever under
-    /// `queue`.
-    fn headless_wait(&self) -> Option<std::time::Duration> {
-        match self.rules.headless {
-            None => Some(self.rules.headless_timeout),
-            Some(HeadlessPolicy::Deny | HeadlessPolicy::AllowIfRuleMatches) => {
-                Some(std::time::Duration::ZERO)
-            }
-            Some(HeadlessPolicy::Queue) => None,
-        }
     }
 
     /// The agent says a question is closed: the resolution to send, with
@@ -338,42 +301,6 @@ impl Questions {
         out
     }
 
-    /// The allow `request` gets without asking, if the agent's sandbox
-    /// holds what it would do (`allow_inside`, docs/SANDBOX.md "Fewer
-    /// questions"): a command, which runs inside the sandbox, or writes
-    /// that all land in the agent's own directory. Never a network
-    /// question, a write that names no file or leaves the directory, or a
-    /// call whose effect is not known.
-    fn sandbox_holds(&self, request: &PendingKind) -> Option<PermissionAnswer> {
-        use crate::agents::effect::{self, Effect};
-        let PendingKind::Permission(request) = request else { return None };
-        if request.tool_name == shard_protocol::sandbox::NETWORK_TOOL {
-            return None;
-        }
-        let cwd = self.rules.cwd.as_path();
-        let held = match Effect::of(request, &self.rules.runtime) {
-            Effect::Runs => true,
-            Effect::Writes(paths) => {
-                !paths.is_empty()
-                    && paths.iter().all(|path| {
-                        effect::inside(cwd, path)
-                            && effect::inside(cwd, &effect::resolved(&cwd.join(path)))
-                    })
-            }
-            Effect::Looks | Effect::Delegates | Effect::Unknown => false,
-        };
-        if !held {
-            return None;
-        }
-        let allow = PermissionAnswer::Decision(Decision::Allow);
-        if request.accepts(&allow) {
-            return Some(allow);
-        }
-        let choice =
-            request.choices.iter().flatten().find(|choice| choice.intent == ChoiceIntent::Allow)?;
-        Some(PermissionAnswer::Choice(choice.id.clone()))
-    }
-
     /// Judges an answer from a person (§6.3, §9.5): an answer to an open,
     /// unanswered question that it accepts may be passed on; bound to a
     /// `fingerprint`, only to exactly that call (a notification's action).
@@ -405,7 +332,7 @@ impl Questions {
                 if !request.accepts(&answer.answer) {
                     return Err(Verdict::Invalid);
                 }
-                if !stepped_up && self.needs_step_up(request, &answer.answer, &answerer) {
+                if !stepped_up && self.rules.needs_step_up(request, &answer.answer, &answerer) {
                     return Err(Verdict::StepUp);
                 }
             }
@@ -468,28 +395,6 @@ impl Questions {
         self.close_own(request_id, asker, deny, Some(WITHDRAWN))
     }
 
-    /// Whether `answer` to `request` from `answerer` is an allow from away
-    /// (a browser or a notification) that `[step_up]` guards.
-    fn needs_step_up(
-        &self,
-        request: &shard_protocol::agent::PermissionRequest,
-        answer: &PermissionAnswer,
-        answerer: &Answerer,
-    ) -> bool {
-        let Some(rule) = &self.rules.step_up else { return false };
-        let from_away = matches!(answerer.source.as_str(), "web" | "push");
-        let allows = match answer {
-            PermissionAnswer::Decision(decision) => *decision != Decision::Deny,
-            PermissionAnswer::Choice(id) => request
-                .choices
-                .iter()
-                .flatten()
-                .find(|choice| choice.id == *id)
-                .is_some_and(|choice| choice.intent != ChoiceIntent::Deny),
-        };
-        from_away && allows && rule.requires(request, &self.rules.cwd, &self.rules.runtime)
-    }
-
     /// The agent's process is gone: every open question ends, as denied or
     /// dismissed by `runtime_exited`, or unconfirmed when an answer had
     /// already gone to it.
@@ -523,7 +428,7 @@ impl Questions {
     /// start their headless timeout; those that can be answered again stop
     /// it.
     pub fn responders_changed(&mut self, nobody: bool, now: Instant) {
-        let wait = self.headless_wait();
+        let wait = self.rules.headless_wait();
         for pending in self.open.iter_mut().filter(|pending| pending.source.is_none()) {
             pending.headless_at = match wait {
                 Some(timeout) if nobody => Some(pending.headless_at.unwrap_or(now + timeout)),
@@ -553,15 +458,6 @@ impl Questions {
 
 /// The `source` of a daemon's question closed because it became moot.
 const WITHDRAWN: &str = crate::sandbox::gate::WITHDRAWN;
-
-/// The answer the sandbox gives a question it holds.
-fn held_answer(request_id: &str, answer: PermissionAnswer) -> ClientMessage {
-    ClientMessage::PermissionResponse(PermissionResponse {
-        request_id: request_id.to_owned(),
-        answer,
-        reason: Some("the agent's sandbox holds it (allow_inside)".to_owned()),
-    })
-}
 
 /// The end of a question the agent can no longer close itself.
 fn resolution(request: &PendingKind, request_id: &str, source: &str) -> String {
@@ -611,5 +507,6 @@ fn decision_name(decision: Decision) -> &'static str {
     }
 }
 
+mod rules;
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,7 @@ use serde_json::json;
 use shard_protocol::agent::{PermissionChoice, PermissionRequest};
 
 use super::*;
+use crate::agents::approvals::StepUp;
 
 const HEADLESS: Duration = Duration::from_secs(300);
 
