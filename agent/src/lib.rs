@@ -15,35 +15,22 @@
 //!   and [`provider::ProviderError`], why a call failed.
 //! - [`tools`]: read, write, edit, bash, grep, find, ls (recall and ask in `turn`).
 //! - [`permission`]: the gate in front of every tool call.
-//! - [`conversation`]: the session in memory: `history` (the `Conversation`
-//!   type), `window`, `compaction`, `lineage` (forks, the session list) and
-//!   `recorded` (owed inputs, settings); [`session_log`]: the file itself.
-//! - [`session_view`]: the daemon's one door to a session log.
-//! - [`process_tree`]: the agent as subreaper; nothing it starts outlives it.
-//! - [`keys`]: provider keys out of every tool's reach.
-//! - [`config`] (with [`runtimes`], agents that are not Shard's own),
-//!   [`modes`], [`stdio`], [`private`] (owner-only files).
+//! - [`keys`]: provider keys out of every tool's reach; [`stdio`].
+//!
+//! The session log and conversation, private files, the process tree,
+//! `config.toml` and modes are `shard_platform`'s, shared with the daemon.
 
 pub mod agent;
-pub mod config;
-pub mod conversation;
-pub mod egress;
 pub mod keys;
-pub mod modes;
 pub mod permission;
-pub mod private;
-pub mod process_tree;
 pub mod provider;
-pub mod relay;
-pub mod runtimes;
-pub mod sandbox;
-pub mod session_log;
-pub mod session_view;
 pub mod shared;
 pub mod stdio;
 pub mod tools;
 pub mod turn;
-mod util;
+
+// What the agent shares with the daemon, from the crate they both stand on.
+pub(crate) use shard_platform::{config, conversation, modes, process_tree, session_log, util};
 
 use std::path::PathBuf;
 
@@ -222,8 +209,7 @@ async fn refuse(out: &mpsc::Sender<Envelope<ServerMessage>>, problem: &SessionEr
     let _ = out.send(Envelope::new(ServerMessage::Error(error))).await;
 }
 
-pub use process_tree::PARENT_PID_ENV;
-pub use util::truncate_chars;
+pub use shard_platform::PARENT_PID_ENV;
 
 /// A daemon's child must not outlive it, even when the daemon is SIGKILLed:
 /// ask the kernel to send SIGTERM when the parent dies (SIGTERM, not

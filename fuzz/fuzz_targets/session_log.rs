@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use shard_agent::session_log::decode_log;
+use shard_platform::session_log::decode_log;
 
 fuzz_target!(|data: &[u8]| {
     let path = Path::new("fuzzed/session.jsonl");

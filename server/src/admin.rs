@@ -27,7 +27,7 @@ pub enum SessionsCommand {
 
 /// Sends one command and returns its response's data.
 async fn call(command: ClientMessage) -> anyhow::Result<serde_json::Value> {
-    let home = shard_agent::config::shard_home()?;
+    let home = shard_platform::config::shard_home()?;
     let path = home.join("daemon.sock");
     let mut stream = tokio::net::UnixStream::connect(&path).await.with_context(|| {
         format!("no daemon is listening on {} (start one with `shard daemon`)", path.display())

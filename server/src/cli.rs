@@ -114,9 +114,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 /// A configuration that cannot be read still hides the usual key names; the
 /// daemon or agent then says what is wrong with it.
 fn seal_keys() -> anyhow::Result<()> {
-    let config = shard_agent::config::shard_home()
-        .and_then(|home| shard_agent::config::Config::load(&home))
-        .unwrap_or_else(|_| shard_agent::config::Config::builtin());
+    let config = shard_platform::config::shard_home()
+        .and_then(|home| shard_platform::config::Config::load(&home))
+        .unwrap_or_else(|_| shard_platform::config::Config::builtin());
     shard_agent::keys::seal(&config.hidden_env)
 }
 

@@ -267,11 +267,11 @@ impl Daemon for Shard {
 /// validated before anything is bound.
 pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let config = WebConfig::from_args(&args.web)?;
-    let home_path = shard_agent::config::shard_home()?;
+    let home_path = shard_platform::config::shard_home()?;
     let home = Home::open(&home_path)?;
     // What an agent's tools are running when the agent is killed from
     // outside comes to the daemon, which kills it (agents::host::process).
-    shard_agent::process_tree::become_subreaper().context("cannot become a subreaper")?;
+    shard_platform::process_tree::become_subreaper().context("cannot become a subreaper")?;
     let listener = listen_as_before(&home, config.bind)
         .with_context(|| format!("cannot listen on {}", config.bind))?;
     let socket = crate::clients::unix::bind(&home.join("daemon.sock"))?;
@@ -515,8 +515,8 @@ fn host_context(
 /// default) guards allows in the remote modes only. A config that cannot be
 /// read leaves the default in force (the agents say what is wrong with it).
 fn step_up(home: &Home, config: &WebConfig) -> Option<crate::agents::approvals::StepUp> {
-    use shard_agent::config::{StepUpConfig, StepUpWhen};
-    let chosen = shard_agent::config::Config::load(&home.path).map(|loaded| loaded.step_up).unwrap_or_else(|error| {
+    use shard_platform::config::{StepUpConfig, StepUpWhen};
+    let chosen = shard_platform::config::Config::load(&home.path).map(|loaded| loaded.step_up).unwrap_or_else(|error| {
         tracing::warn!(error = %format!("{error:#}"), "config.toml cannot be read; step-up keeps its defaults");
         StepUpConfig::default()
     });

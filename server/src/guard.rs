@@ -28,21 +28,21 @@ pub struct GuardArgs {
 pub fn run(args: GuardArgs) -> anyhow::Result<i32> {
     // The daemon's pid as the daemon gave it, not this process's parent
     // now: a daemon that died before this line would not be noticed.
-    let given = std::env::var(shard_agent::PARENT_PID_ENV).ok();
+    let given = std::env::var(shard_platform::PARENT_PID_ENV).ok();
     let parent = given
         .and_then(|pid| pid.parse().ok())
         .map_or_else(nix::unistd::getppid, nix::unistd::Pid::from_raw);
-    shard_agent::process_tree::become_subreaper().context("cannot become a subreaper")?;
+    shard_platform::process_tree::become_subreaper().context("cannot become a subreaper")?;
     let Some((program, rest)) = args.command.split_first() else {
         anyhow::bail!("no command to run");
     };
     let mut child = {
         // Registered before it can exit, so the orphan reaper leaves its
         // exit status to `try_wait`.
-        let mut managed = shard_agent::process_tree::Managed::lock();
+        let mut managed = shard_platform::process_tree::Managed::lock();
         let child = std::process::Command::new(program)
             .args(rest)
-            .env_remove(shard_agent::PARENT_PID_ENV)
+            .env_remove(shard_platform::PARENT_PID_ENV)
             .spawn()
             .with_context(|| format!("cannot start `{}`", program.to_string_lossy()))?;
         if let Ok(pid) = i32::try_from(child.id()) {
@@ -54,15 +54,15 @@ pub fn run(args: GuardArgs) -> anyhow::Result<i32> {
     loop {
         if let Some(status) = child.try_wait().context("cannot wait for the agent")? {
             // What it left behind goes with it.
-            shard_agent::process_tree::kill_tree(me, false);
-            shard_agent::process_tree::reap_orphans();
+            shard_platform::process_tree::kill_tree(me, false);
+            shard_platform::process_tree::reap_orphans();
             return Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)));
         }
         if nix::unistd::getppid() != parent {
-            shard_agent::process_tree::kill_tree(me, false);
+            shard_platform::process_tree::kill_tree(me, false);
             return Ok(1);
         }
-        shard_agent::process_tree::reap_orphans();
+        shard_platform::process_tree::reap_orphans();
         std::thread::sleep(LOOK);
     }
 }

@@ -30,7 +30,7 @@ impl Home {
             .mode(0o600)
             .open(&lock_path)
             .with_context(|| format!("cannot open {}", lock_path.display()))?;
-        shard_agent::private::tighten(&lock_path, 0o600)
+        shard_platform::private::tighten(&lock_path, 0o600)
             .with_context(|| format!("cannot tighten {}", lock_path.display()))?;
         let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
             anyhow::anyhow!(
@@ -70,7 +70,7 @@ pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
             if meta.uid() != nix::unistd::getuid().as_raw() {
                 bail!("{} is owned by another user; refusing to use it", dir.display());
             }
-            shard_agent::private::tighten(dir, 0o700)
+            shard_platform::private::tighten(dir, 0o700)
                 .with_context(|| format!("cannot tighten {} to 0700", dir.display()))
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {

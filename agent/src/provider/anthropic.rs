@@ -14,7 +14,7 @@ use super::{
 use crate::conversation::{summary_heading, tool_result_text};
 use crate::session_log::EntryBody;
 
-pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+pub use crate::config::ANTHROPIC_BASE_URL as DEFAULT_BASE_URL;
 const API_VERSION: &str = "2023-06-01";
 const DEFAULT_MAX_TOKENS: u64 = 8192;
 

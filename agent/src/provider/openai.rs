@@ -17,7 +17,7 @@ use crate::conversation::{summary_heading, tool_result_text};
 use crate::session_log::EntryBody;
 use crate::util::new_id;
 
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub use crate::config::OPENAI_BASE_URL as DEFAULT_BASE_URL;
 
 /// The request body for one call.
 pub fn body(request: &ProviderRequest) -> Value {

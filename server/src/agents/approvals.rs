@@ -218,7 +218,7 @@ mod tests {
         };
         let shard = |tool: &str, input| call(tool, input, None);
         let cwd = std::path::Path::new("/work/project");
-        let builtin = shard_agent::runtimes::BUILTIN;
+        let builtin = shard_platform::runtimes::BUILTIN;
         assert!(rule.requires(&shard("bash", serde_json::json!({"command": "ls"})), cwd, builtin));
         for (path, guarded) in [
             ("src/main.rs", false),

@@ -34,7 +34,7 @@ pub enum Effect {
 impl Effect {
     /// The effect of `request`, from an agent of `runtime`.
     pub fn of(request: &PermissionRequest, runtime: &str) -> Effect {
-        if runtime == shard_agent::runtimes::BUILTIN {
+        if runtime == shard_platform::runtimes::BUILTIN {
             of_tool(&request.tool_name, &request.input)
         } else {
             of_details(request.details.as_deref().unwrap_or_default())

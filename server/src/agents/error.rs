@@ -2,7 +2,7 @@
 //! refusal to the wire's `{code, message}`.
 
 use serde_json::json;
-use shard_agent::session_view::SessionError;
+use shard_platform::session_view::SessionError;
 use shard_protocol::{ErrorCode, WireError};
 
 #[derive(Debug, thiserror::Error)]

@@ -61,7 +61,7 @@ pub struct Manifest {
 impl Manifest {
     /// The runtime this agent runs, as `AgentInfo.runtime` says it.
     pub fn runtime_id(&self) -> &str {
-        self.runtime.as_deref().unwrap_or(shard_agent::runtimes::BUILTIN)
+        self.runtime.as_deref().unwrap_or(shard_platform::runtimes::BUILTIN)
     }
 }
 

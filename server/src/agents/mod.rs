@@ -123,7 +123,7 @@ impl Processes {
         if let Some(agent_id) = self.agent_of(pid) {
             return Some(agent_id);
         }
-        let ancestors = shard_agent::process_tree::ancestors(pid);
+        let ancestors = shard_platform::process_tree::ancestors(pid);
         let [_first, sandbox, ..] = ancestors[..] else { return None };
         let table = self.table();
         let started = table.get(&sandbox)?;

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use shard_agent::config::Config;
-use shard_agent::session_view;
+use shard_platform::config::Config;
+use shard_platform::session_view;
 use shard_protocol::orchestrator::{
     AgentCreate, AgentSpawned, LaunchPolicy, RuntimeInfo, SessionActivate, SessionActivateResult,
 };
@@ -186,12 +186,12 @@ impl Registry {
             return Err(AgentError::UnknownModel(model.clone()));
         }
         if let Some(mode) = &request.mode
-            && !shard_agent::modes::is_known(mode)
+            && !shard_platform::modes::is_known(mode)
         {
             return Err(AgentError::UnknownMode(mode.clone()));
         }
         let runtime = match request.runtime.as_deref() {
-            None | Some(shard_agent::runtimes::BUILTIN) => None,
+            None | Some(shard_platform::runtimes::BUILTIN) => None,
             Some(id) if config.runtime(id).is_some() => Some(id.to_owned()),
             Some(id) => return Err(AgentError::UnknownRuntime(id.to_owned())),
         };
@@ -218,9 +218,10 @@ impl Registry {
                 };
                 let mode = match &runtime {
                     Some(_) => "default".to_owned(),
-                    None => {
-                        managed.mode.clone().unwrap_or_else(|| shard_agent::modes::BUILD.to_owned())
-                    }
+                    None => managed
+                        .mode
+                        .clone()
+                        .unwrap_or_else(|| shard_platform::modes::BUILD.to_owned()),
                 };
                 session_view::create(&home, &cwd, &model, &mode)
                     .await
@@ -274,7 +275,7 @@ impl Registry {
             .and_then(|parent| parent.sandbox);
         let asked = crate::sandbox::policy::narrowest(parent, request.sandbox);
         let sandbox = &self.context.sandbox;
-        let runtime = runtime.unwrap_or(shard_agent::runtimes::BUILTIN);
+        let runtime = runtime.unwrap_or(shard_platform::runtimes::BUILTIN);
         let applied =
             crate::sandbox::policy::for_agent(config, runtime, asked, sandbox.user_home.as_deref())
                 .map_err(AgentError::SandboxWider)?;
@@ -293,18 +294,7 @@ impl Registry {
     /// launch policy a child gets from its parent (never wider), a known
     /// tool allowlist, a bounded brief and alias pool.
     fn managed_fields(&self, request: &AgentCreate) -> Result<Managed, AgentError> {
-        if let Some(unknown) =
-            request.tools.iter().flatten().find(|name| !shard_agent::tools::is_known(name))
-        {
-            return Err(AgentError::UnknownTool(unknown.clone()));
-        }
-        if request
-            .system_prompt
-            .as_ref()
-            .is_some_and(|text| text.len() > shard_agent::MAX_INSTRUCTIONS)
-        {
-            return Err(AgentError::BriefTooLong { max: shard_agent::MAX_INSTRUCTIONS });
-        }
+        crate::agents::runtime::stdio::check_launch(request)?;
         if let Some(names) = &request.names {
             if names.len() > MAX_NAMES {
                 return Err(AgentError::TooManyAliases { max: MAX_NAMES });
@@ -372,11 +362,12 @@ impl Registry {
     ) -> Result<Option<String>, AgentError> {
         let parent_mode = self.current_mode(parent);
         let Some(asked) = asked else { return Ok(parent_mode) };
-        if !shard_agent::modes::is_known(&asked) {
+        if !shard_platform::modes::is_known(&asked) {
             return Err(AgentError::UnknownMode(asked));
         }
-        let parent_mutates = parent_mode.as_deref().is_none_or(shard_agent::modes::allows_mutation);
-        if shard_agent::modes::allows_mutation(&asked) && !parent_mutates {
+        let parent_mutates =
+            parent_mode.as_deref().is_none_or(shard_platform::modes::allows_mutation);
+        if shard_platform::modes::allows_mutation(&asked) && !parent_mutates {
             return Err(AgentError::ModeBeyondParent {
                 asked,
                 parent_mode: parent_mode.unwrap_or_default(),
@@ -407,12 +398,14 @@ impl Registry {
         }
         let parent_mode = self.current_mode(&parent);
         let child_mode = self.current_mode(&manifest);
-        let parent_mutates = parent_mode.as_deref().is_none_or(shard_agent::modes::allows_mutation);
-        let child_mutates = child_mode.as_deref().is_none_or(shard_agent::modes::allows_mutation);
+        let parent_mutates =
+            parent_mode.as_deref().is_none_or(shard_platform::modes::allows_mutation);
+        let child_mutates =
+            child_mode.as_deref().is_none_or(shard_platform::modes::allows_mutation);
         if child_mutates && !parent_mutates {
             return Err(AgentError::ChildModeWider {
                 child: child.to_owned(),
-                child_mode: child_mode.unwrap_or_else(|| shard_agent::modes::BUILD.to_owned()),
+                child_mode: child_mode.unwrap_or_else(|| shard_platform::modes::BUILD.to_owned()),
                 parent_mode: parent_mode.unwrap_or_default(),
             });
         }
@@ -497,7 +490,7 @@ impl Registry {
         request: shard_protocol::sandbox::SandboxRevoke,
     ) -> Result<shard_protocol::sandbox::AgentSandbox, AgentError> {
         let shard_protocol::sandbox::SandboxRevoke { agent_id, host } = request;
-        let Some(parsed) = shard_agent::sandbox::HostPort::parse(&host) else {
+        let Some(parsed) = shard_platform::sandbox::HostPort::parse(&host) else {
             return Err(AgentError::NotGranted(host));
         };
         let (reply, answer) = oneshot::channel();
@@ -515,7 +508,7 @@ impl Registry {
     /// built-in agent's default model.
     pub fn runtimes(&self) -> Result<(Vec<RuntimeInfo>, String), AgentError> {
         let config = Config::load(&self.context.home).map_err(AgentError::Config)?;
-        let builtin = shard_agent::runtimes::BUILTIN;
+        let builtin = shard_platform::runtimes::BUILTIN;
         let mut runtimes =
             vec![RuntimeInfo { id: builtin.to_owned(), protocol: builtin.to_owned() }];
         runtimes.extend(config.runtimes.iter().map(|runtime| RuntimeInfo {

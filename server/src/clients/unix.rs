@@ -134,7 +134,7 @@ fn started_by_agent(pid: u32, registry: &crate::agents::registry::Registry) -> O
     if processes.speaking(pid).is_some() {
         return None;
     }
-    shard_agent::process_tree::ancestors(pid)
+    shard_platform::process_tree::ancestors(pid)
         .into_iter()
         .find_map(|ancestor| processes.agent_of(ancestor))
 }

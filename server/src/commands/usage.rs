@@ -26,7 +26,7 @@ pub fn run(registry: &Registry, message: ClientMessage) -> Outcome {
                 // A session that never spent anything adds up to nothing.
                 let known = tokio::task::spawn_blocking({
                     let session_id = session_id.clone();
-                    move || shard_agent::session_view::check(&home, &session_id).is_ok()
+                    move || shard_platform::session_view::check(&home, &session_id).is_ok()
                 })
                 .await
                 .unwrap_or(false);

@@ -213,7 +213,7 @@ impl Jobs {
     }
 
     fn known_model(&self, model: String) -> Result<String, JobError> {
-        let config = shard_agent::config::Config::load(&self.home)
+        let config = shard_platform::config::Config::load(&self.home)
             .map_err(|source| JobError::Config { source })?;
         match config.model(&model) {
             Some(_) => Ok(model),

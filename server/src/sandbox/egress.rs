@@ -2,7 +2,7 @@
 //! namespace (CONTRACT.md "Sandbox"). The daemon makes one unix socket per
 //! agent, binds it into that agent's sandbox and serves it here; whoever
 //! connects is that agent, so the protocol carries no credentials. Inside,
-//! `shard_agent::egress` accepts TCP on loopback and hands each connection
+//! `crate::sandbox::forwarder` accepts TCP on loopback and hands each connection
 //! over the socket whole; it is served here in the socket's place, and a
 //! client that hands nothing over speaks on the socket itself.
 //!
@@ -10,7 +10,7 @@
 //! HTTP request, or by SOCKS5 (the first byte tells which); a [`Gate`]
 //! decides it (the allow-list, or a question to a person), and only then is
 //! the target resolved and connected, and bytes relayed
-//! (`shard_agent::relay`, with `splice(2)`) until either side ends.
+//! (`crate::sandbox::relay`, with `splice(2)`) until either side ends.
 //! Everything before the gate is bounded in bytes and in time; the gate's
 //! own wait is not, since a person may take minutes.
 
@@ -257,7 +257,7 @@ async fn preface(client: &mut UnixStream) -> Option<String> {
         if byte == b'\n' {
             break;
         }
-        if line.len() >= shard_agent::egress::MAX_PREFACE {
+        if line.len() >= crate::sandbox::forwarder::MAX_PREFACE {
             return None;
         }
         line.push(byte);
@@ -268,19 +268,19 @@ async fn preface(client: &mut UnixStream) -> Option<String> {
 
 /// A client's stream: the proxy's own socket, or a connection handed over
 /// on it.
-trait Client: AsyncRead + AsyncWrite + Unpin + shard_agent::relay::Socket {}
-impl<S: AsyncRead + AsyncWrite + Unpin + shard_agent::relay::Socket> Client for S {}
+trait Client: AsyncRead + AsyncWrite + Unpin + crate::sandbox::relay::Socket {}
+impl<S: AsyncRead + AsyncWrite + Unpin + crate::sandbox::relay::Socket> Client for S {}
 
 /// One connection to the proxy's socket. The sandbox's forwarder hands over
-/// the agent's own connection on it (`shard_agent::egress`), which is then
+/// the agent's own connection on it (`crate::sandbox::forwarder`), which is then
 /// served in its place; any other client speaks on the socket itself.
 async fn connection(mut client: UnixStream, gate: &dyn Gate, resolver: &Resolver) {
     let deadline = Instant::now() + HANDSHAKE_DEADLINE;
-    let first = shard_agent::egress::first_byte(&client);
+    let first = crate::sandbox::forwarder::first_byte(&client);
     let Ok(Ok((first, handed))) = tokio::time::timeout_at(deadline, first).await else {
         return;
     };
-    if first != shard_agent::egress::HANDOFF {
+    if first != crate::sandbox::forwarder::HANDOFF {
         // A descriptor that came without the hand-off's byte is closed.
         drop(handed);
         return serve_client(client, first, None, deadline, gate, resolver).await;
@@ -289,7 +289,7 @@ async fn connection(mut client: UnixStream, gate: &dyn Gate, resolver: &Resolver
         return;
     };
     drop(client);
-    let handed = handed.map(shard_agent::egress::handed_connection);
+    let handed = handed.map(crate::sandbox::forwarder::handed_connection);
     let Some(Ok(mut agent)) = handed else {
         tracing::debug!("an egress hand-off came without a TCP connection");
         return;
@@ -361,7 +361,7 @@ async fn serve_client(
     }
     drop(upstream_prefix);
     let _ = upstream.set_nodelay(true);
-    match shard_agent::relay::both_ways(&client, &upstream).await {
+    match crate::sandbox::relay::both_ways(&client, &upstream).await {
         Ok((sent, received)) => tracing::debug!(to = %target, sent, received, "egress closed"),
         Err(error) => tracing::debug!(to = %target, %error, "egress relay ended"),
     }
@@ -957,10 +957,10 @@ mod tests {
         let (client, accepted) = tokio::join!(TcpStream::connect(address), listener.accept());
         let (agent_side, _) = accepted.unwrap();
         let mut socket = proxy.client().await;
-        let mut message = vec![shard_agent::egress::HANDOFF];
+        let mut message = vec![crate::sandbox::forwarder::HANDOFF];
         message.extend(asker.bytes());
         message.push(b'\n');
-        shard_agent::egress::send_with(&mut socket, &message, &agent_side).await.unwrap();
+        crate::sandbox::forwarder::send_with(&mut socket, &message, &agent_side).await.unwrap();
         drop(agent_side);
         assert_eq!(read_to_end(&mut socket).await, "", "the socket itself said something");
         client.unwrap()
@@ -994,12 +994,12 @@ mod tests {
         let mut proxy = proxy(&[]);
         // The hand-off's byte with no descriptor, then with a unix socket.
         let mut bare = proxy.client().await;
-        bare.write_all(&[shard_agent::egress::HANDOFF, b'\n']).await.unwrap();
+        bare.write_all(&[crate::sandbox::forwarder::HANDOFF, b'\n']).await.unwrap();
         assert_eq!(read_to_end(&mut bare).await, "");
         let (inner, _outer) = UnixStream::pair().unwrap();
         let mut socket = proxy.client().await;
-        let message = [shard_agent::egress::HANDOFF, b'\n'];
-        shard_agent::egress::send_with(&mut socket, &message, &inner).await.unwrap();
+        let message = [crate::sandbox::forwarder::HANDOFF, b'\n'];
+        crate::sandbox::forwarder::send_with(&mut socket, &message, &inner).await.unwrap();
         assert_eq!(read_to_end(&mut socket).await, "");
         assert!(proxy.asked.try_recv().is_err(), "the gate was asked");
     }

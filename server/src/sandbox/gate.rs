@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
 use serde_json::json;
-use shard_agent::sandbox::HostPort;
+use shard_platform::sandbox::HostPort;
 use shard_protocol::agent::{
     ChoiceIntent, Decision, DetailFormat, PermissionAnswer, PermissionChoice, PermissionDetail,
     PermissionRequest,

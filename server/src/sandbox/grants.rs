@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use shard_agent::sandbox::HostPort;
+use shard_platform::sandbox::HostPort;
 
 const FILE: &str = "network.json";
 /// The most hosts kept per agent; the oldest goes first past it.

@@ -48,12 +48,12 @@ pub fn run(args: ContainArgs) -> anyhow::Result<i32> {
     command.args(rest);
     // The agent's parent is this process: an agent that checks it is
     // still its parent's child (Shard's own) checks this one.
-    command.env(shard_agent::PARENT_PID_ENV, std::process::id().to_string());
+    command.env(shard_platform::PARENT_PID_ENV, std::process::id().to_string());
     if let Some(socket) = &args.egress {
-        let port = shard_agent::egress::LISTEN_PORT;
-        shard_agent::egress::spawn_forwarder_thread(port, socket.clone())
+        let port = crate::sandbox::forwarder::LISTEN_PORT;
+        crate::sandbox::forwarder::spawn_forwarder_thread(port, socket.clone())
             .context("cannot listen for the agent's connections")?;
-        command.envs(shard_agent::egress::proxy_env(port));
+        command.envs(crate::sandbox::forwarder::proxy_env(port));
     }
     // Handled, not blocked: a blocked signal would stay blocked in the
     // agent, and the process 1 of a namespace only gets the signals it

@@ -17,11 +17,13 @@
 //!   always for an agent.
 
 pub mod egress;
+pub mod forwarder;
 pub mod gate;
 pub mod grants;
 pub mod inside;
 pub mod plan;
 pub mod policy;
+pub mod relay;
 pub mod seccomp;
 
 use std::path::{Path, PathBuf};
@@ -155,7 +157,7 @@ impl Sandbox {
         runtime: &str,
         asked: Option<shard_protocol::sandbox::SandboxRequest>,
     ) -> Option<shard_protocol::sandbox::SandboxInfo> {
-        let config = shard_agent::config::Config::load(&self.home).ok()?;
+        let config = shard_platform::config::Config::load(&self.home).ok()?;
         let applied = policy::for_agent(&config, runtime, asked, self.user_home.as_deref()).ok()?;
         Some(applied.info(&grants::load(&self.home, agent_id)))
     }
@@ -200,7 +202,7 @@ impl Sandbox {
     /// The sandbox for `start`, or `None` when the owner turned it off.
     pub fn prepare(
         &self,
-        config: &shard_agent::config::Config,
+        config: &shard_platform::config::Config,
         start: &Start<'_>,
         asker: Arc<dyn gate::Asker>,
     ) -> std::io::Result<Option<Jail>> {
@@ -226,7 +228,7 @@ impl Sandbox {
         plan.hidden = plan.hidden.iter().map(|path| real(path)).collect();
         plan.writable.extend(applied.allow_write.iter().map(|path| real(path)));
         self.repository(&cwd, &mut plan);
-        if start.runtime == shard_agent::runtimes::BUILTIN {
+        if start.runtime == shard_platform::runtimes::BUILTIN {
             self.own_agent(start, &mut plan)?;
         }
         let proxy = if plan.isolated_network {
@@ -292,8 +294,8 @@ impl Sandbox {
         if start.delegates {
             plan.readable.push(self.home.join("daemon.sock"));
         }
-        let sessions = shard_agent::session_log::sessions_root(&self.home);
-        if let Ok(found) = shard_agent::session_log::find_session(&self.home, start.session_id)
+        let sessions = shard_platform::session_log::sessions_root(&self.home);
+        if let Ok(found) = shard_platform::session_log::find_session(&self.home, start.session_id)
             && let Ok(inside) = found.strip_prefix(&sessions)
             && let Some(root) = inside.components().next()
         {

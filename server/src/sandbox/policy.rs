@@ -1,11 +1,11 @@
 //! One agent's sandbox: the owner's `[sandbox]` with its runtime's table
-//! on top (`shard_agent::sandbox`), Shard's own agent's provider hosts,
+//! on top (`shard_platform::sandbox`), Shard's own agent's provider hosts,
 //! and what `agent.create` asked, which may only narrow it.
 
 use std::path::{Path, PathBuf};
 
-use shard_agent::config::{Config, ProviderKind};
-use shard_agent::sandbox::{HostPort, SandboxPolicy};
+use shard_platform::config::Config;
+use shard_platform::sandbox::{HostPort, SandboxPolicy};
 use shard_protocol::sandbox::{NetworkPolicy, SandboxInfo, SandboxMode, SandboxRequest};
 
 /// Read by no agent, whatever the policy adds: relative to the user's
@@ -100,7 +100,7 @@ pub fn for_agent(
         deny_read: policy.deny_read,
         allow_write: policy.allow_write,
     };
-    if runtime == shard_agent::runtimes::BUILTIN {
+    if runtime == shard_platform::runtimes::BUILTIN {
         for host in provider_hosts(config) {
             if !applied.allow_hosts.contains(&host) {
                 applied.allow_hosts.push(host);
@@ -154,11 +154,7 @@ fn provider_hosts(config: &Config) -> Vec<HostPort> {
         .models
         .iter()
         .filter_map(|model| {
-            let default = match model.provider {
-                ProviderKind::Builtin => return None,
-                ProviderKind::Openai => shard_agent::provider::openai::DEFAULT_BASE_URL,
-                ProviderKind::Anthropic => shard_agent::provider::anthropic::DEFAULT_BASE_URL,
-            };
+            let default = model.provider.default_base_url()?;
             HostPort::of_url(model.base_url.as_deref().unwrap_or(default))
         })
         .collect()

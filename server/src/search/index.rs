@@ -15,7 +15,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, params};
-use shard_agent::session_view::MessagesRead;
+use shard_platform::session_view::MessagesRead;
 use shard_protocol::search::SnippetPart;
 use shard_protocol::types::Role;
 
@@ -117,7 +117,7 @@ impl Index {
         // SQLite makes its `-wal` and `-shm` files with the database's
         // mode; one left looser by hand is narrowed like every home file.
         for companion in ["-wal", "-shm"] {
-            let _ = shard_agent::private::tighten(&with_suffix(path, companion), 0o600);
+            let _ = shard_platform::private::tighten(&with_suffix(path, companion), 0o600);
         }
         let mut index = Self { conn, limits, count: 0, bytes: 0 };
         index.count_again()?;
@@ -343,7 +343,7 @@ fn cut(text: &str, max: usize) -> &str {
 /// process's umask), or narrows one made looser by hand.
 fn create_private(path: &Path) -> std::io::Result<()> {
     std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
-    shard_agent::private::tighten(path, 0o600)
+    shard_platform::private::tighten(path, 0o600)
 }
 
 fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
@@ -361,7 +361,7 @@ fn remove(path: &Path) {
 
 #[cfg(test)]
 mod tests {
-    use shard_agent::session_view::LoggedMessage;
+    use shard_platform::session_view::LoggedMessage;
 
     use super::*;
 

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use shard_agent::session_view::{self, SessionError};
+use shard_platform::session_view::{self, SessionError};
 use tokio::sync::oneshot;
 
 pub use self::error::SearchError;

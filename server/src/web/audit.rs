@@ -61,7 +61,7 @@ impl Audit {
 
     fn open_file(path: &Path) -> std::io::Result<File> {
         let file = OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
-        shard_agent::private::tighten(path, 0o600)?;
+        shard_platform::private::tighten(path, 0o600)?;
         Ok(file)
     }
 

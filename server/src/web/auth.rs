@@ -269,7 +269,7 @@ impl Auth {
                 if meta.file_type().is_symlink() || meta.uid() != nix::unistd::getuid().as_raw() {
                     bail!("{} is not a regular file of this user", path.display());
                 }
-                shard_agent::private::tighten(&path, 0o600)?;
+                shard_platform::private::tighten(&path, 0o600)?;
                 let store: Store = serde_json::from_slice(&bytes)
                     .with_context(|| format!("{} is not a valid security store", path.display()))?;
                 if store.version != STORE_VERSION {

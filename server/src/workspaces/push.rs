@@ -150,7 +150,7 @@ impl Workspaces {
     /// commits this one lacks.
     async fn plan_push(&self, record: &WorkspaceRecord) -> Result<(Plan, Courier), WorkspaceError> {
         super::not_relinked(record).await?;
-        let config = shard_agent::config::Config::load(&self.home).map_err(|source| {
+        let config = shard_platform::config::Config::load(&self.home).map_err(|source| {
             tracing::warn!(error = %format!("{source:#}"), "workspace push: cannot read config.toml");
             WorkspaceError::Config { source }
         })?;

@@ -136,7 +136,7 @@ pub enum HostCommand {
     },
     /// `sandbox.revoke`: a host allowed always, taken back.
     RevokeHost {
-        host: shard_agent::sandbox::HostPort,
+        host: shard_platform::sandbox::HostPort,
         reply: oneshot::Sender<Result<shard_protocol::sandbox::SandboxInfo, AgentError>>,
     },
     /// Daemon shutdown: stop the process as `mode` says; replies once it

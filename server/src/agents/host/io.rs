@@ -186,7 +186,7 @@ impl Io {
     }
 
     /// `sandbox.revoke`: takes `host` back from the agent's grants.
-    pub fn revoke(&self, host: &shard_agent::sandbox::HostPort) -> Result<(), AgentError> {
+    pub fn revoke(&self, host: &shard_platform::sandbox::HostPort) -> Result<(), AgentError> {
         match crate::sandbox::grants::revoke(&self.context.home, &self.agent_id, host) {
             Ok(Some(_)) => Ok(()),
             Ok(None) => Err(AgentError::NotGranted(host.to_string())),

@@ -36,7 +36,7 @@ mod tests;
 
 use std::sync::Arc;
 
-use shard_agent::session_view::SessionView;
+use shard_platform::session_view::SessionView;
 use shard_protocol::agent::PendingKind;
 use shard_protocol::approvals::Answerer;
 use shard_protocol::message::Response;
@@ -535,7 +535,7 @@ impl Host {
     /// sandbox as it is then.
     fn revoke_host(
         &mut self,
-        host: &shard_agent::sandbox::HostPort,
+        host: &shard_platform::sandbox::HostPort,
     ) -> Result<shard_protocol::sandbox::SandboxInfo, AgentError> {
         self.io.revoke(host)?;
         self.refresh_sandbox();

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use shard_agent::session_view::SessionView;
+use shard_platform::session_view::SessionView;
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::{DeltaKind, PendingRequest, Sync};
 use shard_protocol::orchestrator::{ActivityPhase, AgentActivity, AgentExited, AgentStatusChanged};
@@ -111,7 +111,7 @@ impl Projection {
         info.mode = self.mode.clone().or(info.mode);
         info.model = self.model.clone().or(info.model);
         info.provider = info.model.as_deref().map(|model| {
-            let builtin = shard_agent::config::is_builtin_model(model);
+            let builtin = shard_platform::config::is_builtin_model(model);
             if builtin { "builtin" } else { "configured" }.to_owned()
         });
         info.sandbox = self.sandbox.clone();
@@ -257,7 +257,7 @@ impl Projection {
         }
         Sync {
             status: self.status,
-            mode: self.mode.clone().unwrap_or_else(|| shard_agent::modes::BUILD.to_owned()),
+            mode: self.mode.clone().unwrap_or_else(|| shard_platform::modes::BUILD.to_owned()),
             capabilities: self.capabilities.clone(),
             runtime_epoch: Some(runtime_epoch),
             live_window,
@@ -388,7 +388,7 @@ mod tests {
     fn sync_says_what_the_agent_shows_now() {
         let mut projection = projection();
         let sync = projection.sync(Vec::new(), 3, 41);
-        assert_eq!(sync.mode, shard_agent::modes::BUILD, "a default mode before any process");
+        assert_eq!(sync.mode, shard_platform::modes::BUILD, "a default mode before any process");
         assert_eq!((sync.runtime_epoch, sync.seq), (Some(3), Some(41)));
         let changed =
             event(json!({"type": "mode_changed", "previous_mode": "build", "mode": "plan"}));

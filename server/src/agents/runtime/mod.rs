@@ -86,9 +86,9 @@ impl Spawner for Spawners {
         request: &SpawnRequest<'_>,
         events: mpsc::Sender<ChildEvent>,
     ) -> std::io::Result<Box<dyn Runtime>> {
-        let config = shard_agent::config::Config::load(&self.home)
+        let config = shard_platform::config::Config::load(&self.home)
             .map_err(|error| std::io::Error::other(format!("{error:#}")))?;
-        let builtin = request.runtime == shard_agent::runtimes::BUILTIN;
+        let builtin = request.runtime == shard_platform::runtimes::BUILTIN;
         let runtime = match builtin {
             true => None,
             false => Some(config.runtime(request.runtime).ok_or_else(|| {

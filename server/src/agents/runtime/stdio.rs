@@ -108,7 +108,7 @@ pub(super) fn jailed_command(jail: &crate::sandbox::Jail, home: &Path, agent_id:
 pub(super) fn agent_command(program: &Path, home: &Path, agent_id: &str) -> Command {
     let mut command = Command::new(program);
     command
-        .env(shard_agent::PARENT_PID_ENV, std::process::id().to_string())
+        .env(shard_platform::PARENT_PID_ENV, std::process::id().to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr_log(home, agent_id))
@@ -165,9 +165,9 @@ impl Runtime for Process {
 
     fn terminate(&mut self) {
         let pid = match self.contained {
-            true => {
-                self.pid.and_then(|pid| shard_agent::process_tree::children(pid).first().copied())
-            }
+            true => self
+                .pid
+                .and_then(|pid| shard_platform::process_tree::children(pid).first().copied()),
             false => self.pid,
         };
         if let Some(pid) = pid.and_then(|pid| i32::try_from(pid).ok()) {
@@ -195,7 +195,7 @@ pub(super) fn spawn_managed(
     agent_id: &str,
 ) -> std::io::Result<(tokio::process::Child, Option<u32>)> {
     let child = {
-        let mut managed = shard_agent::process_tree::Managed::lock();
+        let mut managed = shard_platform::process_tree::Managed::lock();
         let child = command.spawn()?;
         if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
             managed.insert(pid);
@@ -264,7 +264,7 @@ pub(super) async fn wait(
                 // The agent is a subreaper: everything its tools started is
                 // below it, wherever it moved its process group or session.
                 let _ = tokio::task::spawn_blocking(move || {
-                    shard_agent::process_tree::kill_tree(pid, true)
+                    shard_platform::process_tree::kill_tree(pid, true)
                 })
                 .await;
             }
@@ -280,9 +280,9 @@ pub(super) async fn wait(
         processes.ended(pid);
     }
     if let Some(pid) = pid.and_then(|pid| i32::try_from(pid).ok()) {
-        shard_agent::process_tree::Managed::lock().remove(&pid);
+        shard_platform::process_tree::Managed::lock().remove(&pid);
     }
-    let _ = tokio::task::spawn_blocking(shard_agent::process_tree::kill_orphans).await;
+    let _ = tokio::task::spawn_blocking(shard_platform::process_tree::kill_orphans).await;
     if let Some(mut reader) = reader {
         // Its stdout ends with it, unless something it started still holds
         // the pipe: that gets a moment, not forever.
@@ -327,6 +327,23 @@ pub fn log_length(home: &Path, agent_id: &str) -> u64 {
     std::fs::metadata(agent_log(home, agent_id)).map_or(0, |meta| meta.len())
 }
 
+/// The launch options of `agent.create` that Shard's own agent takes,
+/// checked: a tool allowlist of tools it has, and a brief it reads whole.
+pub fn check_launch(
+    request: &shard_protocol::orchestrator::AgentCreate,
+) -> Result<(), crate::agents::error::AgentError> {
+    use crate::agents::error::AgentError;
+    let tools = request.tools.iter().flatten();
+    if let Some(unknown) = tools.into_iter().find(|name| !shard_agent::tools::is_known(name)) {
+        return Err(AgentError::UnknownTool(unknown.clone()));
+    }
+    let brief = request.system_prompt.as_ref();
+    if brief.is_some_and(|text| text.len() > shard_agent::MAX_INSTRUCTIONS) {
+        return Err(AgentError::BriefTooLong { max: shard_agent::MAX_INSTRUCTIONS });
+    }
+    Ok(())
+}
+
 /// Logs an agent process's end, and says why it ended: `description`,
 /// and for one that never became `ready`, what it wrote to its log from
 /// `from` on. That goes to the clients; the daemon's own log names the
@@ -369,7 +386,7 @@ pub fn log_since(home: &Path, agent_id: &str, from: u64) -> Option<String> {
     const LINES: usize = 3;
     const CHARS: usize = 400;
     // No link or FIFO followed, as for every file read from an agent's folder.
-    let mut file = shard_agent::session_log::open_to_read(&agent_log(home, agent_id)).ok()?;
+    let mut file = shard_platform::session_log::open_to_read(&agent_log(home, agent_id)).ok()?;
     let length = file.metadata().ok()?.len();
     // Restarted when it grew too big: all of it is this process's.
     let from = if length < from { 0 } else { from };
@@ -460,7 +477,7 @@ mod tests {
             let (events, mut received) = mpsc::channel(1);
             let request = SpawnRequest {
                 agent_id: "agent-x",
-                runtime: shard_agent::runtimes::BUILTIN,
+                runtime: shard_platform::runtimes::BUILTIN,
                 cwd: "/",
                 session_id: "s",
                 epoch,

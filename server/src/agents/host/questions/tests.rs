@@ -13,7 +13,7 @@ const HEADLESS: Duration = Duration::from_secs(300);
 
 fn questions(headless: Option<HeadlessPolicy>, step_up: Option<StepUp>) -> Questions {
     let cwd = std::env::temp_dir();
-    let runtime = shard_agent::runtimes::BUILTIN.to_owned();
+    let runtime = shard_platform::runtimes::BUILTIN.to_owned();
     Questions::new(Rules { headless, headless_timeout: HEADLESS, step_up, cwd, runtime })
 }
 

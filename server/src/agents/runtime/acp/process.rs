@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use shard_agent::conversation::{Conversation, Undelivered};
-use shard_agent::runtimes::RuntimeConfig;
-use shard_agent::session_log::EntryBody;
+use shard_platform::conversation::{Conversation, Undelivered};
+use shard_platform::runtimes::RuntimeConfig;
+use shard_platform::session_log::EntryBody;
 use shard_protocol::agent::UserMessage;
 use shard_protocol::jsonl::LineDecoder;
 use shard_protocol::{Envelope, ServerMessage};
@@ -249,7 +249,7 @@ impl Bridge {
                 Out::Watch => {
                     if let Some(pid) = self.pid {
                         let found = tokio::task::spawn_blocking(move || {
-                            shard_agent::process_tree::detached(pid)
+                            shard_platform::process_tree::detached(pid)
                         });
                         self.before = found.await.unwrap_or_default();
                     }
@@ -258,7 +258,7 @@ impl Bridge {
                     if let Some(pid) = self.pid {
                         let before = std::mem::take(&mut self.before);
                         let reaped = tokio::task::spawn_blocking(move || {
-                            shard_agent::process_tree::kill_detached_since(pid, &before)
+                            shard_platform::process_tree::kill_detached_since(pid, &before)
                         });
                         if let Ok(killed @ 1..) = reaped.await {
                             tracing::info!(killed, "killed what a cancelled turn left running");

@@ -5,7 +5,7 @@
 //! name, which goes to the agent as typed.
 
 use agent_client_protocol_schema::v1::{self as acp, AvailableCommandInput};
-use shard_agent::truncate_chars;
+use shard_platform::truncate_chars;
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::{AgentCommand, AgentCommands};
 use shard_protocol::message::Response;

@@ -42,8 +42,8 @@ use std::path::PathBuf;
 use agent_client_protocol_schema::v1::{
     self as acp, AgentNotification, AgentRequest, AgentResponse, ClientRequest, RequestId,
 };
-use shard_agent::conversation::{RecordedSettings, Undelivered};
-use shard_agent::session_log::EntryBody;
+use shard_platform::conversation::{RecordedSettings, Undelivered};
+use shard_platform::session_log::EntryBody;
 use shard_protocol::agent::{PermissionAnswer, Status, StreamingBehavior};
 use shard_protocol::message::Response;
 use shard_protocol::types::{AgentStatus, Image};

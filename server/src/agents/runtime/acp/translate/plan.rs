@@ -7,7 +7,7 @@
 
 use agent_client_protocol_schema::v1::{self as acp, PlanEntryStatus};
 use serde_json::json;
-use shard_agent::session_log::EntryBody;
+use shard_platform::session_log::EntryBody;
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::{ToolCall, ToolResult};
 use shard_protocol::types::{ContentBlock, KeyValue, RenderDescriptor, ToolResultContent};

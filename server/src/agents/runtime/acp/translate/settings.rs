@@ -10,8 +10,8 @@ use agent_client_protocol_schema::v1::{
     SessionConfigSelectOptions, SessionModeState, SetSessionConfigOptionRequest,
     SetSessionModeRequest,
 };
-use shard_agent::conversation::RecordedSettings;
-use shard_agent::session_log::EntryBody;
+use shard_platform::conversation::RecordedSettings;
+use shard_platform::session_log::EntryBody;
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::{
     Effective, ListModelsResult, ListModesResult, ModeChanged, ModelChanged, SetModeResult,

@@ -319,7 +319,7 @@ fn a_follow_up_is_recorded_before_it_is_accepted_and_starts_the_next_turn() {
     assert_eq!(host(&recalled)[0]["data"]["recalled"]["message"], "three", "{recalled:?}");
     assert!(recalled.contains(&Out::Log(EntryBody::Unqueued {
         queued_entry_id: "e-8".into(),
-        reason: shard_agent::session_log::UnqueueReason::Recalled,
+        reason: shard_platform::session_log::UnqueueReason::Recalled,
     })));
 
     let ended = translator.from_agent(&answer(&prompt, json!({"stopReason": "end_turn"})));

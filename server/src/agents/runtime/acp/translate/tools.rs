@@ -12,7 +12,7 @@ use agent_client_protocol_schema::v1::{
     ToolCallStatus, ToolCallUpdateFields, ToolKind,
 };
 use serde_json::Value;
-use shard_agent::session_log::EntryBody;
+use shard_platform::session_log::EntryBody;
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::{
     ChoiceIntent, Decision, PermissionChoice, PermissionRequest, PermissionResponse, ToolCall,
@@ -127,7 +127,7 @@ impl Tool {
             let before = diff.old_text.as_deref().unwrap_or("");
             return Some(RenderDescriptor::Diff {
                 path: diff.path.display().to_string(),
-                hunks: shard_agent::tools::hunks(before, &diff.new_text),
+                hunks: shard_platform::diff::hunks(before, &diff.new_text),
             });
         }
         let command = self.command().filter(|_| self.kind == Some(ToolKind::Execute))?;

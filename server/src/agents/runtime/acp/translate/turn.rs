@@ -7,8 +7,8 @@ use agent_client_protocol_schema::v1::{
     self as acp, AgentResponse, CancelNotification, ClientNotification, ClientRequest,
     ContentChunk, PromptRequest, StopReason,
 };
-use shard_agent::conversation::Undelivered;
-use shard_agent::session_log::{EntryBody, UnqueueReason};
+use shard_platform::conversation::Undelivered;
+use shard_platform::session_log::{EntryBody, UnqueueReason};
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::{
     Decision, DeltaKind, MessageComplete, MessageDelta, PermissionAnswer, Prompt,

@@ -74,12 +74,27 @@ pub enum ProviderKind {
     Anthropic,
 }
 
+/// Where OpenAI's API is served when a model's `base_url` says nothing.
+pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+/// Where Anthropic's API is served when a model's `base_url` says nothing.
+pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+
 impl ProviderKind {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Builtin => "builtin",
             Self::Openai => "openai",
             Self::Anthropic => "anthropic",
+        }
+    }
+
+    /// Where a model of this kind is served when its `base_url` says
+    /// nothing; none for the built-in models, which run in the agent.
+    pub fn default_base_url(self) -> Option<&'static str> {
+        match self {
+            Self::Builtin => None,
+            Self::Openai => Some(OPENAI_BASE_URL),
+            Self::Anthropic => Some(ANTHROPIC_BASE_URL),
         }
     }
 }

@@ -6,7 +6,7 @@
 //! it accepts to that socket whole (`SCM_RIGHTS`): the daemon reads the
 //! request from the agent's own connection and relays its bytes, and no
 //! byte passes through this process. What goes through is decided by the
-//! daemon (`server/src/sandbox/egress.rs`), not here.
+//! daemon's proxy ([`super::egress`]), not here.
 //!
 //! The hand-off is one message on a fresh connection to the proxy's
 //! socket: [`HANDOFF`], then a line naming the process that connected
