@@ -16,17 +16,16 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Extension, FromRef, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::extract::{Extension, FromRef, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use leptos::prelude::LeptosOptions;
 use serde_json::json;
 use shard_app::{OUTPUT_NAME, not_found_shell, shell};
 use shard_protocol::web::{
-    BROWSER_SECRET_HEADER, Bootstrap, EnrollAnswer, EnrollRequest, appended_forwarded_for,
-    normalize_host, normalize_origin, well_formed_host,
+    BROWSER_SECRET_HEADER, Bootstrap, EnrollAnswer, EnrollRequest, normalize_origin,
 };
 use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
@@ -37,6 +36,7 @@ pub mod assets;
 pub mod audit;
 pub mod auth;
 pub mod config;
+mod guard;
 pub mod limiter;
 pub mod pair;
 pub mod passkey;
@@ -177,7 +177,7 @@ pub fn router(local: SocketAddr, web: Arc<Web>) -> Router {
         .route("/passkey/approve/finish", post(passkey::approve_finish))
         .route("/ws", get(ws::upgrade))
         .fallback(not_found)
-        .layer(middleware::from_fn_with_state(web, guard))
+        .layer(middleware::from_fn_with_state(web, guard::guard))
         .layer(SetResponseHeaderLayer::if_not_present(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static(CONTENT_SECURITY_POLICY),
@@ -256,125 +256,6 @@ pub async fn enforce_expiry(web: Arc<Web>, stop: tokio_util::sync::CancellationT
 fn session_expired(web: &Web, session_id: &str) {
     web.audit.record("session_expired", json!({"session_id": session_id}));
     web.hub.close_session(session_id, "session expired");
-}
-
-/// The one value of a header that must appear exactly once.
-fn single(headers: &HeaderMap, name: header::HeaderName) -> Result<&str, String> {
-    let mut values = headers.get_all(&name).iter();
-    let (Some(value), None) = (values.next(), values.next()) else {
-        return Err(format!("exactly one {name} header is required"));
-    };
-    value.to_str().map_err(|_| format!("malformed {name} header"))
-}
-
-fn check_host(request: &Request, web: &Web, scheme: &str) -> Result<(), String> {
-    if request.uri().scheme().is_some() || request.uri().authority().is_some() {
-        return Err("absolute-form request targets are refused".into());
-    }
-    let host = single(request.headers(), header::HOST)?;
-    if !well_formed_host(host) {
-        return Err(format!("malformed Host {host:?}"));
-    }
-    if normalize_host(host, scheme) != normalize_host(&web.expected_host, scheme) {
-        return Err(format!("unexpected Host {host:?}"));
-    }
-    Ok(())
-}
-
-fn check_origin(request: &Request, web: &Web) -> Result<String, String> {
-    let origin = single(request.headers(), header::ORIGIN)
-        .map_err(|_| "a single allowed Origin header is required".to_owned())?;
-    let normalized = normalize_origin(origin);
-    if !web.allowed_origins.contains(&normalized) {
-        return Err(format!("Origin {origin:?} is not allowed"));
-    }
-    Ok(normalized)
-}
-
-/// Decides the effective scheme. Forwarded headers count only from the
-/// trusted upstream (§4.1.2 D2); from anyone else they are ignored (and
-/// audited). `X-Forwarded-For` and `Forwarded` are never read.
-fn effective(request: &Request, web: &Web, peer: SocketAddr) -> Result<Effective, String> {
-    let config = &web.config;
-    let headers = request.headers();
-    let present =
-        headers.contains_key(&config.proto_header) || headers.contains_key(&config.host_header);
-    let trusted = config.trust_proxy.is_some_and(|upstream| upstream.matches(peer.ip()));
-    if !trusted {
-        if present {
-            web.audit.record(
-                "forwarded_headers_ignored",
-                json!({"peer": peer.ip().to_string(), "path": request.uri().path()}),
-            );
-        }
-        return Ok(Effective { https: false, peer, client: peer.ip() });
-    }
-    let https = match headers.get_all(&config.proto_header).iter().count() {
-        0 => false,
-        1 => single(headers, config.proto_header.clone())?.trim().eq_ignore_ascii_case("https"),
-        _ => return Err(format!("more than one {} header", config.proto_header)),
-    };
-    let scheme = if https { "https" } else { "http" };
-    if headers.contains_key(&config.host_header) {
-        let forwarded = single(headers, config.host_header.clone())?.trim();
-        if !well_formed_host(forwarded) {
-            return Err(format!("{} must be exactly one host", config.host_header));
-        }
-        let pinned = config.public_host.as_deref().unwrap_or(&web.expected_host);
-        // Cross-checked only: the pinned public host is always the expected one.
-        if normalize_host(forwarded, scheme) != normalize_host(pinned, scheme) {
-            return Err(format!(
-                "{} {forwarded:?} does not match the public host",
-                config.host_header
-            ));
-        }
-    }
-    Ok(Effective { https, peer, client: forwarded_for(headers).unwrap_or(peer.ip()) })
-}
-
-/// The address the trusted upstream appended to the last `X-Forwarded-For`.
-fn forwarded_for(headers: &HeaderMap) -> Option<IpAddr> {
-    let last = headers.get_all("x-forwarded-for").iter().next_back()?.to_str().ok()?;
-    appended_forwarded_for(last)
-}
-
-/// Forwarded scheme and host, then Host, then Origin for POSTs and `/ws`;
-/// `no-store` on the auth routes. Every rejection is a 400, audited.
-async fn guard(
-    State(web): State<Arc<Web>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let path = request.uri().path().to_owned();
-    let sensitive = matches!(path.as_str(), "/enroll" | "/bootstrap" | "/logout" | "/pair" | "/ws");
-    let needs_origin = request.method() == Method::POST || path == "/ws";
-    let verdict = effective(&request, &web, peer).and_then(|effective| {
-        check_host(&request, &web, effective.scheme())?;
-        if needs_origin {
-            check_origin(&request, &web)?;
-        }
-        Ok(effective)
-    });
-    let mut response = match verdict {
-        Ok(effective) => {
-            request.extensions_mut().insert(effective);
-            next.run(request).await
-        }
-        Err(why) => {
-            tracing::info!(%path, reason = %why, "request rejected");
-            let event = if path == "/ws" { "upgrade_rejected" } else { "request_rejected" };
-            web.audit.record(
-                event,
-                json!({"path": path, "status": 400, "reason": why, "peer": peer.ip().to_string()}),
-            );
-            (StatusCode::BAD_REQUEST, why).into_response()
-        }
-    };
-    if sensitive {
-        response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    }
-    response
 }
 
 /// `POST` bodies are JSON; `/bootstrap` and `/logout` may be empty.
