@@ -66,10 +66,19 @@ pub struct WebArgs {
     pub push_action_ttl: u64,
 }
 
+/// Why a `--push-resolve` value was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum NotNameAtAddress {
+    #[error("expected NAME=IP")]
+    NoEquals,
+    #[error("{0:?} is not an IP address")]
+    NotAddress(String),
+}
+
 /// `NAME=IP`, for `--push-resolve`.
-pub fn name_at_address(value: &str) -> Result<(String, IpAddr), String> {
-    let (name, address) = value.split_once('=').ok_or("expected NAME=IP")?;
-    let address = address.parse().map_err(|_| format!("{address:?} is not an IP address"))?;
+pub fn name_at_address(value: &str) -> Result<(String, IpAddr), NotNameAtAddress> {
+    let (name, address) = value.split_once('=').ok_or(NotNameAtAddress::NoEquals)?;
+    let address = address.parse().map_err(|_| NotNameAtAddress::NotAddress(address.to_owned()))?;
     Ok((name.trim_end_matches('.').to_ascii_lowercase(), address))
 }
 

@@ -107,12 +107,11 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     }
 }
 
-/// Whether a push may go to `ip`; else why not, in words for the browser
-/// that subscribed.
-pub fn public(ip: IpAddr) -> Result<(), String> {
+/// Whether a push may go to `ip`; else why not.
+pub fn public(ip: IpAddr) -> Result<(), super::Unfit> {
     match class(ip) {
         None => Ok(()),
-        Some(what) => Err(format!("the endpoint's address {ip} is not public ({what})")),
+        Some(what) => Err(super::Unfit::NotPublicAddress { ip, what }),
     }
 }
 
@@ -193,6 +192,6 @@ mod tests {
             assert!(!is_public(address), "{address}");
         }
         let said = public("::ffff:0:a00:1".parse().expect("address")).expect_err("private");
-        assert!(said.contains("not public (private)"), "{said}");
+        assert!(said.to_string().contains("not public (private)"), "{said}");
     }
 }

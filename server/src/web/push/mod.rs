@@ -119,7 +119,7 @@ impl Push {
     }
 
     /// Whether `subscription` may be kept, and why not.
-    pub fn check(&self, subscription: &SubscribeRequest) -> Result<(), String> {
+    pub fn check(&self, subscription: &SubscribeRequest) -> Result<(), Unfit> {
         check_endpoint(&subscription.endpoint, self.insecure_endpoints)?;
         check_keys(&subscription.keys)
     }
@@ -153,23 +153,51 @@ pub struct SubscriptionKeys {
     pub auth: String,
 }
 
+/// Why a subscription may not be kept, in words for the browser that
+/// subscribed.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unfit {
+    #[error("the endpoint is longer than {MAX_ENDPOINT} bytes")]
+    TooLong,
+    #[error("the endpoint is not a URL")]
+    NotUrl,
+    #[error("the endpoint carries credentials")]
+    Credentials,
+    #[error("the endpoint is not an http(s) URL")]
+    NotHttp,
+    #[error("the endpoint is not https")]
+    NotHttps,
+    #[error("the endpoint has no host")]
+    NoHost,
+    #[error("the endpoint's host `{0}` is not public")]
+    NotPublicName(String),
+    #[error("the endpoint's address {ip} is not public ({what})")]
+    NotPublicAddress { ip: IpAddr, what: &'static str },
+    #[error("`keys.{0}` is not base64url")]
+    NotBase64(&'static str),
+    #[error("`keys.p256dh` is not an uncompressed P-256 public key")]
+    NotPoint,
+    #[error("`keys.auth` is not 16 bytes")]
+    NotSixteen,
+}
+
 /// Whether a push to `endpoint` stays out of the user's own network.
-pub fn check_endpoint(endpoint: &str, insecure: bool) -> Result<(), String> {
+pub fn check_endpoint(endpoint: &str, insecure: bool) -> Result<(), Unfit> {
     if endpoint.len() > MAX_ENDPOINT {
-        return Err(format!("the endpoint is longer than {MAX_ENDPOINT} bytes"));
+        return Err(Unfit::TooLong);
     }
-    let url = url::Url::parse(endpoint).map_err(|_| "the endpoint is not a URL".to_owned())?;
+    let url = url::Url::parse(endpoint).map_err(|_| Unfit::NotUrl)?;
     if !url.username().is_empty() || url.password().is_some() {
-        return Err("the endpoint carries credentials".to_owned());
+        return Err(Unfit::Credentials);
     }
     if insecure {
         return match url.scheme() {
             "https" | "http" if url.host().is_some() => Ok(()),
-            _ => Err("the endpoint is not an http(s) URL".to_owned()),
+            _ => Err(Unfit::NotHttp),
         };
     }
     if url.scheme() != "https" {
-        return Err("the endpoint is not https".to_owned());
+        return Err(Unfit::NotHttps);
     }
     match url.host() {
         Some(url::Host::Domain(name)) => {
@@ -180,30 +208,30 @@ pub fn check_endpoint(endpoint: &str, insecure: bool) -> Result<(), String> {
                     .iter()
                     .any(|suffix| name.ends_with(suffix));
             if local {
-                return Err(format!("the endpoint's host `{name}` is not public"));
+                return Err(Unfit::NotPublicName(name));
             }
             Ok(())
         }
         Some(url::Host::Ipv4(ip)) => address::public(IpAddr::V4(ip)),
         Some(url::Host::Ipv6(ip)) => address::public(IpAddr::V6(ip)),
-        None => Err("the endpoint has no host".to_owned()),
+        None => Err(Unfit::NoHost),
     }
 }
 
 /// The keys must be what RFC 8291 uses: an uncompressed P-256 point and a
 /// 16-byte secret.
-fn check_keys(keys: &SubscriptionKeys) -> Result<(), String> {
+fn check_keys(keys: &SubscriptionKeys) -> Result<(), Unfit> {
     let point = URL_SAFE_NO_PAD
         .decode(keys.p256dh.trim_end_matches('='))
-        .map_err(|_| "`keys.p256dh` is not base64url".to_owned())?;
+        .map_err(|_| Unfit::NotBase64("p256dh"))?;
     if point.len() != 65 || point[0] != 0x04 {
-        return Err("`keys.p256dh` is not an uncompressed P-256 public key".to_owned());
+        return Err(Unfit::NotPoint);
     }
     let secret = URL_SAFE_NO_PAD
         .decode(keys.auth.trim_end_matches('='))
-        .map_err(|_| "`keys.auth` is not base64url".to_owned())?;
+        .map_err(|_| Unfit::NotBase64("auth"))?;
     if secret.len() != 16 {
-        return Err("`keys.auth` is not 16 bytes".to_owned());
+        return Err(Unfit::NotSixteen);
     }
     Ok(())
 }
@@ -236,7 +264,7 @@ pub async fn subscribe(
         }
     };
     if let Err(why) = web.push.check(&request) {
-        return (StatusCode::BAD_REQUEST, why).into_response();
+        return (StatusCode::BAD_REQUEST, why.to_string()).into_response();
     }
     let subscription = PushSubscription {
         endpoint: request.endpoint,

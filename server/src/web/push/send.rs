@@ -241,7 +241,7 @@ fn request(shared: &Shared, outgoing: &Outgoing) -> anyhow::Result<reqwest::Requ
     let push = &outgoing.push;
     // Checked when subscribed; again here, for an address written in the
     // URL never goes through the resolver below.
-    super::check_endpoint(&push.endpoint, shared.insecure).map_err(anyhow::Error::msg)?;
+    super::check_endpoint(&push.endpoint, shared.insecure)?;
     let info = SubscriptionInfo::new(push.endpoint.as_str(), &push.p256dh, &push.auth);
     let mut signature = shared.signer.key.clone().add_sub_info(&info);
     signature.add_claim("sub", shared.signer.contact.as_str());
