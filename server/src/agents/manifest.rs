@@ -79,21 +79,6 @@ impl Manifest {
     pub fn may_delegate(&self) -> bool {
         self.depth < self.policy().max_depth
     }
-
-    /// What generation `epoch` of this agent is started with.
-    pub fn spawn_request(&self, epoch: u64) -> crate::agents::runtime::SpawnRequest<'_> {
-        crate::agents::runtime::SpawnRequest {
-            agent_id: &self.agent_id,
-            runtime: self.runtime_id(),
-            cwd: &self.cwd,
-            session_id: &self.session_id,
-            epoch,
-            tools: self.tools.as_deref(),
-            instructed: self.system_prompt.is_some(),
-            delegates: self.may_delegate(),
-            sandbox: self.sandbox,
-        }
-    }
 }
 
 /// A managed child's instructions, beside its manifest, for the runtime's

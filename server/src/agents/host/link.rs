@@ -314,7 +314,7 @@ mod tests {
         let mut link = Link::default();
         let _events = link.wire();
         let manifest = crate::agents::manifest::Manifest::default();
-        link.spawn(&Spawn(input.clone()), &manifest.spawn_request(0)).expect("spawned");
+        link.spawn(&Spawn(input.clone()), &SpawnRequest::of(&manifest, 0)).expect("spawned");
         (link, input)
     }
 

@@ -485,7 +485,10 @@ impl Host {
         let epoch = self.process.next_epoch();
         let log_from = stdio::log_length(&self.io.context.home, self.id());
         let spawner = self.io.context.spawner.as_ref();
-        if let Err(error) = self.link.spawn(spawner, &self.manifest.spawn_request(epoch)) {
+        if let Err(error) = self
+            .link
+            .spawn(spawner, &crate::agents::runtime::SpawnRequest::of(&self.manifest, epoch))
+        {
             let failed = self.projection.set_runtime_state(RuntimeState::Failed);
             self.apply(failed);
             return self.fail_waiting(error.into());

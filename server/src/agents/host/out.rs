@@ -16,7 +16,7 @@ pub(super) enum Out {
     /// `Then` says (and told so if the agent's input is full).
     Send(ClientMessage, Then),
     /// The answer to a question the daemon asked itself, to its asker.
-    Answer(super::questions::Answer, PermissionAnswer),
+    Answer(crate::agents::runtime::Answer, PermissionAnswer),
     /// A per-agent event: numbered, journaled, sent to every attachment.
     Event(String),
     /// A question or its end: numbered, journaled, sent to every

@@ -91,9 +91,7 @@ pub(super) struct Raising {
     pub allow_inside: bool,
 }
 
-/// Where the daemon's own question's answer goes
-/// ([`crate::agents::runtime::Asked`]).
-pub(super) type Answer = Box<dyn FnOnce(&PermissionAnswer) + Send>;
+pub(super) use crate::agents::runtime::Answer;
 
 /// An answer that may be passed on: when it is `for_agent`, the host sends
 /// `message` and, once it is queued for the agent, calls

@@ -32,6 +32,10 @@ pub enum ChildEvent {
     },
 }
 
+/// Where the answer to a question the daemon asked itself goes: called
+/// once, in the host's task, with the winning answer.
+pub type Answer = Box<dyn FnOnce(&PermissionAnswer) + Send>;
+
 /// A question the daemon raises itself (the sandbox's network question):
 /// shown, routed, guarded by step-up and answered headless like the
 /// agent's own questions, but its answer goes to `answer`, never to the
@@ -41,5 +45,5 @@ pub struct Asked {
     /// Takes the winning answer, in the host's task, before any client
     /// hears the question closed. Dropped unanswered (its process ended):
     /// the asker hears nothing, which it takes as a deny.
-    pub answer: Box<dyn FnOnce(&PermissionAnswer) + Send>,
+    pub answer: Answer,
 }

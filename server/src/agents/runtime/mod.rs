@@ -19,7 +19,7 @@ pub mod acp;
 pub mod event;
 pub mod stdio;
 
-pub use self::event::{Asked, ChildEvent};
+pub use self::event::{Answer, Asked, ChildEvent};
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -41,6 +41,24 @@ pub struct SpawnRequest<'a> {
     pub delegates: bool,
     /// How `agent.create` narrowed its sandbox.
     pub sandbox: Option<shard_protocol::sandbox::SandboxRequest>,
+}
+
+impl<'a> SpawnRequest<'a> {
+    /// What generation `epoch` of the agent `manifest` describes is
+    /// started with.
+    pub fn of(manifest: &'a crate::agents::manifest::Manifest, epoch: u64) -> Self {
+        Self {
+            agent_id: &manifest.agent_id,
+            runtime: manifest.runtime_id(),
+            cwd: &manifest.cwd,
+            session_id: &manifest.session_id,
+            epoch,
+            tools: manifest.tools.as_deref(),
+            instructed: manifest.system_prompt.is_some(),
+            delegates: manifest.may_delegate(),
+            sandbox: manifest.sandbox,
+        }
+    }
 }
 
 /// Starts agent processes.
