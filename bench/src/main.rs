@@ -14,6 +14,7 @@ mod latency;
 mod lifecycle;
 mod procfs;
 mod relay;
+mod report;
 mod sandbox;
 mod shard;
 mod soak;
@@ -24,6 +25,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 
 use fanout::{Agent, Transport};
+use report::{ms, per_second, ratio};
 
 #[derive(Parser)]
 #[command(about = "Benchmarks of shard against a bare relay, in one run")]
@@ -75,18 +77,6 @@ fn main() -> Result<()> {
     // Every daemon and agent is gone before their directories are.
     drop(runtime);
     result
-}
-
-fn ratio(shard: f64, baseline: f64) -> String {
-    if baseline > 0.0 { format!("{:.2}x", shard / baseline) } else { "-".to_owned() }
-}
-
-fn ms(duration: std::time::Duration) -> f64 {
-    duration.as_secs_f64() * 1e3
-}
-
-fn per_second(value: f64) -> String {
-    if value >= 1e6 { format!("{:.2} M/s", value / 1e6) } else { format!("{:.0} k/s", value / 1e3) }
 }
 
 async fn run(args: Args) -> Result<()> {
