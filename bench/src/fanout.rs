@@ -9,15 +9,21 @@
 //! the ACP scenario): the daemon runs it as a configured runtime and turns
 //! its chunks into the same `message_delta`s, the relay passes its ACP
 //! lines on unchanged and the controller speaks ACP through it.
+//!
+//! [`run`] measures each point (the median of a few runs each way) and
+//! prints the scenario's tables: throughput, CPU per delivery, and the
+//! bytes per delta (S7).
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde_json::json;
 
+use crate::Args;
 use crate::conn::{Conn, Seen, next_loopback, read_acp_burst, read_burst};
 use crate::procfs;
 use crate::relay::{Relay, leave, leave_acp};
+use crate::report::{ms, per_second, ratio};
 use crate::shard::{Shard, attach};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,4 +267,219 @@ pub fn median(mut runs: Vec<Outcome>) -> Option<Outcome> {
     runs.sort_by(|a, b| a.deliveries_per_second().total_cmp(&b.deliveries_per_second()));
     let middle = runs.get(runs.len() / 2).copied()?;
     Some(Outcome { complete, short, ..middle })
+}
+
+/// S1 and S7 with Shard's own agent; the ACP scenario, S1's with the
+/// scripted ACP agent. Returns what broke (a client that missed events).
+pub async fn run(args: &Args, agent: Agent) -> Result<Vec<String>> {
+    let plan = Plan::of(args, agent)?;
+    let daemon =
+        Shard::start(&args.shard, 2 * plan.max_clients() + 64, plan.config.as_deref()).await?;
+    print_header(agent, plan.runs);
+    let mut broken = Vec::new();
+    let mut points = Vec::with_capacity(plan.counts.len());
+    for &clients in plan.counts {
+        let deltas = plan.deltas(clients);
+        let point = Point::measure(&daemon, &args.shard, agent, clients, deltas, plan.runs).await?;
+        if !point.complete() {
+            broken.push(format!("{} at {clients} clients: a client missed deltas", plan.name));
+        }
+        point.print_row();
+        points.push(point);
+    }
+    print_cpu(plan.name, &points);
+    print_wire(agent, &points);
+    daemon.stop().await?;
+    Ok(broken)
+}
+
+/// What one fan-out scenario measures: at which client counts, how long a
+/// turn at each, and how many runs make a point.
+struct Plan<'a> {
+    /// The scenario's name in the tables and the breakage: S1 or ACP.
+    name: &'static str,
+    counts: &'a [usize],
+    runs: usize,
+    short: bool,
+    /// The daemon's configuration: the ACP agent's runtime, for ACP.
+    config: Option<String>,
+}
+
+impl<'a> Plan<'a> {
+    fn of(args: &'a Args, agent: Agent) -> Result<Plan<'a>> {
+        let mut counts: &[usize] = match (agent, args.short) {
+            (Agent::Shard, true) => &[1, 10, 50],
+            (Agent::Acp, true) => &[1, 10],
+            (_, false) => &[1, 10, 100, 1_000],
+        };
+        let runs = if args.short { 3 } else { 5 };
+        if !args.clients.is_empty() {
+            counts = &args.clients;
+        }
+        let (name, config) = match agent {
+            Agent::Shard => ("S1", None),
+            Agent::Acp => {
+                let exe = std::env::current_exe().context("the benchmark's own path")?;
+                ("ACP", Some(crate::acp::config(&exe)))
+            }
+        };
+        Ok(Plan { name, counts, runs, short: args.short, config })
+    }
+
+    fn max_clients(&self) -> usize {
+        self.counts.iter().copied().max().unwrap_or(1)
+    }
+
+    /// Long enough turns that a run measures the stream, not the scheduler:
+    /// 50,000 deltas to one client. With more clients the turn is shorter
+    /// than the 4 MiB a connection may have queued (a delta is about 150
+    /// bytes on the wire): the benchmark's own readers share the cores with
+    /// the daemon and fall behind an unpaced burst, and one that fell 4 MiB
+    /// behind would rightly be dropped as too slow (P2). That happened at 10
+    /// clients over the unix socket with 50,000.
+    fn deltas(&self, clients: usize) -> u64 {
+        match (self.short, clients) {
+            (true, _) => 2_000,
+            (false, 1) => 50_000,
+            (false, ..100) => 20_000,
+            (false, _) => 10_000,
+        }
+    }
+}
+
+fn print_header(agent: Agent, runs: usize) {
+    println!();
+    match agent {
+        Agent::Shard => println!(
+            "S1 fan-out: one agent's `burst: D` turn to N clients (deliveries/s from the first delta to the last, the median of {runs}; every client must get every delta; then the prompt to the first delta)"
+        ),
+        Agent::Acp => println!(
+            "ACP fan-out: S1 with an ACP agent (`shard-bench {}`, the runtime `{}`) streaming `burst: D` as fast as it can; the relay runs the same agent, its clients read its ACP lines (deliveries/s from the first delta to the last, the median of {runs}; every client must get every delta; then the prompt to the first delta)",
+            crate::acp::FLAG,
+            crate::acp::RUNTIME
+        ),
+    }
+    println!(
+        "{:>6} | {:>6} | {:>12} | {:>12} | {:>12} | {:>6} | {:>18} | all delivered",
+        "N", "D", "shard ws", "relay ws", "shard unix", "ratio", "first: shard/relay"
+    );
+}
+
+/// One point of the table: the median run each way at one client count.
+struct Point {
+    clients: usize,
+    deltas: u64,
+    over_ws: Outcome,
+    /// None beyond the daemon's cap on local connections.
+    over_unix: Option<Outcome>,
+    baseline: Outcome,
+}
+
+impl Point {
+    async fn measure(
+        daemon: &Shard,
+        bin: &std::path::Path,
+        agent: Agent,
+        clients: usize,
+        deltas: u64,
+        runs: usize,
+    ) -> Result<Point> {
+        // Each point is the median of three turns: one turn is noisy.
+        let (mut ws_runs, mut unix_runs, mut relay_runs) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let over = |transport| shard(daemon, agent, clients, deltas, transport);
+            ws_runs.push(over(Transport::WebSocket).await?);
+            // The daemon takes at most 64 local connections (one is the
+            // controller's): beyond that the unix column stays empty.
+            if clients < 64 {
+                unix_runs.push(over(Transport::Unix).await?);
+            }
+            relay_runs.push(relay(bin, agent, clients, deltas).await?);
+        }
+        Ok(Point {
+            clients,
+            deltas,
+            over_ws: median(ws_runs).context("runs")?,
+            over_unix: median(unix_runs),
+            baseline: median(relay_runs).context("runs")?,
+        })
+    }
+
+    /// Every client got every delta, every way.
+    fn complete(&self) -> bool {
+        let unix_complete = self.over_unix.is_none_or(|outcome| outcome.complete);
+        self.over_ws.complete && unix_complete && self.baseline.complete
+    }
+
+    fn print_row(&self) {
+        let Point { clients, deltas, over_ws, over_unix, baseline } = self;
+        println!(
+            "{clients:>6} | {deltas:>6} | {:>12} | {:>12} | {:>12} | {:>6} | {:>18} | {}",
+            per_second(over_ws.deliveries_per_second()),
+            per_second(baseline.deliveries_per_second()),
+            over_unix.map_or("-".to_owned(), |outcome| per_second(outcome.deliveries_per_second())),
+            ratio(over_ws.deliveries_per_second(), baseline.deliveries_per_second()),
+            format!("{:.1} / {:.1} ms", ms(over_ws.to_first), ms(baseline.to_first)),
+            if self.complete() {
+                "yes".to_owned()
+            } else {
+                let unix = over_unix.map_or(0, |outcome| outcome.short);
+                format!("NO: {} / {} / {unix} short", over_ws.short, baseline.short)
+            },
+        );
+    }
+}
+
+/// CPU per delivery at each point, by process, Shard's against the relay's.
+fn print_cpu(name: &str, points: &[Point]) {
+    println!();
+    println!(
+        "{name} CPU per delivery (ns, of the median runs): the clients share the cores with the daemon and the agent, so throughput follows the total"
+    );
+    println!(
+        "{:>6} | {:>8} | {:>8} | {:>8} | {:>8} || {:>8} | {:>14} | {:>8} | {:>6}",
+        "N", "daemon", "agent", "clients", "total", "agent", "relay+clients", "total", "ratio"
+    );
+    for Point { clients, over_ws: shard, baseline: relay, .. } in points {
+        let per = |ns: u64, outcome: &Outcome| {
+            ns as f64 / (outcome.clients as f64 * outcome.deltas as f64)
+        };
+        println!(
+            "{clients:>6} | {:>8.0} | {:>8.0} | {:>8.0} | {:>8.0} || {:>8.0} | {:>14.0} | {:>8.0} | {:>6}",
+            per(shard.cpu.server, shard),
+            per(shard.cpu.agent, shard),
+            per(shard.cpu.clients, shard),
+            per(shard.cpu.total(), shard),
+            per(relay.cpu.agent, relay),
+            per(relay.cpu.clients, relay),
+            per(relay.cpu.total(), relay),
+            ratio(per(relay.cpu.total(), relay), per(shard.cpu.total(), shard)),
+        );
+    }
+}
+
+/// S7 (or ACP's own): bytes per delta as a client reads it, at the first
+/// point measured over both transports.
+fn print_wire(agent: Agent, points: &[Point]) {
+    let Some((point, over_unix)) = points.iter().find_map(|point| Some((point, point.over_unix?)))
+    else {
+        return;
+    };
+    let (over_ws, baseline) = (&point.over_ws, &point.baseline);
+    println!();
+    println!(
+        "{} wire: bytes per delta as a client reads it, against the agent's own line",
+        if agent == Agent::Shard { "S7" } else { "ACP" }
+    );
+    println!("  agent line (what the relay sends): {:.1} B", baseline.bytes_per_delta);
+    println!(
+        "  shard over WebSocket: {:.1} B ({})",
+        over_ws.bytes_per_delta,
+        ratio(over_ws.bytes_per_delta, baseline.bytes_per_delta)
+    );
+    println!(
+        "  shard over unix:      {:.1} B ({})",
+        over_unix.bytes_per_delta,
+        ratio(over_unix.bytes_per_delta, baseline.bytes_per_delta)
+    );
 }

@@ -21,11 +21,11 @@ mod soak;
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::Parser;
 
-use fanout::{Agent, Transport};
-use report::{ms, per_second, ratio};
+use fanout::Agent;
+use report::{ms, ratio};
 
 #[derive(Parser)]
 #[command(about = "Benchmarks of shard against a bare relay, in one run")]
@@ -91,10 +91,10 @@ async fn run(args: Args) -> Result<()> {
     );
     let mut broken = Vec::new();
     if args.wants("s1") || args.wants("s7") {
-        broken.extend(fan_out(&args, Agent::Shard).await?);
+        broken.extend(fanout::run(&args, Agent::Shard).await?);
     }
     if args.wants("acp") {
-        broken.extend(fan_out(&args, Agent::Acp).await?);
+        broken.extend(fanout::run(&args, Agent::Acp).await?);
     }
     if args.wants("s2") {
         broken.extend(latency(&args).await?);
@@ -127,145 +127,6 @@ async fn run(args: Args) -> Result<()> {
         bail!("the run is broken: {}", broken.join("; "));
     }
     Ok(())
-}
-
-/// S1 and S7 with Shard's own agent; the ACP scenario, S1's with the
-/// scripted ACP agent. Returns what broke (a client that missed events).
-async fn fan_out(args: &Args, agent: Agent) -> Result<Vec<String>> {
-    let mut counts: &[usize] = match (agent, args.short) {
-        (Agent::Shard, true) => &[1, 10, 50],
-        (Agent::Acp, true) => &[1, 10],
-        (_, false) => &[1, 10, 100, 1_000],
-    };
-    // Long enough turns that a run measures the stream, not the scheduler:
-    // 50,000 deltas to one client. With more clients the turn is shorter
-    // than the 4 MiB a connection may have queued (a delta is about 150
-    // bytes on the wire): the benchmark's own readers share the cores with
-    // the daemon and fall behind an unpaced burst, and one that fell 4 MiB
-    // behind would rightly be dropped as too slow (P2). That happened at 10
-    // clients over the unix socket with 50,000.
-    let deltas = |clients: usize| match (args.short, clients) {
-        (true, _) => 2_000,
-        (false, 1) => 50_000,
-        (false, ..100) => 20_000,
-        (false, _) => 10_000,
-    };
-    let runs = if args.short { 3 } else { 5 };
-    if !args.clients.is_empty() {
-        counts = &args.clients;
-    }
-    let max_clients = counts.iter().copied().max().unwrap_or(1);
-    let (name, config) = match agent {
-        Agent::Shard => ("S1", None),
-        Agent::Acp => {
-            let exe = std::env::current_exe().context("the benchmark's own path")?;
-            ("ACP", Some(acp::config(&exe)))
-        }
-    };
-    let daemon = shard::Shard::start(&args.shard, 2 * max_clients + 64, config.as_deref()).await?;
-    println!();
-    match agent {
-        Agent::Shard => println!(
-            "S1 fan-out: one agent's `burst: D` turn to N clients (deliveries/s from the first delta to the last, the median of {runs}; every client must get every delta; then the prompt to the first delta)"
-        ),
-        Agent::Acp => println!(
-            "ACP fan-out: S1 with an ACP agent (`shard-bench {}`, the runtime `{}`) streaming `burst: D` as fast as it can; the relay runs the same agent, its clients read its ACP lines (deliveries/s from the first delta to the last, the median of {runs}; every client must get every delta; then the prompt to the first delta)",
-            acp::FLAG,
-            acp::RUNTIME
-        ),
-    }
-    println!(
-        "{:>6} | {:>6} | {:>12} | {:>12} | {:>12} | {:>6} | {:>18} | all delivered",
-        "N", "D", "shard ws", "relay ws", "shard unix", "ratio", "first: shard/relay"
-    );
-    let mut broken = Vec::new();
-    let mut wire = None;
-    let mut cpu = Vec::new();
-    for &clients in counts {
-        // Each point is the median of three turns: one turn is noisy.
-        let (mut ws_runs, mut unix_runs, mut relay_runs) = (Vec::new(), Vec::new(), Vec::new());
-        let deltas = deltas(clients);
-        for _ in 0..runs {
-            let over = |transport| fanout::shard(&daemon, agent, clients, deltas, transport);
-            ws_runs.push(over(Transport::WebSocket).await?);
-            // The daemon takes at most 64 local connections (one is the
-            // controller's): beyond that the unix column stays empty.
-            if clients < 64 {
-                unix_runs.push(over(Transport::Unix).await?);
-            }
-            relay_runs.push(fanout::relay(&args.shard, agent, clients, deltas).await?);
-        }
-        let over_ws = fanout::median(ws_runs).context("runs")?;
-        let over_unix = fanout::median(unix_runs);
-        let baseline = fanout::median(relay_runs).context("runs")?;
-        let unix_complete = over_unix.is_none_or(|outcome| outcome.complete);
-        let all = over_ws.complete && unix_complete && baseline.complete;
-        if !all {
-            broken.push(format!("{name} at {clients} clients: a client missed deltas"));
-        }
-        println!(
-            "{clients:>6} | {deltas:>6} | {:>12} | {:>12} | {:>12} | {:>6} | {:>18} | {}",
-            per_second(over_ws.deliveries_per_second()),
-            per_second(baseline.deliveries_per_second()),
-            over_unix.map_or("-".to_owned(), |outcome| per_second(outcome.deliveries_per_second())),
-            ratio(over_ws.deliveries_per_second(), baseline.deliveries_per_second()),
-            format!("{:.1} / {:.1} ms", ms(over_ws.to_first), ms(baseline.to_first)),
-            if all {
-                "yes".to_owned()
-            } else {
-                let unix = over_unix.map_or(0, |outcome| outcome.short);
-                format!("NO: {} / {} / {unix} short", over_ws.short, baseline.short)
-            },
-        );
-        if let Some(over_unix) = over_unix {
-            wire.get_or_insert((over_ws, over_unix, baseline));
-        }
-        cpu.push((clients, over_ws, baseline));
-    }
-    println!();
-    println!(
-        "{name} CPU per delivery (ns, of the median runs): the clients share the cores with the daemon and the agent, so throughput follows the total"
-    );
-    println!(
-        "{:>6} | {:>8} | {:>8} | {:>8} | {:>8} || {:>8} | {:>14} | {:>8} | {:>6}",
-        "N", "daemon", "agent", "clients", "total", "agent", "relay+clients", "total", "ratio"
-    );
-    for (clients, shard, relay) in cpu {
-        let per = |ns: u64, outcome: &fanout::Outcome| {
-            ns as f64 / (outcome.clients as f64 * outcome.deltas as f64)
-        };
-        println!(
-            "{clients:>6} | {:>8.0} | {:>8.0} | {:>8.0} | {:>8.0} || {:>8.0} | {:>14.0} | {:>8.0} | {:>6}",
-            per(shard.cpu.server, &shard),
-            per(shard.cpu.agent, &shard),
-            per(shard.cpu.clients, &shard),
-            per(shard.cpu.total(), &shard),
-            per(relay.cpu.agent, &relay),
-            per(relay.cpu.clients, &relay),
-            per(relay.cpu.total(), &relay),
-            ratio(per(relay.cpu.total(), &relay), per(shard.cpu.total(), &shard)),
-        );
-    }
-    if let Some((over_ws, over_unix, baseline)) = wire {
-        println!();
-        println!(
-            "{} wire: bytes per delta as a client reads it, against the agent's own line",
-            if agent == Agent::Shard { "S7" } else { "ACP" }
-        );
-        println!("  agent line (what the relay sends): {:.1} B", baseline.bytes_per_delta);
-        println!(
-            "  shard over WebSocket: {:.1} B ({})",
-            over_ws.bytes_per_delta,
-            ratio(over_ws.bytes_per_delta, baseline.bytes_per_delta)
-        );
-        println!(
-            "  shard over unix:      {:.1} B ({})",
-            over_unix.bytes_per_delta,
-            ratio(over_unix.bytes_per_delta, baseline.bytes_per_delta)
-        );
-    }
-    daemon.stop().await?;
-    Ok(broken)
 }
 
 /// S2. Returns what broke.
