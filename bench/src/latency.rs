@@ -16,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use serde_json::json;
 
+use crate::Args;
 use crate::conn::{Conn, next_loopback};
 use crate::procfs;
 use crate::relay::{Relay, leave};
@@ -203,6 +204,52 @@ pub async fn relay(bin: &std::path::Path, load: Load) -> Result<Figures> {
     let reads = reading.await?;
     relay.stop().await;
     Ok(figures(&reads, load.per_agent() * load.agents as u64))
+}
+
+/// S2: latency at three total rates, Shard against the relay, one row
+/// each. Returns what broke (a client that missed deltas).
+pub async fn run(args: &Args) -> Result<Vec<String>> {
+    let (clients, seconds) = if args.short { (10, 1.0) } else { (100, 5.0) };
+    let agents = 20;
+    let daemon = Shard::start(&args.shard, clients + 64, None).await?;
+    println!();
+    println!(
+        "S2 latency: {agents} agents at a fixed total rate for {seconds} s to {clients} clients, each attached to all (ms from the agent making a delta to a client reading it, over every delivery)"
+    );
+    println!(
+        "{:>8} | {:>22} | {:>22} | {:>16} | all delivered",
+        "rate/s", "shard p50 / p99 / max", "relay p50 / p99 / max", "p99 over relay"
+    );
+    let mut broken = Vec::new();
+    // 10,000 a second to 100 clients is a million deliveries a second, one
+    // message at a time: beyond what these two cores do with the clients on
+    // them, for the relay too (docs/PERFORMANCE.md); 3,000 shows the knee.
+    for rate in [1_000, 3_000, 10_000] {
+        let load = Load { agents, clients, rate, seconds };
+        let over_shard = shard(&daemon, load).await?;
+        let baseline = relay(&args.shard, load).await?;
+        let all = over_shard.short == 0 && baseline.short == 0;
+        if !all {
+            broken.push(format!("S2 at {rate}/s: a client missed deltas"));
+        }
+        let triple = |figures: &Figures| {
+            format!("{:.2} / {:.2} / {:.1}", figures.p50_ms, figures.p99_ms, figures.max_ms)
+        };
+        println!(
+            "{rate:>8} | {:>22} | {:>22} | {:>13.2} ms | {}",
+            triple(&over_shard),
+            triple(&baseline),
+            over_shard.p99_ms - baseline.p99_ms,
+            if all {
+                "yes".to_owned()
+            } else {
+                format!("NO: {} / {} short", over_shard.short, baseline.short)
+            }
+        );
+    }
+    println!("  target: p99 within the relay's p99 + 1 ms at 10,000/s");
+    daemon.stop().await?;
+    Ok(broken)
 }
 
 /// How a stalled client ended.

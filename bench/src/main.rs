@@ -97,7 +97,7 @@ async fn run(args: Args) -> Result<()> {
         broken.extend(fanout::run(&args, Agent::Acp).await?);
     }
     if args.wants("s2") {
-        broken.extend(latency(&args).await?);
+        broken.extend(latency::run(&args).await?);
     }
     if args.wants("s3") {
         broken.extend(slow_client(&args).await?);
@@ -127,51 +127,6 @@ async fn run(args: Args) -> Result<()> {
         bail!("the run is broken: {}", broken.join("; "));
     }
     Ok(())
-}
-
-/// S2. Returns what broke.
-async fn latency(args: &Args) -> Result<Vec<String>> {
-    let (clients, seconds) = if args.short { (10, 1.0) } else { (100, 5.0) };
-    let agents = 20;
-    let daemon = shard::Shard::start(&args.shard, clients + 64, None).await?;
-    println!();
-    println!(
-        "S2 latency: {agents} agents at a fixed total rate for {seconds} s to {clients} clients, each attached to all (ms from the agent making a delta to a client reading it, over every delivery)"
-    );
-    println!(
-        "{:>8} | {:>22} | {:>22} | {:>16} | all delivered",
-        "rate/s", "shard p50 / p99 / max", "relay p50 / p99 / max", "p99 over relay"
-    );
-    let mut broken = Vec::new();
-    // 10,000 a second to 100 clients is a million deliveries a second, one
-    // message at a time: beyond what these two cores do with the clients on
-    // them, for the relay too (docs/PERFORMANCE.md); 3,000 shows the knee.
-    for rate in [1_000, 3_000, 10_000] {
-        let load = latency::Load { agents, clients, rate, seconds };
-        let over_shard = latency::shard(&daemon, load).await?;
-        let baseline = latency::relay(&args.shard, load).await?;
-        let all = over_shard.short == 0 && baseline.short == 0;
-        if !all {
-            broken.push(format!("S2 at {rate}/s: a client missed deltas"));
-        }
-        let triple = |figures: &latency::Figures| {
-            format!("{:.2} / {:.2} / {:.1}", figures.p50_ms, figures.p99_ms, figures.max_ms)
-        };
-        println!(
-            "{rate:>8} | {:>22} | {:>22} | {:>13.2} ms | {}",
-            triple(&over_shard),
-            triple(&baseline),
-            over_shard.p99_ms - baseline.p99_ms,
-            if all {
-                "yes".to_owned()
-            } else {
-                format!("NO: {} / {} short", over_shard.short, baseline.short)
-            }
-        );
-    }
-    println!("  target: p99 within the relay's p99 + 1 ms at 10,000/s");
-    daemon.stop().await?;
-    Ok(broken)
 }
 
 /// S3. Returns what broke.
