@@ -1,24 +1,19 @@
-//! S2 latency and S3 slow client. Agents stream `pace: N RATE` turns (the
-//! demo model stamps each delta with the wall-clock time it made it); every
-//! client reads them and takes, per delta, the time from that stamp to its
-//! own read. Client and agents share the machine's clock.
+//! S2 latency, and the paced turns S3 ([`crate::slow`]) measures with too.
+//! Agents stream `pace: N RATE` turns (the demo model stamps each delta
+//! with the wall-clock time it made it); every client reads them and takes,
+//! per delta, the time from that stamp to its own read. Client and agents
+//! share the machine's clock.
 //!
-//! - S2: `agents` agents at a fixed total rate to `clients` clients, each
-//!   client attached to every agent (a dashboard watching them all).
-//! - S3: one agent to `clients` readers, with and without one more client
-//!   that never reads. The readers must not notice it; the daemon must drop
-//!   it, and its memory must stay bounded meanwhile.
+//! S2: `agents` agents at a fixed total rate to `clients` clients, each
+//! client attached to every agent (a dashboard watching them all).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use serde_json::json;
 
 use crate::Args;
 use crate::conn::{Conn, next_loopback};
-use crate::procfs;
 use crate::relay::{Relay, leave};
 use crate::shard::{Shard, attach};
 
@@ -43,7 +38,7 @@ impl Load {
         ((self.per_agent_rate() as f64 * self.seconds).round() as u64).max(1)
     }
 
-    fn prompt(&self) -> String {
+    pub(crate) fn prompt(&self) -> String {
         format!("pace: {} {}", self.per_agent(), self.per_agent_rate())
     }
 }
@@ -116,7 +111,7 @@ pub struct Figures {
     pub short: usize,
 }
 
-fn figures(reads: &[Option<Paced>], expected: u64) -> Figures {
+pub(crate) fn figures(reads: &[Option<Paced>], expected: u64) -> Figures {
     let mut all: Vec<u32> =
         reads.iter().flatten().flat_map(|paced| paced.latencies.iter().copied()).collect();
     all.sort_unstable();
@@ -138,7 +133,7 @@ fn figures(reads: &[Option<Paced>], expected: u64) -> Figures {
     }
 }
 
-async fn read_all(readers: Vec<Conn>, turns: usize) -> Vec<Option<Paced>> {
+pub(crate) async fn read_all(readers: Vec<Conn>, turns: usize) -> Vec<Option<Paced>> {
     let tasks: Vec<_> = readers
         .into_iter()
         .map(|mut conn| tokio::spawn(async move { read_paced(&mut conn, turns).await.ok() }))
@@ -250,132 +245,6 @@ pub async fn run(args: &Args) -> Result<Vec<String>> {
     println!("  target: p99 within the relay's p99 + 1 ms at 10,000/s");
     daemon.stop().await?;
     Ok(broken)
-}
-
-/// How a stalled client ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stalled {
-    /// The daemon closed it.
-    Dropped,
-    /// It got the whole turn: the socket buffers held everything.
-    Complete,
-    /// Neither: its connection stayed open with nothing more to read.
-    Stuck,
-}
-
-/// One S3 run: the readers' figures, and with a stalled client, how it
-/// ended and the daemon's memory over the run.
-#[derive(Debug, Clone, Copy)]
-pub struct SlowRun {
-    pub readers: Figures,
-    pub stalled: Option<Stalled>,
-    pub rss_before: u64,
-    pub rss_peak: u64,
-}
-
-/// S3 through Shard: one agent's paced turn to `load.clients` readers,
-/// and, if `stall`, one more client that never reads (with a small kernel
-/// buffer, as a frozen tab's socket fills).
-pub async fn slow_shard(shard: &Shard, load: Load, stall: bool) -> Result<SlowRun> {
-    let mut control = shard.unix().await?;
-    let agent = shard.create_agent(&mut control).await?;
-    attach(&mut control, &agent, "interactive").await?;
-    let mut readers = Vec::with_capacity(load.clients);
-    for _ in 0..load.clients {
-        let mut conn = shard.websocket(next_loopback()).await?;
-        attach(&mut conn, &agent, "observer").await?;
-        readers.push(conn);
-    }
-    let mut stalled = None;
-    if stall {
-        let mut conn = shard.websocket_with(next_loopback(), Some(4096)).await?;
-        attach(&mut conn, &agent, "observer").await?;
-        stalled = Some(conn);
-    }
-    let pid = shard.pid().context("the daemon's pid")?;
-    let rss_before = procfs::rss(pid)?;
-    let (peak, sampling) = (Arc::new(AtomicU64::new(rss_before)), Arc::new(AtomicBool::new(true)));
-    let sampler = {
-        let (peak, sampling) = (peak.clone(), sampling.clone());
-        tokio::spawn(async move {
-            while sampling.load(Ordering::Relaxed) {
-                if let Ok(rss) = procfs::rss(pid) {
-                    peak.fetch_max(rss, Ordering::Relaxed);
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-    };
-    let reading = tokio::spawn(read_all(readers, 1));
-    let prompt = json!({"type": "prompt", "agent_id": agent, "message": load.prompt()});
-    control.call(prompt, "prompt").await?;
-    // The controller leaves once the turn runs: only the readers read.
-    control.call(json!({"type": "agent.detach", "agent_id": agent}), "detach").await?;
-    let reads = reading.await?;
-    let ended = match stalled {
-        Some(conn) => Some(stalled_outcome(&mut control, conn).await?),
-        None => None,
-    };
-    sampling.store(false, Ordering::Relaxed);
-    let _ = sampler.await;
-    let kill = json!({"type": "agent.kill", "agent_id": agent, "force": true});
-    let _ = control.call(kill, "kill").await;
-    Ok(SlowRun {
-        readers: figures(&reads, load.per_agent()),
-        stalled: ended,
-        rss_before,
-        rss_peak: peak.load(Ordering::Relaxed),
-    })
-}
-
-/// S3 through the relay, for the readers' figures alone: the relay stops
-/// feeding a client whose queue is full but has no deadline to close it.
-pub async fn slow_relay(bin: &std::path::Path, load: Load, stall: bool) -> Result<Figures> {
-    let relay = Relay::start(bin, 1).await?;
-    let mut control = relay.client(None).await?;
-    let mut readers = Vec::with_capacity(load.clients);
-    for _ in 0..load.clients {
-        readers.push(relay.client(None).await?);
-    }
-    let stalled = if stall { Some(relay.client(Some(4096)).await?) } else { None };
-    relay.wait_for(load.clients + 1 + usize::from(stall)).await?;
-    let reading = tokio::spawn(read_all(readers, 1));
-    control.send(&json!({"type": "prompt", "id": "p", "message": load.prompt()})).await?;
-    leave(control, 1).await?;
-    let reads = reading.await?;
-    drop(stalled);
-    relay.stop().await;
-    Ok(figures(&reads, load.per_agent()))
-}
-
-/// Reads what a stalled client was sent until the daemon's close, or the
-/// end of the turn if everything fit in the buffers.
-/// Whether the daemon dropped the stalled client, asked of the daemon: the
-/// client itself would learn it only after reading what the kernel still
-/// holds for it, through a 4 KiB window, which can take minutes. Once the
-/// readers are gone, a dropped client leaves only `control` connected.
-async fn stalled_outcome(control: &mut Conn, mut stalled: Conn) -> Result<Stalled> {
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(15) {
-        let stats = control.call(json!({"type": "daemon.stats"}), "stats").await?;
-        if stats["data"]["connections"].as_u64() == Some(1) {
-            return Ok(Stalled::Dropped);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // Still connected: it got the whole turn, or it is stuck.
-    Ok(drain(&mut stalled).await)
-}
-
-async fn drain(conn: &mut Conn) -> Stalled {
-    loop {
-        match conn.recv().await {
-            Ok(text) if text.contains("\"message_complete\"") => return Stalled::Complete,
-            Ok(_) => {}
-            Err(error) if error.to_string().starts_with("no message") => return Stalled::Stuck,
-            Err(_) => return Stalled::Dropped,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ mod relay;
 mod report;
 mod sandbox;
 mod shard;
+mod slow;
 mod soak;
 
 use std::path::PathBuf;
@@ -100,7 +101,7 @@ async fn run(args: Args) -> Result<()> {
         broken.extend(latency::run(&args).await?);
     }
     if args.wants("s3") {
-        broken.extend(slow_client(&args).await?);
+        broken.extend(slow::run(&args).await?);
     }
     if args.wants("s5") {
         spawn(&args).await?;
@@ -127,93 +128,6 @@ async fn run(args: Args) -> Result<()> {
         bail!("the run is broken: {}", broken.join("; "));
     }
     Ok(())
-}
-
-/// S3. Returns what broke.
-async fn slow_client(args: &Args) -> Result<Vec<String>> {
-    let (clients, rate, seconds) = if args.short { (10, 20_000, 2.0) } else { (50, 5_000, 12.0) };
-    let load = latency::Load { agents: 1, clients, rate, seconds };
-    let daemon = shard::Shard::start(&args.shard, clients + 64, None).await?;
-    println!();
-    println!(
-        "S3 slow client: one agent's `pace: {} {rate}` to {clients} readers, without and with one more client that never reads",
-        load.per_agent()
-    );
-    // One run's p99 on two shared cores swings with a single scheduling
-    // hiccup (a 100 ms stall is 500 late deltas), so the comparison is of
-    // medians over rounds, each with both variants back to back.
-    let rounds = if args.short { 1 } else { 5 };
-    let (mut calm, mut stormy, mut relay_calm, mut relay_stormy) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        calm.push(latency::slow_shard(&daemon, load, false).await?);
-        stormy.push(latency::slow_shard(&daemon, load, true).await?);
-        relay_calm.push(latency::slow_relay(&args.shard, load, false).await?);
-        relay_stormy.push(latency::slow_relay(&args.shard, load, true).await?);
-    }
-    daemon.stop().await?;
-    let median = |mut values: Vec<f64>| {
-        values.sort_by(f64::total_cmp);
-        values[values.len() / 2]
-    };
-    let shard_figures = |runs: &[latency::SlowRun]| {
-        let rate = median(runs.iter().map(|run| run.readers.per_client).collect());
-        let p99s: Vec<f64> = runs.iter().map(|run| run.readers.p99_ms).collect();
-        (rate, median(p99s.clone()), p99s)
-    };
-    let relay_figures = |runs: &[latency::Figures]| {
-        let rate = median(runs.iter().map(|readers| readers.per_client).collect());
-        (rate, median(runs.iter().map(|readers| readers.p99_ms).collect()))
-    };
-    println!(
-        "{:>18} | {:>14} | {:>10} | {:>14} | {:>10} | each round's p99 (Shard)",
-        "", "shard deltas/s", "p99 ms", "relay deltas/s", "p99 ms"
-    );
-    let (calm_rate, calm_p99, calm_rounds) = shard_figures(&calm);
-    let (stormy_rate, stormy_p99, stormy_rounds) = shard_figures(&stormy);
-    for (name, (rate, p99, each), relay) in [
-        ("without", (calm_rate, calm_p99, &calm_rounds), relay_figures(&relay_calm)),
-        (
-            "with the stalled",
-            (stormy_rate, stormy_p99, &stormy_rounds),
-            relay_figures(&relay_stormy),
-        ),
-    ] {
-        let each: Vec<String> = each.iter().map(|p99| format!("{p99:.1}")).collect();
-        println!(
-            "{name:>18} | {rate:>14.0} | {p99:>10.2} | {:>14.0} | {:>10.2} | {}",
-            relay.0,
-            relay.1,
-            each.join(", ")
-        );
-    }
-    let change =
-        |with: f64, without: f64| 100.0 * (with - without) / without.max(f64::MIN_POSITIVE);
-    println!(
-        "  shard readers with the stalled client (medians of {rounds}): throughput {:+.1} %, p99 {:+.1} % (target: within 10 %)",
-        change(stormy_rate, calm_rate),
-        change(stormy_p99, calm_p99),
-    );
-    let rss = |runs: &[latency::SlowRun]| {
-        runs.iter().map(|run| run.rss_peak as f64 - run.rss_before as f64).fold(0.0, f64::max)
-    };
-    let dropped = stormy.iter().all(|run| run.stalled == Some(latency::Stalled::Dropped));
-    println!(
-        "  the stalled client: {}; daemon RSS {:.1} MB before the first round, at most {:+.1} MB during one with it (its outbox is capped at 4 MiB), {:+.1} MB without it",
-        if dropped { "dropped every round" } else { "NOT dropped" },
-        stormy[0].rss_before as f64 / 1e6,
-        rss(&stormy) / 1e6,
-        rss(&calm) / 1e6,
-    );
-    let mut broken = Vec::new();
-    if calm.iter().chain(&stormy).any(|run| run.readers.short > 0) {
-        broken.push("S3: a reader missed deltas".to_owned());
-    }
-    if !dropped {
-        let stalled: Vec<_> = stormy.iter().map(|run| run.stalled).collect();
-        broken.push(format!("S3: the stalled client was not dropped ({stalled:?})"));
-    }
-    Ok(broken)
 }
 
 /// S8. Returns what leaked.
