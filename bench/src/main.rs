@@ -122,95 +122,12 @@ async fn run(args: Args) -> Result<()> {
         resync(&args).await?;
     }
     if args.wants("s8") {
-        broken.extend(soak(&args).await?);
+        broken.extend(soak::run(&args).await?);
     }
     if !broken.is_empty() {
         bail!("the run is broken: {}", broken.join("; "));
     }
     Ok(())
-}
-
-/// S8. Returns what leaked.
-async fn soak(args: &Args) -> Result<Vec<String>> {
-    let seconds = args.soak.unwrap_or(if args.short { 30 } else { 1_800 });
-    let every = std::time::Duration::from_secs(if seconds > 120 { 30 } else { 5 });
-    let daemon = shard::Shard::start(&args.shard, 256, None).await?;
-    println!();
-    println!(
-        "S8 soak: {seconds} s of two agents streaming to {} steady browsers, with browsers attaching and leaving and agents created (up to a working set), restored and killed throughout",
-        4
-    );
-    let soak = soak::soak(&daemon, std::time::Duration::from_secs(seconds), every).await?;
-    daemon.stop().await?;
-    let (base, start, end) = (&soak.base, &soak.start, &soak.end);
-    println!(
-        "  churn: {} browser attachments, {} agents created, {} restored, each prompted and killed; {} samples",
-        soak.attaches,
-        soak.created,
-        soak.restored,
-        soak.samples.len()
-    );
-    let timeline: Vec<String> = soak
-        .samples
-        .iter()
-        .map(|sample| {
-            format!(
-                "{:.0}s {:.1}MB({:.1})/{}t/{}fd",
-                sample.at.as_secs_f64(),
-                sample.rss as f64 / 1e6,
-                sample.anon as f64 / 1e6,
-                sample.tasks,
-                sample.fds
-            )
-        })
-        .collect();
-    println!("  over time (RSS (of it anonymous)/tasks/descriptors): {}", timeline.join(", "));
-    println!(
-        "  {:>16} | {:>9} | {:>5} | {:>7} | {:>5} | {:>11} | {:>6} | {:>7} | {:>5} | {:>9}",
-        "",
-        "RSS MB",
-        "fds",
-        "threads",
-        "tasks",
-        "connections",
-        "agents",
-        "running",
-        "awake",
-        "processes"
-    );
-    for (name, sample) in [("at start", base), ("steady, no churn", start), ("at the end", end)] {
-        println!(
-            "  {name:>16} | {:>9.1} | {:>5} | {:>7} | {:>5} | {:>11} | {:>6} | {:>7} | {:>5} | {:>9}",
-            sample.rss as f64 / 1e6,
-            sample.fds,
-            sample.threads,
-            sample.tasks,
-            sample.connections,
-            sample.agents,
-            sample.running_agents,
-            sample.awake_agents,
-            sample.processes
-        );
-    }
-    // The second half against the first: a leak keeps growing, a warm-up
-    // (allocator arenas, the working set's records) does not.
-    let half = soak.samples.len() / 2;
-    let (middle, last) = (&soak.samples[half], soak.samples.last().unwrap_or(end));
-    println!(
-        "  RSS at most {:.1} MB; at the end {:+.1} MB over the steady start ({:+.1} MB anonymous), {:+.1} MB over the run's second half ({:+.1} MB anonymous)",
-        soak.peak_rss as f64 / 1e6,
-        (end.rss as f64 - start.rss as f64) / 1e6,
-        (end.anon as f64 - start.anon as f64) / 1e6,
-        (last.rss as f64 - middle.rss as f64) / 1e6,
-        (last.anon as f64 - middle.anon as f64) / 1e6,
-    );
-    let leaks = soak.leaks();
-    if leaks.is_empty() {
-        println!(
-            "  flat: connections, processes, descriptors, threads and tasks are back where they were"
-        );
-    }
-    Ok(leaks.into_iter().map(|leak| format!("S8: {leak}")).collect())
 }
 
 async fn spawn(args: &Args) -> Result<()> {

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde_json::json;
 
+use crate::Args;
 use crate::conn::next_loopback;
 use crate::latency::read_paced;
 use crate::procfs;
@@ -164,6 +165,30 @@ async fn agent_churn(shard: &Shard, stop: &AtomicBool) -> Result<(u64, u64)> {
     Ok((created, restored))
 }
 
+/// S8: the soak, then the daemon's figures over it and what it still
+/// holds. Returns what leaked.
+pub async fn run(args: &Args) -> Result<Vec<String>> {
+    let seconds = args.soak.unwrap_or(if args.short { 30 } else { 1_800 });
+    let every = Duration::from_secs(if seconds > 120 { 30 } else { 5 });
+    let daemon = Shard::start(&args.shard, 256, None).await?;
+    println!();
+    println!(
+        "S8 soak: {seconds} s of two agents streaming to {STEADY_READERS} steady browsers, with browsers attaching and leaving and agents created (up to a working set), restored and killed throughout"
+    );
+    let soak = soak(&daemon, Duration::from_secs(seconds), every).await?;
+    daemon.stop().await?;
+    soak.print_churn();
+    soak.print_table();
+    soak.print_memory();
+    let leaks = soak.leaks();
+    if leaks.is_empty() {
+        println!(
+            "  flat: connections, processes, descriptors, threads and tasks are back where they were"
+        );
+    }
+    Ok(leaks.into_iter().map(|leak| format!("S8: {leak}")).collect())
+}
+
 /// Runs the soak for about `duration`, sampling every `every`.
 pub async fn soak(shard: &Shard, duration: Duration, every: Duration) -> Result<Soak> {
     let began = Instant::now();
@@ -279,6 +304,82 @@ pub async fn soak(shard: &Shard, duration: Duration, every: Duration) -> Result<
 }
 
 impl Soak {
+    /// How much churn there was, and the daemon over time.
+    fn print_churn(&self) {
+        println!(
+            "  churn: {} browser attachments, {} agents created, {} restored, each prompted and killed; {} samples",
+            self.attaches,
+            self.created,
+            self.restored,
+            self.samples.len()
+        );
+        let timeline: Vec<String> = self
+            .samples
+            .iter()
+            .map(|sample| {
+                format!(
+                    "{:.0}s {:.1}MB({:.1})/{}t/{}fd",
+                    sample.at.as_secs_f64(),
+                    sample.rss as f64 / 1e6,
+                    sample.anon as f64 / 1e6,
+                    sample.tasks,
+                    sample.fds
+                )
+            })
+            .collect();
+        println!("  over time (RSS (of it anonymous)/tasks/descriptors): {}", timeline.join(", "));
+    }
+
+    /// The daemon at start, steady before the churn, and at the end.
+    fn print_table(&self) {
+        println!(
+            "  {:>16} | {:>9} | {:>5} | {:>7} | {:>5} | {:>11} | {:>6} | {:>7} | {:>5} | {:>9}",
+            "",
+            "RSS MB",
+            "fds",
+            "threads",
+            "tasks",
+            "connections",
+            "agents",
+            "running",
+            "awake",
+            "processes"
+        );
+        for (name, sample) in
+            [("at start", &self.base), ("steady, no churn", &self.start), ("at the end", &self.end)]
+        {
+            println!(
+                "  {name:>16} | {:>9.1} | {:>5} | {:>7} | {:>5} | {:>11} | {:>6} | {:>7} | {:>5} | {:>9}",
+                sample.rss as f64 / 1e6,
+                sample.fds,
+                sample.threads,
+                sample.tasks,
+                sample.connections,
+                sample.agents,
+                sample.running_agents,
+                sample.awake_agents,
+                sample.processes
+            );
+        }
+    }
+
+    /// The memory's peak and growth: the second half against the first,
+    /// since a leak keeps growing and a warm-up (allocator arenas, the
+    /// working set's records) does not.
+    fn print_memory(&self) {
+        let (start, end) = (&self.start, &self.end);
+        let half = self.samples.len() / 2;
+        let (middle, last) = (&self.samples[half], self.samples.last().unwrap_or(end));
+        println!(
+            "  RSS at most {:.1} MB; at the end {:+.1} MB over the steady start ({:+.1} MB anonymous), {:+.1} MB over the run's second half ({:+.1} MB anonymous)",
+            self.peak_rss as f64 / 1e6,
+            (end.rss as f64 - start.rss as f64) / 1e6,
+            (end.anon as f64 - start.anon as f64) / 1e6,
+            (last.rss as f64 - middle.rss as f64) / 1e6,
+            (last.anon as f64 - middle.anon as f64) / 1e6,
+        );
+    }
+
     /// What did not come back, as the run's breakage.
     pub fn leaks(&self) -> Vec<String> {
         let (start, end) = (&self.base, &self.end);
