@@ -19,9 +19,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde_json::json;
+use tokio::task::JoinHandle;
 
 use crate::Args;
-use crate::conn::next_loopback;
+use crate::conn::{Conn, next_loopback};
 use crate::latency::read_paced;
 use crate::procfs;
 use crate::shard::{Shard, attach};
@@ -193,33 +194,68 @@ pub async fn run(args: &Args) -> Result<Vec<String>> {
 pub async fn soak(shard: &Shard, duration: Duration, every: Duration) -> Result<Soak> {
     let began = Instant::now();
     let base = sample(shard, began).await?;
-    let mut control = shard.unix().await?;
-    let mut steady = Vec::new();
-    for _ in 0..2 {
-        let agent = shard.create_agent(&mut control).await?;
-        attach(&mut control, &agent, "interactive").await?;
-        steady.push(agent);
-    }
     // One turn more than the churn lasts, so that it always has a stream.
     let turns = (duration.as_secs_f64() / TURN.as_secs_f64()).ceil() as usize + 1;
-    let mut readers = Vec::new();
-    for _ in 0..STEADY_READERS {
-        let mut conn = shard.websocket(next_loopback()).await?;
-        for agent in &steady {
-            attach(&mut conn, agent, "observer").await?;
-        }
-        readers.push(tokio::spawn(async move {
-            read_paced(&mut conn, 2 * turns).await.map(|paced| paced.latencies.len() as u64)
-        }));
-    }
+    let mut control = shard.unix().await?;
+    let steady = Steady::attach(shard, &mut control, turns).await?;
     let start = sample(shard, began).await?;
+    let streaming = steady.stream(control);
+    let churn = churn(shard, began, duration, every, &steady.agents[0], start).await?;
+    let steady_deltas = steady.stop(streaming).await?;
+    let end = settle(shard, began, &base).await?;
+    Ok(Soak {
+        base,
+        start,
+        end,
+        peak_rss: churn.samples.iter().map(|sample| sample.rss).max().unwrap_or(0).max(end.rss),
+        samples: churn.samples,
+        attaches: churn.attaches,
+        created: churn.created,
+        restored: churn.restored,
+        steady_deltas,
+        streamed: turns as u64 * 2 * TURN_DELTAS,
+    })
+}
 
-    // The steady load: both agents' turns, back to back.
-    let streaming = {
-        let steady = steady.clone();
+/// The steady load: two agents streaming paced turns back to back, and the
+/// browsers that stay attached to both all along.
+struct Steady {
+    agents: Vec<String>,
+    /// Each steady reader, to the deltas it got of every turn.
+    readers: Vec<JoinHandle<Result<u64>>>,
+    turns: usize,
+}
+
+impl Steady {
+    /// The two agents, made by `control` and attached to it, and the
+    /// steady readers attached to both, reading from now on.
+    async fn attach(shard: &Shard, control: &mut Conn, turns: usize) -> Result<Steady> {
+        let mut agents = Vec::new();
+        for _ in 0..2 {
+            let agent = shard.create_agent(control).await?;
+            attach(control, &agent, "interactive").await?;
+            agents.push(agent);
+        }
+        let mut readers = Vec::new();
+        for _ in 0..STEADY_READERS {
+            let mut conn = shard.websocket(next_loopback()).await?;
+            for agent in &agents {
+                attach(&mut conn, agent, "observer").await?;
+            }
+            readers.push(tokio::spawn(async move {
+                read_paced(&mut conn, 2 * turns).await.map(|paced| paced.latencies.len() as u64)
+            }));
+        }
+        Ok(Steady { agents, readers, turns })
+    }
+
+    /// Both agents' turns, back to back, prompted by `control`, which the
+    /// task gives back once every turn is done.
+    fn stream(&self, mut control: Conn) -> JoinHandle<Result<Conn>> {
+        let (agents, turns) = (self.agents.clone(), self.turns);
         tokio::spawn(async move {
             for turn in 0..turns {
-                for agent in &steady {
+                for agent in &agents {
                     let message = format!("pace: {TURN_DELTAS} {TURN_RATE}");
                     // A follow-up if the last turn is still ending.
                     let prompt = json!({"type": "prompt", "agent_id": agent, "message": message, "streaming_behavior": "follow_up"});
@@ -229,7 +265,43 @@ pub async fn soak(shard: &Shard, duration: Duration, every: Duration) -> Result<
             }
             anyhow::Ok(control)
         })
-    };
+    }
+
+    /// Once the turns are done: what each reader got; then both agents
+    /// killed and the controller gone.
+    async fn stop(self, streaming: JoinHandle<Result<Conn>>) -> Result<Vec<u64>> {
+        let mut control = streaming.await?.context("the steady turns")?;
+        let mut steady_deltas = Vec::new();
+        for reader in self.readers {
+            steady_deltas.push(reader.await?.context("a steady reader")?);
+        }
+        for agent in &self.agents {
+            let kill = json!({"type": "agent.kill", "agent_id": agent, "force": true});
+            control.call(kill, "kill").await?;
+        }
+        drop(control);
+        Ok(steady_deltas)
+    }
+}
+
+/// What the churn did, and every sample taken while it ran.
+struct Churn {
+    samples: Vec<Sample>,
+    attaches: u64,
+    created: u64,
+    restored: u64,
+}
+
+/// Browsers attaching to `agent` and leaving, and agents coming and going,
+/// for about `duration` from `began`, sampled every `every` after `start`.
+async fn churn(
+    shard: &Shard,
+    began: Instant,
+    duration: Duration,
+    every: Duration,
+    agent: &str,
+    start: Sample,
+) -> Result<Churn> {
     let stop = AtomicBool::new(false);
     let mut samples = vec![start];
     let sampling = async {
@@ -255,26 +327,20 @@ pub async fn soak(shard: &Shard, duration: Duration, every: Duration) -> Result<
     }
     let (sampled, attaches, created) = tokio::join!(
         sampling,
-        async { stopping(&stop, attach_churn(shard, &steady[0], &stop).await) },
+        async { stopping(&stop, attach_churn(shard, agent, &stop).await) },
         async { stopping(&stop, agent_churn(shard, &stop).await) },
     );
     sampled.context("sampling")?;
     let attaches = attaches.context("attach churn")?;
     let (created, restored) = created.context("agent churn")?;
-    let mut control = streaming.await?.context("the steady turns")?;
-    let streamed = turns as u64 * 2 * TURN_DELTAS;
-    let mut steady_deltas = Vec::new();
-    for reader in readers {
-        steady_deltas.push(reader.await?.context("a steady reader")?);
-    }
-    for agent in &steady {
-        let kill = json!({"type": "agent.kill", "agent_id": agent, "force": true});
-        control.call(kill, "kill").await?;
-    }
-    drop(control);
-    // Let closed connections and killed agents finish going away, and the
-    // blocking pool's idle threads (file and process work) time out: tokio
-    // keeps one for 10 s after its last job.
+    Ok(Churn { samples, attaches, created, restored })
+}
+
+/// Lets closed connections and killed agents finish going away, and the
+/// blocking pool's idle threads (file and process work) time out: tokio
+/// keeps one for 10 s after its last job. The sample once all is back
+/// where `base` was, or after 15 s.
+async fn settle(shard: &Shard, began: Instant, base: &Sample) -> Result<Sample> {
     let settle = Instant::now();
     let mut end = sample(shard, began).await?;
     let settled = |end: &Sample| {
@@ -289,18 +355,7 @@ pub async fn soak(shard: &Shard, duration: Duration, every: Duration) -> Result<
         tokio::time::sleep(Duration::from_millis(200)).await;
         end = sample(shard, began).await?;
     }
-    Ok(Soak {
-        base,
-        start,
-        end,
-        peak_rss: samples.iter().map(|sample| sample.rss).max().unwrap_or(0).max(end.rss),
-        samples,
-        attaches,
-        created,
-        restored,
-        steady_deltas,
-        streamed,
-    })
+    Ok(end)
 }
 
 impl Soak {
