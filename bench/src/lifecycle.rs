@@ -17,6 +17,8 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
+use crate::Args;
+use crate::report::ms;
 use crate::shard::{Shard, attach, scratch};
 
 /// The value at quantile `q` (0..=1) of `samples`.
@@ -69,6 +71,31 @@ pub async fn spawn(shard: &Shard, bin: &Path, agents: usize) -> Result<Spawn> {
     Ok(Spawn { create, bare })
 }
 
+/// S5: `agent.create` until ready against the bare spawn, p50 and p99.
+pub async fn run_spawn(args: &Args) -> Result<()> {
+    let agents = if args.short { 10 } else { 100 };
+    // The daemon's own part, against the bare spawn: without the sandbox,
+    // whose cost the `sandbox` scenario measures against this same start.
+    let config = "[sandbox]\nmode = \"off\"\n";
+    let daemon = Shard::start(&args.shard, 64, Some(config)).await?;
+    let mut spawn = spawn(&daemon, &args.shard, agents).await?;
+    daemon.stop().await?;
+    let (create50, create99) =
+        (quantile(&mut spawn.create, 0.5), quantile(&mut spawn.create, 0.99));
+    let (bare50, bare99) = (quantile(&mut spawn.bare, 0.5), quantile(&mut spawn.bare, 0.99));
+    println!();
+    println!(
+        "S5 spawn: {agents} agents, until ready (p50 / p99; sandbox off, which `sandbox` measures)"
+    );
+    println!("  shard agent.create:           {:>7.1} ms / {:>7.1} ms", ms(create50), ms(create99));
+    println!("  bare `shard agent --stdio`:   {:>7.1} ms / {:>7.1} ms", ms(bare50), ms(bare99));
+    println!(
+        "  p50 over the bare spawn: {:+.1} ms (target: at most +5 ms)",
+        ms(create50) - ms(bare50)
+    );
+    Ok(())
+}
+
 pub struct Resync {
     pub messages: usize,
     pub fill: Duration,
@@ -113,4 +140,24 @@ pub async fn resync(shard: &Shard, turns: usize, attaches: usize) -> Result<Resy
         bail!("the sync held {messages} messages of {}", turns * 2);
     }
     Ok(Resync { messages, fill, attach: times, sync_bytes })
+}
+
+/// S6: attaching to a long session, to the end of its sync.
+pub async fn run_resync(args: &Args) -> Result<()> {
+    let turns = if args.short { 250 } else { 5_000 };
+    let quiet = Shard::start(&args.shard, 64, Some("[compaction]\nenabled = false\n")).await?;
+    let mut resync = resync(&quiet, turns, 20).await?;
+    println!();
+    println!(
+        "S6 attach-resync: a session of {} messages (filled in {:.1} s)",
+        resync.messages,
+        resync.fill.as_secs_f64()
+    );
+    println!(
+        "  attach to the end of sync: p50 {:.1} ms, max {:.1} ms (target: under 30 ms for 10,000); sync {:.1} KB on the wire",
+        ms(quantile(&mut resync.attach, 0.5)),
+        ms(quantile(&mut resync.attach, 1.0)),
+        resync.sync_bytes as f64 / 1024.0,
+    );
+    quiet.stop().await
 }

@@ -104,7 +104,7 @@ async fn run(args: Args) -> Result<()> {
         broken.extend(slow::run(&args).await?);
     }
     if args.wants("s5") {
-        spawn(&args).await?;
+        lifecycle::run_spawn(&args).await?;
     }
     if args.wants("sandbox") {
         sandbox_start(&args).await?;
@@ -119,7 +119,7 @@ async fn run(args: Args) -> Result<()> {
         bundle(&args).await?;
     }
     if args.wants("s6") {
-        resync(&args).await?;
+        lifecycle::run_resync(&args).await?;
     }
     if args.wants("s8") {
         broken.extend(soak::run(&args).await?);
@@ -127,31 +127,6 @@ async fn run(args: Args) -> Result<()> {
     if !broken.is_empty() {
         bail!("the run is broken: {}", broken.join("; "));
     }
-    Ok(())
-}
-
-async fn spawn(args: &Args) -> Result<()> {
-    let agents = if args.short { 10 } else { 100 };
-    // The daemon's own part, against the bare spawn: without the sandbox,
-    // whose cost the `sandbox` scenario measures against this same start.
-    let config = "[sandbox]\nmode = \"off\"\n";
-    let daemon = shard::Shard::start(&args.shard, 64, Some(config)).await?;
-    let mut spawn = lifecycle::spawn(&daemon, &args.shard, agents).await?;
-    daemon.stop().await?;
-    let (create50, create99) =
-        (lifecycle::quantile(&mut spawn.create, 0.5), lifecycle::quantile(&mut spawn.create, 0.99));
-    let (bare50, bare99) =
-        (lifecycle::quantile(&mut spawn.bare, 0.5), lifecycle::quantile(&mut spawn.bare, 0.99));
-    println!();
-    println!(
-        "S5 spawn: {agents} agents, until ready (p50 / p99; sandbox off, which `sandbox` measures)"
-    );
-    println!("  shard agent.create:           {:>7.1} ms / {:>7.1} ms", ms(create50), ms(create99));
-    println!("  bare `shard agent --stdio`:   {:>7.1} ms / {:>7.1} ms", ms(bare50), ms(bare99));
-    println!(
-        "  p50 over the bare spawn: {:+.1} ms (target: at most +5 ms)",
-        ms(create50) - ms(bare50)
-    );
     Ok(())
 }
 
@@ -314,24 +289,4 @@ async fn bundle(args: &Args) -> Result<()> {
         total.1 as f64 / 1024.0
     );
     daemon.stop().await
-}
-
-async fn resync(args: &Args) -> Result<()> {
-    let turns = if args.short { 250 } else { 5_000 };
-    let quiet =
-        shard::Shard::start(&args.shard, 64, Some("[compaction]\nenabled = false\n")).await?;
-    let mut resync = lifecycle::resync(&quiet, turns, 20).await?;
-    println!();
-    println!(
-        "S6 attach-resync: a session of {} messages (filled in {:.1} s)",
-        resync.messages,
-        resync.fill.as_secs_f64()
-    );
-    println!(
-        "  attach to the end of sync: p50 {:.1} ms, max {:.1} ms (target: under 30 ms for 10,000); sync {:.1} KB on the wire",
-        ms(lifecycle::quantile(&mut resync.attach, 0.5)),
-        ms(lifecycle::quantile(&mut resync.attach, 1.0)),
-        resync.sync_bytes as f64 / 1024.0,
-    );
-    quiet.stop().await
 }
