@@ -26,7 +26,7 @@ use anyhow::{Result, bail};
 use clap::Parser;
 
 use fanout::Agent;
-use report::{ms, ratio};
+use report::ratio;
 
 #[derive(Parser)]
 #[command(about = "Benchmarks of shard against a bare relay, in one run")]
@@ -107,7 +107,7 @@ async fn run(args: Args) -> Result<()> {
         lifecycle::run_spawn(&args).await?;
     }
     if args.wants("sandbox") {
-        sandbox_start(&args).await?;
+        sandbox::run(&args).await?;
     }
     if args.wants("egress") {
         egress(&args).await?;
@@ -127,53 +127,6 @@ async fn run(args: Args) -> Result<()> {
     if !broken.is_empty() {
         bail!("the run is broken: {}", broken.join("; "));
     }
-    Ok(())
-}
-
-/// The sandbox's cost at an agent's start, against no sandbox.
-async fn sandbox_start(args: &Args) -> Result<()> {
-    let samples = if args.short { 10 } else { 100 };
-    let daemon = shard::Shard::start(&args.shard, 64, None).await?;
-    let mut start = sandbox::start(&daemon, &args.shard, samples).await?;
-    daemon.stop().await?;
-    let figures = |samples: &mut Vec<std::time::Duration>| {
-        (lifecycle::quantile(samples, 0.5), lifecycle::quantile(samples, 0.95))
-    };
-    let (off, on) = (figures(&mut start.off), figures(&mut start.on));
-    let parts = &mut start.parts;
-    let (bare, shared_net, bwrap, contained) = (
-        figures(&mut parts.bare),
-        figures(&mut parts.bwrap_shared_net),
-        figures(&mut parts.bwrap),
-        figures(&mut parts.contained),
-    );
-    let pair = |(p50, p95): (std::time::Duration, std::time::Duration)| {
-        format!("{:>7.1} ms / {:>7.1} ms", ms(p50), ms(p95))
-    };
-    println!();
-    println!(
-        "Sandbox start: {samples} agents of Shard's own each way, in one daemon whose config.toml is switched between samples, agent.create until ready (p50 / p95)"
-    );
-    println!("  sandbox off:                           {}", pair(off));
-    println!("  sandbox on (the default):              {}", pair(on));
-    let added = ms(on.0) - ms(off.0);
-    println!("  p50 added by the sandbox: {added:+.1} ms (target: at most +25 ms)");
-    println!(
-        "  where it goes: the running agent's bubblewrap command line (from /proc) started by hand, with `shard agent --stdio` to its hello"
-    );
-    println!("    bare, no bubblewrap:                 {}", pair(bare));
-    println!("    bubblewrap without --unshare-net:    {}", pair(shared_net));
-    println!("    bubblewrap:                          {}", pair(bwrap));
-    println!("    bubblewrap, then `shard contain`:    {}", pair(contained));
-    let (bare, shared_net, bwrap, contained) =
-        (ms(bare.0), ms(shared_net.0), ms(bwrap.0), ms(contained.0));
-    println!(
-        "  p50: bubblewrap {:+.1} ms (of which the network namespace {:+.1} ms), `contain` {:+.1} ms, the daemon's own part (the rest) {:+.1} ms",
-        bwrap - bare,
-        bwrap - shared_net,
-        contained - bwrap,
-        added - (contained - bare),
-    );
     Ok(())
 }
 

@@ -23,8 +23,11 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
+use crate::Args;
 use crate::conn::Conn;
+use crate::lifecycle::quantile;
 use crate::procfs;
+use crate::report::ms;
 use crate::shard::{Shard, scratch};
 
 /// `config.toml` with the sandbox off: the owner's opt-out.
@@ -75,6 +78,50 @@ pub async fn start(shard: &Shard, bin: &Path, samples: usize) -> Result<Start> {
         }
     }
     Ok(start)
+}
+
+/// The sandbox's cost at an agent's start, against no sandbox.
+pub async fn run(args: &Args) -> Result<()> {
+    let samples = if args.short { 10 } else { 100 };
+    let daemon = Shard::start(&args.shard, 64, None).await?;
+    let mut start = start(&daemon, &args.shard, samples).await?;
+    daemon.stop().await?;
+    let figures = |samples: &mut Vec<Duration>| (quantile(samples, 0.5), quantile(samples, 0.95));
+    let (off, on) = (figures(&mut start.off), figures(&mut start.on));
+    let parts = &mut start.parts;
+    let (bare, shared_net, bwrap, contained) = (
+        figures(&mut parts.bare),
+        figures(&mut parts.bwrap_shared_net),
+        figures(&mut parts.bwrap),
+        figures(&mut parts.contained),
+    );
+    let pair =
+        |(p50, p95): (Duration, Duration)| format!("{:>7.1} ms / {:>7.1} ms", ms(p50), ms(p95));
+    println!();
+    println!(
+        "Sandbox start: {samples} agents of Shard's own each way, in one daemon whose config.toml is switched between samples, agent.create until ready (p50 / p95)"
+    );
+    println!("  sandbox off:                           {}", pair(off));
+    println!("  sandbox on (the default):              {}", pair(on));
+    let added = ms(on.0) - ms(off.0);
+    println!("  p50 added by the sandbox: {added:+.1} ms (target: at most +25 ms)");
+    println!(
+        "  where it goes: the running agent's bubblewrap command line (from /proc) started by hand, with `shard agent --stdio` to its hello"
+    );
+    println!("    bare, no bubblewrap:                 {}", pair(bare));
+    println!("    bubblewrap without --unshare-net:    {}", pair(shared_net));
+    println!("    bubblewrap:                          {}", pair(bwrap));
+    println!("    bubblewrap, then `shard contain`:    {}", pair(contained));
+    let (bare, shared_net, bwrap, contained) =
+        (ms(bare.0), ms(shared_net.0), ms(bwrap.0), ms(contained.0));
+    println!(
+        "  p50: bubblewrap {:+.1} ms (of which the network namespace {:+.1} ms), `contain` {:+.1} ms, the daemon's own part (the rest) {:+.1} ms",
+        bwrap - bare,
+        bwrap - shared_net,
+        contained - bwrap,
+        added - (contained - bare),
+    );
+    Ok(())
 }
 
 /// A git checkout with one commit, as a project an agent is started in.
