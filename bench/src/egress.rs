@@ -21,8 +21,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::process::Command;
 
+use crate::Args;
 use crate::conn::Conn;
 use crate::procfs;
+use crate::report::ratio;
 use crate::shard::{Shard, attach, scratch};
 
 /// The name the agent's `curl` asks the proxy for; the daemon resolves it
@@ -261,4 +263,57 @@ pub fn curl_version() -> String {
             String::from_utf8_lossy(&out.stdout).split_whitespace().nth(1).map(str::to_owned)
         })
         .unwrap_or_else(|| "?".to_owned())
+}
+
+/// Bytes through the egress proxy, against `curl` on the host.
+pub async fn run(args: &Args) -> Result<()> {
+    let (mib, runs) = if args.short { (32, 3) } else { (256, 5) };
+    let size: u64 = mib << 20;
+    let port = sink(size).await?;
+    let config = format!("[sandbox]\nallow_hosts = [\"{SINK_HOST}:{port}\"]\n");
+    let resolve = format!("{SINK_HOST}=127.0.0.1");
+    let flags = ["--egress-resolve", resolve.as_str()];
+    let daemon = Shard::start_with(&args.shard, 64, Some(&config), &flags).await?;
+    let mut puller = Puller::new(&daemon).await?;
+    let (mut direct, mut proxied) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        direct.push(self::direct(port, size).await?);
+        proxied.push(puller.pull(port, size).await?);
+    }
+    daemon.stop().await?;
+    let median = |mut pulls: Vec<Pull>| {
+        pulls.sort_by(|a, b| a.bytes_per_second.total_cmp(&b.bytes_per_second));
+        pulls[pulls.len() / 2]
+    };
+    let (direct, proxied) = (median(direct), median(proxied));
+    println!();
+    println!(
+        "Egress: curl {} pulls {mib} MiB over HTTP from a sink on loopback, on the host and from an agent's sandbox through the egress proxy (curl's own rate, the median of {runs})",
+        curl_version()
+    );
+    let rate = |pull: &Pull| pull.bytes_per_second / 1e6;
+    println!("  direct:                     {:>8.0} MB/s", rate(&direct));
+    println!("  through the egress proxy:   {:>8.0} MB/s", rate(&proxied));
+    println!(
+        "  ratio: {} (target: at least 0.8x)",
+        ratio(proxied.bytes_per_second, direct.bytes_per_second)
+    );
+    println!("  CPU per GiB pulled (s, of the median runs), by process:");
+    println!(
+        "  {:>8} | {:>6} | {:>6} | {:>7} | {:>6} | {:>6}",
+        "", "curl", "sink", "contain", "daemon", "total"
+    );
+    let gib = size as f64 / (1u64 << 30) as f64;
+    for (name, pull) in [("direct", &direct), ("proxied", &proxied)] {
+        let per = |ns: u64| ns as f64 / 1e9 / gib;
+        println!(
+            "  {name:>8} | {:>6.2} | {:>6.2} | {:>7.2} | {:>6.2} | {:>6.2}",
+            per(pull.cpu.curl),
+            per(pull.cpu.sink),
+            per(pull.cpu.contain),
+            per(pull.cpu.daemon),
+            per(pull.cpu.total()),
+        );
+    }
+    Ok(())
 }

@@ -26,7 +26,6 @@ use anyhow::{Result, bail};
 use clap::Parser;
 
 use fanout::Agent;
-use report::ratio;
 
 #[derive(Parser)]
 #[command(about = "Benchmarks of shard against a bare relay, in one run")]
@@ -110,7 +109,7 @@ async fn run(args: Args) -> Result<()> {
         sandbox::run(&args).await?;
     }
     if args.wants("egress") {
-        egress(&args).await?;
+        egress::run(&args).await?;
     }
     if args.wants("s4") {
         idle_scale(&args).await?;
@@ -126,59 +125,6 @@ async fn run(args: Args) -> Result<()> {
     }
     if !broken.is_empty() {
         bail!("the run is broken: {}", broken.join("; "));
-    }
-    Ok(())
-}
-
-/// Bytes through the egress proxy, against `curl` on the host.
-async fn egress(args: &Args) -> Result<()> {
-    let (mib, runs) = if args.short { (32, 3) } else { (256, 5) };
-    let size: u64 = mib << 20;
-    let port = egress::sink(size).await?;
-    let config = format!("[sandbox]\nallow_hosts = [\"{}:{port}\"]\n", egress::SINK_HOST);
-    let resolve = format!("{}=127.0.0.1", egress::SINK_HOST);
-    let flags = ["--egress-resolve", resolve.as_str()];
-    let daemon = shard::Shard::start_with(&args.shard, 64, Some(&config), &flags).await?;
-    let mut puller = egress::Puller::new(&daemon).await?;
-    let (mut direct, mut proxied) = (Vec::new(), Vec::new());
-    for _ in 0..runs {
-        direct.push(egress::direct(port, size).await?);
-        proxied.push(puller.pull(port, size).await?);
-    }
-    daemon.stop().await?;
-    let median = |mut pulls: Vec<egress::Pull>| {
-        pulls.sort_by(|a, b| a.bytes_per_second.total_cmp(&b.bytes_per_second));
-        pulls[pulls.len() / 2]
-    };
-    let (direct, proxied) = (median(direct), median(proxied));
-    println!();
-    println!(
-        "Egress: curl {} pulls {mib} MiB over HTTP from a sink on loopback, on the host and from an agent's sandbox through the egress proxy (curl's own rate, the median of {runs})",
-        egress::curl_version()
-    );
-    let rate = |pull: &egress::Pull| pull.bytes_per_second / 1e6;
-    println!("  direct:                     {:>8.0} MB/s", rate(&direct));
-    println!("  through the egress proxy:   {:>8.0} MB/s", rate(&proxied));
-    println!(
-        "  ratio: {} (target: at least 0.8x)",
-        ratio(proxied.bytes_per_second, direct.bytes_per_second)
-    );
-    println!("  CPU per GiB pulled (s, of the median runs), by process:");
-    println!(
-        "  {:>8} | {:>6} | {:>6} | {:>7} | {:>6} | {:>6}",
-        "", "curl", "sink", "contain", "daemon", "total"
-    );
-    let gib = size as f64 / (1u64 << 30) as f64;
-    for (name, pull) in [("direct", &direct), ("proxied", &proxied)] {
-        let per = |ns: u64| ns as f64 / 1e9 / gib;
-        println!(
-            "  {name:>8} | {:>6.2} | {:>6.2} | {:>7.2} | {:>6.2} | {:>6.2}",
-            per(pull.cpu.curl),
-            per(pull.cpu.sink),
-            per(pull.cpu.contain),
-            per(pull.cpu.daemon),
-            per(pull.cpu.total()),
-        );
     }
     Ok(())
 }
