@@ -12,7 +12,8 @@ use std::net::IpAddr;
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use crate::conn::Conn;
+use crate::Args;
+use crate::conn::{Conn, next_loopback};
 use crate::procfs::{Memory, children, cmdline, descendants, memory, rss};
 use crate::shard::Shard;
 
@@ -77,6 +78,47 @@ pub async fn idle(
     Ok(Idle { connections, per_connection, agents, per_agent, per_sandbox })
 }
 
+/// S4: idle connections' and idle agents' memory, in a fresh daemon.
+pub async fn run_scale(args: &Args) -> Result<()> {
+    let (connections, idle_agents) = if args.short { (100, 10) } else { (1_000, 200) };
+    // A daemon of its own, fresh: one that served other runs keeps their
+    // freed memory, which idle connections would reuse unseen. With its
+    // default connection cap, which must fit this.
+    let fresh = Shard::start(&args.shard, None, None).await?;
+    let idle = idle(&fresh, connections, idle_agents, next_loopback).await?;
+    fresh.stop().await?;
+    let mean_of = |all: &[Memory], of: fn(&Memory) -> u64| {
+        all.iter().map(|memory| of(memory) as f64 / 1e6).sum::<f64>() / all.len().max(1) as f64
+    };
+    let mean = |of: fn(&Memory) -> u64| mean_of(&idle.per_agent, of);
+    let most = idle.per_agent.iter().map(|memory| memory.rss as f64 / 1e6).fold(0.0, f64::max);
+    println!();
+    println!("S4 idle scale");
+    println!(
+        "  {} idle WebSocket connections: {:.1} KB of daemon RSS each (target: at most 16 KB)",
+        idle.connections,
+        idle.per_connection / 1024.0
+    );
+    println!(
+        "  {} idle agents: {:.1} MB RSS each on average, {:.1} MB at most (target: at most 8 MB)",
+        idle.agents,
+        mean(|memory| memory.rss),
+        most
+    );
+
+    println!(
+        "    of which their own (anonymous) {:.2} MB; proportional share (PSS, the executable's pages shared by all) {:.2} MB",
+        mean(|memory| memory.anon),
+        mean(|memory| memory.pss)
+    );
+    println!(
+        "  with its sandbox (bubblewrap and `shard contain` too): {:.1} MB RSS, {:.2} MB PSS each on average",
+        mean_of(&idle.per_sandbox, |memory| memory.rss),
+        mean_of(&idle.per_sandbox, |memory| memory.pss)
+    );
+    Ok(())
+}
+
 /// Bytes on the wire for a first page load: (raw, as transferred). The
 /// page's files, and the modules its scripts import as they load
 /// (`from "./x.js"`); not what a script fetches later, on demand (the
@@ -128,6 +170,28 @@ pub async fn first_load(shard: &Shard) -> Result<Vec<(String, u64, u64, String)>
         sizes.push((path, raw, wire, encoding));
     }
     Ok(sizes)
+}
+
+/// The first page load: each file's bytes, raw and on the wire.
+pub async fn run_first_load(args: &Args) -> Result<()> {
+    let daemon = Shard::start(&args.shard, 64, None).await?;
+    println!();
+    println!("First page load (asking for br, gzip as a browser does)");
+    let mut total = (0, 0);
+    for (path, raw, wire, encoding) in first_load(&daemon).await? {
+        println!(
+            "  {path:<24} {:>8.1} KB raw, {:>8.1} KB on the wire ({encoding})",
+            raw as f64 / 1024.0,
+            wire as f64 / 1024.0
+        );
+        total = (total.0 + raw, total.1 + wire);
+    }
+    println!(
+        "  total                    {:>8.1} KB raw, {:>8.1} KB on the wire (target: at most 300 KB)",
+        total.0 as f64 / 1024.0,
+        total.1 as f64 / 1024.0
+    );
+    daemon.stop().await
 }
 
 /// What a browser fetches apart from showing the page, so not part of its

@@ -112,10 +112,10 @@ async fn run(args: Args) -> Result<()> {
         egress::run(&args).await?;
     }
     if args.wants("s4") {
-        idle_scale(&args).await?;
+        idle::run_scale(&args).await?;
     }
     if args.wants("bundle") {
-        bundle(&args).await?;
+        idle::run_first_load(&args).await?;
     }
     if args.wants("s6") {
         lifecycle::run_resync(&args).await?;
@@ -127,65 +127,4 @@ async fn run(args: Args) -> Result<()> {
         bail!("the run is broken: {}", broken.join("; "));
     }
     Ok(())
-}
-
-async fn idle_scale(args: &Args) -> Result<()> {
-    let (connections, idle_agents) = if args.short { (100, 10) } else { (1_000, 200) };
-    // A daemon of its own, fresh: one that served other runs keeps their
-    // freed memory, which idle connections would reuse unseen. With its
-    // default connection cap, which must fit this.
-    let fresh = shard::Shard::start(&args.shard, None, None).await?;
-    let idle = idle::idle(&fresh, connections, idle_agents, conn::next_loopback).await?;
-    fresh.stop().await?;
-    let mean_of = |all: &[procfs::Memory], of: fn(&procfs::Memory) -> u64| {
-        all.iter().map(|memory| of(memory) as f64 / 1e6).sum::<f64>() / all.len().max(1) as f64
-    };
-    let mean = |of: fn(&procfs::Memory) -> u64| mean_of(&idle.per_agent, of);
-    let most = idle.per_agent.iter().map(|memory| memory.rss as f64 / 1e6).fold(0.0, f64::max);
-    println!();
-    println!("S4 idle scale");
-    println!(
-        "  {} idle WebSocket connections: {:.1} KB of daemon RSS each (target: at most 16 KB)",
-        idle.connections,
-        idle.per_connection / 1024.0
-    );
-    println!(
-        "  {} idle agents: {:.1} MB RSS each on average, {:.1} MB at most (target: at most 8 MB)",
-        idle.agents,
-        mean(|memory| memory.rss),
-        most
-    );
-
-    println!(
-        "    of which their own (anonymous) {:.2} MB; proportional share (PSS, the executable's pages shared by all) {:.2} MB",
-        mean(|memory| memory.anon),
-        mean(|memory| memory.pss)
-    );
-    println!(
-        "  with its sandbox (bubblewrap and `shard contain` too): {:.1} MB RSS, {:.2} MB PSS each on average",
-        mean_of(&idle.per_sandbox, |memory| memory.rss),
-        mean_of(&idle.per_sandbox, |memory| memory.pss)
-    );
-    Ok(())
-}
-
-async fn bundle(args: &Args) -> Result<()> {
-    let daemon = shard::Shard::start(&args.shard, 64, None).await?;
-    println!();
-    println!("First page load (asking for br, gzip as a browser does)");
-    let mut total = (0, 0);
-    for (path, raw, wire, encoding) in idle::first_load(&daemon).await? {
-        println!(
-            "  {path:<24} {:>8.1} KB raw, {:>8.1} KB on the wire ({encoding})",
-            raw as f64 / 1024.0,
-            wire as f64 / 1024.0
-        );
-        total = (total.0 + raw, total.1 + wire);
-    }
-    println!(
-        "  total                    {:>8.1} KB raw, {:>8.1} KB on the wire (target: at most 300 KB)",
-        total.0 as f64 / 1024.0,
-        total.1 as f64 / 1024.0
-    );
-    daemon.stop().await
 }
