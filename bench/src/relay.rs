@@ -13,11 +13,13 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
+use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 /// Frames queued per client before it counts as stalled: about the 4 MiB
@@ -70,89 +72,14 @@ impl Relay {
         for index in 0..agents {
             let cwd = home.join(format!("agent-{index}"));
             std::fs::create_dir_all(&cwd)?;
-            let mut child = command(&cwd)
-                .env("SHARD_HOME", &cwd)
-                .env("SHARD_LOG", "error")
-                .current_dir(&cwd)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .kill_on_drop(true)
-                .spawn()
-                .context("starting the relay's agent")?;
-            let mut stdin = child.stdin.take().context("stdin")?;
-            let stdout = child.stdout.take().context("stdout")?;
-            children.push(child);
-
-            // The child's lines, each to every client.
-            let fan = clients.clone();
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(stdout).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    let frame = Utf8Bytes::from(line);
-                    let mut clients = fan.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    clients.retain(|client| client.try_send(frame.clone()).is_ok());
-                }
-            });
-
-            // What clients send it, to its stdin.
-            let (input, mut lines) = mpsc::channel::<String>(64);
-            tokio::spawn(async move {
-                while let Some(line) = lines.recv().await {
-                    if stdin.write_all(line.as_bytes()).await.is_err()
-                        || stdin.write_all(b"\n").await.is_err()
-                    {
-                        break;
-                    }
-                }
-            });
-            inputs.push(input);
+            let agent = Agent::spawn(command(&cwd), &cwd, &clients)?;
+            children.push(agent.child);
+            inputs.push(agent.input);
         }
-        let inputs = Arc::new(inputs);
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let counted = clients.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let _ = stream.set_nodelay(true);
-                let (clients, inputs) = (clients.clone(), inputs.clone());
-                tokio::spawn(async move {
-                    let Ok(socket) = tokio_tungstenite::accept_async(stream).await else { return };
-                    let (mut writer, mut reader) = socket.split();
-                    let (queue, mut frames) = mpsc::channel(QUEUE);
-                    clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(queue);
-                    // Batched like any sensible server: queue what is
-                    // waiting, flush once.
-                    tokio::spawn(async move {
-                        while let Some(frame) = frames.recv().await {
-                            if writer.feed(Message::Text(frame)).await.is_err() {
-                                return;
-                            }
-                            while let Ok(frame) = frames.try_recv() {
-                                if writer.feed(Message::Text(frame)).await.is_err() {
-                                    return;
-                                }
-                            }
-                            if writer.flush().await.is_err() {
-                                return;
-                            }
-                        }
-                    });
-                    while let Some(Ok(message)) = reader.next().await {
-                        if let Message::Text(text) = message {
-                            let index = serde_json::from_str::<serde_json::Value>(&text)
-                                .ok()
-                                .and_then(|value| value["agent"].as_u64())
-                                .unwrap_or(0) as usize;
-                            let Some(input) = inputs.get(index) else { continue };
-                            if input.send(text.as_str().to_owned()).await.is_err() {
-                                break;
-                            }
-                        }
-                    }
-                });
-            }
-        });
-        Ok(Relay { addr, clients: counted, children, home })
+        tokio::spawn(accept(listener, clients.clone(), Arc::new(inputs)));
+        Ok(Relay { addr, clients, children, home })
     }
 
     /// A client's WebSocket to the relay; `receive_buffer` as for
@@ -189,6 +116,105 @@ impl Relay {
             let _ = child.kill().await;
         }
         let _ = std::fs::remove_dir_all(&self.home);
+    }
+}
+
+/// One of the relay's children, and the way to its stdin.
+struct Agent {
+    child: Child,
+    input: mpsc::Sender<String>,
+}
+
+impl Agent {
+    /// Starts `command` in `cwd`: each of its lines goes to every client,
+    /// and what clients send it to its stdin.
+    fn spawn(mut command: Command, cwd: &Path, clients: &Clients) -> Result<Agent> {
+        let mut child = command
+            .env("SHARD_HOME", cwd)
+            .env("SHARD_LOG", "error")
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting the relay's agent")?;
+        let mut stdin = child.stdin.take().context("stdin")?;
+        let stdout = child.stdout.take().context("stdout")?;
+
+        // The child's lines, each to every client.
+        let fan = clients.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let frame = Utf8Bytes::from(line);
+                let mut clients = fan.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                clients.retain(|client| client.try_send(frame.clone()).is_ok());
+            }
+        });
+
+        // What clients send it, to its stdin.
+        let (input, mut lines) = mpsc::channel::<String>(64);
+        tokio::spawn(async move {
+            while let Some(line) = lines.recv().await {
+                if stdin.write_all(line.as_bytes()).await.is_err()
+                    || stdin.write_all(b"\n").await.is_err()
+                {
+                    break;
+                }
+            }
+        });
+        Ok(Agent { child, input })
+    }
+}
+
+/// Takes clients for as long as the listener lasts.
+async fn accept(listener: TcpListener, clients: Clients, inputs: Arc<Vec<mpsc::Sender<String>>>) {
+    while let Ok((stream, _)) = listener.accept().await {
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(serve(stream, clients.clone(), inputs.clone()));
+    }
+}
+
+/// One client: fed every child's lines through its own bounded queue, and
+/// each frame it sends passed to the child its `"agent"` names.
+async fn serve(stream: TcpStream, clients: Clients, inputs: Arc<Vec<mpsc::Sender<String>>>) {
+    let Ok(socket) = tokio_tungstenite::accept_async(stream).await else { return };
+    let (writer, mut reader) = socket.split();
+    let (queue, frames) = mpsc::channel(QUEUE);
+    clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(queue);
+    tokio::spawn(write(writer, frames));
+    while let Some(Ok(message)) = reader.next().await {
+        if let Message::Text(text) = message {
+            let index = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|value| value["agent"].as_u64())
+                .unwrap_or(0) as usize;
+            let Some(input) = inputs.get(index) else { continue };
+            if input.send(text.as_str().to_owned()).await.is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// A client's queue to its socket, batched like any sensible server:
+/// queue what is waiting, flush once.
+async fn write(
+    mut writer: SplitSink<WebSocketStream<TcpStream>, Message>,
+    mut frames: mpsc::Receiver<Utf8Bytes>,
+) {
+    while let Some(frame) = frames.recv().await {
+        if writer.feed(Message::Text(frame)).await.is_err() {
+            return;
+        }
+        while let Ok(frame) = frames.try_recv() {
+            if writer.feed(Message::Text(frame)).await.is_err() {
+                return;
+            }
+        }
+        if writer.flush().await.is_err() {
+            return;
+        }
     }
 }
 
