@@ -314,7 +314,11 @@ mod tests {
         let mut link = Link::default();
         let _events = link.wire();
         let manifest = crate::agents::manifest::Manifest::default();
-        link.spawn(&Spawn(input.clone()), &SpawnRequest::of(&manifest, 0)).expect("spawned");
+        link.spawn(
+            &Spawn(input.clone()),
+            &SpawnRequest::of(std::path::Path::new("/nonexistent"), &manifest, 0),
+        )
+        .expect("spawned");
         (link, input)
     }
 

@@ -36,7 +36,6 @@ mod tests;
 
 use std::sync::Arc;
 
-use shard_platform::session_view::SessionView;
 use shard_protocol::agent::PendingKind;
 use shard_protocol::approvals::Answerer;
 use shard_protocol::message::Response;
@@ -60,7 +59,7 @@ pub use self::questions::{Verdict, fingerprint};
 use super::error::AgentError;
 use super::manifest::Manifest;
 use super::{Sub, SubscriberId, Wire};
-use crate::agents::runtime::{ChildEvent, stdio};
+use crate::agents::runtime::{ChildEvent, SessionRecord, stdio};
 
 pub struct Host {
     manifest: Manifest,
@@ -423,8 +422,8 @@ impl Host {
     /// A new process's `sync`, after its `hello`: it is ready, and what
     /// waited for it goes ahead.
     fn ready(&mut self, sync: &shard_protocol::agent::Sync, now: Instant) {
-        let record = SessionView::open(&self.io.context.home, &self.manifest.session_id);
-        self.projection.synced(sync, record.ok());
+        let record = SessionRecord::new(&self.io.context.home, &self.manifest.session_id);
+        self.projection.synced(sync, record.view().ok());
         let resync = self.process.became_ready(now);
         let mut running = self.projection.set_runtime_state(RuntimeState::Running);
         running.extend(self.projection.activity_of_status());
@@ -485,10 +484,10 @@ impl Host {
         let epoch = self.process.next_epoch();
         let log_from = stdio::log_length(&self.io.context.home, self.id());
         let spawner = self.io.context.spawner.as_ref();
-        if let Err(error) = self
-            .link
-            .spawn(spawner, &crate::agents::runtime::SpawnRequest::of(&self.manifest, epoch))
-        {
+        if let Err(error) = self.link.spawn(
+            spawner,
+            &crate::agents::runtime::SpawnRequest::of(&self.io.context.home, &self.manifest, epoch),
+        ) {
             let failed = self.projection.set_runtime_state(RuntimeState::Failed);
             self.apply(failed);
             return self.fail_waiting(error.into());

@@ -3,23 +3,43 @@
 //! per-agent commands, hears its per-agent events and its exit, and stops
 //! it (docs/ARCHITECTURE.md, "The runtime seam").
 //!
-//! A runtime speaks PROTOCOL.md's per-agent protocol (§9) as lines: the
-//! host sends each command as one JSONL line ([`Runtime::send`]) and reads
-//! each event as one line ([`ChildEvent::Lines`]); resuming a session is
-//! starting a generation on it ([`SpawnRequest::session_id`]). Shard's own
-//! agent (`shard agent --stdio`, [`stdio::ProcessSpawner`]) speaks it
-//! natively. A runtime for an agent that speaks another protocol
-//! translates at this seam, in both directions, and the host (its fan-out,
-//! questions, journal and ledger) stays as it is.
+//! What a runtime owes the host, all of it:
+//!
+//! 1. **Lines.** It speaks PROTOCOL.md's per-agent protocol (§9) as lines:
+//!    the host sends each command as one JSONL line ([`Runtime::send`])
+//!    and reads each event as one line ([`ChildEvent::Lines`]), `hello`
+//!    then `sync` once the agent is ready, every command answered.
+//! 2. **The session record** ([`SessionRecord`]): every message, tool
+//!    result, change of settings and queued follow-up written to Shard's
+//!    record of the session before its event reaches the host, which
+//!    builds a new process's `sync` from it (search, usage and the
+//!    registry read it too). Resuming a session is starting a generation
+//!    on its record ([`SpawnRequest::record`]).
+//! 3. **Its exit, once and last** ([`ChildEvent::Exited`], after its last
+//!    line), and its stop on [`Runtime::close_input`], `terminate` or `kill`.
+//! 4. **The daemon's own questions** it raises for the agent (a sandbox's
+//!    network question) as [`ChildEvent::Ask`], never as the agent's lines,
+//!    and [`ChildEvent::Withdraw`] when one no longer stands.
+//! 5. **Its own refusals** as its own error type, mapped to the wire where
+//!    it answers.
+//!
+//! Shard's own agent (`shard agent --stdio`, [`stdio::ProcessSpawner`])
+//! speaks §9 natively and writes the record in its own process. A runtime
+//! for an agent that speaks another protocol ([`acp`]) translates at this
+//! seam, in both directions, and writes the record in the daemon; the host
+//! (its fan-out, questions, journal and ledger) stays as it is.
 //!
 //! - [`stdio`]: Shard's own agent process, its stdin queue bounded in
 //!   bytes, its stdout reader, and the wait that reports its exit last.
+//! - [`record`]: the session record.
 
 pub mod acp;
 pub mod event;
+pub mod record;
 pub mod stdio;
 
 pub use self::event::{Answer, Asked, ChildEvent};
+pub use self::record::SessionRecord;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -31,7 +51,8 @@ pub struct SpawnRequest<'a> {
     /// runtime's id.
     pub runtime: &'a str,
     pub cwd: &'a str,
-    pub session_id: &'a str,
+    /// The session it goes on, and the record it keeps of it.
+    pub record: SessionRecord,
     pub epoch: u64,
     /// The tools its model is offered (all when `None`).
     pub tools: Option<&'a [String]>,
@@ -46,12 +67,16 @@ pub struct SpawnRequest<'a> {
 impl<'a> SpawnRequest<'a> {
     /// What generation `epoch` of the agent `manifest` describes is
     /// started with.
-    pub fn of(manifest: &'a crate::agents::manifest::Manifest, epoch: u64) -> Self {
+    pub fn of(
+        home: &std::path::Path,
+        manifest: &'a crate::agents::manifest::Manifest,
+        epoch: u64,
+    ) -> Self {
         Self {
             agent_id: &manifest.agent_id,
             runtime: manifest.runtime_id(),
             cwd: &manifest.cwd,
-            session_id: &manifest.session_id,
+            record: SessionRecord::new(home, &manifest.session_id),
             epoch,
             tools: manifest.tools.as_deref(),
             instructed: manifest.system_prompt.is_some(),
@@ -122,7 +147,7 @@ impl Spawner for Spawners {
             agent_id: request.agent_id,
             runtime: request.runtime,
             cwd: std::path::Path::new(request.cwd),
-            session_id: request.session_id,
+            session_id: request.record.session_id(),
             asked: request.sandbox,
             instructions,
             delegates: request.delegates,

@@ -55,7 +55,14 @@ impl ProcessSpawner {
             command.arg(&self.exe);
         }
         command
-            .args(["agent", "--stdio", "--cwd", request.cwd, "--session", request.session_id])
+            .args([
+                "agent",
+                "--stdio",
+                "--cwd",
+                request.cwd,
+                "--session",
+                request.record.session_id(),
+            ])
             .env("SHARD_HOME", &self.home);
         if let Some(tools) = request.tools {
             command.arg("--tools").arg(tools.join(","));
@@ -479,7 +486,7 @@ mod tests {
                 agent_id: "agent-x",
                 runtime: shard_platform::runtimes::BUILTIN,
                 cwd: "/",
-                session_id: "s",
+                record: crate::agents::runtime::SessionRecord::new(home.path(), "s"),
                 epoch,
                 tools: None,
                 instructed: false,

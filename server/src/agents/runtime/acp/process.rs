@@ -23,7 +23,7 @@ use crate::agents::error::AgentError;
 use crate::agents::runtime::stdio::{
     INPUT_BYTES, Spawned, agent_command, agent_log, feed, jailed_command, spawn_managed, supervised,
 };
-use crate::agents::runtime::{ChildEvent, Runtime, SpawnRequest};
+use crate::agents::runtime::{ChildEvent, Runtime, SessionRecord, SpawnRequest};
 use crate::queue::{ByteQueue, ByteReceiver, byte_queue};
 
 /// How long an agent has to answer `initialize` and open its session
@@ -84,7 +84,7 @@ impl AcpSpawner {
                 home: self.home.clone(),
                 cwd: PathBuf::from(request.cwd),
                 directory,
-                session_id: request.session_id.to_owned(),
+                record: request.record.clone(),
                 epoch: request.epoch,
                 events: events.clone(),
                 to_agent: Some(to_agent),
@@ -109,12 +109,14 @@ struct Bridge {
     /// The same, opened when the agent started: its file requests are
     /// served beneath it. `None` if it could not be opened.
     directory: Option<Arc<super::fs::Directory>>,
-    session_id: String,
+    /// Shard's record of the session, which this runtime keeps (see
+    /// [`crate::agents::runtime::record`]).
+    record: SessionRecord,
     epoch: u64,
     events: mpsc::Sender<ChildEvent>,
     /// Dropped when the host closes the agent's input: its stdin closes.
     to_agent: Option<ByteQueue<Bytes>>,
-    /// Shard's record of the session.
+    /// The record, open for writing.
     log: Option<Conversation>,
     pid: Option<u32>,
     /// What the agent ran apart from itself when the turn started.
@@ -193,10 +195,10 @@ impl Bridge {
     /// it still owes, the settings last set) and the agent's own session id
     /// from an earlier process.
     async fn start(&mut self, runtime: String) -> Start {
-        match Conversation::resume(&self.home, &self.session_id).await {
+        match self.record.writer().await {
             Ok(log) => self.log = Some(log),
             Err(error) => {
-                tracing::error!(session = %self.session_id, %error, "cannot open the session log");
+                tracing::error!(session = %self.record.session_id(), %error, "cannot open the session log");
             }
         }
         let (owed, recorded) = match &self.log {
@@ -323,7 +325,7 @@ impl Bridge {
                 translator.queued(reply, input)
             }
             Err(error) => {
-                tracing::error!(session = %self.session_id, %error, "cannot record a follow-up");
+                tracing::error!(session = %self.record.session_id(), %error, "cannot record a follow-up");
                 let failed = AgentError::AcpQueueUnrecorded.into();
                 vec![super::translate::failed(reply, "prompt", failed)]
             }
@@ -337,7 +339,7 @@ impl Bridge {
         let written =
             tokio::task::spawn_blocking(move || crate::home::write_private(&path, &bytes));
         if let Ok(Err(error)) = written.await {
-            tracing::warn!(session = %self.session_id, %error, "cannot keep the agent's session id");
+            tracing::warn!(session = %self.record.session_id(), %error, "cannot keep the agent's session id");
         }
     }
 
@@ -347,7 +349,7 @@ impl Bridge {
         match log.push(body).await {
             Ok(entry) => Some(entry.id.clone()),
             Err(error) => {
-                tracing::error!(session = %self.session_id, %error, "cannot record the session");
+                tracing::error!(session = %self.record.session_id(), %error, "cannot record the session");
                 None
             }
         }
