@@ -27,9 +27,7 @@ use super::outbox::Outbox;
 use crate::agents::Wire;
 use crate::agents::host::HostCommand;
 use crate::commands::Daemon;
-use crate::commands::{
-    self, Answer, Answering, Attachment, Caller, Grant, Outcome, Reach, Standing,
-};
+use crate::commands::{self, Answer, Answering, Attachment, Caller, Door, Outcome, Standing};
 
 /// Slow commands one connection may have running at once. A person creates
 /// or kills a handful of agents at a time; more is a script that should
@@ -159,12 +157,6 @@ impl Connection {
         // A per-agent command's answer carries its routing `agent_id`.
         let tag = if routed { agent_id.clone() } else { None };
         let refuse = |error| reject(&self.outbox, id.clone(), Some(command), tag.clone(), error);
-        if rule.reach == Reach::Local && !self.transport.local() {
-            return refuse(commands::local_only(&message).into());
-        }
-        if rule.reach == Reach::People && self.is_an_agent() {
-            return refuse(commands::CommandError::NotForAgents(command).into());
-        }
         let subject = match (routed, agent_id) {
             (true, Some(agent_id)) => Some(agent_id),
             (true, None) => {
@@ -172,12 +164,17 @@ impl Connection {
             }
             (false, _) => commands::subject(&message).map(str::to_owned),
         };
-        let grant = match &subject {
-            Some(agent_id) => match self.authorize(rule.attachment, agent_id, routed) {
-                Ok(grant) => grant,
+        let standing = match &subject {
+            Some(agent_id) => match self.standing(rule.attachment, agent_id, routed) {
+                Ok(standing) => Some((agent_id.as_str(), standing)),
                 Err(error) => return refuse(error),
             },
-            None => Grant::Whole,
+            None => None,
+        };
+        let door = Door { local: self.transport.local(), an_agent: self.is_an_agent() };
+        let grant = match commands::admit(&message, door, standing) {
+            Ok(grant) => grant,
+            Err(error) => return refuse(error.into()),
         };
         let caller = Caller {
             daemon: &self.daemon,
@@ -216,17 +213,17 @@ impl Connection {
         self.peer.pid.is_some_and(|pid| processes.speaking(pid).is_some())
     }
 
-    /// What this connection is to `agent_id`, checked against the command's
-    /// `attachment` rule (crate::commands::authorize). A registry command
-    /// about an unknown agent is NOT_FOUND; the agent's own process (its
-    /// `subagent_*` tools, on the unix socket) speaks for the agent itself
-    /// there, never in its per-agent commands.
-    fn authorize(
+    /// What this connection is to `agent_id`, for the command table's
+    /// check (crate::commands::admit). A registry command about an unknown
+    /// agent is NOT_FOUND; the agent's own process (its `subagent_*` tools,
+    /// on the unix socket) speaks for the agent itself there, never in its
+    /// per-agent commands.
+    fn standing(
         &self,
         attachment: Attachment,
         agent_id: &str,
         routed: bool,
-    ) -> Result<Grant, WireError> {
+    ) -> Result<Standing, WireError> {
         let registry = self.daemon.registry();
         if !routed && !registry.contains(agent_id) {
             return Err(commands::not_found(agent_id));
@@ -237,8 +234,7 @@ impl Connection {
         let delegate = matches!(attachment, Attachment::Answer | Attachment::Stop)
             && registry.context.delegation.may_answer(self.outbox.id(), agent_id);
         let role = self.attached.get(agent_id).copied();
-        commands::authorize(attachment, agent_id, Standing { role, is_the_agent, delegate })
-            .map_err(WireError::from)
+        Ok(Standing { role, is_the_agent, delegate, bound: false })
     }
 
     /// Runs a slow command as its own task, a bounded number at once; its

@@ -220,9 +220,18 @@ pub fn subject(message: &ClientMessage) -> Option<&str> {
     }
 }
 
-/// What the connection knows of itself with respect to one agent, for
+/// Where a command came from, as far as its rule's reach goes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Door {
+    /// The unix socket (else a browser's WebSocket or route).
+    pub local: bool,
+    /// An agent's own process speaks on it (unix socket only).
+    pub an_agent: bool,
+}
+
+/// What the caller is with respect to the agent a command is about, for
 /// [`authorize`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Standing {
     /// Its attachment to the agent, if any.
     pub role: Option<AttachRole>,
@@ -232,6 +241,33 @@ pub struct Standing {
     /// Whether it may answer the agent's questions as an interactive
     /// ancestor's client (§6.3).
     pub delegate: bool,
+    /// An answer bound to the one call it was shown for: a notification's
+    /// Allow or Deny, or an allow after a passkey step-up, by an enrolled
+    /// person. It answers that call, and nothing else, as an interactive
+    /// attachment would; the host checks the call is still the one shown.
+    pub bound: bool,
+}
+
+/// The one check of the table: `message`'s reach against the `door` it
+/// came through, then its attachment rule against the caller's `standing`
+/// to its `subject`, if it is about one agent. Every command, from a
+/// connection or a route, is admitted here.
+pub fn admit(
+    message: &ClientMessage,
+    door: Door,
+    subject: Option<(&str, Standing)>,
+) -> Result<Grant, CommandError> {
+    let rule = rule(message);
+    if rule.reach == Reach::Local && !door.local {
+        return Err(local_only(message));
+    }
+    if rule.reach == Reach::People && door.an_agent {
+        return Err(CommandError::NotForAgents(message.type_name()));
+    }
+    match subject {
+        Some((agent_id, standing)) => authorize(rule.attachment, agent_id, standing),
+        Option::None => Ok(Grant::Whole),
+    }
 }
 
 /// What [`authorize`] grants.
@@ -243,9 +279,9 @@ pub enum Grant {
     Redacted,
 }
 
-/// Checks `attachment` for the agent `agent_id` against the connection's
+/// Checks `attachment` for the agent `agent_id` against the caller's
 /// `standing`: the one place an attachment rule is decided.
-pub fn authorize(
+fn authorize(
     attachment: Attachment,
     agent_id: &str,
     standing: Standing,
@@ -257,6 +293,7 @@ pub fn authorize(
     match (attachment, role) {
         (Attachment::None, _) => Ok(Grant::Whole),
         (Attachment::Answer | Attachment::Stop, _) if standing.delegate => Ok(Grant::Whole),
+        (Attachment::Answer, _) if standing.bound => Ok(Grant::Whole),
         (Attachment::WatchOrRedacted, Option::None) => Ok(Grant::Redacted),
         (Attachment::Act | Attachment::Stop, Option::None) => {
             Err(CommandError::ActUnattached(agent_id.to_owned()))
@@ -276,7 +313,7 @@ pub fn authorize(
 }
 
 /// Why a local-only command is refused on a browser's connection.
-pub fn local_only(message: &ClientMessage) -> CommandError {
+fn local_only(message: &ClientMessage) -> CommandError {
     let why = match message {
         ClientMessage::DaemonShutdown(_) => {
             "the daemon is stopped locally: use the unix socket or a signal"
@@ -419,7 +456,7 @@ mod tests {
     use super::*;
 
     fn standing(role: Option<AttachRole>) -> Standing {
-        Standing { role, is_the_agent: false, delegate: false }
+        Standing { role, ..Standing::default() }
     }
 
     #[test]
@@ -444,6 +481,49 @@ mod tests {
         assert_eq!(code(Attachment::Stop, stranger), Err(ErrorCode::NotAttached));
         let itself = Standing { is_the_agent: true, ..stranger };
         assert_eq!(code(Attachment::Act, itself), Ok(Grant::Whole));
+    }
+
+    #[test]
+    fn an_answer_bound_to_its_call_answers_that_call_and_acts_on_nothing() {
+        let bound = Standing { bound: true, ..standing(None) };
+        let answer = ClientMessage::PermissionResponse(shard_protocol::agent::PermissionResponse {
+            request_id: "perm-1".to_owned(),
+            answer: shard_protocol::agent::PermissionAnswer::Decision(
+                shard_protocol::agent::Decision::Allow,
+            ),
+            reason: None,
+        });
+        let browser = Door::default();
+        assert_eq!(admit(&answer, browser, Some(("a", bound))).ok(), Some(Grant::Whole));
+        let code = |message: &ClientMessage, standing| {
+            admit(message, browser, Some(("a", standing)))
+                .map_err(|error| WireError::from(error).code)
+        };
+        assert_eq!(code(&answer, standing(None)), Err(ErrorCode::NotAttached));
+        let abort = ClientMessage::Abort(Default::default());
+        assert_eq!(code(&abort, bound), Err(ErrorCode::NotAttached), "it answers, never acts");
+        let watch = ClientMessage::ListModes(Default::default());
+        assert_eq!(code(&watch, bound), Err(ErrorCode::NotAttached), "nor reads");
+    }
+
+    #[test]
+    fn reach_is_part_of_the_rule() {
+        let shutdown = ClientMessage::DaemonShutdown(Default::default());
+        let browser = Door::default();
+        let local = Door { local: true, an_agent: false };
+        let refused = |message: &ClientMessage, door| {
+            admit(message, door, None).map_err(|error| WireError::from(error).code).err()
+        };
+        assert_eq!(refused(&shutdown, browser), Some(ErrorCode::PermissionDenied));
+        assert_eq!(refused(&shutdown, local), None);
+        let query = ClientMessage::SearchQuery(shard_protocol::search::SearchQuery {
+            query: "words".to_owned(),
+            limit: None,
+            agent_id: None,
+        });
+        let agent = Door { local: true, an_agent: true };
+        assert_eq!(refused(&query, agent), Some(ErrorCode::PermissionDenied));
+        assert_eq!(refused(&query, browser), None);
     }
 
     #[test]

@@ -7,8 +7,12 @@ use shard_protocol::ClientMessage;
 use shard_protocol::agent::StreamingBehavior;
 use shard_protocol::subagent::SteerStatus;
 
-use super::{Caller, CommandError, Outcome, refused_error};
-use crate::agents::host::HostCommand;
+use shard_protocol::agent::{Decision, PermissionAnswer, PermissionResponse};
+use shard_protocol::approvals::Answerer;
+use tokio::sync::oneshot;
+
+use super::{Caller, CommandError, Daemon, Door, Outcome, Standing, refused_error};
+use crate::agents::host::{HostCommand, Verdict};
 
 pub fn run(caller: Caller<'_>, agent_id: String, message: ClientMessage) -> Outcome {
     let guarded = matches!(
@@ -67,4 +71,55 @@ fn leased(
             Err(CommandError::SteerLate.into())
         }
     }))
+}
+
+/// An answer given by a route rather than a connection (a notification's
+/// Allow or Deny, an allow after a passkey step-up), bound to the call it
+/// was shown for.
+pub struct Bound {
+    pub agent_id: String,
+    pub request_id: String,
+    pub decision: Decision,
+    /// The call it was made for ([`crate::agents::host::fingerprint`]).
+    pub fingerprint: String,
+    pub answerer: Answerer,
+    /// A passkey assertion made for this call was verified.
+    pub stepped_up: bool,
+}
+
+/// Why a bound answer was not handed to the agent's host.
+#[derive(Debug)]
+pub enum NotTaken {
+    /// The table refused it.
+    Refused(CommandError),
+    /// No host of the agent takes commands.
+    NotRunning,
+}
+
+/// Admits `bound` through the table as any answer is, from a browser with
+/// a standing bound to one call, and hands it to the agent's host, which
+/// takes it only for the call it names: what came of it, when the host
+/// says.
+pub fn answer_bound(
+    daemon: &dyn Daemon,
+    bound: Bound,
+) -> Result<oneshot::Receiver<Verdict>, NotTaken> {
+    let message = ClientMessage::PermissionResponse(PermissionResponse {
+        request_id: bound.request_id,
+        answer: PermissionAnswer::Decision(bound.decision),
+        reason: None,
+    });
+    let standing = Standing { bound: true, ..Standing::default() };
+    super::admit(&message, Door::default(), Some((&bound.agent_id, standing)))
+        .map_err(NotTaken::Refused)?;
+    let (reply, verdict) = oneshot::channel();
+    let command = HostCommand::AnswerChecked {
+        message,
+        answerer: bound.answerer,
+        fingerprint: bound.fingerprint,
+        stepped_up: bound.stepped_up,
+        reply,
+    };
+    daemon.registry().send(&bound.agent_id, command).map_err(|_| NotTaken::NotRunning)?;
+    Ok(verdict)
 }

@@ -1,56 +1,40 @@
 //! An answer to one exact call given by a route rather than a connection:
 //! a notification's Allow or Deny (`POST /push/act`) or an allow after a
-//! passkey step-up (`POST /passkey/approve/finish`). Both go through the
-//! agent's host as a tab's answer does (the first answer wins), bound to
-//! the fingerprint of the call they were made for, and both reply to the
-//! browser with what came of it.
+//! passkey step-up (`POST /passkey/approve/finish`). Both are admitted by
+//! the command table as a tab's answer is, then go to the agent's host
+//! (the first answer wins) bound to the fingerprint of the call they were
+//! made for (`crate::commands::routed::answer_bound`); here is only how
+//! the browser is told what came of it.
 
 use std::time::Duration;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use shard_protocol::ClientMessage;
-use shard_protocol::agent::{Decision, PermissionAnswer, PermissionResponse};
-use shard_protocol::approvals::Answerer;
+use shard_protocol::agent::Decision;
 
 use super::Web;
-use crate::agents::host::{HostCommand, Verdict};
+use crate::agents::host::Verdict;
+use crate::commands::routed::NotTaken;
 
 /// How long a route waits for the agent's host to take its answer.
 const WAIT: Duration = Duration::from_secs(10);
 
-/// One answer to one call.
-pub struct Checked {
-    pub agent_id: String,
-    pub request_id: String,
-    pub decision: Decision,
-    /// The call it was made for ([`crate::agents::host::fingerprint`]).
-    pub fingerprint: String,
-    pub answerer: Answerer,
-    /// A passkey assertion made for this call was verified.
-    pub stepped_up: bool,
-}
+pub use crate::commands::routed::Bound as Checked;
 
-/// Hands `checked` to its agent's host: the verdict, or the reply for an
-/// agent that did not take it.
+/// Hands `checked` to its agent's host through the command table: the
+/// verdict, or the reply for an answer that was not taken.
 pub async fn answer(web: &Web, checked: Checked) -> Result<Verdict, Response> {
-    let message = ClientMessage::PermissionResponse(PermissionResponse {
-        request_id: checked.request_id,
-        answer: PermissionAnswer::Decision(checked.decision),
-        reason: None,
-    });
-    let (reply, verdict) = tokio::sync::oneshot::channel();
-    let command = HostCommand::AnswerChecked {
-        message,
-        answerer: checked.answerer,
-        fingerprint: checked.fingerprint,
-        stepped_up: checked.stepped_up,
-        reply,
+    let verdict = match crate::commands::routed::answer_bound(web.daemon.as_ref(), checked) {
+        Ok(verdict) => verdict,
+        Err(NotTaken::NotRunning) => {
+            return Err(refused(StatusCode::CONFLICT, "NOT_FOUND", "the agent is not running"));
+        }
+        Err(NotTaken::Refused(error)) => {
+            let error = shard_protocol::WireError::from(error);
+            return Err(refused(StatusCode::FORBIDDEN, error.code.as_str(), &error.message));
+        }
     };
-    if web.daemon.registry().send(&checked.agent_id, command).is_err() {
-        return Err(refused(StatusCode::CONFLICT, "NOT_FOUND", "the agent is not running"));
-    }
     match tokio::time::timeout(WAIT, verdict).await {
         Ok(Ok(verdict)) => Ok(verdict),
         _ => Err(refused(
