@@ -12,142 +12,41 @@
 //!   and sessions: ids, hashes and times, never a raw credential.
 //! - Tickets live at most [`TICKET_TTL`], are single-use, and are bound to the
 //!   principal, the session and the exact Origin of the `/bootstrap` request.
+//!
+//! Its parts: [`codes`] (enrollment codes and the rate of guessing them),
+//! [`tickets`], and [`store`] (principals and sessions, with their push
+//! subscriptions and passkeys); [`Auth`] holds them and keeps sessions.
+
+mod codes;
+mod store;
+mod tickets;
+
+pub use self::codes::CODE_TTL;
+pub use self::store::{MAX_MUTED, MAX_PASSKEYS, PushChoices, PushSubscription};
+pub use self::tickets::TICKET_TTL;
+
+use self::codes::Codes;
+use self::store::{Principal, SessionRecord, Store, live_record};
+use self::tickets::Tickets;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
-use anyhow::{Context, bail};
-use argon2::Argon2;
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::limiter::{ClientKey, Limiter};
+use super::limiter::ClientKey;
 
 pub const STORE_VERSION: u32 = 1;
-/// How long an enrollment code stays valid, by default and at most
-/// (`--enroll-code-ttl` may shorten it).
-pub const CODE_TTL: Duration = Duration::from_secs(10 * 60);
-/// How long a WebSocket ticket stays valid (CONTRACT.md: at most 60 s).
-pub const TICKET_TTL: Duration = Duration::from_secs(30);
-/// Outstanding enrollment codes kept; older ones are dropped. Bounds memory
-/// and the work one wrong guess costs (each is checked against every code).
-const MAX_CODES: usize = 16;
-/// Outstanding tickets kept; a browser needs one per connection attempt.
-const MAX_TICKETS: usize = 1024;
-/// Wrong enrollment codes allowed per peer address per window (CONTRACT.md).
-/// Wrong enrollment codes a minute from one client (CONTRACT.md).
-const MAX_FAILURES: usize = 10;
-/// Wrong enrollment codes a minute from everyone together: a guess spread
-/// over many addresses stays as slow.
-const MAX_FAILURES_IN_ALL: usize = 100;
-const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// Live sessions one principal may hold; the oldest goes first.
 pub const MAX_SESSIONS_PER_PRINCIPAL: usize = 8;
 /// Ended sessions are kept this long in the store (for the audit trail),
 /// then dropped so the store stays small.
 const KEEP_ENDED: Duration = Duration::from_secs(30 * 24 * 3600);
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Principal {
-    principal_id: String,
-    created_at: u64,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct SessionRecord {
-    session_id: String,
-    principal_id: String,
-    token_sha256: String,
-    created_at: u64,
-    /// Last `/bootstrap` (ms); idle expiry counts from here.
-    #[serde(default)]
-    last_seen_at: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    revoked_at: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    expired_at: Option<u64>,
-    /// SHA-256 of the browser secret handed out at enrollment; absent for
-    /// sessions enrolled before there was one (they enroll again to use
-    /// loopback).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    secret_sha256: Option<String>,
-    /// The session's Web Push subscription (docs/NOTIFICATIONS.md); it
-    /// ends with the session.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    push: Option<PushSubscription>,
-    /// The session's passkeys, for step-up approvals (docs/SECURITY.md).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    passkeys: Vec<webauthn_rs::prelude::Passkey>,
-    /// The session whose `/pair` link enrolled this one; `None` for a code
-    /// from `shard enroll`. A paired session never counts as freshly
-    /// enrolled by the owner (its first passkey, docs/SECURITY.md).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    paired_by: Option<String>,
-}
-
-/// Where a browser's push service takes messages for it, and the keys they
-/// are encrypted to (RFC 8291): what `PushSubscription.toJSON()` gives the
-/// page, checked (`web::push`). The endpoint is a capability and `auth` a
-/// secret: neither is ever logged or listed whole.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PushSubscription {
-    pub endpoint: String,
-    /// The browser's P-256 public key, base64url (65 bytes, uncompressed).
-    pub p256dh: String,
-    /// The shared authentication secret, base64url (16 bytes).
-    pub auth: String,
-    pub created_at: u64,
-    /// What this browser wants pushed.
-    #[serde(default)]
-    pub choices: PushChoices,
-}
-
-/// What a browser wants pushed (docs/NOTIFICATIONS.md): each kind on or
-/// off, and agents it does not want to hear of at all.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PushChoices {
-    /// Questions (permission and UI requests), and their ends.
-    pub questions: bool,
-    /// Turns that failed.
-    pub errors: bool,
-    /// Agents left out, by id.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub muted: Vec<String>,
-}
-
-impl Default for PushChoices {
-    fn default() -> Self {
-        Self { questions: true, errors: true, muted: Vec::new() }
-    }
-}
-
-/// The most passkeys one browser session keeps.
-pub const MAX_PASSKEYS: usize = 8;
-
-/// The most agents one browser may mute (a bound on the session file).
-pub const MAX_MUTED: usize = 256;
-
-impl PushSubscription {
-    /// The push service, as a person is shown it: the endpoint's host only
-    /// (the rest of the URL is the subscription's capability).
-    pub fn service(&self) -> String {
-        url::Url::parse(&self.endpoint)
-            .ok()
-            .and_then(|url| url.host_str().map(str::to_owned))
-            .unwrap_or_else(|| "?".to_owned())
-    }
-}
-
-impl SessionRecord {
-    fn live(&self) -> bool {
-        self.revoked_at.is_none() && self.expired_at.is_none()
-    }
-}
 
 /// A session as `shard sessions list` shows it (no secret in it).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -161,28 +60,6 @@ pub struct SessionView {
     /// The host of its push service, when it subscribed to Web Push.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct Store {
-    version: u32,
-    principals: Vec<Principal>,
-    sessions: Vec<SessionRecord>,
-}
-
-struct Code {
-    phc: String,
-    expires: Instant,
-    /// The session that asked for it at `/pair`; `None` for `shard enroll`'s.
-    issued_by: Option<String>,
-}
-
-struct Ticket {
-    sha256: [u8; 32],
-    session_id: String,
-    principal_id: String,
-    origin: String,
-    expires: Instant,
 }
 
 /// A valid browser session.
@@ -225,13 +102,10 @@ pub enum EnrollError {
 pub struct Auth {
     path: PathBuf,
     store: Mutex<Store>,
-    codes: Mutex<Vec<Code>>,
-    tickets: Mutex<Vec<Ticket>>,
-    failures: Arc<Limiter<ClientKey>>,
-    all_failures: Arc<Limiter<()>>,
+    codes: Codes,
+    tickets: Tickets,
     idle: Duration,
     max_age: Duration,
-    code_ttl: Duration,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -252,80 +126,40 @@ fn sha256(text: &str) -> [u8; 32] {
     Sha256::digest(text.as_bytes()).into()
 }
 
-/// The record of `session_id` while it is live (not revoked, not expired).
-fn live_record<'a>(store: &'a mut Store, session_id: &str) -> Option<&'a mut SessionRecord> {
-    store.sessions.iter_mut().find(|record| record.session_id == session_id && record.live())
-}
-
 impl Auth {
     /// Loads `home/security.json` (absent: empty). A store of another version
     /// or readable by others is refused.
     pub fn load(home: &Path, idle: Duration, max_age: Duration) -> anyhow::Result<Self> {
-        use std::os::unix::fs::MetadataExt;
         let path = home.join("security.json");
-        let store = match std::fs::read(&path) {
-            Ok(bytes) => {
-                let meta = std::fs::symlink_metadata(&path)?;
-                if meta.file_type().is_symlink() || meta.uid() != nix::unistd::getuid().as_raw() {
-                    bail!("{} is not a regular file of this user", path.display());
-                }
-                shard_platform::private::tighten(&path, 0o600)?;
-                let store: Store = serde_json::from_slice(&bytes)
-                    .with_context(|| format!("{} is not a valid security store", path.display()))?;
-                if store.version != STORE_VERSION {
-                    bail!(
-                        "{} has version {}, this daemon reads {STORE_VERSION}",
-                        path.display(),
-                        store.version
-                    );
-                }
-                store
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                Store { version: STORE_VERSION, ..Store::default() }
-            }
-            Err(error) => {
-                return Err(error).with_context(|| format!("cannot read {}", path.display()));
-            }
-        };
+        let store = Store::read(&path)?;
         Ok(Self {
             path,
             store: Mutex::new(store),
-            codes: Mutex::new(Vec::new()),
-            tickets: Mutex::new(Vec::new()),
-            failures: Arc::new(Limiter::new(MAX_FAILURES, FAILURE_WINDOW)),
-            all_failures: Arc::new(Limiter::new(MAX_FAILURES_IN_ALL, FAILURE_WINDOW)),
+            codes: Codes::new(),
+            tickets: Tickets::default(),
             idle,
             max_age,
-            code_ttl: CODE_TTL,
         })
     }
 
     /// Codes live `ttl` instead of [`CODE_TTL`] (never longer).
     pub fn with_code_ttl(mut self, ttl: Duration) -> Self {
-        self.code_ttl = ttl.min(CODE_TTL);
+        self.codes.set_ttl(ttl);
         self
     }
 
     /// How long a code minted now stays valid.
     pub fn code_ttl(&self) -> Duration {
-        self.code_ttl
+        self.codes.ttl()
     }
 
     fn save(&self, store: &mut Store) -> std::io::Result<()> {
-        // A session that ended takes its push subscription and passkeys
-        // with it, whichever way it ended: dropped here, before any write.
-        for record in store.sessions.iter_mut().filter(|record| !record.live()) {
-            record.push = None;
-            record.passkeys.clear();
-        }
-        let bytes = serde_json::to_vec_pretty(&*store).map_err(std::io::Error::other)?;
-        crate::home::write_private(&self.path, &bytes)
+        store.write(&self.path)
     }
 
     /// Mints a new enrollment code (returned in clear once, kept hashed).
     pub fn new_code(&self) -> String {
-        self.mint(None)
+        self.codes.mint(None)
     }
 
     /// Mints a pairing code for `session` (`/pair`): an enrollment code like
@@ -333,73 +167,20 @@ impl Auth {
     /// dies with the session. So one enrolled browser holds one live link,
     /// and cannot push every other code out of the table.
     pub fn pair_code(&self, session: &Session) -> String {
-        self.mint(Some(session.session_id.clone()))
-    }
-
-    fn mint(&self, issued_by: Option<String>) -> String {
-        let code = random_token(16);
-        let mut salt = [0u8; 16];
-        if let Err(error) = getrandom::fill(&mut salt) {
-            panic!("the operating system's random generator failed: {error}");
-        }
-        let phc = SaltString::encode_b64(&salt)
-            .and_then(|salt| {
-                Argon2::default().hash_password(code.as_bytes(), &salt).map(|hash| hash.to_string())
-            })
-            .unwrap_or_default();
-        let mut codes = lock(&self.codes);
-        let now = Instant::now();
-        codes.retain(|code| {
-            code.expires > now && (issued_by.is_none() || code.issued_by != issued_by)
-        });
-        if codes.len() >= MAX_CODES {
-            codes.remove(0);
-        }
-        codes.push(Code { phc, expires: now + self.code_ttl, issued_by });
-        code
+        self.codes.mint(Some(session.session_id.clone()))
     }
 
     /// Consumes a code and creates a principal and a session: returns the
     /// session, its token for the cookie and the browser secret.
-    ///
-    /// The attempt counts as a failure of `client`, and of everyone, from
-    /// before the code is checked until it matched: attempts in flight are
-    /// limited like finished ones.
     pub fn enroll(&self, code: &str, client: ClientKey) -> Result<Enrolled, EnrollError> {
-        let mine = self.failures.reserve(client).map_err(EnrollError::RateLimited)?;
-        let everyone = match self.all_failures.reserve(()) {
-            Ok(reservation) => reservation,
-            Err(wait) => {
-                mine.give_back();
-                return Err(EnrollError::RateLimited(wait));
-            }
-        };
-        let matched = {
-            let mut codes = lock(&self.codes);
-            let now = Instant::now();
-            codes.retain(|code| code.expires > now);
-            // Check every code (no early exit) so timing says nothing about
-            // which one matched.
-            let mut found = None;
-            for (at, candidate) in codes.iter().enumerate() {
-                let valid = PasswordHash::new(&candidate.phc).is_ok_and(|hash| {
-                    Argon2::default().verify_password(code.as_bytes(), &hash).is_ok()
-                });
-                if valid && found.is_none() {
-                    found = Some(at);
-                }
-            }
-            found.map(|at| codes.remove(at))
-        };
-        let Some(matched) = matched else { return Err(EnrollError::Invalid) };
+        let taken = self.codes.take(code, client)?;
         // A pairing link dies with the session that made it.
-        if let Some(issuer) = &matched.issued_by
+        if let Some(issuer) = &taken.issued_by
             && self.check(issuer).is_err()
         {
             return Err(EnrollError::Invalid);
         }
-        mine.give_back();
-        everyone.give_back();
+        let paired_by = taken.succeeded();
         let now = crate::clock::now_ms();
         let principal_id = format!("principal-{}", crate::id::random_hex());
         let session_id = format!("session-{}", crate::id::random_hex());
@@ -418,7 +199,7 @@ impl Auth {
             secret_sha256: Some(crate::id::hex(&sha256(&browser_secret))),
             push: None,
             passkeys: Vec::new(),
-            paired_by: matched.issued_by.clone(),
+            paired_by: paired_by.clone(),
         });
         let lifetime =
             store.sessions.last().map_or(Duration::ZERO, |record| self.left(record, now));
@@ -435,7 +216,7 @@ impl Auth {
             token,
             browser_secret,
             lifetime,
-            paired_by: matched.issued_by,
+            paired_by,
         })
     }
 
@@ -646,7 +427,7 @@ impl Auth {
     pub fn freshly_enrolled(&self, session_id: &str) -> bool {
         let mut store = lock(&self.store);
         let now = crate::clock::now_ms();
-        let lifetime = u64::try_from(self.code_ttl.as_millis()).unwrap_or(u64::MAX);
+        let lifetime = u64::try_from(self.codes.ttl().as_millis()).unwrap_or(u64::MAX);
         live_record(&mut store, session_id).is_some_and(|record| {
             record.paired_by.is_none()
                 && record.passkeys.is_empty()
@@ -750,51 +531,27 @@ impl Auth {
 
     /// A single-use ticket for one WebSocket upgrade from `origin`.
     pub fn issue_ticket(&self, session: &Session, origin: &str) -> String {
-        let ticket = random_token(32);
-        let mut tickets = lock(&self.tickets);
-        let now = Instant::now();
-        tickets.retain(|ticket| ticket.expires > now);
-        if tickets.len() >= MAX_TICKETS {
-            tickets.remove(0);
-        }
-        tickets.push(Ticket {
-            sha256: sha256(&ticket),
-            session_id: session.session_id.clone(),
-            principal_id: session.principal_id.clone(),
-            origin: origin.to_owned(),
-            expires: now + TICKET_TTL,
-        });
-        ticket
+        self.tickets.issue(session, origin)
     }
 
     /// Consumes a ticket, whatever the outcome, and returns its session if it
     /// was valid for `origin` and its session is still live.
     pub fn redeem_ticket(&self, ticket: &str, origin: &str) -> Option<Session> {
-        let digest = sha256(ticket);
-        let redeemed = {
-            let mut tickets = lock(&self.tickets);
-            let at = tickets.iter().position(|known| bool::from(known.sha256.ct_eq(&digest)))?;
-            tickets.remove(at)
-        };
-        if redeemed.expires <= Instant::now() || redeemed.origin != origin {
-            return None;
-        }
+        let session = self.tickets.redeem(ticket, origin)?;
         let store = lock(&self.store);
         let now = crate::clock::now_ms();
         let live = store.sessions.iter().any(|record| {
-            record.session_id == redeemed.session_id
+            record.session_id == session.session_id
                 && record.live()
                 && self.expires_at(record) > now
         });
-        live.then_some(Session {
-            session_id: redeemed.session_id,
-            principal_id: redeemed.principal_id,
-        })
+        live.then_some(session)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::codes::{MAX_FAILURES, MAX_FAILURES_IN_ALL};
     use super::*;
 
     fn auth() -> (tempfile::TempDir, Auth) {
