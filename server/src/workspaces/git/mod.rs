@@ -11,6 +11,16 @@
 //! directory are named on git's command line ([`Checkout`]) rather than read
 //! from files in it.
 
+mod diff;
+mod repo;
+
+pub use self::diff::{diff_against, parse_unified};
+pub use self::repo::{
+    Link, ahead_behind, branch_exists, branch_ref, commit_of, common_dir, contains, delete_ref,
+    dirty_count, exact_ref, head_ref, link, linked_git_dir, main_checkout, merged, toplevel,
+    valid_branch_name,
+};
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -53,12 +63,12 @@ pub enum GitError {
 }
 
 /// What a git command printed, read through a byte cap.
-struct Bounded {
-    text: String,
+pub(super) struct Bounded {
+    pub text: String,
     /// Git's exit code (one of those the caller accepts).
-    code: Option<i32>,
+    pub code: Option<i32>,
     /// The cap was reached: git was stopped and `text` is its beginning.
-    truncated: bool,
+    pub truncated: bool,
 }
 
 /// Runs `git args…` at `place`; its stdout, or why it failed. Output over
@@ -74,7 +84,7 @@ pub async fn git<'a>(place: impl Into<Place<'a>>, args: &[&str]) -> Result<Strin
 /// Runs git with the exit codes that mean success for this command (a
 /// `diff --no-index` that found differences exits 1), reading at most `cap`
 /// bytes of its output; git is killed once it has printed more.
-async fn run(
+pub(super) async fn run(
     place: Place<'_>,
     args: &[&str],
     success: &[i32],
@@ -427,355 +437,6 @@ fn default_program(key: &str) -> &'static str {
         _ if key.starts_with("remote.") && key.ends_with(".receivepack") => "git-receive-pack",
         _ => "",
     }
-}
-
-/// The top of the checkout `dir` is in, or `None` when it is in none.
-pub async fn toplevel(dir: &Path) -> Option<PathBuf> {
-    let out = git(dir, &["rev-parse", "--show-toplevel"]).await.ok()?;
-    Some(PathBuf::from(out.trim()))
-}
-
-/// The repository's main checkout: the first worktree git lists (the one
-/// whose git-dir is the common dir).
-pub async fn main_checkout(dir: &Path) -> Result<PathBuf, GitError> {
-    let list = git(dir, &["worktree", "list", "--porcelain"]).await?;
-    list.lines()
-        .find_map(|line| line.strip_prefix("worktree "))
-        .map(PathBuf::from)
-        .ok_or(GitError::NoMainCheckout)
-}
-
-/// The repository's common git directory (absolute), as git finds it from
-/// `dir`.
-pub async fn common_dir(dir: &Path) -> Result<PathBuf, GitError> {
-    let out = git(dir, &["rev-parse", "--path-format=absolute", "--git-common-dir"]).await?;
-    Ok(PathBuf::from(out.trim()))
-}
-
-/// The git directory the repository at `common` records for its linked
-/// worktree at `work_tree`: the directory under `worktrees/` whose `gitdir`
-/// file names `work_tree/.git`. Read from the repository, never from the
-/// worktree.
-pub fn linked_git_dir(common: &Path, work_tree: &Path) -> Option<PathBuf> {
-    let dot_git = work_tree.join(".git");
-    std::fs::read_dir(common.join("worktrees")).ok()?.flatten().map(|entry| entry.path()).find(
-        |admin| named_in(&admin.join("gitdir"), admin).is_some_and(|named| same(&named, &dot_git)),
-    )
-}
-
-/// How a linked worktree stands with the git directory it was made with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Link {
-    /// Its `.git` is a file (not a link, not a directory) naming that git
-    /// directory, which names it back.
-    Intact,
-    /// The repository still records it, but its `.git` names something
-    /// else, or is no longer a plain file.
-    Relinked,
-    /// The repository no longer records it there (pruned, or moved), or
-    /// it has no `.git` at all: git cannot read it as a checkout.
-    Unrecorded,
-}
-
-/// How the worktree at `work_tree` stands with `git_dir`.
-pub fn link(work_tree: &Path, git_dir: &Path) -> Link {
-    let dot_git = work_tree.join(".git");
-    if named_in(&git_dir.join("gitdir"), git_dir).is_none_or(|named| !same(&named, &dot_git)) {
-        return Link::Unrecorded;
-    }
-    let Ok(meta) = std::fs::symlink_metadata(&dot_git) else { return Link::Unrecorded };
-    let is_file = meta.is_file();
-    let says = std::fs::read_to_string(&dot_git).is_ok_and(|text| {
-        text.strip_prefix("gitdir: ").is_some_and(|named| {
-            same(&relative_to(named.trim_end_matches(['\n', '\r']), work_tree), git_dir)
-        })
-    });
-    if is_file && says { Link::Intact } else { Link::Relinked }
-}
-
-/// The path a git administrative file holds (one line; relative to `base`
-/// when not absolute).
-fn named_in(file: &Path, base: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(file).ok()?;
-    Some(relative_to(text.trim_end_matches(['\n', '\r']), base))
-}
-
-fn relative_to(path: &str, base: &Path) -> PathBuf {
-    let path = Path::new(path);
-    if path.is_absolute() { path.to_path_buf() } else { base.join(path) }
-}
-
-/// Whether two paths name the same place (each resolved when it exists).
-fn same(one: &Path, other: &Path) -> bool {
-    let resolve = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    one == other || resolve(one) == resolve(other)
-}
-
-/// The commit `rev` names, or why not (an unborn HEAD, a bad ref).
-pub async fn commit_of<'a>(place: impl Into<Place<'a>>, rev: &str) -> Result<String, GitError> {
-    let spec = format!("{rev}^{{commit}}");
-    git(place, &["rev-parse", "--verify", "--quiet", "--end-of-options", &spec])
-        .await
-        .map(|out| out.trim().to_owned())
-        .map_err(|_| GitError::NoCommit { rev: rev.to_owned() })
-}
-
-/// The full name of branch `name`: every branch operation names it so,
-/// because a short name can mean another ref (`heads/main` is `main`; a
-/// tag of the same name hides a branch).
-pub fn branch_ref(name: &str) -> String {
-    format!("refs/heads/{name}")
-}
-
-/// Whether the exact ref `reference` exists.
-async fn ref_exists(dir: &Path, reference: &str) -> bool {
-    git(dir, &["show-ref", "--verify", "--quiet", reference]).await.is_ok()
-}
-
-/// Whether branch `name` exists.
-pub async fn branch_exists(dir: &Path, name: &str) -> bool {
-    ref_exists(dir, &branch_ref(name)).await
-}
-
-/// What `name` means, as an exact ref, resolved once: a full ref as it
-/// is, else a branch, a remote-tracking branch or a tag of that name (a
-/// branch first, so that a tag never hides it), else a full commit id.
-pub async fn exact_ref(dir: &Path, name: &str) -> Option<String> {
-    if name.starts_with("refs/") {
-        return ref_exists(dir, name).await.then(|| name.to_owned());
-    }
-    for space in ["refs/heads/", "refs/remotes/", "refs/tags/"] {
-        let candidate = format!("{space}{name}");
-        if ref_exists(dir, &candidate).await {
-            return Some(candidate);
-        }
-    }
-    let full_id = matches!(name.len(), 40 | 64) && name.bytes().all(|b| b.is_ascii_hexdigit());
-    if full_id && commit_of(dir, name).await.is_ok_and(|commit| commit == name) {
-        return Some(name.to_owned());
-    }
-    None
-}
-
-/// The full ref `dir`'s HEAD is on (`refs/heads/…`), or `None` when it is
-/// detached or cannot be read.
-pub async fn head_ref<'a>(place: impl Into<Place<'a>>) -> Option<String> {
-    let out = git(place, &["symbolic-ref", "--quiet", "HEAD"]).await.ok()?;
-    let reference = out.trim();
-    (!reference.is_empty()).then(|| reference.to_owned())
-}
-
-/// Whether `name` is a valid new branch name.
-pub async fn valid_branch_name(dir: &Path, name: &str) -> bool {
-    !name.starts_with('-') && git(dir, &["check-ref-format", "--branch", name]).await.is_ok()
-}
-
-/// Paths with changes (staged, unstaged or untracked, ignored files aside).
-pub async fn dirty_count<'a>(place: impl Into<Place<'a>>) -> Result<u32, GitError> {
-    let args = ["status", "--porcelain=v1", "--untracked-files=all", "--ignore-submodules=all"];
-    let out = git(place, &args).await?;
-    Ok(u32::try_from(out.lines().filter(|line| !line.is_empty()).count()).unwrap_or(u32::MAX))
-}
-
-/// Commits on `branch` not on `target` (both exact refs), and the other
-/// way round.
-pub async fn ahead_behind<'a>(
-    place: impl Into<Place<'a>>,
-    branch: &str,
-    target: &str,
-) -> Result<(u32, u32), GitError> {
-    let range = format!("{target}...{branch}");
-    let out =
-        git(place, &["rev-list", "--left-right", "--count", "--end-of-options", &range]).await?;
-    let mut numbers = out.split_whitespace().map(|number| number.parse::<u32>().unwrap_or(0));
-    let behind = numbers.next().unwrap_or(0);
-    let ahead = numbers.next().unwrap_or(0);
-    Ok((ahead, behind))
-}
-
-/// Whether `commit` is contained in `target`'s history: `true` only when
-/// git says so.
-pub async fn contains<'a>(
-    place: impl Into<Place<'a>>,
-    target: &str,
-    commit: &str,
-) -> Result<bool, GitError> {
-    let place = place.into();
-    let target_commit = commit_of(place, target).await?;
-    let args = ["merge-base", "--is-ancestor", commit, &target_commit];
-    // 0: contained; 1: not; anything else failed (and is an error).
-    Ok(run(place, &args, &[0, 1], 0).await?.code == Some(0))
-}
-
-/// Whether the tip of `branch_ref` (an exact ref) is contained in
-/// `target` (an exact ref or commit id).
-pub async fn merged<'a>(
-    place: impl Into<Place<'a>>,
-    branch_ref: &str,
-    target: &str,
-) -> Result<bool, GitError> {
-    let place = place.into();
-    let tip = commit_of(place, branch_ref).await?;
-    contains(place, target, &tip).await
-}
-
-/// Deletes branch ref `reference` only if it still points at `tip`, the
-/// commit whose safety was proven: a branch that moved since is kept.
-pub async fn delete_ref(dir: &Path, reference: &str, tip: &str) -> Result<(), GitError> {
-    git(dir, &["update-ref", "-d", reference, tip]).await.map(|_| ())
-}
-
-/// The most files and diff lines a workspace diff carries.
-const MAX_DIFF_FILES: usize = 200;
-const MAX_DIFF_LINES: usize = 20_000;
-/// The most bytes of diff text read from git, all files together.
-const MAX_DIFF_BYTES: usize = 4 * 1024 * 1024;
-/// A new file larger than this is listed, not read.
-const MAX_NEW_FILE: u64 = 1024 * 1024;
-
-/// The options every diff here runs with: plain unified text, no helpers.
-const DIFF_OPTIONS: [&str; 7] = [
-    "--no-color",
-    "--no-ext-diff",
-    "--no-textconv",
-    "--no-renames",
-    "--ignore-submodules=all",
-    "-U3",
-    "--",
-];
-
-/// What `worktree` changed since it left `target` (an exact ref):
-/// committed, staged, unstaged, and new files git does not track yet
-/// (ignored ones aside), parsed from git's unified diff. Git's output is
-/// read through a byte cap; a new file too large to show, or not a regular
-/// file, is listed as such and never read. The index is never touched.
-pub async fn diff_against(
-    checkout: &Checkout,
-    target: &str,
-) -> Result<shard_protocol::workspace::WorkspaceDiff, GitError> {
-    use shard_protocol::workspace::FileDiff;
-    let worktree = &checkout.work_tree;
-    let place = Place::Checkout(checkout);
-    let base = git(place, &["merge-base", "--end-of-options", target, "HEAD"]).await?;
-    let base = base.trim();
-    let mut args = vec!["diff", base];
-    args.extend(DIFF_OPTIONS);
-    let tracked = run(place, &args, &[0], MAX_DIFF_BYTES).await?;
-    let mut text = tracked.text;
-    let mut truncated = tracked.truncated;
-    let untracked =
-        git(place, &["ls-files", "--others", "--exclude-standard", "--full-name", "-z"]).await?;
-    let mut untracked: Vec<&str> = untracked.split('\0').filter(|path| !path.is_empty()).collect();
-    untracked.sort_unstable();
-    let tracked_files = text.lines().filter(|line| line.starts_with("diff --git ")).count();
-    let room = MAX_DIFF_FILES.saturating_sub(tracked_files);
-    truncated |= untracked.len() > room;
-    let mut unread = Vec::new();
-    let mut new_paths = std::collections::HashSet::new();
-    for path in untracked.into_iter().take(room) {
-        new_paths.insert(path.to_owned());
-        if let Some(why) = unreadable_new_file(&worktree.join(path)) {
-            unread.push(FileDiff { path: path.to_owned(), hunks: Vec::new(), omitted: Some(why) });
-            continue;
-        }
-        let left = MAX_DIFF_BYTES.saturating_sub(text.len());
-        if left == 0 {
-            truncated = true;
-            break;
-        }
-        let mut args = vec!["diff", "--no-index"];
-        args.extend(DIFF_OPTIONS);
-        args.extend(["/dev/null", path]);
-        let new_file = run(place, &args, &[0, 1], left).await?;
-        text.push_str(&new_file.text);
-        truncated |= new_file.truncated;
-    }
-    let mut diff = parse_unified(&text);
-    diff.truncated |= truncated;
-    // Tracked files in git's order, then the new ones by path, read or not.
-    let (mut new_files, mut files): (Vec<_>, Vec<_>) =
-        diff.files.into_iter().partition(|file| new_paths.contains(&file.path));
-    new_files.extend(unread);
-    new_files.sort_by(|a, b| a.path.cmp(&b.path));
-    files.extend(new_files);
-    diff.truncated |= files.len() > MAX_DIFF_FILES;
-    files.truncate(MAX_DIFF_FILES);
-    diff.files = files;
-    Ok(diff)
-}
-
-/// Why a new file is listed without its lines: too large, or not a
-/// regular file (a symlink is shown as git shows it: its target's name).
-fn unreadable_new_file(path: &Path) -> Option<String> {
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
-        return Some("new file that cannot be read".to_owned());
-    };
-    if meta.file_type().is_symlink() {
-        return None;
-    }
-    if !meta.is_file() {
-        return Some("new entry that is not a regular file".to_owned());
-    }
-    if meta.len() > MAX_NEW_FILE {
-        return Some(format!("new file of {} bytes: too large to show", meta.len()));
-    }
-    // Git's own test: a NUL in the first 8,000 bytes makes a file binary.
-    let mut head = Vec::with_capacity(8000);
-    let read = std::fs::File::open(path).and_then(|file| {
-        std::io::Read::read_to_end(&mut std::io::Read::take(file, 8000), &mut head)
-    });
-    match read {
-        Ok(_) if head.contains(&0) => Some("binary file".to_owned()),
-        Ok(_) => None,
-        Err(_) => Some("new file that cannot be read".to_owned()),
-    }
-}
-
-/// A unified diff as files and hunks, bounded in files and lines.
-pub fn parse_unified(text: &str) -> shard_protocol::workspace::WorkspaceDiff {
-    use shard_protocol::types::Hunk;
-    use shard_protocol::workspace::{FileDiff, WorkspaceDiff};
-    let mut diff = WorkspaceDiff::default();
-    let mut lines_kept = 0;
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("diff --git ") {
-            if diff.files.len() >= MAX_DIFF_FILES {
-                diff.truncated = true;
-                break;
-            }
-            // `a/PATH b/PATH`: the new side's path (renames are off).
-            let path = rest.rsplit_once(" b/").map_or(rest, |(_, path)| path);
-            diff.files.push(FileDiff { path: path.to_owned(), hunks: Vec::new(), omitted: None });
-            continue;
-        }
-        let Some(file) = diff.files.last_mut() else { continue };
-        if line.starts_with("Binary files ") && file.hunks.is_empty() {
-            file.omitted = Some("binary file".to_owned());
-            continue;
-        }
-        if let Some(header) = line.strip_prefix("@@ ") {
-            let numbers = |part: Option<&str>| {
-                let part = part.unwrap_or("").trim_start_matches(['-', '+']);
-                let (start, count) = part.split_once(',').unwrap_or((part, "1"));
-                (start.parse().unwrap_or(0), count.parse().unwrap_or(1))
-            };
-            let mut parts = header.split_whitespace();
-            let (old_start, old_lines) = numbers(parts.next());
-            let (new_start, new_lines) = numbers(parts.next());
-            file.hunks.push(Hunk { old_start, old_lines, new_start, new_lines, lines: Vec::new() });
-            continue;
-        }
-        let Some(hunk) = file.hunks.last_mut() else { continue };
-        if line.starts_with([' ', '+', '-', '\\']) {
-            if lines_kept >= MAX_DIFF_LINES {
-                diff.truncated = true;
-                break;
-            }
-            lines_kept += 1;
-            hunk.lines.push(line.to_owned());
-        }
-    }
-    diff
 }
 
 #[cfg(test)]
