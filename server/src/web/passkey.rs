@@ -225,14 +225,7 @@ pub async fn register_finish(
         NewPasskey::Alone(credential) => (credential, None),
     };
     if let Some(proof) = proof {
-        let proven = assertion
-            .ok_or_else(|| "it needs an assertion of a passkey this browser has".to_owned())
-            .and_then(|assertion| {
-                webauthn
-                    .finish_passkey_authentication(&assertion, &proof)
-                    .map_err(|error| format!("the assertion was not accepted: {error}"))
-            });
-        match proven {
+        match prove(webauthn, &proof, assertion) {
             Ok(used) => {
                 if let Err(error) = web.auth.passkey_used(&session.session_id, &used) {
                     tracing::warn!(%error, "cannot record a passkey's use");
@@ -263,6 +256,36 @@ pub async fn register_finish(
             );
         }
     };
+    keep(&web, &session, &effective, passkey, had)
+}
+
+/// Why a browser that has a passkey did not prove one while adding another.
+#[derive(Debug, thiserror::Error)]
+enum NotProven {
+    #[error("it needs an assertion of a passkey this browser has")]
+    NoAssertion,
+    #[error("the assertion was not accepted: {0}")]
+    Refused(webauthn_rs::prelude::WebauthnError),
+}
+
+/// Checks `assertion` against the `proof` the registration's start asked for.
+fn prove(
+    webauthn: &Webauthn,
+    proof: &PasskeyAuthentication,
+    assertion: Option<Box<PublicKeyCredential>>,
+) -> Result<webauthn_rs::prelude::AuthenticationResult, NotProven> {
+    let assertion = assertion.ok_or(NotProven::NoAssertion)?;
+    webauthn.finish_passkey_authentication(&assertion, proof).map_err(NotProven::Refused)
+}
+
+/// Keeps a registered `passkey` with the session, if it still has room.
+fn keep(
+    web: &super::Web,
+    session: &Session,
+    effective: &super::Effective,
+    passkey: webauthn_rs::prelude::Passkey,
+    had: usize,
+) -> Response {
     match web.auth.add_passkey(&session.session_id, passkey, had) {
         Ok(true) => {
             web.audit.record(
