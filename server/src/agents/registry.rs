@@ -180,31 +180,7 @@ impl Registry {
         let home = self.context.home.clone();
         let cwd = validate_cwd(&request.cwd, &home)?;
         let config = Config::load(&home).map_err(AgentError::Config)?;
-        if let Some(model) = &request.model
-            && config.model(model).is_none()
-        {
-            return Err(AgentError::UnknownModel(model.clone()));
-        }
-        if let Some(mode) = &request.mode
-            && !shard_platform::modes::is_known(mode)
-        {
-            return Err(AgentError::UnknownMode(mode.clone()));
-        }
-        let runtime = match request.runtime.as_deref() {
-            None | Some(shard_platform::runtimes::BUILTIN) => None,
-            Some(id) if config.runtime(id).is_some() => Some(id.to_owned()),
-            Some(id) => return Err(AgentError::UnknownRuntime(id.to_owned())),
-        };
-        // An ACP agent's models and modes are its own, known once it runs.
-        if runtime.is_some() && (request.model.is_some() || request.mode.is_some()) {
-            return Err(AgentError::AcpSettingAtCreate);
-        }
-        if request.name.as_ref().is_some_and(|name| name.chars().count() > MAX_NAME) {
-            return Err(AgentError::NameTooLong { max: MAX_NAME });
-        }
-        if request.name.as_deref().is_some_and(shard_protocol::display::has_hidden) {
-            return Err(AgentError::NameHidden);
-        }
+        let runtime = runtime_of(request, &config)?;
         let managed = self.managed_fields(request)?;
         let sandbox = self.sandbox_of(request, runtime.as_deref(), &config, afar)?;
         let session_id = match &request.session_id {
@@ -212,16 +188,15 @@ impl Registry {
             None => {
                 // Shard's record of an ACP agent's session names the
                 // runtime as its model until the agent says which it uses.
-                let model = match &runtime {
-                    Some(runtime) => runtime.clone(),
-                    None => request.model.clone().unwrap_or_else(|| config.default_model.clone()),
-                };
-                let mode = match &runtime {
-                    Some(_) => "default".to_owned(),
-                    None => managed
-                        .mode
-                        .clone()
-                        .unwrap_or_else(|| shard_platform::modes::BUILD.to_owned()),
+                let (model, mode) = match &runtime {
+                    Some(runtime) => (runtime.clone(), "default".to_owned()),
+                    None => (
+                        request.model.clone().unwrap_or_else(|| config.default_model.clone()),
+                        managed
+                            .mode
+                            .clone()
+                            .unwrap_or_else(|| shard_platform::modes::BUILD.to_owned()),
+                    ),
                 };
                 session_view::create(&home, &cwd, &model, &mode)
                     .await
@@ -590,4 +565,35 @@ fn validate_cwd(cwd: &str, home: &Path) -> Result<String, AgentError> {
         return Err(AgentError::CwdHoldsHome(cwd.to_owned()));
     }
     Ok(canonical.display().to_string())
+}
+
+/// The runtime `request` runs on (`None`: Shard's own agent), once its
+/// model, mode, runtime and name are checked against `config`.
+fn runtime_of(request: &AgentCreate, config: &Config) -> Result<Option<String>, AgentError> {
+    if let Some(model) = &request.model
+        && config.model(model).is_none()
+    {
+        return Err(AgentError::UnknownModel(model.clone()));
+    }
+    if let Some(mode) = &request.mode
+        && !shard_platform::modes::is_known(mode)
+    {
+        return Err(AgentError::UnknownMode(mode.clone()));
+    }
+    let runtime = match request.runtime.as_deref() {
+        None | Some(shard_platform::runtimes::BUILTIN) => None,
+        Some(id) if config.runtime(id).is_some() => Some(id.to_owned()),
+        Some(id) => return Err(AgentError::UnknownRuntime(id.to_owned())),
+    };
+    // An ACP agent's models and modes are its own, known once it runs.
+    if runtime.is_some() && (request.model.is_some() || request.mode.is_some()) {
+        return Err(AgentError::AcpSettingAtCreate);
+    }
+    if request.name.as_ref().is_some_and(|name| name.chars().count() > MAX_NAME) {
+        return Err(AgentError::NameTooLong { max: MAX_NAME });
+    }
+    if request.name.as_deref().is_some_and(shard_protocol::display::has_hidden) {
+        return Err(AgentError::NameHidden);
+    }
+    Ok(runtime)
 }
