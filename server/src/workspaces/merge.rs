@@ -297,23 +297,36 @@ async fn plan(record: &WorkspaceRecord) -> Result<Plan, WorkspaceError> {
     plan.checkouts = checkouts_of(repository, &plan.target).await?;
     let changed: HashSet<&str> = changes.all.iter().map(String::as_str).collect();
     for checkout in &plan.checkouts {
-        check_settled(checkout, &checkout_name(repository, &checkout.work_tree)).await?;
-        let touched = dirty_paths(checkout)
-            .await
-            .map_err(failed("read the target's checkout"))?
-            .into_iter()
-            .filter(|path| changed.contains(path.as_str()))
-            .take(MAX_LISTED)
-            .collect::<Vec<_>>();
-        if !touched.is_empty() {
-            return Err(WorkspaceError::CheckoutDirty {
-                target: record.integration_target.clone(),
-                checkout: checkout_name(repository, &checkout.work_tree),
-                paths: touched,
-            });
-        }
+        check_checkout(record, repository, checkout, &changed).await?;
     }
     Ok(plan)
+}
+
+/// A checkout of the target is settled (no merge or rebase in progress)
+/// and has no change of its own in a file the merge changes.
+async fn check_checkout(
+    record: &WorkspaceRecord,
+    repository: &Path,
+    checkout: &Checkout,
+    changed: &HashSet<&str>,
+) -> Result<(), WorkspaceError> {
+    let name = checkout_name(repository, &checkout.work_tree);
+    check_settled(checkout, &name).await?;
+    let touched = dirty_paths(checkout)
+        .await
+        .map_err(failed("read the target's checkout"))?
+        .into_iter()
+        .filter(|path| changed.contains(path.as_str()))
+        .take(MAX_LISTED)
+        .collect::<Vec<_>>();
+    if !touched.is_empty() {
+        return Err(WorkspaceError::CheckoutDirty {
+            target: record.integration_target.clone(),
+            checkout: name,
+            paths: touched,
+        });
+    }
+    Ok(())
 }
 
 /// The merge of two commits as git makes it without a checkout.
