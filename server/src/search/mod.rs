@@ -101,7 +101,7 @@ impl Search {
             limits,
             touched,
             backlog: VecDeque::new(),
-            index: Err(String::from("not opened yet")),
+            index: Opened::NotYet,
         };
         let spawned = std::thread::Builder::new()
             .name("search-index".into())
@@ -199,17 +199,30 @@ struct Worker {
     /// Sessions to catch up, and sessions whose read was cut by the step
     /// budget: read after what was touched.
     backlog: VecDeque<Task>,
-    /// The index, or why it could not be opened.
-    index: Result<Index, String>,
+    index: Opened,
+}
+
+/// The index as the search thread holds it.
+enum Opened {
+    /// The thread has not opened it yet.
+    NotYet,
+    Ready(Index),
+    /// It could not be opened: why, as every query is told.
+    Unavailable {
+        why: String,
+    },
 }
 
 impl Worker {
     fn run(mut self, jobs: Receiver<Job>) {
         let path = self.home.join(FILE);
-        self.index = Index::open(&path, self.limits).map_err(|error| {
-            tracing::error!(%error, path = %path.display(), "search is unavailable");
-            error.to_string()
-        });
+        self.index = match Index::open(&path, self.limits) {
+            Ok(index) => Opened::Ready(index),
+            Err(error) => {
+                tracing::error!(%error, path = %path.display(), "search is unavailable");
+                Opened::Unavailable { why: error.to_string() }
+            }
+        };
         loop {
             // Waiting jobs first, queries above all; then one step of
             // reading; then sleep until a job comes.
@@ -237,10 +250,11 @@ impl Worker {
             Job::CatchUp(owners) => self.plan_catch_up(owners),
             Job::Query(asked) => {
                 let answer = match &self.index {
-                    Ok(index) => {
+                    Opened::Ready(index) => {
                         index.query(&asked.expression, asked.agent_id.as_deref(), asked.limit)
                     }
-                    Err(why) => Err(SearchError::Unavailable(why.clone())),
+                    Opened::NotYet => Err(SearchError::Unavailable("not opened yet".to_owned())),
+                    Opened::Unavailable { why } => Err(SearchError::Unavailable(why.clone())),
                 };
                 let _ = asked.reply.send(answer);
             }
@@ -263,7 +277,7 @@ impl Worker {
     /// Reads one step of a session's log into the index; what is left is
     /// queued again.
     fn step(&mut self, task: Task) {
-        let Ok(index) = &mut self.index else { return };
+        let Opened::Ready(index) = &mut self.index else { return };
         let result = (|| -> Result<bool, SearchError> {
             let offset = index.read_to(&task.session_id)?;
             let read =
@@ -296,7 +310,7 @@ impl Worker {
     /// queues each to be read from where the index stopped; forgets the
     /// sessions that have no log or no agent any more.
     fn plan_catch_up(&mut self, mut owners: Vec<Owner>) {
-        let Ok(index) = &mut self.index else { return };
+        let Opened::Ready(index) = &mut self.index else { return };
         let stored = session_view::stored_sessions(&self.home, MAX_SESSIONS);
         let indexed = match index.sessions() {
             Ok(indexed) => indexed,
