@@ -114,51 +114,13 @@ pub enum PermissionAnswer {
     Decision(Decision),
 }
 
-/// The two mutually exclusive answer fields shared by `permission_response`
-/// and `permission_resolved`.
-struct RawAnswer {
-    choice_id: Option<String>,
-    decision: Option<Decision>,
-}
-
-impl TryFrom<RawAnswer> for PermissionAnswer {
-    type Error = &'static str;
-
-    fn try_from(raw: RawAnswer) -> Result<Self, Self::Error> {
-        match (raw.choice_id, raw.decision) {
-            (Some(_), Some(_)) => {
-                Err("carries both `choice_id` and `decision`; exactly one is allowed")
-            }
-            (None, None) => Err("needs exactly one of `choice_id` or `decision`"),
-            (Some(id), None) if id.is_empty() => Err("`choice_id` must be a non-empty string"),
-            (Some(id), None) => Ok(Self::Choice(id)),
-            (None, Some(decision)) => Ok(Self::Decision(decision)),
-        }
-    }
-}
-
-impl From<PermissionAnswer> for RawAnswer {
-    fn from(answer: PermissionAnswer) -> Self {
-        match answer {
-            PermissionAnswer::Choice(id) => Self { choice_id: Some(id), decision: None },
-            PermissionAnswer::Decision(decision) => {
-                Self { choice_id: None, decision: Some(decision) }
-            }
-        }
-    }
-}
-
-/// `permission_response`: a client's answer (§9.5).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "RawPermissionResponse", into = "RawPermissionResponse")]
-pub struct PermissionResponse {
-    pub request_id: String,
-    pub answer: PermissionAnswer,
-    pub reason: Option<String>,
-}
-
+/// The wire form of `permission_response` and of `permission_resolved`:
+/// one decoder for both, so that the two cannot drift. Each carries exactly
+/// one of `choice_id` and `decision`; `reason` belongs to the response and
+/// `source` to the resolution, and each ignores the other's, as it ignores
+/// any field it does not know.
 #[derive(Serialize, Deserialize)]
-struct RawPermissionResponse {
+struct RawAnswered {
     request_id: String,
     // Not `#[serde(flatten)]`: flattening would lose the field path in errors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -167,31 +129,75 @@ struct RawPermissionResponse {
     decision: Option<Decision>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
 }
 
-impl TryFrom<RawPermissionResponse> for PermissionResponse {
-    type Error = String;
+/// Why a message's answer fields do not make one answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadAnswer {
+    /// The message they came in.
+    message: &'static str,
+    why: &'static str,
+}
 
-    fn try_from(raw: RawPermissionResponse) -> Result<Self, String> {
-        let answer = PermissionAnswer::try_from(RawAnswer {
-            choice_id: raw.choice_id,
-            decision: raw.decision,
-        })
-        .map_err(|why| format!("permission_response {why}"))?;
+impl std::fmt::Display for BadAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.message, self.why)
+    }
+}
+
+impl RawAnswered {
+    /// The one answer its fields carry, in `message`.
+    fn answer(&mut self, message: &'static str) -> Result<PermissionAnswer, BadAnswer> {
+        let bad = |why| BadAnswer { message, why };
+        match (self.choice_id.take(), self.decision.take()) {
+            (Some(_), Some(_)) => {
+                Err(bad("carries both `choice_id` and `decision`; exactly one is allowed"))
+            }
+            (None, None) => Err(bad("needs exactly one of `choice_id` or `decision`")),
+            (Some(id), None) if id.is_empty() => Err(bad("`choice_id` must be a non-empty string")),
+            (Some(id), None) => Ok(PermissionAnswer::Choice(id)),
+            (None, Some(decision)) => Ok(PermissionAnswer::Decision(decision)),
+        }
+    }
+
+    fn of(request_id: String, answer: PermissionAnswer) -> Self {
+        let (choice_id, decision) = match answer {
+            PermissionAnswer::Choice(id) => (Some(id), None),
+            PermissionAnswer::Decision(decision) => (None, Some(decision)),
+        };
+        Self { request_id, choice_id, decision, reason: None, source: None }
+    }
+}
+
+/// `permission_response`: a client's answer (§9.5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RawAnswered", into = "RawAnswered")]
+pub struct PermissionResponse {
+    pub request_id: String,
+    pub answer: PermissionAnswer,
+    pub reason: Option<String>,
+}
+
+impl TryFrom<RawAnswered> for PermissionResponse {
+    type Error = BadAnswer;
+
+    fn try_from(mut raw: RawAnswered) -> Result<Self, BadAnswer> {
+        let answer = raw.answer("permission_response")?;
         Ok(Self { request_id: raw.request_id, answer, reason: raw.reason })
     }
 }
 
-impl From<PermissionResponse> for RawPermissionResponse {
+impl From<PermissionResponse> for RawAnswered {
     fn from(response: PermissionResponse) -> Self {
-        let RawAnswer { choice_id, decision } = response.answer.into();
-        Self { request_id: response.request_id, choice_id, decision, reason: response.reason }
+        Self { reason: response.reason, ..Self::of(response.request_id, response.answer) }
     }
 }
 
 /// `permission_resolved`: broadcast once a request is settled.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "RawPermissionResolved", into = "RawPermissionResolved")]
+#[serde(try_from = "RawAnswered", into = "RawAnswered")]
 pub struct PermissionResolved {
     pub request_id: String,
     pub answer: PermissionAnswer,
@@ -199,34 +205,66 @@ pub struct PermissionResolved {
     pub source: Option<String>,
 }
 
-#[derive(Serialize, Deserialize)]
-struct RawPermissionResolved {
-    request_id: String,
-    // Not `#[serde(flatten)]`: flattening would lose the field path in errors.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    choice_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    decision: Option<Decision>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    source: Option<String>,
-}
+impl TryFrom<RawAnswered> for PermissionResolved {
+    type Error = BadAnswer;
 
-impl TryFrom<RawPermissionResolved> for PermissionResolved {
-    type Error = String;
-
-    fn try_from(raw: RawPermissionResolved) -> Result<Self, String> {
-        let answer = PermissionAnswer::try_from(RawAnswer {
-            choice_id: raw.choice_id,
-            decision: raw.decision,
-        })
-        .map_err(|why| format!("permission_resolved {why}"))?;
+    fn try_from(mut raw: RawAnswered) -> Result<Self, BadAnswer> {
+        let answer = raw.answer("permission_resolved")?;
         Ok(Self { request_id: raw.request_id, answer, source: raw.source })
     }
 }
 
-impl From<PermissionResolved> for RawPermissionResolved {
+impl From<PermissionResolved> for RawAnswered {
     fn from(resolved: PermissionResolved) -> Self {
-        let RawAnswer { choice_id, decision } = resolved.answer.into();
-        Self { request_id: resolved.request_id, choice_id, decision, source: resolved.source }
+        Self { source: resolved.source, ..Self::of(resolved.request_id, resolved.answer) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal<T: serde::de::DeserializeOwned + std::fmt::Debug>(json: &str) -> String {
+        serde_json::from_str::<T>(json).expect_err("refused").to_string()
+    }
+
+    #[test]
+    fn an_answer_and_its_end_read_their_one_answer_alike_and_say_which_was_wrong() {
+        let both = r#"{"request_id":"r","choice_id":"a","decision":"allow"}"#;
+        assert!(refusal::<PermissionResponse>(both).starts_with(
+            "permission_response carries both `choice_id` and `decision`; exactly one is allowed"
+        ));
+        assert!(
+            refusal::<PermissionResolved>(both).starts_with("permission_resolved carries both")
+        );
+        let neither = r#"{"request_id":"r"}"#;
+        assert!(
+            refusal::<PermissionResolved>(neither)
+                .starts_with("permission_resolved needs exactly one of `choice_id` or `decision`")
+        );
+        let empty = r#"{"request_id":"r","choice_id":""}"#;
+        assert!(refusal::<PermissionResponse>(empty).contains("must be a non-empty string"));
+    }
+
+    #[test]
+    fn each_keeps_its_own_field_and_writes_nothing_of_the_others() {
+        let response: PermissionResponse = serde_json::from_str(
+            r#"{"request_id":"r","decision":"deny","reason":"no","source":"web"}"#,
+        )
+        .expect("a response");
+        assert_eq!(response.reason.as_deref(), Some("no"));
+        assert_eq!(
+            serde_json::to_value(&response).expect("json"),
+            serde_json::json!({"request_id": "r", "decision": "deny", "reason": "no"})
+        );
+        let resolved: PermissionResolved = serde_json::from_str(
+            r#"{"request_id":"r","choice_id":"option-1","reason":"no","source":"web"}"#,
+        )
+        .expect("a resolution");
+        assert_eq!(resolved.answer, PermissionAnswer::Choice("option-1".to_owned()));
+        assert_eq!(
+            serde_json::to_value(&resolved).expect("json"),
+            serde_json::json!({"request_id": "r", "choice_id": "option-1", "source": "web"})
+        );
     }
 }
