@@ -261,11 +261,21 @@ pub fn decode_log(path: &Path, bytes: Vec<u8>) -> Result<Vec<Entry>, SessionErro
 /// version cannot write back (a content block of an unknown type, say) is
 /// refused too: every entry must be sendable in a `sync`, and a log of
 /// format 1 holds nothing a version-1 writer did not write.
-fn decode_entry(line: &[u8]) -> Result<Entry, String> {
-    let entry: Entry = serde_json::from_slice(line).map_err(|error| error.to_string())?;
-    serde_json::to_writer(std::io::sink(), &entry)
-        .map_err(|error| format!("holds what this version cannot write back: {error}"))?;
+fn decode_entry(line: &[u8]) -> Result<Entry, BadEntry> {
+    let entry: Entry = serde_json::from_slice(line).map_err(BadEntry::Unreadable)?;
+    serde_json::to_writer(std::io::sink(), &entry).map_err(BadEntry::NotWritable)?;
     Ok(entry)
+}
+
+/// Why one line of a log is not an entry; the caller says which line.
+#[derive(Debug, thiserror::Error)]
+enum BadEntry {
+    /// Not JSON, or not the JSON of any entry.
+    #[error("{0}")]
+    Unreadable(serde_json::Error),
+    /// Read, but this version could not write it again.
+    #[error("holds what this version cannot write back: {0}")]
+    NotWritable(serde_json::Error),
 }
 
 enum WriterCommand {
@@ -493,6 +503,20 @@ mod tests {
         assert_eq!(tail.entries(), [header(), user]);
         tail.refresh().expect("nothing new");
         assert_eq!(tail.entries().len(), 2);
+    }
+
+    #[test]
+    fn a_line_that_is_no_entry_says_why_in_the_same_words() {
+        let unreadable = decode_entry(b"not json").expect_err("not json").to_string();
+        let serde = serde_json::from_slice::<Entry>(b"not json").expect_err("not json");
+        assert_eq!(unreadable, serde.to_string());
+        let unknown = br#"{"id":"e-1","ts":1,"kind":"assistant","content":[{"type":"hologram"}],"model":"demo"}"#;
+        let said = decode_entry(unknown).expect_err("an unknown block").to_string();
+        assert_eq!(
+            said,
+            "holds what this version cannot write back: \
+             the enum variant ContentBlock::Unknown cannot be serialized"
+        );
     }
 
     #[test]
