@@ -13,7 +13,8 @@
 //!   and `compaction`.
 //! - [`provider`]: the built-in demo models, OpenAI-compatible and Anthropic,
 //!   and [`provider::ProviderError`], why a call failed.
-//! - [`tools`]: read, write, edit, bash, grep, find, ls (recall and ask in `turn`).
+//! - [`tools`]: read, write, edit, bash, grep, find, ls (recall and ask in `turn`),
+//!   and [`tools::ToolError`], why one failed.
 //! - [`permission`]: the gate in front of every tool call.
 //! - [`keys`]: provider keys out of every tool's reach; [`stdio`].
 //!

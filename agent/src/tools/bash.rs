@@ -13,7 +13,7 @@ use shard_protocol::types::JsonObject;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
-use super::{ToolContext, ToolDefinition, ToolOutput, required_string};
+use super::{ToolContext, ToolDefinition, ToolError, ToolOutput, required_string};
 use crate::process_tree::Managed;
 
 const DEFAULT_TIMEOUT_SECS: u64 = 120;
@@ -139,11 +139,11 @@ enum Ending {
 pub async fn run(args: &JsonObject, context: &ToolContext) -> ToolOutput {
     let command = match required_string(args, "command") {
         Ok(command) => command,
-        Err(error) => return ToolOutput::error(error),
+        Err(error) => return error.into(),
     };
     let timeout = match timeout_secs(args) {
         Ok(timeout) => timeout,
-        Err(error) => return ToolOutput::error(error),
+        Err(error) => return error.into(),
     };
     let (mut child, _managed) = match spawn(&command, context) {
         Ok(spawned) => spawned,
@@ -201,12 +201,12 @@ pub async fn run(args: &JsonObject, context: &ToolContext) -> ToolOutput {
 }
 
 /// `timeout` in seconds: the default when absent, at most the maximum.
-fn timeout_secs(args: &JsonObject) -> Result<u64, &'static str> {
+fn timeout_secs(args: &JsonObject) -> Result<u64, ToolError> {
     match args.get("timeout") {
         None | Some(Value::Null) => Ok(DEFAULT_TIMEOUT_SECS),
         Some(value) => match value.as_u64() {
             Some(seconds) if seconds > 0 => Ok(seconds.min(MAX_TIMEOUT_SECS)),
-            _ => Err("`timeout` must be a positive number of seconds"),
+            _ => Err(ToolError::NotSeconds("timeout")),
         },
     }
 }

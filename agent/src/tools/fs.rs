@@ -4,7 +4,8 @@ use serde_json::{Value, json};
 use shard_protocol::types::{JsonObject, RenderDescriptor};
 
 use super::{
-    ToolContext, ToolDefinition, ToolOutput, display_path, required_string, resolve, usize_arg,
+    ToolContext, ToolDefinition, ToolError, ToolOutput, display_path, required_string, resolve,
+    usize_arg,
 };
 
 /// Lines `read` returns when no `limit` is given.
@@ -51,18 +52,16 @@ pub fn definitions() -> Vec<ToolDefinition> {
     ]
 }
 
-pub async fn read(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, String> {
+pub async fn read(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, ToolError> {
     let path_arg = required_string(args, "path")?;
     let offset = usize_arg(args, "offset")?.unwrap_or(1).max(1);
     let limit = usize_arg(args, "limit")?.unwrap_or(DEFAULT_READ_LINES).max(1);
     let path = resolve(&context.cwd, &path_arg);
-    let file =
-        open_regular(&path).await.map_err(|error| format!("cannot read {path_arg}: {error}"))?;
-    let page = read_page(file, offset, limit)
-        .await
-        .map_err(|error| format!("cannot read {path_arg}: {error}"))?;
+    let cannot_read = |source| ToolError::Read { path: path_arg.clone().into(), source };
+    let file = open_regular(&path).await.map_err(cannot_read)?;
+    let page = read_page(file, offset, limit).await.map_err(cannot_read)?;
     if page.binary {
-        return Err(format!("{path_arg} is a binary file"));
+        return Err(ToolError::Binary { path: path_arg.into() });
     }
     let last = offset - 1 + page.shown;
     let mut content = page.text.clone();
@@ -161,7 +160,7 @@ async fn read_page(file: tokio::fs::File, offset: usize, limit: usize) -> std::i
     Ok(page)
 }
 
-pub async fn write(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, String> {
+pub async fn write(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, ToolError> {
     let path_arg = required_string(args, "path")?;
     let content = required_string(args, "content")?;
     let path = resolve(&context.cwd, &path_arg);
@@ -169,11 +168,11 @@ pub async fn write(args: &JsonObject, context: &ToolContext) -> Result<ToolOutpu
     if let Some(parent) = path.parent() {
         tokio::fs::create_dir_all(parent)
             .await
-            .map_err(|error| format!("cannot create {}: {error}", parent.display()))?;
+            .map_err(|source| ToolError::Create { path: parent.to_owned(), source })?;
     }
     tokio::fs::write(&path, &content)
         .await
-        .map_err(|error| format!("cannot write {path_arg}: {error}"))?;
+        .map_err(|source| ToolError::Write { path: path_arg.into(), source })?;
     let shown = display_path(&context.cwd, &path);
     let verb = if before.is_some() { "Overwrote" } else { "Created" };
     Ok(ToolOutput::text(format!("{verb} {shown} ({} bytes)", content.len())).with_render(
@@ -184,55 +183,53 @@ pub async fn write(args: &JsonObject, context: &ToolContext) -> Result<ToolOutpu
     ))
 }
 
-pub async fn edit(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, String> {
+pub async fn edit(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, ToolError> {
     let path_arg = required_string(args, "path")?;
     let old = required_string(args, "old_string")?;
     let new = required_string(args, "new_string")?;
     let replace_all = args.get("replace_all").and_then(Value::as_bool).unwrap_or(false);
     if old.is_empty() {
-        return Err("`old_string` must not be empty".into());
+        return Err(ToolError::EmptyOld);
     }
     if old == new {
-        return Err("`old_string` and `new_string` are the same".into());
+        return Err(ToolError::NoChange);
     }
     let path = resolve(&context.cwd, &path_arg);
     let Some(before) = read_for_diff(&path).await? else {
-        return Err(format!("{path_arg} does not exist"));
+        return Err(ToolError::Absent { path: path_arg.into() });
     };
     let count = before.matches(&old).count();
     let after = match count {
-        0 => return Err(format!("`old_string` was not found in {path_arg}")),
+        0 => return Err(ToolError::NotFoundIn { path: path_arg.into() }),
         1 => before.replacen(&old, &new, 1),
         _ if replace_all => before.replace(&old, &new),
-        n => {
-            return Err(format!(
-                "`old_string` occurs {n} times in {path_arg}; include more context to make it unique, or set replace_all"
-            ));
-        }
+        count => return Err(ToolError::Ambiguous { path: path_arg.into(), count }),
     };
     tokio::fs::write(&path, &after)
         .await
-        .map_err(|error| format!("cannot write {path_arg}: {error}"))?;
+        .map_err(|source| ToolError::Write { path: path_arg.into(), source })?;
     let shown = display_path(&context.cwd, &path);
     let replaced = if replace_all { count } else { 1 };
     Ok(ToolOutput::text(format!("Edited {shown}: {replaced} replacement(s)"))
         .with_render(RenderDescriptor::Diff { path: shown, hunks: hunks(&before, &after) }))
 }
 
-async fn read_for_diff(path: &std::path::Path) -> Result<Option<String>, String> {
+/// What `write` or `edit` is about to replace: `None` when the file does
+/// not exist yet.
+async fn read_for_diff(path: &std::path::Path) -> Result<Option<String>, ToolError> {
     match tokio::fs::metadata(path).await {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(format!("cannot open {}: {error}", path.display())),
-        Ok(meta) if meta.is_dir() => return Err(format!("{} is a directory", path.display())),
+        Err(source) => return Err(ToolError::Open { path: path.to_owned(), source }),
+        Ok(meta) if meta.is_dir() => return Err(ToolError::Directory { path: path.to_owned() }),
         Ok(meta) if meta.len() > MAX_EDIT_BYTES => {
-            return Err(format!("{} is too large to edit ({} bytes)", path.display(), meta.len()));
+            return Err(ToolError::TooLarge { path: path.to_owned(), bytes: meta.len() });
         }
         Ok(_) => {}
     }
     let bytes = tokio::fs::read(path)
         .await
-        .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-    String::from_utf8(bytes).map(Some).map_err(|_| format!("{} is not UTF-8 text", path.display()))
+        .map_err(|source| ToolError::Read { path: path.to_owned(), source })?;
+    String::from_utf8(bytes).map(Some).map_err(|_| ToolError::NotText { path: path.to_owned() })
 }
 
 pub use shard_platform::diff::hunks;

@@ -6,6 +6,7 @@
 //! model can read and react to.
 
 mod bash;
+mod error;
 mod fs;
 mod search;
 pub mod subagent;
@@ -18,6 +19,7 @@ use shard_protocol::types::{JsonObject, RenderDescriptor, ToolResultContent};
 use tokio_util::sync::CancellationToken;
 
 pub use bash::kill_process_group;
+pub use error::ToolError;
 pub use fs::hunks;
 
 /// What a tool returns.
@@ -160,9 +162,9 @@ pub async fn run(name: &str, args: &JsonObject, context: &ToolContext) -> ToolOu
         "grep" => search::grep(args, context).await,
         "find" => search::find(args, context).await,
         "ls" => search::ls(args, context).await,
-        other => Err(format!("unknown tool `{other}`")),
+        other => Err(ToolError::Unknown(other.to_owned())),
     };
-    result.unwrap_or_else(ToolOutput::error)
+    result.unwrap_or_else(ToolOutput::from)
 }
 
 /// The render descriptor a `tool_call` event carries before the tool runs.
@@ -181,22 +183,22 @@ pub(crate) fn string_arg(args: &JsonObject, key: &str) -> Option<String> {
     args.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
-pub(crate) fn required_string(args: &JsonObject, key: &str) -> Result<String, String> {
+pub(crate) fn required_string(args: &JsonObject, key: &'static str) -> Result<String, ToolError> {
     match args.get(key) {
         Some(Value::String(value)) => Ok(value.clone()),
-        Some(_) => Err(format!("`{key}` must be a string")),
-        None => Err(format!("missing argument `{key}`")),
+        Some(_) => Err(ToolError::NotString(key)),
+        None => Err(ToolError::Missing(key)),
     }
 }
 
-pub(crate) fn usize_arg(args: &JsonObject, key: &str) -> Result<Option<usize>, String> {
+pub(crate) fn usize_arg(args: &JsonObject, key: &'static str) -> Result<Option<usize>, ToolError> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(value) => value
             .as_u64()
             .and_then(|number| usize::try_from(number).ok())
             .map(Some)
-            .ok_or_else(|| format!("`{key}` must be a non-negative integer")),
+            .ok_or(ToolError::NotCount(key)),
     }
 }
 

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use shard_protocol::types::{JsonObject, PathEntry, PathKind, RenderDescriptor};
 
 use super::{
-    ToolContext, ToolDefinition, ToolOutput, display_path, required_string, resolve, string_arg,
-    usize_arg,
+    ToolContext, ToolDefinition, ToolError, ToolOutput, display_path, required_string, resolve,
+    string_arg, usize_arg,
 };
 
 const DEFAULT_LIMIT: usize = 100;
@@ -18,7 +18,7 @@ const MAX_LIMIT: usize = 1000;
 /// Files larger than this are not searched (generated or binary, usually).
 const MAX_GREP_FILE_BYTES: u64 = 2 * 1024 * 1024;
 
-fn limit(args: &JsonObject) -> Result<usize, String> {
+fn limit(args: &JsonObject) -> Result<usize, ToolError> {
     Ok(usize_arg(args, "limit")?.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT))
 }
 
@@ -55,20 +55,20 @@ pub fn definitions() -> Vec<ToolDefinition> {
     ]
 }
 
-pub async fn grep(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, String> {
+pub async fn grep(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, ToolError> {
     let pattern = required_string(args, "pattern")?;
     let ignore_case = args.get("ignore_case").and_then(Value::as_bool).unwrap_or(false);
     let regex = RegexBuilder::new(&pattern)
         .case_insensitive(ignore_case)
         .size_limit(1 << 20)
         .build()
-        .map_err(|error| format!("invalid pattern: {error}"))?;
+        .map_err(ToolError::Pattern)?;
     let glob = match string_arg(args, "glob") {
         Some(glob) => Some(
             GlobBuilder::new(&glob)
                 .literal_separator(false)
                 .build()
-                .map_err(|error| format!("invalid glob: {error}"))?
+                .map_err(ToolError::Glob)?
                 .compile_matcher(),
         ),
         None => None,
@@ -82,7 +82,7 @@ pub async fn grep(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput
         let mut truncated = false;
         'walk: for entry in WalkBuilder::new(&root).build().flatten() {
             if cancel.is_cancelled() {
-                return Err("aborted".to_owned());
+                return Err(ToolError::Aborted);
             }
             let path = entry.path();
             if !entry.file_type().is_some_and(|kind| kind.is_file()) {
@@ -120,7 +120,7 @@ pub async fn grep(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput
         Ok(grep_output(matches, truncated, limit))
     })
     .await
-    .map_err(|error| format!("grep failed: {error}"))?
+    .map_err(|source| ToolError::Worker { tool: "grep", source })?
 }
 
 /// One line `grep` found.
@@ -156,12 +156,12 @@ fn grep_output(matches: Vec<Match>, truncated: bool, limit: usize) -> ToolOutput
     ToolOutput::text(text).with_render(RenderDescriptor::PathList { paths })
 }
 
-pub async fn find(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, String> {
+pub async fn find(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, ToolError> {
     let pattern = required_string(args, "pattern")?;
     let matcher = GlobBuilder::new(&pattern)
         .literal_separator(true)
         .build()
-        .map_err(|error| format!("invalid glob: {error}"))?
+        .map_err(ToolError::Glob)?
         .compile_matcher();
     let limit = limit(args)?;
     let root = resolve(&context.cwd, &string_arg(args, "path").unwrap_or_else(|| ".".into()));
@@ -201,19 +201,16 @@ pub async fn find(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput
         Ok(ToolOutput::text(text).with_render(RenderDescriptor::PathList { paths: found }))
     })
     .await
-    .map_err(|error| format!("find failed: {error}"))?
+    .map_err(|source| ToolError::Worker { tool: "find", source })?
 }
 
-pub async fn ls(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, String> {
+pub async fn ls(args: &JsonObject, context: &ToolContext) -> Result<ToolOutput, ToolError> {
     let path_arg = string_arg(args, "path").unwrap_or_else(|| ".".into());
     let dir = resolve(&context.cwd, &path_arg);
-    let mut reader = tokio::fs::read_dir(&dir)
-        .await
-        .map_err(|error| format!("cannot list {path_arg}: {error}"))?;
+    let cannot_list = |source| ToolError::List { path: path_arg.clone().into(), source };
+    let mut reader = tokio::fs::read_dir(&dir).await.map_err(cannot_list)?;
     let mut entries = Vec::new();
-    while let Some(entry) =
-        reader.next_entry().await.map_err(|error| format!("cannot list {path_arg}: {error}"))?
-    {
+    while let Some(entry) = reader.next_entry().await.map_err(cannot_list)? {
         let is_dir = entry.file_type().await.is_ok_and(|kind| kind.is_dir());
         entries.push((entry.file_name().to_string_lossy().into_owned(), is_dir));
         if entries.len() > MAX_LIMIT {

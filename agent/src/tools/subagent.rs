@@ -13,7 +13,7 @@ use shard_protocol::types::{JsonObject, ToolResultContent};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use super::{ToolDefinition, ToolOutput};
+use super::{ToolDefinition, ToolError, ToolOutput};
 
 /// Who this agent is to the daemon, when the daemon lets it delegate.
 #[derive(Debug, Clone)]
@@ -113,7 +113,7 @@ pub async fn run(
     cancel: &CancellationToken,
 ) -> ToolOutput {
     let Some((_, command, keys)) = TOOLS.iter().find(|(tool, _, _)| *tool == name) else {
-        return ToolOutput::error(format!("unknown tool `{name}`"));
+        return ToolError::Unknown(name.to_owned()).into();
     };
     let mut message = Map::new();
     message.insert("type".into(), Value::from(*command));
