@@ -131,13 +131,11 @@ pub async fn run(
             // The daemon applies the wait's own timeout; abort ends it here.
             return exchange.await;
         }
-        tokio::time::timeout(ANSWER_TIMEOUT, exchange)
-            .await
-            .unwrap_or_else(|_| Err("the daemon did not answer in time".to_owned()))
+        tokio::time::timeout(ANSWER_TIMEOUT, exchange).await.unwrap_or(Err(Unanswered::Late))
     };
     let answer = tokio::select! {
         answer = bounded => answer,
-        () = cancel.cancelled() => Err("aborted".to_owned()),
+        () = cancel.cancelled() => Err(Unanswered::Aborted),
     };
     match answer {
         Ok(data) => ToolOutput {
@@ -150,16 +148,31 @@ pub async fn run(
     }
 }
 
+/// Why a subagent command got no `data` from the daemon. The tool result
+/// names the command first (`subagent.wait: ...`).
+#[derive(Debug, thiserror::Error)]
+enum Unanswered {
+    #[error("cannot reach the daemon: {0}")]
+    Unreachable(#[source] std::io::Error),
+    /// The daemon answered with an error response: its code and message.
+    #[error("{code}: {message}")]
+    Refused { code: String, message: String },
+    #[error("the daemon connection failed: {0}")]
+    Broken(#[source] std::io::Error),
+    #[error("the daemon closed the connection before answering")]
+    Closed,
+    #[error("the daemon did not answer in time")]
+    Late,
+    #[error("aborted")]
+    Aborted,
+}
+
 /// One command on a new connection to the daemon; the response's `data`,
 /// or why it failed.
-async fn call(socket: &std::path::Path, line: String) -> Result<Value, String> {
-    let mut stream = tokio::net::UnixStream::connect(socket)
-        .await
-        .map_err(|error| format!("cannot reach the daemon: {error}"))?;
-    stream
-        .write_all(&frame(&line))
-        .await
-        .map_err(|error| format!("cannot reach the daemon: {error}"))?;
+async fn call(socket: &std::path::Path, line: String) -> Result<Value, Unanswered> {
+    let mut stream =
+        tokio::net::UnixStream::connect(socket).await.map_err(Unanswered::Unreachable)?;
+    stream.write_all(&frame(&line)).await.map_err(Unanswered::Unreachable)?;
     let mut decoder = LineDecoder::new(MAX_LINE);
     let mut buffer = vec![0; 64 * 1024];
     loop {
@@ -173,19 +186,40 @@ async fn call(socket: &std::path::Path, line: String) -> Result<Value, String> {
                 return Ok(value.get("data").cloned().unwrap_or(Value::Null));
             }
             let error = &value["error"];
-            return Err(format!(
-                "{}: {}",
-                error["code"].as_str().unwrap_or("ERROR"),
-                error["message"].as_str().unwrap_or("the daemon refused")
-            ));
+            return Err(Unanswered::Refused {
+                code: error["code"].as_str().unwrap_or("ERROR").to_owned(),
+                message: error["message"].as_str().unwrap_or("the daemon refused").to_owned(),
+            });
         }
-        let read = stream
-            .read(&mut buffer)
-            .await
-            .map_err(|error| format!("the daemon connection failed: {error}"))?;
+        let read = stream.read(&mut buffer).await.map_err(Unanswered::Broken)?;
         if read == 0 {
-            return Err("the daemon closed the connection before answering".to_owned());
+            return Err(Unanswered::Closed);
         }
         decoder.feed(&buffer[..read]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Unanswered;
+
+    /// The words a model has always read after the command's name.
+    #[test]
+    fn each_reason_reads_as_before() {
+        let io = || std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let shown = io().to_string();
+        for (reason, said) in [
+            (Unanswered::Unreachable(io()), format!("cannot reach the daemon: {shown}")),
+            (
+                Unanswered::Refused { code: "NOT_FOUND".into(), message: "no job `j`".into() },
+                "NOT_FOUND: no job `j`".to_owned(),
+            ),
+            (Unanswered::Broken(io()), format!("the daemon connection failed: {shown}")),
+            (Unanswered::Closed, "the daemon closed the connection before answering".into()),
+            (Unanswered::Late, "the daemon did not answer in time".into()),
+            (Unanswered::Aborted, "aborted".into()),
+        ] {
+            assert_eq!(reason.to_string(), said);
+        }
     }
 }
