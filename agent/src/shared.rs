@@ -165,6 +165,13 @@ impl State {
     }
 }
 
+/// The session log would not take an entry, or make it durable. Whoever
+/// was writing says so as INTERNAL_ERROR: a command's response, or an
+/// `error` event mid-turn.
+#[derive(Debug, thiserror::Error)]
+#[error("session log: {0}")]
+pub struct LogFailed(#[from] pub std::io::Error);
+
 /// What the controller and the running turn share.
 pub struct Shared {
     pub config: Config,

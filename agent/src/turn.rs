@@ -29,11 +29,12 @@ use shard_protocol::types::{AgentStatus, Message, Role, Usage};
 use shard_protocol::{ErrorCode, ServerMessage, WireError};
 use tokio_util::sync::CancellationToken;
 
+use crate::provider::ProviderError;
 use crate::session_log::EntryBody;
-use crate::shared::{Shared, UserInput};
+use crate::shared::{LogFailed, Shared, UserInput};
 use crate::util::new_id;
 
-pub use self::compaction::compact;
+pub use self::compaction::{CompactionFailed, compact};
 use self::stream::{ModelReply, call_model};
 use self::tool_calls::run_tools;
 
@@ -94,12 +95,12 @@ pub async fn run(shared: Arc<Shared>, opening: Opening, cancel: CancellationToke
     let ending = match opened {
         Ok(()) => iterate(&shared, &cancel, &mut total).await,
         Err(problem) => {
-            report(&shared, ErrorCode::InternalError, problem, false).await;
+            report(&shared, problem, false).await;
             Ending::Failed
         }
     };
     if let Err(problem) = shared.conversation.lock().await.flush().await {
-        report(&shared, ErrorCode::InternalError, format!("session log: {problem}"), true).await;
+        report(&shared, LogFailed(problem), true).await;
     }
     let usage = (total.input + total.output > 0).then_some(total);
     let dropped = {
@@ -125,37 +126,49 @@ pub fn user_entry(input: UserInput) -> EntryBody {
 
 /// Records a user message and tells every client it landed
 /// (`user_message`), with the entry it became.
-async fn say(shared: &Shared, input: UserInput, turn_id: Option<String>) -> Result<(), String> {
+async fn say(shared: &Shared, input: UserInput, turn_id: Option<String>) -> Result<(), LogFailed> {
     let text = input.text.clone();
-    let entry_id = shared
-        .conversation
-        .lock()
-        .await
-        .push(user_entry(input))
-        .await
-        .map(|entry| entry.id.clone())
-        .map_err(|problem| format!("session log: {problem}"))?;
+    let entry_id = push(shared, user_entry(input)).await?;
     let said = UserMessage { entry_id, text, turn_id };
     shared.emit(ServerMessage::UserMessage(said)).await;
     Ok(())
 }
 
-async fn push(shared: &Shared, body: EntryBody) -> Result<(), String> {
-    shared
-        .conversation
-        .lock()
-        .await
-        .push(body)
-        .await
-        .map(|_| ())
-        .map_err(|problem| format!("session log: {problem}"))
+/// Appends an entry to the session log; answers its id.
+async fn push(shared: &Shared, body: EntryBody) -> Result<String, LogFailed> {
+    Ok(shared.conversation.lock().await.push(body).await?.id.clone())
+}
+
+/// What goes wrong mid-turn (§8's async errors), each reason with its code:
+/// told in an `error` event, or in the answer to a strict steer it failed.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error(transparent)]
+    Log(#[from] LogFailed),
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+}
+
+impl Failure {
+    fn code(&self) -> ErrorCode {
+        match self {
+            Self::Log(_) => ErrorCode::InternalError,
+            Self::Provider(_) => ErrorCode::ProviderError,
+        }
+    }
+
+    fn to_wire(&self) -> WireError {
+        WireError::new(self.code(), self.to_string())
+    }
 }
 
 /// An `error` event. Every async error of a turn goes out here, provider
 /// errors (whose text an HTTP body or a stream's `error` event wrote) above
 /// all: made safe to show and bounded first.
-async fn report(shared: &Shared, code: ErrorCode, message: String, fatal: bool) {
-    let message = into_diagnostic(message);
+async fn report(shared: &Shared, failure: impl Into<Failure>, fatal: bool) {
+    let failure = failure.into();
+    let code = failure.code();
+    let message = into_diagnostic(failure.to_string());
     shared.emit(ServerMessage::Error(ErrorEvent { code, message, fatal: Some(fatal) })).await;
 }
 
@@ -166,8 +179,7 @@ async fn iterate(shared: &Arc<Shared>, cancel: &CancellationToken, total: &mut U
             // An iteration boundary: make the last round durable, deliver
             // steers, and compact if the next call would overflow.
             if let Err(problem) = shared.conversation.lock().await.flush().await {
-                report(shared, ErrorCode::InternalError, format!("session log: {problem}"), true)
-                    .await;
+                report(shared, LogFailed(problem), true).await;
                 return Ending::Failed;
             }
             let (model, _) = shared.active_model();
@@ -200,13 +212,7 @@ async fn iterate(shared: &Arc<Shared>, cancel: &CancellationToken, total: &mut U
                 Ok(entry) => entry.id.clone(),
                 Err(problem) => {
                     drop(conversation);
-                    report(
-                        shared,
-                        ErrorCode::InternalError,
-                        format!("session log: {problem}"),
-                        true,
-                    )
-                    .await;
+                    report(shared, LogFailed(problem), true).await;
                     return Ending::Failed;
                 }
             }
@@ -249,20 +255,61 @@ async fn deliver_steers(shared: &Arc<Shared>) -> bool {
     for mut steer in steers {
         let strict = steer.strict.take();
         let turn_id = shared.state().turn_id.clone();
-        let delivered = say(shared, steer, turn_id).await;
+        let failed = say(shared, steer, turn_id).await.err().map(Failure::from);
         if let Some(reply) = strict {
-            let response = match &delivered {
-                Ok(()) => Response::ok(reply.command, serde_json::json!({"status": "injected"})),
-                Err(problem) => Response::failed(
-                    reply.command,
-                    WireError::new(ErrorCode::InternalError, problem.clone()),
-                ),
+            let response = match &failed {
+                None => Response::ok(reply.command, serde_json::json!({"status": "injected"})),
+                Some(failure) => Response::failed(reply.command, failure.to_wire()),
             };
             shared.respond(reply.id, response).await;
         }
-        if let Err(problem) = delivered {
-            report(shared, ErrorCode::InternalError, problem, true).await;
+        if let Some(failure) = failed {
+            report(shared, failure, true).await;
         }
     }
     any
+}
+
+#[cfg(test)]
+mod tests {
+    use super::questions::Denied;
+    use super::stream::BadArguments;
+    use super::*;
+
+    /// The codes and the words a client and a model have always been told.
+    #[test]
+    fn what_goes_wrong_mid_turn_reads_as_before() {
+        let io = || std::io::Error::from(std::io::ErrorKind::StorageFull);
+        let shown = io().to_string();
+        let log = Failure::from(LogFailed(io())).to_wire();
+        assert_eq!(
+            (log.code.as_str(), log.message.as_str()),
+            ("INTERNAL_ERROR", format!("session log: {shown}").as_str())
+        );
+        let provider = Failure::from(ProviderError::Scripted("the model is out".into())).to_wire();
+        assert_eq!(
+            (provider.code.as_str(), provider.message.as_str()),
+            ("PROVIDER_ERROR", "the model is out")
+        );
+        for (denied, said) in [
+            (
+                Denied::ByRule("plan mode is read-only".into()),
+                "Permission denied: plan mode is read-only",
+            ),
+            (Denied::Headless, "Permission denied: nobody is connected to answer (headless)"),
+            (Denied::ByUser, "Permission denied by the user"),
+            (Denied::Aborted, "aborted while waiting for permission"),
+        ] {
+            assert_eq!(denied.to_string(), said);
+        }
+        assert_eq!(Denied::Log(LogFailed(io())).to_string(), format!("session log: {shown}"));
+        assert_eq!(BadArguments::NotObject.to_string(), "the arguments are not a JSON object");
+        let json = serde_json::from_str::<serde_json::Value>("{").expect_err("not JSON");
+        let said = format!("the arguments are not valid JSON: {json}");
+        assert_eq!(BadArguments::NotJson(json).to_string(), said);
+        assert_eq!(
+            CompactionFailed::EmptySummary.to_string(),
+            "compaction produced an empty summary"
+        );
+    }
 }

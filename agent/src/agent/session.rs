@@ -30,7 +30,7 @@ impl Agent {
                 let response = match crate::turn::compact(&self.shared, keep).await {
                     Ok(Some(compaction)) => ok(CompactResult::Compacted(compaction)),
                     Ok(None) => ok(CompactResult::Skipped { reason: "no_safe_cut".to_owned() }),
-                    Err(problem) => Err(error(ErrorCode::InternalError, problem)),
+                    Err(problem) => Err(error(ErrorCode::InternalError, problem.to_string())),
                 };
                 self.shared.respond(id, to_response(command, response)).await;
                 self.shared.set_status(AgentStatus::Idle).await;

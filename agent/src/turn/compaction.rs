@@ -10,7 +10,16 @@ use shard_protocol::types::AgentStatus;
 
 use crate::conversation::summary_heading;
 use crate::session_log::EntryBody;
-use crate::shared::Shared;
+use crate::shared::{LogFailed, Shared};
+
+/// Why the window was not compacted (INTERNAL_ERROR, §9.2 `compact`).
+#[derive(Debug, thiserror::Error)]
+pub enum CompactionFailed {
+    #[error("compaction produced an empty summary")]
+    EmptySummary,
+    #[error(transparent)]
+    Log(#[from] LogFailed),
+}
 
 /// Compacts the live window now: status `compacting`, then a `compaction`
 /// event on success. The caller restores the status it wants afterwards.
@@ -18,12 +27,12 @@ use crate::shared::Shared;
 pub async fn compact(
     shared: &Arc<Shared>,
     keep_recent_tokens: u64,
-) -> Result<Option<Compaction>, String> {
+) -> Result<Option<Compaction>, CompactionFailed> {
     shared.set_status(AgentStatus::Compacting).await;
     let mut conversation = shared.conversation.lock().await;
     let Some(plan) = conversation.plan_compaction(keep_recent_tokens) else { return Ok(None) };
     if plan.summary.trim().is_empty() {
-        return Err("compaction produced an empty summary".to_owned());
+        return Err(CompactionFailed::EmptySummary);
     }
     let index = conversation.compaction_index().unwrap_or(0) + 1;
     let compaction = Compaction {
@@ -46,7 +55,7 @@ pub async fn compact(
             .await?;
         conversation.flush().await
     };
-    written.await.map_err(|problem| format!("session log: {problem}"))?;
+    written.await.map_err(LogFailed)?;
     drop(conversation);
     tracing::info!(index, heading = %summary_heading(index), "compacted");
     shared.emit(ServerMessage::Compaction(compaction.clone())).await;

@@ -13,16 +13,34 @@ use tokio_util::sync::CancellationToken;
 use super::push;
 use crate::permission::{self, Outcome, Verdict};
 use crate::session_log::EntryBody;
-use crate::shared::Shared;
+use crate::shared::{LogFailed, Shared};
 use crate::tools::ToolOutput;
 
-/// `Ok` to run, `Err(why)` refused.
+/// Why a tool call may not run: the words of its `is_error` result.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Denied {
+    /// The mode or the gate's own rules refuse it (`why`).
+    #[error("Permission denied: {0}")]
+    ByRule(String),
+    /// Nobody is connected to ask, or everybody left while it waited.
+    #[error("Permission denied: nobody is connected to answer (headless)")]
+    Headless,
+    #[error("Permission denied by the user")]
+    ByUser,
+    #[error("aborted while waiting for permission")]
+    Aborted,
+    /// Allowed always, but the grant could not be recorded.
+    #[error(transparent)]
+    Log(#[from] LogFailed),
+}
+
+/// `Ok` to run, or why not.
 pub(super) async fn check_permission(
     shared: &Arc<Shared>,
     cancel: &CancellationToken,
     name: &str,
     args: &JsonObject,
-) -> Result<(), String> {
+) -> Result<(), Denied> {
     let (mode, headless) = {
         let state = shared.state();
         (state.mode.clone(), state.headless)
@@ -32,10 +50,8 @@ pub(super) async fn check_permission(
     });
     match verdict {
         Verdict::Allow => return Ok(()),
-        Verdict::Refuse(why) => return Err(format!("Permission denied: {why}")),
-        Verdict::Ask if headless => {
-            return Err("Permission denied: nobody is connected to answer (headless)".to_owned());
-        }
+        Verdict::Refuse(why) => return Err(Denied::ByRule(why)),
+        Verdict::Ask if headless => return Err(Denied::Headless),
         Verdict::Ask => {}
     }
     let request_id = shared.state().next_request_id("perm");
@@ -53,10 +69,10 @@ pub(super) async fn check_permission(
             push(shared, EntryBody::Grant { tool_name: name.to_owned(), fingerprint }).await?;
             Ok(())
         }
-        Some(Outcome::Deny) => Err("Permission denied by the user".to_owned()),
+        Some(Outcome::Deny) => Err(Denied::ByUser),
         // Withdrawn: aborted, or refused because nobody can answer.
-        None if cancel.is_cancelled() => Err("aborted while waiting for permission".to_owned()),
-        None => Err("Permission denied: nobody is connected to answer (headless)".to_owned()),
+        None if cancel.is_cancelled() => Err(Denied::Aborted),
+        None => Err(Denied::Headless),
     }
 }
 

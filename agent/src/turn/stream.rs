@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use serde_json::Value;
+use shard_protocol::ServerMessage;
 use shard_protocol::agent::{DeltaKind, MessageDelta};
 use shard_protocol::types::{ContentBlock, JsonObject, Usage};
-use shard_protocol::{ErrorCode, ServerMessage};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -119,16 +119,14 @@ impl Assembler {
                     } else {
                         match serde_json::from_str::<Value>(&args) {
                             Ok(Value::Object(map)) => Ok(map),
-                            Ok(_) => Err("the arguments are not a JSON object".to_owned()),
-                            Err(problem) => {
-                                Err(format!("the arguments are not valid JSON: {problem}"))
-                            }
+                            Ok(_) => Err(BadArguments::NotObject),
+                            Err(problem) => Err(BadArguments::NotJson(problem)),
                         }
                     };
                     content.push(ContentBlock::ToolCall {
                         id: id.clone(),
                         name: name.clone(),
-                        args: parsed.clone().unwrap_or_default(),
+                        args: parsed.as_ref().cloned().unwrap_or_default(),
                     });
                     calls.push(PlannedCall { id, name, args: parsed });
                 }
@@ -141,7 +139,16 @@ impl Assembler {
 pub(super) struct PlannedCall {
     pub(super) id: String,
     pub(super) name: String,
-    pub(super) args: Result<JsonObject, String>,
+    pub(super) args: Result<JsonObject, BadArguments>,
+}
+
+/// Why a planned call's streamed arguments cannot be run with.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BadArguments {
+    #[error("the arguments are not a JSON object")]
+    NotObject,
+    #[error("the arguments are not valid JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
 }
 
 /// What one model call produced.
@@ -218,19 +225,15 @@ pub(super) async fn call_model(shared: &Arc<Shared>, cancel: &CancellationToken)
         Some(outcome) => outcome,
         None => call.await,
     };
-    let failed = outcome.err();
-    let (content, signatures, calls) = assembler.finish(failed.is_none());
-    if let Some(problem) = &failed {
-        report(shared, ErrorCode::ProviderError, problem.to_string(), false).await;
-    }
-    ModelReply {
-        message_id,
-        content,
-        signatures,
-        calls,
-        usage,
-        ending: failed.map(|_| Ending::Failed),
-    }
+    let (content, signatures, calls) = assembler.finish(outcome.is_ok());
+    let ending = match outcome {
+        Ok(()) => None,
+        Err(problem) => {
+            report(shared, problem, false).await;
+            Some(Ending::Failed)
+        }
+    };
+    ModelReply { message_id, content, signatures, calls, usage, ending }
 }
 
 /// A call's usage with its model and, when `config.toml` prices that model

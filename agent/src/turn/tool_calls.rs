@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use shard_protocol::ServerMessage;
 use shard_protocol::agent::{ToolCall, ToolResult};
-use shard_protocol::{ErrorCode, ServerMessage};
 use tokio_util::sync::CancellationToken;
 
 use super::questions::{ask, check_permission};
@@ -47,7 +47,7 @@ pub(super) async fn run_tools(
         )
         .await;
         if let Err(problem) = recorded {
-            report(shared, ErrorCode::InternalError, problem, true).await;
+            report(shared, problem, true).await;
         }
         shared
             .emit(ServerMessage::ToolResult(ToolResult {
@@ -81,7 +81,7 @@ async fn run_tool(
         return (ToolOutput::error(format!("there is no tool named `{}`", call.name)), None);
     }
     if let Err(denied) = check_permission(shared, cancel, &call.name, args).await {
-        return (ToolOutput::error(denied), None);
+        return (ToolOutput::error(denied.to_string()), None);
     }
     let started = Instant::now();
     shared
