@@ -12,10 +12,12 @@
 //! - `settings`: mode, model and reasoning level.
 //! - `session`: `session_op`.
 //! - `answers`: permission and UI answers.
+//! - `refusal`: why a command is refused, as the wire says it.
 
 mod answers;
 mod commands;
 mod inputs;
+mod refusal;
 mod session;
 mod settings;
 
@@ -25,15 +27,16 @@ use std::sync::{Arc, Mutex};
 use shard_protocol::agent::{Hello, LiveWindow, Sync, UserMessage};
 use shard_protocol::message::Response;
 use shard_protocol::types::AgentStatus;
-use shard_protocol::{Envelope, ErrorCode, ServerMessage, WireError};
+use shard_protocol::{Envelope, ServerMessage, WireError};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use self::refusal::Refusal;
 use crate::config::Config;
 use crate::conversation::Conversation;
 use crate::session_log::{EntryBody, UnqueueReason};
-use crate::shared::{Shared, State, UserInput};
+use crate::shared::{LogFailed, Shared, State, UserInput};
 use crate::stdio::Inbound;
 use crate::turn::{Ending, Opening};
 
@@ -48,10 +51,6 @@ pub const MAX_QUEUED_INPUTS: usize = 32;
 /// Bytes of text and images the two queues may hold together: a few large
 /// prompts with screenshots, never unbounded memory.
 pub const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
-
-fn error(code: ErrorCode, message: impl Into<String>) -> WireError {
-    WireError::new(code, message)
-}
 
 /// Why the agent stops.
 pub enum Exit {
@@ -321,23 +320,22 @@ impl Agent {
     /// Appends an entry and makes it durable now (a settings change made
     /// while idle must survive a crash too, and so must an accepted steer);
     /// answers its id.
-    async fn record(&self, body: EntryBody) -> Result<String, WireError> {
+    async fn record(&self, body: EntryBody) -> Result<String, Refusal> {
         let mut conversation = self.shared.conversation.lock().await;
         let written = async {
             let id = conversation.push(body).await?.id.clone();
             conversation.flush().await?;
             Ok::<_, std::io::Error>(id)
         };
-        written
-            .await
-            .map_err(|problem| error(ErrorCode::InternalError, format!("session log: {problem}")))
+        Ok(written.await.map_err(LogFailed)?)
     }
 }
 
-fn ok(data: impl serde::Serialize) -> Result<Option<serde_json::Value>, WireError> {
-    serde_json::to_value(data)
-        .map(Some)
-        .map_err(|problem| error(ErrorCode::InternalError, problem.to_string()))
+/// A command's answer, or what refuses it.
+type Answer = Result<Option<serde_json::Value>, Refusal>;
+
+fn ok(data: impl serde::Serialize) -> Answer {
+    serde_json::to_value(data).map(Some).map_err(Refusal::Encode)
 }
 
 async fn wait_turn(turn: &mut Option<(JoinHandle<Ending>, CancellationToken)>) -> Ending {
@@ -350,8 +348,8 @@ async fn wait_turn(turn: &mut Option<(JoinHandle<Ending>, CancellationToken)>) -
     }
 }
 
-fn to_response(command: &str, result: Result<Option<serde_json::Value>, WireError>) -> Response {
-    Response { command: command.to_owned(), outcome: result }
+fn to_response(command: &str, answer: Answer) -> Response {
+    Response { command: command.to_owned(), outcome: answer.map_err(WireError::from) }
 }
 
 #[cfg(test)]

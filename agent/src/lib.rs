@@ -6,7 +6,8 @@
 //! - [`agent`]: the controller that answers every command: its life in
 //!   `agent.rs`, then `commands` (decoding and routing), `inputs` (prompts and
 //!   steers queued behind a turn), `settings` (mode, model, reasoning level),
-//!   `session` (`session_op`) and `answers` (permission and UI answers).
+//!   `session` (`session_op`), `answers` (permission and UI answers) and
+//!   `refusal` (why a command is refused, as the wire says it).
 //! - [`shared`]: what the controller and the running turn share.
 //! - [`turn`]: the turn loop in `turn.rs`, then `stream` (one model call),
 //!   `tool_calls`, `questions` (the permission gate's and `ask`'s), `recall`

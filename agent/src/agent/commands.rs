@@ -4,10 +4,11 @@
 
 use shard_protocol::agent::Empty;
 use shard_protocol::diagnostic::into_diagnostic;
+use shard_protocol::envelope::MessageSet;
 use shard_protocol::message::Response;
-use shard_protocol::{ClientMessage, Envelope, ErrorCode, ServerMessage, WireError};
+use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
 
-use super::{Agent, error, to_response};
+use super::{Agent, Refusal, to_response};
 
 impl Agent {
     pub(super) async fn handle_line(
@@ -17,9 +18,7 @@ impl Agent {
         let line = match line {
             Ok(line) => line,
             Err(problem) => {
-                return self
-                    .report(None, None, error(ErrorCode::InvalidRequest, problem.to_string()))
-                    .await;
+                return self.report(None, None, Refusal::BadLine(problem).into()).await;
             }
         };
         match Envelope::<ClientMessage>::from_json(&line) {
@@ -59,7 +58,7 @@ impl Agent {
 
     pub(super) async fn handle(&mut self, envelope: Envelope<ClientMessage>) {
         let Envelope { id, message, .. } = envelope;
-        let command = shard_protocol::envelope::MessageSet::type_name(&message);
+        let command = MessageSet::type_name(&message);
         let result = match message {
             ClientMessage::Prompt(prompt) => return self.take_prompt(prompt, id, command).await,
             ClientMessage::Steer(steer) => return self.take_steer(steer, id, command).await,
@@ -89,13 +88,7 @@ impl Agent {
                 self.answer_ui(response.request_id, response.value).await;
                 Ok(None)
             }
-            other => Err(error(
-                ErrorCode::InvalidRequest,
-                format!(
-                    "`{}` is a daemon command; this is a direct connection to one agent",
-                    shard_protocol::envelope::MessageSet::type_name(&other)
-                ),
-            )),
+            other => Err(Refusal::DaemonCommand(MessageSet::type_name(&other))),
         };
         self.shared.respond(id, to_response(command, result)).await;
     }

@@ -7,9 +7,8 @@ use std::collections::VecDeque;
 
 use shard_protocol::agent::{Prompt, RecallSteerResult, Steer, StreamingBehavior};
 use shard_protocol::message::Response;
-use shard_protocol::{ErrorCode, WireError};
 
-use super::{Agent, MAX_QUEUED_BYTES, MAX_QUEUED_INPUTS, error, ok};
+use super::{Agent, Answer, MAX_QUEUED_BYTES, MAX_QUEUED_INPUTS, Refusal, ok};
 use crate::session_log::{EntryBody, UnqueueReason};
 use crate::shared::{StrictReply, UserInput};
 use crate::turn::Opening;
@@ -51,7 +50,7 @@ impl Agent {
 
     /// `recall_steer`: the newest queued input that may be taken back, taken
     /// out of its queue and out of the log's debts.
-    pub(super) async fn recall_steer(&self) -> Result<Option<serde_json::Value>, WireError> {
+    pub(super) async fn recall_steer(&self) -> Answer {
         let taken = self.shared.state().recall();
         let recalled = match taken {
             Some((recalled, entry)) => {
@@ -96,15 +95,14 @@ impl Agent {
                 queue.len() >= MAX_QUEUED_INPUTS || weight + input.size() > MAX_QUEUED_BYTES
             };
             match behavior {
-                Some(StreamingBehavior::Steer) if full(&state.steers) => Err(queue_full("steer")),
+                Some(StreamingBehavior::Steer) if full(&state.steers) => {
+                    Err(Refusal::QueueFull { which: "steer" })
+                }
                 Some(StreamingBehavior::FollowUp) if full(&state.follow_ups) => {
-                    Err(queue_full("follow-up"))
+                    Err(Refusal::QueueFull { which: "follow-up" })
                 }
                 Some(behavior) => Ok(behavior),
-                None => Err(error(
-                    ErrorCode::InvalidRequest,
-                    "the agent is mid-turn: set `streaming_behavior` to `steer` or `follow_up`",
-                )),
+                None => Err(Refusal::MidTurn),
             }
         };
         let queued = match room {
@@ -113,7 +111,7 @@ impl Agent {
         };
         let response = match queued {
             Ok(()) => Response::accepted(command),
-            Err(problem) => Response::failed(command, problem),
+            Err(problem) => Response::failed(command, problem.into()),
         };
         self.shared.respond(id, response).await;
     }
@@ -127,7 +125,7 @@ impl Agent {
         &self,
         behavior: StreamingBehavior,
         mut input: UserInput,
-    ) -> Result<(), WireError> {
+    ) -> Result<(), Refusal> {
         let entry = EntryBody::Queued {
             text: input.text.clone(),
             images: input.images.clone(),
@@ -182,18 +180,18 @@ impl Agent {
             let weight: usize =
                 state.steers.iter().chain(state.follow_ups.iter()).map(UserInput::size).sum();
             if !current {
-                Some(error(ErrorCode::Conflict, format!("turn `{turn_id}` is not running")))
+                Some(Refusal::TurnNotRunning(turn_id.to_owned()))
             } else if state.steers.len() >= MAX_QUEUED_INPUTS
                 || weight + input.size() > MAX_QUEUED_BYTES
             {
-                Some(queue_full("steer"))
+                Some(Refusal::QueueFull { which: "steer" })
             } else {
                 state.enqueue(StreamingBehavior::Steer, input);
                 None
             }
         };
         if let Some(problem) = refused {
-            self.shared.respond(id, Response::failed(command, problem)).await;
+            self.shared.respond(id, Response::failed(command, problem.into())).await;
         }
     }
 
@@ -208,20 +206,8 @@ impl Agent {
             strict.into_iter().filter_map(|input| input.strict).collect()
         };
         for reply in refused {
-            let problem =
-                error(ErrorCode::Conflict, "the turn ended before the steer was delivered");
+            let problem = Refusal::SteerTooLate.into();
             self.shared.respond(reply.id, Response::failed(reply.command, problem)).await;
         }
     }
-}
-
-fn queue_full(which: &str) -> WireError {
-    error(
-        ErrorCode::Conflict,
-        format!(
-            "the {which} queue is full ({MAX_QUEUED_INPUTS} messages or {} MiB wait for this turn); \
-             wait for the turn to take them, or abort",
-            MAX_QUEUED_BYTES / (1024 * 1024)
-        ),
-    )
 }

@@ -1,11 +1,11 @@
 //! `session_op` (§9.2): listing the session's lineage, compacting on
 //! demand and forking, the last two only between turns.
 
-use shard_protocol::ErrorCode;
 use shard_protocol::agent::{CompactResult, SessionListResult, SessionOp};
 use shard_protocol::types::AgentStatus;
 
-use super::{Agent, error, ok, to_response};
+use super::{Agent, Refusal, ok, to_response};
+use crate::session_log::SessionError;
 
 impl Agent {
     /// `session_op` sends its own response: `compact` must put its idle
@@ -20,17 +20,14 @@ impl Agent {
                     sessions: conversation.list_sessions(),
                 })
             }
-            SessionOp::Compact { .. } | SessionOp::Fork { .. } if busy => Err(error(
-                ErrorCode::Conflict,
-                "a turn is queued or in flight; session operations run between turns",
-            )),
+            SessionOp::Compact { .. } | SessionOp::Fork { .. } if busy => Err(Refusal::SessionBusy),
             SessionOp::Compact { keep_recent_tokens } => {
                 let keep =
                     keep_recent_tokens.unwrap_or(self.shared.config.compaction.keep_recent_tokens);
                 let response = match crate::turn::compact(&self.shared, keep).await {
                     Ok(Some(compaction)) => ok(CompactResult::Compacted(compaction)),
                     Ok(None) => ok(CompactResult::Skipped { reason: "no_safe_cut".to_owned() }),
-                    Err(problem) => Err(error(ErrorCode::InternalError, problem.to_string())),
+                    Err(problem) => Err(Refusal::Compaction(problem)),
                 };
                 self.shared.respond(id, to_response(command, response)).await;
                 self.shared.set_status(AgentStatus::Idle).await;
@@ -40,12 +37,8 @@ impl Agent {
                 let conversation = self.shared.conversation.lock().await;
                 match conversation.fork(&from_entry_id).await {
                     Ok(result) => ok(result),
-                    Err(crate::session_log::SessionError::NotFound(id)) => {
-                        Err(error(ErrorCode::NotFound, format!("no entry `{id}` in this session")))
-                    }
-                    Err(problem) => {
-                        Err(error(ErrorCode::InternalError, format!("fork failed: {problem}")))
-                    }
+                    Err(SessionError::NotFound(id)) => Err(Refusal::NoEntry(id)),
+                    Err(problem) => Err(Refusal::Fork(problem)),
                 }
             }
         };

@@ -2,30 +2,30 @@
 //! listed from its catalog and changed by a command that is recorded in
 //! the session log and announced before it is answered (§9.2).
 
+use shard_protocol::ServerMessage;
 use shard_protocol::agent::{
     Effective, ListModelsResult, ListModesResult, ListReasoningLevelsResult, ModeChanged,
     ModelChanged, ReasoningLevelChange, SetModeResult, SetModelResult,
 };
-use shard_protocol::{ErrorCode, ServerMessage, WireError};
 
-use super::{Agent, error, ok};
+use super::{Agent, Answer, Refusal, ok};
 use crate::config::ModelConfig;
 use crate::modes;
 use crate::session_log::EntryBody;
 
 impl Agent {
-    pub(super) fn list_modes(&self) -> Result<Option<serde_json::Value>, WireError> {
+    pub(super) fn list_modes(&self) -> Answer {
         let active = self.shared.state().mode.clone();
         ok(ListModesResult { modes: modes::catalog(), active })
     }
 
     /// Shard's own agent offers no commands of its own (an ACP agent's
     /// slash commands are what `list_commands` is for).
-    pub(super) fn list_commands(&self) -> Result<Option<serde_json::Value>, WireError> {
+    pub(super) fn list_commands(&self) -> Answer {
         ok(shard_protocol::agent::AgentCommands { commands: Vec::new() })
     }
 
-    pub(super) fn list_models(&self) -> Result<Option<serde_json::Value>, WireError> {
+    pub(super) fn list_models(&self) -> Answer {
         let (active, _) = self.shared.active_model();
         ok(ListModelsResult {
             models: self.shared.config.models.iter().map(ModelConfig::descriptor).collect(),
@@ -33,12 +33,9 @@ impl Agent {
         })
     }
 
-    pub(super) async fn set_mode(
-        &self,
-        mode: String,
-    ) -> Result<Option<serde_json::Value>, WireError> {
+    pub(super) async fn set_mode(&self, mode: String) -> Answer {
         if !modes::is_known(&mode) {
-            return Err(error(ErrorCode::NotFound, format!("unknown mode `{mode}`")));
+            return Err(Refusal::UnknownMode(mode));
         }
         let previous = std::mem::replace(&mut self.shared.state().mode, mode.clone());
         if previous != mode {
@@ -59,12 +56,9 @@ impl Agent {
         ok(SetModeResult { previous_mode: previous, mode })
     }
 
-    pub(super) async fn set_model(
-        &self,
-        id: String,
-    ) -> Result<Option<serde_json::Value>, WireError> {
+    pub(super) async fn set_model(&self, id: String) -> Answer {
         let Some(next) = self.shared.model_config(&id).cloned() else {
-            return Err(error(ErrorCode::NotFound, format!("unknown model `{id}`")));
+            return Err(Refusal::UnknownModel(id));
         };
         let (previous, _) = self.shared.active_model();
         if previous.id != next.id {
@@ -95,13 +89,10 @@ impl Agent {
         })
     }
 
-    pub(super) fn list_reasoning_levels(&self) -> Result<Option<serde_json::Value>, WireError> {
+    pub(super) fn list_reasoning_levels(&self) -> Answer {
         let (model, level) = self.shared.active_model();
         if model.reasoning_levels.is_empty() {
-            return Err(error(
-                ErrorCode::NotFound,
-                format!("model `{}` has no reasoning levels", model.id),
-            ));
+            return Err(Refusal::NoReasoningLevels { model: model.id });
         }
         ok(ListReasoningLevelsResult {
             model: model.descriptor(),
@@ -111,23 +102,13 @@ impl Agent {
         })
     }
 
-    pub(super) async fn set_reasoning_level(
-        &self,
-        model_id: String,
-        effort: String,
-    ) -> Result<Option<serde_json::Value>, WireError> {
+    pub(super) async fn set_reasoning_level(&self, model_id: String, effort: String) -> Answer {
         let (model, current) = self.shared.active_model();
         if model.id != model_id {
-            return Err(error(
-                ErrorCode::Conflict,
-                format!("the active model is `{}`, not `{model_id}`", model.id),
-            ));
+            return Err(Refusal::NotActiveModel { active: model.id, asked: model_id });
         }
         if model.level(&effort).is_none() {
-            return Err(error(
-                ErrorCode::NotFound,
-                format!("model `{}` has no level `{effort}`", model.id),
-            ));
+            return Err(Refusal::UnknownLevel { model: model.id, level: effort });
         }
         let previous = current.or_else(|| model.default_level()).unwrap_or_default();
         let change = ReasoningLevelChange {
