@@ -20,6 +20,7 @@ mod recall;
 mod stream;
 mod tool_calls;
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use shard_protocol::agent::{ErrorEvent, MessageComplete, TurnEnd, TurnStart, UserMessage};
@@ -35,7 +36,7 @@ use crate::shared::{LogFailed, Shared, UserInput};
 use crate::util::new_id;
 
 pub use self::compaction::{CompactionFailed, compact};
-use self::stream::{ModelReply, call_model};
+use self::stream::{ModelReply, PlannedCall, call_model};
 use self::tool_calls::run_tools;
 
 /// What a turn opens with.
@@ -172,80 +173,97 @@ async fn report(shared: &Shared, failure: impl Into<Failure>, fatal: bool) {
     shared.emit(ServerMessage::Error(ErrorEvent { code, message, fatal: Some(fatal) })).await;
 }
 
+/// Model calls, each with the tools it called, until the model answers
+/// without calling one (and no steer came meanwhile) or the turn is aborted
+/// or fails.
 async fn iterate(shared: &Arc<Shared>, cancel: &CancellationToken, total: &mut Usage) -> Ending {
-    let mut first = true;
     loop {
-        if !first {
-            // An iteration boundary: make the last round durable, deliver
-            // steers, and compact if the next call would overflow.
-            if let Err(problem) = shared.conversation.lock().await.flush().await {
-                report(shared, LogFailed(problem), true).await;
-                return Ending::Failed;
-            }
-            let (model, _) = shared.active_model();
-            let tokens = shared.conversation.lock().await.window_tokens();
-            if tokens >= model.context_window() {
-                let _ = compact(shared, shared.config.compaction.keep_recent_tokens).await;
-                shared.set_status(AgentStatus::Streaming).await;
-            }
-        }
-        first = false;
         if cancel.is_cancelled() {
             return Ending::Aborted;
         }
-        let ModelReply { message_id, content, signatures, calls, usage, ending } =
-            call_model(shared, cancel).await;
-        let (model, _) = shared.active_model();
-        let aborted = ending == Some(Ending::Aborted);
-        let entry_id = {
-            let mut conversation = shared.conversation.lock().await;
-            match conversation
-                .push(EntryBody::Assistant {
-                    content: content.clone(),
-                    model: model.id.clone(),
-                    thinking_signatures: signatures,
-                    usage: usage.clone(),
-                    aborted,
-                })
-                .await
-            {
-                Ok(entry) => entry.id.clone(),
-                Err(problem) => {
-                    drop(conversation);
-                    report(shared, LogFailed(problem), true).await;
-                    return Ending::Failed;
-                }
-            }
+        let reply = call_model(shared, cancel).await;
+        let calls = match take_reply(shared, reply, total).await {
+            ControlFlow::Continue(calls) => calls,
+            ControlFlow::Break(ending) => return ending,
         };
-        shared
-            .emit(ServerMessage::MessageComplete(MessageComplete {
-                message_id,
-                message: Message { id: entry_id, role: Role::Assistant, content, aborted },
-            }))
-            .await;
-        if let Some(usage) = usage {
-            add_usage(total, &usage);
-            shared.emit(ServerMessage::Usage(usage)).await;
-        }
-        if let Some(ending) = ending {
-            return ending;
-        }
         let aborted = run_tools(shared, cancel, calls).await;
         if aborted {
             return Ending::Aborted;
         }
         let steered = deliver_steers(shared).await;
-        let had_tools = {
-            let conversation = shared.conversation.lock().await;
-            matches!(
-                conversation.entries().last().map(|entry| &entry.body),
-                Some(EntryBody::ToolResult { .. })
-            )
-        };
-        if !had_tools && !steered {
+        if !steered && !ends_with_tool_result(shared).await {
             return Ending::Done;
         }
+        if let Err(problem) = next_iteration(shared).await {
+            report(shared, problem, true).await;
+            return Ending::Failed;
+        }
     }
+}
+
+/// Records the model's reply and tells it (`message_complete`, then the
+/// call's `usage`): the tool calls to run next, or the turn's ending when
+/// the call ended it (aborted, failed, or the reply could not be recorded).
+async fn take_reply(
+    shared: &Shared,
+    reply: ModelReply,
+    total: &mut Usage,
+) -> ControlFlow<Ending, Vec<PlannedCall>> {
+    let ModelReply { message_id, content, signatures, calls, usage, ending } = reply;
+    let (model, _) = shared.active_model();
+    let aborted = ending == Some(Ending::Aborted);
+    let entry = EntryBody::Assistant {
+        content: content.clone(),
+        model: model.id.clone(),
+        thinking_signatures: signatures,
+        usage: usage.clone(),
+        aborted,
+    };
+    let entry_id = match push(shared, entry).await {
+        Ok(entry_id) => entry_id,
+        Err(problem) => {
+            report(shared, problem, true).await;
+            return ControlFlow::Break(Ending::Failed);
+        }
+    };
+    shared
+        .emit(ServerMessage::MessageComplete(MessageComplete {
+            message_id,
+            message: Message { id: entry_id, role: Role::Assistant, content, aborted },
+        }))
+        .await;
+    if let Some(usage) = usage {
+        add_usage(total, &usage);
+        shared.emit(ServerMessage::Usage(usage)).await;
+    }
+    match ending {
+        Some(ending) => ControlFlow::Break(ending),
+        None => ControlFlow::Continue(calls),
+    }
+}
+
+/// Whether the session log ends with a tool result: the model has results
+/// to read, so it is called again.
+async fn ends_with_tool_result(shared: &Shared) -> bool {
+    let conversation = shared.conversation.lock().await;
+    matches!(
+        conversation.entries().last().map(|entry| &entry.body),
+        Some(EntryBody::ToolResult { .. })
+    )
+}
+
+/// An iteration boundary, steers delivered: the last round made durable,
+/// and the window compacted if the next call would overflow the model's
+/// context.
+async fn next_iteration(shared: &Arc<Shared>) -> Result<(), LogFailed> {
+    shared.conversation.lock().await.flush().await?;
+    let (model, _) = shared.active_model();
+    let tokens = shared.conversation.lock().await.window_tokens();
+    if tokens >= model.context_window() {
+        let _ = compact(shared, shared.config.compaction.keep_recent_tokens).await;
+        shared.set_status(AgentStatus::Streaming).await;
+    }
+    Ok(())
 }
 
 /// Delivers queued steers as user messages. Returns whether there were any.
