@@ -312,6 +312,8 @@ fn subagent_call(
     })
 }
 
+/// The reply to `prompt`: what its first directive asks for (a tool call,
+/// or a scripted stream), else the prompt said back.
 async fn respond(
     out: &mut Out,
     prompt: &str,
@@ -321,83 +323,180 @@ async fn respond(
     let lines: Vec<&str> = prompt.lines().collect();
     for (at, line) in lines.iter().enumerate() {
         let Some((directive, rest)) = line.split_once(':') else { continue };
-        let argument = rest.trim();
-        let following = &lines[at + 1..];
-        if let Some((tool, args)) = subagent_call(directive.trim(), argument, following, window) {
+        let (directive, argument, following) = (directive.trim(), rest.trim(), &lines[at + 1..]);
+        let call = subagent_call(directive, argument, following, window)
+            .or_else(|| builtin_call(directive, argument, following));
+        if let Some((tool, args)) = call {
             return out.tool_call(call_id, tool, args).await;
         }
-        match directive.trim() {
-            "run" => return out.tool_call(call_id, "bash", json!({"command": argument})).await,
-            "read" => return out.tool_call(call_id, "read", json!({"path": argument})).await,
-            "write" => {
-                let mut content = following.join("\n");
-                content.push('\n');
-                return out
-                    .tool_call(call_id, "write", json!({"path": argument, "content": content}))
-                    .await;
-            }
-            "edit" => {
-                let old = following.first().copied().unwrap_or_default();
-                let new = following.get(1).copied().unwrap_or_default();
-                return out
-                    .tool_call(
-                        call_id,
-                        "edit",
-                        json!({"path": argument, "old_string": old, "new_string": new}),
-                    )
-                    .await;
-            }
-            "ls" => return out.tool_call(call_id, "ls", json!({"path": argument})).await,
-            "grep" => return out.tool_call(call_id, "grep", json!({"pattern": argument})).await,
-            "find" => return out.tool_call(call_id, "find", json!({"pattern": argument})).await,
-            "recall" => {
-                let index: u64 = argument.parse().unwrap_or(1);
-                return out.tool_call(call_id, "recall", json!({"index": index})).await;
-            }
-            "ask" => {
-                return out
-                    .tool_call(call_id, "ask", json!({"question": argument, "kind": "input"}))
-                    .await;
-            }
-            // `ask-select: QUESTION | A | B`, `ask-confirm:`, `ask-editor:`
-            // (the lines after it prefill the answer), `ask-notify:`.
-            kind @ ("ask-select" | "ask-confirm" | "ask-editor" | "ask-notify") => {
-                let kind = &kind["ask-".len()..];
-                let mut parts = argument.split('|').map(str::trim);
-                let question = parts.next().unwrap_or_default();
-                let mut args = json!({"question": question, "kind": kind});
-                let options: Vec<&str> = parts.filter(|option| !option.is_empty()).collect();
-                if !options.is_empty() {
-                    args["options"] = json!(options);
-                }
-                if kind == "editor" && !following.is_empty() {
-                    args["prefill"] = json!(following.join("\n"));
-                }
-                return out.tool_call(call_id, "ask", args).await;
-            }
-            "stream" | "burst" => {
-                let count: u64 = argument.parse::<u64>().unwrap_or(10).min(MAX_DELTAS);
-                let paced = directive.trim() == "stream";
-                for index in 1..=count {
-                    if paced {
-                        tokio::time::sleep(STREAM_INTERVAL).await;
-                    }
-                    out.send(ProviderEvent::Text(format!("tick-{index} "))).await?;
-                }
-                return Ok(());
-            }
+        if let Some(script) = Script::parse(directive, argument) {
+            return script.play(out).await;
+        }
+    }
+    out.words(&format!("You said: {prompt}")).await
+}
+
+/// A built-in tool's directive, as the call it makes.
+fn builtin_call(
+    directive: &str,
+    argument: &str,
+    following: &[&str],
+) -> Option<(&'static str, Value)> {
+    Some(match directive {
+        "run" => ("bash", json!({"command": argument})),
+        "read" => ("read", json!({"path": argument})),
+        "write" => {
+            let mut content = following.join("\n");
+            content.push('\n');
+            ("write", json!({"path": argument, "content": content}))
+        }
+        "edit" => {
+            let old = following.first().copied().unwrap_or_default();
+            let new = following.get(1).copied().unwrap_or_default();
+            ("edit", json!({"path": argument, "old_string": old, "new_string": new}))
+        }
+        "ls" => ("ls", json!({"path": argument})),
+        "grep" => ("grep", json!({"pattern": argument})),
+        "find" => ("find", json!({"pattern": argument})),
+        "recall" => {
+            let index: u64 = argument.parse().unwrap_or(1);
+            ("recall", json!({"index": index}))
+        }
+        "ask" => ("ask", json!({"question": argument, "kind": "input"})),
+        kind @ ("ask-select" | "ask-confirm" | "ask-editor" | "ask-notify") => {
+            ("ask", ask_args(&kind["ask-".len()..], argument, following))
+        }
+        _ => return None,
+    })
+}
+
+/// `ask-select: QUESTION | A | B`, `ask-confirm:`, `ask-editor:` (the lines
+/// after it prefill the answer), `ask-notify:`: the `ask` of that kind.
+fn ask_args(kind: &str, argument: &str, following: &[&str]) -> Value {
+    let mut parts = argument.split('|').map(str::trim);
+    let question = parts.next().unwrap_or_default();
+    let mut args = json!({"question": question, "kind": kind});
+    let options: Vec<&str> = parts.filter(|option| !option.is_empty()).collect();
+    if !options.is_empty() {
+        args["options"] = json!(options);
+    }
+    if kind == "editor" && !following.is_empty() {
+        args["prefill"] = json!(following.join("\n"));
+    }
+    args
+}
+
+/// A directive that scripts the reply's stream instead of calling a tool.
+enum Script {
+    /// `stream: N` (each delta [`STREAM_INTERVAL`] after the last) and
+    /// `burst: N` (no pause).
+    Ticks { count: u64, interval: Option<Duration> },
+    /// `pace: N RATE`.
+    Paced { count: u64, rate: u64 },
+    /// `fail: MESSAGE`: a few deltas, then a provider error saying it.
+    Fail(String),
+}
+
+impl Script {
+    fn parse(directive: &str, argument: &str) -> Option<Self> {
+        Some(match directive {
+            "stream" | "burst" => Self::Ticks {
+                count: argument.parse::<u64>().unwrap_or(10).min(MAX_DELTAS),
+                interval: (directive == "stream").then_some(STREAM_INTERVAL),
+            },
             "pace" => {
                 let mut words = argument.split_whitespace();
                 let count = words.next().and_then(|word| word.parse::<u64>().ok()).unwrap_or(10);
                 let rate = words.next().and_then(|word| word.parse::<u64>().ok()).unwrap_or(100);
-                return out.paced(count.min(MAX_DELTAS), rate.clamp(1, MAX_RATE)).await;
+                Self::Paced { count: count.min(MAX_DELTAS), rate: rate.clamp(1, MAX_RATE) }
             }
-            "fail" => {
+            "fail" => Self::Fail(argument.to_owned()),
+            _ => return None,
+        })
+    }
+
+    async fn play(self, out: &mut Out) -> Result<(), ProviderError> {
+        match self {
+            Self::Ticks { count, interval } => {
+                for index in 1..=count {
+                    if let Some(interval) = interval {
+                        tokio::time::sleep(interval).await;
+                    }
+                    out.send(ProviderEvent::Text(format!("tick-{index} "))).await?;
+                }
+                Ok(())
+            }
+            Self::Paced { count, rate } => out.paced(count, rate).await,
+            Self::Fail(message) => {
                 out.words("Starting, then failing.").await?;
-                return Err(ProviderError::Scripted(argument.to_owned()));
+                Err(ProviderError::Scripted(message))
             }
-            _ => {}
         }
     }
-    out.words(&format!("You said: {prompt}")).await
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{MAX_DELTAS, STREAM_INTERVAL, Script, builtin_call};
+
+    #[test]
+    fn a_directive_becomes_its_tool_call() {
+        let following = ["old line", "new line"];
+        let cases = [
+            ("run", "ls -l", ("bash", json!({"command": "ls -l"}))),
+            ("recall", "x", ("recall", json!({"index": 1}))),
+            (
+                "write",
+                "a.txt",
+                ("write", json!({"path": "a.txt", "content": "old line\nnew line\n"})),
+            ),
+            (
+                "edit",
+                "a.txt",
+                (
+                    "edit",
+                    json!({"path": "a.txt", "old_string": "old line", "new_string": "new line"}),
+                ),
+            ),
+            (
+                "ask-select",
+                "Which? | A | | B",
+                ("ask", json!({"question": "Which?", "kind": "select", "options": ["A", "B"]})),
+            ),
+            (
+                "ask-editor",
+                "Edit it",
+                (
+                    "ask",
+                    json!({"question": "Edit it", "kind": "editor", "prefill": "old line\nnew line"}),
+                ),
+            ),
+        ];
+        for (directive, argument, call) in cases {
+            assert_eq!(builtin_call(directive, argument, &following), Some(call), "{directive}");
+        }
+        assert_eq!(builtin_call("stream", "3", &following), None);
+    }
+
+    #[test]
+    fn a_scripted_stream_is_bounded() {
+        let Some(Script::Ticks { count, interval }) = Script::parse("stream", "3") else {
+            panic!("stream is a script");
+        };
+        assert_eq!((count, interval), (3, Some(STREAM_INTERVAL)));
+        let Some(Script::Ticks { count, interval }) = Script::parse("burst", "999999999") else {
+            panic!("burst is a script");
+        };
+        assert_eq!((count, interval), (MAX_DELTAS, None));
+        let Some(Script::Paced { count, rate }) = Script::parse("pace", "5 0") else {
+            panic!("pace is a script");
+        };
+        assert_eq!((count, rate), (5, 1));
+        assert!(
+            matches!(Script::parse("fail", "boom"), Some(Script::Fail(message)) if message == "boom")
+        );
+        assert!(Script::parse("run", "ls").is_none());
+    }
 }
