@@ -1,23 +1,23 @@
 //! The dashboard's components, by what they show: the agent list
-//! ([`agents`]); the agent on screen with its pickers and prompt box
-//! ([`agent`]), its transcript ([`transcript`]) and tool calls ([`tools`]),
-//! the search across every agent and the find in a transcript
-//! ([`search`]),
-//! its jobs ([`jobs`]), its sessions, usage and approval history
-//! ([`ledger`]) and its sandbox ([`sandbox`]); the questions: the dialog
-//! and the approval inbox
+//! ([`agents`]) and the form that creates one ([`new_agent`]); the agent
+//! on screen with its pickers and prompt box ([`agent`]), its transcript
+//! ([`transcript`]) and tool calls ([`tools`]), the search across every
+//! agent and the find in a transcript ([`search`]), its jobs ([`jobs`]),
+//! its sessions, usage and approval history ([`ledger`]) and its sandbox
+//! ([`sandbox`]); the questions: the dialog and the approval inbox
 //! ([`questions`]); the workspaces ([`workspace`]); the dialogs that pair
 //! another device ([`pair`]), notify this one ([`push`]) and say what
-//! this browser is trusted with ([`browser`]); and the bar a narrow screen moves between its
-//! panes with ([`phone`]). Every component takes the page's
-//! [`ClientState`](crate::state::ClientState) from context ([`state`]) and
-//! reads the slices it shows.
+//! this browser is trusted with ([`browser`]); and the bar a narrow screen
+//! moves between its panes with ([`phone`]). Every component takes the
+//! page's [`ClientState`](crate::state::ClientState) from context
+//! ([`state`]) and reads the slices it shows.
 
 mod agent;
 mod agents;
 mod browser;
 mod jobs;
 mod ledger;
+mod new_agent;
 mod pair;
 mod passkey;
 mod phone;
@@ -38,8 +38,9 @@ use shard_protocol::types::{AgentStatus, RuntimeState};
 #[cfg(feature = "hydrate")]
 pub use crate::reveal::reveal;
 pub use agent::AgentView;
-pub use agents::{AgentList, CreateAgent};
+pub use agents::AgentList;
 pub use browser::BrowserDialog;
+pub use new_agent::CreateAgent;
 pub use pair::{PairDialog, new_link};
 #[cfg(feature = "hydrate")]
 pub use passkey::step_up;
