@@ -11,7 +11,7 @@ use shard_protocol::types::AgentInfo;
 use super::state;
 use crate::link::Connection;
 use crate::markdown::Ticked;
-use crate::roster::{self, Creation};
+use crate::roster::{self, Creation, Roster};
 use crate::state::ClientState;
 use crate::workspaces::NewWorkspace;
 
@@ -154,13 +154,8 @@ pub fn CreateAgent() -> impl IntoView {
 fn create_form() -> Result<AnyView, super::Unloaded> {
     let state = state();
     let form = expect_context::<NewAgent>();
-    let NewAgent { cwd, name, model, mode, runtime, in_workspace, .. } = form;
+    let NewAgent { cwd, name, in_workspace, .. } = form;
     let roster = state.roster;
-    let runtimes = roster.runtimes;
-    // Shard's own agent is the default; the others are listed once the
-    // daemon said which it has.
-    let others =
-        move || runtimes.get().into_iter().filter(|id| id != "shard").collect::<Vec<String>>();
     let connection = state.link.connection;
     let connected = move || connection.get() == Connection::Connected;
     let submit = {
@@ -170,91 +165,26 @@ fn create_form() -> Result<AnyView, super::Unloaded> {
             form.submit(&state);
         }
     };
-    // An empty folder field offers one: the newest agent's, else (a first
-    // run) the one the daemon was started in.
-    let defaults = roster.defaults;
-    let agents = roster.agents;
-    Effect::new(move |_| {
-        let newest = agents.with(|agents| {
-            agents.iter().max_by_key(|agent| agent.created_at).map(|agent| agent.cwd.clone())
-        });
-        let suggested = newest.or_else(|| defaults.with(|(_, cwd)| cwd.clone()));
-        if let Some(suggested) = suggested
-            && cwd.with_untracked(String::is_empty)
-        {
-            cwd.set(suggested);
-        }
-    });
-    let default_model = move || {
-        let model = defaults.with(|(model, _)| model.clone());
-        format!("{} (the default)", model.unwrap_or_else(|| "demo".to_owned()))
-    };
+    suggest_cwd(roster, cwd);
     let creation = roster.creation;
     let problem = move || match creation.get() {
         Creation::Failed(why) => Some(why),
         _ => None,
     };
-    // What the fields can be filled with: the folders and models of the
-    // agents there are.
     let agents = roster.agents;
-    let known = move |field: fn(&AgentInfo) -> Option<&str>| {
-        move || {
-            let mut seen = BTreeSet::new();
-            agents.with(|agents| {
-                for agent in agents {
-                    if let Some(value) = field(agent) {
-                        seen.insert(value.to_owned());
-                    }
-                }
-            });
-            seen.into_iter().map(|value| view! { <option value=value/> }).collect_view()
-        }
-    };
     Ok(view! {
         <form class="create" on:submit=submit aria-label="Create an agent">
             <label>"Working directory"
                 <input name="cwd" type="text" placeholder="/home/me/project" required list="known-dirs"
                     prop:value=cwd on:input=move |event| cwd.set(event_target_value(&event))/>
             </label>
-            <datalist id="known-dirs">{known(|agent| Some(agent.cwd.as_str()))}</datalist>
+            <datalist id="known-dirs">{known(agents, |agent| Some(agent.cwd.as_str()))}</datalist>
             <label>"Name"
                 <input name="name" type="text" placeholder="optional"
                     prop:value=name on:input=move |event| name.set(event_target_value(&event))/>
             </label>
-            <Show when=move || !others().is_empty()>
-                <label>"Runtime"
-                    <select name="runtime"
-                        on:change=move |event| runtime.set(event_target_value(&event))>
-                        <option value="" selected=move || runtime.get().is_empty()>
-                            "shard (built in)"
-                        </option>
-                        <For each=others key=|id| id.clone() let:id>
-                            <option value=id.clone()
-                                selected={
-                                    let id = id.clone();
-                                    move || runtime.get() == id
-                                }>
-                                {id.clone()}
-                            </option>
-                        </For>
-                    </select>
-                </label>
-            </Show>
-            // An ACP agent's model and mode are its own, chosen once it runs.
-            <Show when=move || runtime.get().is_empty()>
-                <label>"Model"
-                    <input name="model" type="text" placeholder=default_model list="known-models"
-                        prop:value=model on:input=move |event| model.set(event_target_value(&event))/>
-                </label>
-                <datalist id="known-models">{known(|agent| agent.model.as_deref())}</datalist>
-                <label>"Mode"
-                    <select name="mode" on:change=move |event| mode.set(event_target_value(&event))>
-                        <option value="">"default"</option>
-                        <option value="build">"build"</option>
-                        <option value="plan">"plan"</option>
-                    </select>
-                </label>
-            </Show>
+            <RuntimeField form=form roster=roster/>
+            <ModelFields form=form roster=roster/>
             <SandboxFields form=form/>
             <label class="check">
                 <input name="workspace" type="checkbox" prop:checked=in_workspace
@@ -271,6 +201,98 @@ fn create_form() -> Result<AnyView, super::Unloaded> {
         </form>
     }
     .into_any())
+}
+
+/// An empty folder field offers one: the newest agent's, else (a first
+/// run) the one the daemon was started in.
+fn suggest_cwd(roster: Roster, cwd: RwSignal<String>) {
+    let (agents, defaults) = (roster.agents, roster.defaults);
+    Effect::new(move |_| {
+        let newest = agents.with(|agents| {
+            agents.iter().max_by_key(|agent| agent.created_at).map(|agent| agent.cwd.clone())
+        });
+        let suggested = newest.or_else(|| defaults.with(|(_, cwd)| cwd.clone()));
+        if let Some(suggested) = suggested
+            && cwd.with_untracked(String::is_empty)
+        {
+            cwd.set(suggested);
+        }
+    });
+}
+
+/// What a field can be filled with, as a datalist's options: what `field`
+/// reads from the agents there are (their folders, their models).
+fn known(agents: RwSignal<Vec<AgentInfo>>, field: fn(&AgentInfo) -> Option<&str>) -> impl IntoView {
+    move || {
+        let mut seen = BTreeSet::new();
+        agents.with(|agents| {
+            for agent in agents {
+                if let Some(value) = field(agent) {
+                    seen.insert(value.to_owned());
+                }
+            }
+        });
+        seen.into_iter().map(|value| view! { <option value=value/> }).collect_view()
+    }
+}
+
+/// The new-agent form's runtime: Shard's own agent is the default; the
+/// others are listed once the daemon said which it has.
+#[component]
+fn RuntimeField(form: NewAgent, roster: Roster) -> impl IntoView {
+    let NewAgent { runtime, .. } = form;
+    let runtimes = roster.runtimes;
+    let others =
+        move || runtimes.get().into_iter().filter(|id| id != "shard").collect::<Vec<String>>();
+    view! {
+        <Show when=move || !others().is_empty()>
+            <label>"Runtime"
+                <select name="runtime"
+                    on:change=move |event| runtime.set(event_target_value(&event))>
+                    <option value="" selected=move || runtime.get().is_empty()>
+                        "shard (built in)"
+                    </option>
+                    <For each=others key=|id| id.clone() let:id>
+                        <option value=id.clone()
+                            selected={
+                                let id = id.clone();
+                                move || runtime.get() == id
+                            }>
+                            {id.clone()}
+                        </option>
+                    </For>
+                </select>
+            </label>
+        </Show>
+    }
+}
+
+/// The new-agent form's model and mode, for Shard's own agent only: an
+/// ACP agent's model and mode are its own, chosen once it runs.
+#[component]
+fn ModelFields(form: NewAgent, roster: Roster) -> impl IntoView {
+    let NewAgent { model, mode, runtime, .. } = form;
+    let (agents, defaults) = (roster.agents, roster.defaults);
+    let default_model = move || {
+        let model = defaults.with(|(model, _)| model.clone());
+        format!("{} (the default)", model.unwrap_or_else(|| "demo".to_owned()))
+    };
+    view! {
+        <Show when=move || runtime.get().is_empty()>
+            <label>"Model"
+                <input name="model" type="text" placeholder=default_model list="known-models"
+                    prop:value=model on:input=move |event| model.set(event_target_value(&event))/>
+            </label>
+            <datalist id="known-models">{known(agents, |agent| agent.model.as_deref())}</datalist>
+            <label>"Mode"
+                <select name="mode" on:change=move |event| mode.set(event_target_value(&event))>
+                    <option value="">"default"</option>
+                    <option value="build">"build"</option>
+                    <option value="plan">"plan"</option>
+                </select>
+            </label>
+        </Show>
+    }
 }
 
 /// The new-agent form's sandbox fields: config.toml's policy, or narrower
