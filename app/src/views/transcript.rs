@@ -15,77 +15,29 @@
 use leptos::html;
 use leptos::prelude::*;
 
+use std::ops::Range;
+
 use super::tools::ToolView;
 use super::{Details, state};
+use crate::find::Find;
 use crate::markdown::{Markdown, Ticked};
 use crate::transcript::{self, Message, PAGE_ROWS, Row, RowKind, TextBlock};
 
 #[component]
 pub fn Transcript() -> impl IntoView {
     let (screen, find) = (state().screen, state().find);
-    let marked = find.marked;
     let rows = screen.transcript;
     let start = screen.window_start;
     let range = Memo::new(move |_| transcript::shown(start.get(), rows.with(Vec::len)));
-    let earlier = move || range.get().start;
     let later = move || rows.with(Vec::len).saturating_sub(range.get().end);
-    let show_earlier =
-        move |_| start.set(Some(range.get_untracked().start.saturating_sub(PAGE_ROWS)));
-    let show_later = move |_| {
-        let shown = range.get_untracked();
-        let len = rows.with_untracked(Vec::len);
-        start.set((shown.end + PAGE_ROWS < len).then_some(shown.start + PAGE_ROWS));
-    };
     // Scrolled up from the end (crate::follow): "Jump to the latest" shows.
     let away = RwSignal::new(false);
     let scroller: NodeRef<html::Div> = NodeRef::new();
     let content: NodeRef<html::Div> = NodeRef::new();
-    // Set as the view goes, so that a scroll or a resize told after it
-    // reads none of its signals.
     #[cfg(feature = "hydrate")]
-    let gone = {
-        let gone = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let going = gone.clone();
-        on_cleanup(move || going.store(true, std::sync::atomic::Ordering::Relaxed));
-        gone
-    };
-    #[cfg(feature = "hydrate")]
-    Effect::new(move |done: Option<bool>| {
-        if done == Some(true) {
-            return true;
-        }
-        match (scroller.get(), content.get()) {
-            (Some(scroller), Some(content)) => {
-                // Paged back, or a row marked (found, or a search result's
-                // message): nothing follows the end until the mark goes.
-                let following =
-                    move || start.get_untracked().is_none() && marked.get_untracked().is_none();
-                crate::follow::stick_to_end(scroller, content, following, away, gone.clone());
-                true
-            }
-            _ => false,
-        }
-    });
-    // Opening an agent, or sending a prompt, shows the end.
+    follow_end(scroller, content, start, find.marked, away);
     let to_end = screen.scroll_to_end;
-    Effect::new(move |_| {
-        to_end.track();
-        request_animation_frame(move || {
-            if let Some(scroller) = scroller.get_untracked() {
-                scroller.set_scroll_top(scroller.scroll_height());
-            }
-        });
-    });
-    // A row marked by a find or a search result: into view, once the
-    // window holding it is rendered.
-    Effect::new(move |_| {
-        find.reveal.track();
-        let Some(key) = find.marked.get_untracked() else { return };
-        #[cfg(feature = "hydrate")]
-        request_animation_frame(move || reveal_row(key));
-        #[cfg(not(feature = "hydrate"))]
-        let _ = key;
-    });
+    scroll_when_asked(scroller, to_end, find);
     // A first run: an empty transcript on the demo model shows what it does.
     let roster = state().roster;
     let demo = Memo::new(move |_| {
@@ -116,28 +68,7 @@ pub fn Transcript() -> impl IntoView {
             tabindex="0" aria-label="Transcript" title="↑ and ↓ go from message to message"
             on:keydown=on_key on:focusin=on_focus>
             {super::deferred(move || demo.get(), examples)}
-            <div class="rows" node_ref=content>
-                <Show when=move || { earlier() > 0 }>
-                    <button class="page earlier" on:click=show_earlier>
-                        {move || format!("Show earlier ({} more)", earlier())}
-                    </button>
-                </Show>
-                <For each=move || transcript::window(rows, range.get()) key=|row| row.key
-                    children=move |row| {
-                        let key = row.key;
-                        view! {
-                            <div class="row" data-row=key class:marked=move || marked.get() == Some(key)>
-                                <RowView row=row/>
-                            </div>
-                        }
-                    }/>
-                <Show when=move || { later() > 0 }>
-                    <div class="page later">
-                        <button on:click=show_later>{move || format!("Show later ({} more)", later())}</button>
-                        <button on:click=move |_| { marked.set(None); start.set(None); }>"Jump to the latest"</button>
-                    </div>
-                </Show>
-            </div>
+            <RowWindow range=range content=content/>
             <Show when=move || away.get() && later() == 0>
                 <button type="button" class="jump-latest" on:click=move |_| to_end.update(|bump| *bump += 1)>
                     "↓ Latest"
@@ -145,6 +76,109 @@ pub fn Transcript() -> impl IntoView {
             </Show>
         </div>
     }
+}
+
+/// The rows in the DOM (`range` of the transcript), each keyed and marked
+/// when found, between "Show earlier" and "Show later", which page the
+/// window by [`PAGE_ROWS`].
+#[component]
+fn RowWindow(range: Memo<Range<usize>>, content: NodeRef<html::Div>) -> impl IntoView {
+    let (screen, find) = (state().screen, state().find);
+    let marked = find.marked;
+    let rows = screen.transcript;
+    let start = screen.window_start;
+    let earlier = move || range.get().start;
+    let later = move || rows.with(Vec::len).saturating_sub(range.get().end);
+    let show_earlier =
+        move |_| start.set(Some(range.get_untracked().start.saturating_sub(PAGE_ROWS)));
+    let show_later = move |_| {
+        let shown = range.get_untracked();
+        let len = rows.with_untracked(Vec::len);
+        start.set((shown.end + PAGE_ROWS < len).then_some(shown.start + PAGE_ROWS));
+    };
+    view! {
+        <div class="rows" node_ref=content>
+            <Show when=move || { earlier() > 0 }>
+                <button class="page earlier" on:click=show_earlier>
+                    {move || format!("Show earlier ({} more)", earlier())}
+                </button>
+            </Show>
+            <For each=move || transcript::window(rows, range.get()) key=|row| row.key
+                children=move |row| {
+                    let key = row.key;
+                    view! {
+                        <div class="row" data-row=key class:marked=move || marked.get() == Some(key)>
+                            <RowView row=row/>
+                        </div>
+                    }
+                }/>
+            <Show when=move || { later() > 0 }>
+                <div class="page later">
+                    <button on:click=show_later>{move || format!("Show later ({} more)", later())}</button>
+                    <button on:click=move |_| { marked.set(None); start.set(None); }>"Jump to the latest"</button>
+                </div>
+            </Show>
+        </div>
+    }
+}
+
+/// Keeps the view at the end while the reader is there (crate::follow).
+#[cfg(feature = "hydrate")]
+fn follow_end(
+    scroller: NodeRef<html::Div>,
+    content: NodeRef<html::Div>,
+    start: RwSignal<Option<usize>>,
+    marked: RwSignal<Option<u64>>,
+    away: RwSignal<bool>,
+) {
+    // Set as the view goes, so that a scroll or a resize told after it
+    // reads none of its signals.
+    let gone = {
+        let gone = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let going = gone.clone();
+        on_cleanup(move || going.store(true, std::sync::atomic::Ordering::Relaxed));
+        gone
+    };
+    Effect::new(move |done: Option<bool>| {
+        if done == Some(true) {
+            return true;
+        }
+        match (scroller.get(), content.get()) {
+            (Some(scroller), Some(content)) => {
+                // Paged back, or a row marked (found, or a search result's
+                // message): nothing follows the end until the mark goes.
+                let following =
+                    move || start.get_untracked().is_none() && marked.get_untracked().is_none();
+                crate::follow::stick_to_end(scroller, content, following, away, gone.clone());
+                true
+            }
+            _ => false,
+        }
+    });
+}
+
+/// Moves the view when asked: to the end when `to_end` is bumped, to a
+/// row when a find or a search result marks it.
+fn scroll_when_asked(scroller: NodeRef<html::Div>, to_end: RwSignal<u64>, find: Find) {
+    // Opening an agent, or sending a prompt, shows the end.
+    Effect::new(move |_| {
+        to_end.track();
+        request_animation_frame(move || {
+            if let Some(scroller) = scroller.get_untracked() {
+                scroller.set_scroll_top(scroller.scroll_height());
+            }
+        });
+    });
+    // A row marked by a find or a search result: into view, once the
+    // window holding it is rendered.
+    Effect::new(move |_| {
+        find.reveal.track();
+        let Some(key) = find.marked.get_untracked() else { return };
+        #[cfg(feature = "hydrate")]
+        request_animation_frame(move || reveal_row(key));
+        #[cfg(not(feature = "hydrate"))]
+        let _ = key;
+    });
 }
 
 /// What the built-in `demo` model does (CONTRACT.md, "The built-in `demo`
