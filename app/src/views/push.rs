@@ -6,6 +6,7 @@
 //! carries only its button and its open state.
 
 use leptos::prelude::*;
+use shard_protocol::types::AgentInfo;
 
 use super::state;
 
@@ -37,6 +38,34 @@ impl Default for Choices {
     }
 }
 
+/// The device's part of the dialog: what the daemon says of this
+/// browser's subscription, whether a request is under way (the controls
+/// wait for it), and what to tell the user.
+#[derive(Clone, Copy)]
+struct Device {
+    status: RwSignal<Status>,
+    message: RwSignal<Option<String>>,
+    busy: RwSignal<bool>,
+}
+
+impl Device {
+    /// Does `job`, the controls disabled meanwhile; then says what came of
+    /// it, if anything.
+    fn run(self, job: web::Job) {
+        let Self { status, message, busy } = self;
+        busy.set(true);
+        message.set(None);
+        #[cfg(feature = "hydrate")]
+        leptos::task::spawn_local(async move {
+            let said = web::run(job, status).await;
+            message.set(said);
+            busy.set(false);
+        });
+        #[cfg(not(feature = "hydrate"))]
+        let _ = (job, status);
+    }
+}
+
 #[cfg_attr(
     feature = "hydrate",
     leptos::wasm_split::wasm_split(push_dialog, wasm_split_path = ::leptos::wasm_split, fallible)
@@ -44,11 +73,34 @@ impl Default for Choices {
 fn push_dialog() -> Result<AnyView, super::Unloaded> {
     let page = state();
     let panel = page.push;
-    let agents = page.roster.agents;
-    let tab_on = page.questions.notify;
-    let status = RwSignal::new(Status::default());
-    let message = RwSignal::new(None::<String>);
-    let busy = RwSignal::new(false);
+    let device = Device {
+        status: RwSignal::new(Status::default()),
+        message: RwSignal::new(None::<String>),
+        busy: RwSignal::new(false),
+    };
+    #[cfg(feature = "hydrate")]
+    {
+        request_animation_frame(move || panel.show_modal());
+        leptos::task::spawn_local(web::refresh(device.status, device.message));
+    }
+    Ok(view! {
+        <dialog class="dialog push" aria-labelledby="push-title" node_ref=panel.dialog>
+            <h2 id="push-title">"Notifications"</h2>
+            <InThisTab tab_on=page.questions.notify message=device.message/>
+            <OnThisDevice device=device/>
+            <WhatToSend device=device agents=page.roster.agents/>
+            <div class="pair-actions">
+                <button on:click=move |_| crate::dialog::close(panel.dialog)>"Close"</button>
+            </div>
+        </dialog>
+    }
+    .into_any())
+}
+
+/// "In this tab": notifications while this tab is open, turned on at a
+/// click (the browser's permission asked then).
+#[component]
+fn InThisTab(tab_on: RwSignal<bool>, message: RwSignal<Option<String>>) -> impl IntoView {
     let asking = RwSignal::new(false);
     let turn_on_here = move || {
         asking.set(true);
@@ -66,93 +118,88 @@ fn push_dialog() -> Result<AnyView, super::Unloaded> {
         #[cfg(feature = "hydrate")]
         crate::notify::set_for_tab(tab_on, false);
     };
-    #[cfg(feature = "hydrate")]
-    {
-        request_animation_frame(move || panel.show_modal());
-        leptos::task::spawn_local(web::refresh(status, message));
+    view! {
+        <h3>"In this tab"</h3>
+        <p>"A question still waiting after 3 seconds shows a notification while this tab is open, unless its agent is on screen."</p>
+        <p class="push-state tab-state">{move || if tab_on.get() { "On in this tab." } else { "Off in this tab." }}</p>
+        // The browser's own prompt may wait a while: only this button
+        // waits with it.
+        <button hidden=tab_on disabled=asking on:click=move |_| turn_on_here()>"Turn on in this tab"</button>
+        <button hidden=move || !tab_on.get() on:click=move |_| turn_off_here()>"Turn off in this tab"</button>
     }
-    let run = move |job: web::Job| {
-        busy.set(true);
-        message.set(None);
-        #[cfg(feature = "hydrate")]
-        leptos::task::spawn_local(async move {
-            let said = web::run(job, status).await;
-            message.set(said);
-            busy.set(false);
-        });
-        #[cfg(not(feature = "hydrate"))]
-        let _ = job;
-    };
+}
+
+/// "On this device": this browser's Web Push subscription, turned on or
+/// off, and a test sent through it.
+#[component]
+fn OnThisDevice(device: Device) -> impl IntoView {
+    let Device { status, message, busy } = device;
+    let subscribed = move || status.with(|status| status.subscribed);
+    view! {
+        <h3>"On this device"</h3>
+        <p>"Questions reach this device while no Shard tab is on its screen, even with the browser closed, and can be answered from the notification."</p>
+        <p class="push-state" aria-live="polite">
+            {move || status.with(|status| match (&status.service, status.subscribed) {
+                (Some(service), true) => format!("On, through {service}."),
+                _ => "Off on this device.".to_owned(),
+            })}
+        </p>
+        <p class="push-message" role="status" hidden=move || message.with(Option::is_none)>
+            {move || message.get().unwrap_or_default()}
+        </p>
+        <div class="push-actions">
+            <button hidden=subscribed disabled=busy on:click=move |_| device.run(web::Job::Subscribe)>
+                "Turn on for this device"
+            </button>
+            <button hidden=move || !subscribed() disabled=busy on:click=move |_| device.run(web::Job::Test)>
+                "Send a test"
+            </button>
+            <button hidden=move || !subscribed() disabled=busy on:click=move |_| device.run(web::Job::Unsubscribe)>
+                "Turn off"
+            </button>
+        </div>
+    }
+}
+
+/// What a subscribed device hears of: questions, failed turns, and which
+/// agents (each can be left out).
+#[component]
+fn WhatToSend(device: Device, agents: RwSignal<Vec<AgentInfo>>) -> impl IntoView {
+    let Device { status, busy, .. } = device;
     let subscribed = move || status.with(|status| status.subscribed);
     let choice =
         move |pick: fn(&Choices) -> bool| move || status.with(|status| pick(&status.choices));
     let muted = move |agent_id: &str| {
         status.with(|status| status.choices.muted.iter().any(|id| id == agent_id))
     };
-    Ok(view! {
-        <dialog class="dialog push" aria-labelledby="push-title" node_ref=panel.dialog>
-            <h2 id="push-title">"Notifications"</h2>
-            <h3>"In this tab"</h3>
-            <p>"A question still waiting after 3 seconds shows a notification while this tab is open, unless its agent is on screen."</p>
-            <p class="push-state tab-state">{move || if tab_on.get() { "On in this tab." } else { "Off in this tab." }}</p>
-            // The browser's own prompt may wait a while: only this button
-            // waits with it.
-            <button hidden=tab_on disabled=asking on:click=move |_| turn_on_here()>"Turn on in this tab"</button>
-            <button hidden=move || !tab_on.get() on:click=move |_| turn_off_here()>"Turn off in this tab"</button>
-            <h3>"On this device"</h3>
-            <p>"Questions reach this device while no Shard tab is on its screen, even with the browser closed, and can be answered from the notification."</p>
-            <p class="push-state" aria-live="polite">
-                {move || status.with(|status| match (&status.service, status.subscribed) {
-                    (Some(service), true) => format!("On, through {service}."),
-                    _ => "Off on this device.".to_owned(),
-                })}
-            </p>
-            <p class="push-message" role="status" hidden=move || message.with(Option::is_none)>
-                {move || message.get().unwrap_or_default()}
-            </p>
-            <div class="push-actions">
-                <button hidden=subscribed disabled=busy on:click=move |_| run(web::Job::Subscribe)>
-                    "Turn on for this device"
-                </button>
-                <button hidden=move || !subscribed() disabled=busy on:click=move |_| run(web::Job::Test)>
-                    "Send a test"
-                </button>
-                <button hidden=move || !subscribed() disabled=busy on:click=move |_| run(web::Job::Unsubscribe)>
-                    "Turn off"
-                </button>
-            </div>
-            <fieldset hidden=move || !subscribed() disabled=busy>
-                <legend>"What to send"</legend>
-                <label><input type="checkbox" prop:checked=choice(|choices| choices.questions)
-                    on:change=move |event| run(web::Job::Choose("questions", event_target_checked(&event)))/>
-                    " Questions"</label>
-                <label><input type="checkbox" prop:checked=choice(|choices| choices.errors)
-                    on:change=move |event| run(web::Job::Choose("errors", event_target_checked(&event)))/>
-                    " Failed turns"</label>
-                <p class="push-agents-title">"Agents"</p>
-                <ul class="push-agents">
-                    <For each=move || agents.get() key=|agent| agent.agent_id.clone() let(agent)>
-                        {
-                            let id = agent.agent_id.clone();
-                            let label = agent.name.clone().unwrap_or_else(|| agent.agent_id.clone());
-                            let (checked_id, changed_id) = (id.clone(), id);
-                            view! {
-                                <li><label>
-                                    <input type="checkbox" prop:checked=move || !muted(&checked_id)
-                                        on:change=move |event| run(web::Job::Mute(changed_id.clone(), !event_target_checked(&event)))/>
-                                    " " {label}
-                                </label></li>
-                            }
+    view! {
+        <fieldset hidden=move || !subscribed() disabled=busy>
+            <legend>"What to send"</legend>
+            <label><input type="checkbox" prop:checked=choice(|choices| choices.questions)
+                on:change=move |event| device.run(web::Job::Choose("questions", event_target_checked(&event)))/>
+                " Questions"</label>
+            <label><input type="checkbox" prop:checked=choice(|choices| choices.errors)
+                on:change=move |event| device.run(web::Job::Choose("errors", event_target_checked(&event)))/>
+                " Failed turns"</label>
+            <p class="push-agents-title">"Agents"</p>
+            <ul class="push-agents">
+                <For each=move || agents.get() key=|agent| agent.agent_id.clone() let(agent)>
+                    {
+                        let id = agent.agent_id.clone();
+                        let label = agent.name.clone().unwrap_or_else(|| agent.agent_id.clone());
+                        let (checked_id, changed_id) = (id.clone(), id);
+                        view! {
+                            <li><label>
+                                <input type="checkbox" prop:checked=move || !muted(&checked_id)
+                                    on:change=move |event| device.run(web::Job::Mute(changed_id.clone(), !event_target_checked(&event)))/>
+                                " " {label}
+                            </label></li>
                         }
-                    </For>
-                </ul>
-            </fieldset>
-            <div class="pair-actions">
-                <button on:click=move |_| crate::dialog::close(panel.dialog)>"Close"</button>
-            </div>
-        </dialog>
+                    }
+                </For>
+            </ul>
+        </fieldset>
     }
-    .into_any())
 }
 
 /// The dialog's requests: to the daemon's push routes, and to the browser's
