@@ -150,11 +150,52 @@ pub fn App() -> impl IntoView {
     let enrolled = Memo::new(move |_| connection.get() != Connection::NotEnrolled);
     let notice = state.link.notice;
     let questions = state.questions.open;
-    let pending = move || questions.with(|questions| questions.len());
-    let title = move || match pending() {
+    let title = move || match questions.with(|questions| questions.len()) {
         0 => "Shard".to_owned(),
         count => format!("({count}) Shard"),
     };
+    let pane = state.pane;
+    #[cfg(feature = "hydrate")]
+    shortcuts(&state);
+    // The tab's title counts open questions; the server renders "Shard".
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| document().set_title(&title()));
+    #[cfg(not(feature = "hydrate"))]
+    let _ = title;
+    view! {
+        <TopBar state=state/>
+        <main class="home" data-hydrated=move || hydrated.get().to_string() data-enrolled=move || enrolled.get().to_string()>
+            {move || notice.get().map(|text| view! { <p class="notice" role="status"><markdown::Ticked text=text/></p> })}
+            // Not enrolled, the dashboard would be an empty list and a form
+            // that cannot work: say so, and how to be, instead.
+            // (Hidden by the stylesheet rather than unmounted: swapping the
+            // whole dashboard in and out costs the bundle kilobytes.)
+            {move || (!enrolled.get()).then(NotEnrolled)}
+            <div class="layout" data-pane=move || pane.get().key()>
+                <aside class="sidebar">
+                    <Inbox/>
+                    <CreateAgent/>
+                    <AgentList/>
+                </aside>
+                <AgentView/>
+            </div>
+            <SearchPanel/>
+            <QuestionDialog/>
+            <PairDialog/>
+            <PushDialog/>
+            <BrowserDialog/>
+        </main>
+        <PhoneBar/>
+    }
+}
+
+/// The bar across the top: the search, the count of open questions (which
+/// opens the inbox), the buttons of the dialogs, and the connection.
+#[component]
+fn TopBar(state: ClientState) -> impl IntoView {
+    let connection = state.link.connection;
+    let questions = state.questions.open;
+    let pending = move || questions.with(|questions| questions.len());
     let pane = state.pane;
     let waiting = move || format!("{} waiting", pending());
     let show_inbox = move || {
@@ -166,13 +207,6 @@ pub fn App() -> impl IntoView {
     let push_panel = state.push;
     let browser_panel = state.browser;
     let notify_on = state.questions.notify;
-    #[cfg(feature = "hydrate")]
-    shortcuts(&state);
-    // The tab's title counts open questions; the server renders "Shard".
-    #[cfg(feature = "hydrate")]
-    Effect::new(move |_| document().set_title(&title()));
-    #[cfg(not(feature = "hydrate"))]
-    let _ = title;
     view! {
         <header class="topbar">
             <span class="brand">"Shard"</span>
@@ -200,28 +234,6 @@ pub fn App() -> impl IntoView {
                 }>"Reconnect now"</button>
             </Show>
         </header>
-        <main class="home" data-hydrated=move || hydrated.get().to_string() data-enrolled=move || enrolled.get().to_string()>
-            {move || notice.get().map(|text| view! { <p class="notice" role="status"><markdown::Ticked text=text/></p> })}
-            // Not enrolled, the dashboard would be an empty list and a form
-            // that cannot work: say so, and how to be, instead.
-            // (Hidden by the stylesheet rather than unmounted: swapping the
-            // whole dashboard in and out costs the bundle kilobytes.)
-            {move || (!enrolled.get()).then(NotEnrolled)}
-            <div class="layout" data-pane=move || pane.get().key()>
-                <aside class="sidebar">
-                    <Inbox/>
-                    <CreateAgent/>
-                    <AgentList/>
-                </aside>
-                <AgentView/>
-            </div>
-            <SearchPanel/>
-            <QuestionDialog/>
-            <PairDialog/>
-            <PushDialog/>
-            <BrowserDialog/>
-        </main>
-        <PhoneBar/>
     }
 }
 
