@@ -18,6 +18,7 @@ use crate::guard;
 use crate::link::Connection;
 use crate::markdown::Ticked;
 use crate::questions::{Answer, Question};
+use crate::state::ClientState;
 
 /// Whether anything a permission request shows held a hidden character.
 fn permission_hides(request: &PermissionRequest) -> bool {
@@ -174,33 +175,7 @@ fn question_body(
                 <p class="question-prompt"><Ticked text=escaped(&request.prompt)/></p>
                 <dl class="details">{details_view(details)}</dl>
                 <div class="answers">
-                    {answers.into_iter().map(|(label, intent, key, answer)| {
-                        let state = state.clone();
-                        let question = question.clone();
-                        // "Always allow" takes a second, separate activation.
-                        let persist = intent == "persist";
-                        let confirming = RwSignal::new(false);
-                        // The key's hint, which a phone's stylesheet hides.
-                        let hint = key.as_ref().map(|key| view! {
-                            <span class="key-hint" hidden=move || confirming.get()>{format!(" ({key})")}</span>
-                        });
-                        let shown = move || if confirming.get() { format!("Confirm: {}", label.to_lowercase()) } else { label.clone() };
-                        let click = move |_| {
-                            if !guard::armed(shown_at, guard::now_ms()) {
-                                return;
-                            }
-                            if persist && !confirming.get_untracked() {
-                                confirming.set(true);
-                                return;
-                            }
-                            state.questions.answer(&question, answer.clone());
-                        };
-                        view! {
-                            <button class="answer" data-intent=intent data-key=key.unwrap_or_default()
-                                prop:disabled=move || !armed.get() class:confirming=move || confirming.get()
-                                on:click=click>{shown}{hint}</button>
-                        }
-                    }).collect_view()}
+                    {answers.into_iter().map(|answer| answer_button(&state, &question, answer, shown_at, armed)).collect_view()}
                 </div>
             }.into_any()
         }
@@ -209,6 +184,45 @@ fn question_body(
                 .into_any()
         }
     })
+}
+
+/// One answer to a permission question, disabled until armed.
+fn answer_button(
+    state: &ClientState,
+    question: &Question,
+    (label, intent, key, answer): (String, String, Option<String>, Answer),
+    shown_at: f64,
+    armed: RwSignal<bool>,
+) -> impl IntoView {
+    let state = state.clone();
+    let question = question.clone();
+    // "Always allow" takes a second, separate activation.
+    let persist = intent == "persist";
+    let confirming = RwSignal::new(false);
+    // The key's hint, which a phone's stylesheet hides.
+    let hint = key.as_ref().map(|key| {
+        view! {
+            <span class="key-hint" hidden=move || confirming.get()>{format!(" ({key})")}</span>
+        }
+    });
+    let shown = move || {
+        if confirming.get() { format!("Confirm: {}", label.to_lowercase()) } else { label.clone() }
+    };
+    let click = move |_| {
+        if !guard::armed(shown_at, guard::now_ms()) {
+            return;
+        }
+        if persist && !confirming.get_untracked() {
+            confirming.set(true);
+            return;
+        }
+        state.questions.answer(&question, answer.clone());
+    };
+    view! {
+        <button class="answer" data-intent=intent data-key=key.unwrap_or_default()
+            prop:disabled=move || !armed.get() class:confirming=move || confirming.get()
+            on:click=click>{shown}{hint}</button>
+    }
 }
 
 /// What a network question asks about, before anything else: the host
