@@ -340,83 +340,97 @@ fn question_dialog() -> Result<AnyView, super::Unloaded> {
             state.questions.undismissed().into_iter().find(|question| question.agent_id == selected)
         })
     };
-    Ok(view! {
-        {move || current.get().map(|question| {
-            let state = state.clone();
-            let shown = RwSignal::new(None);
-            let dialog: NodeRef<html::Div> = NodeRef::new();
-            Effect::new(move |_| {
-                #[cfg(feature = "hydrate")]
-                if let Some(dialog) = dialog.get() {
-                    crate::dialog::remember_focus(&dialog);
-                }
-            });
-            #[cfg(feature = "hydrate")]
-            on_cleanup(crate::dialog::restore_focus);
-            let key = question.key();
-            let dismiss = {
-                let state = state.clone();
-                let key = key.clone();
-                move || state.questions.dismiss(key.clone())
-            };
-            let on_key = {
-                let state = state.clone();
-                let question = question.clone();
-                let dismiss = dismiss.clone();
-                move |event: leptos::ev::KeyboardEvent| {
-                    let key = event.key();
-                    if key == "Escape" {
-                        event.prevent_default();
-                        dismiss();
-                        return;
-                    }
-                    if key == "Tab" {
-                        event.prevent_default();
-                        #[cfg(feature = "hydrate")]
-                        if let Some(dialog) = dialog.get_untracked() {
-                            crate::dialog::cycle_focus(&dialog, event.shift_key());
-                        }
-                        return;
-                    }
-                    // Typing an answer into the question's own field.
-                    if guard::typing() || guard::is_modifier(&key) {
-                        return;
-                    }
-                    let Some(shown_at) = shown.get_untracked() else { return };
-                    let now = guard::now_ms();
-                    if !guard::armed(shown_at, now) {
-                        // Typing meant for the box behind: nothing answers
-                        // until the typist stops and sees the question.
-                        event.prevent_default();
-                        shown.set(Some(now));
-                        return;
-                    }
-                    if let Some(answer) = shortcut_answer(&question, &event, shown_at) {
-                        event.prevent_default();
-                        state.questions.answer(&question, answer);
-                    }
-                }
-            };
-            let agent = escaped(&state.roster.name_of(&question.agent_id));
-            let title = match &question.request {
-                PendingKind::Permission(request) if request.tool_name == NETWORK_TOOL => format!("{agent} asks for network access"),
-                PendingKind::Permission(request) => format!("{agent} asks to use {}", escaped(&request.tool_name)),
-                PendingKind::Ui(_) => format!("{agent} asks you"),
-            };
-            let close = dismiss.clone();
-            view! {
-                <div class="overlay">
-                    <div class="dialog" role="dialog" aria-modal="true" aria-labelledby="question-title" tabindex="-1" node_ref=dialog
-                        on:keydown=on_key data-request-id=question.request.request_id().to_owned()>
-                        <h2 id="question-title">{title}</h2>
-                        <QuestionBody question=question.clone() shown=shown/>
-                        <button class="later" on:click=move |_| close()>"Later" <span class="key-hint">" (Esc)"</span></button>
-                    </div>
-                </div>
-            }
-        })}
+    Ok(view! { {move || current.get().map(|question| dialog_of(&state, question))} }.into_any())
+}
+
+/// The dialog of one question. It remembers where the focus was and gives
+/// it back when it goes; its keys are [`dialog_keys`].
+fn dialog_of(state: &ClientState, question: Question) -> impl IntoView + use<> {
+    let shown = RwSignal::new(None);
+    let dialog: NodeRef<html::Div> = NodeRef::new();
+    Effect::new(move |_| {
+        #[cfg(feature = "hydrate")]
+        if let Some(dialog) = dialog.get() {
+            crate::dialog::remember_focus(&dialog);
+        }
+    });
+    #[cfg(feature = "hydrate")]
+    on_cleanup(crate::dialog::restore_focus);
+    let dismiss = {
+        let state = state.clone();
+        let key = question.key();
+        move || state.questions.dismiss(key.clone())
+    };
+    let on_key = dialog_keys(state, &question, dialog, shown);
+    let agent = escaped(&state.roster.name_of(&question.agent_id));
+    let title = match &question.request {
+        PendingKind::Permission(request) if request.tool_name == NETWORK_TOOL => {
+            format!("{agent} asks for network access")
+        }
+        PendingKind::Permission(request) => {
+            format!("{agent} asks to use {}", escaped(&request.tool_name))
+        }
+        PendingKind::Ui(_) => format!("{agent} asks you"),
+    };
+    view! {
+        <div class="overlay">
+            <div class="dialog" role="dialog" aria-modal="true" aria-labelledby="question-title" tabindex="-1" node_ref=dialog
+                on:keydown=on_key data-request-id=question.request.request_id().to_owned()>
+                <h2 id="question-title">{title}</h2>
+                <QuestionBody question=question.clone() shown=shown/>
+                <button class="later" on:click=move |_| dismiss()>"Later" <span class="key-hint">" (Esc)"</span></button>
+            </div>
+        </div>
     }
-    .into_any())
+}
+
+/// The question dialog's keys: Escape closes it (the question stays in
+/// the inbox), Tab stays inside it, and a shortcut answers once armed; a
+/// key pressed before then starts the wait again.
+fn dialog_keys(
+    state: &ClientState,
+    question: &Question,
+    dialog: NodeRef<html::Div>,
+    shown: RwSignal<Option<f64>>,
+) -> impl Fn(leptos::ev::KeyboardEvent) + use<> {
+    let state = state.clone();
+    let question = question.clone();
+    let dismissed = question.key();
+    #[cfg(not(feature = "hydrate"))]
+    let _ = dialog;
+    move |event: leptos::ev::KeyboardEvent| {
+        let key = event.key();
+        if key == "Escape" {
+            event.prevent_default();
+            state.questions.dismiss(dismissed.clone());
+            return;
+        }
+        if key == "Tab" {
+            event.prevent_default();
+            #[cfg(feature = "hydrate")]
+            if let Some(dialog) = dialog.get_untracked() {
+                crate::dialog::cycle_focus(&dialog, event.shift_key());
+            }
+            return;
+        }
+        // Typing an answer into the question's own field.
+        if guard::typing() || guard::is_modifier(&key) {
+            return;
+        }
+        let Some(shown_at) = shown.get_untracked() else { return };
+        let now = guard::now_ms();
+        if !guard::armed(shown_at, now) {
+            // Typing meant for the box behind: nothing answers
+            // until the typist stops and sees the question.
+            event.prevent_default();
+            shown.set(Some(now));
+            return;
+        }
+        if let Some(answer) = shortcut_answer(&question, &event, shown_at) {
+            event.prevent_default();
+            state.questions.answer(&question, answer);
+        }
+    }
 }
 
 /// Every open question of every agent this tab knows, answerable here.
