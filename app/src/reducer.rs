@@ -222,19 +222,7 @@ fn runtime_gone(state: &ClientState, agent_id: &str, status: Option<AgentStatus>
 /// A response, to the slice whose request it answers.
 fn response_arrived(state: &ClientState, request: Request, response: Response) {
     match request {
-        Request::List => {
-            let Some(listed) = state.roster.listed(&response) else { return };
-            // The list is the daemon's word on who waits (after a
-            // reconnect, on what was answered meanwhile): the inbox
-            // follows it rather than what the page had.
-            state.questions.only_of(&listed.waiting);
-            for agent_id in listed.waiting {
-                state.questions.refresh(&agent_id);
-            }
-            for parent in listed.parents {
-                state.jobs.fetch(&parent);
-            }
-        }
+        Request::List => agents_listed(state, &response),
         Request::Runtimes => state.roster.runtimes_listed(&response),
         Request::Create => {
             if let Some(agent_id) = state.roster.created(&response) {
@@ -262,11 +250,7 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
         | Request::Levels { .. }
         | Request::Commands { .. }) => state.screen.catalog_answered(request, response),
         Request::Prompt { agent_id, text, queued } => {
-            // Sent and shown: the view goes back to the end, unheld.
-            if response.success() && state.screen.shows(&agent_id) {
-                state.find.unmark();
-            }
-            state.screen.prompted(Sent { agent_id, text, queued }, &response, &state.roster)
+            prompt_answered(state, Sent { agent_id, text, queued }, &response)
         }
         Request::Recall { agent_id } => state.screen.recalled(&agent_id, &response, &state.ledger),
         Request::Attach => state.screen.attached(&response),
@@ -276,12 +260,7 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
             }
         }
         Request::Search { query } => state.search.answered(query, &response),
-        request @ Request::Activate { .. } => {
-            if let Ok(switched) = response.data::<SessionActivateResult>() {
-                state.find.activated(&switched.session_id);
-            }
-            state.ledger.take_answer(request, response);
-        }
+        request @ Request::Activate { .. } => session_activated(state, request, response),
         Request::Edit { agent_id, text } => {
             if state.ledger.edit_forked(&agent_id, &response) {
                 state.screen.drafts.editing(text);
@@ -293,15 +272,55 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
         | Request::Compact { .. }
         | Request::Approvals { .. }) => state.ledger.take_answer(request, response),
         Request::Allow { agent_id, request_id } => {
-            if state.questions.allow_answered(&request_id, &response) {
-                #[cfg(feature = "hydrate")]
-                crate::views::step_up(state.link, agent_id, request_id);
-                #[cfg(not(feature = "hydrate"))]
-                let _ = agent_id;
-            }
+            allow_answered(state, agent_id, request_id, &response)
         }
         Request::Terminate { agent_id } => state.screen.terminated(&agent_id, &response),
         Request::Borrow | Request::Detach | Request::Command => state.link.answered(&response),
+    }
+}
+
+/// The agent list, to the roster. The list is the daemon's word on who
+/// waits (after a reconnect, on what was answered meanwhile): the inbox
+/// follows it rather than what the page had, and asks for the questions
+/// of those who wait; the parents' jobs are asked for too.
+fn agents_listed(state: &ClientState, response: &Response) {
+    let Some(listed) = state.roster.listed(response) else { return };
+    state.questions.only_of(&listed.waiting);
+    for agent_id in listed.waiting {
+        state.questions.refresh(&agent_id);
+    }
+    for parent in listed.parents {
+        state.jobs.fetch(&parent);
+    }
+}
+
+/// A prompt's answer, to the screen. Sent and shown: the view goes back
+/// to the end, unheld.
+fn prompt_answered(state: &ClientState, sent: Sent, response: &Response) {
+    if response.success() && state.screen.shows(&sent.agent_id) {
+        state.find.unmark();
+    }
+    state.screen.prompted(sent, response, &state.roster)
+}
+
+/// A session switched to: a search result waiting in it can be marked
+/// once its transcript comes (crate::find), and the ledger takes the
+/// answer.
+fn session_activated(state: &ClientState, request: Request, response: Response) {
+    if let Ok(switched) = response.data::<SessionActivateResult>() {
+        state.find.activated(&switched.session_id);
+    }
+    state.ledger.take_answer(request, response);
+}
+
+/// An allow answered: one refused for want of a passkey asks for it
+/// (the step-up, views::passkey).
+fn allow_answered(state: &ClientState, agent_id: String, request_id: String, response: &Response) {
+    if state.questions.allow_answered(&request_id, response) {
+        #[cfg(feature = "hydrate")]
+        crate::views::step_up(state.link, agent_id, request_id);
+        #[cfg(not(feature = "hydrate"))]
+        let _ = agent_id;
     }
 }
 
