@@ -5,6 +5,8 @@ use serde_json::json;
 use shard_platform::session_view::SessionError;
 use shard_protocol::{ErrorCode, WireError};
 
+use super::runtime::acp::error::AcpError;
+
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     #[error("no agent `{0}`")]
@@ -149,49 +151,10 @@ pub enum AgentError {
     #[error("the agent is not reading its input")]
     NotReading,
 
-    // An agent that speaks ACP.
-    #[error("`{0}` is not available for this agent (it speaks ACP)")]
-    NotForAcp(&'static str),
-    #[error("the agent has no session open yet")]
-    NoAcpSession,
-    #[error(
-        "the agent is on a turn: send this as a follow-up (`streaming_behavior: follow_up`), \
-         or wait for the turn's end"
-    )]
-    TurnRunning,
-    #[error("the agent refused to answer")]
-    Refused,
-    #[error("the agent's turn failed: {0}")]
-    PromptFailed(String),
-    #[error(
-        "this agent speaks ACP, which has no way into a running turn: send it as a follow-up \
-         (`streaming_behavior: follow_up`) or abort the turn"
-    )]
-    AcpSteer,
-    #[error("the follow-up could not be recorded, so it was not accepted")]
-    AcpQueueUnrecorded,
-    #[error("this agent takes no images in a prompt (it does not offer them in ACP); send text")]
-    AcpNoImages,
-    #[error("too many follow-ups are waiting for this agent's turn to end")]
-    AcpQueueFull,
-    #[error(
-        "an agent that is not Shard's own takes no `model` or `mode` at creation: choose them \
-         from its own catalogs once it runs (`set_model`, `set_mode`)"
-    )]
-    AcpSettingAtCreate,
-    #[error("this agent offers no models to choose from")]
-    AcpNoModels,
-    #[error("this agent offers no {0} `{1}`")]
-    AcpUnknown(&'static str, String),
-    #[error("the agent refused the change: {0}")]
-    AcpRefusedSetting(String),
-    #[error(
-        "this agent could not take up its earlier session ({0}): it starts a new one, and \
-         does not remember what Shard's transcript shows before this point"
-    )]
-    AcpStartedAfresh(String),
-    #[error("the agent's session could not be set back to {0}: it runs as the agent chose")]
-    AcpNotRestored(String),
+    /// What an agent that speaks ACP refuses (its own type: the bridge
+    /// builds them, and this only carries the registry's one to clients).
+    #[error(transparent)]
+    Acp(#[from] AcpError),
 }
 
 impl AgentError {
@@ -235,8 +198,7 @@ impl AgentError {
             | Self::ManifestWrite(_)
             | Self::SessionCheckStopped
             | Self::SwitchUnrecorded
-            | Self::ProcessExited
-            | Self::AcpQueueUnrecorded => ErrorCode::InternalError,
+            | Self::ProcessExited => ErrorCode::InternalError,
             Self::HostGoneStarting
             | Self::NotStarted { .. }
             | Self::ShuttingDown
@@ -259,21 +221,9 @@ impl AgentError {
             | Self::AnswerQueueFull
             | Self::AlreadyOnRun
             | Self::NoActiveTurn
-            | Self::NotReading
-            | Self::NoAcpSession
-            | Self::TurnRunning
-            | Self::AcpSteer
-            | Self::AcpQueueFull
-            | Self::AcpRefusedSetting(_) => ErrorCode::Conflict,
-            Self::NotForAcp(_)
-            | Self::AcpNoModels
-            | Self::AcpUnknown(..)
-            | Self::AcpStartedAfresh(_) => ErrorCode::NotFound,
-            Self::AcpNotRestored(_) => ErrorCode::Conflict,
-            Self::Refused | Self::PromptFailed(_) => ErrorCode::ProviderError,
+            | Self::NotReading => ErrorCode::Conflict,
+            Self::Acp(error) => error.code(),
             Self::CwdRelative
-            | Self::AcpSettingAtCreate
-            | Self::AcpNoImages
             | Self::CwdUnreadable { .. }
             | Self::CwdNotDirectory(_)
             | Self::CwdForeign(_)

@@ -587,7 +587,7 @@ fn runtime_of(request: &AgentCreate, config: &Config) -> Result<Option<String>, 
     };
     // An ACP agent's models and modes are its own, known once it runs.
     if runtime.is_some() && (request.model.is_some() || request.mode.is_some()) {
-        return Err(AgentError::AcpSettingAtCreate);
+        return Err(super::runtime::acp::error::AcpError::SettingAtCreate.into());
     }
     if request.name.as_ref().is_some_and(|name| name.chars().count() > MAX_NAME) {
         return Err(AgentError::NameTooLong { max: MAX_NAME });

@@ -2,8 +2,9 @@
 //! runtime seam (docs/ARCHITECTURE.md, "The runtime seam"): [`wire`] reads
 //! and writes ACP's lines, [`translate`] turns them into Shard's per-agent
 //! protocol and back, and [`process`] runs the agent with a bridge between
-//! the two.
+//! the two; [`error`] is what they refuse, mapped to the wire's errors.
 
+pub mod error;
 pub mod fs;
 pub mod process;
 pub mod translate;

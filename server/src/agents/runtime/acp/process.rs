@@ -18,8 +18,8 @@ use shard_protocol::{Envelope, ServerMessage};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
+use super::error::AcpError;
 use super::translate::{Out, Queueing, Start, Translator};
-use crate::agents::error::AgentError;
 use crate::agents::runtime::stdio::{
     INPUT_BYTES, Spawned, agent_command, agent_log, feed, jailed_command, spawn_managed, supervised,
 };
@@ -326,7 +326,7 @@ impl Bridge {
             }
             Err(error) => {
                 tracing::error!(session = %self.record.session_id(), %error, "cannot record a follow-up");
-                let failed = AgentError::AcpQueueUnrecorded.into();
+                let failed = AcpError::QueueUnrecorded.into();
                 vec![super::translate::failed(reply, "prompt", failed)]
             }
         }

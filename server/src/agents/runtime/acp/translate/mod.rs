@@ -54,8 +54,8 @@ use self::question::Question;
 use self::settings::Settings;
 use self::tools::Tool;
 use self::turn::Turn;
+use super::error::AcpError;
 use super::wire::{self, Incoming, Outstanding};
-use crate::agents::error::AgentError;
 
 /// What one line in gives out.
 #[derive(Debug, PartialEq)]
@@ -228,7 +228,7 @@ impl Translator {
         match envelope.message {
             ClientMessage::Prompt(prompt) => self.prompt(id, prompt),
             ClientMessage::Steer(_) => {
-                vec![respond(id, Response::failed(command, AgentError::AcpSteer.into()))]
+                vec![respond(id, Response::failed(command, AcpError::Steer.into()))]
             }
             ClientMessage::RecallSteer(_) => self.recall(id),
             ClientMessage::Abort(_) => self.abort(id),
@@ -242,7 +242,7 @@ impl Translator {
             ClientMessage::SetModel(set) => self.set_model(id, set.model),
             ClientMessage::ListCommands(_) => vec![self.list_commands(id)],
             _ => {
-                vec![respond(id, Response::failed(command, AgentError::NotForAcp(command).into()))]
+                vec![respond(id, Response::failed(command, AcpError::NotForAcp(command).into()))]
             }
         }
     }

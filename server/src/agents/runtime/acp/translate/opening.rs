@@ -14,7 +14,7 @@ use shard_protocol::agent::{Hello, LiveWindow, Sync};
 use shard_protocol::types::AgentStatus;
 
 use super::{Out, Translator, error_event, event};
-use crate::agents::error::AgentError;
+use crate::agents::runtime::acp::error::AcpError;
 
 /// What Claude Code's ACP adapters call themselves (`agentInfo.name`).
 const CLAUDE_ADAPTERS: &[&str] = &["claude-agent-acp", "claude-code-acp"];
@@ -199,9 +199,9 @@ impl Translator {
     /// What could not be kept (the earlier session, a recorded mode or
     /// model), said plainly, then the first follow-up owed.
     fn said_then_owed(&mut self) -> Vec<Out> {
-        let afresh = self.started_afresh.take().map(AgentError::AcpStartedAfresh);
+        let afresh = self.started_afresh.take().map(AcpError::StartedAfresh);
         let unrestored =
-            std::mem::take(&mut self.unrestored).into_iter().map(AgentError::AcpNotRestored);
+            std::mem::take(&mut self.unrestored).into_iter().map(AcpError::NotRestored);
         let mut out: Vec<Out> =
             afresh.into_iter().chain(unrestored).map(|error| error_event(error.into())).collect();
         out.extend(self.next_queued());

@@ -21,7 +21,7 @@ use shard_protocol::message::Response;
 use shard_protocol::types::{ModeDescriptor, ModelDescriptor};
 
 use super::{Out, Pending, Translator, event, respond};
-use crate::agents::error::AgentError;
+use crate::agents::runtime::acp::error::AcpError;
 
 /// One choice of a select: its value and what a person reads.
 #[derive(Clone, Debug, PartialEq)]
@@ -138,7 +138,7 @@ impl Settings {
 
     pub fn list_models(&self, runtime: &str) -> Response {
         let Some(active) = self.active_model(runtime) else {
-            return Response::failed("list_models", AgentError::AcpNoModels.into());
+            return Response::failed("list_models", AcpError::NoModels.into());
         };
         let models = self.models.iter().map(|choice| descriptor(choice, runtime)).collect();
         Response::ok("list_models", ListModelsResult { models, active })
@@ -204,10 +204,7 @@ impl Translator {
     pub(super) fn set_mode(&mut self, reply: Option<String>, mode: String) -> Vec<Out> {
         let command = "set_mode";
         let Some(session) = self.session.clone().filter(|_| self.is_ready()) else {
-            return vec![respond(
-                reply,
-                Response::failed(command, AgentError::NoAcpSession.into()),
-            )];
+            return vec![respond(reply, Response::failed(command, AcpError::NoSession.into()))];
         };
         let previous = self.settings.mode.clone();
         if mode == previous {
@@ -219,7 +216,7 @@ impl Translator {
         if !self.settings.modes.iter().any(|choice| choice.value == mode) {
             return vec![respond(
                 reply,
-                Response::failed(command, AgentError::AcpUnknown("mode", mode).into()),
+                Response::failed(command, AcpError::Unknown("mode", mode).into()),
             )];
         }
         let mode_wanted = mode.clone();
@@ -232,18 +229,15 @@ impl Translator {
     pub(super) fn set_model(&mut self, reply: Option<String>, model: String) -> Vec<Out> {
         let command = "set_model";
         let Some(session) = self.session.clone().filter(|_| self.is_ready()) else {
-            return vec![respond(
-                reply,
-                Response::failed(command, AgentError::NoAcpSession.into()),
-            )];
+            return vec![respond(reply, Response::failed(command, AcpError::NoSession.into()))];
         };
         let Some(option) = self.settings.model_option.clone() else {
-            return vec![respond(reply, Response::failed(command, AgentError::AcpNoModels.into()))];
+            return vec![respond(reply, Response::failed(command, AcpError::NoModels.into()))];
         };
         if !self.settings.models.iter().any(|choice| choice.value == model) {
             return vec![respond(
                 reply,
-                Response::failed(command, AgentError::AcpUnknown("model", model).into()),
+                Response::failed(command, AcpError::Unknown("model", model).into()),
             )];
         }
         let previous = self.settings.model.clone().unwrap_or_default();
@@ -264,7 +258,7 @@ impl Translator {
         };
         let options = match result {
             Err(error) => {
-                let refused = AgentError::AcpRefusedSetting(super::wire::said(&error)).into();
+                let refused = AcpError::RefusedSetting(super::wire::said(&error)).into();
                 return vec![respond(reply, Response::failed(command, refused))];
             }
             Ok(AgentResponse::SetSessionConfigOptionResponse(answer)) => answer.config_options,

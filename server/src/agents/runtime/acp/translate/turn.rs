@@ -18,7 +18,7 @@ use shard_protocol::message::Response;
 use shard_protocol::types::{AgentStatus, ContentBlock, Image, Message, Role, Usage};
 
 use super::{Out, Queueing, Translator, error_event, event, resolved, respond, status};
-use crate::agents::error::AgentError;
+use crate::agents::runtime::acp::error::AcpError;
 
 /// The most follow-ups waiting at once, and their bytes.
 const MAX_QUEUED: usize = 32;
@@ -47,7 +47,7 @@ impl Translator {
     pub(super) fn prompt(&mut self, id: Option<String>, prompt: Prompt) -> Vec<Out> {
         let images = prompt.images.unwrap_or_default();
         if !images.is_empty() && !self.takes_images {
-            return vec![respond(id, Response::failed("prompt", AgentError::AcpNoImages.into()))];
+            return vec![respond(id, Response::failed("prompt", AcpError::NoImages.into()))];
         }
         if self.reopening {
             // Waits, recorded, for the session to be back.
@@ -60,7 +60,7 @@ impl Translator {
             })];
         }
         if !self.is_ready() {
-            return vec![respond(id, Response::failed("prompt", AgentError::NoAcpSession.into()))];
+            return vec![respond(id, Response::failed("prompt", AcpError::NoSession.into()))];
         }
         if self.turn.is_none() && self.queue.is_empty() {
             let mut out = vec![respond(id, Response::accepted("prompt"))];
@@ -70,20 +70,17 @@ impl Translator {
         let behavior = match prompt.streaming_behavior {
             Some(StreamingBehavior::FollowUp) => StreamingBehavior::FollowUp,
             Some(StreamingBehavior::Steer) => {
-                return vec![respond(id, Response::failed("prompt", AgentError::AcpSteer.into()))];
+                return vec![respond(id, Response::failed("prompt", AcpError::Steer.into()))];
             }
             None => {
-                return vec![respond(
-                    id,
-                    Response::failed("prompt", AgentError::TurnRunning.into()),
-                )];
+                return vec![respond(id, Response::failed("prompt", AcpError::TurnRunning.into()))];
             }
         };
         let weight: usize =
             self.queue.iter().map(|queued| bytes(&queued.text, &queued.images)).sum();
         let adding = bytes(&prompt.message, &images);
         if self.queue.len() >= MAX_QUEUED || weight + adding > MAX_QUEUED_BYTES {
-            let full = AgentError::AcpQueueFull.into();
+            let full = AcpError::QueueFull.into();
             return vec![respond(id, Response::failed("prompt", full))];
         }
         vec![Out::Queue(Queueing {
@@ -285,11 +282,11 @@ impl Translator {
         };
         match result {
             Ok(AgentResponse::PromptResponse(done)) if done.stop_reason == StopReason::Refusal => {
-                out.push(error_event(AgentError::Refused.into()));
+                out.push(error_event(AcpError::Refused.into()));
             }
             Ok(_) => {}
             Err(error) => {
-                out.push(error_event(AgentError::PromptFailed(super::wire::said(&error)).into()))
+                out.push(error_event(AcpError::PromptFailed(super::wire::said(&error)).into()))
             }
         }
         if let Some(usage) = &usage {
