@@ -26,6 +26,7 @@
 mod commands;
 mod elicit;
 mod files;
+mod ids;
 mod opening;
 mod plan;
 mod question;
@@ -49,6 +50,7 @@ use shard_protocol::message::Response;
 use shard_protocol::types::{AgentStatus, Image};
 use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
 
+use self::ids::Ids;
 use self::plan::Plan;
 use self::question::Question;
 use self::settings::Settings;
@@ -164,10 +166,7 @@ pub struct Translator {
     cost: Option<f64>,
     /// The context the agent last said it holds, in tokens.
     context: Option<u64>,
-    /// What this process's ids start with: random, so that no id of an
-    /// earlier process (still shown by clients after a restart) recurs.
-    ids: String,
-    next: u64,
+    ids: Ids,
 }
 
 impl Translator {
@@ -202,8 +201,7 @@ impl Translator {
             pending: HashMap::new(),
             cost: None,
             context: None,
-            ids: crate::id::random_hex(),
-            next: 0,
+            ids: Ids::random(),
         };
         (translator, vec![Out::Agent(line)])
     }
@@ -214,8 +212,7 @@ impl Translator {
     }
 
     fn fresh(&mut self, prefix: &str) -> String {
-        self.next += 1;
-        format!("{prefix}-{}-{}", self.ids, self.next)
+        self.ids.fresh(prefix)
     }
 
     /// One line from the host (a §9 command).
