@@ -50,6 +50,7 @@ use shard_protocol::message::Response;
 use shard_protocol::types::{AgentStatus, Image};
 use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
 
+use self::commands::Commands;
 use self::ids::Ids;
 use self::plan::Plan;
 use self::question::Question;
@@ -159,8 +160,7 @@ pub struct Translator {
     tools: HashMap<String, Tool>,
     /// The plan of the turn in progress, once the agent sent one.
     plan: Option<Plan>,
-    /// The commands the agent offers, as it last listed them.
-    commands: Vec<shard_protocol::agent::AgentCommand>,
+    commands: Commands,
     pending: HashMap<i64, Pending>,
     /// The agent's running cost of the session, as it last said.
     cost: Option<f64>,
@@ -197,7 +197,7 @@ impl Translator {
             forms: HashMap::new(),
             tools: HashMap::new(),
             plan: None,
-            commands: Vec::new(),
+            commands: Commands::default(),
             pending: HashMap::new(),
             cost: None,
             context: None,
@@ -237,7 +237,7 @@ impl Translator {
                 vec![respond(id, self.settings.list_models(&self.runtime))]
             }
             ClientMessage::SetModel(set) => self.set_model(id, set.model),
-            ClientMessage::ListCommands(_) => vec![self.list_commands(id)],
+            ClientMessage::ListCommands(_) => vec![self.commands.list(id)],
             _ => {
                 vec![respond(id, Response::failed(command, AcpError::NotForAcp(command).into()))]
             }
@@ -323,7 +323,7 @@ impl Translator {
             U::ToolCall(call) => self.tool_call(call),
             U::ToolCallUpdate(update) => self.tool_update(update),
             U::Plan(plan) => self.plan(plan),
-            U::AvailableCommandsUpdate(update) => self.commands_now(update),
+            U::AvailableCommandsUpdate(update) => self.commands.now(update, self.is_ready()),
             U::CurrentModeUpdate(update) => self.mode_now(update.current_mode_id.0.to_string()),
             U::ConfigOptionUpdate(update) => self.options_now(update.config_options),
             U::UsageUpdate(usage) => {
