@@ -47,7 +47,7 @@ use shard_platform::conversation::{RecordedSettings, Undelivered};
 use shard_platform::session_log::EntryBody;
 use shard_protocol::agent::{PermissionAnswer, Status, StreamingBehavior};
 use shard_protocol::message::Response;
-use shard_protocol::types::{AgentStatus, Image};
+use shard_protocol::types::{AgentStatus, ContentBlock, Image};
 use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
 
 use self::commands::Commands;
@@ -124,6 +124,14 @@ enum Pending {
     Model { reply: Option<String>, previous: String },
 }
 
+/// A call a part shows in the turn (a tool's, the plan's card): the block
+/// the message streaming so far completes with, when the call is new to
+/// it, then the call's `tool_call` event.
+struct Shown {
+    completes: Option<ContentBlock>,
+    call: Out,
+}
+
 pub struct Translator {
     cwd: PathBuf,
     places: crate::agents::sensitive::Places,
@@ -158,8 +166,7 @@ pub struct Translator {
     forms: HashMap<String, elicit::Form>,
     /// Tool calls of this session, by the agent's id.
     tools: HashMap<String, Tool>,
-    /// The plan of the turn in progress, once the agent sent one.
-    plan: Option<Plan>,
+    plan: Plan,
     commands: Commands,
     pending: HashMap<i64, Pending>,
     /// The agent's running cost of the session, as it last said.
@@ -196,7 +203,7 @@ impl Translator {
             questions: HashMap::new(),
             forms: HashMap::new(),
             tools: HashMap::new(),
-            plan: None,
+            plan: Plan::default(),
             commands: Commands::default(),
             pending: HashMap::new(),
             cost: None,
@@ -322,7 +329,10 @@ impl Translator {
             }
             U::ToolCall(call) => self.tool_call(call),
             U::ToolCallUpdate(update) => self.tool_update(update),
-            U::Plan(plan) => self.plan(plan),
+            U::Plan(plan) => match self.plan.now(&mut self.ids, plan, self.turn.is_some()) {
+                Some(shown) => self.show(shown),
+                None => Vec::new(),
+            },
             U::AvailableCommandsUpdate(update) => self.commands.now(update, self.is_ready()),
             U::CurrentModeUpdate(update) => self.mode_now(update.current_mode_id.0.to_string()),
             U::ConfigOptionUpdate(update) => self.options_now(update.config_options),
@@ -335,6 +345,17 @@ impl Translator {
             }
             _ => Vec::new(),
         }
+    }
+
+    /// A call shown in the turn: the message streaming so far completes
+    /// with its block, if it is new, then the call.
+    fn show(&mut self, shown: Shown) -> Vec<Out> {
+        let mut out = match shown.completes {
+            Some(block) => self.complete_message(vec![block]),
+            None => Vec::new(),
+        };
+        out.push(shown.call);
+        out
     }
 }
 

@@ -272,7 +272,7 @@ impl Translator {
         let mut out = self.end_message(Vec::new(), aborted);
         let Some(turn) = self.turn.take() else { return out };
         out.extend(self.tools_left_open());
-        out.extend(self.plan_left_open());
+        out.extend(self.plan.left_open());
         out.extend(self.forms_left_open());
         let usage = match &result {
             Ok(AgentResponse::PromptResponse(done)) => {
