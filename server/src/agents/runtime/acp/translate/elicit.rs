@@ -8,7 +8,7 @@
 //! form is cancelled; a form Shard cannot show (a URL to open, a list of
 //! choices to tick) is declined at once.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use agent_client_protocol_schema::v1::{
     self as acp, ClientResponse, CreateElicitationRequest, CreateElicitationResponse,
@@ -18,13 +18,13 @@ use agent_client_protocol_schema::v1::{
 use serde_json::Value;
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::{UiKind, UiRequest, UiResolved, UiResponse, UiValue};
-use shard_protocol::message::Response;
 
-use super::{Out, Translator, event, respond};
+use super::ids::Ids;
+use super::{Out, event};
 use crate::agents::runtime::acp::wire;
 
 /// A form being asked, field by field.
-pub(super) struct Form {
+struct Form {
     /// The agent's request the content goes to.
     asked: RequestId,
     /// The agent's words for the whole form.
@@ -165,31 +165,51 @@ fn resolved(request_id: String, value: Value) -> Out {
 
 impl Form {
     /// The answer when the form goes unanswered (an abort, the turn's end).
-    pub(super) fn cancel(self, request_id: String) -> Vec<Out> {
+    fn cancel(self, request_id: String) -> Vec<Out> {
         vec![answer(self.asked, ElicitationAction::Cancel), resolved(request_id, Value::Null)]
     }
 }
 
-impl Translator {
+/// The agent's forms being asked, by the request id of the field asked.
+#[derive(Default)]
+pub(super) struct Forms {
+    open: HashMap<String, Form>,
+}
+
+/// What an `elicitation/create` gives.
+pub(super) enum Elicited {
+    /// Its first field, as Shard's `ui_request`: a question is open.
+    Asked(Out),
+    /// The agent's answer at once: a form Shard cannot show, declined, or
+    /// one with no field, accepted.
+    Answered(Out),
+}
+
+impl Forms {
+    pub(super) fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
     /// `elicitation/create`: its first field asked, or the form declined
     /// when Shard cannot show it.
     pub(super) fn elicit(
         &mut self,
+        ids: &mut Ids,
         asked: RequestId,
         request: CreateElicitationRequest,
-    ) -> Vec<Out> {
+    ) -> Elicited {
         let ElicitationMode::Form(form) = request.mode else {
-            return vec![answer(asked, ElicitationAction::Decline)];
+            return Elicited::Answered(answer(asked, ElicitationAction::Decline));
         };
         let schema = form.requested_schema;
         let fields: Option<VecDeque<Field>> =
             schema.properties.iter().map(|(key, property)| Field::of(key, property)).collect();
         let Some(mut fields) = fields else {
-            return vec![answer(asked, ElicitationAction::Decline)];
+            return Elicited::Answered(answer(asked, ElicitationAction::Decline));
         };
         let Some(current) = fields.pop_front() else {
             let empty = ElicitationAcceptAction::new().content(BTreeMap::new());
-            return vec![answer(asked, ElicitationAction::Accept(empty))];
+            return Elicited::Answered(answer(asked, ElicitationAction::Accept(empty)));
         };
         let form = Form {
             asked,
@@ -198,57 +218,52 @@ impl Translator {
             next: fields,
             content: BTreeMap::new(),
         };
-        self.ask_field(form, None)
+        Elicited::Asked(self.ask_field(ids, form, None))
     }
 
-    fn ask_field(&mut self, form: Form, problem: Option<&str>) -> Vec<Out> {
-        let request_id = self.fresh("form");
+    /// The form's current field, asked as a `ui_request` of its own.
+    fn ask_field(&mut self, ids: &mut Ids, form: Form, problem: Option<&str>) -> Out {
+        let request_id = ids.fresh("form");
         let question = form.current.question(request_id.clone(), &form.message, problem);
-        self.forms.insert(request_id, form);
-        vec![event(ServerMessage::UiRequest(question)), self.status_now()]
+        self.open.insert(request_id, form);
+        event(ServerMessage::UiRequest(question))
     }
 
-    /// A `ui_response`: the next field asked, the same one again with why,
-    /// or the form's content (or its cancellation) for the agent.
-    pub(super) fn form_answered(&mut self, id: Option<String>, answer: UiResponse) -> Vec<Out> {
-        let mut out = vec![respond(id, Response::accepted("ui_response"))];
-        // Already settled: not an answer any more (§9.5).
-        let Some(mut form) = self.forms.remove(&answer.request_id) else { return out };
+    /// A `ui_response` to a field asked: the next field asked, the same
+    /// one again with why, or the form's content (or its cancellation) for
+    /// the agent. `None` when no such field is asked (any more: §9.5).
+    pub(super) fn answered(&mut self, ids: &mut Ids, answer: UiResponse) -> Option<Vec<Out>> {
+        let mut form = self.open.remove(&answer.request_id)?;
         let text = match &answer.value {
-            None => {
-                out.extend(form.cancel(answer.request_id));
-                out.push(self.status_now());
-                return out;
-            }
+            None => return Some(form.cancel(answer.request_id)),
             Some(UiValue::Text(text)) => text.clone(),
             Some(UiValue::List(list)) => list.join(", "),
         };
         // This question is settled either way: taken, or asked again.
         let told = serde_json::to_value(&answer.value).unwrap_or(Value::Null);
-        out.push(resolved(answer.request_id, told));
+        let mut out = vec![resolved(answer.request_id, told)];
         match form.current.value(&text) {
-            Err(why) => out.extend(self.ask_field(form, Some(why))),
+            Err(why) => out.push(self.ask_field(ids, form, Some(why))),
             Ok(value) => {
                 form.content.insert(form.current.key.clone(), value);
                 match form.next.pop_front() {
                     Some(next) => {
                         form.current = next;
-                        out.extend(self.ask_field(form, None));
+                        out.push(self.ask_field(ids, form, None));
                     }
                     None => {
                         let accepted = ElicitationAcceptAction::new().content(form.content);
                         out.push(self::answer(form.asked, ElicitationAction::Accept(accepted)));
-                        out.push(self.status_now());
                     }
                 }
             }
         }
-        out
+        Some(out)
     }
 
     /// Every form still asked, cancelled (an abort, the turn's end).
-    pub(super) fn forms_left_open(&mut self) -> Vec<Out> {
-        let open: Vec<(String, Form)> = self.forms.drain().collect();
+    pub(super) fn left_open(&mut self) -> Vec<Out> {
+        let open: Vec<(String, Form)> = self.open.drain().collect();
         open.into_iter().flat_map(|(request_id, form)| form.cancel(request_id)).collect()
     }
 }
@@ -256,4 +271,85 @@ impl Translator {
 /// Whether the agent may ask forms of Shard: in form mode only.
 pub(super) fn capabilities() -> acp::ElicitationCapabilities {
     acp::ElicitationCapabilities::new().form(acp::ElicitationFormCapabilities::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn request(properties: Value) -> CreateElicitationRequest {
+        serde_json::from_value(json!({"sessionId": "s", "mode": "form", "message": "Details?",
+            "requestedSchema": {"type": "object", "properties": properties}}))
+        .expect("a form")
+    }
+
+    fn host(out: &Out) -> Value {
+        let Out::Host(line) = out else { panic!("not for the host: {out:?}") };
+        serde_json::from_str(line).expect("a JSON line")
+    }
+
+    fn agent(out: &Out) -> Value {
+        let Out::Agent(line) = out else { panic!("not for the agent: {out:?}") };
+        serde_json::from_str(line).expect("a JSON line")
+    }
+
+    fn reply(asked: &Out, value: Value) -> UiResponse {
+        let request_id = host(asked)["request_id"].as_str().expect("an id").to_owned();
+        serde_json::from_value(json!({"request_id": request_id, "value": value})).expect("ok")
+    }
+
+    #[test]
+    fn each_field_is_asked_in_turn_and_the_agent_gets_the_whole_form() {
+        let (mut ids, mut forms) = (Ids::new("f".to_owned()), Forms::default());
+        let form = request(json!({"size": {"type": "number"}, "sure": {"type": "boolean"}}));
+        let Elicited::Asked(size) = forms.elicit(&mut ids, RequestId::Number(3), form) else {
+            panic!("asked");
+        };
+        assert_eq!(host(&size)["request_id"], "form-f-1");
+        assert!(!forms.is_empty());
+
+        let again = forms.answered(&mut ids, reply(&size, json!("lots"))).expect("open");
+        assert_eq!(host(&again[0])["type"], "ui_resolved");
+        assert!(host(&again[1])["message"].as_str().unwrap().ends_with("A number, please."));
+        let sure = forms.answered(&mut ids, reply(&again[1], json!("2.5"))).expect("open");
+        assert_eq!(host(&sure[1])["kind"], "confirm");
+        let done = forms.answered(&mut ids, reply(&sure[1], json!("no"))).expect("open");
+        assert_eq!(
+            agent(&done[1]),
+            json!({"jsonrpc": "2.0", "id": 3,
+                   "result": {"action": "accept", "content": {"size": 2.5, "sure": false}}})
+        );
+        assert!(forms.is_empty());
+        assert!(forms.answered(&mut ids, reply(&sure[1], json!("yes"))).is_none(), "settled");
+    }
+
+    #[test]
+    fn a_form_shard_cannot_show_is_declined_and_one_left_open_is_cancelled() {
+        let (mut ids, mut forms) = (Ids::new("f".to_owned()), Forms::default());
+        let ticks = json!({"type": "array", "items": {"type": "string", "enum": ["a", "b"]}});
+        let ticks = request(json!({ "tags": ticks }));
+        let Elicited::Answered(declined) = forms.elicit(&mut ids, RequestId::Number(1), ticks)
+        else {
+            panic!("declined");
+        };
+        assert_eq!(agent(&declined)["result"], json!({"action": "decline"}));
+        let Elicited::Answered(empty) =
+            forms.elicit(&mut ids, RequestId::Number(2), request(json!({})))
+        else {
+            panic!("nothing to ask");
+        };
+        assert_eq!(agent(&empty)["result"], json!({"action": "accept", "content": {}}));
+
+        let name = request(json!({"name": {"type": "string", "default": "x"}}));
+        let Elicited::Asked(asked) = forms.elicit(&mut ids, RequestId::Number(4), name) else {
+            panic!("asked");
+        };
+        assert_eq!(host(&asked)["prefill"], "x");
+        let cancelled = forms.left_open();
+        assert_eq!(agent(&cancelled[0])["result"], json!({"action": "cancel"}));
+        assert_eq!(host(&cancelled[1])["value"], Value::Null);
+        assert!(forms.is_empty());
+    }
 }

@@ -45,12 +45,13 @@ use agent_client_protocol_schema::v1::{
 };
 use shard_platform::conversation::{RecordedSettings, Undelivered};
 use shard_platform::session_log::EntryBody;
-use shard_protocol::agent::{PermissionAnswer, Status, StreamingBehavior};
+use shard_protocol::agent::{PermissionAnswer, Status, StreamingBehavior, UiResponse};
 use shard_protocol::message::Response;
 use shard_protocol::types::{AgentStatus, ContentBlock, Image};
 use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
 
 use self::commands::Commands;
+use self::elicit::{Elicited, Forms};
 use self::ids::Ids;
 use self::plan::Plan;
 use self::question::Question;
@@ -162,8 +163,7 @@ pub struct Translator {
     /// Follow-ups recorded and waiting for the turn's end.
     queue: VecDeque<Undelivered>,
     questions: HashMap<String, Question>,
-    /// The agent's forms being asked, by the request id of the field asked.
-    forms: HashMap<String, elicit::Form>,
+    forms: Forms,
     /// Tool calls of this session, by the agent's id.
     tools: HashMap<String, Tool>,
     plan: Plan,
@@ -201,7 +201,7 @@ impl Translator {
             turn: None,
             queue: start.owed.into(),
             questions: HashMap::new(),
-            forms: HashMap::new(),
+            forms: Forms::default(),
             tools: HashMap::new(),
             plan: Plan::default(),
             commands: Commands::default(),
@@ -289,7 +289,12 @@ impl Translator {
                     vec![Out::Fs(asked, FsRequest::Read(request))]
                 }
                 AgentRequest::WriteTextFileRequest(request) => self.write_asked(asked, request),
-                AgentRequest::CreateElicitationRequest(request) => self.elicit(asked, request),
+                AgentRequest::CreateElicitationRequest(request) => {
+                    match self.forms.elicit(&mut self.ids, asked, request) {
+                        Elicited::Asked(question) => vec![question, self.status_now()],
+                        Elicited::Answered(answer) => vec![answer],
+                    }
+                }
                 _ => vec![Out::Agent(wire::answer(asked, Err(acp::Error::method_not_found())))],
             },
             Incoming::Unanswerable(asked, error) => {
@@ -355,6 +360,16 @@ impl Translator {
             None => Vec::new(),
         };
         out.push(shown.call);
+        out
+    }
+
+    /// A `ui_response`, accepted whatever it settles.
+    fn form_answered(&mut self, id: Option<String>, answer: UiResponse) -> Vec<Out> {
+        let mut out = vec![respond(id, Response::accepted("ui_response"))];
+        if let Some(settled) = self.forms.answered(&mut self.ids, answer) {
+            out.extend(settled);
+            out.push(self.status_now());
+        }
         out
     }
 }

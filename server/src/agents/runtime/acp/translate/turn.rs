@@ -177,7 +177,7 @@ impl Translator {
             turn.dropped = texts;
         }
         let asked = !self.questions.is_empty() || !self.forms.is_empty();
-        out.extend(self.forms_left_open());
+        out.extend(self.forms.left_open());
         for (request_id, question) in std::mem::take(&mut self.questions) {
             out.push(question.cancel());
             out.push(resolved(
@@ -273,7 +273,7 @@ impl Translator {
         let Some(turn) = self.turn.take() else { return out };
         out.extend(self.tools_left_open());
         out.extend(self.plan.left_open());
-        out.extend(self.forms_left_open());
+        out.extend(self.forms.left_open());
         let usage = match &result {
             Ok(AgentResponse::PromptResponse(done)) => {
                 self.usage(done.usage.as_ref(), turn.cost_before)
