@@ -45,16 +45,19 @@ use agent_client_protocol_schema::v1::{
 };
 use shard_platform::conversation::{RecordedSettings, Undelivered};
 use shard_platform::session_log::EntryBody;
-use shard_protocol::agent::{PermissionAnswer, Status, StreamingBehavior, UiResponse};
+use shard_protocol::agent::{
+    PermissionAnswer, PermissionResponse, Status, StreamingBehavior, UiResponse,
+};
 use shard_protocol::message::Response;
 use shard_protocol::types::{AgentStatus, ContentBlock, Image};
 use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
 
 use self::commands::Commands;
 use self::elicit::{Elicited, Forms};
+use self::files::{Files, Write};
 use self::ids::Ids;
 use self::plan::Plan;
-use self::question::Question;
+use self::question::Questions;
 use self::settings::Settings;
 use self::tools::Tool;
 use self::turn::Turn;
@@ -135,7 +138,6 @@ struct Shown {
 
 pub struct Translator {
     cwd: PathBuf,
-    places: crate::agents::sensitive::Places,
     runtime: String,
     outstanding: Outstanding,
     phase: opening::Phase,
@@ -162,7 +164,8 @@ pub struct Translator {
     turn: Option<Turn>,
     /// Follow-ups recorded and waiting for the turn's end.
     queue: VecDeque<Undelivered>,
-    questions: HashMap<String, Question>,
+    questions: Questions,
+    files: Files,
     forms: Forms,
     /// Tool calls of this session, by the agent's id.
     tools: HashMap<String, Tool>,
@@ -183,8 +186,7 @@ impl Translator {
         let (id, line) =
             outstanding.request(ClientRequest::InitializeRequest(opening::initialize()));
         let translator = Self {
-            cwd: start.cwd,
-            places: start.places,
+            cwd: start.cwd.clone(),
             settings: Settings::recorded(&start.recorded),
             recorded: start.recorded,
             restoring: HashMap::new(),
@@ -200,7 +202,8 @@ impl Translator {
             session: None,
             turn: None,
             queue: start.owed.into(),
-            questions: HashMap::new(),
+            questions: Questions::default(),
+            files: Files::new(start.cwd, start.places),
             forms: Forms::default(),
             tools: HashMap::new(),
             plan: Plan::default(),
@@ -288,7 +291,15 @@ impl Translator {
                 AgentRequest::ReadTextFileRequest(request) => {
                     vec![Out::Fs(asked, FsRequest::Read(request))]
                 }
-                AgentRequest::WriteTextFileRequest(request) => self.write_asked(asked, request),
+                AgentRequest::WriteTextFileRequest(request) => {
+                    match self.files.write(&mut self.ids, request) {
+                        Write::Serve(request) => vec![Out::Fs(asked, FsRequest::Write(request))],
+                        Write::Ask { request, shown } => vec![
+                            self.questions.write_asked(asked, request, *shown),
+                            self.status_now(),
+                        ],
+                    }
+                }
                 AgentRequest::CreateElicitationRequest(request) => {
                     match self.forms.elicit(&mut self.ids, asked, request) {
                         Elicited::Asked(question) => vec![question, self.status_now()],
@@ -360,6 +371,16 @@ impl Translator {
             None => Vec::new(),
         };
         out.push(shown.call);
+        out
+    }
+
+    /// A `permission_response`, accepted whatever it settles.
+    fn answered(&mut self, id: Option<String>, answer: PermissionResponse) -> Vec<Out> {
+        let mut out = vec![respond(id, Response::accepted("permission_response"))];
+        if let Some(settled) = self.questions.answered(answer) {
+            out.extend(settled);
+            out.push(self.status_now());
+        }
         out
     }
 

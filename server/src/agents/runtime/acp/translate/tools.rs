@@ -5,24 +5,18 @@
 //! known: as a `tool_call` with Shard's own renders (a command, a diff),
 //! then one `tool_result`, each recorded in Shard's log.
 
-use std::collections::HashMap;
-
 use agent_client_protocol_schema::v1::{
-    self as acp, PermissionOptionKind, RequestId, RequestPermissionRequest, ToolCallContent,
-    ToolCallStatus, ToolCallUpdateFields, ToolKind,
+    self as acp, RequestId, RequestPermissionRequest, ToolCallContent, ToolCallStatus,
+    ToolCallUpdateFields, ToolKind,
 };
 use serde_json::Value;
 use shard_platform::session_log::EntryBody;
 use shard_protocol::ServerMessage;
-use shard_protocol::agent::{
-    ChoiceIntent, Decision, PermissionChoice, PermissionRequest, PermissionResponse, ToolCall,
-    ToolResult,
-};
-use shard_protocol::message::Response;
+use shard_protocol::agent::{ToolCall, ToolResult};
 use shard_protocol::types::{ContentBlock, RenderDescriptor, ToolResultContent};
 
-use super::question::{About, Question};
-use super::{Out, Translator, event, resolved, respond};
+use super::question::Subject;
+use super::{Out, Translator, event};
 
 /// A tool call as gathered so far.
 #[derive(Default)]
@@ -281,9 +275,8 @@ impl Translator {
         out
     }
 
-    /// A permission request: Shard's own, with one choice per option the
-    /// agent offered (its id kept), and the legacy decisions by kind. The
-    /// call it is about is shown first, whatever the agent said of it so far.
+    /// A permission request: Shard's own question about the call, which
+    /// is shown first, whatever the agent said of it so far.
     pub(super) fn asked(
         &mut self,
         asked: RequestId,
@@ -292,82 +285,21 @@ impl Translator {
         let tool_id = request.tool_call.tool_call_id.0.to_string();
         self.tools.entry(tool_id.clone()).or_default().merge(request.tool_call.fields.clone());
         let mut out = self.announce(&tool_id);
-        let request_id = self.fresh("perm");
-        let mut options = HashMap::new();
-        let mut decisions = HashMap::new();
-        let mut choices = Vec::new();
-        for (at, option) in request.options.iter().enumerate() {
-            let (intent, decision) = match option.kind {
-                PermissionOptionKind::AllowOnce => (ChoiceIntent::Allow, Some(Decision::Allow)),
-                PermissionOptionKind::AllowAlways => {
-                    (ChoiceIntent::Persist, Some(Decision::AllowAlways))
-                }
-                PermissionOptionKind::RejectOnce => (ChoiceIntent::Deny, Some(Decision::Deny)),
-                _ => (ChoiceIntent::Deny, None),
-            };
-            let choice_id = format!("option-{at}");
-            options.insert(choice_id.clone(), option.option_id.clone());
-            if let Some(decision) = decision {
-                decisions.entry(decision).or_insert_with(|| option.option_id.clone());
-            }
-            choices.push(PermissionChoice {
-                id: choice_id,
-                label: option.name.clone(),
-                description: None,
-                accelerator: None,
-                intent,
-            });
-        }
         let tool = self.tools.get(&tool_id);
         let name = tool.map_or_else(|| "a tool".to_owned(), Tool::name);
         let prompt = match tool.and_then(Tool::command) {
             Some(command) if !name.contains(&command) => format!("{name}: {command}"),
             _ => name.clone(),
         };
-        let shard_request =
-            PermissionRequest {
-                request_id: request_id.clone(),
-                tool_name: name,
-                input: tool.and_then(|tool| tool.input.clone()).unwrap_or(Value::Null),
-                prompt,
-                options: [Decision::Allow, Decision::AllowAlways, Decision::Deny]
-                    .into_iter()
-                    .filter(|decision| decisions.contains_key(decision))
-                    .collect(),
-                // What it does and where, for people to read and for the
-                // step-up rule to judge (never its title: the agent's words).
-                details: Some(tool.map_or_else(
-                    || crate::agents::effect::details(None, &[]),
-                    Tool::effect_details,
-                )),
-                choices: Some(choices),
-            };
-        let about = About::Options { options, decisions };
-        self.questions.insert(request_id, Question { asked, about });
-        out.push(event(ServerMessage::PermissionRequest(shard_request)));
+        let subject = Subject {
+            tool_name: name,
+            prompt,
+            input: tool.and_then(|tool| tool.input.clone()).unwrap_or(Value::Null),
+            details: tool
+                .map_or_else(|| crate::agents::effect::details(None, &[]), Tool::effect_details),
+        };
+        out.push(self.questions.asked(&mut self.ids, asked, &request.options, subject));
         out.push(self.status_now());
         out
-    }
-
-    pub(super) fn answered(&mut self, id: Option<String>, answer: PermissionResponse) -> Vec<Out> {
-        let command = "permission_response";
-        // Already settled: not an answer any more (§9.5).
-        let Some(question) = self.questions.remove(&answer.request_id) else {
-            return vec![respond(id, Response::accepted(command))];
-        };
-        let to_agent = match question.settle(&answer.answer) {
-            Ok(to_agent) => to_agent,
-            Err(open) => {
-                self.questions.insert(answer.request_id, *open);
-                return vec![respond(id, Response::accepted(command))];
-            }
-        };
-        vec![
-            respond(id, Response::accepted(command)),
-            to_agent,
-            // Settled: the host tells every client who answered.
-            resolved(answer.request_id, answer.answer, None),
-            self.status_now(),
-        ]
     }
 }

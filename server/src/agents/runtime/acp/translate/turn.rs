@@ -11,13 +11,13 @@ use shard_platform::conversation::Undelivered;
 use shard_platform::session_log::{EntryBody, UnqueueReason};
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::{
-    Decision, DeltaKind, MessageComplete, MessageDelta, PermissionAnswer, Prompt,
-    RecallSteerResult, RecalledInput, StreamingBehavior, TurnEnd, TurnStart,
+    DeltaKind, MessageComplete, MessageDelta, Prompt, RecallSteerResult, RecalledInput,
+    StreamingBehavior, TurnEnd, TurnStart,
 };
 use shard_protocol::message::Response;
 use shard_protocol::types::{AgentStatus, ContentBlock, Image, Message, Role, Usage};
 
-use super::{Out, Queueing, Translator, error_event, event, resolved, respond, status};
+use super::{Out, Queueing, Translator, error_event, event, respond, status};
 use crate::agents::runtime::acp::error::AcpError;
 
 /// The most follow-ups waiting at once, and their bytes.
@@ -178,14 +178,7 @@ impl Translator {
         }
         let asked = !self.questions.is_empty() || !self.forms.is_empty();
         out.extend(self.forms.left_open());
-        for (request_id, question) in std::mem::take(&mut self.questions) {
-            out.push(question.cancel());
-            out.push(resolved(
-                request_id,
-                PermissionAnswer::Decision(Decision::Deny),
-                Some("abort"),
-            ));
-        }
+        out.extend(self.questions.cancel_all());
         if asked {
             out.push(self.status_now());
         }
