@@ -42,6 +42,7 @@ use std::path::PathBuf;
 
 use agent_client_protocol_schema::v1::{
     self as acp, AgentNotification, AgentRequest, AgentResponse, ClientRequest, RequestId,
+    RequestPermissionRequest,
 };
 use shard_platform::conversation::{RecordedSettings, Undelivered};
 use shard_platform::session_log::EntryBody;
@@ -59,7 +60,7 @@ use self::ids::Ids;
 use self::plan::Plan;
 use self::question::Questions;
 use self::settings::Settings;
-use self::tools::Tool;
+use self::tools::{Progress, Tools};
 use self::turn::Turn;
 use super::error::AcpError;
 use super::wire::{self, Incoming, Outstanding};
@@ -167,8 +168,7 @@ pub struct Translator {
     questions: Questions,
     files: Files,
     forms: Forms,
-    /// Tool calls of this session, by the agent's id.
-    tools: HashMap<String, Tool>,
+    tools: Tools,
     plan: Plan,
     commands: Commands,
     pending: HashMap<i64, Pending>,
@@ -205,7 +205,7 @@ impl Translator {
             questions: Questions::default(),
             files: Files::new(start.cwd, start.places),
             forms: Forms::default(),
-            tools: HashMap::new(),
+            tools: Tools::default(),
             plan: Plan::default(),
             commands: Commands::default(),
             pending: HashMap::new(),
@@ -343,8 +343,14 @@ impl Translator {
             U::AgentThoughtChunk(chunk) => {
                 self.chunk(chunk, shard_protocol::agent::DeltaKind::Thinking)
             }
-            U::ToolCall(call) => self.tool_call(call),
-            U::ToolCallUpdate(update) => self.tool_update(update),
+            U::ToolCall(call) => {
+                let progress = self.tools.call(call, self.turn.is_some());
+                self.progress(progress)
+            }
+            U::ToolCallUpdate(update) => {
+                let progress = self.tools.update(update, self.turn.is_some());
+                self.progress(progress)
+            }
             U::Plan(plan) => match self.plan.now(&mut self.ids, plan, self.turn.is_some()) {
                 Some(shown) => self.show(shown),
                 None => Vec::new(),
@@ -363,6 +369,16 @@ impl Translator {
         }
     }
 
+    /// A piece of a tool call: the call shown, then its result.
+    fn progress(&mut self, progress: Progress) -> Vec<Out> {
+        let mut out = match progress.shown {
+            Some(shown) => self.show(shown),
+            None => Vec::new(),
+        };
+        out.extend(progress.finished);
+        out
+    }
+
     /// A call shown in the turn: the message streaming so far completes
     /// with its block, if it is new, then the call.
     fn show(&mut self, shown: Shown) -> Vec<Out> {
@@ -371,6 +387,21 @@ impl Translator {
             None => Vec::new(),
         };
         out.push(shown.call);
+        out
+    }
+
+    /// A permission request: the call it is about shown first, whatever
+    /// the agent said of it so far, then Shard's own question.
+    fn asked(&mut self, asked: RequestId, request: RequestPermissionRequest) -> Vec<Out> {
+        let tool_id = request.tool_call.tool_call_id.0.to_string();
+        let shown = self.tools.asked_about(&tool_id, request.tool_call.fields, self.turn.is_some());
+        let mut out = match shown {
+            Some(shown) => self.show(shown),
+            None => Vec::new(),
+        };
+        let subject = self.tools.subject(&tool_id);
+        out.push(self.questions.asked(&mut self.ids, asked, &request.options, subject));
+        out.push(self.status_now());
         out
     }
 

@@ -1,13 +1,16 @@
-//! Tool calls and permission requests. An ACP tool call comes in pieces
-//! (a `tool_call`, then `tool_call_update`s that fill in its input, status
-//! and output; some agents ask permission before announcing it at all), so
-//! it is gathered here and shown to Shard's clients once its input is
-//! known: as a `tool_call` with Shard's own renders (a command, a diff),
-//! then one `tool_result`, each recorded in Shard's log.
+//! Tool calls. An ACP tool call comes in pieces (a `tool_call`, then
+//! `tool_call_update`s that fill in its input, status and output; some
+//! agents ask permission before announcing it at all), so it is gathered
+//! here and shown to Shard's clients once its input is known in a turn: as
+//! a `tool_call` with Shard's own renders (a command, a diff), then one
+//! `tool_result`, each recorded in Shard's log. A permission request about
+//! a call shows the call as gathered so far (its [`Subject`]); the question
+//! itself is `question.rs`'s.
+
+use std::collections::HashMap;
 
 use agent_client_protocol_schema::v1::{
-    self as acp, RequestId, RequestPermissionRequest, ToolCallContent, ToolCallStatus,
-    ToolCallUpdateFields, ToolKind,
+    self as acp, ToolCallContent, ToolCallStatus, ToolCallUpdateFields, ToolKind,
 };
 use serde_json::Value;
 use shard_platform::session_log::EntryBody;
@@ -16,11 +19,11 @@ use shard_protocol::agent::{ToolCall, ToolResult};
 use shard_protocol::types::{ContentBlock, RenderDescriptor, ToolResultContent};
 
 use super::question::Subject;
-use super::{Out, Translator, event};
+use super::{Out, Shown, event};
 
 /// A tool call as gathered so far.
 #[derive(Default)]
-pub(super) struct Tool {
+struct Tool {
     title: String,
     kind: Option<ToolKind>,
     input: Option<Value>,
@@ -167,8 +170,22 @@ fn is_empty(input: &Value) -> bool {
     }
 }
 
-impl Translator {
-    pub(super) fn tool_call(&mut self, call: acp::ToolCall) -> Vec<Out> {
+/// The tool calls of the turn, by the agent's id.
+#[derive(Default)]
+pub(super) struct Tools {
+    calls: HashMap<String, Tool>,
+}
+
+/// What a piece of a call gives: the call shown, the first time its input
+/// is known in a turn, then its result, once it has one.
+pub(super) struct Progress {
+    pub shown: Option<Shown>,
+    pub finished: Vec<Out>,
+}
+
+impl Tools {
+    /// A `tool_call`: the call's first piece.
+    pub(super) fn call(&mut self, call: acp::ToolCall, in_turn: bool) -> Progress {
         let fields = ToolCallUpdateFields::new()
             .title(call.title)
             .kind(call.kind)
@@ -177,13 +194,16 @@ impl Translator {
             .locations(call.locations)
             .raw_input(call.raw_input)
             .raw_output(call.raw_output);
-        self.tool_update(acp::ToolCallUpdate::new(call.tool_call_id, fields))
+        self.update(acp::ToolCallUpdate::new(call.tool_call_id, fields), in_turn)
     }
 
-    pub(super) fn tool_update(&mut self, update: acp::ToolCallUpdate) -> Vec<Out> {
+    /// A `tool_call_update`: the call filled in.
+    pub(super) fn update(&mut self, update: acp::ToolCallUpdate, in_turn: bool) -> Progress {
         let id = update.tool_call_id.0.to_string();
-        self.tools.entry(id.clone()).or_default().merge(update.fields);
-        let Some(tool) = self.tools.get(&id) else { return Vec::new() };
+        self.calls.entry(id.clone()).or_default().merge(update.fields);
+        let Some(tool) = self.calls.get(&id) else {
+            return Progress { shown: None, finished: Vec::new() };
+        };
         let started = tool.input.is_some()
             || matches!(
                 tool.status,
@@ -192,22 +212,46 @@ impl Translator {
                 )
             );
         let done = matches!(tool.status, Some(ToolCallStatus::Completed | ToolCallStatus::Failed));
-        let mut out = Vec::new();
-        if started {
-            out.extend(self.announce(&id));
-        }
-        if done {
-            out.extend(self.finish(&id, None));
-        }
-        out
+        let shown = if started { self.announce(&id, in_turn) } else { None };
+        let finished = if done { self.finish(&id, None) } else { Vec::new() };
+        Progress { shown, finished }
     }
 
-    /// Shows the call, once: the message streaming so far completes with
-    /// the call as its last block, then `tool_call`.
-    fn announce(&mut self, id: &str) -> Vec<Out> {
-        let Some(tool) = self.tools.get_mut(id) else { return Vec::new() };
-        if tool.announced || self.turn.is_none() {
-            return Vec::new();
+    /// What a permission request says of the call it is about, merged:
+    /// the call shown first, whatever the agent said of it so far.
+    pub(super) fn asked_about(
+        &mut self,
+        id: &str,
+        fields: ToolCallUpdateFields,
+        in_turn: bool,
+    ) -> Option<Shown> {
+        self.calls.entry(id.to_owned()).or_default().merge(fields);
+        self.announce(id, in_turn)
+    }
+
+    /// The call `id` as a question about it shows it.
+    pub(super) fn subject(&self, id: &str) -> Subject {
+        let tool = self.calls.get(id);
+        let name = tool.map_or_else(|| "a tool".to_owned(), Tool::name);
+        let prompt = match tool.and_then(Tool::command) {
+            Some(command) if !name.contains(&command) => format!("{name}: {command}"),
+            _ => name.clone(),
+        };
+        Subject {
+            tool_name: name,
+            prompt,
+            input: tool.and_then(|tool| tool.input.clone()).unwrap_or(Value::Null),
+            details: tool
+                .map_or_else(|| crate::agents::effect::details(None, &[]), Tool::effect_details),
+        }
+    }
+
+    /// Shows the call, once, in a turn: the message streaming so far
+    /// completes with the call as its last block, then `tool_call`.
+    fn announce(&mut self, id: &str, in_turn: bool) -> Option<Shown> {
+        let tool = self.calls.get_mut(id)?;
+        if tool.announced || !in_turn {
+            return None;
         }
         tool.announced = true;
         let (name, args, render) = (tool.name(), tool.args(), tool.render());
@@ -216,16 +260,14 @@ impl Translator {
         });
         let block =
             ContentBlock::ToolCall { id: id.to_owned(), name: name.clone(), args: args.clone() };
-        let mut out = self.complete_message(vec![block]);
         let call = ToolCall { tool_call_id: id.to_owned(), name, args, render, read_only };
-        out.push(event(ServerMessage::ToolCall(call)));
-        out
+        Some(Shown { completes: Some(block), call: event(ServerMessage::ToolCall(call)) })
     }
 
     /// Its result, once: shown and recorded. `cut` says why a call the
     /// agent never finished ends here.
     fn finish(&mut self, id: &str, cut: Option<&str>) -> Vec<Out> {
-        let Some(tool) = self.tools.get_mut(id) else { return Vec::new() };
+        let Some(tool) = self.calls.get_mut(id) else { return Vec::new() };
         if tool.finished || !tool.announced {
             return Vec::new();
         }
@@ -260,9 +302,9 @@ impl Translator {
 
     /// At the turn's end: every call shown and never finished ends, and the
     /// calls of the turn are forgotten.
-    pub(super) fn tools_left_open(&mut self) -> Vec<Out> {
+    pub(super) fn left_open(&mut self) -> Vec<Out> {
         let open: Vec<String> = self
-            .tools
+            .calls
             .iter()
             .filter(|(_, tool)| tool.announced && !tool.finished)
             .map(|(id, _)| id.clone())
@@ -271,35 +313,96 @@ impl Translator {
         for id in open {
             out.extend(self.finish(&id, Some("the turn ended before the tool finished")));
         }
-        self.tools.clear();
+        self.calls.clear();
         out
     }
+}
 
-    /// A permission request: Shard's own question about the call, which
-    /// is shown first, whatever the agent said of it so far.
-    pub(super) fn asked(
-        &mut self,
-        asked: RequestId,
-        request: RequestPermissionRequest,
-    ) -> Vec<Out> {
-        let tool_id = request.tool_call.tool_call_id.0.to_string();
-        self.tools.entry(tool_id.clone()).or_default().merge(request.tool_call.fields.clone());
-        let mut out = self.announce(&tool_id);
-        let tool = self.tools.get(&tool_id);
-        let name = tool.map_or_else(|| "a tool".to_owned(), Tool::name);
-        let prompt = match tool.and_then(Tool::command) {
-            Some(command) if !name.contains(&command) => format!("{name}: {command}"),
-            _ => name.clone(),
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(fields: Value) -> acp::ToolCall {
+        serde_json::from_value(fields).expect("a tool call")
+    }
+
+    fn update(fields: Value) -> acp::ToolCallUpdate {
+        serde_json::from_value(fields).expect("a tool call update")
+    }
+
+    fn host(out: &Out) -> Value {
+        let Out::Host(line) = out else { panic!("not for the host: {out:?}") };
+        serde_json::from_str(line).expect("a JSON line")
+    }
+
+    #[test]
+    fn a_call_is_shown_once_its_input_is_known_then_its_result_once() {
+        let mut tools = Tools::default();
+        let pending =
+            tools.call(call(json!({"toolCallId": "t1", "title": "Run", "kind": "execute"})), true);
+        assert!(pending.shown.is_none() && pending.finished.is_empty(), "nothing known yet");
+
+        let input = update(json!({"toolCallId": "t1", "rawInput": {"command": ["ls", "-a"]}}));
+        let started = tools.update(input, true);
+        let Some(Shown { completes: Some(ContentBlock::ToolCall { id, name, .. }), call }) =
+            started.shown
+        else {
+            panic!("shown");
         };
-        let subject = Subject {
-            tool_name: name,
-            prompt,
-            input: tool.and_then(|tool| tool.input.clone()).unwrap_or(Value::Null),
-            details: tool
-                .map_or_else(|| crate::agents::effect::details(None, &[]), Tool::effect_details),
+        assert_eq!((id.as_str(), name.as_str()), ("t1", "Run"));
+        let call = host(&call);
+        assert_eq!(call["render"], json!({"kind": "command", "command": "ls -a"}));
+        assert_eq!(call["read_only"], false);
+        assert!(started.finished.is_empty());
+
+        let output = json!({"toolCallId": "t1", "status": "completed",
+            "content": [{"type": "content", "content": {"type": "text", "text": "a b"}}]});
+        let done = tools.update(update(output.clone()), true);
+        assert!(done.shown.is_none(), "shown once");
+        let Out::Log(EntryBody::ToolResult { tool_name, content, is_error, .. }) =
+            &done.finished[0]
+        else {
+            panic!("recorded: {:?}", done.finished);
         };
-        out.push(self.questions.asked(&mut self.ids, asked, &request.options, subject));
-        out.push(self.status_now());
-        out
+        assert_eq!((tool_name.as_str(), *is_error), ("Run", false));
+        assert_eq!(content, &ToolResultContent::Text { text: "a b".to_owned() });
+        assert!(tools.update(update(output), true).finished.is_empty(), "finished once");
+    }
+
+    #[test]
+    fn outside_a_turn_nothing_is_shown_and_a_call_left_open_ends_with_the_turn() {
+        let mut tools = Tools::default();
+        let early = call(json!({"toolCallId": "t0", "title": "x", "status": "completed"}));
+        let early = tools.call(early, false);
+        assert!(early.shown.is_none() && early.finished.is_empty(), "never shown, never ended");
+
+        let edit = json!({"toolCallId": "t2", "title": "Edit", "kind": "edit", "status": "in_progress",
+            "content": [{"type": "diff", "path": "/w/a.txt", "oldText": "old", "newText": "new"}]});
+        let shown = tools.call(call(edit), true).shown.expect("shown");
+        assert_eq!(host(&shown.call)["render"]["kind"], "diff");
+        let ended = tools.left_open();
+        let result = host(&ended[1]);
+        assert_eq!(result["is_error"], true);
+        assert_eq!(result["content"]["text"], "the turn ended before the tool finished");
+        assert_eq!(result["render"]["kind"], "diff", "an edit's result shows its diff");
+        assert!(tools.left_open().is_empty(), "the turn's calls are forgotten");
+    }
+
+    #[test]
+    fn a_question_about_a_call_shows_it_first_and_names_its_command() {
+        let mut tools = Tools::default();
+        let fields = update(json!({"toolCallId": "t3", "title": "Shell", "kind": "execute",
+                                   "rawInput": {"cmd": "rm -rf build"}}))
+        .fields;
+        assert!(tools.asked_about("t3", fields.clone(), true).is_some(), "shown");
+        assert!(tools.asked_about("t3", fields, true).is_none(), "once");
+        let subject = tools.subject("t3");
+        assert_eq!(subject.tool_name, "Shell");
+        assert_eq!(subject.prompt, "Shell: rm -rf build");
+        assert_eq!(subject.input, json!({"cmd": "rm -rf build"}));
+        let unknown = tools.subject("t9");
+        assert_eq!((unknown.tool_name.as_str(), unknown.input), ("a tool", Value::Null));
     }
 }

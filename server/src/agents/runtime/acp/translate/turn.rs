@@ -264,7 +264,7 @@ impl Translator {
         let aborted = self.turn.as_ref().is_some_and(|turn| turn.aborted);
         let mut out = self.end_message(Vec::new(), aborted);
         let Some(turn) = self.turn.take() else { return out };
-        out.extend(self.tools_left_open());
+        out.extend(self.tools.left_open());
         out.extend(self.plan.left_open());
         out.extend(self.forms.left_open());
         let usage = match &result {
