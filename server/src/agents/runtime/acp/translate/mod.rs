@@ -37,7 +37,7 @@ mod turn;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::path::PathBuf;
 
 use agent_client_protocol_schema::v1::{
@@ -59,7 +59,7 @@ use self::files::{Files, Write};
 use self::ids::Ids;
 use self::plan::Plan;
 use self::question::Questions;
-use self::settings::Settings;
+use self::settings::{Answered, Settings};
 use self::tools::{Progress, Tools};
 use self::turn::Turn;
 use super::error::AcpError;
@@ -123,12 +123,6 @@ pub struct Start {
     pub recorded: RecordedSettings,
 }
 
-/// A request to the agent that a client waits on.
-enum Pending {
-    Mode { reply: Option<String>, previous: String, mode: String },
-    Model { reply: Option<String>, previous: String },
-}
-
 /// A call a part shows in the turn (a tool's, the plan's card): the block
 /// the message streaming so far completes with, when the call is new to
 /// it, then the call's `tool_call` event.
@@ -139,7 +133,6 @@ struct Shown {
 
 pub struct Translator {
     cwd: PathBuf,
-    runtime: String,
     outstanding: Outstanding,
     phase: opening::Phase,
     /// The agent's earlier session, until it is loaded, resumed or given up.
@@ -148,14 +141,6 @@ pub struct Translator {
     started_afresh: Option<String>,
     /// The agent can close and resume its session.
     reopens: bool,
-    /// The mode and model Shard's record holds, until the first session
-    /// opens (and is set to them).
-    recorded: RecordedSettings,
-    /// Choices of Shard's record being set again, by request id, before
-    /// the session is shown (clients wait for the session, not for these);
-    /// what the agent refused, said once it is.
-    restoring: HashMap<i64, settings::Restore>,
-    unrestored: Vec<String>,
     /// The agent takes images in a prompt (`promptCapabilities.image`).
     takes_images: bool,
     /// Reopening the session after a cancelled turn.
@@ -171,7 +156,6 @@ pub struct Translator {
     tools: Tools,
     plan: Plan,
     commands: Commands,
-    pending: HashMap<i64, Pending>,
     /// The agent's running cost of the session, as it last said.
     cost: Option<f64>,
     /// The context the agent last said it holds, in tokens.
@@ -187,11 +171,7 @@ impl Translator {
             outstanding.request(ClientRequest::InitializeRequest(opening::initialize()));
         let translator = Self {
             cwd: start.cwd.clone(),
-            settings: Settings::recorded(&start.recorded),
-            recorded: start.recorded,
-            restoring: HashMap::new(),
-            unrestored: Vec::new(),
-            runtime: start.runtime,
+            settings: Settings::new(start.runtime, start.recorded),
             outstanding,
             phase: opening::Phase::Initializing(id),
             previous: start.previous,
@@ -208,7 +188,6 @@ impl Translator {
             tools: Tools::default(),
             plan: Plan::default(),
             commands: Commands::default(),
-            pending: HashMap::new(),
             cost: None,
             context: None,
             ids: Ids::random(),
@@ -242,11 +221,17 @@ impl Translator {
             ClientMessage::PermissionResponse(answer) => self.answered(id, answer),
             ClientMessage::UiResponse(answer) => self.form_answered(id, answer),
             ClientMessage::ListModes(_) => vec![respond(id, self.settings.list_modes())],
-            ClientMessage::SetMode(set) => self.set_mode(id, set.mode),
-            ClientMessage::ListModels(_) => {
-                vec![respond(id, self.settings.list_models(&self.runtime))]
+            ClientMessage::SetMode(set) => {
+                let session = self.session.as_ref().filter(|_| self.is_ready());
+                self.settings.set_mode(&mut self.outstanding, id, set.mode, session)
             }
-            ClientMessage::SetModel(set) => self.set_model(id, set.model),
+            ClientMessage::ListModels(_) => {
+                vec![respond(id, self.settings.list_models())]
+            }
+            ClientMessage::SetModel(set) => {
+                let session = self.session.as_ref().filter(|_| self.is_ready());
+                self.settings.set_model(&mut self.outstanding, id, set.model, session)
+            }
             ClientMessage::ListCommands(_) => vec![self.commands.list(id)],
             _ => {
                 vec![respond(id, Response::failed(command, AcpError::NotForAcp(command).into()))]
@@ -322,11 +307,11 @@ impl Translator {
         if let Some(out) = self.opened(id, &result) {
             return out;
         }
-        if let Some(restore) = self.restoring.remove(&id) {
-            return self.restored(restore, result);
-        }
-        if let Some(pending) = self.pending.remove(&id) {
-            return self.settled(pending, result);
+        if self.settings.awaits(id) {
+            return match self.settings.answered(id, result) {
+                Answered::Lines(out) => out,
+                Answered::Restored => self.session_shown(),
+            };
         }
         if self.turn.as_ref().is_some_and(|turn| turn.prompt == id) {
             return self.turn_ended(result);
@@ -356,8 +341,10 @@ impl Translator {
                 None => Vec::new(),
             },
             U::AvailableCommandsUpdate(update) => self.commands.now(update, self.is_ready()),
-            U::CurrentModeUpdate(update) => self.mode_now(update.current_mode_id.0.to_string()),
-            U::ConfigOptionUpdate(update) => self.options_now(update.config_options),
+            U::CurrentModeUpdate(update) => {
+                self.settings.mode_now(update.current_mode_id.0.to_string())
+            }
+            U::ConfigOptionUpdate(update) => self.settings.options_now(update.config_options),
             U::UsageUpdate(usage) => {
                 self.context = Some(usage.used);
                 if let Some(cost) = usage.cost.filter(|cost| cost.currency == "USD") {

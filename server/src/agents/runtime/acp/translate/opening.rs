@@ -164,13 +164,13 @@ impl Translator {
             (_, Ok(_)) => return self.afresh("the agent answered with something else".to_owned()),
             (_, Err(error)) => return self.afresh(super::wire::said(error)),
         };
-        let wanted = self.wanted_settings();
+        let wanted = self.settings.wanted(self.reopening);
         self.settings.offered(modes.as_ref(), options.as_deref());
         self.previous = None;
         self.session = Some(session.clone());
         self.phase = Phase::Ready;
         let mut out = vec![Out::Session(session.0.to_string())];
-        let restoring = self.restore(wanted, &session);
+        let restoring = self.settings.restore(&mut self.outstanding, wanted, &session);
         if !restoring.is_empty() {
             // Shown once the agent has answered (while reopening, prompts
             // meanwhile wait as follow-ups).
@@ -200,10 +200,8 @@ impl Translator {
     /// model), said plainly, then the first follow-up owed.
     fn said_then_owed(&mut self) -> Vec<Out> {
         let afresh = self.started_afresh.take().map(AcpError::StartedAfresh);
-        let unrestored =
-            std::mem::take(&mut self.unrestored).into_iter().map(AcpError::NotRestored);
-        let mut out: Vec<Out> =
-            afresh.into_iter().chain(unrestored).map(|error| error_event(error.into())).collect();
+        let mut out: Vec<Out> = afresh.into_iter().map(|error| error_event(error.into())).collect();
+        out.extend(self.settings.unrestored_said());
         out.extend(self.next_queued());
         out
     }
@@ -244,12 +242,12 @@ impl Translator {
         let capabilities = self.settings.capabilities();
         let hello = Hello {
             protocol_version: "0.1".to_owned(),
-            server_version: format!("acp:{}", self.runtime),
+            server_version: format!("acp:{}", self.settings.runtime()),
             capabilities: capabilities.clone(),
         };
         let sync = Sync {
             status: AgentStatus::Idle,
-            mode: self.settings.mode.clone(),
+            mode: self.settings.mode().to_owned(),
             capabilities: Some(capabilities),
             runtime_epoch: None,
             live_window: LiveWindow { messages: Vec::new(), compaction_index: None },

@@ -249,7 +249,7 @@ impl Translator {
             event(ServerMessage::MessageComplete(MessageComplete { message_id, message })),
             Out::Log(EntryBody::Assistant {
                 content: blocks,
-                model: self.settings.model_name(&self.runtime),
+                model: self.settings.model_name(),
                 thinking_signatures: Vec::new(),
                 usage: None,
                 aborted,
@@ -324,7 +324,7 @@ impl Translator {
             cache_write: tokens.cached_write_tokens,
             cost,
             context_tokens: self.context,
-            model: Some(self.settings.model_name(&self.runtime)),
+            model: Some(self.settings.model_name()),
         })
     }
 }
