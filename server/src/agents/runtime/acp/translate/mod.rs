@@ -41,7 +41,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 
 use agent_client_protocol_schema::v1::{
-    self as acp, AgentNotification, AgentRequest, AgentResponse, ClientRequest, RequestId,
+    self as acp, AgentNotification, AgentRequest, AgentResponse, RequestId,
     RequestPermissionRequest,
 };
 use shard_platform::conversation::{RecordedSettings, Undelivered};
@@ -57,6 +57,7 @@ use self::commands::Commands;
 use self::elicit::{Elicited, Forms};
 use self::files::{Files, Write};
 use self::ids::Ids;
+use self::opening::{Opened, Opening};
 use self::plan::Plan;
 use self::question::Questions;
 use self::settings::{Answered, Settings};
@@ -132,20 +133,9 @@ struct Shown {
 }
 
 pub struct Translator {
-    cwd: PathBuf,
+    /// The requests sent to the agent and not yet answered.
     outstanding: Outstanding,
-    phase: opening::Phase,
-    /// The agent's earlier session, until it is loaded, resumed or given up.
-    previous: Option<String>,
-    /// Said once ready: the earlier session could not be taken up.
-    started_afresh: Option<String>,
-    /// The agent can close and resume its session.
-    reopens: bool,
-    /// The agent takes images in a prompt (`promptCapabilities.image`).
-    takes_images: bool,
-    /// Reopening the session after a cancelled turn.
-    reopening: bool,
-    session: Option<acp::SessionId>,
+    opening: Opening,
     settings: Settings,
     turn: Option<Turn>,
     /// Follow-ups recorded and waiting for the turn's end.
@@ -167,19 +157,11 @@ impl Translator {
     /// A translator, and its first line: `initialize`.
     pub fn start(start: Start) -> (Self, Vec<Out>) {
         let mut outstanding = Outstanding::default();
-        let (id, line) =
-            outstanding.request(ClientRequest::InitializeRequest(opening::initialize()));
+        let (opening, first) = Opening::start(start.cwd.clone(), start.previous, &mut outstanding);
         let translator = Self {
-            cwd: start.cwd.clone(),
             settings: Settings::new(start.runtime, start.recorded),
             outstanding,
-            phase: opening::Phase::Initializing(id),
-            previous: start.previous,
-            started_afresh: None,
-            reopens: false,
-            takes_images: false,
-            reopening: false,
-            session: None,
+            opening,
             turn: None,
             queue: start.owed.into(),
             questions: Questions::default(),
@@ -192,12 +174,12 @@ impl Translator {
             context: None,
             ids: Ids::random(),
         };
-        (translator, vec![Out::Agent(line)])
+        (translator, vec![first])
     }
 
     /// The agent has a session: Shard's `hello` and `sync` went out.
     pub fn is_ready(&self) -> bool {
-        matches!(self.phase, opening::Phase::Ready)
+        self.opening.is_ready()
     }
 
     fn fresh(&mut self, prefix: &str) -> String {
@@ -222,14 +204,14 @@ impl Translator {
             ClientMessage::UiResponse(answer) => self.form_answered(id, answer),
             ClientMessage::ListModes(_) => vec![respond(id, self.settings.list_modes())],
             ClientMessage::SetMode(set) => {
-                let session = self.session.as_ref().filter(|_| self.is_ready());
+                let session = self.opening.ready_session();
                 self.settings.set_mode(&mut self.outstanding, id, set.mode, session)
             }
             ClientMessage::ListModels(_) => {
                 vec![respond(id, self.settings.list_models())]
             }
             ClientMessage::SetModel(set) => {
-                let session = self.session.as_ref().filter(|_| self.is_ready());
+                let session = self.opening.ready_session();
                 self.settings.set_model(&mut self.outstanding, id, set.model, session)
             }
             ClientMessage::ListCommands(_) => vec![self.commands.list(id)],
@@ -304,8 +286,12 @@ impl Translator {
     }
 
     fn response(&mut self, id: i64, result: Result<AgentResponse, acp::Error>) -> Vec<Out> {
-        if let Some(out) = self.opened(id, &result) {
-            return out;
+        match self.opening.opened(id, &result, &mut self.outstanding) {
+            Some(Opened::Lines(out)) => return out,
+            Some(Opened::Open { session, modes, options }) => {
+                return self.session_opened(session, modes, options);
+            }
+            None => {}
         }
         if self.settings.awaits(id) {
             return match self.settings.answered(id, result) {
@@ -354,6 +340,51 @@ impl Translator {
             }
             _ => Vec::new(),
         }
+    }
+
+    /// The session opened, offering `modes` and `options`: kept, then the
+    /// session set to the mode and model it must have before clients see it.
+    fn session_opened(
+        &mut self,
+        session: acp::SessionId,
+        modes: Option<&acp::SessionModeState>,
+        options: Option<&[acp::SessionConfigOption]>,
+    ) -> Vec<Out> {
+        let wanted = self.settings.wanted(self.opening.is_reopening());
+        self.settings.offered(modes, options);
+        let mut out = vec![Out::Session(session.0.to_string())];
+        let restoring = self.settings.restore(&mut self.outstanding, wanted, &session);
+        if !restoring.is_empty() {
+            // Shown once the agent has answered (while reopening, prompts
+            // meanwhile wait as follow-ups).
+            out.extend(restoring);
+            return out;
+        }
+        out.extend(self.session_shown());
+        out
+    }
+
+    /// The session opened, with the mode and model it must have: clients
+    /// see it (a `hello` and `sync`, or nothing new after a reopening),
+    /// then what could not be kept, and the first follow-up owed.
+    fn session_shown(&mut self) -> Vec<Out> {
+        let mut out = Vec::new();
+        // After a reopening the clients never saw the session go: no new
+        // hello, only what could not be kept, and the prompts that waited.
+        if !self.opening.reopened() {
+            let settings = &self.settings;
+            out.extend(opening::greeting(
+                settings.runtime(),
+                settings.capabilities(),
+                settings.mode(),
+            ));
+        }
+        // What could not be kept (the earlier session, a recorded mode or
+        // model), said plainly, then the first follow-up owed.
+        out.extend(self.opening.afresh_said());
+        out.extend(self.settings.unrestored_said());
+        out.extend(self.next_queued());
+        out
     }
 
     /// A piece of a tool call: the call shown, then its result.

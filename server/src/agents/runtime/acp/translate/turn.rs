@@ -17,6 +17,7 @@ use shard_protocol::agent::{
 use shard_protocol::message::Response;
 use shard_protocol::types::{AgentStatus, ContentBlock, Image, Message, Role, Usage};
 
+use super::opening::Session;
 use super::{Out, Queueing, Translator, error_event, event, respond, status};
 use crate::agents::runtime::acp::error::AcpError;
 
@@ -46,25 +47,28 @@ pub(super) struct Turn {
 impl Translator {
     pub(super) fn prompt(&mut self, id: Option<String>, prompt: Prompt) -> Vec<Out> {
         let images = prompt.images.unwrap_or_default();
-        if !images.is_empty() && !self.takes_images {
+        if !images.is_empty() && !self.opening.takes_images() {
             return vec![respond(id, Response::failed("prompt", AcpError::NoImages.into()))];
         }
-        if self.reopening {
+        let session = match self.opening.for_prompt() {
             // Waits, recorded, for the session to be back.
-            return vec![Out::Queue(Queueing {
-                reply: id,
-                text: prompt.message,
-                images,
-                behavior: StreamingBehavior::FollowUp,
-                pinned: prompt.pinned.unwrap_or(false),
-            })];
-        }
-        if !self.is_ready() {
-            return vec![respond(id, Response::failed("prompt", AcpError::NoSession.into()))];
-        }
+            Session::Reopening => {
+                return vec![Out::Queue(Queueing {
+                    reply: id,
+                    text: prompt.message,
+                    images,
+                    behavior: StreamingBehavior::FollowUp,
+                    pinned: prompt.pinned.unwrap_or(false),
+                })];
+            }
+            Session::NotYet => {
+                return vec![respond(id, Response::failed("prompt", AcpError::NoSession.into()))];
+            }
+            Session::Ready(session) => session.clone(),
+        };
         if self.turn.is_none() && self.queue.is_empty() {
             let mut out = vec![respond(id, Response::accepted("prompt"))];
-            out.extend(self.begin(prompt.message, images, None));
+            out.extend(self.begin(session, prompt.message, images, None));
             return out;
         }
         let behavior = match prompt.streaming_behavior {
@@ -96,11 +100,11 @@ impl Translator {
     /// delivers one).
     fn begin(
         &mut self,
+        session: acp::SessionId,
         text: String,
         images: Vec<Image>,
         queued_entry_id: Option<String>,
     ) -> Vec<Out> {
-        let Some(session) = self.session.clone() else { return Vec::new() };
         let mut blocks = vec![acp::ContentBlock::from(text.clone())];
         blocks.extend(images.iter().map(|image| {
             acp::ContentBlock::Image(acp::ImageContent::new(&image.data, &image.mime_type))
@@ -129,12 +133,13 @@ impl Translator {
 
     /// The oldest follow-up waiting, as a turn of its own.
     pub(super) fn next_queued(&mut self) -> Vec<Out> {
-        if self.turn.is_some() || !self.is_ready() {
+        let Some(session) = self.opening.ready_session().cloned() else { return Vec::new() };
+        if self.turn.is_some() {
             return Vec::new();
         }
         match self.queue.pop_front() {
             Some(Undelivered { entry_id, text, images, .. }) => {
-                self.begin(text, images, Some(entry_id))
+                self.begin(session, text, images, Some(entry_id))
             }
             None => Vec::new(),
         }
@@ -169,7 +174,7 @@ impl Translator {
                 reason: UnqueueReason::Aborted,
             }));
         }
-        let Some(session) = self.session.clone().filter(|_| self.turn.is_some()) else {
+        let Some(session) = self.opening.session().cloned().filter(|_| self.turn.is_some()) else {
             return out;
         };
         if let Some(turn) = &mut self.turn {
@@ -295,7 +300,7 @@ impl Translator {
         out.push(status(AgentStatus::Idle));
         if turn.aborted {
             out.push(Out::Reap);
-            let reopened = self.reopen();
+            let reopened = self.opening.reopen(&mut self.outstanding);
             if !reopened.is_empty() {
                 out.extend(reopened);
                 return out;
