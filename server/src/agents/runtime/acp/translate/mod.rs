@@ -4,24 +4,36 @@
 //! out. No process, no clock, no file: unit tests drive it line by line, and
 //! the bridge (`process.rs`) carries out what it gives.
 //!
-//! Its parts, each an `impl Translator` of its own file:
+//! The [`Translator`] routes: each line goes to the part it is about, and
+//! where one thing touches several parts (a tool call completes the message
+//! streaming, a turn's end closes what the turn left open) the translator
+//! composes what each part gives, in order. Each part owns its state, takes
+//! plain inputs (the wire's [`Outstanding`] requests and the [`ids::Ids`]
+//! when it sends or mints) and is unit-tested on its own:
 //! - [`opening`]: `initialize`, then `session/load` or `session/resume` of
 //!   the agent's previous session when it offers them, else `session/new`;
-//!   then Shard's `hello` and `sync`.
+//!   the session reopened after a cancelled turn; Shard's `hello` and `sync`.
+//! - [`settings`]: modes and models from the session's modes and config
+//!   options, listed and switched as Shard's own, and set back to Shard's
+//!   record when a session opens without them.
 //! - [`turn`]: `prompt` → `session/prompt`, chunks → deltas reconciled by
 //!   `message_complete`, the result → usage and `turn_end`; follow-ups
 //!   queued durably for the turn's end; `abort` → `session/cancel`.
 //! - [`tools`]: tool calls as `tool_call`/`tool_result` (diffs and commands
-//!   rendered as Shard's own), and permission requests both ways.
-//! - [`files`]: the agent's file requests, served, or asked about first
-//!   when a write would reach past the file (`crate::agents::sensitive`).
-//! - [`settings`]: modes and models from the session's modes and config
-//!   options, listed and switched as Shard's own.
+//!   rendered as Shard's own).
+//! - [`question`]: the questions open to people: the agent's permission
+//!   requests, and Shard's own before a write [`files`] would not serve at
+//!   once (`crate::agents::sensitive`).
 //! - [`elicit`]: the agent's forms (ACP elicitation), asked field by field
 //!   as Shard's `ui_request`s.
+//! - [`plan`]: the agent's plan, one card per turn.
+//! - [`commands`]: the agent's slash commands, listed and announced.
+//! - [`ids`]: Shard's ids for what the parts show, from one counter.
 //!
-//! Every other command is answered with an error saying so, never left
-//! without an answer.
+//! The status clients see (`status`: waiting on a question, streaming,
+//! idle) is the translator's own, read from what the parts hold. Every
+//! other command is answered with an error saying so, never left without
+//! an answer.
 
 mod commands;
 mod elicit;
@@ -37,7 +49,6 @@ mod turn;
 #[cfg(test)]
 mod tests;
 
-use std::collections::VecDeque;
 use std::path::PathBuf;
 
 use agent_client_protocol_schema::v1::{
@@ -47,7 +58,7 @@ use agent_client_protocol_schema::v1::{
 use shard_platform::conversation::{RecordedSettings, Undelivered};
 use shard_platform::session_log::EntryBody;
 use shard_protocol::agent::{
-    PermissionAnswer, PermissionResponse, Status, StreamingBehavior, UiResponse,
+    DeltaKind, PermissionAnswer, PermissionResponse, Status, StreamingBehavior, UiResponse,
 };
 use shard_protocol::message::Response;
 use shard_protocol::types::{AgentStatus, ContentBlock, Image};
@@ -62,7 +73,7 @@ use self::plan::Plan;
 use self::question::Questions;
 use self::settings::{Answered, Settings};
 use self::tools::{Progress, Tools};
-use self::turn::Turn;
+use self::turn::Turns;
 use super::error::AcpError;
 use super::wire::{self, Incoming, Outstanding};
 
@@ -132,25 +143,20 @@ struct Shown {
     call: Out,
 }
 
+/// One ACP agent's translation: its parts, and the requests sent to it.
 pub struct Translator {
     /// The requests sent to the agent and not yet answered.
     outstanding: Outstanding,
+    ids: Ids,
     opening: Opening,
     settings: Settings,
-    turn: Option<Turn>,
-    /// Follow-ups recorded and waiting for the turn's end.
-    queue: VecDeque<Undelivered>,
+    turns: Turns,
+    tools: Tools,
     questions: Questions,
     files: Files,
     forms: Forms,
-    tools: Tools,
     plan: Plan,
     commands: Commands,
-    /// The agent's running cost of the session, as it last said.
-    cost: Option<f64>,
-    /// The context the agent last said it holds, in tokens.
-    context: Option<u64>,
-    ids: Ids,
 }
 
 impl Translator {
@@ -159,20 +165,17 @@ impl Translator {
         let mut outstanding = Outstanding::default();
         let (opening, first) = Opening::start(start.cwd.clone(), start.previous, &mut outstanding);
         let translator = Self {
-            settings: Settings::new(start.runtime, start.recorded),
             outstanding,
+            ids: Ids::random(),
             opening,
-            turn: None,
-            queue: start.owed.into(),
+            settings: Settings::new(start.runtime, start.recorded),
+            turns: Turns::new(start.owed),
+            tools: Tools::default(),
             questions: Questions::default(),
             files: Files::new(start.cwd, start.places),
             forms: Forms::default(),
-            tools: Tools::default(),
             plan: Plan::default(),
             commands: Commands::default(),
-            cost: None,
-            context: None,
-            ids: Ids::random(),
         };
         (translator, vec![first])
     }
@@ -182,6 +185,8 @@ impl Translator {
         self.opening.is_ready()
     }
 
+    /// A fresh id, as the parts mint them.
+    #[cfg(test)]
     fn fresh(&mut self, prefix: &str) -> String {
         self.ids.fresh(prefix)
     }
@@ -194,11 +199,18 @@ impl Translator {
         let id = envelope.id;
         let command = shard_protocol::envelope::MessageSet::type_name(&envelope.message);
         match envelope.message {
-            ClientMessage::Prompt(prompt) => self.prompt(id, prompt),
+            ClientMessage::Prompt(prompt) => self.turns.prompt(
+                &mut self.ids,
+                &mut self.outstanding,
+                id,
+                prompt,
+                self.opening.for_prompt(),
+                self.opening.takes_images(),
+            ),
             ClientMessage::Steer(_) => {
                 vec![respond(id, Response::failed(command, AcpError::Steer.into()))]
             }
-            ClientMessage::RecallSteer(_) => self.recall(id),
+            ClientMessage::RecallSteer(_) => self.turns.recall(id),
             ClientMessage::Abort(_) => self.abort(id),
             ClientMessage::PermissionResponse(answer) => self.answered(id, answer),
             ClientMessage::UiResponse(answer) => self.form_answered(id, answer),
@@ -207,9 +219,7 @@ impl Translator {
                 let session = self.opening.ready_session();
                 self.settings.set_mode(&mut self.outstanding, id, set.mode, session)
             }
-            ClientMessage::ListModels(_) => {
-                vec![respond(id, self.settings.list_models())]
-            }
+            ClientMessage::ListModels(_) => vec![respond(id, self.settings.list_models())],
             ClientMessage::SetModel(set) => {
                 let session = self.opening.ready_session();
                 self.settings.set_model(&mut self.outstanding, id, set.model, session)
@@ -224,11 +234,9 @@ impl Translator {
     /// A follow-up is in Shard's record: it waits for the turn's end (or
     /// starts one, if the turn ended meanwhile).
     pub fn queued(&mut self, reply: Option<String>, input: Undelivered) -> Vec<Out> {
-        self.queue.push_back(input);
+        self.turns.enqueue(input);
         let mut out = vec![respond(reply, Response::accepted("prompt"))];
-        if self.turn.is_none() {
-            out.extend(self.next_queued());
-        }
+        out.extend(self.next_queued());
         out
     }
 
@@ -238,10 +246,10 @@ impl Translator {
             Incoming::Response { id, result, .. } => self.response(id, result.map(|r| *r)),
             Incoming::TextChunk { text, thinking } if self.is_ready() => {
                 let kind = match thinking {
-                    true => shard_protocol::agent::DeltaKind::Thinking,
-                    false => shard_protocol::agent::DeltaKind::Text,
+                    true => DeltaKind::Thinking,
+                    false => DeltaKind::Text,
                 };
-                self.text_chunk(text, kind)
+                self.turns.text_chunk(text, kind)
             }
             // Before the session is open: a replay of `session/load`.
             Incoming::TextChunk { .. } => Vec::new(),
@@ -299,7 +307,7 @@ impl Translator {
                 Answered::Restored => self.session_shown(),
             };
         }
-        if self.turn.as_ref().is_some_and(|turn| turn.prompt == id) {
+        if self.turns.prompted(id) {
             return self.turn_ended(result);
         }
         Vec::new()
@@ -308,21 +316,17 @@ impl Translator {
     fn update(&mut self, update: acp::SessionUpdate) -> Vec<Out> {
         use acp::SessionUpdate as U;
         match update {
-            U::AgentMessageChunk(chunk) => {
-                self.chunk(chunk, shard_protocol::agent::DeltaKind::Text)
-            }
-            U::AgentThoughtChunk(chunk) => {
-                self.chunk(chunk, shard_protocol::agent::DeltaKind::Thinking)
-            }
+            U::AgentMessageChunk(chunk) => self.turns.chunk(chunk, DeltaKind::Text),
+            U::AgentThoughtChunk(chunk) => self.turns.chunk(chunk, DeltaKind::Thinking),
             U::ToolCall(call) => {
-                let progress = self.tools.call(call, self.turn.is_some());
+                let progress = self.tools.call(call, self.turns.in_turn());
                 self.progress(progress)
             }
             U::ToolCallUpdate(update) => {
-                let progress = self.tools.update(update, self.turn.is_some());
+                let progress = self.tools.update(update, self.turns.in_turn());
                 self.progress(progress)
             }
-            U::Plan(plan) => match self.plan.now(&mut self.ids, plan, self.turn.is_some()) {
+            U::Plan(plan) => match self.plan.now(&mut self.ids, plan, self.turns.in_turn()) {
                 Some(shown) => self.show(shown),
                 None => Vec::new(),
             },
@@ -332,10 +336,7 @@ impl Translator {
             }
             U::ConfigOptionUpdate(update) => self.settings.options_now(update.config_options),
             U::UsageUpdate(usage) => {
-                self.context = Some(usage.used);
-                if let Some(cost) = usage.cost.filter(|cost| cost.currency == "USD") {
-                    self.cost = Some(cost.amount);
-                }
+                self.turns.usage_now(usage);
                 Vec::new()
             }
             _ => Vec::new(),
@@ -387,6 +388,58 @@ impl Translator {
         out
     }
 
+    /// The oldest follow-up waiting, as a turn of its own, once the
+    /// session is open and no turn is in progress.
+    fn next_queued(&mut self) -> Vec<Out> {
+        let session = self.opening.ready_session();
+        self.turns.next_queued(&mut self.ids, &mut self.outstanding, session)
+    }
+
+    /// `session/cancel`, every open question answered `cancelled` as ACP
+    /// requires, and the follow-ups dropped with the turn; the turn ends
+    /// when the agent answers the prompt.
+    fn abort(&mut self, id: Option<String>) -> Vec<Out> {
+        let mut out = vec![respond(id, Response::accepted("abort"))];
+        let abort = self.turns.abort(self.opening.session());
+        out.extend(abort.unqueued);
+        let Some(cancel) = abort.cancel else { return out };
+        let asked = !self.questions.is_empty() || !self.forms.is_empty();
+        out.extend(self.forms.left_open());
+        out.extend(self.questions.cancel_all());
+        if asked {
+            out.push(self.status_now());
+        }
+        out.push(cancel);
+        out
+    }
+
+    /// The agent answered the turn's prompt: the message is complete, what
+    /// the turn left open (calls, its plan, forms) closed, its usage
+    /// counted, and the turn ends (an error says why, then ends it too).
+    /// A cancelled turn may have its session reopened; else a follow-up
+    /// waiting starts the next.
+    fn turn_ended(&mut self, result: Result<AgentResponse, acp::Error>) -> Vec<Out> {
+        let model = self.settings.model_name();
+        let Some(mut stopped) = self.turns.stop(&mut self.ids, &model) else {
+            return Vec::new();
+        };
+        let aborted = stopped.aborted();
+        let mut out = std::mem::take(&mut stopped.completed);
+        out.extend(self.tools.left_open());
+        out.extend(self.plan.left_open());
+        out.extend(self.forms.left_open());
+        out.extend(self.turns.ended(stopped, result, &model));
+        if aborted {
+            let reopened = self.opening.reopen(&mut self.outstanding);
+            if !reopened.is_empty() {
+                out.extend(reopened);
+                return out;
+            }
+        }
+        out.extend(self.next_queued());
+        out
+    }
+
     /// A piece of a tool call: the call shown, then its result.
     fn progress(&mut self, progress: Progress) -> Vec<Out> {
         let mut out = match progress.shown {
@@ -401,7 +454,10 @@ impl Translator {
     /// with its block, if it is new, then the call.
     fn show(&mut self, shown: Shown) -> Vec<Out> {
         let mut out = match shown.completes {
-            Some(block) => self.complete_message(vec![block]),
+            Some(block) => {
+                let model = self.settings.model_name();
+                self.turns.complete_message(&mut self.ids, &model, vec![block])
+            }
             None => Vec::new(),
         };
         out.push(shown.call);
@@ -412,7 +468,8 @@ impl Translator {
     /// the agent said of it so far, then Shard's own question.
     fn asked(&mut self, asked: RequestId, request: RequestPermissionRequest) -> Vec<Out> {
         let tool_id = request.tool_call.tool_call_id.0.to_string();
-        let shown = self.tools.asked_about(&tool_id, request.tool_call.fields, self.turn.is_some());
+        let shown =
+            self.tools.asked_about(&tool_id, request.tool_call.fields, self.turns.in_turn());
         let mut out = match shown {
             Some(shown) => self.show(shown),
             None => Vec::new(),
@@ -441,6 +498,19 @@ impl Translator {
             out.push(self.status_now());
         }
         out
+    }
+
+    /// The status as it stands: waiting while a question is open (the
+    /// agent's or Shard's own before a write), else streaming in a turn,
+    /// else idle.
+    fn status_now(&self) -> Out {
+        let (questions, forms) = (self.questions.is_empty(), self.forms.is_empty());
+        status(match (questions, forms, self.turns.in_turn()) {
+            (false, _, _) => AgentStatus::WaitingForPermission,
+            (true, false, _) => AgentStatus::WaitingForUi,
+            (true, true, true) => AgentStatus::Streaming,
+            (true, true, false) => AgentStatus::Idle,
+        })
     }
 }
 
@@ -471,20 +541,6 @@ fn resolved(request_id: String, answer: PermissionAnswer, source: Option<&str>) 
         answer,
         source,
     }))
-}
-
-impl Translator {
-    /// The status as it stands: waiting while a question is open (the
-    /// agent's or Shard's own before a write), else streaming in a turn,
-    /// else idle.
-    fn status_now(&self) -> Out {
-        status(match (self.questions.is_empty(), self.forms.is_empty(), self.turn.is_some()) {
-            (false, _, _) => AgentStatus::WaitingForPermission,
-            (true, false, _) => AgentStatus::WaitingForUi,
-            (true, true, true) => AgentStatus::Streaming,
-            (true, true, false) => AgentStatus::Idle,
-        })
-    }
 }
 
 fn status(status: AgentStatus) -> Out {

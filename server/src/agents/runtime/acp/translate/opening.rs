@@ -1,7 +1,9 @@
 //! The start: `initialize`, then the agent's earlier session taken up
 //! (`session/load`, else `session/resume`, when the agent offers them) or a
-//! new one; then Shard's `hello` and `sync`, and what Shard's record still
-//! owes the agent.
+//! new one; the session closed and resumed after a cancelled turn (Claude
+//! Code's adapter); and Shard's `hello` and `sync` once it is open. The
+//! translator has the settings set the new session back first, and sends
+//! what Shard's record still owes the agent after.
 
 use std::path::PathBuf;
 
