@@ -277,22 +277,13 @@ pub(super) fn capabilities() -> acp::ElicitationCapabilities {
 mod tests {
     use serde_json::json;
 
+    use super::super::testing::{agent_line as agent, host_line as host};
     use super::*;
 
     fn request(properties: Value) -> CreateElicitationRequest {
         serde_json::from_value(json!({"sessionId": "s", "mode": "form", "message": "Details?",
             "requestedSchema": {"type": "object", "properties": properties}}))
         .expect("a form")
-    }
-
-    fn host(out: &Out) -> Value {
-        let Out::Host(line) = out else { panic!("not for the host: {out:?}") };
-        serde_json::from_str(line).expect("a JSON line")
-    }
-
-    fn agent(out: &Out) -> Value {
-        let Out::Agent(line) = out else { panic!("not for the agent: {out:?}") };
-        serde_json::from_str(line).expect("a JSON line")
     }
 
     fn reply(asked: &Out, value: Value) -> UiResponse {

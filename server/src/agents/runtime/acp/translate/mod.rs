@@ -47,6 +47,8 @@ mod tools;
 mod turn;
 
 #[cfg(test)]
+mod testing;
+#[cfg(test)]
 mod tests;
 
 use std::path::PathBuf;

@@ -354,30 +354,8 @@ pub(super) fn greeting(runtime: &str, capabilities: Vec<String>, mode: &str) -> 
 mod tests {
     use serde_json::{Value, json};
 
+    use super::super::testing::{reply, sent};
     use super::*;
-    use crate::agents::runtime::acp::wire::Incoming;
-
-    /// The one line for the agent among `out`, as JSON.
-    fn sent(out: &[Out]) -> Value {
-        let [Out::Agent(line)] = out else { panic!("one line for the agent: {out:?}") };
-        serde_json::from_str(line).expect("a JSON line")
-    }
-
-    /// The agent's answer to `request`, as the wire reads it.
-    fn reply(
-        outstanding: &mut Outstanding,
-        request: &Value,
-        answer: Value,
-    ) -> (i64, Result<AgentResponse, acp::Error>) {
-        let mut line = json!({"jsonrpc": "2.0", "id": request["id"]});
-        let key = if answer.get("code").is_some() { "error" } else { "result" };
-        line[key] = answer;
-        let Incoming::Response { id, result, .. } = wire::decode(&line.to_string(), outstanding)
-        else {
-            panic!("not an answer");
-        };
-        (id, result.map(|response| *response))
-    }
 
     /// An opening past `initialize`, whose agent said `initialized`: the
     /// request that opens its session.

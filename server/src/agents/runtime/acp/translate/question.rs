@@ -228,17 +228,8 @@ impl Questions {
 mod tests {
     use serde_json::json;
 
+    use super::super::testing::{agent_line as agent, host_line as host};
     use super::*;
-
-    fn host(out: &Out) -> Value {
-        let Out::Host(line) = out else { panic!("not for the host: {out:?}") };
-        serde_json::from_str(line).expect("a JSON line")
-    }
-
-    fn agent(out: &Out) -> Value {
-        let Out::Agent(line) = out else { panic!("not for the agent: {out:?}") };
-        serde_json::from_str(line).expect("a JSON line")
-    }
 
     fn subject() -> Subject {
         Subject {

@@ -532,37 +532,10 @@ impl Settings {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::{Value, json};
+    use serde_json::json;
 
+    use super::super::testing::{host_line as host, reply, sent};
     use super::*;
-    use crate::agents::runtime::acp::wire::Incoming;
-
-    fn host(out: &Out) -> Value {
-        let Out::Host(line) = out else { panic!("not for the host: {out:?}") };
-        serde_json::from_str(line).expect("a JSON line")
-    }
-
-    /// The request among `out`, as JSON.
-    fn sent(out: &[Out]) -> Value {
-        let [Out::Agent(line)] = out else { panic!("one line for the agent: {out:?}") };
-        serde_json::from_str(line).expect("a JSON line")
-    }
-
-    /// The agent's answer to `request`, as the wire reads it.
-    fn reply(
-        outstanding: &mut Outstanding,
-        request: &Value,
-        answer: Value,
-    ) -> (i64, Result<AgentResponse, acp::Error>) {
-        let mut line = json!({"jsonrpc": "2.0", "id": request["id"]});
-        let key = if answer.get("code").is_some() { "error" } else { "result" };
-        line[key] = answer;
-        let Incoming::Response { id, result, .. } = wire::decode(&line.to_string(), outstanding)
-        else {
-            panic!("not an answer");
-        };
-        (id, result.map(|response| *response))
-    }
 
     fn modes() -> SessionModeState {
         serde_json::from_value(json!({"currentModeId": "default", "availableModes": [

@@ -2,31 +2,8 @@
 
 use serde_json::{Value, json};
 
+use super::testing::{agent, host, types};
 use super::*;
-
-/// The host's lines among `out`, as JSON.
-fn host(out: &[Out]) -> Vec<Value> {
-    out.iter()
-        .filter_map(|out| match out {
-            Out::Host(line) => Some(serde_json::from_str(line).expect("a JSON line")),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The agent's lines among `out`, as JSON.
-fn agent(out: &[Out]) -> Vec<Value> {
-    out.iter()
-        .filter_map(|out| match out {
-            Out::Agent(line) => Some(serde_json::from_str(line).expect("a JSON line")),
-            _ => None,
-        })
-        .collect()
-}
-
-fn types(lines: &[Value]) -> Vec<&str> {
-    lines.iter().map(|line| line["type"].as_str().unwrap_or("?")).collect()
-}
 
 fn start(cwd: &str) -> Start {
     Start { cwd: PathBuf::from(cwd), runtime: "fake".to_owned(), ..Start::default() }

@@ -322,6 +322,7 @@ impl Tools {
 mod tests {
     use serde_json::json;
 
+    use super::super::testing::host_line as host;
     use super::*;
 
     fn call(fields: Value) -> acp::ToolCall {
@@ -330,11 +331,6 @@ mod tests {
 
     fn update(fields: Value) -> acp::ToolCallUpdate {
         serde_json::from_value(fields).expect("a tool call update")
-    }
-
-    fn host(out: &Out) -> Value {
-        let Out::Host(line) = out else { panic!("not for the host: {out:?}") };
-        serde_json::from_str(line).expect("a JSON line")
     }
 
     #[test]

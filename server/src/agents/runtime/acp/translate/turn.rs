@@ -436,21 +436,9 @@ impl Turns {
 mod tests {
     use serde_json::{Value, json};
 
+    use super::super::testing::{host, types};
     use super::*;
     use crate::agents::runtime::acp::wire::Incoming;
-
-    fn host(out: &[Out]) -> Vec<Value> {
-        out.iter()
-            .filter_map(|out| match out {
-                Out::Host(line) => Some(serde_json::from_str(line).expect("a JSON line")),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn types(lines: &[Value]) -> Vec<&str> {
-        lines.iter().map(|line| line["type"].as_str().unwrap_or("?")).collect()
-    }
 
     fn prompt(json: Value) -> Prompt {
         serde_json::from_value(json).expect("a prompt")
