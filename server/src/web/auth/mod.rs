@@ -540,11 +540,10 @@ impl Auth {
         let session = self.tickets.redeem(ticket, origin)?;
         let store = lock(&self.store);
         let now = crate::clock::now_ms();
-        let live = store.sessions.iter().any(|record| {
-            record.session_id == session.session_id
-                && record.live()
-                && self.expires_at(record) > now
-        });
+        let live = store
+            .sessions
+            .iter()
+            .any(|record| record.session_id == session.session_id && self.current(record, now));
         live.then_some(session)
     }
 }
