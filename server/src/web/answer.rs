@@ -15,17 +15,15 @@ use shard_protocol::agent::Decision;
 
 use super::Web;
 use crate::agents::host::Verdict;
-use crate::commands::routed::NotTaken;
+use crate::commands::routed::{Bound, NotTaken};
 
 /// How long a route waits for the agent's host to take its answer.
 const WAIT: Duration = Duration::from_secs(10);
 
-pub use crate::commands::routed::Bound as Checked;
-
-/// Hands `checked` to its agent's host through the command table: the
+/// Hands `bound` to its agent's host through the command table: the
 /// verdict, or the reply for an answer that was not taken.
-pub async fn answer(web: &Web, checked: Checked) -> Result<Verdict, Response> {
-    let verdict = match crate::commands::routed::answer_bound(web.daemon.as_ref(), checked) {
+pub async fn answer(web: &Web, bound: Bound) -> Result<Verdict, Response> {
+    let verdict = match crate::commands::routed::answer_bound(web.daemon.as_ref(), bound) {
         Ok(verdict) => verdict,
         Err(NotTaken::NotRunning) => {
             return Err(refused(StatusCode::CONFLICT, "NOT_FOUND", "the agent is not running"));

@@ -369,7 +369,8 @@ pub async fn approve_finish(
     use shard_protocol::agent::Decision;
     use shard_protocol::approvals::Answerer;
 
-    use super::answer::{Checked, answer, reply};
+    use super::answer::{answer, reply};
+    use crate::commands::routed::Bound;
 
     let web = state.web.clone();
     let Some(webauthn) = &web.passkeys.webauthn else { return unavailable() };
@@ -411,7 +412,7 @@ pub async fn approve_finish(
     if let Err(error) = web.auth.passkey_used(&session.session_id, &used) {
         tracing::warn!(%error, "cannot record a passkey's use");
     }
-    let checked = Checked {
+    let bound = Bound {
         agent_id: agent_id.clone(),
         request_id: request_id.clone(),
         decision: Decision::Allow,
@@ -423,7 +424,7 @@ pub async fn approve_finish(
         },
         stepped_up: true,
     };
-    let verdict = match answer(&web, checked).await {
+    let verdict = match answer(&web, bound).await {
         Ok(verdict) => verdict,
         Err(refusal) => {
             record("not_taken");

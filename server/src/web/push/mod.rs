@@ -418,7 +418,8 @@ pub async fn act(
 ) -> Response {
     use shard_protocol::approvals::Answerer;
 
-    use super::answer::{Checked, answer, reply};
+    use super::answer::{answer, reply};
+    use crate::commands::routed::Bound;
 
     let web = state.web.clone();
     if let Err(rejection) = super::check_json(&headers, &body, false) {
@@ -457,7 +458,7 @@ pub async fn act(
             return refused(status, "CONFLICT", refusal.message());
         }
     };
-    let checked = Checked {
+    let bound = Bound {
         agent_id: grant.agent_id.clone(),
         request_id: grant.request_id.clone(),
         decision: grant.decision,
@@ -471,7 +472,7 @@ pub async fn act(
         // from one is refused, and the page takes it from there.
         stepped_up: false,
     };
-    let verdict = match answer(&web, checked).await {
+    let verdict = match answer(&web, bound).await {
         Ok(verdict) => verdict,
         Err(refusal) => {
             record("not_taken", Some(&grant));
