@@ -12,6 +12,7 @@ use leptos::prelude::*;
 use shard_protocol::ClientMessage;
 use shard_protocol::agent::{CompactResult, ForkResult, SessionListResult, SessionOp};
 use shard_protocol::approvals::{ApprovalList, ApprovalListResult};
+use shard_protocol::identity::AgentIdentity;
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{AgentCreate, SessionActivate, SessionActivateResult};
 use shard_protocol::usage::{UsageAgentQuery, UsageAgentResult};
@@ -201,7 +202,7 @@ impl Ledger {
         let create = AgentCreate {
             cwd,
             session_id: Some(session_id.to_owned()),
-            name: Some(name),
+            identity: AgentIdentity { name: Some(name), ..AgentIdentity::default() },
             ..AgentCreate::default()
         };
         self.forked.set(None);

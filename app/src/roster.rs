@@ -12,6 +12,7 @@ use leptos::prelude::*;
 use shard_protocol::ClientMessage;
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::Empty;
+use shard_protocol::identity::AgentIdentity;
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{
     ActivityPhase, AgentActivity, AgentCreate, AgentCreateResult, AgentExited, AgentKill,
@@ -123,7 +124,7 @@ impl Roster {
     pub fn create(&self, new: NewAgent<'_>) {
         let create = AgentCreate {
             cwd: new.cwd.trim().to_owned(),
-            name: given(new.name),
+            identity: AgentIdentity { name: given(new.name), ..AgentIdentity::default() },
             model: given(new.model),
             mode: given(new.mode),
             runtime: given(new.runtime),
@@ -177,7 +178,7 @@ impl Roster {
             agents
                 .iter()
                 .find(|agent| agent.agent_id == agent_id)
-                .and_then(|agent| agent.name.clone())
+                .and_then(|agent| agent.identity.name.clone())
                 .unwrap_or_else(|| agent_id.to_owned())
         })
     }
@@ -241,8 +242,9 @@ impl Roster {
             .filter(|agent| waiting(agent.status))
             .map(|agent| agent.agent_id.clone())
             .collect();
-        let parents =
-            crate::order::set_of(agents.iter().filter_map(|agent| agent.parent_agent_id.clone()));
+        let parents = crate::order::set_of(
+            agents.iter().filter_map(|agent| agent.identity.parent_agent_id.clone()),
+        );
         self.agents.set(agents);
         Some(Listed { waiting, parents })
     }

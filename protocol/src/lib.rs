@@ -15,6 +15,8 @@
 //! - [`workspace`]: workspace commands and projections (§10.1a).
 //! - [`subagent`]: background job commands and types (§10.3, §11.2).
 //! - [`types`]: the shared types of §11.
+//! - [`identity`]: who an agent is, declared once for every message and
+//!   record that names one.
 //! - [`usage`], [`approvals`], [`search`]: the daemon's usage rollups,
 //!   approval history and full-text search (Shard extensions).
 //! - [`sandbox`]: the sandbox an agent runs in, as asked and as applied.
@@ -37,6 +39,7 @@ pub mod diagnostic;
 pub mod display;
 pub mod envelope;
 pub mod error;
+pub mod identity;
 pub mod jsonl;
 pub mod message;
 pub mod orchestrator;

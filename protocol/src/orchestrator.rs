@@ -45,10 +45,10 @@ pub struct AgentCreate {
     pub skills: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headless_policy: Option<HeadlessPolicy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent_agent_id: Option<String>,
+    /// Its name and parent; a managed child's alias and names are set by
+    /// the daemon, never by clients.
+    #[serde(flatten)]
+    pub identity: crate::identity::AgentIdentity,
     // Managed-child manifest fields: the daemon sets these, clients do not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_prompt: Option<String>,
@@ -56,12 +56,6 @@ pub struct AgentCreate {
     pub depth: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch_policy: Option<LaunchPolicy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub alias: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub definition_name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub display_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub names: Option<Vec<String>>,
     /// The runtime the agent runs (`runtime.list`); absent: the built-in

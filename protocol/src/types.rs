@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::identity::AgentIdentity;
 use crate::tagged::Tagged;
 
 /// A JSON object, as the spec's `Record<string, unknown>`.
@@ -344,11 +345,12 @@ pub struct Usage {
 }
 
 /// `AgentInfo` (§11): what the registry knows of one durable agent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AgentInfo {
     pub agent_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    /// Its name and relatives, written beside the fields below.
+    #[serde(flatten)]
+    pub identity: AgentIdentity,
     pub cwd: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -362,14 +364,6 @@ pub struct AgentInfo {
     pub created_at: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent_agent_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub alias: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub definition_name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub display_name: Option<String>,
     /// The runtime the agent runs: `shard` for the built-in agent, else a
     /// configured runtime's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -377,4 +371,70 @@ pub struct AgentInfo {
     /// The sandbox the agent runs in (CONTRACT.md, "Sandbox").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::sandbox::SandboxInfo>,
+}
+
+// Read field by field: serde's derive reads a struct with a flattened part
+// through a buffered copy of every field it does not know, the largest cost
+// of this type in the browser bundle. Missing required fields are errors,
+// optional ones absent or `null` are `None`, unknown fields are ignored, as
+// the derive would; the literal at the end names every field, so a field
+// added to `AgentInfo` does not compile until it is read here.
+impl<'de> Deserialize<'de> for AgentInfo {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_struct("AgentInfo", &[], AgentInfoVisitor)
+    }
+}
+
+struct AgentInfoVisitor;
+
+impl<'de> serde::de::Visitor<'de> for AgentInfoVisitor {
+    type Value = AgentInfo;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an agent's info")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<AgentInfo, A::Error> {
+        let (mut agent_id, mut cwd, mut status, mut runtime_state, mut created_at) =
+            (None, None, None, None, None);
+        let (mut model, mut provider, mut mode, mut usage, mut runtime, mut sandbox) =
+            (None, None, None, None, None, None);
+        let mut identity = AgentIdentity::default();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "agent_id" => agent_id = Some(map.next_value()?),
+                "cwd" => cwd = Some(map.next_value()?),
+                "status" => status = Some(map.next_value()?),
+                "runtime_state" => runtime_state = Some(map.next_value()?),
+                "created_at" => created_at = Some(map.next_value()?),
+                "model" => model = map.next_value()?,
+                "provider" => provider = map.next_value()?,
+                "mode" => mode = map.next_value()?,
+                "usage" => usage = map.next_value()?,
+                "runtime" => runtime = map.next_value()?,
+                "sandbox" => sandbox = map.next_value()?,
+                other => match identity.slot(other) {
+                    Some(slot) => *slot = map.next_value()?,
+                    None => {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                },
+            }
+        }
+        let missing = <A::Error as serde::de::Error>::missing_field;
+        Ok(AgentInfo {
+            agent_id: agent_id.ok_or_else(|| missing("agent_id"))?,
+            identity,
+            cwd: cwd.ok_or_else(|| missing("cwd"))?,
+            model,
+            provider,
+            mode,
+            status: status.ok_or_else(|| missing("status"))?,
+            runtime_state: runtime_state.ok_or_else(|| missing("runtime_state"))?,
+            created_at: created_at.ok_or_else(|| missing("created_at"))?,
+            usage,
+            runtime,
+            sandbox,
+        })
+    }
 }

@@ -17,7 +17,7 @@ use crate::workspaces::Row;
 fn sorted(mut list: Vec<AgentInfo>, sort: &str) -> Vec<AgentInfo> {
     match sort {
         "name" => sort_by_rank(&mut list, |agent| {
-            (0, agent.name.clone().unwrap_or_default().to_lowercase())
+            (0, agent.identity.name.clone().unwrap_or_default().to_lowercase())
         }),
         "status" => sort_by_rank(&mut list, |agent| {
             (u64::from(!waiting(agent.status)), status_label(agent.status).to_owned())
@@ -35,7 +35,7 @@ fn sorted(mut list: Vec<AgentInfo>, sort: &str) -> Vec<AgentInfo> {
 fn matches(agent: &AgentInfo, needle: &str) -> bool {
     needle.is_empty()
         || [
-            agent.name.as_deref().unwrap_or(""),
+            agent.identity.name.as_deref().unwrap_or(""),
             &agent.cwd,
             &agent.agent_id,
             agent.model.as_deref().unwrap_or(""),
@@ -52,7 +52,7 @@ fn tree_order(list: &[AgentInfo], collapsed: &BTreeSet<String>) -> Vec<String> {
     let mut children: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     let mut roots = Vec::new();
     for agent in list {
-        match agent.parent_agent_id.as_deref().filter(|parent| listed.contains(parent)) {
+        match agent.identity.parent_agent_id.as_deref().filter(|parent| listed.contains(parent)) {
             Some(parent) => children.entry(parent).or_default().push(&agent.agent_id),
             None => roots.push(agent.agent_id.as_str()),
         }
@@ -74,7 +74,7 @@ fn tree_order(list: &[AgentInfo], collapsed: &BTreeSet<String>) -> Vec<String> {
     // Agents in a parent loop (corrupt data) have no root: still listed.
     let seen: BTreeSet<String> = set_of(order.iter().cloned());
     let reachable = |agent: &AgentInfo| {
-        let mut current = agent.parent_agent_id.as_deref();
+        let mut current = agent.identity.parent_agent_id.as_deref();
         for _ in 0..list.len() {
             match current {
                 Some(parent) if collapsed.contains(parent) => return false,
@@ -83,7 +83,7 @@ fn tree_order(list: &[AgentInfo], collapsed: &BTreeSet<String>) -> Vec<String> {
                     current = list
                         .iter()
                         .find(|a| a.agent_id == parent)
-                        .and_then(|a| a.parent_agent_id.as_deref())
+                        .and_then(|a| a.identity.parent_agent_id.as_deref())
                 }
                 None => return true,
             }
@@ -104,7 +104,7 @@ fn depth_of(agents: &[AgentInfo], agent_id: &str) -> usize {
         agents
             .iter()
             .find(|agent| agent.agent_id == id)
-            .and_then(|agent| agent.parent_agent_id.clone())
+            .and_then(|agent| agent.identity.parent_agent_id.clone())
     };
     let mut depth = 0;
     let mut current = parent(agent_id);
@@ -203,7 +203,7 @@ fn AgentRow(agent_id: String) -> impl IntoView {
         let agent_id = agent_id.clone();
         Memo::new(move |_| agents.with(|agents| depth_of(agents, &agent_id)))
     };
-    let parent = field(info, |info| info.parent_agent_id.clone().unwrap_or_default());
+    let parent = field(info, |info| info.identity.parent_agent_id.clone().unwrap_or_default());
     let (head, facts) = (agent_id.clone(), agent_id.clone());
     view! {
         <li class="agent" class:selected=is_selected class:unread=move || unread.get() class:child=move || { depth.get() > 0 }
@@ -233,7 +233,7 @@ fn RowHead(agent_id: String, info: Memo<Option<AgentInfo>>, unread: Memo<bool>) 
     // Names and aliases as a person is shown them: hidden characters as
     // visible escapes (shard_protocol::display).
     let name = field(info, |info| {
-        shard_protocol::display::escaped(info.name.as_deref().unwrap_or(&info.agent_id))
+        shard_protocol::display::escaped(info.identity.name.as_deref().unwrap_or(&info.agent_id))
     });
     let children = {
         let agents = roster.agents;
@@ -242,7 +242,9 @@ fn RowHead(agent_id: String, info: Memo<Option<AgentInfo>>, unread: Memo<bool>) 
             agents.with(|agents| {
                 agents
                     .iter()
-                    .filter(|agent| agent.parent_agent_id.as_deref() == Some(agent_id.as_str()))
+                    .filter(|agent| {
+                        agent.identity.parent_agent_id.as_deref() == Some(agent_id.as_str())
+                    })
                     .count()
             })
         })
@@ -268,7 +270,7 @@ fn RowHead(agent_id: String, info: Memo<Option<AgentInfo>>, unread: Memo<bool>) 
         }
     };
     let alias = field(info, |info| {
-        shard_protocol::display::escaped(info.alias.as_deref().unwrap_or_default())
+        shard_protocol::display::escaped(info.identity.alias.as_deref().unwrap_or_default())
     });
     let select = move |_| state.select(Some(agent_id.clone()));
     view! {

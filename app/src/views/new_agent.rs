@@ -60,7 +60,7 @@ impl NewAgent {
         let (name, runtime) = (self.name.get_untracked(), self.runtime.get_untracked());
         let taken = !name.trim().is_empty()
             && state.roster.agents.with_untracked(|agents| {
-                agents.iter().any(|agent| agent.name.as_deref() == Some(name.trim()))
+                agents.iter().any(|agent| agent.identity.name.as_deref() == Some(name.trim()))
             });
         if taken {
             let why = format!(

@@ -186,7 +186,7 @@ fn WhatToSend(device: Device, agents: RwSignal<Vec<AgentInfo>>) -> impl IntoView
                 <For each=move || agents.get() key=|agent| agent.agent_id.clone() let(agent)>
                     {
                         let id = agent.agent_id.clone();
-                        let label = agent.name.clone().unwrap_or_else(|| agent.agent_id.clone());
+                        let label = agent.identity.name.clone().unwrap_or_else(|| agent.agent_id.clone());
                         let (checked_id, changed_id) = (id.clone(), id);
                         view! {
                             <li><label>

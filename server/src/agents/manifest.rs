@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use shard_protocol::identity::AgentIdentity;
 use shard_protocol::orchestrator::{HeadlessPolicy, LaunchPolicy};
 
 use crate::agents::error::AgentError;
@@ -15,8 +16,9 @@ pub const MANIFEST_VERSION: u32 = 1;
 pub struct Manifest {
     pub version: u32,
     pub agent_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    /// Its name and relatives, as `agent.create` and `AgentInfo` carry them.
+    #[serde(flatten)]
+    pub identity: AgentIdentity,
     pub cwd: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -24,14 +26,6 @@ pub struct Manifest {
     pub mode: Option<String>,
     pub session_id: String,
     pub created_at: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent_agent_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub alias: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub definition_name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub display_name: Option<String>,
     /// Nesting depth: 0 for an agent with no parent.
     #[serde(default)]
     pub depth: u32,
@@ -137,5 +131,28 @@ impl Manifest {
             .collect();
         manifests.sort_by(|a, b| (a.created_at, &a.agent_id).cmp(&(b.created_at, &b.agent_id)));
         manifests
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::Manifest;
+
+    #[test]
+    fn a_manifest_reads_and_writes_its_identity_beside_its_other_fields() {
+        let written = json!({
+            "version": 1, "agent_id": "agent-2", "name": "review", "cwd": "/w",
+            "session_id": "sess-2", "created_at": 5, "parent_agent_id": "agent-1",
+            "alias": "Ada", "definition_name": "review", "display_name": "review · Ada",
+            "depth": 1,
+        });
+        let manifest: Manifest = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(manifest.identity.name.as_deref(), Some("review"));
+        assert_eq!(manifest.identity.parent_agent_id.as_deref(), Some("agent-1"));
+        assert_eq!(manifest.identity.display_name.as_deref(), Some("review · Ada"));
+        assert_eq!(manifest.depth, 1);
+        assert_eq!(serde_json::to_value(&manifest).unwrap(), written);
     }
 }

@@ -68,7 +68,7 @@ impl Registry {
         let mut children: Vec<Manifest> = self
             .manifests()
             .values()
-            .filter(|manifest| manifest.parent_agent_id.as_deref() == Some(parent))
+            .filter(|manifest| manifest.identity.parent_agent_id.as_deref() == Some(parent))
             .cloned()
             .collect();
         children.sort_by(|a, b| (a.created_at, &a.agent_id).cmp(&(b.created_at, &b.agent_id)));
@@ -206,16 +206,12 @@ impl Registry {
         let manifest = Manifest {
             version: MANIFEST_VERSION,
             agent_id: agent_id.unwrap_or_else(|| format!("agent-{}", crate::id::random_hex())),
-            name: request.name.clone(),
+            identity: request.identity.clone(),
             cwd,
             model: request.model.clone(),
             mode: managed.mode.clone(),
             session_id,
             created_at: crate::clock::now_ms(),
-            parent_agent_id: request.parent_agent_id.clone(),
-            alias: request.alias.clone(),
-            definition_name: request.definition_name.clone(),
-            display_name: request.display_name.clone(),
             depth: managed.depth,
             launch_policy: managed.launch_policy,
             tools: managed.tools,
@@ -244,6 +240,7 @@ impl Registry {
         afar: bool,
     ) -> Result<Option<shard_protocol::sandbox::SandboxRequest>, AgentError> {
         let parent = request
+            .identity
             .parent_agent_id
             .as_ref()
             .and_then(|parent| self.manifest(parent))
@@ -280,7 +277,7 @@ impl Registry {
             }
         }
         let asked = request.launch_policy;
-        let Some(parent_id) = &request.parent_agent_id else {
+        let Some(parent_id) = &request.identity.parent_agent_id else {
             return Ok(Managed {
                 depth: 0,
                 launch_policy: asked,
@@ -589,10 +586,10 @@ fn runtime_of(request: &AgentCreate, config: &Config) -> Result<Option<String>, 
     if runtime.is_some() && (request.model.is_some() || request.mode.is_some()) {
         return Err(super::runtime::acp::error::AcpError::SettingAtCreate.into());
     }
-    if request.name.as_ref().is_some_and(|name| name.chars().count() > MAX_NAME) {
+    if request.identity.name.as_ref().is_some_and(|name| name.chars().count() > MAX_NAME) {
         return Err(AgentError::NameTooLong { max: MAX_NAME });
     }
-    if request.name.as_deref().is_some_and(shard_protocol::display::has_hidden) {
+    if request.identity.name.as_deref().is_some_and(shard_protocol::display::has_hidden) {
         return Err(AgentError::NameHidden);
     }
     Ok(runtime)

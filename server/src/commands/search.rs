@@ -29,7 +29,7 @@ pub fn query(daemon: &Arc<dyn Daemon>, query: SearchQuery) -> Outcome {
                     .manifest(&found.agent_id)
                     .is_some_and(|manifest| manifest.session_id == found.session_id);
                 Some(SearchHit {
-                    agent_name: info.name,
+                    agent_name: info.identity.name,
                     agent_id: found.agent_id,
                     session_id: found.session_id,
                     active,

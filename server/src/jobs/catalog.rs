@@ -175,7 +175,7 @@ impl Jobs {
         }
         if handle.starts_with("agent-") {
             return match self.registry.manifest(handle) {
-                Some(child) if child.parent_agent_id.as_deref() == Some(parent) => {
+                Some(child) if child.identity.parent_agent_id.as_deref() == Some(parent) => {
                     Ok(Target::Agent(handle.to_owned()))
                 }
                 _ => Err(not_found(handle, parent)),
@@ -185,7 +185,9 @@ impl Jobs {
         self.registry
             .children(parent)
             .into_iter()
-            .find(|child| child.alias.as_deref().is_some_and(|alias| fold(alias) == folded))
+            .find(|child| {
+                child.identity.alias.as_deref().is_some_and(|alias| fold(alias) == folded)
+            })
             .map(|child| Target::Agent(child.agent_id))
             .ok_or_else(|| not_found(handle, parent))
     }

@@ -35,10 +35,14 @@ impl Jobs {
             let child = self.registry.manifest(agent_id);
             SubagentAgent {
                 agent_id: agent_id.to_owned(),
-                alias: child.as_ref().and_then(|child| child.alias.clone()),
-                definition_name: child.as_ref().and_then(|child| child.definition_name.clone()),
-                display_name: child.as_ref().and_then(|child| child.display_name.clone()),
-                parent_agent_id: child.as_ref().and_then(|child| child.parent_agent_id.clone()),
+                alias: child.as_ref().and_then(|child| child.identity.alias.clone()),
+                definition_name: child
+                    .as_ref()
+                    .and_then(|child| child.identity.definition_name.clone()),
+                display_name: child.as_ref().and_then(|child| child.identity.display_name.clone()),
+                parent_agent_id: child
+                    .as_ref()
+                    .and_then(|child| child.identity.parent_agent_id.clone()),
                 run: run.map(|(job, run)| run.snapshot(&job.job_id)),
             }
         };
@@ -195,7 +199,7 @@ impl Jobs {
     fn parent_of(&self, agent_id: &str) -> Result<String, JobError> {
         self.registry
             .manifest(agent_id)
-            .and_then(|child| child.parent_agent_id)
+            .and_then(|child| child.identity.parent_agent_id)
             .ok_or_else(|| JobError::NoAgent { agent_id: agent_id.to_owned() })
     }
 

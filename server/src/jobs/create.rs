@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use shard_protocol::identity::AgentIdentity;
 use shard_protocol::orchestrator::AgentCreate;
 use shard_protocol::subagent::{
     JobStrategy, RunHandle, RunState, SubagentCreate, SubagentCreateResult, SubagentRelaunch,
@@ -100,7 +101,7 @@ impl Jobs {
             .registry
             .children(&parent.agent_id)
             .iter()
-            .filter_map(|child| child.alias.as_deref().map(fold))
+            .filter_map(|child| child.identity.alias.as_deref().map(fold))
             .collect();
         let mut children = Children { runs: Vec::new(), manifests: Vec::new() };
         let mut pool = parent.names.clone().unwrap_or_default().into_iter();
@@ -113,27 +114,28 @@ impl Jobs {
             taken.insert(fold(&alias));
             let display_name = definition_name.as_ref().map(|name| format!("{name} · {alias}"));
             let agent_id = new_id("agent");
+            let child = AgentIdentity {
+                name: Some(spec.name.clone()),
+                parent_agent_id: Some(parent.agent_id.clone()),
+                alias: Some(alias.clone()),
+                definition_name,
+                display_name,
+            };
             children.manifests.push((
                 agent_id.clone(),
                 AgentCreate {
                     cwd: parent.cwd.clone(),
                     model: plan.model.clone(),
                     mode: plan.mode.clone(),
-                    name: Some(spec.name.clone()),
-                    parent_agent_id: Some(parent.agent_id.clone()),
+                    identity: child.clone(),
                     system_prompt: Some(brief(&alias, &parent.agent_id)),
                     headless_policy: parent.headless_policy,
-                    alias: Some(alias.clone()),
-                    definition_name: definition_name.clone(),
-                    display_name: display_name.clone(),
                     ..AgentCreate::default()
                 },
             ));
             children.runs.push(RunRecord {
                 index: index as u32,
-                definition_name,
-                display_name,
-                ..RunRecord::queued(spec.name.clone(), agent_id, alias, spec.task.clone())
+                ..RunRecord::queued(agent_id, child, spec.task.clone())
             });
         }
         children
@@ -166,26 +168,22 @@ impl Jobs {
             return Err(not_found(&request.target, parent));
         };
         self.make_room(&mut catalog, parent, 1).await?;
-        let previous = catalog.run_of_agent(&agent_id).map(|(_, run)| run.clone());
-        let alias = child.alias.clone().unwrap_or_else(|| agent_id.clone());
-        let name = previous.as_ref().map_or_else(
-            || child.name.clone().unwrap_or_else(|| alias.clone()),
-            |run| run.name.clone(),
-        );
-        let run = RunRecord {
-            definition_name: child.definition_name.clone(),
-            display_name: child.display_name.clone(),
-            ..RunRecord::queued(name, agent_id.clone(), alias, request.task)
+        // The run keeps the name the child's last run had.
+        let name = catalog.run_of_agent(&agent_id).map(|(_, run)| run.name().to_owned());
+        let named = AgentIdentity {
+            name: name.or_else(|| child.identity.name.clone()),
+            ..child.identity.clone()
         };
+        let run = RunRecord::queued(agent_id.clone(), named, request.task);
         let job = new_job(parent, JobStrategy::Single, vec![run]);
         let run = &job.runs[0];
         let result = SubagentRelaunchResult {
             job_id: job.job_id.clone(),
             run_id: run.run_id.clone(),
             agent_id,
-            alias: run.alias.clone(),
-            definition_name: run.definition_name.clone(),
-            display_name: run.display_name.clone(),
+            alias: run.alias().to_owned(),
+            definition_name: run.child.definition_name.clone(),
+            display_name: run.child.display_name.clone(),
             state: RunState::Queued,
         };
         self.start(catalog, job).await?;
@@ -266,11 +264,11 @@ fn run_handle(run: &RunRecord) -> RunHandle {
     RunHandle {
         run_id: run.run_id.clone(),
         index: run.index,
-        name: run.name.clone(),
+        name: run.name().to_owned(),
         state: run.state,
         agent_id: run.agent_id.clone(),
-        alias: run.alias.clone(),
-        definition_name: run.definition_name.clone(),
-        display_name: run.display_name.clone(),
+        alias: run.alias().to_owned(),
+        definition_name: run.child.definition_name.clone(),
+        display_name: run.child.display_name.clone(),
     }
 }

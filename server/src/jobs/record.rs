@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use shard_protocol::identity::AgentIdentity;
 use shard_protocol::subagent::{
     JobSnapshot, JobState, JobStrategy, RunSnapshot, RunState, RunUsage, SubagentRunChanged,
 };
@@ -29,13 +30,13 @@ pub struct JobRecord {
 pub struct RunRecord {
     pub run_id: String,
     pub index: u32,
-    pub name: String,
+    /// The child as this run names it: the run's name (its task's), the
+    /// alias the child answers to among its siblings, and the names a
+    /// parent's pool gave it. Read through [`RunRecord::name`] and
+    /// [`RunRecord::alias`], which a run always has.
+    #[serde(flatten)]
+    pub child: AgentIdentity,
     pub agent_id: String,
-    pub alias: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub definition_name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub display_name: Option<String>,
     /// Private: what the child is told. Never leaves this file.
     pub task: String,
     pub state: RunState,
@@ -155,16 +156,14 @@ impl JobRecord {
 }
 
 impl RunRecord {
-    /// A new run, queued, with a fresh id (index 0, no display names).
-    pub fn queued(name: String, agent_id: String, alias: String, task: String) -> Self {
+    /// A new run of `agent_id` named as `child`, queued, with a fresh id
+    /// (index 0).
+    pub fn queued(agent_id: String, child: AgentIdentity, task: String) -> Self {
         Self {
             run_id: format!("run-{}", crate::id::random_hex()),
             index: 0,
-            name,
+            child,
             agent_id,
-            alias,
-            definition_name: None,
-            display_name: None,
             task,
             state: RunState::Queued,
             deadline: None,
@@ -178,16 +177,26 @@ impl RunRecord {
         }
     }
 
+    /// The run's name: its task's, else what its child answers to.
+    pub fn name(&self) -> &str {
+        self.child.name.as_deref().unwrap_or_else(|| self.alias())
+    }
+
+    /// The alias its child answers to among its siblings, else its id.
+    pub fn alias(&self) -> &str {
+        self.child.alias.as_deref().unwrap_or(&self.agent_id)
+    }
+
     pub fn snapshot(&self, job_id: &str) -> RunSnapshot {
         RunSnapshot {
             job_id: job_id.to_owned(),
             run_id: self.run_id.clone(),
             index: self.index,
-            name: self.name.clone(),
+            name: self.name().to_owned(),
             agent_id: Some(self.agent_id.clone()),
-            alias: Some(self.alias.clone()),
-            definition_name: self.definition_name.clone(),
-            display_name: self.display_name.clone(),
+            alias: Some(self.alias().to_owned()),
+            definition_name: self.child.definition_name.clone(),
+            display_name: self.child.display_name.clone(),
             state: self.state,
             deadline: self.deadline,
             final_text: self.final_text.clone(),
@@ -205,13 +214,50 @@ impl RunRecord {
             job_id: job.job_id.clone(),
             run_id: self.run_id.clone(),
             agent_id: Some(self.agent_id.clone()),
-            alias: Some(self.alias.clone()),
-            definition_name: self.definition_name.clone(),
-            display_name: self.display_name.clone(),
+            alias: Some(self.alias().to_owned()),
+            definition_name: self.child.definition_name.clone(),
+            display_name: self.child.display_name.clone(),
             state: self.state,
             previous_state: previous,
             error: self.error.clone(),
             ended_at: self.ended_at,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::RunRecord;
+
+    fn run(names: serde_json::Value) -> serde_json::Value {
+        let mut run = json!({
+            "run_id": "run-1", "index": 0, "agent_id": "agent-2", "task": "t",
+            "state": "queued",
+        });
+        run.as_object_mut().unwrap().extend(names.as_object().unwrap().clone());
+        run
+    }
+
+    #[test]
+    fn a_run_reads_and_writes_its_childs_names_beside_its_other_fields() {
+        let written = run(json!({
+            "name": "review", "alias": "Ada", "definition_name": "review",
+            "display_name": "review · Ada",
+        }));
+        let record: RunRecord = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!((record.name(), record.alias()), ("review", "Ada"));
+        let snapshot = record.snapshot("job-1");
+        assert_eq!(snapshot.display_name.as_deref(), Some("review · Ada"));
+        assert_eq!(serde_json::to_value(&record).unwrap(), written);
+    }
+
+    #[test]
+    fn a_run_without_names_is_named_by_its_childs_id() {
+        let record: RunRecord = serde_json::from_value(run(json!({}))).unwrap();
+        assert_eq!((record.name(), record.alias()), ("agent-2", "agent-2"));
+        let record: RunRecord = serde_json::from_value(run(json!({ "alias": "Ada" }))).unwrap();
+        assert_eq!((record.name(), record.alias()), ("Ada", "Ada"));
     }
 }

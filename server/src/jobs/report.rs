@@ -61,7 +61,7 @@ impl Jobs {
 fn report_text(job: &JobRecord, run: &RunRecord) -> String {
     let mut text = format!(
         "[subagent report] subagent `{}` ({}, run {} of job {}) {}",
-        run.alias,
+        run.alias(),
         run.agent_id,
         run.run_id,
         job.job_id,

@@ -3,6 +3,7 @@
 //! agent in a workspace that exists and whose worktree is still there).
 
 use shard_protocol::ServerMessage;
+use shard_protocol::identity::AgentIdentity;
 use shard_protocol::orchestrator::AgentCreate;
 use shard_protocol::workspace::{
     WorkspaceAttach, WorkspaceAttached, WorkspaceLaunch, WorkspaceLaunchResult, WorkspaceLifecycle,
@@ -66,7 +67,10 @@ impl Workspaces {
     ) -> Result<Launched, WorkspaceError> {
         let create = AgentCreate {
             cwd: record.worktree.clone(),
-            name: launch.name.clone().or(launch.title.clone()).or(record.label.clone()),
+            identity: AgentIdentity {
+                name: launch.name.clone().or(launch.title.clone()).or(record.label.clone()),
+                ..AgentIdentity::default()
+            },
             model: launch.model.clone(),
             provider: launch.provider.clone(),
             mode: launch.mode.clone(),

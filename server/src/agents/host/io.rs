@@ -44,7 +44,7 @@ impl Io {
             approvals: ApprovalLog::new(&context.home, &manifest.agent_id),
             context,
             agent_id: manifest.agent_id.clone(),
-            name: manifest.name.clone(),
+            name: manifest.identity.name.clone(),
             attached: Attachments::default(),
         }
     }

@@ -90,7 +90,9 @@ impl Host {
         let mut projection = projection::Projection::new(&manifest);
         projection.sandbox =
             context.sandbox.describe(&manifest.agent_id, manifest.runtime_id(), manifest.sandbox);
-        context.delegation.set_parent(&manifest.agent_id, manifest.parent_agent_id.as_deref());
+        context
+            .delegation
+            .set_parent(&manifest.agent_id, manifest.identity.parent_agent_id.as_deref());
         let host = Self {
             process: process::Supervision::new(context.idle_timeout, now),
             questions: questions::Questions::new(questions::Rules::of(&manifest, &context)),

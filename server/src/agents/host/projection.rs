@@ -18,7 +18,7 @@ use crate::agents::now_ms;
 pub(super) fn initial_info(manifest: &Manifest) -> AgentInfo {
     AgentInfo {
         agent_id: manifest.agent_id.clone(),
-        name: manifest.name.clone(),
+        identity: manifest.identity.clone(),
         cwd: manifest.cwd.clone(),
         model: manifest.model.clone(),
         provider: None,
@@ -27,10 +27,6 @@ pub(super) fn initial_info(manifest: &Manifest) -> AgentInfo {
         runtime_state: RuntimeState::Stopped,
         created_at: manifest.created_at,
         usage: None,
-        parent_agent_id: manifest.parent_agent_id.clone(),
-        alias: manifest.alias.clone(),
-        definition_name: manifest.definition_name.clone(),
-        display_name: manifest.display_name.clone(),
         runtime: Some(manifest.runtime_id().to_owned()),
         sandbox: None,
     }

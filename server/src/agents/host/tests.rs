@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
+use shard_protocol::identity::AgentIdentity;
 use shard_protocol::orchestrator::AttachRole;
 use shard_protocol::{ClientMessage, Envelope, ErrorCode, WireError};
 use tokio::sync::{mpsc, oneshot};
@@ -166,13 +167,15 @@ fn manifest(agent_id: &str, parent: Option<&str>) -> Manifest {
     Manifest {
         version: MANIFEST_VERSION,
         agent_id: agent_id.to_owned(),
-        name: None,
+        identity: AgentIdentity {
+            parent_agent_id: parent.map(str::to_owned),
+            ..AgentIdentity::default()
+        },
         cwd: "/".to_owned(),
         model: None,
         mode: None,
         session_id: format!("sess-{agent_id}"),
         created_at: 0,
-        parent_agent_id: parent.map(str::to_owned),
         ..Manifest::default()
     }
 }
