@@ -7,7 +7,8 @@
 //!   owed inputs and settings). Every runtime writes this record; the
 //!   daemon reads it through [`session_view`] for `sync`, search and usage.
 //! - [`private`]: owner-only files and folders.
-//! - [`process_tree`]: subreaping and killing what an agent started.
+//! - [`process_tree`]: subreaping and killing what an agent started, and
+//!   [`resources`]: what a process tree uses.
 //! - [`config`]: `config.toml`, with [`runtimes`] (agents that are not
 //!   Shard's own), [`sandbox`] (their containment) and [`modes`].
 //! - [`diff`]: unified-diff hunks as Shard shows an edit.
@@ -18,6 +19,7 @@ pub mod diff;
 pub mod modes;
 pub mod private;
 pub mod process_tree;
+pub mod resources;
 pub mod runtimes;
 pub mod sandbox;
 pub mod session_log;

@@ -32,14 +32,18 @@ const MAX_ROUNDS: usize = 64;
 
 /// One process as `/proc/<pid>/stat` describes it.
 #[derive(Debug, Clone, Copy)]
-struct Entry {
-    pid: i32,
-    parent: i32,
+pub(crate) struct Entry {
+    pub(crate) pid: i32,
+    pub(crate) parent: i32,
     /// Running, sleeping or stopped: not a zombie (`Z`) or dead (`X`).
-    live: bool,
+    pub(crate) live: bool,
     stopped: bool,
     /// Its process group.
     group: i32,
+    /// CPU time in clock ticks: its own, and its reaped children's.
+    pub(crate) ticks: u64,
+    /// Resident pages.
+    pub(crate) rss_pages: u64,
 }
 
 /// Parses `/proc/<pid>/stat`. The command name is in parentheses and may
@@ -52,16 +56,23 @@ fn parse_stat(text: &str) -> Option<Entry> {
     let state = fields.next()?.chars().next()?;
     let parent = fields.next()?.parse().ok()?;
     let group = fields.next()?.parse().ok()?;
+    // After the group: session, tty, tpgid, flags and four fault counts;
+    // then utime, stime, cutime, cstime; six more fields; then rss.
+    let mut rest = fields.skip(8).map(|field| field.parse::<u64>().unwrap_or(0));
+    let ticks = rest.by_ref().take(4).sum();
+    let rss_pages = rest.nth(6).unwrap_or(0);
     Some(Entry {
         pid,
         parent,
         group,
+        ticks,
+        rss_pages,
         live: !matches!(state, 'Z' | 'X' | 'x'),
         stopped: matches!(state, 'T' | 't'),
     })
 }
 
-fn processes() -> Vec<Entry> {
+pub(crate) fn processes() -> Vec<Entry> {
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     entries
         .flatten()
@@ -72,7 +83,7 @@ fn processes() -> Vec<Entry> {
 }
 
 /// Every process below `root` (not `root` itself), nearest first.
-fn descendants_in(table: &[Entry], root: i32) -> Vec<Entry> {
+pub(crate) fn descendants_in(table: &[Entry], root: i32) -> Vec<Entry> {
     let mut children: HashMap<i32, Vec<Entry>> = HashMap::new();
     for entry in table {
         children.entry(entry.parent).or_default().push(*entry);
@@ -284,11 +295,23 @@ mod tests {
         let stopped = parse_stat("8 (sleep) T 1 8 8").expect("parses");
         assert!(stopped.live && stopped.stopped);
         assert!(parse_stat("garbage").is_none());
+        assert_eq!((entry.ticks, entry.rss_pages), (0, 0), "a short line has no figures");
+        let line = "9 (shard) S 1 9 9 0 -1 4194560 500 0 0 0 120 30 7 3 20 0 4 0 99 123456 2048";
+        let full = parse_stat(line).expect("parses");
+        assert_eq!((full.ticks, full.rss_pages), (160, 2048));
     }
 
     #[test]
     fn descendants_follow_parents_down_only() {
-        let entry = |pid, parent| Entry { pid, parent, live: true, stopped: false, group: pid };
+        let entry = |pid, parent| Entry {
+            pid,
+            parent,
+            live: true,
+            stopped: false,
+            group: pid,
+            ticks: 0,
+            rss_pages: 0,
+        };
         let table = [entry(1, 0), entry(10, 1), entry(11, 10), entry(12, 11), entry(20, 1)];
         let mut below: Vec<i32> = descendants_in(&table, 10).iter().map(|e| e.pid).collect();
         below.sort_unstable();
