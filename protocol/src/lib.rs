@@ -20,6 +20,7 @@
 //! - [`usage`], [`approvals`], [`search`]: the daemon's usage rollups,
 //!   approval history and full-text search (Shard extensions).
 //! - [`sandbox`]: the sandbox an agent runs in, as asked and as applied.
+//! - [`fleet`]: what each agent's processes use.
 //! - [`error`]: the §8 error registry and the `{code, message}` shape.
 //! - [`diagnostic`]: error text made safe to show and bounded.
 //! - [`display`]: text a person decides on, hidden characters made visible.
@@ -39,6 +40,7 @@ pub mod diagnostic;
 pub mod display;
 pub mod envelope;
 pub mod error;
+pub mod fleet;
 pub mod identity;
 pub mod jsonl;
 pub mod message;

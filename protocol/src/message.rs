@@ -15,6 +15,7 @@ use crate::agent::{
 use crate::approvals::ApprovalList;
 use crate::envelope::{MessageSet, PayloadError, Scope, payload};
 use crate::error::WireError;
+use crate::fleet::{FleetUpdated, FleetWatch};
 use crate::orchestrator::{
     AgentActivity, AgentAttach, AgentCreate, AgentExited, AgentKill, AgentSpawned,
     AgentStatusChanged, AgentStatusQuery, AgentTarget, ClientPresence, DaemonShutdown,
@@ -164,6 +165,8 @@ message_set! {
         SearchQuery(SearchQuery) = "search.query", Registry, required;
         // Shard extension: whether a client is on screen (notifications).
         ClientPresence(ClientPresence) = "client.presence", Registry, required;
+        // Shard extension: what the agents' processes use, now and as it moves.
+        FleetWatch(FleetWatch) = "fleet.watch", Registry, required;
     }
 }
 
@@ -220,6 +223,8 @@ message_set! {
         AgentSandbox(AgentSandbox) = "agent_sandbox", Registry, optional;
         // Shard extension: this browser session's pairing link was used.
         PairUsed(PairUsed) = "pair_used", Registry, optional;
+        // Shard extension: what the agents' processes use changed.
+        FleetUpdated(FleetUpdated) = "fleet_updated", Registry, optional;
     }
 }
 

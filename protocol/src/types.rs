@@ -371,6 +371,9 @@ pub struct AgentInfo {
     /// The sandbox the agent runs in (CONTRACT.md, "Sandbox").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::sandbox::SandboxInfo>,
+    /// What its processes use, while they run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<crate::fleet::Resources>,
 }
 
 // Read field by field: serde's derive reads a struct with a flattened part
@@ -399,6 +402,7 @@ impl<'de> serde::de::Visitor<'de> for AgentInfoVisitor {
             (None, None, None, None, None);
         let (mut model, mut provider, mut mode, mut usage, mut runtime, mut sandbox) =
             (None, None, None, None, None, None);
+        let mut resources = None;
         let mut identity = AgentIdentity::default();
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
@@ -413,6 +417,7 @@ impl<'de> serde::de::Visitor<'de> for AgentInfoVisitor {
                 "usage" => usage = map.next_value()?,
                 "runtime" => runtime = map.next_value()?,
                 "sandbox" => sandbox = map.next_value()?,
+                "resources" => resources = map.next_value()?,
                 other => match identity.slot(other) {
                     Some(slot) => *slot = map.next_value()?,
                     None => {
@@ -435,6 +440,7 @@ impl<'de> serde::de::Visitor<'de> for AgentInfoVisitor {
             usage,
             runtime,
             sandbox,
+            resources,
         })
     }
 }

@@ -7,6 +7,7 @@ mod daemon;
 mod delegation;
 mod display;
 mod faults;
+mod fleet;
 mod git_safety;
 mod jobs;
 mod journal;

@@ -13,6 +13,7 @@ use shard_protocol::agent::{
     SetModeResult, SetModelResult,
 };
 use shard_protocol::approvals::ApprovalListResult;
+use shard_protocol::fleet::FleetUpdated;
 use shard_protocol::orchestrator::{
     AgentCreateResult, AgentsResult, AttachResult, DisconnectResult, EnrollResult, RevokeResult,
     RuntimeListResult, SessionActivateResult, SessionsResult, TerminateResult,
@@ -87,6 +88,7 @@ const EXTENSION_CLIENT_TYPES: &[&str] = &[
     "search.query",
     "client.presence",
     "sandbox.revoke",
+    "fleet.watch",
 ];
 
 /// Shard's own additions to the server set, pinned in docs/PROTOCOL-NOTES.md.
@@ -94,6 +96,7 @@ const EXTENSION_SERVER_TYPES: &[&str] = &[
     "agent_sandbox",
     "agent_usage",
     "commands_changed",
+    "fleet_updated",
     "pair_used",
     "user_message",
     "workspace_updated",
@@ -334,6 +337,7 @@ fn every_result_fixture_decodes_and_round_trips() {
             "list_commands" => round_trip_data::<AgentCommands>(name, data),
             "search.query" => round_trip_data::<SearchResults>(name, data),
             "sandbox.revoke" => round_trip_data::<AgentSandbox>(name, data),
+            "fleet.watch" => round_trip_data::<FleetUpdated>(name, data),
             other => panic!("result fixture `{other}` has no type to decode into"),
         }
     }

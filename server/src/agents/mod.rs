@@ -17,6 +17,7 @@ pub mod approvals;
 pub mod delegation;
 pub mod effect;
 pub mod error;
+pub mod fleet;
 pub mod host;
 pub mod hosts;
 pub mod manifest;
@@ -133,6 +134,11 @@ impl Processes {
     /// Called once the process has been reaped, before its pid can be reused.
     pub fn ended(&self, pid: u32) {
         self.table().remove(&pid);
+    }
+
+    /// Every process started for an agent, with its agent.
+    pub fn roots(&self) -> Vec<(u32, String)> {
+        self.table().iter().map(|(pid, started)| (*pid, started.agent_id.clone())).collect()
     }
 
     /// The agent whose process has this pid.

@@ -92,7 +92,13 @@ impl Registry {
     }
 
     pub fn info(&self, agent_id: &str) -> Option<AgentInfo> {
-        self.hosts.info(agent_id)
+        self.hosts.info(agent_id).map(|info| self.measured(info))
+    }
+
+    /// `info` with what its processes use now, if any run.
+    fn measured(&self, mut info: AgentInfo) -> AgentInfo {
+        info.resources = self.context.fleet.resources(&info.agent_id);
+        info
     }
 
     /// Queues a command for an agent without waiting, waking it if needed.
@@ -111,7 +117,8 @@ impl Registry {
     }
 
     pub fn list(&self) -> Vec<AgentInfo> {
-        let mut agents: Vec<AgentInfo> = self.hosts.list();
+        let mut agents: Vec<AgentInfo> =
+            self.hosts.list().into_iter().map(|info| self.measured(info)).collect();
         agents.sort_by(|a, b| (a.created_at, &a.agent_id).cmp(&(b.created_at, &b.agent_id)));
         agents
     }

@@ -1,6 +1,7 @@
 //! Every open connection, which browser session (if any) it belongs to,
-//! and whether it is on screen: registry events go to all of them
-//! ([`Broadcast`]), logout, revocation and shutdown close them by session,
+//! whether it is on screen and whether it watches the fleet: registry
+//! events go to all of them ([`Broadcast`]), `fleet_updated` to the
+//! watchers, logout, revocation and shutdown close them by session,
 //! and a browser with a tab on screen gets no push (web::push). It also counts the
 //! connections being served, so that a daemon shutting down can wait for
 //! their last words to go out.
@@ -23,6 +24,8 @@ struct Connection {
     /// What the client last said with `client.presence`; a client that
     /// never said is not on screen.
     visible: bool,
+    /// It asked for `fleet_updated` (`fleet.watch`).
+    watching_fleet: bool,
 }
 
 /// The open connections, and whether the daemon is going away (one lock,
@@ -57,7 +60,10 @@ impl Hub {
         if let Some(reason) = &table.going_away {
             outbox.go_away(reason.clone());
         }
-        table.open.insert(outbox.id(), Connection { outbox, session, visible: false });
+        table.open.insert(
+            outbox.id(),
+            Connection { outbox, session, visible: false, watching_fleet: false },
+        );
     }
 
     pub fn unregister(&self, id: SubscriberId) {
@@ -160,6 +166,21 @@ impl Hub {
 
     pub fn count(&self) -> usize {
         self.table().open.len()
+    }
+
+    /// Whether the connection gets `fleet_updated` from now on.
+    pub fn watch_fleet(&self, id: SubscriberId, watch: bool) {
+        if let Some(connection) = self.table().open.get_mut(&id) {
+            connection.watching_fleet = watch;
+        }
+    }
+}
+
+impl crate::agents::fleet::Watchers for Hub {
+    fn tell_watchers(&self, bytes: &Wire) {
+        for connection in self.table().open.values().filter(|c| c.watching_fleet) {
+            connection.outbox.push(bytes.clone());
+        }
     }
 }
 

@@ -60,6 +60,8 @@ pub trait Daemon: Send + Sync {
     fn sessions(&self) -> Vec<BrowserSession>;
     /// Connection and queue figures.
     fn stats(&self) -> StatsResult;
+    /// Whether the connection gets `fleet_updated` from now on.
+    fn watch_fleet(&self, connection: crate::agents::SubscriberId, watch: bool);
     /// Closes browser connections (one session's, or all) without revoking.
     fn disconnect(&self, target: RevokeSession) -> u32;
     /// Revokes sessions and closes their sockets; returns the revoked ids.
@@ -199,7 +201,9 @@ pub fn rule(message: &ClientMessage) -> Rule {
         // Reading transcripts needs no attachment (attaching needs none),
         // but it is a person's: not an agent process's (docs/SECURITY.md).
         ClientMessage::SearchQuery(_) => rule_of(People, None, Background),
-        ClientMessage::ClientPresence(_) => rule_of(Anyone, None, Inline),
+        ClientMessage::ClientPresence(_) | ClientMessage::FleetWatch(_) => {
+            rule_of(Anyone, None, Inline)
+        }
     }
 }
 
@@ -417,6 +421,10 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
         ClientMessage::ClientPresence(presence) => {
             caller.daemon.presence(caller.subscriber.id(), presence.visible);
             Outcome::Now(Ok(None))
+        }
+        ClientMessage::FleetWatch(request) => {
+            caller.daemon.watch_fleet(caller.subscriber.id(), request.watch);
+            Outcome::Now(ok(caller.daemon.registry().context.fleet.now()))
         }
         other => run_elsewhere(other),
     }

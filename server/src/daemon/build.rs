@@ -66,6 +66,8 @@ pub(super) fn daemon(
     // In the background: search answers once its thread has opened the
     // index, and finds more as it catches up with the session logs.
     registry.context.search.catch_up(registry.owners());
+    let fleet = registry.context.fleet.clone();
+    tokio::spawn(crate::agents::fleet::watch(fleet, hub.clone(), stop.terminate.clone()));
     let limits = JobLimits {
         run_timeout: Duration::from_secs(args.subagent_run_timeout),
         active_per_parent: args.subagent_max_active_per_parent,
@@ -204,6 +206,7 @@ fn host_context(
         headless_timeout: Duration::from_secs(args.headless_timeout),
         journal: JournalLimits { events: args.journal_events, bytes: args.journal_bytes },
         usage: Arc::new(UsageBook::new(&home.path)),
+        fleet: Arc::new(crate::agents::fleet::Fleet::new(processes.clone())),
         processes,
         search: Search::start(
             &home.path,

@@ -126,4 +126,8 @@ impl Daemon for Shard {
     fn presence(&self, connection: crate::agents::SubscriberId, visible: bool) {
         self.hub.set_visible(connection, visible);
     }
+
+    fn watch_fleet(&self, connection: crate::agents::SubscriberId, watch: bool) {
+        self.hub.watch_fleet(connection, watch);
+    }
 }

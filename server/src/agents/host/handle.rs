@@ -50,6 +50,8 @@ pub struct Context {
     pub usage: Arc<UsageBook>,
     /// Which agent each running agent process is (by pid).
     pub processes: Arc<crate::agents::Processes>,
+    /// What each agent's processes use, as last looked at.
+    pub fleet: Arc<crate::agents::fleet::Fleet>,
     /// The search index, told when a session's log has grown.
     pub search: Arc<crate::search::Search>,
     /// Where questions, their ends and failed turns are told, for pushes.

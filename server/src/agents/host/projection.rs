@@ -29,6 +29,7 @@ pub(super) fn initial_info(manifest: &Manifest) -> AgentInfo {
         usage: None,
         runtime: Some(manifest.runtime_id().to_owned()),
         sandbox: None,
+        resources: None,
     }
 }
 

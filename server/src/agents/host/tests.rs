@@ -144,6 +144,7 @@ fn world_telling(notices: Arc<dyn crate::agents::Notices>) -> World {
         journal: super::JournalLimits::default(),
         usage: Arc::new(crate::agents::usage::UsageBook::new(home.path())),
         processes: Arc::default(),
+        fleet: Arc::new(crate::agents::fleet::Fleet::new(Arc::default())),
         search: crate::search::Search::detached(),
         notices,
         step_up: None,

@@ -1,0 +1,167 @@
+//! The fleet governor's eyes: what every agent's processes use. One look at
+//! `/proc` every [`SAMPLE_EVERY`] for every running agent at once (never a
+//! scan per event), kept for `agent.list` and `fleet.watch` and told to the
+//! connections watching as `fleet_updated` when a figure moved enough to
+//! see.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use shard_platform::resources::{self, Snapshot, TreeUsage};
+use shard_protocol::ServerMessage;
+use shard_protocol::envelope::Envelope;
+use shard_protocol::fleet::{AgentResources, FleetUpdated, Resources};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::agents::{Processes, Wire};
+
+/// The connections watching the fleet (`fleet.watch`).
+pub trait Watchers: Send + Sync {
+    fn tell_watchers(&self, bytes: &Wire);
+}
+
+/// How often the agents' processes are looked at.
+pub const SAMPLE_EVERY: Duration = Duration::from_secs(2);
+/// A change in memory smaller than this is not told.
+const MEMORY_STEP: u64 = 1024 * 1024;
+/// A change in CPU smaller than this many points is not told.
+const CPU_STEP: f64 = 2.0;
+
+/// The last look at the fleet.
+pub struct Fleet {
+    processes: Arc<Processes>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// CPU ticks of each process tree (by its root) at the last look.
+    ticks: HashMap<u32, u64>,
+    /// The daemon's own ticks at the last look.
+    daemon_ticks: u64,
+    taken: Option<Instant>,
+    /// What each running agent uses, as of the last look.
+    agents: HashMap<String, Resources>,
+    daemon: Resources,
+    /// What clients were last told.
+    told: Option<FleetUpdated>,
+}
+
+impl Fleet {
+    pub fn new(processes: Arc<Processes>) -> Self {
+        Self { processes, state: Mutex::default() }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The fleet as of the last look.
+    pub fn now(&self) -> FleetUpdated {
+        self.state().update()
+    }
+
+    /// What the agent's processes use, if it has any running.
+    pub fn resources(&self, agent_id: &str) -> Option<Resources> {
+        self.state().agents.get(agent_id).copied()
+    }
+
+    /// Takes a look at `snapshot`, taken at `now`; the update to tell
+    /// clients if anything moved enough since they were last told.
+    pub fn sample(&self, snapshot: &Snapshot, now: Instant) -> Option<FleetUpdated> {
+        let roots = self.processes.roots();
+        let mut state = self.state();
+        let seconds = state.taken.map_or(0.0, |taken| (now - taken).as_secs_f64());
+        let mut ticks = HashMap::new();
+        let mut agents: HashMap<String, Resources> = HashMap::new();
+        for (pid, agent_id) in roots {
+            let Some(usage) = snapshot.usage(pid) else { continue };
+            let before = state.ticks.get(&pid).copied().unwrap_or(usage.cpu_ticks);
+            ticks.insert(pid, usage.cpu_ticks);
+            agents.entry(agent_id).or_default().add(&figures(usage, before, seconds));
+        }
+        if let Some(own) = snapshot.process(std::process::id()) {
+            let before = if state.taken.is_some() { state.daemon_ticks } else { own.cpu_ticks };
+            state.daemon = figures(own, before, seconds);
+            state.daemon_ticks = own.cpu_ticks;
+        }
+        state.ticks = ticks;
+        state.taken = Some(now);
+        state.agents = agents;
+        let update = state.update();
+        if state.told.as_ref().is_some_and(|told| !moved(told, &update)) {
+            return None;
+        }
+        state.told = Some(update.clone());
+        Some(update)
+    }
+}
+
+impl State {
+    fn update(&self) -> FleetUpdated {
+        let mut agents: Vec<AgentResources> = self
+            .agents
+            .iter()
+            .map(|(agent_id, resources)| AgentResources {
+                agent_id: agent_id.clone(),
+                resources: *resources,
+            })
+            .collect();
+        agents.sort_by(|a, b| a.agent_id.cmp(&b.agent_id));
+        let mut agents_total = Resources::default();
+        for agent in &agents {
+            agents_total.add(&agent.resources);
+        }
+        FleetUpdated { agents, agents_total, daemon: self.daemon }
+    }
+}
+
+fn figures(usage: TreeUsage, ticks_before: u64, seconds: f64) -> Resources {
+    Resources {
+        rss_bytes: usage.rss_bytes,
+        pss_bytes: usage.pss_bytes,
+        cpu_percent: resources::cpu_percent(ticks_before, usage.cpu_ticks, seconds),
+    }
+}
+
+/// Whether `now` differs from what was `told` enough to tell again: an
+/// agent started or stopped, or a figure moved by a step.
+fn moved(told: &FleetUpdated, now: &FleetUpdated) -> bool {
+    let apart = |a: &Resources, b: &Resources| {
+        a.rss_bytes.abs_diff(b.rss_bytes) >= MEMORY_STEP
+            || a.pss_bytes.abs_diff(b.pss_bytes) >= MEMORY_STEP
+            || (a.cpu_percent - b.cpu_percent).abs() >= CPU_STEP
+    };
+    told.agents.len() != now.agents.len()
+        || told
+            .agents
+            .iter()
+            .zip(&now.agents)
+            .any(|(a, b)| a.agent_id != b.agent_id || apart(&a.resources, &b.resources))
+        || apart(&told.daemon, &now.daemon)
+}
+
+/// Looks at the fleet every [`SAMPLE_EVERY`] until `stop`, telling the
+/// watchers what moved. The look itself reads `/proc`, off the runtime.
+pub async fn watch(fleet: Arc<Fleet>, watchers: Arc<dyn Watchers>, stop: CancellationToken) {
+    let mut every = tokio::time::interval(SAMPLE_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = every.tick() => {}
+        }
+        let sampler = fleet.clone();
+        let looked =
+            tokio::task::spawn_blocking(move || sampler.sample(&Snapshot::take(), Instant::now()));
+        if let Ok(Some(update)) = looked.await {
+            let message = Envelope::new(ServerMessage::FleetUpdated(update));
+            watchers.tell_watchers(&Wire::from(message.to_json()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
