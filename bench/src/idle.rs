@@ -1,9 +1,12 @@
 //! S4 idle scale: what idle connections and idle agents cost. The daemon's
-//! resident memory (`VmRSS`) before and after opening idle WebSocket
-//! connections, per connection; and each idle agent process's RSS, with
-//! how much of it is its own (anonymous) and its proportional share, then
-//! the same summed over the agent's whole sandbox (the daemon's child is
-//! the agent's bubblewrap, below it `shard contain`, then the agent).
+//! resident memory (`VmRSS`) before and after opening idle connections, per
+//! connection, for browsers' WebSockets and for local clients on the unix
+//! socket; and each idle agent process's RSS beside its proportional share
+//! (PSS: the executable's pages are one copy for the daemon and every
+//! agent, so RSS counts them in full for each), with how much of it is its
+//! own (anonymous), then the same summed over the agent's whole sandbox
+//! (the daemon's child is the agent's bubblewrap, below it `shard contain`,
+//! then the agent).
 //! Also the first page load: what a browser transfers for `/` and the
 //! assets it names, asking for compression as browsers do.
 
@@ -17,9 +20,17 @@ use crate::conn::{Conn, next_loopback};
 use crate::procfs::{Memory, children, cmdline, descendants, memory, rss};
 use crate::shard::Shard;
 
+/// Idle local clients opened: the daemon serves 64 at once
+/// (`LOCAL_CONNECTIONS`), and the benchmark's own control connection and
+/// the warm one need two of them.
+const UNIX_CONNECTIONS: usize = 60;
+
 pub struct Idle {
     pub connections: usize,
     pub per_connection: f64,
+    pub unix_connections: usize,
+    /// Daemon RSS per idle unix-socket connection, in bytes.
+    pub per_unix_connection: f64,
     pub agents: usize,
     /// Each agent process (`shard agent --stdio`) alone.
     pub per_agent: Vec<Memory>,
@@ -75,17 +86,45 @@ pub async fn idle(
         let kill = json!({"type": "agent.kill", "agent_id": id, "force": true});
         control.call(kill, &format!("idle-kill-{index}")).await?;
     }
-    Ok(Idle { connections, per_connection, agents, per_agent, per_sandbox })
+    Ok(Idle {
+        connections,
+        per_connection,
+        unix_connections: 0,
+        per_unix_connection: 0.0,
+        agents,
+        per_agent,
+        per_sandbox,
+    })
 }
 
-/// S4: idle connections' and idle agents' memory, in a fresh daemon.
+/// Daemon RSS per idle unix-socket connection, in bytes, over
+/// [`UNIX_CONNECTIONS`] of them.
+pub async fn idle_unix(shard: &Shard) -> Result<f64> {
+    let pid = shard.pid().context("daemon pid")?;
+    let warm = shard.unix().await?;
+    let before = rss(pid)?;
+    let mut open = Vec::with_capacity(UNIX_CONNECTIONS);
+    for _ in 0..UNIX_CONNECTIONS {
+        open.push(shard.unix().await?);
+    }
+    let after = rss(pid)?;
+    drop((open, warm));
+    Ok(after.saturating_sub(before) as f64 / UNIX_CONNECTIONS as f64)
+}
+
+/// S4: idle connections' and idle agents' memory, in fresh daemons.
 pub async fn run_scale(args: &Args) -> Result<()> {
     let (connections, idle_agents) = if args.short { (100, 10) } else { (1_000, 200) };
     // A daemon of its own, fresh: one that served other runs keeps their
     // freed memory, which idle connections would reuse unseen. With its
     // default connection cap, which must fit this.
     let fresh = Shard::start(&args.shard, None, None).await?;
-    let idle = idle(&fresh, connections, idle_agents, next_loopback).await?;
+    let mut idle = idle(&fresh, connections, idle_agents, next_loopback).await?;
+    fresh.stop().await?;
+    // Local clients in a daemon of their own too, for the same reason.
+    let fresh = Shard::start(&args.shard, None, None).await?;
+    idle.per_unix_connection = idle_unix(&fresh).await?;
+    idle.unix_connections = UNIX_CONNECTIONS;
     fresh.stop().await?;
     let mean_of = |all: &[Memory], of: fn(&Memory) -> u64| {
         all.iter().map(|memory| of(memory) as f64 / 1e6).sum::<f64>() / all.len().max(1) as f64
@@ -100,16 +139,20 @@ pub async fn run_scale(args: &Args) -> Result<()> {
         idle.per_connection / 1024.0
     );
     println!(
-        "  {} idle agents: {:.1} MB RSS each on average, {:.1} MB at most (target: at most 8 MB)",
+        "  {} idle unix-socket connections: {:.1} KB of daemon RSS each (target: at most 16 KB)",
+        idle.unix_connections,
+        idle.per_unix_connection / 1024.0
+    );
+    println!(
+        "  {} idle agents: {:.1} MB RSS each on average ({:.1} MB at most), {:.2} MB PSS (target: PSS at most 2 MB)",
         idle.agents,
         mean(|memory| memory.rss),
-        most
-    );
-
-    println!(
-        "    of which their own (anonymous) {:.2} MB; proportional share (PSS, the executable's pages shared by all) {:.2} MB",
-        mean(|memory| memory.anon),
+        most,
         mean(|memory| memory.pss)
+    );
+    println!(
+        "    of which their own (anonymous) {:.2} MB; the rest of RSS is the executable's and libraries' pages, shared by all",
+        mean(|memory| memory.anon)
     );
     println!(
         "  with its sandbox (bubblewrap and `shard contain` too): {:.1} MB RSS, {:.2} MB PSS each on average",
