@@ -15,7 +15,7 @@ use shard_protocol::agent::ErrorEvent;
 use shard_protocol::diagnostic::into_diagnostic;
 use shard_protocol::jsonl::{LineDecoder, frame};
 use shard_protocol::{Envelope, ErrorCode, ServerMessage};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::Semaphore;
@@ -29,8 +29,15 @@ use crate::commands::Daemon;
 
 /// Local connections served at once, apart from the browsers' slots.
 pub const LOCAL_CONNECTIONS: usize = 64;
-/// Bytes asked of the socket per read.
+/// Bytes asked of the socket per read. The buffer exists only for the read:
+/// most local clients sit idle for hours between commands, and one held per
+/// connection was most of what an idle one cost.
 const READ_CHUNK: usize = 64 * 1024;
+/// Bytes of lines gathered before they are written: a burst goes out in
+/// writes of about this size, and the writer flushes whenever its outbox is
+/// empty anyway. The buffer is let go at each flush, so an idle connection
+/// holds none.
+const WRITE_CHUNK: usize = 8 * 1024;
 
 /// Binds the socket, cleaning up only what is provably a dead daemon's.
 pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
@@ -118,9 +125,8 @@ pub async fn serve(
         };
         tokio::spawn(async move {
             let (reader, writer) = stream.into_split();
-            let source =
-                Lines { reader, decoder: LineDecoder::default(), buffer: vec![0; READ_CHUNK] };
-            super::serve(source, Sink(BufWriter::new(writer)), setup).await;
+            let source = Lines { reader, decoder: LineDecoder::default() };
+            super::serve(source, Sink { writer, pending: Vec::new() }, setup).await;
             drop(permit);
         });
     }
@@ -168,7 +174,6 @@ async fn refuse(stream: tokio::net::UnixStream, agent: String) {
 struct Lines {
     reader: OwnedReadHalf,
     decoder: LineDecoder,
-    buffer: Vec<u8>,
 }
 
 impl FrameSource for Lines {
@@ -180,30 +185,62 @@ impl FrameSource for Lines {
                     Err(problem) => Incoming::Invalid(problem.to_string()),
                 };
             }
-            match self.reader.read(&mut self.buffer).await {
-                Ok(0) | Err(_) => return Incoming::End,
-                Ok(read) => self.decoder.feed(&self.buffer[..read]),
+            // Waits holding no buffer; one is taken only once there is
+            // something to read, and given back once it is decoded.
+            if self.reader.readable().await.is_err() {
+                return Incoming::End;
+            }
+            let mut chunk = Vec::with_capacity(READ_CHUNK);
+            match self.reader.try_read_buf(&mut chunk) {
+                Ok(0) => return Incoming::End,
+                Ok(_) => self.decoder.feed(&chunk),
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => return Incoming::End,
             }
         }
     }
 }
 
-/// JSONL out, buffered and flushed when the outbox is empty.
-struct Sink(BufWriter<OwnedWriteHalf>);
+/// JSONL out: lines gathered up to [`WRITE_CHUNK`] and written when that
+/// fills or the outbox is empty (the writer's flush).
+struct Sink {
+    writer: OwnedWriteHalf,
+    pending: Vec<u8>,
+}
+
+impl Sink {
+    /// Writes what is gathered, keeping the buffer for the rest of the batch.
+    async fn write_pending(&mut self) -> std::io::Result<()> {
+        self.writer.write_all(&self.pending).await?;
+        self.pending.clear();
+        Ok(())
+    }
+}
 
 impl FrameSink for Sink {
     async fn feed(&mut self, frame: Frame) -> std::io::Result<()> {
-        match frame {
-            Frame::Data(bytes) => {
-                self.0.write_all(bytes.as_bytes()).await?;
-                self.0.write_all(b"\n").await
-            }
-            Frame::Ping => Ok(()),
+        let Frame::Data(bytes) = frame else { return Ok(()) };
+        if self.pending.len() + bytes.len() >= WRITE_CHUNK {
+            self.write_pending().await?;
         }
+        if bytes.len() >= WRITE_CHUNK {
+            // A large line goes out as it is, not copied.
+            self.writer.write_all(bytes.as_bytes()).await?;
+        } else {
+            if self.pending.capacity() == 0 {
+                self.pending.reserve(WRITE_CHUNK);
+            }
+            self.pending.extend_from_slice(bytes.as_bytes());
+        }
+        self.pending.push(b'\n');
+        Ok(())
     }
 
     async fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush().await
+        self.write_pending().await?;
+        // The outbox is empty: the connection may now be idle for hours.
+        self.pending = Vec::new();
+        self.writer.flush().await
     }
 
     /// The reason goes out as a last, fatal error line.
@@ -214,8 +251,52 @@ impl FrameSink for Sink {
         };
         let message = into_diagnostic(message);
         let event = ErrorEvent { code: ErrorCode::ProtocolError, message, fatal: Some(true) };
-        self.0.write_all(&frame(&Envelope::new(ServerMessage::Error(event)).to_json())).await?;
-        self.0.flush().await?;
-        self.0.shutdown().await
+        self.write_pending().await?;
+        self.writer
+            .write_all(&frame(&Envelope::new(ServerMessage::Error(event)).to_json()))
+            .await?;
+        self.writer.flush().await?;
+        self.writer.shutdown().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt;
+    use tokio::net::UnixStream;
+
+    use super::*;
+    use crate::agents::Wire;
+
+    #[tokio::test]
+    async fn lines_small_and_large_go_out_whole_and_in_order_with_nothing_held_after() {
+        let (ours, mut theirs) = UnixStream::pair().expect("a socket pair");
+        let (_reader, writer) = ours.into_split();
+        let mut sink = Sink { writer, pending: Vec::new() };
+        let large = "x".repeat(3 * WRITE_CHUNK);
+        let lines = ["first".to_owned(), large, "y".repeat(WRITE_CHUNK - 3), "last".to_owned()];
+        for line in &lines {
+            sink.feed(Frame::Data(Wire::from(line.clone()))).await.expect("fed");
+        }
+        sink.flush().await.expect("flushed");
+        assert_eq!(sink.pending.capacity(), 0, "an idle connection holds no buffer");
+        drop(sink);
+        let mut written = String::new();
+        theirs.read_to_string(&mut written).await.expect("read");
+        assert_eq!(written, lines.map(|line| line + "\n").concat());
+    }
+
+    #[tokio::test]
+    async fn lines_split_across_reads_are_decoded_whole() {
+        let (ours, mut theirs) = UnixStream::pair().expect("a socket pair");
+        let (reader, _writer) = ours.into_split();
+        let mut lines = Lines { reader, decoder: LineDecoder::default() };
+        let long = "z".repeat(3 * READ_CHUNK);
+        let sent = format!("{{\"a\":1}}\n{long}\n");
+        // Written while read: more than a socket buffer holds.
+        tokio::spawn(async move { theirs.write_all(sent.as_bytes()).await });
+        assert!(matches!(lines.next().await, Incoming::Text(text) if text == "{\"a\":1}"));
+        assert!(matches!(lines.next().await, Incoming::Text(text) if text == long));
+        assert!(matches!(lines.next().await, Incoming::End));
     }
 }
