@@ -86,7 +86,8 @@ impl LineDecoder {
                 Some(at) => {
                     let (head, rest) = (&bytes[..at], &bytes[at + 1..]);
                     if self.partial.len() + head.len() > self.max_line + 1 {
-                        self.partial.clear();
+                        // Let go of what the over-long line grew, not only its bytes.
+                        self.partial = Vec::new();
                         self.ready.push_back(Err(LineError::TooLong { limit: self.max_line }));
                     } else {
                         self.partial.extend_from_slice(head);
@@ -97,7 +98,8 @@ impl LineDecoder {
                 None => {
                     // One byte of slack for a `\r` that may precede the `\n`.
                     if self.partial.len() + bytes.len() > self.max_line + 1 {
-                        self.partial.clear();
+                        // Let go of what the over-long line grew, not only its bytes.
+                        self.partial = Vec::new();
                         self.discarding = true;
                         self.ready.push_back(Err(LineError::TooLong { limit: self.max_line }));
                     } else {
@@ -150,4 +152,25 @@ pub fn frame(json: &str) -> Vec<u8> {
     line.extend_from_slice(json.as_bytes());
     line.push(b'\n');
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_over_long_line_leaves_no_buffer_behind() {
+        let mut decoder = LineDecoder::new(1024);
+        decoder.feed(&[b'x'; 1000]);
+        decoder.feed(&[b'x'; 1000]);
+        assert_eq!(decoder.partial.capacity(), 0);
+        decoder.feed(b"\nok\n");
+        assert_eq!(decoder.next_line(), Some(Err(LineError::TooLong { limit: 1024 })));
+        assert_eq!(decoder.next_line(), Some(Ok("ok".to_owned())));
+        decoder.feed(&[b'y'; 1000]);
+        decoder.feed(&[b'y'; 1000]);
+        decoder.feed(b"\n");
+        assert_eq!(decoder.next_line(), Some(Err(LineError::TooLong { limit: 1024 })));
+        assert_eq!(decoder.partial.capacity(), 0);
+    }
 }
