@@ -18,8 +18,8 @@ use tokio::sync::MutexGuard;
 use super::catalog::{Catalog, Target};
 use super::record::{JobRecord, RECORD_VERSION, RunRecord};
 use super::{JobError, Jobs, TextField, check_task, fold, new_id, not_found};
+use crate::agents::checks::alias_problem;
 use crate::agents::manifest::Manifest;
-use crate::agents::registry::alias_problem;
 
 /// A `subagent.create` that passed its checks: the parent, and the mode
 /// and model its children start in.
