@@ -344,6 +344,8 @@ struct ConfigFile {
     step_up: StepUpConfig,
     #[serde(default)]
     sandbox: crate::sandbox::SandboxConfig,
+    #[serde(default)]
+    limits: crate::limits::Limits,
 }
 
 /// Which environment variables tool processes (`bash` and what it runs)
@@ -390,6 +392,8 @@ pub struct Config {
     pub step_up: StepUpConfig,
     /// `[sandbox]`, as written (crate::sandbox).
     pub sandbox: crate::sandbox::SandboxConfig,
+    /// `[limits]` (crate::limits).
+    pub limits: crate::limits::Limits,
 }
 
 impl Config {
@@ -449,6 +453,7 @@ impl Config {
         let tables =
             file.runtimes.iter().map(|runtime| (runtime.id.as_str(), runtime.sandbox.as_ref()));
         crate::sandbox::check(&file.sandbox, tables)?;
+        file.limits.check()?;
         if let Some(remote) =
             file.workspaces.push_remote.as_deref().filter(|name| !plain_remote_name(name))
         {
@@ -468,6 +473,7 @@ impl Config {
             workspaces: file.workspaces,
             step_up: file.step_up,
             sandbox: file.sandbox,
+            limits: file.limits,
         })
     }
 
@@ -484,6 +490,7 @@ impl Config {
             workspaces: WorkspacesConfig::default(),
             step_up: StepUpConfig::default(),
             sandbox: crate::sandbox::SandboxConfig::default(),
+            limits: crate::limits::Limits::default(),
         }
     }
 

@@ -10,12 +10,14 @@
 //! - [`process_tree`]: subreaping and killing what an agent started, and
 //!   [`resources`]: what a process tree uses.
 //! - [`config`]: `config.toml`, with [`runtimes`] (agents that are not
-//!   Shard's own), [`sandbox`] (their containment) and [`modes`].
+//!   Shard's own), [`sandbox`] (their containment), [`limits`] (the
+//!   fleet's) and [`modes`].
 //! - [`diff`]: unified-diff hunks as Shard shows an edit.
 
 pub mod config;
 pub mod conversation;
 pub mod diff;
+pub mod limits;
 pub mod modes;
 pub mod private;
 pub mod process_tree;
