@@ -44,6 +44,9 @@ pub enum RuntimeState {
     Running,
     Stopped,
     Failed,
+    /// Stopped by the fleet's limits to make room; it comes back on its
+    /// next prompt or attach (CONTRACT.md, "Fleet limits and budgets").
+    Hibernated,
     #[serde(other)]
     Unknown,
 }

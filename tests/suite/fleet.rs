@@ -88,3 +88,154 @@ async fn what_an_agents_processes_use_is_listed_and_told_to_watchers() {
     let late = watcher.seen[from..].iter().find(|event| event["type"] == "fleet_updated");
     assert!(late.is_none(), "told after it stopped watching: {late:?}");
 }
+
+/// A prompt answered to its end, every question allowed; the events.
+async fn turn(client: &mut Client, agent: &str, message: &str) -> Vec<Value> {
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": message});
+    let response = client.call(&format!("prompt-{message}"), prompt).await;
+    assert_eq!(response["success"], true, "{response}");
+    let mut read = Vec::new();
+    loop {
+        let event = client.next().await;
+        if event["agent_id"] == agent && event["type"] == "permission_request" {
+            client.send(json!({"type": "permission_response", "agent_id": agent,
+                "request_id": event["request_id"], "decision": "allow"}));
+        }
+        let done = event["agent_id"] == agent && event["type"] == "turn_end";
+        read.push(event);
+        if done {
+            return read;
+        }
+    }
+}
+
+fn state_of(list: &Value, agent_id: &str) -> String {
+    listed(list, agent_id)["runtime_state"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn over_the_awake_limit_the_least_recently_used_idle_agent_hibernates_and_comes_back() {
+    let home = TempDir::new().unwrap();
+    std::fs::write(home.path().join("config.toml"), "[limits]\nmax_awake_agents = 2\n").unwrap();
+    let project = TempDir::new().unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let mut other = Client::unix(&daemon.socket()).await;
+
+    let older = client.create(project.path(), "older").await;
+    let newer = client.create(project.path(), "newer").await;
+    client.attach(&older, "interactive").await;
+    client.attach(&newer, "interactive").await;
+    turn(&mut client, &older, "remember zebra42").await;
+    turn(&mut client, &newer, "hello").await;
+
+    // A third start: two are awake, the most allowed; the one used least
+    // recently goes, and every client is told why.
+    let third = client.create(project.path(), "third").await;
+    let exited = other
+        .until(|event| event["type"] == "agent_exited" && event["agent_id"] == older)
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(exited["runtime_state"], "hibernated", "{exited}");
+    let reason = exited["reason"].as_str().unwrap();
+    assert!(reason.contains("max_awake_agents") && reason.contains(&third), "{reason}");
+    let list = client.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(state_of(&list, &older), "hibernated");
+    assert_eq!(state_of(&list, &newer), "running");
+    assert_eq!(state_of(&list, &third), "running");
+    assert!(listed(&list, &older)["status"] == "idle", "{list}");
+
+    // Its next prompt wakes it with its conversation; to make room the
+    // agent now used least recently hibernates in turn.
+    let events = turn(&mut client, &older, "hello again").await;
+    let said: String = events
+        .iter()
+        .filter(|event| event["type"] == "message_delta")
+        .filter_map(|event| event["text_delta"].as_str())
+        .collect();
+    assert!(said.contains("hello again"), "{events:?}");
+    let exited = other
+        .until(|event| event["type"] == "agent_exited" && event["agent_id"] == newer)
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(exited["runtime_state"], "hibernated", "{exited}");
+    let sync = other.attach(&older, "observer").await;
+    assert!(
+        sync["live_window"].to_string().contains("zebra42"),
+        "the conversation is kept: {sync}"
+    );
+    let list = client.call("l2", json!({"type": "agent.list"})).await;
+    let awake = [&older, &newer, &third].into_iter().filter(|id| state_of(&list, id) == "running");
+    assert_eq!(awake.count(), 2, "{list}");
+}
+
+#[tokio::test]
+async fn at_the_hard_ceiling_with_nobody_idle_a_start_is_refused_saying_who_holds_it() {
+    let home = TempDir::new().unwrap();
+    std::fs::write(home.path().join("config.toml"), "[limits]\nmemory_hard_mb = 1\n").unwrap();
+    let project = TempDir::new().unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let mut watcher = Client::unix(&daemon.socket()).await;
+    assert_eq!(watcher.call("w", json!({"type": "fleet.watch"})).await["success"], true);
+
+    let busy = client.create(project.path(), "busy").await;
+    client.attach(&busy, "interactive").await;
+    let prompt = json!({"type": "prompt", "agent_id": busy, "message": "run: sleep 30"});
+    assert_eq!(client.call("p", prompt).await["success"], true);
+    let asked = client.permission_request(&busy).await;
+    client.send(json!({"type": "permission_response", "agent_id": busy,
+        "request_id": asked["request_id"], "decision": "allow"}));
+    watcher.until(|event| event["type"] == "fleet_updated" && entry(event, &busy).is_some()).await;
+
+    let create = json!({"type": "agent.create", "cwd": project.path().display().to_string()});
+    let refused = client.call("c2", create).await;
+    assert_eq!(refused["success"], false, "{refused}");
+    assert_eq!(refused["error"]["code"], "RUNTIME_START_FAILED", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("limits.memory_hard_mb (1 MB)"), "{message}");
+    assert!(message.contains(&format!("{busy} ")), "names who holds it: {message}");
+    // The busy agent was not touched.
+    let list = client.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(state_of(&list, &busy), "running");
+}
+
+#[tokio::test]
+async fn an_agent_whose_tree_grows_past_its_ceiling_is_stopped_and_every_client_told() {
+    let home = TempDir::new().unwrap();
+    std::fs::write(home.path().join("config.toml"), "[limits]\nagent_memory_mb = 100\n").unwrap();
+    let project = TempDir::new().unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let mut other = Client::unix(&daemon.socket()).await;
+
+    let agent = client.create(project.path(), "hog").await;
+    client.attach(&agent, "interactive").await;
+    turn(&mut client, &agent, "remember zebra42").await;
+    let hog = "run: python3 -c \"import time; x = b'x' * (300 * 1024 * 1024); time.sleep(60)\"";
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": hog});
+    assert_eq!(client.call("p", prompt).await["success"], true);
+    let asked = client.permission_request(&agent).await;
+    client.send(json!({"type": "permission_response", "agent_id": agent,
+        "request_id": asked["request_id"], "decision": "allow"}));
+
+    let exited = other
+        .until(|event| event["type"] == "agent_exited" && event["agent_id"] == agent)
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(exited["runtime_state"], "stopped", "{exited}");
+    let reason = exited["reason"].as_str().unwrap();
+    assert!(reason.contains("over its ceiling of 100 MB (limits.agent_memory_mb)"), "{reason}");
+    let list = other.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(listed(&list, &agent)["status"], "error", "{list}");
+    assert!(super::support::running("x' \\* \\(300").is_empty(), "its whole tree is gone");
+
+    // Nothing is lost from its record: it starts again with its conversation.
+    let sync = other.attach(&agent, "observer").await;
+    assert!(sync["live_window"].to_string().contains("zebra42"), "{sync}");
+    let events = turn(&mut client, &agent, "hello again").await;
+    assert!(events.iter().any(|event| event["type"] == "turn_end"));
+}

@@ -189,6 +189,7 @@ pub(crate) fn runtime_label(state: RuntimeState) -> &'static str {
         RuntimeState::Running => "running",
         RuntimeState::Stopped => "stopped",
         RuntimeState::Failed => "failed",
+        RuntimeState::Hibernated => "hibernated",
         RuntimeState::Unknown => "unknown",
     }
 }

@@ -113,6 +113,9 @@ pub enum AgentError {
     SpawnFailed(String),
     #[error("cannot start the agent: its working directory {0} is gone")]
     CwdGone(String),
+    /// `[limits]` leave no room for another process (agents::fleet).
+    #[error("cannot start the agent now: {0}")]
+    FleetFull(super::fleet::governor::Full),
     #[error("{0}")]
     SandboxUnavailable(String),
     #[error("{0} is not among the hosts allowed always for this agent")]
@@ -205,6 +208,7 @@ impl AgentError {
             | Self::HostNotRunning
             | Self::SpawnFailed(_)
             | Self::CwdGone(_)
+            | Self::FleetFull(_)
             | Self::NotReady
             | Self::ExitedStarting(_) => ErrorCode::RuntimeStartFailed,
             Self::SandboxUnavailable(_) => ErrorCode::SandboxUnavailable,

@@ -18,6 +18,8 @@ use shard_protocol::types::AgentInfo;
 use tokio::sync::{mpsc, oneshot};
 
 use super::error::AgentError;
+use super::fleet::governor::Order;
+use super::host::process::Because;
 use super::host::{self, Dormancy, Host, HostCommand, HostHandle, ShutdownMode};
 
 /// Why a command did not reach its agent.
@@ -189,6 +191,30 @@ impl Slot {
         match self {
             Slot::Awake(handle) => handle.info(),
             Slot::Dormant(host) => host.info(),
+        }
+    }
+}
+
+impl super::fleet::Governed for Hosts {
+    /// Hands the governor's order to the agent's host, without waiting: a
+    /// host woken for it finds nothing running and does nothing.
+    fn order(&self, order: Order) {
+        let (agent_id, because) = match order {
+            Order::Hibernate { agent_id, reason } => (agent_id, Because::Hibernated(reason)),
+            Order::Stop { agent_id, reason } => (agent_id, Because::OverCeiling(reason)),
+        };
+        let slots = self.slots();
+        let sent = match slots.agents.get(&agent_id) {
+            Some(Slot::Awake(handle)) => {
+                handle.commands.try_send(HostCommand::Limit(because)).map_err(refused)
+            }
+            // Dormant: it has no process to stop.
+            Some(Slot::Dormant(_)) => Ok(()),
+            None => Err(Refused::NotFound),
+        };
+        drop(slots);
+        if let Err(refused) = sent {
+            tracing::warn!(agent = %agent_id, ?refused, "a fleet order did not reach its agent");
         }
     }
 }

@@ -108,6 +108,11 @@ impl Registry {
         self.hosts.send_waiting(agent_id, command).await
     }
 
+    /// Where the fleet governor's orders go.
+    pub fn governed(&self) -> Arc<dyn super::fleet::Governed> {
+        self.hosts.clone()
+    }
+
     /// Agents whose host is awake: doing something, or attached.
     pub fn awake(&self) -> usize {
         self.hosts.awake()

@@ -67,7 +67,8 @@ pub(super) fn daemon(
     // index, and finds more as it catches up with the session logs.
     registry.context.search.catch_up(registry.owners());
     let fleet = registry.context.fleet.clone();
-    tokio::spawn(crate::agents::fleet::watch(fleet, hub.clone(), stop.terminate.clone()));
+    let governed = registry.governed();
+    tokio::spawn(crate::agents::fleet::watch(fleet, hub.clone(), governed, stop.terminate.clone()));
     let limits = JobLimits {
         run_timeout: Duration::from_secs(args.subagent_run_timeout),
         active_per_parent: args.subagent_max_active_per_parent,
@@ -206,13 +207,23 @@ fn host_context(
         headless_timeout: Duration::from_secs(args.headless_timeout),
         journal: JournalLimits { events: args.journal_events, bytes: args.journal_bytes },
         usage: Arc::new(UsageBook::new(&home.path)),
-        fleet: Arc::new(crate::agents::fleet::Fleet::new(processes.clone())),
+        fleet: Arc::new(crate::agents::fleet::Fleet::new(processes.clone(), limits(home))),
         processes,
         search: Search::start(
             &home.path,
             SearchLimits { messages: args.search_max_messages, bytes: args.search_max_bytes },
         ),
     }))
+}
+
+/// `[limits]` of `config.toml`, read when the daemon starts. A config that
+/// cannot be read sets none (the agents say what is wrong with it).
+fn limits(home: &Home) -> shard_platform::limits::Limits {
+    let loaded = shard_platform::config::Config::load(&home.path);
+    loaded.map(|config| config.limits).unwrap_or_else(|error| {
+        tracing::warn!(error = %format!("{error:#}"), "config.toml cannot be read; no fleet limits");
+        shard_platform::limits::Limits::default()
+    })
 }
 
 /// `[step_up]` of `config.toml` in this daemon's mode: `remote` (the

@@ -1,13 +1,17 @@
-//! The fleet governor's eyes: what every agent's processes use. One look at
-//! `/proc` every [`SAMPLE_EVERY`] for every running agent at once (never a
-//! scan per event), kept for `agent.list` and `fleet.watch` and told to the
-//! connections watching as `fleet_updated` when a figure moved enough to
-//! see.
+//! The fleet governor: what every agent's processes use, and the limits of
+//! `config.toml` held to. One look at `/proc` every [`SAMPLE_EVERY`] for
+//! every running agent at once (never a scan per event), kept for
+//! `agent.list` and `fleet.watch` and told to the connections watching as
+//! `fleet_updated` when a figure moved enough to see. Each host says when
+//! its agent is awake and idle, and asks before it starts a process;
+//! [`governor`] decides, and its orders (hibernate, stop) reach the hosts
+//! through [`Governed`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use shard_platform::limits::Limits;
 use shard_platform::resources::{self, Snapshot, TreeUsage};
 use shard_protocol::ServerMessage;
 use shard_protocol::envelope::Envelope;
@@ -17,10 +21,21 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agents::{Processes, Wire};
 
+use self::governor::{Order, Picture};
+
 /// The connections watching the fleet (`fleet.watch`).
 pub trait Watchers: Send + Sync {
     fn tell_watchers(&self, bytes: &Wire);
 }
+
+/// Where the governor's orders are carried out (the registry's hosts).
+pub trait Governed: Send + Sync {
+    fn order(&self, order: Order);
+}
+
+/// Orders waiting for the watcher to hand them on; a full queue drops
+/// them, and the next look decides again.
+const ORDERS: usize = 64;
 
 /// How often the agents' processes are looked at.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(2);
@@ -29,10 +44,22 @@ const MEMORY_STEP: u64 = 1024 * 1024;
 /// A change in CPU smaller than this many points is not told.
 const CPU_STEP: f64 = 2.0;
 
-/// The last look at the fleet.
+/// The last look at the fleet, and what the hosts said of their agents.
 pub struct Fleet {
     processes: Arc<Processes>,
+    limits: Limits,
     state: Mutex<State>,
+    orders: tokio::sync::mpsc::Sender<Order>,
+    /// Taken by [`watch`].
+    pending: Mutex<Option<tokio::sync::mpsc::Receiver<Order>>>,
+}
+
+/// What a host last said of its agent.
+#[derive(Debug, Clone, Copy)]
+struct Said {
+    awake: bool,
+    idle: bool,
+    last_used: Instant,
 }
 
 #[derive(Default)]
@@ -47,11 +74,57 @@ struct State {
     daemon: Resources,
     /// What clients were last told.
     told: Option<FleetUpdated>,
+    /// By agent.
+    said: HashMap<String, Said>,
 }
 
 impl Fleet {
-    pub fn new(processes: Arc<Processes>) -> Self {
-        Self { processes, state: Mutex::default() }
+    pub fn new(processes: Arc<Processes>, limits: Limits) -> Self {
+        let (orders, pending) = tokio::sync::mpsc::channel(ORDERS);
+        Self {
+            processes,
+            limits,
+            state: Mutex::default(),
+            orders,
+            pending: Mutex::new(Some(pending)),
+        }
+    }
+
+    /// The agent's host says how it is: its process starting or running
+    /// (`awake`), with nothing to do (`idle`). Every word counts as use.
+    pub fn said(&self, agent_id: &str, awake: bool, idle: bool) {
+        let mut state = self.state();
+        if !awake {
+            state.said.remove(agent_id);
+            return;
+        }
+        let said = Said { awake, idle, last_used: Instant::now() };
+        state.said.insert(agent_id.to_owned(), said);
+    }
+
+    /// May `agent_id` start its process now? Idle agents are told to
+    /// hibernate to make room; the refusal says what holds the fleet.
+    pub fn admit(&self, agent_id: &str) -> Result<(), governor::Full> {
+        let mut state = self.state();
+        let orders = governor::admit(&self.limits, agent_id, &state.pictures())?;
+        let said = Said { awake: true, idle: false, last_used: Instant::now() };
+        state.said.insert(agent_id.to_owned(), said);
+        for order in orders {
+            if let Order::Hibernate { agent_id, .. } = &order
+                && let Some(victim) = state.said.get_mut(agent_id)
+            {
+                // Not counted as room twice while it goes.
+                victim.idle = false;
+            }
+            self.send(order);
+        }
+        Ok(())
+    }
+
+    fn send(&self, order: Order) {
+        if self.orders.try_send(order).is_err() {
+            tracing::warn!("the fleet's orders are backed up; the next look decides again");
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -90,6 +163,9 @@ impl Fleet {
         state.ticks = ticks;
         state.taken = Some(now);
         state.agents = agents;
+        for order in governor::review(&self.limits, &state.pictures()) {
+            self.send(order);
+        }
         let update = state.update();
         if state.told.as_ref().is_some_and(|told| !moved(told, &update)) {
             return None;
@@ -100,6 +176,21 @@ impl Fleet {
 }
 
 impl State {
+    /// The fleet as the governor sees it: what each host said, with what
+    /// its processes held at the last look.
+    fn pictures(&self) -> Vec<Picture> {
+        self.said
+            .iter()
+            .map(|(agent_id, said)| Picture {
+                agent_id: agent_id.clone(),
+                awake: said.awake,
+                idle: said.idle,
+                pss_bytes: self.agents.get(agent_id).map_or(0, |used| used.pss_bytes),
+                last_used: said.last_used,
+            })
+            .collect()
+    }
+
     fn update(&self) -> FleetUpdated {
         let mut agents: Vec<AgentResources> = self
             .agents
@@ -144,13 +235,25 @@ fn moved(told: &FleetUpdated, now: &FleetUpdated) -> bool {
 }
 
 /// Looks at the fleet every [`SAMPLE_EVERY`] until `stop`, telling the
-/// watchers what moved. The look itself reads `/proc`, off the runtime.
-pub async fn watch(fleet: Arc<Fleet>, watchers: Arc<dyn Watchers>, stop: CancellationToken) {
+/// watchers what moved and handing the governor's orders to `governed`.
+/// The look itself reads `/proc`, off the runtime.
+pub async fn watch(
+    fleet: Arc<Fleet>,
+    watchers: Arc<dyn Watchers>,
+    governed: Arc<dyn Governed>,
+    stop: CancellationToken,
+) {
+    let taken = fleet.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+    let Some(mut orders) = taken else { return };
     let mut every = tokio::time::interval(SAMPLE_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
+            Some(order) = orders.recv() => {
+                governed.order(order);
+                continue;
+            }
             _ = every.tick() => {}
         }
         let sampler = fleet.clone();
@@ -162,6 +265,8 @@ pub async fn watch(fleet: Arc<Fleet>, watchers: Arc<dyn Watchers>, stop: Cancell
         }
     }
 }
+
+pub mod governor;
 
 #[cfg(test)]
 mod tests;

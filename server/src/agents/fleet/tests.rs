@@ -17,7 +17,7 @@ fn agent_process() -> Child {
 #[test]
 fn an_agents_whole_tree_is_counted_until_it_ends() {
     let processes = Arc::new(Processes::default());
-    let fleet = Fleet::new(processes.clone());
+    let fleet = Fleet::new(processes.clone(), Default::default());
     let mut child = agent_process();
     processes.started(child.id(), "agent-a");
     std::thread::sleep(Duration::from_millis(200));

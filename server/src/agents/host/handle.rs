@@ -105,6 +105,8 @@ pub enum HostCommand {
     Start {
         reply: oneshot::Sender<Result<(), WireError>>,
     },
+    /// The fleet's limits stop the process (agents::fleet).
+    Limit(super::process::Because),
     Terminate {
         reply: oneshot::Sender<TerminateResult>,
     },

@@ -108,12 +108,8 @@ impl Host {
         host
     }
 
-    fn id(&self) -> &str {
-        &self.manifest.agent_id
-    }
-
     pub fn agent_id(&self) -> &str {
-        self.id()
+        &self.manifest.agent_id
     }
 
     /// The agent as `agent.list` shows it.
@@ -161,7 +157,7 @@ impl Host {
     /// headless answers, a stopped run's turn that did not end.
     pub fn timers(&mut self, now: Instant) {
         if let Some(due) = self.process.timers(now, self.reapable()) {
-            due.log(self.id());
+            due.log(self.agent_id());
             self.link.control(Some(due.control()));
             if due == Due::NotReady {
                 self.fail_waiting(AgentError::NotReady.into());
@@ -170,7 +166,7 @@ impl Host {
         let headless = self.questions.timers(now);
         self.apply(headless);
         if self.runs.overdue(now) {
-            tracing::warn!(agent = %self.id(), "a stopped run did not end its turn; terminating the agent");
+            tracing::warn!(agent = %self.agent_id(), "a stopped run did not end its turn; terminating the agent");
             let stop = self.process.kill(false, now);
             self.link.control(stop);
         }
@@ -205,6 +201,10 @@ impl Host {
             }
             HostCommand::Disconnected { subscriber } => self.detach(subscriber, now),
             HostCommand::Start { reply } => self.when_ready(Waiting::Start { reply }, now),
+            HostCommand::Limit(because) => {
+                let stop = self.process.stop_for(because, self.reapable(), now);
+                self.link.control(stop);
+            }
             HostCommand::Terminate { reply } => {
                 let (deferred, stop) = self.process.terminate(self.projection.status.is_active());
                 self.link.control(stop);
@@ -233,8 +233,13 @@ impl Host {
             HostCommand::Activate { session_id, reply } => {
                 let _ = reply.send(self.activate(session_id, now));
             }
+            // `sandbox.revoke`: the sandbox as it is once `host` is taken back.
             HostCommand::RevokeHost { host, reply } => {
-                let _ = reply.send(self.revoke_host(&host));
+                let revoked = self.io.revoke(&host).map(|()| self.refresh_sandbox());
+                let now = revoked.and_then(|()| {
+                    self.projection.sandbox.clone().ok_or(AgentError::NotGranted(host.to_string()))
+                });
+                let _ = reply.send(now);
             }
             HostCommand::Shutdown { mode, reply } => {
                 self.fail_waiting(AgentError::ShuttingDown.into());
@@ -366,7 +371,7 @@ impl Host {
 
     fn child_line(&mut self, line: String, now: Instant) {
         let up = self.process.up();
-        match lines::read(line, up, self.id()) {
+        match lines::read(line, up, self.agent_id()) {
             Line::Delta(kind, line) => {
                 self.process.touch(now);
                 let activity = self.projection.delta(kind);
@@ -483,8 +488,11 @@ impl Host {
         if !self.link.awake() {
             return self.fail_waiting(AgentError::HostNotRunning.into());
         }
+        if let Err(full) = self.io.context.fleet.admit(self.agent_id()) {
+            return self.fail_waiting(AgentError::FleetFull(full).into());
+        }
         let epoch = self.process.next_epoch();
-        let log_from = stdio::log_length(&self.io.context.home, self.id());
+        let log_from = stdio::log_length(&self.io.context.home, self.agent_id());
         let spawner = self.io.context.spawner.as_ref();
         if let Err(error) = self.link.spawn(
             spawner,
@@ -501,8 +509,8 @@ impl Host {
     }
 
     fn process_exited(&mut self, code: Option<i32>, description: String, now: Instant) {
-        let Some(ended) = self.process.exited() else { return };
-        let description = stdio::ended(&self.io.context.home, self.id(), ended, description);
+        let Some((ended, because)) = self.process.exited() else { return };
+        let description = stdio::ended(&self.io.context.home, self.agent_id(), ended, description);
         if !ended.ready {
             self.fail_waiting(AgentError::ExitedStarting(description.clone()).into());
         }
@@ -515,7 +523,7 @@ impl Host {
         let failed = self.link.process_gone();
         self.apply(failed);
         self.process.answer_kill_waiters();
-        let down = self.projection.exited(ended.expected, description, code);
+        let down = self.projection.exited(ended.expected, because, description, code);
         self.apply(down);
         if self.process.finish_shutdown() {
             return self.io.close();
@@ -535,17 +543,6 @@ impl Host {
         self.apply(task);
     }
 
-    /// `sandbox.revoke`: takes `host` back from the agent's grants; the
-    /// sandbox as it is then.
-    fn revoke_host(
-        &mut self,
-        host: &shard_platform::sandbox::HostPort,
-    ) -> Result<shard_protocol::sandbox::SandboxInfo, AgentError> {
-        self.io.revoke(host)?;
-        self.refresh_sandbox();
-        self.projection.sandbox.clone().ok_or(AgentError::NotGranted(host.to_string()))
-    }
-
     /// Describes the agent's sandbox again (config.toml, its grants).
     fn refresh_sandbox(&mut self) {
         let changed = self.projection.set_sandbox(self.io.sandbox(&self.manifest));
@@ -556,20 +553,22 @@ impl Host {
     /// longer covers.
     fn sync_bytes(&mut self, reset: bool) -> Wire {
         let mut pending = self.questions.pending_requests();
-        pending.extend(self.io.context.delegation.delegated_pending(self.id()));
+        pending.extend(self.io.context.delegation.delegated_pending(self.agent_id()));
         let (epoch, seq) = (self.process.epoch(), self.io.last_seq());
         let mut sync = self.projection.sync(pending, epoch, seq);
         sync.reset = reset.then_some(true);
-        Wire::from(Envelope::new(ServerMessage::Sync(sync)).for_agent(self.id()).to_json())
+        Wire::from(Envelope::new(ServerMessage::Sync(sync)).for_agent(self.agent_id()).to_json())
     }
 
     fn current_info(&self) -> AgentInfo {
-        let usage = self.io.context.usage.total(self.id()).map(|total| total.as_usage());
+        let usage = self.io.context.usage.total(self.agent_id()).map(|total| total.as_usage());
         self.projection.info(&self.manifest, usage)
     }
 
     fn publish(&self) {
         self.projection.publish(self.current_info());
+        let (awake, idle) = (self.process.running(), self.reapable());
+        self.io.context.fleet.said(self.agent_id(), awake, idle);
     }
 
     fn fail_waiting(&mut self, error: WireError) {

@@ -123,6 +123,17 @@ pub(super) struct Generation {
     /// Where this generation's lines begin in the agent's log: what it
     /// wrote there says why, if it exits before it is ready.
     pub log_from: u64,
+    /// The fleet's limits stopped it, and why.
+    because: Option<Because>,
+}
+
+/// Why the fleet's limits stopped a process (agents::fleet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Because {
+    /// To make room: it comes back on its next prompt or attach.
+    Hibernated(String),
+    /// Its process tree held more than its own ceiling.
+    OverCeiling(String),
 }
 
 impl Supervision {
@@ -193,6 +204,7 @@ impl Supervision {
             saw_hello: false,
             kill_at: None,
             log_from,
+            because: None,
         });
     }
 
@@ -239,6 +251,22 @@ impl Supervision {
         let generation = self.current.as_mut()?;
         generation.stopping = true;
         Some(Control::CloseInput)
+    }
+
+    /// The fleet's limits stop the process: gently to hibernate it (only
+    /// an `idle` one: ready, with nothing in hand), at once when it is over
+    /// its own ceiling.
+    pub fn stop_for(&mut self, because: Because, idle: bool, now: Instant) -> Option<Control> {
+        let generation = self.current.as_mut()?;
+        let control = match because {
+            Because::Hibernated(_) if !idle || generation.stopping => return None,
+            Because::Hibernated(_) => self.stop(),
+            Because::OverCeiling(_) => self.kill(true, now),
+        };
+        if let Some(generation) = &mut self.current {
+            generation.because.get_or_insert(because);
+        }
+        control
     }
 
     /// SIGTERM with a grace period, or the whole tree at once.
@@ -310,8 +338,9 @@ impl Supervision {
     }
 
     /// The running generation exited: whether its end was asked for,
-    /// whether it was ever ready, and where its lines begin in the log.
-    pub fn exited(&mut self) -> Option<Ended> {
+    /// whether it was ever ready, and where its lines begin in the log;
+    /// and why, if the fleet's limits stopped it.
+    pub fn exited(&mut self) -> Option<(Ended, Option<Because>)> {
         let generation = self.current.take()?;
         let expected = generation.stopping || self.shutdown.is_some();
         let ended = Ended { expected, ready: generation.ready, log_from: generation.log_from };
@@ -321,7 +350,7 @@ impl Supervision {
             // and again for its watchers: the next work or attach retries.
             self.switched = false;
         }
-        Some(ended)
+        Some((ended, generation.because))
     }
 
     /// Tells whoever waited for the process to end.
@@ -403,7 +432,7 @@ mod tests {
         assert_eq!(process.deadline(true), Some(start + START_TIMEOUT));
         assert_eq!(process.timers(start + START_TIMEOUT - Duration::from_millis(1), true), None);
         assert_eq!(process.timers(start + START_TIMEOUT, true), Some(Due::NotReady));
-        let exit = process.exited().expect("it ran");
+        let (exit, _) = process.exited().expect("it ran");
         assert!(exit.expected, "a timed-out start is stopped, not failed");
         assert_eq!(process.next_epoch(), 1, "the next generation is the next epoch");
     }
@@ -461,7 +490,7 @@ mod tests {
             process.shut_down(ShutdownMode::Kill, reply, true, start),
             Shutting::Then(Some(Control::Kill))
         );
-        assert!(process.exited().expect("it ran").expected);
+        assert!(process.exited().expect("it ran").0.expected);
         assert!(drained.try_recv().is_err(), "answered once the host is done");
         assert!(process.finish_shutdown());
         assert!(drained.try_recv().is_ok());
@@ -478,7 +507,7 @@ mod tests {
         assert_eq!(process.terminate(true), (true, None));
         assert!(!process.at_rest());
         assert_eq!(process.inactive(), Some(Control::CloseInput));
-        let exit = process.exited().expect("it ran");
+        let (exit, _) = process.exited().expect("it ran");
         assert!(exit.expected);
         assert!(process.at_rest());
         let (reply, mut answered) = oneshot::channel();

@@ -11,6 +11,7 @@ use shard_protocol::orchestrator::{ActivityPhase, AgentActivity, AgentExited, Ag
 use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
 
 use super::out::Out;
+use super::process::Because;
 use crate::agents::manifest::Manifest;
 use crate::agents::now_ms;
 
@@ -187,18 +188,31 @@ impl Projection {
 
     /// The process ended: stopped when that was `expected`, else failed,
     /// which every client hears with the `reason` (`agent_exited`).
-    pub fn exited(&mut self, expected: bool, reason: String, exit_code: Option<i32>) -> Vec<Out> {
-        let (status, state) = match expected {
-            true => (AgentStatus::Idle, RuntimeState::Stopped),
-            false => (AgentStatus::Error, RuntimeState::Failed),
+    pub fn exited(
+        &mut self,
+        expected: bool,
+        because: Option<Because>,
+        reason: String,
+        exit_code: Option<i32>,
+    ) -> Vec<Out> {
+        // What every client is told: a crash, and a stop by the fleet's
+        // limits with its reason; an end that was asked for says nothing.
+        let (status, state, told) = match (expected, because) {
+            (_, Some(Because::Hibernated(why))) => {
+                (AgentStatus::Idle, RuntimeState::Hibernated, Some(why))
+            }
+            (_, Some(Because::OverCeiling(why))) => {
+                (AgentStatus::Error, RuntimeState::Stopped, Some(why))
+            }
+            (true, None) => (AgentStatus::Idle, RuntimeState::Stopped, None),
+            (false, None) => (AgentStatus::Error, RuntimeState::Failed, Some(reason)),
         };
         self.status = status;
         self.session = None;
         let mut out = self.set_runtime_state(state);
-        if !expected {
+        if let Some(reason) = told {
             let agent_id = self.agent_id.clone();
-            let runtime_state = RuntimeState::Failed;
-            let exited = AgentExited { agent_id, runtime_state, reason, exit_code };
+            let exited = AgentExited { agent_id, runtime_state: state, reason, exit_code };
             out.push(Out::Broadcast(ServerMessage::AgentExited(exited)));
         }
         out.extend(self.activity_of_status());
@@ -369,14 +383,14 @@ mod tests {
             ["publish", "broadcast"]
         );
         assert!(projection.set_runtime_state(RuntimeState::Running).is_empty());
-        let outs = projection.exited(false, "killed by SIGSEGV".into(), None);
+        let outs = projection.exited(false, None, "killed by SIGSEGV".into(), None);
         let told = broadcasts(&outs);
         assert!(told.iter().any(|line| line.contains("agent_exited") && line.contains("SIGSEGV")));
         assert_eq!(
             (projection.status, projection.runtime_state),
             (AgentStatus::Error, RuntimeState::Failed)
         );
-        let outs = projection.exited(true, "stopped".into(), Some(0));
+        let outs = projection.exited(true, None, "stopped".into(), Some(0));
         assert!(broadcasts(&outs).iter().all(|line| !line.contains("agent_exited")));
         assert_eq!(projection.runtime_state, RuntimeState::Stopped);
     }

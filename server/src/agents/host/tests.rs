@@ -144,7 +144,7 @@ fn world_telling(notices: Arc<dyn crate::agents::Notices>) -> World {
         journal: super::JournalLimits::default(),
         usage: Arc::new(crate::agents::usage::UsageBook::new(home.path())),
         processes: Arc::default(),
-        fleet: Arc::new(crate::agents::fleet::Fleet::new(Arc::default())),
+        fleet: Arc::new(crate::agents::fleet::Fleet::new(Arc::default(), Default::default())),
         search: crate::search::Search::detached(),
         notices,
         step_up: None,
@@ -807,4 +807,40 @@ fn a_process_that_exits_before_it_is_ready_is_refused_with_what_it_wrote_this_ti
         "{message}"
     );
     assert!(!message.contains("earlier run"), "only this process's words: {message}");
+}
+
+#[test]
+fn the_fleet_hibernates_only_an_idle_agent_and_stops_one_over_its_ceiling_at_once() {
+    use super::process::Because;
+    use shard_protocol::types::{AgentStatus, RuntimeState};
+    let world = world();
+    let start = Instant::now();
+    let (mut host, _client) = running(&world, "agent-f", start);
+    let pipe = world.spawner.last();
+
+    // Busy: a hibernation is not carried out.
+    says(&mut host, 0, json!({"type": "status", "status": "streaming"}), start);
+    host.command(HostCommand::Limit(Because::Hibernated("room".into())), start);
+    assert!(!pipe.lock().expect("lock").input_closed, "never mid-turn");
+
+    // Idle: its input is closed, and its end reads as a hibernation.
+    says(&mut host, 0, json!({"type": "status", "status": "idle"}), start);
+    host.command(HostCommand::Limit(Because::Hibernated("to make room".into())), start);
+    assert!(pipe.lock().expect("lock").input_closed, "stopped the gentle way");
+    let exited = ChildEvent::Exited { epoch: 0, code: Some(0), description: "exited".into() };
+    host.child_event(exited, start);
+    let info = host.current_info();
+    assert_eq!((info.runtime_state, info.status), (RuntimeState::Hibernated, AgentStatus::Idle));
+
+    // Over its ceiling: killed at once, whatever it was doing.
+    attach(&mut host, &Recorder::new(2), AttachRole::Interactive, start);
+    ready(&mut host, 1, start);
+    let pipe = world.spawner.last();
+    says(&mut host, 1, json!({"type": "status", "status": "streaming"}), start);
+    host.command(HostCommand::Limit(Because::OverCeiling("held 600 MB".into())), start);
+    assert!(pipe.lock().expect("lock").killed, "its tree is killed");
+    let exited = ChildEvent::Exited { epoch: 1, code: None, description: "killed".into() };
+    host.child_event(exited, start);
+    let info = host.current_info();
+    assert_eq!((info.runtime_state, info.status), (RuntimeState::Stopped, AgentStatus::Error));
 }
