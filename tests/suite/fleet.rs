@@ -44,9 +44,7 @@ async fn what_an_agents_processes_use_is_listed_and_told_to_watchers() {
     other.attach(&agent, "interactive").await;
     let prompt = json!({"type": "prompt", "agent_id": agent, "message": "run: sleep 20"});
     assert_eq!(other.call("p", prompt).await["success"], true);
-    let asked = other.permission_request(&agent).await;
-    other.send(json!({"type": "permission_response", "agent_id": agent,
-        "request_id": asked["request_id"], "decision": "allow"}));
+    allow_next(&mut other, &agent).await;
 
     let told = watcher
         .until(|event| event["type"] == "fleet_updated" && entry(event, &agent).is_some())
@@ -109,6 +107,19 @@ async fn turn(client: &mut Client, agent: &str, message: &str) -> Vec<Value> {
     }
 }
 
+/// Waits for `agent_exited` of `agent_id`; returns it.
+async fn exited(client: &mut Client, agent_id: &str) -> Value {
+    let until = |event: &Value| event["type"] == "agent_exited" && event["agent_id"] == agent_id;
+    client.until(until).await.pop().expect("agent_exited")
+}
+
+/// Allows the agent's next question.
+async fn allow_next(client: &mut Client, agent_id: &str) {
+    let asked = client.permission_request(agent_id).await;
+    client.send(json!({"type": "permission_response", "agent_id": agent_id,
+        "request_id": asked["request_id"], "decision": "allow"}));
+}
+
 fn state_of(list: &Value, agent_id: &str) -> String {
     listed(list, agent_id)["runtime_state"].as_str().unwrap_or_default().to_owned()
 }
@@ -132,13 +143,9 @@ async fn over_the_awake_limit_the_least_recently_used_idle_agent_hibernates_and_
     // A third start: two are awake, the most allowed; the one used least
     // recently goes, and every client is told why.
     let third = client.create(project.path(), "third").await;
-    let exited = other
-        .until(|event| event["type"] == "agent_exited" && event["agent_id"] == older)
-        .await
-        .pop()
-        .unwrap();
-    assert_eq!(exited["runtime_state"], "hibernated", "{exited}");
-    let reason = exited["reason"].as_str().unwrap();
+    let gone = exited(&mut other, &older).await;
+    assert_eq!(gone["runtime_state"], "hibernated", "{gone}");
+    let reason = gone["reason"].as_str().unwrap();
     assert!(reason.contains("max_awake_agents") && reason.contains(&third), "{reason}");
     let list = client.call("l", json!({"type": "agent.list"})).await;
     assert_eq!(state_of(&list, &older), "hibernated");
@@ -155,12 +162,8 @@ async fn over_the_awake_limit_the_least_recently_used_idle_agent_hibernates_and_
         .filter_map(|event| event["text_delta"].as_str())
         .collect();
     assert!(said.contains("hello again"), "{events:?}");
-    let exited = other
-        .until(|event| event["type"] == "agent_exited" && event["agent_id"] == newer)
-        .await
-        .pop()
-        .unwrap();
-    assert_eq!(exited["runtime_state"], "hibernated", "{exited}");
+    let gone = exited(&mut other, &newer).await;
+    assert_eq!(gone["runtime_state"], "hibernated", "{gone}");
     let sync = other.attach(&older, "observer").await;
     assert!(
         sync["live_window"].to_string().contains("zebra42"),
@@ -185,9 +188,7 @@ async fn at_the_hard_ceiling_with_nobody_idle_a_start_is_refused_saying_who_hold
     client.attach(&busy, "interactive").await;
     let prompt = json!({"type": "prompt", "agent_id": busy, "message": "run: sleep 30"});
     assert_eq!(client.call("p", prompt).await["success"], true);
-    let asked = client.permission_request(&busy).await;
-    client.send(json!({"type": "permission_response", "agent_id": busy,
-        "request_id": asked["request_id"], "decision": "allow"}));
+    allow_next(&mut client, &busy).await;
     watcher.until(|event| event["type"] == "fleet_updated" && entry(event, &busy).is_some()).await;
 
     let create = json!({"type": "agent.create", "cwd": project.path().display().to_string()});
@@ -217,17 +218,11 @@ async fn an_agent_whose_tree_grows_past_its_ceiling_is_stopped_and_every_client_
     let hog = "run: python3 -c \"import time; x = b'x' * (300 * 1024 * 1024); time.sleep(60)\"";
     let prompt = json!({"type": "prompt", "agent_id": agent, "message": hog});
     assert_eq!(client.call("p", prompt).await["success"], true);
-    let asked = client.permission_request(&agent).await;
-    client.send(json!({"type": "permission_response", "agent_id": agent,
-        "request_id": asked["request_id"], "decision": "allow"}));
+    allow_next(&mut client, &agent).await;
 
-    let exited = other
-        .until(|event| event["type"] == "agent_exited" && event["agent_id"] == agent)
-        .await
-        .pop()
-        .unwrap();
-    assert_eq!(exited["runtime_state"], "stopped", "{exited}");
-    let reason = exited["reason"].as_str().unwrap();
+    let gone = exited(&mut other, &agent).await;
+    assert_eq!(gone["runtime_state"], "stopped", "{gone}");
+    let reason = gone["reason"].as_str().unwrap();
     assert!(reason.contains("over its ceiling of 100 MB (limits.agent_memory_mb)"), "{reason}");
     let list = other.call("l", json!({"type": "agent.list"})).await;
     assert_eq!(listed(&list, &agent)["status"], "error", "{list}");
