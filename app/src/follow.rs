@@ -26,22 +26,58 @@ fn at_end(scroller: &HtmlDivElement) -> bool {
     scroller.scroll_height() - scroller.scroll_top() - scroller.client_height() <= SLACK_PX
 }
 
+/// One view's follower, for a jump to the end (a prompt sent, "↓ Latest"):
+/// the jump goes through it, so that its scroll is known for the code's own
+/// and not read as the user's, even when the content grew again before
+/// the browser told of it.
+#[derive(Clone)]
+pub struct Follower {
+    scroller: HtmlDivElement,
+    following: Rc<Cell<bool>>,
+    ours: Rc<Cell<i32>>,
+    away: RwSignal<bool>,
+    gone: Arc<AtomicBool>,
+}
+
+impl Follower {
+    /// Shows the end and follows it from now on.
+    pub fn to_end(&self) {
+        if self.gone.load(Ordering::Relaxed) {
+            return;
+        }
+        self.following.set(true);
+        self.scroller.set_scroll_top(self.scroller.scroll_height());
+        self.ours.set(self.scroller.scroll_top());
+        if self.away.get_untracked() {
+            self.away.set(false);
+        }
+    }
+}
+
 /// Keeps `scroller` at its end while the user is at it and
 /// `following_end` says the view shows the end, as `content` grows; `away`
 /// says whether the user scrolled up from it (set only when that changes,
 /// never per scroll event). Once `gone` is set (the view was unmounted,
-/// and `away` with it) nothing is read or moved again.
+/// and `away` with it) nothing is read or moved again. The follower it
+/// returns is how the view jumps to the end.
 pub fn stick_to_end(
     scroller: HtmlDivElement,
     content: HtmlDivElement,
     following_end: impl Fn() -> bool + 'static,
     away: RwSignal<bool>,
     gone: Arc<AtomicBool>,
-) {
+) -> Follower {
     let following = Rc::new(Cell::new(true));
     // Where this code last put the view: its own scroll is not the user's,
     // even when the content grew again before the event came.
     let ours = Rc::new(Cell::new(-1));
+    let follower = Follower {
+        scroller: scroller.clone(),
+        following: following.clone(),
+        ours: ours.clone(),
+        away,
+        gone: gone.clone(),
+    };
     let on_scroll = {
         let (following, ours, scroller) = (following.clone(), ours.clone(), scroller.clone());
         let gone = gone.clone();
@@ -88,4 +124,5 @@ pub fn stick_to_end(
     // observer that call them.
     let _ = on_scroll.into_js_value();
     let _ = on_resize.into_js_value();
+    follower
 }

@@ -20,8 +20,15 @@ use std::ops::Range;
 use super::tools::ToolView;
 use super::{Details, state};
 use crate::find::Find;
+#[cfg(feature = "hydrate")]
+use crate::follow::Follower;
 use crate::markdown::{Markdown, Ticked};
 use crate::transcript::{self, Message, PAGE_ROWS, Row, RowKind, TextBlock};
+
+/// Off the browser (the daemon's render of the page) nothing scrolls.
+#[cfg(not(feature = "hydrate"))]
+#[derive(Clone)]
+struct Follower;
 
 #[component]
 pub fn Transcript() -> impl IntoView {
@@ -34,10 +41,12 @@ pub fn Transcript() -> impl IntoView {
     let away = RwSignal::new(false);
     let scroller: NodeRef<html::Div> = NodeRef::new();
     let content: NodeRef<html::Div> = NodeRef::new();
+    // How the view jumps to the end, once it follows it (hydrate only).
+    let follower = StoredValue::new_local(None);
     #[cfg(feature = "hydrate")]
-    follow_end(scroller, content, start, find.marked, away);
+    follow_end(scroller, content, start, find.marked, away, follower);
     let to_end = screen.scroll_to_end;
-    scroll_when_asked(scroller, to_end, find);
+    scroll_when_asked(scroller, to_end, find, follower);
     // A first run: an empty transcript on the demo model shows what it does.
     let roster = state().roster;
     let demo = Memo::new(move |_| {
@@ -130,6 +139,7 @@ fn follow_end(
     start: RwSignal<Option<usize>>,
     marked: RwSignal<Option<u64>>,
     away: RwSignal<bool>,
+    follower: StoredValue<Option<Follower>, LocalStorage>,
 ) {
     // Set as the view goes, so that a scroll or a resize told after it
     // reads none of its signals.
@@ -149,7 +159,9 @@ fn follow_end(
                 // message): nothing follows the end until the mark goes.
                 let following =
                     move || start.get_untracked().is_none() && marked.get_untracked().is_none();
-                crate::follow::stick_to_end(scroller, content, following, away, gone.clone());
+                let made =
+                    crate::follow::stick_to_end(scroller, content, following, away, gone.clone());
+                follower.set_value(Some(made));
                 true
             }
             _ => false,
@@ -159,11 +171,22 @@ fn follow_end(
 
 /// Moves the view when asked: to the end when `to_end` is bumped, to a
 /// row when a find or a search result marks it.
-fn scroll_when_asked(scroller: NodeRef<html::Div>, to_end: RwSignal<u64>, find: Find) {
-    // Opening an agent, or sending a prompt, shows the end.
+fn scroll_when_asked(
+    scroller: NodeRef<html::Div>,
+    to_end: RwSignal<u64>,
+    find: Find,
+    follower: StoredValue<Option<Follower>, LocalStorage>,
+) {
+    // Opening an agent, or sending a prompt, shows the end and follows it.
     Effect::new(move |_| {
         to_end.track();
         request_animation_frame(move || {
+            #[cfg(feature = "hydrate")]
+            if let Some(Some(follower)) = follower.try_with_value(Clone::clone) {
+                return follower.to_end();
+            }
+            #[cfg(not(feature = "hydrate"))]
+            let _ = follower;
             if let Some(scroller) = scroller.get_untracked() {
                 scroller.set_scroll_top(scroller.scroll_height());
             }
