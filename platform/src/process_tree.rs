@@ -83,7 +83,7 @@ pub(crate) fn processes() -> Vec<Entry> {
 }
 
 /// Every process below `root` (not `root` itself), nearest first.
-pub(crate) fn descendants_in(table: &[Entry], root: i32) -> Vec<Entry> {
+fn descendants_in(table: &[Entry], root: i32) -> Vec<Entry> {
     let mut children: HashMap<i32, Vec<Entry>> = HashMap::new();
     for entry in table {
         children.entry(entry.parent).or_default().push(*entry);

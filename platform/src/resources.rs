@@ -2,6 +2,8 @@
 //! shared page counted once across the processes that share it) and CPU
 //! time, read from `/proc` in one look for every tree asked about.
 
+use std::collections::HashMap;
+
 use crate::process_tree::{self, Entry};
 
 /// What one process tree uses at one instant.
@@ -20,25 +22,47 @@ pub struct TreeUsage {
     pub cpu_ticks: u64,
 }
 
-/// Every process on the machine as one look at `/proc` found it.
+/// Every process on the machine as one look at `/proc` found it, indexed
+/// once by pid and by parent for every tree asked about.
 pub struct Snapshot {
     table: Vec<Entry>,
+    by_pid: HashMap<i32, usize>,
+    children: HashMap<i32, Vec<usize>>,
     page_size: u64,
 }
 
 impl Snapshot {
     pub fn take() -> Self {
-        Self { table: process_tree::processes(), page_size: page_size() }
+        let table = process_tree::processes();
+        let mut by_pid = HashMap::with_capacity(table.len());
+        let mut children: HashMap<i32, Vec<usize>> = HashMap::new();
+        for (index, entry) in table.iter().enumerate() {
+            by_pid.insert(entry.pid, index);
+            children.entry(entry.parent).or_default().push(index);
+        }
+        Self { table, by_pid, children, page_size: page_size() }
     }
 
     /// What the tree below `root`, `root` included, uses; `None` when
     /// `root` is gone.
     pub fn usage(&self, root: u32) -> Option<TreeUsage> {
         let root = i32::try_from(root).ok()?;
-        let top = self.table.iter().find(|entry| entry.pid == root && entry.live)?;
-        let below = process_tree::descendants_in(&self.table, root);
+        let top = *self.by_pid.get(&root)?;
+        if !self.table[top].live {
+            return None;
+        }
+        // Breadth first; each process once, though a pid reused between
+        // two reads of `/proc` could make a loop.
+        let mut tree = vec![top];
+        let mut seen = std::collections::HashSet::from([top]);
+        let mut next = 0;
+        while let Some(&index) = tree.get(next) {
+            next += 1;
+            let below = self.children.get(&self.table[index].pid).into_iter().flatten();
+            tree.extend(below.filter(|&&child| seen.insert(child)));
+        }
         let mut usage = TreeUsage::default();
-        for entry in std::iter::once(top).chain(below.iter()).filter(|entry| entry.live) {
+        for entry in tree.iter().map(|&index| &self.table[index]).filter(|entry| entry.live) {
             let rss = entry.rss_pages * self.page_size;
             usage.processes += 1;
             usage.rss_bytes += rss;
@@ -51,7 +75,7 @@ impl Snapshot {
     /// The process `pid` alone.
     pub fn process(&self, pid: u32) -> Option<TreeUsage> {
         let pid = i32::try_from(pid).ok()?;
-        let entry = self.table.iter().find(|entry| entry.pid == pid && entry.live)?;
+        let entry = self.by_pid.get(&pid).map(|&index| &self.table[index]).filter(|e| e.live)?;
         let rss_bytes = entry.rss_pages * self.page_size;
         Some(TreeUsage {
             processes: 1,
