@@ -98,6 +98,7 @@ impl Agent {
             out,
             state: Mutex::new(state),
             conversation: tokio::sync::Mutex::new(conversation),
+            hold: tokio::sync::watch::Sender::new(None),
         });
         Self { shared, turn: None }
     }

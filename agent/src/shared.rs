@@ -184,6 +184,9 @@ pub struct Shared {
     pub(crate) out: mpsc::Sender<Envelope<ServerMessage>>,
     pub(crate) state: Mutex<State>,
     pub conversation: tokio::sync::Mutex<Conversation>,
+    /// Why the daemon holds this agent's model calls (`hold`: a budget
+    /// reached), or `None`: a turn waits before its next call while held.
+    pub(crate) hold: tokio::sync::watch::Sender<Option<String>>,
 }
 
 impl Shared {
@@ -213,6 +216,11 @@ impl Shared {
 
     /// Moves to `status`, telling the client only on a real change.
     pub async fn set_status(&self, status: AgentStatus) {
+        self.set_status_because(status, None).await;
+    }
+
+    /// Sets the status, with a `detail` saying why.
+    pub async fn set_status_because(&self, status: AgentStatus, detail: Option<String>) {
         let changed = {
             let mut state = self.state();
             let changed = state.status != status;
@@ -220,7 +228,7 @@ impl Shared {
             changed
         };
         if changed {
-            self.emit(ServerMessage::Status(Status { status, detail: None })).await;
+            self.emit(ServerMessage::Status(Status { status, detail })).await;
         }
     }
 

@@ -178,7 +178,7 @@ async fn report(shared: &Shared, failure: impl Into<Failure>, fatal: bool) {
 /// or fails.
 async fn iterate(shared: &Arc<Shared>, cancel: &CancellationToken, total: &mut Usage) -> Ending {
     loop {
-        if cancel.is_cancelled() {
+        if cancel.is_cancelled() || !unheld(shared, cancel).await {
             return Ending::Aborted;
         }
         let reply = call_model(shared, cancel).await;
@@ -194,7 +194,7 @@ async fn iterate(shared: &Arc<Shared>, cancel: &CancellationToken, total: &mut U
         if !steered && !ends_with_tool_result(shared).await {
             return Ending::Done;
         }
-        if let Err(problem) = next_iteration(shared).await {
+        if let Err(problem) = next_iteration(shared, cancel).await {
             report(shared, problem, true).await;
             return Ending::Failed;
         }
@@ -255,15 +255,42 @@ async fn ends_with_tool_result(shared: &Shared) -> bool {
 /// An iteration boundary, steers delivered: the last round made durable,
 /// and the window compacted if the next call would overflow the model's
 /// context.
-async fn next_iteration(shared: &Arc<Shared>) -> Result<(), LogFailed> {
+async fn next_iteration(
+    shared: &Arc<Shared>,
+    cancel: &CancellationToken,
+) -> Result<(), LogFailed> {
     shared.conversation.lock().await.flush().await?;
     let (model, _) = shared.active_model();
     let tokens = shared.conversation.lock().await.window_tokens();
-    if tokens >= model.context_window() {
+    // Compacting calls the model too: not while held.
+    if tokens >= model.context_window() && unheld(shared, cancel).await {
         let _ = compact(shared, shared.config.compaction.keep_recent_tokens).await;
         shared.set_status(AgentStatus::Streaming).await;
     }
     Ok(())
+}
+
+/// The budget's safe point, before every model call: while the daemon
+/// holds the agent (`hold`), the turn waits here with `status: "paused"`
+/// and the reason, and goes on (`streaming`) once released. `false` when
+/// the turn was aborted while it waited.
+async fn unheld(shared: &Shared, cancel: &CancellationToken) -> bool {
+    let mut hold = shared.hold.subscribe();
+    let Some(reason) = hold.borrow_and_update().clone() else { return true };
+    shared.set_status_because(AgentStatus::Paused, Some(reason)).await;
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return false,
+            // The sender lives as long as `shared`: this never ends.
+            _ = hold.changed() => {
+                if hold.borrow_and_update().is_none() {
+                    break;
+                }
+            }
+        }
+    }
+    shared.set_status(AgentStatus::Streaming).await;
+    true
 }
 
 /// Delivers queued steers as user messages. Returns whether there were any.

@@ -346,6 +346,8 @@ struct ConfigFile {
     sandbox: crate::sandbox::SandboxConfig,
     #[serde(default)]
     limits: crate::limits::Limits,
+    #[serde(default)]
+    budgets: Vec<crate::limits::BudgetRule>,
 }
 
 /// Which environment variables tool processes (`bash` and what it runs)
@@ -394,6 +396,8 @@ pub struct Config {
     pub sandbox: crate::sandbox::SandboxConfig,
     /// `[limits]` (crate::limits).
     pub limits: crate::limits::Limits,
+    /// `[[budgets]]` (crate::limits).
+    pub budgets: Vec<crate::limits::BudgetRule>,
 }
 
 impl Config {
@@ -454,6 +458,7 @@ impl Config {
             file.runtimes.iter().map(|runtime| (runtime.id.as_str(), runtime.sandbox.as_ref()));
         crate::sandbox::check(&file.sandbox, tables)?;
         file.limits.check()?;
+        crate::limits::check_budgets(&file.budgets)?;
         if let Some(remote) =
             file.workspaces.push_remote.as_deref().filter(|name| !plain_remote_name(name))
         {
@@ -474,6 +479,7 @@ impl Config {
             step_up: file.step_up,
             sandbox: file.sandbox,
             limits: file.limits,
+            budgets: file.budgets,
         })
     }
 
@@ -491,6 +497,7 @@ impl Config {
             step_up: StepUpConfig::default(),
             sandbox: crate::sandbox::SandboxConfig::default(),
             limits: crate::limits::Limits::default(),
+            budgets: Vec::new(),
         }
     }
 

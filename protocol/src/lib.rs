@@ -21,6 +21,7 @@
 //!   approval history and full-text search (Shard extensions).
 //! - [`sandbox`]: the sandbox an agent runs in, as asked and as applied.
 //! - [`fleet`]: what each agent's processes use.
+//! - [`budget`]: caps on what agents spend, and the daemon's hold.
 //! - [`error`]: the §8 error registry and the `{code, message}` shape.
 //! - [`diagnostic`]: error text made safe to show and bounded.
 //! - [`display`]: text a person decides on, hidden characters made visible.
@@ -35,6 +36,7 @@
 
 pub mod agent;
 pub mod approvals;
+pub mod budget;
 pub mod decode;
 pub mod diagnostic;
 pub mod display;

@@ -13,6 +13,7 @@ use crate::agent::{
     ToolCall, ToolResult, TurnEnd, TurnStart, UiRequest, UiResolved, UiResponse, UserMessage,
 };
 use crate::approvals::ApprovalList;
+use crate::budget::{BudgetList, BudgetSet, BudgetUpdated, Hold};
 use crate::envelope::{MessageSet, PayloadError, Scope, payload};
 use crate::error::WireError;
 use crate::fleet::{FleetUpdated, FleetWatch};
@@ -108,6 +109,9 @@ message_set! {
         SetReasoningLevel(SetReasoningLevel) = "set_reasoning_level", Routed, required;
         SessionOp(SessionOp) = "session_op", Routed, optional;
         RecallSteer(Empty) = "recall_steer", Routed, optional;
+        // Shard extension: only the daemon sends it, to its own agent
+        // process (a budget reached, docs/PROTOCOL-NOTES.md "Budgets").
+        Hold(Hold) = "hold", Routed, optional;
         // §9.5 answers
         PermissionResponse(PermissionResponse) = "permission_response", Routed, optional;
         UiResponse(UiResponse) = "ui_response", Routed, optional;
@@ -167,6 +171,9 @@ message_set! {
         ClientPresence(ClientPresence) = "client.presence", Registry, required;
         // Shard extension: what the agents' processes use, now and as it moves.
         FleetWatch(FleetWatch) = "fleet.watch", Registry, required;
+        // Shard extensions: budgets, listed and set.
+        BudgetList(BudgetList) = "budget.list", Registry, required;
+        BudgetSet(BudgetSet) = "budget.set", Registry, required;
     }
 }
 
@@ -225,6 +232,8 @@ message_set! {
         PairUsed(PairUsed) = "pair_used", Registry, optional;
         // Shard extension: what the agents' processes use changed.
         FleetUpdated(FleetUpdated) = "fleet_updated", Registry, optional;
+        // Shard extension: a budget's state or cap changed.
+        BudgetUpdated(BudgetUpdated) = "budget_updated", Registry, optional;
     }
 }
 

@@ -22,6 +22,9 @@ pub enum AgentStatus {
     WaitingForUi,
     Compacting,
     Error,
+    /// Shard extension (CONTRACT.md): held at a budget's cap before a model
+    /// call, with work waiting (docs/PROTOCOL-NOTES.md, "Budgets").
+    Paused,
     #[serde(other)]
     Unknown,
 }
@@ -31,7 +34,11 @@ impl AgentStatus {
     pub fn is_active(self) -> bool {
         matches!(
             self,
-            Self::Streaming | Self::WaitingForPermission | Self::WaitingForUi | Self::Compacting
+            Self::Streaming
+                | Self::WaitingForPermission
+                | Self::WaitingForUi
+                | Self::Compacting
+                | Self::Paused
         )
     }
 }

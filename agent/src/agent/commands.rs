@@ -80,6 +80,11 @@ impl Agent {
                 return;
             }
             ClientMessage::RecallSteer(Empty {}) => self.recall_steer().await,
+            ClientMessage::Hold(hold) => {
+                let reason = hold.reason.unwrap_or_else(|| "held by the daemon".to_owned());
+                self.shared.hold.send_replace(hold.held.then_some(reason));
+                Ok(None)
+            }
             ClientMessage::PermissionResponse(response) => {
                 self.answer_permission(response.request_id, response.answer).await;
                 Ok(None)

@@ -58,6 +58,8 @@ struct Observed {
     open_permissions: Vec<String>,
     open_questions: Vec<String>,
     turn_ends: usize,
+    /// Model calls completed (`message_complete`).
+    completed: usize,
     /// Ids of commands answered `success: false`.
     refused: Vec<String>,
 }
@@ -94,7 +96,7 @@ impl Harness {
             3 => "ask: which one?".to_owned(),
             _ => "hello there".to_owned(),
         };
-        match rng.below(10) {
+        match rng.below(11) {
             0..=2 => self.send(json!({"type": "prompt", "message": message})).await,
             3 => {
                 self.send(
@@ -125,7 +127,13 @@ impl Harness {
                 self.send(json!({"type": "ui_response", "request_id": request_id, "value": "b"}))
                     .await;
             }
-            _ => self.send(json!({"type": "list_modes"})).await,
+            9 => self.send(json!({"type": "list_modes"})).await,
+            // The daemon holds or releases the agent (a budget): a turn
+            // waits at its next model call, paused, until released.
+            _ => {
+                let held = rng.below(2) == 0;
+                self.send(json!({"type": "hold", "held": held, "reason": "budget"})).await;
+            }
         }
     }
 
@@ -133,6 +141,8 @@ impl Harness {
     /// and the agent is idle; then proves the controller is free with one
     /// more command.
     async fn settle(&mut self) -> Result<(), String> {
+        // Held, a turn would wait for ever: the script ends released.
+        self.send(json!({"type": "hold", "held": false})).await;
         loop {
             let (permission, question, done) = {
                 let observed = self.observed();
@@ -204,6 +214,7 @@ async fn observe(
                     }
                 }
                 ServerMessage::TurnEnd(_) => seen.turn_ends += 1,
+                ServerMessage::MessageComplete(_) => seen.completed += 1,
                 ServerMessage::Status(status) => seen.status = Some(status.status),
                 ServerMessage::PermissionRequest(request) => {
                     seen.open_permissions.push(request.request_id)
@@ -390,6 +401,56 @@ fn a_prompt_sent_the_instant_a_turn_ends_is_accepted() {
             assert_eq!(reflexes, TURNS, "every instant prompt answered");
             assert_eq!(observed.turn_ends, TURNS + 1);
         }
+        stop.cancel();
+        let _ = running.await;
+    });
+}
+
+/// Held, a turn pauses before its model call (`status: "paused"`, with the
+/// reason) and no call is made however long it waits; released, the same
+/// turn goes on and ends. An abort ends a paused turn.
+#[test]
+fn a_held_agent_pauses_before_its_model_call_and_goes_on_when_released() {
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let Driven { mut harness, stop, running, _home } = start_agent(None).await.expect("agent");
+        let wait_for = |harness: &Harness, what: &'static str, done: fn(&Observed) -> bool| {
+            let observed = harness.observed.clone();
+            let changed = harness.changed.clone();
+            async move {
+                let waited = tokio::time::timeout(SETTLE_TIMEOUT, async {
+                    loop {
+                        let notified = changed.notified();
+                        if done(&observed.lock().unwrap()) {
+                            return;
+                        }
+                        notified.await;
+                    }
+                });
+                assert!(waited.await.is_ok(), "never {what}");
+            }
+        };
+        harness.send(json!({"type": "hold", "held": true, "reason": "budget reached"})).await;
+        harness.send(json!({"type": "prompt", "message": "hello there"})).await;
+        wait_for(&harness, "paused", |seen| seen.status == Some(AgentStatus::Paused)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(harness.observed().completed, 0, "no model call while held");
+        harness.send(json!({"type": "hold", "held": false})).await;
+        wait_for(&harness, "ended", |seen| seen.turn_ends == 1).await;
+        assert_eq!(harness.observed().completed, 1, "the waiting turn went on");
+
+        // Paused again, then aborted: the turn ends without a call.
+        harness.send(json!({"type": "hold", "held": true})).await;
+        harness.send(json!({"type": "prompt", "message": "again"})).await;
+        wait_for(&harness, "paused again", |seen| seen.status == Some(AgentStatus::Paused)).await;
+        harness.send(json!({"type": "abort"})).await;
+        wait_for(&harness, "aborted", |seen| seen.turn_ends == 2).await;
+        assert_eq!(harness.observed().completed, 1);
+        tokio::time::timeout(SETTLE_TIMEOUT, harness.settle())
+            .await
+            .expect("settles")
+            .expect("settles idle, every command answered once");
         stop.cancel();
         let _ = running.await;
     });

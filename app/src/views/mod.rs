@@ -166,6 +166,7 @@ pub(crate) fn status_label(status: AgentStatus) -> &'static str {
         AgentStatus::WaitingForUi => "waiting for an answer",
         AgentStatus::Compacting => "compacting",
         AgentStatus::Error => "error",
+        AgentStatus::Paused => "paused at its budget",
         AgentStatus::Unknown => "unknown",
     }
 }

@@ -14,6 +14,7 @@
 //! goes to [`Notices`], which the web side turns into pushes.
 
 pub mod approvals;
+pub mod budgets;
 pub mod checks;
 pub mod delegation;
 pub mod effect;

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
+use shard_protocol::budget::BudgetPeriod;
 use shard_protocol::types::Usage;
 use shard_protocol::usage::{
     AgentUsageLine, SessionUsage, TurnState, TurnUsage, UsageAgentResult, UsageGlobalResult,
@@ -27,6 +28,10 @@ use super::manifest::agent_dir;
 /// Turns kept per agent, newest: enough to see what the last hours cost;
 /// sessions and totals keep everything older.
 pub const KEPT_TURNS: usize = 100;
+/// Days and months whose spend is kept per agent, newest (budgets, and
+/// what a day or a month cost).
+pub const KEPT_DAYS: usize = 31;
+pub const KEPT_MONTHS: usize = 12;
 const FILE: &str = "usage.json";
 const VERSION: u32 = 1;
 
@@ -36,6 +41,12 @@ struct Ledger {
     version: u32,
     total: UsageTotals,
     sessions: BTreeMap<String, SessionUsage>,
+    /// By local calendar day (`2026-12-06`) and month (`2026-12`): the
+    /// spend budgets count.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    days: BTreeMap<String, UsageTotals>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    months: BTreeMap<String, UsageTotals>,
     /// Oldest first. In memory only while the agent's host is awake (or a
     /// command asked): a dormant agent costs its totals, not its turns.
     turns: VecDeque<TurnUsage>,
@@ -219,6 +230,17 @@ impl UsageBook {
             session.usage.add_call(call);
             session.usage.turns += turns;
             session.last_at = at;
+            let (day, month) = super::budgets::period::keys(at);
+            for (periods, key, kept) in
+                [(&mut ledger.days, day, KEPT_DAYS), (&mut ledger.months, month, KEPT_MONTHS)]
+            {
+                let spent = periods.entry(key).or_default();
+                spent.add_call(call);
+                spent.turns += turns;
+                while periods.len() > kept {
+                    periods.pop_first();
+                }
+            }
             ledger.total.add_call(call);
             ledger.total.turns += turns;
             (Some(ledger.total.clone()), false)
@@ -250,6 +272,24 @@ impl UsageBook {
         let ledgers = self.ledgers();
         let total = &ledgers.get(agent_id)?.total;
         (total.calls > 0).then(|| total.clone())
+    }
+
+    /// What the agent spent in the period `key` names (a day's or a
+    /// month's, [`super::budgets::period`]).
+    pub fn spent(&self, agent_id: &str, period: BudgetPeriod, key: &str) -> UsageTotals {
+        let ledgers = self.ledgers();
+        let Some(ledger) = ledgers.get(agent_id) else { return UsageTotals::default() };
+        periods(ledger, period).get(key).cloned().unwrap_or_default()
+    }
+
+    /// Every agent that spent anything in the period `key` names, and
+    /// what.
+    pub fn spent_by_all(&self, period: BudgetPeriod, key: &str) -> Vec<(String, UsageTotals)> {
+        let ledgers = self.ledgers();
+        let spent = ledgers.iter().filter_map(|(agent_id, ledger)| {
+            periods(ledger, period).get(key).map(|spent| (agent_id.clone(), spent.clone()))
+        });
+        spent.collect()
     }
 
     /// The agent's ledger with its turns, read from the file for a dormant
@@ -347,6 +387,13 @@ impl UsageBook {
     }
 }
 
+fn periods(ledger: &Ledger, period: BudgetPeriod) -> &BTreeMap<String, UsageTotals> {
+    match period {
+        BudgetPeriod::Month => &ledger.months,
+        BudgetPeriod::Day | BudgetPeriod::Unknown => &ledger.days,
+    }
+}
+
 /// The ledger as its file holds it; nothing for a frozen one.
 fn encode(agent_id: &str, ledger: &Ledger, durable: bool) -> Option<Save> {
     if ledger.frozen || !ledger.turns_loaded {
@@ -413,6 +460,33 @@ mod tests {
         let a1 = again.agent("a1");
         assert_eq!(a1.turns[0].state, TurnState::Interrupted);
         assert!(a1.turns[0].ended_at.is_some());
+    }
+
+    #[test]
+    fn each_day_and_month_keeps_what_it_spent_for_the_budgets() {
+        let home = tempfile::tempdir().expect("home");
+        for agent in ["a1", "a2"] {
+            std::fs::create_dir_all(agent_dir(home.path(), agent)).expect("dir");
+        }
+        let book = UsageBook::new(home.path());
+        let long_ago = 86_400_000 * 40;
+        book.call("a1", "s1", &call(100, 10, Some(1.0)), long_ago);
+        let now = crate::clock::now_ms();
+        book.call("a2", "s2", &call(2, 0, Some(0.5)), now);
+        book.call("a2", "s2", &call(3, 0, None), now);
+        let (day, month) = super::super::budgets::period::keys(now);
+        let today = book.spent("a2", BudgetPeriod::Day, &day);
+        assert_eq!((today.input, today.cost, today.calls, today.unpriced_calls), (5, Some(0.5), 2, 1));
+        assert_eq!(book.spent("a2", BudgetPeriod::Month, &month).input, 5);
+        assert_eq!(book.spent("a1", BudgetPeriod::Day, &day), UsageTotals::default());
+        let (then, _) = super::super::budgets::period::keys(long_ago);
+        let that_day = book.spent_by_all(BudgetPeriod::Day, &then);
+        assert_eq!(that_day.len(), 1);
+        assert_eq!((that_day[0].0.as_str(), that_day[0].1.input), ("a1", 100));
+        // Kept across a restart.
+        let again = UsageBook::new(home.path());
+        again.load("a2");
+        assert_eq!(again.spent("a2", BudgetPeriod::Day, &day).input, 5);
     }
 
     #[test]

@@ -25,6 +25,9 @@ pub enum CommandError {
     /// A person's command from an agent's own process.
     #[error("`{0}` is not for an agent's process")]
     NotForAgents(&'static str),
+    /// What only the daemon sends its own agent process.
+    #[error("`{0}` is the daemon's own: a budget's cap holds an agent; raise it with `budget.set`")]
+    DaemonOnly(&'static str),
     #[error("{limit} slow commands are already running on this connection; wait for their answers")]
     TooManyRunning { limit: usize },
     #[error(
@@ -60,7 +63,8 @@ impl CommandError {
             Self::ObserverAnswers
             | Self::ObserverActs
             | Self::LocalOnly(_)
-            | Self::NotForAgents(_) => ErrorCode::PermissionDenied,
+            | Self::NotForAgents(_)
+            | Self::DaemonOnly(_) => ErrorCode::PermissionDenied,
             Self::TooManyRunning { .. } | Self::OnRun { .. } | Self::SteerLate => {
                 ErrorCode::Conflict
             }

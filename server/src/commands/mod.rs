@@ -81,6 +81,8 @@ pub enum Reach {
     /// own process: what it reads spans every agent's transcripts, and an
     /// agent speaks to the daemon only for its own jobs.
     People,
+    /// No client: the daemon sends it to its own agent process.
+    Daemon,
 }
 
 /// What a command needs of the connection's attachment to the agent it is
@@ -137,7 +139,7 @@ const fn rule_of(reach: Reach, attachment: Attachment, answering: Answering) -> 
 pub fn rule(message: &ClientMessage) -> Rule {
     use Answering::{Background, Host, Inline, Watching};
     use Attachment::{Act, Answer, None, Stop, Watch, WatchOrRedacted};
-    use Reach::{Anyone, Local, People};
+    use Reach::{Anyone, Daemon, Local, People};
     match message {
         ClientMessage::Prompt(_)
         | ClientMessage::Steer(_)
@@ -146,6 +148,7 @@ pub fn rule(message: &ClientMessage) -> Rule {
         | ClientMessage::SetModel(_)
         | ClientMessage::SetReasoningLevel(_)
         | ClientMessage::RecallSteer(_) => rule_of(Anyone, Act, Host),
+        ClientMessage::Hold(_) => rule_of(Daemon, Act, Host),
         ClientMessage::SessionOp(shard_protocol::agent::SessionOp::List) => {
             rule_of(Anyone, Watch, Host)
         }
@@ -201,9 +204,13 @@ pub fn rule(message: &ClientMessage) -> Rule {
         // Reading transcripts needs no attachment (attaching needs none),
         // but it is a person's: not an agent process's (docs/SECURITY.md).
         ClientMessage::SearchQuery(_) => rule_of(People, None, Background),
-        ClientMessage::ClientPresence(_) | ClientMessage::FleetWatch(_) => {
-            rule_of(Anyone, None, Inline)
-        }
+        ClientMessage::ClientPresence(_)
+        | ClientMessage::FleetWatch(_)
+        | ClientMessage::BudgetList(_) => rule_of(Anyone, None, Inline),
+        // Spending more is a person's to decide, never an agent's; from
+        // away under `[step_up]` a raise goes through the budget's
+        // question and its passkey (docs/SECURITY.md).
+        ClientMessage::BudgetSet(_) => rule_of(People, None, Inline),
     }
 }
 
@@ -264,6 +271,9 @@ pub fn admit(
     let rule = rule(message);
     if rule.reach == Reach::Local && !door.local {
         return Err(local_only(message));
+    }
+    if rule.reach == Reach::Daemon {
+        return Err(CommandError::DaemonOnly(message.type_name()));
     }
     if rule.reach == Reach::People && door.an_agent {
         return Err(CommandError::NotForAgents(message.type_name()));

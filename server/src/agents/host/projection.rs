@@ -129,7 +129,9 @@ impl Projection {
     pub fn phase_of_status(&self) -> (ActivityPhase, Option<String>) {
         let phase = match self.status {
             AgentStatus::Idle => ActivityPhase::Idle,
-            AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi => ActivityPhase::Waiting,
+            AgentStatus::WaitingForPermission | AgentStatus::WaitingForUi | AgentStatus::Paused => {
+                ActivityPhase::Waiting
+            }
             AgentStatus::Compacting => ActivityPhase::Compacting,
             AgentStatus::Error => ActivityPhase::Error,
             AgentStatus::Streaming | AgentStatus::Unknown => {
