@@ -255,10 +255,7 @@ async fn ends_with_tool_result(shared: &Shared) -> bool {
 /// An iteration boundary, steers delivered: the last round made durable,
 /// and the window compacted if the next call would overflow the model's
 /// context.
-async fn next_iteration(
-    shared: &Arc<Shared>,
-    cancel: &CancellationToken,
-) -> Result<(), LogFailed> {
+async fn next_iteration(shared: &Arc<Shared>, cancel: &CancellationToken) -> Result<(), LogFailed> {
     shared.conversation.lock().await.flush().await?;
     let (model, _) = shared.active_model();
     let tokens = shared.conversation.lock().await.window_tokens();

@@ -115,7 +115,10 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(read[0].usd, Some(5.0));
-        assert_eq!((read[1].scope, read[1].period, read[1].usd), (BudgetScope::Daemon, BudgetPeriod::Month, None));
+        assert_eq!(
+            (read[1].scope, read[1].period, read[1].usd),
+            (BudgetScope::Daemon, BudgetPeriod::Month, None)
+        );
         for (bad, said) in [
             ("scope = \"agent\"\nperiod = \"day\"", "give `usd`"),
             ("scope = \"agent\"\nperiod = \"week\"\nusd = 1.0", "period must be"),

@@ -476,7 +476,10 @@ mod tests {
         book.call("a2", "s2", &call(3, 0, None), now);
         let (day, month) = super::super::budgets::period::keys(now);
         let today = book.spent("a2", BudgetPeriod::Day, &day);
-        assert_eq!((today.input, today.cost, today.calls, today.unpriced_calls), (5, Some(0.5), 2, 1));
+        assert_eq!(
+            (today.input, today.cost, today.calls, today.unpriced_calls),
+            (5, Some(0.5), 2, 1)
+        );
         assert_eq!(book.spent("a2", BudgetPeriod::Month, &month).input, 5);
         assert_eq!(book.spent("a1", BudgetPeriod::Day, &day), UsageTotals::default());
         let (then, _) = super::super::budgets::period::keys(long_ago);
