@@ -217,4 +217,18 @@ impl super::fleet::Governed for Hosts {
             tracing::warn!(agent = %agent_id, ?refused, "a fleet order did not reach its agent");
         }
     }
+
+    /// Tells every awake host, without waiting; a dormant one has no
+    /// process to hold and looks when it starts one. A host whose queue is
+    /// full looks after its agent's next call.
+    fn review_budgets(&self) {
+        let slots = self.slots();
+        for (agent_id, slot) in &slots.agents {
+            if let Slot::Awake(handle) = slot
+                && handle.commands.try_send(HostCommand::Budgets).is_err()
+            {
+                tracing::warn!(agent = %agent_id, "a budget change did not reach its agent's host yet");
+            }
+        }
+    }
 }

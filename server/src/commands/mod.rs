@@ -8,7 +8,8 @@
 //! - [`subagent`]: `subagent.*` (background jobs, docs/JOBS.md);
 //! - [`workspace`]: `workspace.*` (docs/WORKSPACES.md);
 //! - [`usage`], [`approvals`], [`session`], [`search`]: the rollups, the
-//!   approval history, `session.activate`, `search.query`.
+//!   approval history, `session.activate`, `search.query`;
+//! - [`budget`]: `budget.*` (what agents may spend).
 //!
 //! A connection (`clients::connection`) decodes a frame, asks [`rule`] and
 //! [`authorize`], and runs what [`run`] (or [`routed::run`]) hands back: an
@@ -18,6 +19,7 @@
 
 pub mod agent;
 pub mod approvals;
+pub mod budget;
 pub mod daemon;
 pub mod error;
 pub mod routed;
@@ -210,7 +212,7 @@ pub fn rule(message: &ClientMessage) -> Rule {
         // Spending more is a person's to decide, never an agent's; from
         // away under `[step_up]` a raise goes through the budget's
         // question and its passkey (docs/SECURITY.md).
-        ClientMessage::BudgetSet(_) => rule_of(People, None, Inline),
+        ClientMessage::BudgetSet(_) => rule_of(People, None, Background),
     }
 }
 
@@ -436,6 +438,7 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
             caller.daemon.watch_fleet(caller.subscriber.id(), request.watch);
             Outcome::Now(ok(caller.daemon.registry().context.fleet.now()))
         }
+        ClientMessage::BudgetList(_) | ClientMessage::BudgetSet(_) => budget::run(&caller, message),
         other => run_elsewhere(other),
     }
 }

@@ -68,7 +68,19 @@ pub(super) fn daemon(
     registry.context.search.catch_up(registry.owners());
     let fleet = registry.context.fleet.clone();
     let governed = registry.governed();
-    tokio::spawn(crate::agents::fleet::watch(fleet, hub.clone(), governed, stop.terminate.clone()));
+    tokio::spawn(crate::agents::fleet::watch(
+        fleet,
+        hub.clone(),
+        governed.clone(),
+        stop.terminate.clone(),
+    ));
+    let budgets = registry.context.budgets.clone();
+    tokio::spawn(crate::agents::budgets::watch(
+        budgets,
+        hub.clone(),
+        governed,
+        stop.terminate.clone(),
+    ));
     let limits = JobLimits {
         run_timeout: Duration::from_secs(args.subagent_run_timeout),
         active_per_parent: args.subagent_max_active_per_parent,
@@ -186,6 +198,7 @@ fn host_context(
             Box::new(move |cwd| crate::workspaces::records::git_dir_of_worktree(&home, cwd))
         },
     });
+    let usage = Arc::new(UsageBook::new(&home.path));
     Ok(Arc::new(HostContext {
         home: home.path.clone(),
         spawner: Arc::new(Spawners {
@@ -206,7 +219,12 @@ fn host_context(
         idle_timeout: Duration::from_secs(args.idle_runtime_timeout),
         headless_timeout: Duration::from_secs(args.headless_timeout),
         journal: JournalLimits { events: args.journal_events, bytes: args.journal_bytes },
-        usage: Arc::new(UsageBook::new(&home.path)),
+        budgets: Arc::new(crate::agents::budgets::Budgets::new(
+            &home.path,
+            budget_rules(home),
+            usage.clone(),
+        )),
+        usage,
         fleet: Arc::new(crate::agents::fleet::Fleet::new(processes.clone(), limits(home))),
         processes,
         search: Search::start(
@@ -223,6 +241,16 @@ fn limits(home: &Home) -> shard_platform::limits::Limits {
     loaded.map(|config| config.limits).unwrap_or_else(|error| {
         tracing::warn!(error = %format!("{error:#}"), "config.toml cannot be read; no fleet limits");
         shard_platform::limits::Limits::default()
+    })
+}
+
+/// `[[budgets]]` of `config.toml`, read when the daemon starts. A config
+/// that cannot be read sets none (the agents say what is wrong with it).
+fn budget_rules(home: &Home) -> Vec<shard_platform::limits::BudgetRule> {
+    let loaded = shard_platform::config::Config::load(&home.path);
+    loaded.map(|config| config.budgets).unwrap_or_else(|error| {
+        tracing::warn!(error = %format!("{error:#}"), "config.toml cannot be read; no budgets");
+        Vec::new()
     })
 }
 

@@ -83,6 +83,8 @@ impl Workspaces {
             .create(create, afar)
             .await
             .map_err(|error| WorkspaceError::Launch(error.into()))?;
+        // What it spends counts against the workspace's budget.
+        self.registry.context.budgets.set_workspace(&agent_id, &record.workspace_id);
         let session_id = self
             .registry
             .manifest(&agent_id)

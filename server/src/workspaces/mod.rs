@@ -61,11 +61,21 @@ fn home(source: anyhow::Error) -> WorkspaceError {
 impl Workspaces {
     pub fn load(registry: Arc<Registry>) -> Arc<Self> {
         let home = registry.context.home.clone();
-        let records = WorkspaceRecord::load_all(&home)
+        let records: BTreeMap<String, WorkspaceRecord> = WorkspaceRecord::load_all(&home)
             .into_iter()
             .map(|record| (record.workspace_id.clone(), record))
             .collect();
+        for record in records.values() {
+            for agent_id in &record.agent_ids {
+                registry.context.budgets.set_workspace(agent_id, &record.workspace_id);
+            }
+        }
         Arc::new(Self { registry, home, records: tokio::sync::Mutex::new(records) })
+    }
+
+    /// Whether the workspace `workspace_id` is recorded.
+    pub async fn exists(&self, workspace_id: &str) -> bool {
+        self.records.lock().await.contains_key(workspace_id)
     }
 
     /// Tells every client what an action changed (`workspace_updated`),

@@ -13,7 +13,7 @@
 //! `$SHARD_HOME/budgets.json`.
 
 pub mod period;
-mod rules;
+pub mod rules;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 use shard_platform::limits::BudgetRule;
 use shard_protocol::budget::{
-    BudgetKey, BudgetPeriod, BudgetScope, BudgetSet, BudgetState, BudgetStatus, CapSource,
+    BudgetKey, BudgetPeriod, BudgetScope, BudgetSet, BudgetState, BudgetStatus,
 };
 use shard_protocol::usage::UsageTotals;
 
@@ -361,6 +361,47 @@ pub fn key(scope: BudgetScope, id: Option<&str>, period: BudgetPeriod) -> Budget
         BudgetScope::Workspace => BudgetKey { scope, agent_id: None, workspace_id: id, period },
         _ => BudgetKey { scope, agent_id: None, workspace_id: None, period },
     }
+}
+
+/// Hands budget changes on until `stop`: when a hold may have changed,
+/// every running agent's host looks again; when a period with a budget
+/// told as warned or reached ends, every client is told how it stands now.
+pub async fn watch(
+    budgets: Arc<Budgets>,
+    broadcast: Arc<dyn crate::agents::Broadcast>,
+    governed: Arc<dyn crate::agents::fleet::Governed>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    /// A period's end is looked for at least this often (a clock moved,
+    /// a suspended machine woke).
+    const LOOK_EVERY: u64 = 60_000;
+    let mut moved = budgets.subscribe();
+    loop {
+        let now = crate::clock::now_ms();
+        let due = budgets.next_reset(now).map_or(LOOK_EVERY, |at| at.saturating_sub(now));
+        let wait = std::time::Duration::from_millis(due.clamp(10, LOOK_EVERY));
+        tokio::select! {
+            () = stop.cancelled() => return,
+            changed = moved.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                governed.review_budgets();
+            }
+            () = tokio::time::sleep(wait) => {
+                for budget in budgets.review(crate::clock::now_ms()) {
+                    broadcast.broadcast(&updated(budget));
+                }
+            }
+        }
+    }
+}
+
+/// `budget_updated`, as sent.
+pub fn updated(budget: BudgetStatus) -> crate::agents::Wire {
+    use shard_protocol::budget::BudgetUpdated;
+    let message = shard_protocol::ServerMessage::BudgetUpdated(BudgetUpdated { budget });
+    crate::agents::Wire::from(shard_protocol::Envelope::new(message).to_json())
 }
 
 #[cfg(test)]

@@ -1,3 +1,4 @@
+use shard_protocol::budget::CapSource;
 use shard_protocol::types::Usage;
 
 use super::*;

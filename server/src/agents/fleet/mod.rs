@@ -31,6 +31,9 @@ pub trait Watchers: Send + Sync {
 /// Where the governor's orders are carried out (the registry's hosts).
 pub trait Governed: Send + Sync {
     fn order(&self, order: Order);
+    /// Every running agent's host looks at its budgets again
+    /// ([`crate::agents::budgets`]).
+    fn review_budgets(&self);
 }
 
 /// Orders waiting for the watcher to hand them on; a full queue drops

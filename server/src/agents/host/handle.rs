@@ -14,7 +14,11 @@ use shard_protocol::types::AgentInfo;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use shard_protocol::message::Response;
+
 use super::journal::JournalLimits;
+use super::link::{self, Waiting};
+use super::process::Shutting;
 use super::questions::Verdict;
 use super::{Host, run};
 use crate::agents::delegation::Delegation;
@@ -52,6 +56,8 @@ pub struct Context {
     pub processes: Arc<crate::agents::Processes>,
     /// What each agent's processes use, as last looked at.
     pub fleet: Arc<crate::agents::fleet::Fleet>,
+    /// What agents may spend, and which are held at a cap.
+    pub budgets: Arc<crate::agents::budgets::Budgets>,
     /// The search index, told when a session's log has grown.
     pub search: Arc<crate::search::Search>,
     /// Where questions, their ends and failed turns are told, for pushes.
@@ -107,6 +113,8 @@ pub enum HostCommand {
     },
     /// The fleet's limits stop the process (agents::fleet).
     Limit(super::process::Because),
+    /// Budgets moved: hold the agent, or let it go, as they say now.
+    Budgets,
     Terminate {
         reply: oneshot::Sender<TerminateResult>,
     },
@@ -236,4 +244,89 @@ async fn run(
     // The host is going away (the daemon is exiting): nothing may outlive it.
     host.link.control(Some(super::process::Control::Kill));
     host.io.close();
+}
+
+/// The host's command table: each command routed to the parts it is
+/// about, beside the commands themselves.
+impl super::Host {
+    pub fn command(&mut self, command: HostCommand, now: Instant) {
+        match command {
+            HostCommand::Attach { subscriber, role, id, after_seq } => {
+                let waiting = Waiting::Attach { subscriber, role, id, after_seq };
+                self.when_ready(waiting, now);
+            }
+            HostCommand::Detach { subscriber, id } => {
+                self.detach(subscriber.id(), now);
+                self.io.respond(&subscriber, id, false, Response::accepted("agent.detach"));
+            }
+            HostCommand::Forward { subscriber, id, message } => {
+                match link::while_stopped(&message).filter(|_| !self.process.running()) {
+                    Some(response) => self.io.respond(&subscriber, id, true, response),
+                    None => {
+                        let message = Box::new(message);
+                        self.when_ready(Waiting::Forward { subscriber, id, message }, now)
+                    }
+                }
+            }
+            HostCommand::Answer { subscriber, id, message, answerer } => {
+                let command = shard_protocol::envelope::MessageSet::type_name(&message);
+                let verdict = self.answer(message, answerer, None, false);
+                self.io.respond(&subscriber, id, false, verdict.response(command));
+            }
+            HostCommand::AnswerChecked { message, answerer, fingerprint, stepped_up, reply } => {
+                let _ = reply.send(self.answer(message, answerer, Some(&fingerprint), stepped_up));
+            }
+            HostCommand::Disconnected { subscriber } => self.detach(subscriber, now),
+            HostCommand::Start { reply } => self.when_ready(Waiting::Start { reply }, now),
+            HostCommand::Budgets => self.review_budget(),
+            HostCommand::Limit(because) => {
+                let stop = self.process.stop_for(because, self.reapable(), now);
+                self.link.control(stop);
+            }
+            HostCommand::Terminate { reply } => {
+                let (deferred, stop) = self.process.terminate(self.projection.status.is_active());
+                self.link.control(stop);
+                let _ = reply.send(TerminateResult { deferred });
+            }
+            HostCommand::Kill { force, reply } => {
+                if self.process.await_exit(reply) {
+                    let kill = self.process.kill(force, now);
+                    self.link.control(kill);
+                }
+            }
+            HostCommand::Run { task, events, reply } => {
+                if self.runs.take(task, events, reply) {
+                    self.ensure_process(now);
+                    self.drive_run();
+                }
+            }
+            HostCommand::SteerRun { message, reply } => {
+                let steer = self.runs.steer(self.process.ready(), message, reply);
+                self.apply(steer);
+            }
+            HostCommand::StopRun => {
+                let stop = self.runs.stop(now);
+                self.apply(stop);
+            }
+            HostCommand::Activate { session_id, reply } => {
+                let _ = reply.send(self.activate(session_id, now));
+            }
+            // `sandbox.revoke`: the sandbox as it is once `host` is taken back.
+            HostCommand::RevokeHost { host, reply } => {
+                let revoked = self.io.revoke(&host).map(|()| self.refresh_sandbox());
+                let now = revoked.and_then(|()| {
+                    self.projection.sandbox.clone().ok_or(AgentError::NotGranted(host.to_string()))
+                });
+                let _ = reply.send(now);
+            }
+            HostCommand::Shutdown { mode, reply } => {
+                self.fail_waiting(AgentError::ShuttingDown.into());
+                let active = self.projection.status.is_active();
+                match self.process.shut_down(mode, reply, active, now) {
+                    Shutting::NoProcess => self.io.close(),
+                    Shutting::Then(control) => self.link.control(control),
+                }
+            }
+        }
+    }
 }

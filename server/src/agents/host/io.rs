@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use shard_protocol::budget::BudgetUpdated;
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::AttachRole;
 use shard_protocol::usage::{AgentUsage, TurnState};
@@ -164,10 +165,17 @@ impl Io {
                 self.context.notices.failed(&self.notice_agent(), error.code.as_str())
             }
             ServerMessage::Usage(call) => {
+                let mut out = Vec::new();
                 if let Some(usage) = usage.call(agent, session_id, call, now_ms()) {
                     let event = AgentUsage { agent_id: agent.to_owned(), usage };
-                    return vec![Out::Publish, Out::Broadcast(ServerMessage::AgentUsage(event))];
+                    out.extend([Out::Publish, Out::Broadcast(ServerMessage::AgentUsage(event))]);
                 }
+                // Budgets passing 80 % or their cap, for every client.
+                let changed = self.context.budgets.after_call(agent, now_ms());
+                out.extend(changed.into_iter().map(|budget| {
+                    Out::Broadcast(ServerMessage::BudgetUpdated(BudgetUpdated { budget }))
+                }));
+                return out;
             }
             _ => {}
         }
@@ -225,7 +233,11 @@ impl Io {
             }
             Out::Waiting(request) => self.context.notices.asked(&self.notice_agent(), &request),
             Out::Settled(request_id) => self.context.notices.settled(&self.agent_id, &request_id),
-            host @ (Out::Send(..) | Out::Publish | Out::Activity | Out::RefreshSandbox) => {
+            host @ (Out::Send(..)
+            | Out::Publish
+            | Out::Activity
+            | Out::RefreshSandbox
+            | Out::Withdraw(_)) => {
                 return Some(host);
             }
         }

@@ -5,9 +5,10 @@
 //!
 //! The host routes; its parts decide. Each part owns its state and its
 //! rules and is sans-IO: it takes an input and the time and says what to
-//! do ([`out::Out`], or a small answer of its own), and the [`Host`] — the
-//! one `impl` in this file — carries that out on the agent's process, its
-//! connections, its journal and the daemon's shared books. Everything
+//! do ([`out::Out`], or a small answer of its own), and the [`Host`] — its
+//! `impl` in this file, but for its command table beside the commands in
+//! [`handle`] — carries that out on the agent's process, its connections,
+//! its journal and the daemon's shared books. Everything
 //! about one agent happens in this one task, in order, so the attach
 //! sequence is exact: the `response`, then the `sync`, then every later
 //! event once.
@@ -15,12 +16,14 @@
 //! The parts: [`process`] (generations, deadlines, reaping, shutdown),
 //! [`link`] (the process's input, commands in flight, waiting work),
 //! [`questions`] (§6.3), [`projection`] (status, `AgentInfo`, `sync`),
-//! [`run`] (§10.3); [`lines`] reads the agent's lines; [`io`] is what else
-//! the host touches (connections, [`journal`], the daemon's books);
-//! [`handle`] is its commands and async shell. docs/ARCHITECTURE.md draws
+//! [`run`] (§10.3), [`budget`] (the hold and its question); [`lines`]
+//! reads the agent's lines; [`io`] is what else the host touches
+//! (connections, [`journal`], the daemon's books); [`handle`] is its
+//! commands, their table and its async shell. docs/ARCHITECTURE.md draws
 //! how they fit.
 
 mod attachments;
+mod budget;
 mod handle;
 mod io;
 mod journal;
@@ -39,7 +42,7 @@ use std::sync::Arc;
 use shard_protocol::agent::PendingKind;
 use shard_protocol::approvals::Answerer;
 use shard_protocol::message::Response;
-use shard_protocol::orchestrator::{AttachResult, AttachRole, TerminateResult};
+use shard_protocol::orchestrator::{AttachResult, AttachRole};
 use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
 use shard_protocol::{ClientMessage, Envelope, ServerMessage, WireError};
 use tokio::sync::mpsc;
@@ -54,7 +57,7 @@ use self::lines::Line;
 use self::link::Waiting;
 use self::out::Out;
 use self::out::Then;
-use self::process::{Due, Shutting};
+use self::process::Due;
 pub use self::questions::{Verdict, fingerprint};
 use super::error::AgentError;
 use super::manifest::Manifest;
@@ -68,6 +71,7 @@ pub struct Host {
     questions: questions::Questions,
     projection: projection::Projection,
     runs: run::Runs,
+    budget: budget::Budget,
     io: Io,
 }
 
@@ -90,9 +94,9 @@ impl Host {
         let mut projection = projection::Projection::new(&manifest);
         projection.sandbox =
             context.sandbox.describe(&manifest.agent_id, manifest.runtime_id(), manifest.sandbox);
-        context
-            .delegation
-            .set_parent(&manifest.agent_id, manifest.identity.parent_agent_id.as_deref());
+        let parent = manifest.identity.parent_agent_id.as_deref();
+        context.delegation.set_parent(&manifest.agent_id, parent);
+        context.budgets.set_parent(&manifest.agent_id, parent);
         let host = Self {
             process: process::Supervision::new(context.idle_timeout, now),
             questions: questions::Questions::new(questions::Rules::of(&manifest, &context)),
@@ -101,6 +105,7 @@ impl Host {
             link: link::Link::default(),
             projection,
             runs: run::Runs::default(),
+            budget: budget::Budget::default(),
         };
         // Listed with what it has spent, though no process ran since the
         // daemon started (the usage book was loaded from its ledger).
@@ -169,86 +174,6 @@ impl Host {
             tracing::warn!(agent = %self.agent_id(), "a stopped run did not end its turn; terminating the agent");
             let stop = self.process.kill(false, now);
             self.link.control(stop);
-        }
-    }
-
-    pub fn command(&mut self, command: HostCommand, now: Instant) {
-        match command {
-            HostCommand::Attach { subscriber, role, id, after_seq } => {
-                let waiting = Waiting::Attach { subscriber, role, id, after_seq };
-                self.when_ready(waiting, now);
-            }
-            HostCommand::Detach { subscriber, id } => {
-                self.detach(subscriber.id(), now);
-                self.io.respond(&subscriber, id, false, Response::accepted("agent.detach"));
-            }
-            HostCommand::Forward { subscriber, id, message } => {
-                match link::while_stopped(&message).filter(|_| !self.process.running()) {
-                    Some(response) => self.io.respond(&subscriber, id, true, response),
-                    None => {
-                        let message = Box::new(message);
-                        self.when_ready(Waiting::Forward { subscriber, id, message }, now)
-                    }
-                }
-            }
-            HostCommand::Answer { subscriber, id, message, answerer } => {
-                let command = shard_protocol::envelope::MessageSet::type_name(&message);
-                let verdict = self.answer(message, answerer, None, false);
-                self.io.respond(&subscriber, id, false, verdict.response(command));
-            }
-            HostCommand::AnswerChecked { message, answerer, fingerprint, stepped_up, reply } => {
-                let _ = reply.send(self.answer(message, answerer, Some(&fingerprint), stepped_up));
-            }
-            HostCommand::Disconnected { subscriber } => self.detach(subscriber, now),
-            HostCommand::Start { reply } => self.when_ready(Waiting::Start { reply }, now),
-            HostCommand::Limit(because) => {
-                let stop = self.process.stop_for(because, self.reapable(), now);
-                self.link.control(stop);
-            }
-            HostCommand::Terminate { reply } => {
-                let (deferred, stop) = self.process.terminate(self.projection.status.is_active());
-                self.link.control(stop);
-                let _ = reply.send(TerminateResult { deferred });
-            }
-            HostCommand::Kill { force, reply } => {
-                if self.process.await_exit(reply) {
-                    let kill = self.process.kill(force, now);
-                    self.link.control(kill);
-                }
-            }
-            HostCommand::Run { task, events, reply } => {
-                if self.runs.take(task, events, reply) {
-                    self.ensure_process(now);
-                    self.drive_run();
-                }
-            }
-            HostCommand::SteerRun { message, reply } => {
-                let steer = self.runs.steer(self.process.ready(), message, reply);
-                self.apply(steer);
-            }
-            HostCommand::StopRun => {
-                let stop = self.runs.stop(now);
-                self.apply(stop);
-            }
-            HostCommand::Activate { session_id, reply } => {
-                let _ = reply.send(self.activate(session_id, now));
-            }
-            // `sandbox.revoke`: the sandbox as it is once `host` is taken back.
-            HostCommand::RevokeHost { host, reply } => {
-                let revoked = self.io.revoke(&host).map(|()| self.refresh_sandbox());
-                let now = revoked.and_then(|()| {
-                    self.projection.sandbox.clone().ok_or(AgentError::NotGranted(host.to_string()))
-                });
-                let _ = reply.send(now);
-            }
-            HostCommand::Shutdown { mode, reply } => {
-                self.fail_waiting(AgentError::ShuttingDown.into());
-                let active = self.projection.status.is_active();
-                match self.process.shut_down(mode, reply, active, now) {
-                    Shutting::NoProcess => self.io.close(),
-                    Shutting::Then(control) => self.link.control(control),
-                }
-            }
         }
     }
 
@@ -418,6 +343,13 @@ impl Host {
         let booked = self.io.books(&self.manifest.session_id, message);
         let seen = self.projection.observe(message);
         self.apply(seen.into_iter().chain(booked));
+        match message {
+            ServerMessage::Usage(_) => self.review_budget(),
+            ServerMessage::Status(status) if status.status == AgentStatus::Paused => {
+                self.ask_budget()
+            }
+            _ => {}
+        }
         if matches!(message, ServerMessage::Status(_)) && !self.projection.status.is_active() {
             self.link.turn_settled();
             let stop = self.process.inactive();
@@ -431,6 +363,7 @@ impl Host {
     fn ready(&mut self, sync: &shard_protocol::agent::Sync, now: Instant) {
         let record = SessionRecord::new(&self.io.context.home, &self.manifest.session_id);
         self.projection.synced(sync, record.view().ok());
+        self.review_budget();
         let resync = self.process.became_ready(now);
         let mut running = self.projection.set_runtime_state(RuntimeState::Running);
         running.extend(self.projection.activity_of_status());
@@ -503,6 +436,7 @@ impl Host {
             return self.fail_waiting(error.into());
         }
         self.refresh_sandbox();
+        self.budget.process_started();
         self.process.started(epoch, now, log_from);
         let starting = self.projection.set_runtime_state(RuntimeState::Starting);
         self.apply(starting);
@@ -533,6 +467,25 @@ impl Host {
         let resync = self.process.switch_pending() && !self.io.attached_nobody();
         if self.link.anything_waiting() || self.runs.is_running() || resync {
             self.ensure_process(now);
+        }
+    }
+
+    /// Holds the agent's model calls while a budget over it is reached, and
+    /// lets them go once none is.
+    fn review_budget(&mut self) {
+        let budgets = &self.io.context.budgets;
+        let agent_id = &self.manifest.agent_id;
+        let review = self.budget.review(budgets, agent_id, self.process.ready());
+        self.apply(review);
+    }
+
+    /// The agent paused at a budget: a person is asked to raise it.
+    fn ask_budget(&mut self) {
+        let budgets = &self.io.context.budgets;
+        let open = |request_id: &str| self.questions.is_open(request_id);
+        if let Some(asked) = self.budget.ask(budgets, &self.manifest.agent_id, open) {
+            let (request, line) = lines::asked(asked.request);
+            self.raise(request, Some(asked.answer), &line);
         }
     }
 
@@ -591,6 +544,10 @@ impl Host {
                     self.apply(activity);
                 }
                 Some(Out::RefreshSandbox) => self.refresh_sandbox(),
+                Some(Out::Withdraw(request_id)) => {
+                    let withdrawn = self.questions.withdraw(&request_id);
+                    self.apply(withdrawn);
+                }
                 Some(_) | None => {}
             }
         }

@@ -39,6 +39,8 @@ pub(super) enum Out {
     Activity,
     /// The sandbox's description may have changed (a host granted).
     RefreshSandbox,
+    /// The daemon's own question `request_id` is moot: withdrawn.
+    Withdraw(String),
     /// The open questions changed: for the delegation map, whose
     /// ancestors' syncs carry them.
     Pending(Vec<PendingKind>),
@@ -81,6 +83,7 @@ impl Out {
             Out::Publish => "publish",
             Out::Activity => "activity",
             Out::RefreshSandbox => "refresh_sandbox",
+            Out::Withdraw(_) => "withdraw",
             Out::Pending(_) => "pending",
             Out::Asked(_) => "asked",
             Out::Resolved { .. } => "resolved",

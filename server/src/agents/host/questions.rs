@@ -120,6 +120,11 @@ impl Questions {
         self.open.is_empty()
     }
 
+    /// Whether the question `request_id` is open.
+    pub fn is_open(&self, request_id: &str) -> bool {
+        self.get(request_id).is_some()
+    }
+
     fn get(&self, request_id: &str) -> Option<&Pending> {
         self.open.iter().find(|pending| pending.request.request_id() == request_id)
     }

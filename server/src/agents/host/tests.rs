@@ -134,6 +134,7 @@ fn world() -> World {
 fn world_telling(notices: Arc<dyn crate::agents::Notices>) -> World {
     let home = tempfile::tempdir().expect("home");
     let spawner = Arc::new(FakeSpawner::default());
+    let usage = Arc::new(crate::agents::usage::UsageBook::new(home.path()));
     let context = Arc::new(Context {
         home: home.path().to_owned(),
         spawner: spawner.clone(),
@@ -142,7 +143,8 @@ fn world_telling(notices: Arc<dyn crate::agents::Notices>) -> World {
         idle_timeout: IDLE,
         headless_timeout: HEADLESS,
         journal: super::JournalLimits::default(),
-        usage: Arc::new(crate::agents::usage::UsageBook::new(home.path())),
+        usage: usage.clone(),
+        budgets: Arc::new(crate::agents::budgets::Budgets::new(home.path(), Vec::new(), usage)),
         processes: Arc::default(),
         fleet: Arc::new(crate::agents::fleet::Fleet::new(Arc::default(), Default::default())),
         search: crate::search::Search::detached(),

@@ -227,6 +227,16 @@ impl Translator {
                 self.settings.set_model(&mut self.outstanding, id, set.model, session)
             }
             ClientMessage::ListCommands(_) => vec![self.commands.list(id)],
+            ClientMessage::Hold(hold) => {
+                let held = hold.held.then(|| hold.reason.unwrap_or_default());
+                let released = held.is_none();
+                self.turns.hold(held);
+                let mut out = vec![respond(id, Response::accepted(command))];
+                if released {
+                    out.extend(self.next_queued());
+                }
+                out
+            }
             _ => {
                 vec![respond(id, Response::failed(command, AcpError::NotForAcp(command).into()))]
             }
@@ -403,8 +413,15 @@ impl Translator {
     fn abort(&mut self, id: Option<String>) -> Vec<Out> {
         let mut out = vec![respond(id, Response::accepted("abort"))];
         let abort = self.turns.abort(self.opening.session());
+        let dropped = !abort.unqueued.is_empty();
         out.extend(abort.unqueued);
-        let Some(cancel) = abort.cancel else { return out };
+        let Some(cancel) = abort.cancel else {
+            // What waited for a hold is gone: the agent is idle again.
+            if dropped {
+                out.push(self.status_now());
+            }
+            return out;
+        };
         let asked = !self.questions.is_empty() || !self.forms.is_empty();
         out.extend(self.forms.left_open());
         out.extend(self.questions.cancel_all());

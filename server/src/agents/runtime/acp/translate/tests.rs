@@ -310,6 +310,41 @@ fn a_follow_up_is_recorded_before_it_is_accepted_and_starts_the_next_turn() {
 }
 
 #[test]
+fn held_the_turn_in_progress_ends_and_what_is_prompted_next_waits_until_released() {
+    let mut translator = ready();
+    let first = translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "one"}"#);
+    let prompt = asked_id(&first);
+    let held =
+        translator.from_host(r#"{"id": "h", "type": "hold", "held": true, "reason": "cap"}"#);
+    assert_eq!(host(&held)[0]["success"], true);
+    assert!(agent(&held).is_empty(), "the turn in progress is not cancelled");
+    let ended = translator.from_agent(&answer(&prompt, json!({"stopReason": "end_turn"})));
+    assert_eq!(types(&host(&ended)), ["turn_end", "status"]);
+
+    // Between turns, held: a prompt is recorded and waits, paused.
+    let out = translator.from_host(r#"{"id": "c2", "type": "prompt", "message": "two"}"#);
+    let [Out::Queue(queueing)] = &out[..] else { panic!("not queued: {out:?}") };
+    assert_eq!(queueing.text, "two");
+    let waiting = Undelivered {
+        entry_id: "e-2".to_owned(),
+        text: "two".to_owned(),
+        images: Vec::new(),
+        behavior: StreamingBehavior::FollowUp,
+        pinned: false,
+    };
+    let queued = host(&translator.queued(Some("c2".into()), waiting));
+    assert_eq!(types(&queued), ["response", "status"]);
+    assert_eq!(
+        (queued[1]["status"].as_str(), queued[1]["detail"].as_str()),
+        (Some("paused"), Some("cap"))
+    );
+
+    let released = translator.from_host(r#"{"type": "hold", "held": false}"#);
+    assert_eq!(types(&host(&released)), ["response", "turn_start", "status"]);
+    assert_eq!(agent(&released)[0]["params"]["prompt"][0]["text"], "two");
+}
+
+#[test]
 fn an_abort_drops_the_queued_follow_ups_and_the_turns_end_names_them() {
     let mut translator = ready();
     let first = translator.from_host(r#"{"id": "c1", "type": "prompt", "message": "one"}"#);

@@ -13,7 +13,7 @@ use shard_platform::conversation::Undelivered;
 use shard_platform::session_log::{EntryBody, UnqueueReason};
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::{
-    DeltaKind, MessageComplete, MessageDelta, Prompt, RecallSteerResult, RecalledInput,
+    DeltaKind, MessageComplete, MessageDelta, Prompt, RecallSteerResult, RecalledInput, Status,
     StreamingBehavior, TurnEnd, TurnStart,
 };
 use shard_protocol::message::Response;
@@ -59,6 +59,10 @@ pub(super) struct Turns {
     cost: Option<f64>,
     /// The context the agent last said it holds, in tokens.
     context: Option<u64>,
+    /// Why the daemon holds the agent (`hold`: a budget reached), if it
+    /// does. An ACP agent's model calls happen inside it, so the turn in
+    /// progress runs to its end; what is prompted next waits, recorded.
+    held: Option<String>,
 }
 
 /// A turn the agent answered the prompt of: its message completed, and
@@ -89,7 +93,7 @@ impl Turns {
     /// No turn yet; `owed`, the follow-ups Shard's record says were
     /// accepted and never delivered, wait for the session.
     pub(super) fn new(owed: Vec<Undelivered>) -> Self {
-        Self { current: None, queue: owed.into(), cost: None, context: None }
+        Self { current: None, queue: owed.into(), cost: None, context: None, held: None }
     }
 
     pub(super) fn in_turn(&self) -> bool {
@@ -137,12 +141,14 @@ impl Turns {
             }
             Session::Ready(session) => session,
         };
-        if self.current.is_none() && self.queue.is_empty() {
+        if self.current.is_none() && self.queue.is_empty() && self.held.is_none() {
             let mut out = vec![respond(id, Response::accepted("prompt"))];
             out.extend(self.begin(ids, outstanding, session, prompt.message, images, None));
             return out;
         }
         let behavior = match prompt.streaming_behavior {
+            // Held between turns: it waits for the release as a follow-up.
+            _ if self.current.is_none() => StreamingBehavior::FollowUp,
             Some(StreamingBehavior::FollowUp) => StreamingBehavior::FollowUp,
             Some(StreamingBehavior::Steer) => {
                 return vec![respond(id, Response::failed("prompt", AcpError::Steer.into()))];
@@ -215,12 +221,22 @@ impl Turns {
         let Some(session) = session.filter(|_| self.current.is_none()) else {
             return Vec::new();
         };
+        if let Some(reason) = self.held.clone().filter(|_| !self.queue.is_empty()) {
+            let paused = Status { status: AgentStatus::Paused, detail: Some(reason) };
+            return vec![event(ServerMessage::Status(paused))];
+        }
         match self.queue.pop_front() {
             Some(Undelivered { entry_id, text, images, .. }) => {
                 self.begin(ids, outstanding, session, text, images, Some(entry_id))
             }
             None => Vec::new(),
         }
+    }
+
+    /// `hold`: whether the next turn waits, and why. Released, the oldest
+    /// follow-up that waited starts ([`Turns::next_queued`]).
+    pub(super) fn hold(&mut self, held: Option<String>) {
+        self.held = held;
     }
 
     /// `recall_steer`: the newest follow-up a person may take back.
