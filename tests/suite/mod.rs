@@ -2,6 +2,7 @@ mod acp_client;
 mod agent;
 mod agent_support;
 mod authenticator;
+mod budgets;
 mod client;
 mod daemon;
 mod delegation;

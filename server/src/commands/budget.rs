@@ -1,6 +1,6 @@
 //! `budget.*`: the budgets, listed and set (docs/PROTOCOL-NOTES.md,
 //! "Budgets"). A change is told to every client (`budget_updated`), and the
-//! agents it holds or lets go hear of it from the budgets' watcher.
+//! agents it holds or lets go hear of it, by the budgets' watcher.
 
 use shard_protocol::budget::{BudgetListResult, BudgetScope, BudgetSet, BudgetSetResult};
 use shard_protocol::{ClientMessage, WireError};
@@ -52,10 +52,10 @@ fn set(caller: &Caller<'_>, request: BudgetSet) -> Outcome {
                 _ => Ok(()),
             };
         let budgets = &registry.context.budgets;
+        // Every client is told by the budgets' watcher.
         let budget = budgets
             .set(&request, known, guarded, crate::clock::now_ms())
             .map_err(WireError::from)?;
-        registry.context.broadcast.broadcast(&crate::agents::budgets::updated(budget.clone()));
         ok(BudgetSetResult { budget })
     }))
 }

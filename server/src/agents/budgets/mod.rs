@@ -97,6 +97,8 @@ struct State {
     workspaces: HashMap<String, String>,
     /// What clients were last told of each budget: its period and state.
     told: HashMap<BudgetKey, (String, BudgetState)>,
+    /// Budgets whose cap changed, for the watcher to tell every client.
+    announce: Vec<BudgetStatus>,
 }
 
 pub struct Budgets {
@@ -210,6 +212,12 @@ impl Budgets {
         changed
     }
 
+    /// The budgets whose cap changed since last asked, to tell every
+    /// client.
+    pub fn announced(&self) -> Vec<BudgetStatus> {
+        std::mem::take(&mut self.state().announce)
+    }
+
     /// When the soonest period with a budget told as warned or reached
     /// ends: [`Budgets::review`] is due then.
     pub fn next_reset(&self, now: u64) -> Option<u64> {
@@ -257,6 +265,7 @@ impl Budgets {
         self.save(&state)?;
         let status = self.status_of(&state, key, now);
         state.told.insert(status.key(), (period::span(status.period, now).key, status.state));
+        state.announce.push(status.clone());
         drop(state);
         self.bump();
         Ok(status)
@@ -364,7 +373,8 @@ pub fn key(scope: BudgetScope, id: Option<&str>, period: BudgetPeriod) -> Budget
 }
 
 /// Hands budget changes on until `stop`: when a hold may have changed,
-/// every running agent's host looks again; when a period with a budget
+/// every client is told of the caps that changed and every running
+/// agent's host looks again; when a period with a budget
 /// told as warned or reached ends, every client is told how it stands now.
 pub async fn watch(
     budgets: Arc<Budgets>,
@@ -385,6 +395,10 @@ pub async fn watch(
             changed = moved.changed() => {
                 if changed.is_err() {
                     return;
+                }
+                // Told first, then the agents go on.
+                for budget in budgets.announced() {
+                    broadcast.broadcast(&updated(budget));
                 }
                 governed.review_budgets();
             }

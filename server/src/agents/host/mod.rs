@@ -318,6 +318,10 @@ impl Host {
             Line::Event(message, line) => {
                 self.observe(&message);
                 self.apply([Out::Event(line)]);
+                // Told it paused, then asked why.
+                if matches!(&message, ServerMessage::Status(s) if s.status == AgentStatus::Paused) {
+                    self.ask_budget();
+                }
             }
         }
         self.process.touch(now);
@@ -343,12 +347,8 @@ impl Host {
         let booked = self.io.books(&self.manifest.session_id, message);
         let seen = self.projection.observe(message);
         self.apply(seen.into_iter().chain(booked));
-        match message {
-            ServerMessage::Usage(_) => self.review_budget(),
-            ServerMessage::Status(status) if status.status == AgentStatus::Paused => {
-                self.ask_budget()
-            }
-            _ => {}
+        if matches!(message, ServerMessage::Usage(_)) {
+            self.review_budget();
         }
         if matches!(message, ServerMessage::Status(_)) && !self.projection.status.is_active() {
             self.link.turn_settled();
