@@ -13,6 +13,7 @@ use shard_protocol::agent::{
     SetModeResult, SetModelResult,
 };
 use shard_protocol::approvals::ApprovalListResult;
+use shard_protocol::budget::{BudgetListResult, BudgetSetResult};
 use shard_protocol::fleet::FleetUpdated;
 use shard_protocol::orchestrator::{
     AgentCreateResult, AgentsResult, AttachResult, DisconnectResult, EnrollResult, RevokeResult,
@@ -89,12 +90,16 @@ const EXTENSION_CLIENT_TYPES: &[&str] = &[
     "client.presence",
     "sandbox.revoke",
     "fleet.watch",
+    "budget.list",
+    "budget.set",
+    "hold",
 ];
 
 /// Shard's own additions to the server set, pinned in docs/PROTOCOL-NOTES.md.
 const EXTENSION_SERVER_TYPES: &[&str] = &[
     "agent_sandbox",
     "agent_usage",
+    "budget_updated",
     "commands_changed",
     "fleet_updated",
     "pair_used",
@@ -338,6 +343,8 @@ fn every_result_fixture_decodes_and_round_trips() {
             "search.query" => round_trip_data::<SearchResults>(name, data),
             "sandbox.revoke" => round_trip_data::<AgentSandbox>(name, data),
             "fleet.watch" => round_trip_data::<FleetUpdated>(name, data),
+            "budget.list" => round_trip_data::<BudgetListResult>(name, data),
+            "budget.set" => round_trip_data::<BudgetSetResult>(name, data),
             other => panic!("result fixture `{other}` has no type to decode into"),
         }
     }
