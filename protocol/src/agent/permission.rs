@@ -50,6 +50,13 @@ pub struct PermissionDetail {
     pub format: Option<DetailFormat>,
 }
 
+impl PermissionDetail {
+    /// A detail named `label`, shown as `format`.
+    pub fn labelled(label: &str, value: String, format: DetailFormat) -> Self {
+        Self { label: Some(label.to_owned()), value, format: Some(format) }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DetailFormat {
@@ -71,6 +78,19 @@ pub struct PermissionChoice {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accelerator: Option<String>,
     pub intent: ChoiceIntent,
+}
+
+impl PermissionChoice {
+    /// A choice with its keyboard accelerator and no description.
+    pub fn keyed(id: &str, label: String, key: &str, intent: ChoiceIntent) -> Self {
+        Self {
+            id: id.to_owned(),
+            label,
+            description: None,
+            accelerator: Some(key.to_owned()),
+            intent,
+        }
+    }
 }
 
 #[derive(Deserialize)]

@@ -183,18 +183,8 @@ pub const WITHDRAWN: &str = "withdrawn";
 
 /// The question a person sees.
 fn question(request_id: &str, host: &HostPort, via: Via, asker: Option<&str>) -> PermissionRequest {
-    let detail = |label: &str, value: String, format| PermissionDetail {
-        label: Some(label.to_owned()),
-        value,
-        format: Some(format),
-    };
-    let choice = |id: &str, label: String, key: &str, intent| PermissionChoice {
-        id: id.to_owned(),
-        label,
-        description: None,
-        accelerator: Some(key.to_owned()),
-        intent,
-    };
+    let detail = PermissionDetail::labelled;
+    let choice = PermissionChoice::keyed;
     let how = match via {
         Via::HttpConnect => "HTTPS (CONNECT)",
         Via::Http => "HTTP",

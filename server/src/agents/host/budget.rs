@@ -156,18 +156,8 @@ fn question(request_id: &str, status: &BudgetStatus) -> PermissionRequest {
         BudgetPeriod::Month => "this month",
         _ => "today",
     };
-    let detail = |label: &str, value: String| PermissionDetail {
-        label: Some(label.to_owned()),
-        value,
-        format: Some(DetailFormat::Text),
-    };
-    let choice = |id: &str, label: String, key: &str, intent| PermissionChoice {
-        id: id.to_owned(),
-        label,
-        description: None,
-        accelerator: Some(key.to_owned()),
-        intent,
-    };
+    let detail = |label: &str, value| PermissionDetail::labelled(label, value, DetailFormat::Text);
+    let choice = PermissionChoice::keyed;
     let raise = format!("Raise it to {} {until}, and go on", raised_to.join(" and "));
     PermissionRequest {
         request_id: request_id.to_owned(),
