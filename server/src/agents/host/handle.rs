@@ -31,10 +31,6 @@ use crate::agents::{Broadcast, Sub, SubscriberId};
 /// error instead of waiting: hosts answer in microseconds, so a full queue
 /// means a flood, and waiting would stall that client's reader.
 pub const HOST_QUEUE: usize = 256;
-/// Reads of the child's stdout (each at most 64 KiB of lines, or one longer
-/// line) buffered between its reader and the host: about 4 MiB. A full
-/// buffer pushes back on the agent's stdout, never grows.
-pub(super) const CHILD_READS: usize = 64;
 /// Reads handled in one turn of the host's loop before it looks at its
 /// commands and deadlines again.
 const CHILD_BATCH: usize = 8;

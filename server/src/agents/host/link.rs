@@ -14,12 +14,16 @@ use shard_protocol::orchestrator::AttachRole;
 use shard_protocol::{ClientMessage, Envelope, WireError};
 use tokio::sync::{mpsc, oneshot};
 
-use super::handle::CHILD_READS;
 use super::out::{Out, Then};
 use super::process::Control;
 use crate::agents::error::AgentError;
 use crate::agents::runtime::{ChildEvent, Runtime, SpawnRequest, Spawner};
 use crate::agents::{Sub, SubscriberId};
+
+/// Reads of the child's stdout (each at most 64 KiB of lines, or one longer
+/// line) buffered between its reader and the host: about 4 MiB. A full
+/// buffer pushes back on the agent's stdout, never grows.
+const CHILD_READS: usize = 64;
 
 /// A command forwarded to the agent, waiting for its response.
 pub(super) struct Inflight {
