@@ -136,6 +136,13 @@ fn read(path: &Path, limit: usize) -> Vec<ApprovalRecord> {
     records.into_iter().rev().take(limit).collect()
 }
 
+/// Whether a client of `source` is away from this machine (a browser tab
+/// or a notification), where `[step_up]` may ask for a passkey; a local
+/// client on the unix socket never is.
+pub fn from_away(source: &str) -> bool {
+    matches!(source, "web" | "push")
+}
+
 /// Which `allow`s from a browser or a notification need a fresh passkey
 /// assertion first (`[step_up]` in `config.toml`; docs/SECURITY.md), judged
 /// by what the call does ([`Effect`]), whatever it is named.

@@ -6,6 +6,7 @@ use shard_protocol::budget::{BudgetListResult, BudgetScope, BudgetSet, BudgetSet
 use shard_protocol::{ClientMessage, WireError};
 
 use super::{Caller, Outcome, not_found, ok};
+use crate::agents::approvals::from_away;
 use crate::agents::budgets::BudgetError;
 
 pub fn run(caller: &Caller<'_>, message: ClientMessage) -> Outcome {
@@ -31,8 +32,7 @@ pub fn run(caller: &Caller<'_>, message: ClientMessage) -> Outcome {
 /// the way); a cut never is.
 fn set(caller: &Caller<'_>, request: BudgetSet) -> Outcome {
     let daemon = caller.daemon.clone();
-    let guarded =
-        matches!(caller.source, "web" | "push") && daemon.registry().context.step_up.is_some();
+    let guarded = from_away(caller.source) && daemon.registry().context.step_up.is_some();
     Outcome::Later(Box::pin(async move {
         let registry = daemon.registry();
         let workspace_known = match (request.scope, request.workspace_id.as_deref()) {

@@ -101,7 +101,7 @@ impl Rules {
         answerer: &Answerer,
     ) -> bool {
         let Some(rule) = &self.step_up else { return false };
-        let from_away = matches!(answerer.source.as_str(), "web" | "push");
+        let from_away = crate::agents::approvals::from_away(&answerer.source);
         let allows = match answer {
             PermissionAnswer::Decision(decision) => *decision != Decision::Deny,
             PermissionAnswer::Choice(id) => request
