@@ -118,7 +118,11 @@ impl Budgets {
                 tracing::warn!(%error, "unreadable budgets.json: the caps set before are lost");
                 Vec::new()
             }),
-            Err(_) => Vec::new(),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(error) => {
+                tracing::warn!(%error, "cannot read budgets.json: the caps set before are not in force");
+                Vec::new()
+            }
         };
         let set = set.into_iter().map(|cap| (cap.key.clone(), cap)).collect();
         let state = State { set, ..State::default() };
@@ -271,8 +275,9 @@ impl Budgets {
         Ok(status)
     }
 
-    /// The answer to a budget question: the cap of `key` doubled where it
-    /// is reached, for this period. The budget as it now stands.
+    /// The answer to a budget question: each reached measure of `key`'s
+    /// cap gets another cap's worth from what was spent, for this period
+    /// ([`rules::raised`]). The budget as it now stands.
     pub fn raise(&self, key: &BudgetKey, now: u64) -> Result<BudgetStatus, BudgetError> {
         let status = self.status_of(&self.state(), key.clone(), now);
         let cap = rules::raised(&status);
