@@ -148,7 +148,7 @@ impl Turns {
         }
         let behavior = match prompt.streaming_behavior {
             // Held between turns: it waits for the release as a follow-up.
-            _ if self.current.is_none() => StreamingBehavior::FollowUp,
+            _ if self.held.is_some() && self.current.is_none() => StreamingBehavior::FollowUp,
             Some(StreamingBehavior::FollowUp) => StreamingBehavior::FollowUp,
             Some(StreamingBehavior::Steer) => {
                 return vec![respond(id, Response::failed("prompt", AcpError::Steer.into()))];
