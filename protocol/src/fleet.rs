@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::budget::BudgetStatus;
+
 /// What an agent's whole process tree uses now, while it runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Resources {
@@ -57,4 +59,25 @@ pub struct FleetUpdated {
     pub agents_total: Resources,
     /// The daemon's own process.
     pub daemon: Resources,
+    /// The limits the fleet is held to.
+    #[serde(default)]
+    pub limits: FleetLimits,
+    /// What every agent of the daemon spent this day and this month: the
+    /// daemon's budgets for both periods as they stand, capped or not.
+    #[serde(default)]
+    pub spend: Vec<BudgetStatus>,
+}
+
+/// The `[limits]` of `config.toml`, as written there: 0 means no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FleetLimits {
+    /// Agents whose process runs at once.
+    pub max_awake_agents: u32,
+    /// Over it (every agent's PSS together), idle agents hibernate.
+    pub memory_soft_mb: u64,
+    /// A start that would pass it is refused.
+    pub memory_hard_mb: u64,
+    /// An agent whose process tree passes it is stopped.
+    pub agent_memory_mb: u64,
 }

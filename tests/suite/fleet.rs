@@ -10,17 +10,17 @@ use tempfile::TempDir;
 use super::client::Client;
 use super::support::Daemon;
 
-fn number(value: &Value) -> u64 {
+pub(super) fn number(value: &Value) -> u64 {
     value.as_u64().unwrap_or_else(|| panic!("not a number: {value}"))
 }
 
 /// The agent's entry in a fleet snapshot, if it is listed.
-fn entry<'a>(fleet: &'a Value, agent_id: &str) -> Option<&'a Value> {
+pub(super) fn entry<'a>(fleet: &'a Value, agent_id: &str) -> Option<&'a Value> {
     let agents = fleet["agents"].as_array().expect("agents");
     agents.iter().find(|agent| agent["agent_id"] == agent_id).map(|agent| &agent["resources"])
 }
 
-fn listed(list: &Value, agent_id: &str) -> Value {
+pub(super) fn listed(list: &Value, agent_id: &str) -> Value {
     let agents = list["data"]["agents"].as_array().expect("agents");
     agents.iter().find(|agent| agent["agent_id"] == agent_id).cloned().expect("listed")
 }
@@ -87,6 +87,58 @@ async fn what_an_agents_processes_use_is_listed_and_told_to_watchers() {
     assert!(late.is_none(), "told after it stopped watching: {late:?}");
 }
 
+/// The daemon's budget for `period` in a fleet snapshot's `spend`.
+fn spend<'a>(fleet: &'a Value, period: &str) -> &'a Value {
+    let spend = fleet["spend"].as_array().expect("spend");
+    let daemon = |budget: &&Value| budget["scope"] == "daemon" && budget["period"] == period;
+    spend.iter().find(daemon).unwrap_or_else(|| panic!("no {period} in {fleet}"))
+}
+
+#[tokio::test]
+async fn the_fleet_says_its_limits_and_what_the_daemon_spent_against_its_budgets() {
+    let home = TempDir::new().unwrap();
+    let config = "[limits]\nmax_awake_agents = 3\nmemory_soft_mb = 4096\nagent_memory_mb = 900\n\
+        [prices.demo]\ninput = 1.0\noutput = 2.0\n\
+        [[budgets]]\nscope = \"daemon\"\nperiod = \"day\"\nusd = 50.0\n";
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    let project = TempDir::new().unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut watcher = Client::unix(&daemon.socket()).await;
+    let mut other = Client::unix(&daemon.socket()).await;
+
+    let now = watcher.call("w", json!({"type": "fleet.watch"})).await;
+    assert_eq!(now["success"], true, "{now}");
+    let limits = &now["data"]["limits"];
+    let expected = json!({"max_awake_agents": 3, "memory_soft_mb": 4096, "memory_hard_mb": 0,
+        "agent_memory_mb": 900});
+    assert_eq!(limits, &expected, "{now}");
+    let day = spend(&now["data"], "day");
+    assert_eq!(day["cap_usd"], 50.0, "{now}");
+    assert_eq!((day["spent_usd"].as_f64(), &day["state"]), (Some(0.0), &json!("ok")), "{now}");
+    let month = spend(&now["data"], "month");
+    assert!(month.get("cap_usd").is_none(), "no month cap: {now}");
+
+    // A priced turn: the watcher is told what the daemon spent, without
+    // asking, against the same cap.
+    let agent = other.create(project.path(), "spender").await;
+    other.attach(&agent, "interactive").await;
+    let events = turn(&mut other, &agent, "hello there").await;
+    let costs = events.iter().filter(|event| event["type"] == "usage");
+    let cost: f64 = costs.map(|usage| usage["cost"].as_f64().expect("priced")).sum();
+    assert!(cost > 0.0, "{events:?}");
+    let spent = |event: &Value| {
+        event["type"] == "fleet_updated"
+            && spend(event, "day")["spent_usd"]
+                .as_f64()
+                .is_some_and(|usd| (usd - cost).abs() < 1e-9)
+    };
+    let told = watcher.until(spent).await.pop().unwrap();
+    let day = spend(&told, "day");
+    assert_eq!(day["cap_usd"], 50.0, "{told}");
+    assert_eq!(spend(&told, "month")["spent_usd"], day["spent_usd"], "{told}");
+    assert!(number(&day["spent_tokens"]) > 0, "{told}");
+}
+
 /// A prompt answered to its end, every question allowed; the events.
 async fn turn(client: &mut Client, agent: &str, message: &str) -> Vec<Value> {
     let prompt = json!({"type": "prompt", "agent_id": agent, "message": message});
@@ -108,7 +160,7 @@ async fn turn(client: &mut Client, agent: &str, message: &str) -> Vec<Value> {
 }
 
 /// Waits for `agent_exited` of `agent_id`; returns it.
-async fn exited(client: &mut Client, agent_id: &str) -> Value {
+pub(super) async fn exited(client: &mut Client, agent_id: &str) -> Value {
     let until = |event: &Value| event["type"] == "agent_exited" && event["agent_id"] == agent_id;
     client.until(until).await.pop().expect("agent_exited")
 }
@@ -120,7 +172,7 @@ async fn allow_next(client: &mut Client, agent_id: &str) {
         "request_id": asked["request_id"], "decision": "allow"}));
 }
 
-fn state_of(list: &Value, agent_id: &str) -> String {
+pub(super) fn state_of(list: &Value, agent_id: &str) -> String {
     listed(list, agent_id)["runtime_state"].as_str().unwrap_or_default().to_owned()
 }
 

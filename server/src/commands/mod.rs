@@ -436,7 +436,9 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
         }
         ClientMessage::FleetWatch(request) => {
             caller.daemon.watch_fleet(caller.subscriber.id(), request.watch);
-            Outcome::Now(ok(caller.daemon.registry().context.fleet.now()))
+            let context = &caller.daemon.registry().context;
+            let spend = context.budgets.daemon(crate::clock::now_ms());
+            Outcome::Now(ok(context.fleet.now(spend)))
         }
         ClientMessage::BudgetList(_) | ClientMessage::BudgetSet(_) => budget::run(&caller, message),
         other => run_elsewhere(other),

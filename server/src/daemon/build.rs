@@ -68,13 +68,14 @@ pub(super) fn daemon(
     registry.context.search.catch_up(registry.owners());
     let fleet = registry.context.fleet.clone();
     let governed = registry.governed();
+    let budgets = registry.context.budgets.clone();
     tokio::spawn(crate::agents::fleet::watch(
         fleet,
+        budgets.clone(),
         hub.clone(),
         governed.clone(),
         stop.terminate.clone(),
     ));
-    let budgets = registry.context.budgets.clone();
     tokio::spawn(crate::agents::budgets::watch(
         budgets,
         hub.clone(),

@@ -240,6 +240,16 @@ impl Budgets {
         keys.into_iter().map(|key| self.status_of(&state, key, now)).collect()
     }
 
+    /// The daemon's budgets for the day and the month as they stand at
+    /// `now`, capped or not: what the fleet bar shows.
+    pub fn daemon(&self, now: u64) -> Vec<BudgetStatus> {
+        let state = self.state();
+        [BudgetPeriod::Day, BudgetPeriod::Month]
+            .into_iter()
+            .map(|period| self.status_of(&state, key(BudgetScope::Daemon, None, period), now))
+            .collect()
+    }
+
     /// `budget.set`: `known` says whether an agent or workspace exists;
     /// `guarded`: asked from away where `[step_up]` applies, so it may not
     /// raise. The budget as it now stands, told to every client.

@@ -14,11 +14,13 @@ use std::time::Duration;
 use shard_platform::limits::Limits;
 use shard_platform::resources::{self, Snapshot, TreeUsage};
 use shard_protocol::ServerMessage;
+use shard_protocol::budget::BudgetStatus;
 use shard_protocol::envelope::Envelope;
-use shard_protocol::fleet::{AgentResources, FleetUpdated, Resources};
+use shard_protocol::fleet::{AgentResources, FleetLimits, FleetUpdated, Resources};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::agents::budgets::Budgets;
 use crate::agents::{Processes, Wire};
 
 use self::governor::{Order, Picture};
@@ -134,9 +136,10 @@ impl Fleet {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The fleet as of the last look.
-    pub fn now(&self) -> FleetUpdated {
-        self.state().update()
+    /// The fleet as of the last look, with the daemon's `spend`
+    /// ([`crate::agents::budgets::Budgets::daemon`]).
+    pub fn now(&self, spend: Vec<BudgetStatus>) -> FleetUpdated {
+        self.state().update(&self.limits, spend)
     }
 
     /// What the agent's processes use, if it has any running.
@@ -144,9 +147,15 @@ impl Fleet {
         self.state().agents.get(agent_id).copied()
     }
 
-    /// Takes a look at `snapshot`, taken at `now`; the update to tell
-    /// clients if anything moved enough since they were last told.
-    pub fn sample(&self, snapshot: &Snapshot, now: Instant) -> Option<FleetUpdated> {
+    /// Takes a look at `snapshot`, taken at `now`, with the daemon's
+    /// `spend`; the update to tell clients if anything moved enough since
+    /// they were last told.
+    pub fn sample(
+        &self,
+        snapshot: &Snapshot,
+        now: Instant,
+        spend: Vec<BudgetStatus>,
+    ) -> Option<FleetUpdated> {
         let roots = self.processes.roots();
         let mut state = self.state();
         let seconds = state.taken.map_or(0.0, |taken| (now - taken).as_secs_f64());
@@ -169,7 +178,7 @@ impl Fleet {
         for order in governor::review(&self.limits, &state.pictures()) {
             self.send(order);
         }
-        let update = state.update();
+        let update = state.update(&self.limits, spend);
         if state.told.as_ref().is_some_and(|told| !moved(told, &update)) {
             return None;
         }
@@ -194,7 +203,7 @@ impl State {
             .collect()
     }
 
-    fn update(&self) -> FleetUpdated {
+    fn update(&self, limits: &Limits, spend: Vec<BudgetStatus>) -> FleetUpdated {
         let mut agents: Vec<AgentResources> = self
             .agents
             .iter()
@@ -208,7 +217,13 @@ impl State {
         for agent in &agents {
             agents_total.add(&agent.resources);
         }
-        FleetUpdated { agents, agents_total, daemon: self.daemon }
+        let limits = FleetLimits {
+            max_awake_agents: limits.max_awake_agents,
+            memory_soft_mb: limits.memory_soft_mb,
+            memory_hard_mb: limits.memory_hard_mb,
+            agent_memory_mb: limits.agent_memory_mb,
+        };
+        FleetUpdated { agents, agents_total, daemon: self.daemon, limits, spend }
     }
 }
 
@@ -221,7 +236,7 @@ fn figures(usage: TreeUsage, ticks_before: u64, seconds: f64) -> Resources {
 }
 
 /// Whether `now` differs from what was `told` enough to tell again: an
-/// agent started or stopped, or a figure moved by a step.
+/// agent started or stopped, a figure moved by a step, or the spend did.
 fn moved(told: &FleetUpdated, now: &FleetUpdated) -> bool {
     let apart = |a: &Resources, b: &Resources| {
         a.rss_bytes.abs_diff(b.rss_bytes) >= MEMORY_STEP
@@ -235,13 +250,16 @@ fn moved(told: &FleetUpdated, now: &FleetUpdated) -> bool {
             .zip(&now.agents)
             .any(|(a, b)| a.agent_id != b.agent_id || apart(&a.resources, &b.resources))
         || apart(&told.daemon, &now.daemon)
+        || told.spend != now.spend
 }
 
 /// Looks at the fleet every [`SAMPLE_EVERY`] until `stop`, telling the
-/// watchers what moved and handing the governor's orders to `governed`.
-/// The look itself reads `/proc`, off the runtime.
+/// watchers what moved (with what `budgets` say the daemon spent) and
+/// handing the governor's orders to `governed`. The look itself reads
+/// `/proc`, off the runtime.
 pub async fn watch(
     fleet: Arc<Fleet>,
+    budgets: Arc<Budgets>,
     watchers: Arc<dyn Watchers>,
     governed: Arc<dyn Governed>,
     stop: CancellationToken,
@@ -260,8 +278,10 @@ pub async fn watch(
             _ = every.tick() => {}
         }
         let sampler = fleet.clone();
-        let looked =
-            tokio::task::spawn_blocking(move || sampler.sample(&Snapshot::take(), Instant::now()));
+        let spend = budgets.daemon(crate::clock::now_ms());
+        let looked = tokio::task::spawn_blocking(move || {
+            sampler.sample(&Snapshot::take(), Instant::now(), spend)
+        });
         if let Ok(Some(update)) = looked.await {
             let message = Envelope::new(ServerMessage::FleetUpdated(update));
             watchers.tell_watchers(&Wire::from(message.to_json()));

@@ -23,7 +23,7 @@ fn an_agents_whole_tree_is_counted_until_it_ends() {
     std::thread::sleep(Duration::from_millis(200));
     let start = Instant::now();
 
-    let first = fleet.sample(&Snapshot::take(), start).expect("the first look is told");
+    let first = fleet.sample(&Snapshot::take(), start, Vec::new()).expect("the first look is told");
     let [agent] = &first.agents[..] else { panic!("one agent: {first:?}") };
     assert_eq!(agent.agent_id, "agent-a");
     let resources = agent.resources;
@@ -38,13 +38,14 @@ fn an_agents_whole_tree_is_counted_until_it_ends() {
     // Whether a second look is told depends on how this test process (the
     // daemon here) moved meanwhile; what the agent uses is kept either way.
     let later = start + Duration::from_secs(2);
-    fleet.sample(&Snapshot::take(), later);
+    fleet.sample(&Snapshot::take(), later, Vec::new());
     assert!(fleet.resources("agent-a").is_some());
 
     child.kill().expect("kill");
     child.wait().expect("reaped");
     processes.ended(child.id());
-    let gone = fleet.sample(&Snapshot::take(), later + Duration::from_secs(2)).expect("told");
+    let gone =
+        fleet.sample(&Snapshot::take(), later + Duration::from_secs(2), Vec::new()).expect("told");
     assert!(gone.agents.is_empty(), "{gone:?}");
     assert_eq!(fleet.resources("agent-a"), None);
 }
@@ -58,7 +59,7 @@ fn update(agents: &[(&str, u64, f64)], daemon_rss: u64) -> FleetUpdated {
         })
         .collect();
     let daemon = Resources { rss_bytes: daemon_rss, pss_bytes: daemon_rss, cpu_percent: 0.0 };
-    FleetUpdated { agents, agents_total: Resources::default(), daemon }
+    FleetUpdated { agents, agents_total: Resources::default(), daemon, ..Default::default() }
 }
 
 #[test]
