@@ -4,13 +4,16 @@
 //! configured runtime, the bare relay as its child; the ACP scenario
 //! streams its `burst: N` turns through both.
 //!
-//! It answers `initialize`, `session/new` and `session/prompt`, ignores
-//! notifications (`session/cancel`) and refuses anything else (`-32601`).
-//! A prompt of `burst: N` streams N `agent_message_chunk` updates of text
-//! `tick-1 `, `tick-2 `, … as fast as the pipe takes them (one buffered
-//! write per 64 KiB, not per line), then answers `end_turn`: the least an
-//! agent can cost, so that what is measured is the stream's way to the
-//! clients.
+//! It answers `initialize` (offering `loadSession`), `session/new`,
+//! `session/load` of its one session [`SESSION`] (what a daemon asks of an
+//! agent it starts again after hibernating or reaping it; there is no
+//! history to replay) and `session/prompt`, ignores notifications
+//! (`session/cancel`) and refuses anything else (`-32601`). A prompt of
+//! `burst: N` streams N `agent_message_chunk` updates of text `tick-1 `,
+//! `tick-2 `, … as fast as the pipe takes them (one buffered write per 64
+//! KiB, not per line), then answers `end_turn`: the least an agent can
+//! cost, so that what is measured is the stream's way to the clients.
+//! `burst: 1` is the tiny prompt: one chunk, at once.
 
 use std::io::{BufRead, BufWriter, Write};
 use std::path::Path;
@@ -47,10 +50,17 @@ pub fn serve() -> Result<()> {
             continue;
         };
         let result = match method {
-            "initialize" => {
-                json!({"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []})
-            }
+            "initialize" => json!({
+                "protocolVersion": 1,
+                "agentCapabilities": {"loadSession": true},
+                "authMethods": [],
+            }),
             "session/new" => json!({"sessionId": SESSION}),
+            "session/load" if message["params"]["sessionId"] == SESSION => json!({}),
+            "session/load" => {
+                refuse(&mut out, id, -32002, "no such session".to_owned())?;
+                continue;
+            }
             "session/prompt" => {
                 let text = message["params"]["prompt"][0]["text"].as_str().unwrap_or_default();
                 let count = text
@@ -66,14 +76,20 @@ pub fn serve() -> Result<()> {
                 json!({"stopReason": "end_turn"})
             }
             _ => {
-                let error = json!({"code": -32601, "message": format!("no method {method}")});
-                writeln!(out, "{}", json!({"jsonrpc": "2.0", "id": id, "error": error}))?;
-                out.flush()?;
+                refuse(&mut out, id, -32601, format!("no method {method}"))?;
                 continue;
             }
         };
         writeln!(out, "{}", json!({"jsonrpc": "2.0", "id": id, "result": result}))?;
         out.flush()?;
     }
+    Ok(())
+}
+
+/// A JSON-RPC error answering request `id`.
+fn refuse(out: &mut impl Write, id: &Value, code: i64, message: String) -> Result<()> {
+    let error = json!({"code": code, "message": message});
+    writeln!(out, "{}", json!({"jsonrpc": "2.0", "id": id, "error": error}))?;
+    out.flush()?;
     Ok(())
 }
