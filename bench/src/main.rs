@@ -9,6 +9,7 @@ mod acp;
 mod conn;
 mod egress;
 mod fanout;
+mod fleet;
 mod idle;
 mod latency;
 mod lifecycle;
@@ -36,8 +37,8 @@ struct Args {
     /// The `shard` binary to measure (and whose agent the relay runs).
     #[arg(long, default_value = "target/release/shard")]
     shard: PathBuf,
-    /// Run only these scenarios (s1 … s8, acp, bundle, sandbox, egress),
-    /// comma-separated.
+    /// Run only these scenarios (s1 … s8, acp, bundle, sandbox, egress,
+    /// fleet), comma-separated.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// How long S8, the soak, runs: 1800 s by default, 30 s with --short.
@@ -119,6 +120,9 @@ async fn run(args: Args) -> Result<()> {
     }
     if args.wants("s6") {
         lifecycle::run_resync(&args).await?;
+    }
+    if args.wants("fleet") {
+        broken.extend(fleet::run(&args).await?);
     }
     if args.wants("s8") {
         broken.extend(soak::run(&args).await?);
