@@ -18,6 +18,7 @@ mod client;
 mod device;
 mod dialog;
 mod find;
+mod fleet;
 #[cfg(feature = "hydrate")]
 mod follow;
 mod guard;

@@ -181,6 +181,14 @@ pub enum Request {
         agent_id: String,
         request_id: String,
     },
+    /// `fleet.watch`: the fleet now, for the fleet bar.
+    Fleet,
+    /// `budget.list` of the agent on screen.
+    Budgets {
+        agent_id: String,
+    },
+    /// `budget.set` from the budget panel.
+    BudgetSet,
     /// Anything else: only a failure is worth telling.
     Command,
 }

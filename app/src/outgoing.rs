@@ -52,6 +52,9 @@ pub fn encode(message: &ClientMessage, id: &str, agent_id: Option<&str>) -> Opti
         C::SessionActivate(activate) => json(activate),
         C::SearchQuery(query) => json(query),
         C::ClientPresence(presence) => json(presence),
+        C::FleetWatch(watch) => json(watch),
+        C::BudgetList(list) => json(list),
+        C::BudgetSet(set) => json(set),
         _ => None,
     }?;
     // Every payload is an object: its members follow the envelope's.
@@ -109,6 +112,10 @@ mod tests {
             json!({"type": "workspace.commit", "workspace_id": "w-1", "message": "m", "confirm": true}),
             json!({"type": "client.presence", "visible": false}),
             json!({"type": "search.query", "query": "needle"}),
+            json!({"type": "fleet.watch", "watch": true}),
+            json!({"type": "budget.list", "agent_id": "a-1"}),
+            json!({"type": "budget.set", "scope": "agent", "agent_id": "a-1", "period": "day",
+                "usd": 2.5, "tokens": 1000, "this_period": true}),
         ];
         for frame in frames {
             let mut frame = frame;

@@ -70,7 +70,9 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
         | ServerMessage::WorkspaceRetired(_)
         | ServerMessage::WorkspaceUpdated(_)
         | ServerMessage::WorkspaceAttached(_)
-        | ServerMessage::WorkspaceConflict(_)) => registry_event(state, message),
+        | ServerMessage::WorkspaceConflict(_)
+        | ServerMessage::FleetUpdated(_)
+        | ServerMessage::BudgetUpdated(_)) => registry_event(state, message),
         message if mine => {
             if let Some(agent_id) = &routed {
                 state.roster.agent_event(agent_id, &message);
@@ -99,6 +101,7 @@ fn greeted(state: &ClientState, hello: &shard_protocol::agent::Hello) -> Greeted
     state.workspaces.actions.set(actions);
     state.roster.list();
     state.roster.list_runtimes();
+    state.fleet.watch();
     state.workspaces.list();
     if let Some(agent_id) = state.screen.selected.get_untracked() {
         state.screen.resume(&agent_id);
@@ -150,6 +153,8 @@ fn registry_event(state: &ClientState, message: ServerMessage) {
         ServerMessage::WorkspaceConflict(conflict) => {
             state.workspaces.changed(conflict.workspace, shown_workspace(state).as_deref())
         }
+        ServerMessage::FleetUpdated(now) => state.fleet.updated(now),
+        ServerMessage::BudgetUpdated(_) => state.fleet.budget_updated(),
         _ => {}
     }
 }
@@ -275,6 +280,9 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
             allow_answered(state, agent_id, request_id, &response)
         }
         Request::Terminate { agent_id } => state.screen.terminated(&agent_id, &response),
+        Request::Fleet => state.fleet.answered(&response),
+        Request::Budgets { agent_id } => state.fleet.budgets_listed(agent_id, response),
+        Request::BudgetSet => state.fleet.budget_set(response),
         Request::Borrow | Request::Detach | Request::Command => state.link.answered(&response),
     }
 }

@@ -16,6 +16,7 @@ use shard_protocol::search::SearchHit;
 use shard_protocol::workspace::WorkspaceSummary;
 
 use crate::find::{Find, Target};
+use crate::fleet::Fleet;
 use crate::jobs::Jobs;
 use crate::ledger::Ledger;
 use crate::link::Link;
@@ -62,6 +63,7 @@ pub struct ClientState {
     pub browser: crate::device::DialogPanel,
     pub search: Search,
     pub find: Find,
+    pub fleet: Fleet,
 }
 
 impl ClientState {
@@ -83,6 +85,7 @@ impl ClientState {
             browser: crate::device::DialogPanel::new(),
             search: Search::new(link),
             find: Find::new(screen.transcript, screen.window_start),
+            fleet: Fleet::new(link),
         }
     }
 
@@ -100,6 +103,7 @@ impl ClientState {
         }
         self.ledger.clear();
         self.find.clear();
+        self.fleet.shown(agent_id.as_deref());
         self.screen.show(previous, agent_id);
         // Panels left open show the new agent's, not nothing.
         self.ledger.refresh_open_panels();

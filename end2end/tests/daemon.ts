@@ -50,9 +50,11 @@ async function spawnDaemon(home: string, cwd: string, args: string[]): Promise<D
   return { baseURL, enrollURL, home, cwd, process: child };
 }
 
-export async function startDaemon(extraArgs: string[] = []): Promise<Daemon> {
+/** Runs a daemon of its own; `config`, if given, is its config.toml from the start. */
+export async function startDaemon(extraArgs: string[] = [], config?: string): Promise<Daemon> {
   const home = mkdtempSync(join(tmpdir(), 'shard-home-'));
   const cwd = mkdtempSync(join(tmpdir(), 'shard-cwd-'));
+  if (config !== undefined) writeFileSync(join(home, 'config.toml'), config);
   const port = extraArgs.includes('--port') ? [] : ['--port', '0'];
   const daemon = await spawnDaemon(home, cwd, [...port, ...extraArgs]);
   daemon.process.on('exit', () => {

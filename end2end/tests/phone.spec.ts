@@ -39,9 +39,9 @@ test('on a phone the agent view fits between the bars, its panels fold into one 
   expect(await phone.evaluate(() => document.scrollingElement!.scrollHeight <= window.innerHeight + 1)).toBe(true);
   await phone.screenshot({ path: testInfo.outputPath('phone-agent.png') });
 
-  // Sessions, Usage and Approvals are one row of names.
+  // Sessions, Usage, Budget and Approvals are one row of names.
   const panels = phone.locator('.ledger-panels > details > summary');
-  await expect(panels).toHaveCount(3);
+  await expect(panels).toHaveCount(4);
   const tops = await panels.evaluateAll((summaries) => summaries.map((summary) => Math.round(summary.getBoundingClientRect().top)));
   expect(new Set(tops).size, `summaries at ${tops}`).toBe(1);
   // One opened leaves most of the screen to the transcript.

@@ -191,6 +191,50 @@ fn questions_come_from_any_agent_and_go_when_resolved_elsewhere() {
 }
 
 #[test]
+fn the_fleet_is_watched_from_the_greeting_and_a_moved_budget_lists_the_open_panel_again() {
+    let (state, sent) = attached();
+    take(&sent);
+    assert!(matches!(feed(&state, hello(shard_protocol::PROTOCOL_VERSION)), Greeted::Yes));
+    let asked = take(&sent);
+    assert!(asked.iter().any(|frame| frame["type"] == "fleet.watch" && frame["watch"] == true));
+    let agent = |rss: u64| {
+        json!({"agent_id": AGENT, "resources":
+        {"rss_bytes": rss, "pss_bytes": rss / 2, "cpu_percent": 1.0}})
+    };
+    let fleet = |rss: u64| {
+        json!({"agents": [agent(rss)], "agents_total": agent(rss)["resources"],
+        "daemon": {"rss_bytes": 1, "pss_bytes": 1, "cpu_percent": 0.0},
+        "limits": {"max_awake_agents": 2}, "spend": []})
+    };
+    answer(&state, &asked, "fleet.watch", fleet(8 << 20));
+    assert_eq!(state.fleet.of(AGENT).map(|used| used.pss_bytes), Some(4 << 20));
+    assert_eq!(state.fleet.of(OTHER), None, "not running");
+    let mut moved = fleet(16 << 20);
+    moved["type"] = json!("fleet_updated");
+    feed(&state, moved);
+    assert_eq!(state.fleet.of(AGENT).map(|used| used.pss_bytes), Some(8 << 20));
+    let limits = state.fleet.now.with_untracked(|now| now.as_ref().map(|now| now.limits));
+    assert_eq!(limits.map(|limits| limits.max_awake_agents), Some(2));
+
+    // A budget moved: with the panel closed nothing is asked; open, the
+    // agent's budgets are listed again.
+    let budget = json!({"type": "budget_updated", "budget": {"scope": "agent", "agent_id": AGENT,
+        "period": "day", "cap_usd": 1.0, "spent_usd": 1.5, "spent_tokens": 10, "state": "reached",
+        "source": "set", "period_start": 0, "resets_at": 1}});
+    feed(&state, budget.clone());
+    assert!(take(&sent).is_empty());
+    state.fleet.budgets_open.set(true);
+    state.fleet.list_budgets(AGENT);
+    let listed = take(&sent);
+    assert_eq!(listed[0]["type"], "budget.list");
+    answer(&state, &listed, "budget.list", json!({"budgets": [budget["budget"]]}));
+    feed(&state, budget);
+    let again = take(&sent);
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!((&again[0]["type"], &again[0]["agent_id"]), (&json!("budget.list"), &json!(AGENT)));
+}
+
+#[test]
 fn a_reconnect_lists_and_reattaches_and_old_answers_are_void() {
     let (state, sent) = attached();
     let mut first = sync(0, vec![], vec![]);
@@ -207,9 +251,12 @@ fn a_reconnect_lists_and_reattaches_and_old_answers_are_void() {
     assert!(matches!(feed(&state, hello(shard_protocol::PROTOCOL_VERSION)), Greeted::Yes));
     let again = take(&sent);
     let kinds: Vec<&str> = again.iter().filter_map(|frame| frame["type"].as_str()).collect();
-    assert_eq!(kinds, ["agent.list", "runtime.list", "workspace.list", "agent.attach"]);
-    assert_eq!(again[3]["agent_id"], AGENT);
-    assert_eq!(again[3]["after_seq"], 7, "it resumes from its cursor");
+    assert_eq!(
+        kinds,
+        ["agent.list", "runtime.list", "fleet.watch", "workspace.list", "agent.attach"]
+    );
+    assert_eq!(again[4]["agent_id"], AGENT);
+    assert_eq!(again[4]["after_seq"], 7, "it resumes from its cursor");
     answer(
         &state,
         &again,

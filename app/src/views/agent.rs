@@ -10,8 +10,8 @@ use super::transcript::Transcript;
 use super::{state, status_label};
 use crate::markdown::Ticked;
 
-/// The header's pickers and the agent's containment line (its own row,
-/// below the rest). Their code is a WASM chunk of its own, fetched when an
+/// The header's meter of what the agent's processes use, its pickers and
+/// the agent's containment line (its own row, below the rest). Their code is a WASM chunk of its own, fetched when an
 /// agent is first on screen (`views::deferred`).
 #[component]
 fn HeaderTools() -> impl IntoView {
@@ -23,7 +23,9 @@ fn HeaderTools() -> impl IntoView {
     leptos::wasm_split::wasm_split(header_tools, wasm_split_path = ::leptos::wasm_split, fallible)
 )]
 fn header_tools() -> Result<AnyView, super::Unloaded> {
-    Ok(view! { <Pickers/><super::sandbox::Containment/> }.into_any())
+    let screen = state().screen;
+    let meter = move || screen.selected.get().map(super::fleet::meter);
+    Ok(view! { {meter} <Pickers/><super::sandbox::Containment/> }.into_any())
 }
 
 #[component]
@@ -75,8 +77,18 @@ fn Pickers() -> impl IntoView {
     }
 }
 
+/// The prompt box. Its code (with the command hints') is a WASM chunk of
+/// its own, fetched when an agent is first on screen (`views::deferred`).
 #[component]
 fn PromptBox() -> impl IntoView {
+    super::deferred(|| true, prompt_box)
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(prompt_box, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn prompt_box() -> Result<AnyView, super::Unloaded> {
     let (screen, roster) = (state().screen, state().roster);
     // ACP has no way into a running turn: such an agent takes follow-ups.
     let steerable =
@@ -110,7 +122,7 @@ fn PromptBox() -> impl IntoView {
             send(busy().then_some(StreamingBehavior::FollowUp));
         }
     };
-    view! {
+    Ok(view! {
         <form class="prompt" on:submit=on_submit aria-label="Prompt">
             <textarea name="prompt" rows="3" aria-label="Message to the agent" placeholder="Message"
                 prop:value=text on:input=move |event| text.set(event_target_value(&event)) on:keydown=on_key></textarea>
@@ -132,6 +144,7 @@ fn PromptBox() -> impl IntoView {
             </div>
         </form>
     }
+    .into_any())
 }
 
 /// The commands the agent offers whose names start with what is typed,
@@ -173,9 +186,18 @@ fn CommandHints(text: RwSignal<String>) -> impl IntoView {
 }
 
 /// The agent on screen's header: its name, status, usage, pickers,
-/// lifecycle buttons and the sandbox it runs in.
+/// lifecycle buttons and the sandbox it runs in. Its code is a WASM chunk
+/// of its own, fetched when an agent is first on screen.
 #[component]
 fn AgentHeader() -> impl IntoView {
+    super::deferred(|| true, agent_header)
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(agent_header, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn agent_header() -> Result<AnyView, super::Unloaded> {
     let state = state();
     let (screen, roster, find) = (state.screen, state.roster, state.find);
     // Tracked: after a reload the agent is on screen before the list that
@@ -232,7 +254,7 @@ fn AgentHeader() -> impl IntoView {
             })
         })
     };
-    view! {
+    Ok(view! {
         <header class="agent-header">
             <button class="back" on:click=close aria-label="Back to agents">"←"</button>
             <h2>{title}</h2>
@@ -252,6 +274,7 @@ fn AgentHeader() -> impl IntoView {
             </div>
         </header>
     }
+    .into_any())
 }
 
 #[component]
@@ -281,6 +304,7 @@ pub fn AgentView() -> impl IntoView {
                         <super::ledger::SessionsPanel/>
                     </Show>
                     <super::ledger::UsagePanel/>
+                    <super::fleet::BudgetPanel/>
                     <super::ledger::ApprovalsPanel/>
                 </div>
                 <super::jobs::JobsPanel/>

@@ -156,6 +156,7 @@ pub fn AgentList() -> impl IntoView {
                     </select>
                 </label>
             </div>
+            <super::fleet::FleetBar/>
             <super::ledger::UsageTotal/>
             <ul class="agents">
                 <Show when=none><li class="empty">"No agents yet: create one under \u{201c}New agent\u{201d}."</li></Show>
@@ -304,6 +305,7 @@ fn RowHead(agent_id: String, info: Memo<Option<AgentInfo>>, unread: Memo<bool>) 
 /// A row's facts: status, runtime, activity, place, model and usage.
 #[component]
 fn RowFacts(agent_id: String, info: Memo<Option<AgentInfo>>) -> impl IntoView {
+    let metered = agent_id.clone();
     let doing = {
         let activity = state().roster.activity;
         Memo::new(move |_| {
@@ -330,6 +332,7 @@ fn RowFacts(agent_id: String, info: Memo<Option<AgentInfo>>) -> impl IntoView {
             Some(cost) => format!("{} tok · {}", super::ledger::tokens(usage.input + usage.output), super::dollars(cost)),
             None => format!("{} tok", super::ledger::tokens(usage.input + usage.output)),
         }).unwrap_or_default())}</span>
+        <super::fleet::AgentMeter agent_id=metered/>
     }
 }
 

@@ -66,7 +66,7 @@ fn principal_label(principal_id: &str) -> String {
 /// A `<details>` whose open state is `open`; `on_open` runs each time it
 /// opens (the panel fetches what it shows).
 #[component]
-fn Panel(
+pub(super) fn Panel(
     #[prop(into)] class: String,
     #[prop(into)] label: String,
     open: RwSignal<bool>,

@@ -15,6 +15,7 @@
 mod agent;
 mod agents;
 mod browser;
+mod fleet;
 mod jobs;
 mod ledger;
 mod new_agent;

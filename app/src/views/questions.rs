@@ -13,6 +13,7 @@ use shard_protocol::agent::{
     UiValue,
 };
 // Text as a person is shown it: hidden characters as visible escapes.
+use shard_protocol::budget::BUDGET_TOOL;
 use shard_protocol::display::{escaped, has_hidden};
 use shard_protocol::sandbox::NETWORK_TOOL;
 
@@ -370,6 +371,9 @@ fn dialog_of(state: &ClientState, question: Question) -> impl IntoView + use<> {
     let title = match &question.request {
         PendingKind::Permission(request) if request.tool_name == NETWORK_TOOL => {
             format!("{agent} asks for network access")
+        }
+        PendingKind::Permission(request) if request.tool_name == BUDGET_TOOL => {
+            format!("{agent} is paused at its budget")
         }
         PendingKind::Permission(request) => {
             format!("{agent} asks to use {}", escaped(&request.tool_name))
