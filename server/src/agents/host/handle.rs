@@ -280,7 +280,8 @@ impl super::Host {
                 self.link.control(stop);
             }
             HostCommand::Terminate { reply } => {
-                let (deferred, stop) = self.process.terminate(self.projection.status.is_active());
+                let active = self.projection.status.is_active();
+                let (deferred, stop) = self.process.terminate(active, now);
                 self.link.control(stop);
                 let _ = reply.send(TerminateResult { deferred });
             }

@@ -286,7 +286,7 @@ impl Host {
         self.projection.forget_session();
         self.process.switch_session();
         if self.process.running() {
-            let stop = self.process.stop();
+            let stop = self.process.stop(now);
             self.link.control(stop);
         } else if !self.io.attached_nobody() {
             self.ensure_process(now);
@@ -316,7 +316,7 @@ impl Host {
                 self.apply(resolved);
             }
             Line::Event(message, line) => {
-                self.observe(&message);
+                self.observe(&message, now);
                 self.apply([Out::Event(line)]);
                 // Told it paused, then asked why.
                 if matches!(&message, ServerMessage::Status(s) if s.status == AgentStatus::Paused) {
@@ -343,7 +343,7 @@ impl Host {
 
     /// One of the agent's events, for the parts that follow it and the
     /// daemon's books.
-    fn observe(&mut self, message: &ServerMessage) {
+    fn observe(&mut self, message: &ServerMessage, now: Instant) {
         let booked = self.io.books(&self.manifest.session_id, message);
         let seen = self.projection.observe(message);
         self.apply(seen.into_iter().chain(booked));
@@ -352,7 +352,7 @@ impl Host {
         }
         if matches!(message, ServerMessage::Status(_)) && !self.projection.status.is_active() {
             self.link.turn_settled();
-            let stop = self.process.inactive();
+            let stop = self.process.inactive(now);
             self.link.control(stop);
         }
         self.runs.observe(message);

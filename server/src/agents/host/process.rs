@@ -23,6 +23,11 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(35);
 /// The agent itself exits within a few seconds of SIGTERM whatever it was
 /// doing; this only catches one that is wedged.
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
+/// After its input closed (only ever when it has nothing to do), how long
+/// a process may take to exit before it gets SIGTERM: Shard's own agent
+/// exits at once, but an ACP agent may not exit when its input ends
+/// (claude-agent-acp and codex-acp keep running).
+pub const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// What the host does to the running process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +48,8 @@ pub(super) enum Due {
     NotReady,
     /// It did not exit after SIGTERM: killed.
     Unyielding,
+    /// It did not exit once its input closed: SIGTERM, then the kill grace.
+    Lingering,
     /// Idle past the idle timeout: its input is closed.
     Idle,
 }
@@ -52,6 +59,7 @@ impl Due {
     pub fn control(self) -> Control {
         match self {
             Due::NotReady | Due::Unyielding => Control::Kill,
+            Due::Lingering => Control::Terminate,
             Due::Idle => Control::CloseInput,
         }
     }
@@ -64,6 +72,9 @@ impl Due {
             }
             Due::Unyielding => {
                 tracing::warn!(agent = %agent_id, "agent did not exit after SIGTERM; killing it")
+            }
+            Due::Lingering => {
+                tracing::warn!(agent = %agent_id, "agent did not exit when its input closed; terminating it")
             }
             Due::Idle => tracing::info!(agent = %agent_id, "stopping idle runtime"),
         }
@@ -120,11 +131,24 @@ pub(super) struct Generation {
     saw_hello: bool,
     /// When a graceful kill turns into a forced one.
     kill_at: Option<Instant>,
+    /// When a process whose input was closed is sent SIGTERM.
+    terminate_at: Option<Instant>,
     /// Where this generation's lines begin in the agent's log: what it
     /// wrote there says why, if it exits before it is ready.
     pub log_from: u64,
     /// The fleet's limits stopped it, and why.
     because: Option<Because>,
+}
+
+impl Generation {
+    /// Its input closes at `now`: it is stopping, and SIGTERM follows if it
+    /// has not exited after [`CLOSE_GRACE`] (and nothing harder came first).
+    fn close(&mut self, now: Instant) {
+        self.stopping = true;
+        if self.kill_at.is_none() {
+            self.terminate_at.get_or_insert(now + CLOSE_GRACE);
+        }
+    }
 }
 
 /// Why the fleet's limits stopped a process (agents::fleet).
@@ -203,6 +227,7 @@ impl Supervision {
             stopping: false,
             saw_hello: false,
             kill_at: None,
+            terminate_at: None,
             log_from,
             because: None,
         });
@@ -246,10 +271,11 @@ impl Supervision {
         self.last_active = now;
     }
 
-    /// Graceful stop: close the agent's input; it finishes and exits.
-    pub fn stop(&mut self) -> Option<Control> {
+    /// Graceful stop of an agent with nothing to do: close its input; it
+    /// exits, or gets SIGTERM after [`CLOSE_GRACE`].
+    pub fn stop(&mut self, now: Instant) -> Option<Control> {
         let generation = self.current.as_mut()?;
-        generation.stopping = true;
+        generation.close(now);
         Some(Control::CloseInput)
     }
 
@@ -260,7 +286,7 @@ impl Supervision {
         let generation = self.current.as_mut()?;
         let control = match because {
             Because::Hibernated(_) if !idle || generation.stopping => return None,
-            Because::Hibernated(_) => self.stop(),
+            Because::Hibernated(_) => self.stop(now),
             Because::OverCeiling(_) => self.kill(true, now),
         };
         if let Some(generation) = &mut self.current {
@@ -273,6 +299,7 @@ impl Supervision {
     pub fn kill(&mut self, force: bool, now: Instant) -> Option<Control> {
         let generation = self.current.as_mut()?;
         generation.stopping = true;
+        generation.terminate_at = None;
         if force {
             return Some(Control::Kill);
         }
@@ -293,21 +320,21 @@ impl Supervision {
 
     /// `agent.terminate`: stop now, or once the agent is no longer
     /// `active`. Whether it was deferred, and what to do now.
-    pub fn terminate(&mut self, active: bool) -> (bool, Option<Control>) {
+    pub fn terminate(&mut self, active: bool, now: Instant) -> (bool, Option<Control>) {
         let deferred = active && self.current.is_some();
         if deferred {
             self.terminate_when_inactive = true;
             return (true, None);
         }
-        (false, self.stop())
+        (false, self.stop(now))
     }
 
     /// The agent went inactive: a deferred terminate or a draining
     /// shutdown stops it now.
-    pub fn inactive(&mut self) -> Option<Control> {
+    pub fn inactive(&mut self, now: Instant) -> Option<Control> {
         let draining =
             self.shutdown.as_ref().is_some_and(|shutdown| shutdown.mode != ShutdownMode::Kill);
-        if self.terminate_when_inactive || draining { self.stop() } else { None }
+        if self.terminate_when_inactive || draining { self.stop(now) } else { None }
     }
 
     /// A daemon shutdown in `mode` (a later, stronger mode takes over);
@@ -332,7 +359,7 @@ impl Supervision {
             // The agent's own way out: abort, flush, exit (CONTRACT.md
             // "Process lifetime"), bounded by the kill grace.
             ShutdownMode::Terminate => self.kill(false, now),
-            ShutdownMode::Drain if !active => self.stop(),
+            ShutdownMode::Drain if !active => self.stop(now),
             ShutdownMode::Drain => None,
         })
     }
@@ -389,7 +416,7 @@ impl Supervision {
         } else {
             None
         };
-        due.into_iter().chain(generation.kill_at).min()
+        due.into_iter().chain(generation.kill_at).chain(generation.terminate_at).min()
     }
 
     /// What came due at `now`, already acted on here; the host kills or
@@ -404,8 +431,13 @@ impl Supervision {
             generation.kill_at = None;
             return Some(Due::Unyielding);
         }
+        if generation.terminate_at.is_some_and(|at| now >= at) {
+            generation.terminate_at = None;
+            generation.kill_at.get_or_insert(now + KILL_GRACE);
+            return Some(Due::Lingering);
+        }
         if reapable && now >= self.last_active + self.idle_timeout {
-            generation.stopping = true;
+            generation.close(now);
             return Some(Due::Idle);
         }
         None
@@ -465,6 +497,51 @@ mod tests {
     }
 
     #[test]
+    fn a_process_that_does_not_exit_when_its_input_closes_is_terminated_then_killed() {
+        let start = Instant::now();
+        let mut process = Supervision::new(IDLE, start);
+        let epoch = process.next_epoch();
+        process.started(epoch, start, 0);
+        process.hello();
+        process.became_ready(start);
+        let hibernated = Because::Hibernated("to make room".into());
+        assert_eq!(process.stop_for(hibernated, true, start), Some(Control::CloseInput));
+        assert_eq!(process.deadline(false), Some(start + CLOSE_GRACE));
+        let before = start + CLOSE_GRACE - Duration::from_millis(1);
+        assert_eq!(process.timers(before, false), None, "it may still exit by itself");
+        assert_eq!(process.timers(start + CLOSE_GRACE, false), Some(Due::Lingering));
+        assert_eq!(Due::Lingering.control(), Control::Terminate);
+        let killed_at = start + CLOSE_GRACE + KILL_GRACE;
+        assert_eq!(process.deadline(false), Some(killed_at), "then the kill grace");
+        assert_eq!(process.timers(killed_at, false), Some(Due::Unyielding));
+        assert_eq!(process.timers(killed_at + CLOSE_GRACE, false), None, "once each");
+        let (exit, because) = process.exited().expect("it ran");
+        assert!(exit.expected, "stopped, not failed");
+        assert!(matches!(because, Some(Because::Hibernated(_))), "still a hibernation");
+
+        // Reaped when idle: the same.
+        let mut process = Supervision::new(IDLE, start);
+        let epoch = process.next_epoch();
+        process.started(epoch, start, 0);
+        process.became_ready(start);
+        assert_eq!(process.timers(start + IDLE, true), Some(Due::Idle));
+        let lingering = start + IDLE + CLOSE_GRACE;
+        assert_eq!(process.deadline(false), Some(lingering));
+        assert_eq!(process.timers(lingering, false), Some(Due::Lingering));
+
+        // A SIGTERM already sent keeps its own grace: no second one.
+        let mut process = Supervision::new(IDLE, start);
+        let epoch = process.next_epoch();
+        process.started(epoch, start, 0);
+        process.became_ready(start);
+        assert_eq!(process.kill(false, start), Some(Control::Terminate));
+        assert_eq!(process.stop(start), Some(Control::CloseInput));
+        assert_eq!(process.deadline(false), Some(start + KILL_GRACE));
+        assert_eq!(process.timers(start + KILL_GRACE, false), Some(Due::Unyielding));
+        assert_eq!(process.timers(start + KILL_GRACE * 3, false), None);
+    }
+
+    #[test]
     fn a_drain_waits_for_the_turn_and_a_stronger_mode_takes_over() {
         let start = Instant::now();
         let mut process = Supervision::new(IDLE, start);
@@ -484,7 +561,7 @@ mod tests {
             process.shut_down(ShutdownMode::Drain, reply, true, start),
             Shutting::Then(None)
         );
-        assert_eq!(process.inactive(), Some(Control::CloseInput), "the turn ended: stop");
+        assert_eq!(process.inactive(start), Some(Control::CloseInput), "the turn ended: stop");
         let (reply, _killed) = oneshot::channel();
         assert_eq!(
             process.shut_down(ShutdownMode::Kill, reply, true, start),
@@ -500,13 +577,13 @@ mod tests {
     fn a_terminate_while_active_waits_for_the_agent_to_go_inactive() {
         let start = Instant::now();
         let mut process = Supervision::new(IDLE, start);
-        assert_eq!(process.terminate(true), (false, None), "nothing runs");
+        assert_eq!(process.terminate(true, start), (false, None), "nothing runs");
         let epoch = process.next_epoch();
         process.started(epoch, start, 0);
         process.became_ready(start);
-        assert_eq!(process.terminate(true), (true, None));
+        assert_eq!(process.terminate(true, start), (true, None));
         assert!(!process.at_rest());
-        assert_eq!(process.inactive(), Some(Control::CloseInput));
+        assert_eq!(process.inactive(start), Some(Control::CloseInput));
         let (exit, _) = process.exited().expect("it ran");
         assert!(exit.expected);
         assert!(process.at_rest());
