@@ -227,6 +227,29 @@ async fn over_the_awake_limit_the_least_recently_used_idle_agent_hibernates_and_
 }
 
 #[tokio::test]
+async fn agents_created_and_never_prompted_are_idle_and_make_room() {
+    let home = TempDir::new().unwrap();
+    std::fs::write(home.path().join("config.toml"), "[limits]\nmax_awake_agents = 2\n").unwrap();
+    let project = TempDir::new().unwrap();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&daemon.socket()).await;
+    let mut other = Client::unix(&daemon.socket()).await;
+
+    // Each creation starts a process that then has nothing to do: the
+    // third start finds two idle agents, and the older goes.
+    let first = client.create(project.path(), "first").await;
+    let second = client.create(project.path(), "second").await;
+    let third = client.create(project.path(), "third").await;
+    let gone = exited(&mut other, &first).await;
+    assert_eq!(gone["runtime_state"], "hibernated", "{gone}");
+    assert!(gone["reason"].as_str().unwrap().contains(&third), "{gone}");
+    let list = client.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(state_of(&list, &first), "hibernated", "{list}");
+    assert_eq!(state_of(&list, &second), "running", "{list}");
+    assert_eq!(state_of(&list, &third), "running", "{list}");
+}
+
+#[tokio::test]
 async fn at_the_hard_ceiling_with_nobody_idle_a_start_is_refused_saying_who_holds_it() {
     let home = TempDir::new().unwrap();
     std::fs::write(home.path().join("config.toml"), "[limits]\nmemory_hard_mb = 1\n").unwrap();

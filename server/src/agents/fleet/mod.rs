@@ -107,6 +107,19 @@ impl Fleet {
         state.said.insert(agent_id.to_owned(), said);
     }
 
+    /// The agent's host says how it is now, when that changed without a
+    /// word counted as use: a command answered or what waited for its
+    /// process taken up (`idle`), its process told to stop (no longer
+    /// `awake`: it is going, and nobody need make room for it).
+    pub fn now_is(&self, agent_id: &str, awake: bool, idle: bool) {
+        let mut state = self.state();
+        if !awake {
+            state.said.remove(agent_id);
+        } else if let Some(said) = state.said.get_mut(agent_id) {
+            said.idle = idle;
+        }
+    }
+
     /// May `agent_id` start its process now? Idle agents are told to
     /// hibernate to make room; the refusal says what holds the fleet.
     pub fn admit(&self, agent_id: &str) -> Result<(), governor::Full> {

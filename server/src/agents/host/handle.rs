@@ -234,6 +234,7 @@ async fn run(
             }
             () = crate::clock::sleep_until(deadline) => host.timers(Instant::now()),
         }
+        host.tell_fleet();
         // What this turn of the loop sent is on disk before the next.
         host.io.flush();
     }

@@ -73,6 +73,8 @@ pub struct Host {
     runs: run::Runs,
     budget: budget::Budget,
     io: Io,
+    /// What the fleet was last told: awake, idle.
+    told_fleet: std::cell::Cell<(bool, bool)>,
 }
 
 impl Host {
@@ -106,6 +108,7 @@ impl Host {
             projection,
             runs: run::Runs::default(),
             budget: budget::Budget::default(),
+            told_fleet: std::cell::Cell::new((false, false)),
         };
         // Listed with what it has spent, though no process ran since the
         // daemon started (the usage book was loaded from its ledger).
@@ -520,8 +523,27 @@ impl Host {
 
     fn publish(&self) {
         self.projection.publish(self.current_info());
-        let (awake, idle) = (self.process.running(), self.reapable());
+        let (awake, idle) = self.for_fleet();
         self.io.context.fleet.said(self.agent_id(), awake, idle);
+        self.told_fleet.set((awake, idle));
+    }
+
+    /// Awake (a process starting or running, not told to stop), and
+    /// idle, as the fleet counts the agent.
+    fn for_fleet(&self) -> (bool, bool) {
+        (self.process.running() && !self.process.stopping(), self.reapable())
+    }
+
+    /// Tells the fleet how the agent is when that changed since it was
+    /// told: not everything that changes it publishes (the `agent.create`
+    /// that waited for the process is answered after the process's `sync`
+    /// published it, and then nothing is left to do; a process told to
+    /// hibernate goes, and another is not hibernated for it meanwhile).
+    pub(super) fn tell_fleet(&self) {
+        let now = self.for_fleet();
+        if self.told_fleet.replace(now) != now {
+            self.io.context.fleet.now_is(self.agent_id(), now.0, now.1);
+        }
     }
 
     fn fail_waiting(&mut self, error: WireError) {

@@ -132,6 +132,13 @@ fn world() -> World {
 }
 
 fn world_telling(notices: Arc<dyn crate::agents::Notices>) -> World {
+    world_with(notices, shard_platform::limits::Limits::default())
+}
+
+fn world_with(
+    notices: Arc<dyn crate::agents::Notices>,
+    limits: shard_platform::limits::Limits,
+) -> World {
     let home = tempfile::tempdir().expect("home");
     let spawner = Arc::new(FakeSpawner::default());
     let usage = Arc::new(crate::agents::usage::UsageBook::new(home.path()));
@@ -146,7 +153,7 @@ fn world_telling(notices: Arc<dyn crate::agents::Notices>) -> World {
         usage: usage.clone(),
         budgets: Arc::new(crate::agents::budgets::Budgets::new(home.path(), Vec::new(), usage)),
         processes: Arc::default(),
-        fleet: Arc::new(crate::agents::fleet::Fleet::new(Arc::default(), Default::default())),
+        fleet: Arc::new(crate::agents::fleet::Fleet::new(Arc::default(), limits)),
         search: crate::search::Search::detached(),
         notices,
         step_up: None,
@@ -809,6 +816,35 @@ fn a_process_that_exits_before_it_is_ready_is_refused_with_what_it_wrote_this_ti
         "{message}"
     );
     assert!(!message.contains("earlier run"), "only this process's words: {message}");
+}
+
+#[test]
+fn the_fleet_hears_of_an_agent_left_idle_after_its_creation_and_of_one_going() {
+    use super::process::Because;
+    use crate::agents::fleet::governor::Full;
+    let limits = shard_platform::limits::Limits { max_awake_agents: 2, ..Default::default() };
+    let world = world_with(Arc::new(crate::agents::Unnoticed), limits);
+    let fleet = world.context.fleet.clone();
+    let start = Instant::now();
+    let (mut host, _) = Host::new(world.context.clone(), manifest("agent-a", None), start);
+    let (reply, mut started) = oneshot::channel();
+    host.command(HostCommand::Start { reply }, start);
+    ready(&mut host, 0, start);
+    assert!(matches!(started.try_recv(), Ok(Ok(()))), "its creation is answered");
+    // What the host's loop does after each step: nothing is left to do,
+    // though nothing published it since.
+    host.tell_fleet();
+    assert!(fleet.admit("agent-b").is_ok(), "two awake");
+    let room = fleet.admit("agent-c");
+    assert!(room.is_ok(), "the idle one hibernates to make room: {room:?}");
+
+    // Told to (as the fleet's order says), it goes: it is not counted
+    // awake while its process exits, so no other agent goes for it.
+    host.command(HostCommand::Limit(Because::Hibernated("to make room".into())), start);
+    assert!(world.spawner.last().lock().expect("lock").input_closed);
+    host.tell_fleet();
+    let full = fleet.admit("agent-d");
+    assert!(matches!(full, Err(Full::Awake { awake: 2, .. })), "b and c only: {full:?}");
 }
 
 #[test]
