@@ -15,12 +15,12 @@ use super::support::Daemon;
 /// a dollar.
 const PRICED_DEMO: &str = "[prices.demo]\ninput = 1000000.0\noutput = 2000000.0\n";
 
-fn ok(response: &Value) -> &Value {
+pub(super) fn ok(response: &Value) -> &Value {
     assert_eq!(response["success"], true, "{response}");
     &response["data"]
 }
 
-fn is(event: &Value, kind: &str, agent: &str) -> bool {
+pub(super) fn is(event: &Value, kind: &str, agent: &str) -> bool {
     event["type"] == kind && event["agent_id"] == agent
 }
 
@@ -31,7 +31,7 @@ async fn seen_or_next(client: &mut Client, matches: impl Fn(&Value) -> bool) -> 
 
 /// The first event `matches` among those seen from `from` on, or the next
 /// one to come.
-async fn seen_since_or_next(
+pub(super) async fn seen_since_or_next(
     client: &mut Client,
     from: usize,
     matches: impl Fn(&Value) -> bool,
@@ -43,13 +43,13 @@ async fn seen_since_or_next(
 }
 
 /// The budget question the daemon asks of `agent`.
-async fn budget_question(client: &mut Client, agent: &str) -> Value {
+pub(super) async fn budget_question(client: &mut Client, agent: &str) -> Value {
     let asked =
         |event: &Value| is(event, "permission_request", agent) && event["tool_name"] == "budget";
     seen_or_next(client, asked).await
 }
 
-async fn paused(client: &mut Client, agent: &str) -> Value {
+pub(super) async fn paused(client: &mut Client, agent: &str) -> Value {
     seen_or_next(client, |event| is(event, "status", agent) && event["status"] == "paused").await
 }
 

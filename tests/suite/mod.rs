@@ -21,6 +21,7 @@ mod providers;
 mod push;
 mod push_delivery;
 mod real_acp;
+mod real_fleet;
 mod remote;
 mod replay;
 mod retire;

@@ -27,13 +27,13 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 /// The scripted model server, on a port of its own.
-struct ModelServer {
+pub(super) struct ModelServer {
     _child: tokio::process::Child,
-    port: u16,
+    pub(super) port: u16,
 }
 
 impl ModelServer {
-    async fn start(log: &Path) -> Self {
+    pub(super) async fn start(log: &Path) -> Self {
         let mut child = tokio::process::Command::new("python3")
             .arg(fixture("model_server.py"))
             .args(["--port", "0", "--log"])
@@ -55,14 +55,14 @@ impl ModelServer {
 const MODEL_HOST: &str = "model.test";
 
 /// The daemon's arguments that let its egress proxy find the model server.
-const RESOLVE: [&str; 2] = ["--egress-resolve", "model.test=127.0.0.1"];
+pub(super) const RESOLVE: [&str; 2] = ["--egress-resolve", "model.test=127.0.0.1"];
 
 /// `config.toml` naming `agent` as a runtime, set up in `state` to reach
 /// the model server on `port`: the command and environment
 /// setup_agent.py gives, and a sandbox whose network reaches the model
 /// server, through the egress proxy, and nothing else (never asking), and
 /// where the agent may keep its state.
-fn runtime_config(agent: &str, state: &Path, port: u16) -> String {
+pub(super) fn runtime_config(agent: &str, state: &Path, port: u16) -> String {
     sandboxed_runtime(agent, state, port, "deny")
 }
 
@@ -98,7 +98,12 @@ fn sandboxed_runtime(agent: &str, state: &Path, port: u16, network: &str) -> Str
 
 /// Prompts `message` and reads until the turn ends, answering each
 /// permission request with `decision`.
-async fn turn(client: &mut Client, agent: &str, message: &str, decision: &str) -> Vec<Value> {
+pub(super) async fn turn(
+    client: &mut Client,
+    agent: &str,
+    message: &str,
+    decision: &str,
+) -> Vec<Value> {
     let prompt = json!({"type": "prompt", "agent_id": agent, "message": message});
     let answer = client.call_within(message, prompt, std::time::Duration::from_secs(60)).await;
     assert_eq!(answer["success"], true, "{answer}");
@@ -120,7 +125,7 @@ async fn turn(client: &mut Client, agent: &str, message: &str, decision: &str) -
     }
 }
 
-fn said(events: &[Value]) -> String {
+pub(super) fn said(events: &[Value]) -> String {
     events
         .iter()
         .filter(|event| event["type"] == "message_complete")

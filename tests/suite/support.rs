@@ -241,10 +241,14 @@ pub fn agent_pids(marker: &str) -> Vec<u32> {
 /// A figure of the daemon's `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`).
 pub fn memory_kib(daemon: &Daemon, field: &str) -> u64 {
     let pid = daemon.child.id().expect("running");
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
+    proc_kib(pid, "status", field).unwrap_or_else(|| panic!("no {field}"))
+}
+
+/// A figure in KiB of `/proc/<pid>/<file>` (`status`, `smaps_rollup`):
+/// none when the process is gone or the file does not hold it.
+pub fn proc_kib(pid: u32, file: &str, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).ok()?;
+    text.lines()
         .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field}"))
 }
