@@ -69,9 +69,13 @@ pub(super) fn daemon(
     let fleet = registry.context.fleet.clone();
     let governed = registry.governed();
     let budgets = registry.context.budgets.clone();
+    let spend = {
+        let budgets = budgets.clone();
+        move || budgets.daemon(crate::clock::now_ms())
+    };
     tokio::spawn(crate::agents::fleet::watch(
         fleet,
-        budgets.clone(),
+        spend,
         hub.clone(),
         governed.clone(),
         stop.terminate.clone(),

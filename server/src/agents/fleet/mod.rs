@@ -20,7 +20,6 @@ use shard_protocol::fleet::{AgentResources, FleetLimits, FleetUpdated, Resources
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::agents::budgets::Budgets;
 use crate::agents::{Processes, Wire};
 
 use self::governor::{Order, Picture};
@@ -267,12 +266,13 @@ fn moved(told: &FleetUpdated, now: &FleetUpdated) -> bool {
 }
 
 /// Looks at the fleet every [`SAMPLE_EVERY`] until `stop`, telling the
-/// watchers what moved (with what `budgets` say the daemon spent) and
-/// handing the governor's orders to `governed`. The look itself reads
-/// `/proc`, off the runtime.
+/// watchers what moved (with what `spend` says the daemon spent: its
+/// budgets, crate::agents::budgets::Budgets::daemon) and handing the
+/// governor's orders to `governed`. The look itself reads `/proc`, off
+/// the runtime.
 pub async fn watch(
     fleet: Arc<Fleet>,
-    budgets: Arc<Budgets>,
+    spend: impl Fn() -> Vec<BudgetStatus> + Send + 'static,
     watchers: Arc<dyn Watchers>,
     governed: Arc<dyn Governed>,
     stop: CancellationToken,
@@ -291,7 +291,7 @@ pub async fn watch(
             _ = every.tick() => {}
         }
         let sampler = fleet.clone();
-        let spend = budgets.daemon(crate::clock::now_ms());
+        let spend = spend();
         let looked = tokio::task::spawn_blocking(move || {
             sampler.sample(&Snapshot::take(), Instant::now(), spend)
         });
