@@ -226,3 +226,62 @@ async fn budget_commands_say_what_is_wrong() {
     let empty = client.call("l", json!({"type": "budget.list"})).await;
     assert_eq!(ok(&empty)["budgets"], json!([]));
 }
+
+#[tokio::test]
+async fn with_nobody_attached_the_budget_question_waits_for_a_person_past_the_headless_timeout() {
+    let home = TempDir::new().unwrap();
+    std::fs::write(home.path().join("config.toml"), PRICED_DEMO).unwrap();
+    let project = TempDir::new().unwrap();
+    let daemon = Daemon::start_in(home.path(), &["--headless-timeout", "1"]).await;
+    let mut first = Client::unix(&daemon.socket()).await;
+    let mut watcher = Client::unix(&daemon.socket()).await;
+    let agent = first.create(project.path(), "unattended").await;
+    first.attach(&agent, "interactive").await;
+    let warm = json!({"type": "prompt", "agent_id": agent, "message": "hello there"});
+    ok(&first.call("warm", warm).await);
+    first.until(|event| is(event, "turn_end", &agent)).await;
+
+    // A cap below what it spent: reached at once. The next prompt waits,
+    // and its client leaves: nobody is attached who could answer.
+    let set = json!({"type": "budget.set", "scope": "agent", "agent_id": agent,
+                     "period": "day", "usd": 0.0001});
+    assert_eq!(ok(&first.call("set", set).await)["budget"]["state"], "reached");
+    let next = json!({"type": "prompt", "agent_id": agent, "message": "hello again"});
+    ok(&first.call("next", next).await);
+    ok(&first.call("leave", json!({"type": "agent.detach", "agent_id": agent})).await);
+    let paused = |event: &Value| {
+        event["type"] == "agent_status_changed"
+            && event["agent_id"] == agent
+            && event["status"] == "paused"
+    };
+    seen_or_next(&mut watcher, paused).await;
+
+    // Past the headless timeout the question is still open: a person who
+    // comes back (or a phone told by a push) finds it, and a raise lets the
+    // prompt that waited go on.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let mut person = Client::unix(&daemon.socket()).await;
+    let sync = person.attach(&agent, "interactive").await;
+    let pending = sync["pending_requests"].as_array().expect("pending").clone();
+    let question = pending
+        .iter()
+        .find(|pending| pending.to_string().contains("\"tool_name\":\"budget\""))
+        .unwrap_or_else(|| panic!("the budget question is still open: {sync}"));
+    let request_id = question.to_string();
+    let request_id = pending_id(question).unwrap_or_else(|| panic!("an id in {request_id}"));
+    person.send(json!({"type": "permission_response", "agent_id": agent,
+        "request_id": request_id, "choice_id": "raise"}));
+    let turn = person.until(|event| is(event, "turn_end", &agent)).await;
+    assert!(
+        turn.iter().any(|e| is(e, "message_complete", &agent)
+            && e.to_string().contains("You said: hello again")),
+        "{turn:?}"
+    );
+}
+
+/// The `request_id` of a pending question as `sync` lists it, whatever
+/// its nesting.
+fn pending_id(pending: &Value) -> Option<String> {
+    let found = pending["request_id"].as_str().or(pending["request"]["request_id"].as_str());
+    found.or(pending["permission"]["request_id"].as_str()).map(str::to_owned)
+}

@@ -334,11 +334,24 @@ impl Host {
     /// A question, numbered and put to the questions part; `asker`: the
     /// daemon asked it, and its answer goes there.
     fn raise(&mut self, request: PendingKind, asker: Option<questions::Answer>, line: &str) {
+        self.raise_as(request, asker, line, false);
+    }
+
+    /// [`Self::raise`], of a question that waits for a person however long
+    /// (`for_a_person`) or not.
+    fn raise_as(
+        &mut self,
+        request: PendingKind,
+        asker: Option<questions::Answer>,
+        line: &str,
+        for_a_person: bool,
+    ) {
         let announcement = self.io.stamp(line);
         let sandbox = self.projection.sandbox.as_ref();
         let raising = questions::Raising {
             nobody: self.io.no_responders(),
             allow_inside: sandbox.is_some_and(|sandbox| sandbox.allow_inside),
+            for_a_person,
         };
         let raised = self.questions.raise(request, asker, announcement, raising);
         self.apply(raised);
@@ -482,13 +495,15 @@ impl Host {
         self.apply(review);
     }
 
-    /// The agent paused at a budget: a person is asked to raise it.
+    /// The agent paused at a budget: a person is asked to raise it, and
+    /// only a person answers (never the headless rule: the one who can is
+    /// often away, told by a push).
     fn ask_budget(&mut self) {
         let budgets = &self.io.context.budgets;
         let open = |request_id: &str| self.questions.is_open(request_id);
         if let Some(asked) = self.budget.ask(budgets, &self.manifest.agent_id, open) {
             let (request, line) = lines::asked(asked.request);
-            self.raise(request, Some(asked.answer), &line);
+            self.raise_as(request, Some(asked.answer), &line, true);
         }
     }
 

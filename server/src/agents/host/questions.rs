@@ -79,6 +79,9 @@ struct Pending {
     announcement: Wire,
     /// Set when every responder left: answer headless at this instant.
     headless_at: Option<Instant>,
+    /// Never answered headless: it waits for a person however long
+    /// (the daemon's own question to raise a budget).
+    for_a_person: bool,
     /// Who answered, once the daemon forwarded an answer.
     source: Option<Answerer>,
 }
@@ -89,6 +92,9 @@ pub(super) struct Raising {
     pub nobody: bool,
     /// The agent's sandbox answers what it holds (`allow_inside`).
     pub allow_inside: bool,
+    /// It waits for a person, never answered headless: nobody attached now
+    /// may be a person on their phone, told by a push.
+    pub for_a_person: bool,
 }
 
 pub(super) use crate::agents::runtime::Answer;
@@ -179,7 +185,9 @@ impl Questions {
             false => None,
         };
         let announced = announcement.clone();
-        let pending = Pending { request, asker, announcement, headless_at: None, source: None };
+        let for_a_person = now.for_a_person;
+        let pending =
+            Pending { request, asker, announcement, headless_at: None, for_a_person, source: None };
         self.open.push(pending);
         out.push(Out::Pending(self.requests()));
         out.push(Out::Deliver(announced));
@@ -191,7 +199,7 @@ impl Questions {
             ));
             return out;
         }
-        if now.nobody && self.rules.headless != Some(HeadlessPolicy::Queue) {
+        if now.nobody && !for_a_person && self.rules.headless != Some(HeadlessPolicy::Queue) {
             out.extend(self.answer_headless(&request_id));
         }
         // One that waits for a person is told to those away (web::push).
@@ -432,7 +440,8 @@ impl Questions {
     /// it.
     pub fn responders_changed(&mut self, nobody: bool, now: Instant) {
         let wait = self.rules.headless_wait();
-        for pending in self.open.iter_mut().filter(|pending| pending.source.is_none()) {
+        let headless = |pending: &&mut Pending| pending.source.is_none() && !pending.for_a_person;
+        for pending in self.open.iter_mut().filter(headless) {
             pending.headless_at = match wait {
                 Some(timeout) if nobody => Some(pending.headless_at.unwrap_or(now + timeout)),
                 _ => None,

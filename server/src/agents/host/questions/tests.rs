@@ -30,7 +30,7 @@ fn bash(request_id: &str) -> PendingKind {
 }
 
 fn raise(questions: &mut Questions, request: PendingKind, nobody: bool) -> Vec<Out> {
-    let raising = Raising { nobody, allow_inside: false };
+    let raising = Raising { nobody, allow_inside: false, for_a_person: false };
     questions.raise(request, None, Wire::from("{}"), raising)
 }
 
@@ -49,6 +49,22 @@ fn denial(outs: &[Out]) -> bool {
         matches!(out, Out::Send(ClientMessage::PermissionResponse(response), _)
             if response.answer == PermissionAnswer::Decision(Decision::Deny))
     })
+}
+
+#[test]
+fn a_question_for_a_person_is_never_answered_headless() {
+    let mut denying = questions(None, None);
+    let raising = Raising { nobody: true, allow_inside: false, for_a_person: true };
+    let outs = denying.raise(bash("b1"), None, Wire::from("{}"), raising);
+    assert!(!denial(&outs), "nobody attached, and still open");
+    assert!(outs.iter().any(|out| matches!(out, Out::Waiting(_))), "told to those away");
+    assert!(denying.is_open("b1"));
+    // The last responder leaving starts no timeout for it.
+    let now = Instant::now();
+    denying.responders_changed(true, now);
+    assert_eq!(denying.next_headless(), None);
+    let outs = raise(&mut denying, bash("p2"), true);
+    assert!(denial(&outs), "an ordinary question is still denied: {:?}", Out::kinds(&outs));
 }
 
 #[test]
@@ -151,7 +167,7 @@ fn an_allow_from_away_needs_a_passkey_where_step_up_guards_it() {
 #[test]
 fn the_sandbox_answers_what_it_holds_and_nobody_is_asked() {
     let mut questions = questions(None, None);
-    let raising = Raising { nobody: false, allow_inside: true };
+    let raising = Raising { nobody: false, allow_inside: true, for_a_person: false };
     let outs = questions.raise(bash("p1"), None, Wire::from("{}"), raising);
     assert_eq!(Out::kinds(&outs), ["asked", "pending", "deliver", "send"]);
     assert!(!denial(&outs));
@@ -165,7 +181,7 @@ fn the_sandbox_answers_what_it_holds_and_nobody_is_asked() {
         accelerator: None,
         intent: ChoiceIntent::Allow,
     }]);
-    let raising = Raising { nobody: false, allow_inside: true };
+    let raising = Raising { nobody: false, allow_inside: true, for_a_person: false };
     let outs = questions.raise(PendingKind::Permission(request), None, Wire::from("{}"), raising);
     assert!(
         outs.iter()
@@ -203,7 +219,7 @@ fn asked_by_daemon(
     let heard = std::sync::Arc::new(std::sync::Mutex::new(None));
     let into = heard.clone();
     let asker: Answer = Box::new(move |answer| *into.lock().expect("lock") = Some(answer.clone()));
-    let raising = Raising { nobody, allow_inside: true };
+    let raising = Raising { nobody, allow_inside: true, for_a_person: false };
     (questions.raise(bash(request_id), Some(asker), Wire::from("{}"), raising), heard)
 }
 
