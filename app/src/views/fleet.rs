@@ -34,10 +34,7 @@ fn used_of(budget: &BudgetStatus) -> Option<u64> {
     let usd = budget.cap_usd.filter(|cap| *cap > 0.0).map(|cap| budget.spent_usd / cap);
     let tokens = budget.cap_tokens.filter(|cap| *cap > 0);
     let tokens = tokens.map(|cap| budget.spent_tokens as f64 / cap as f64);
-    let share = usd
-        .into_iter()
-        .chain(tokens)
-        .fold(None, |most: Option<f64>, share| Some(most.map_or(share, |most| most.max(share))))?;
+    let share = usd.into_iter().chain(tokens).reduce(f64::max)?;
     Some((share.min(1.0) * 1000.0) as u64)
 }
 
@@ -136,23 +133,17 @@ pub fn AgentMeter(agent_id: String) -> impl IntoView {
     view! { <span class="memory" title="what its processes hold (PSS)">{said}</span> }
 }
 
-/// The agent on screen's meter, with its CPU, in its header (whose code is
-/// a chunk already).
+/// The agent on screen's meter in its header (whose code is a chunk
+/// already): what its processes hold and their CPU, with a meter against
+/// its own ceiling when it has one.
 pub fn meter(agent_id: String) -> AnyView {
-    meter_of(agent_id, true)
-}
-
-fn meter_of(agent_id: String, cpu: bool) -> AnyView {
     let fleet = state().fleet;
     let used = Memo::new(move |_| fleet.of(&agent_id));
     let ceiling =
         move || fleet.now.with(|now| now.as_ref().map_or(0, |now| now.limits.agent_memory_mb));
     let meter = move || {
         let Resources { pss_bytes, cpu_percent, .. } = used.get()?;
-        let mut said = bytes(pss_bytes);
-        if cpu {
-            said.push_str(&format!(" · {}% CPU", cpu_percent.round() as u64));
-        }
+        let said = format!("{} · {}% CPU", bytes(pss_bytes), cpu_percent.round() as u64);
         let meter = (ceiling() > 0).then(|| view! {
             <meter min="0" max=(ceiling() * MB).to_string() high=(ceiling() * MB * 8 / 10).to_string()
                 value=pss_bytes.to_string() aria-label="Memory against the agent's ceiling"></meter>
