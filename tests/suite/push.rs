@@ -4,6 +4,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use p256::elliptic_curve::sec1::ToEncodedPoint;
 use reqwest::StatusCode;
 use reqwest::header::{CACHE_CONTROL, CONTENT_TYPE, COOKIE, ORIGIN};
 use serde_json::{Value, json};
@@ -13,11 +14,12 @@ use super::support::{Daemon, shard};
 
 /// A subscription as `PushSubscription.toJSON()` gives it to the page.
 fn subscription(endpoint: &str) -> Value {
-    let point = [[4u8].as_slice(), &[7u8; 64]].concat();
+    let browser = p256::SecretKey::from_slice(&[5u8; 32]).expect("a scalar");
+    let point = browser.public_key().to_encoded_point(false);
     json!({
         "endpoint": endpoint,
         "expirationTime": null,
-        "keys": {"p256dh": URL_SAFE_NO_PAD.encode(point), "auth": URL_SAFE_NO_PAD.encode([9u8; 16])},
+        "keys": {"p256dh": URL_SAFE_NO_PAD.encode(point.as_bytes()), "auth": URL_SAFE_NO_PAD.encode([9u8; 16])},
     })
 }
 
@@ -135,6 +137,15 @@ async fn a_session_subscribes_with_the_checks_of_pair_and_only_to_a_public_push_
         let text = response.text().await.expect("text");
         assert!(text.contains(why), "{endpoint}: {text}");
     }
+    // 65 bytes that start as an uncompressed point does, off the curve: no
+    // push could ever be encrypted to it.
+    let mut off_curve = good.clone();
+    off_curve["keys"]["p256dh"] =
+        json!(URL_SAFE_NO_PAD.encode([[4u8].as_slice(), &[7u8; 64]].concat()));
+    let response = post(&daemon, "/push/subscribe", Some(&browser), &page, &off_curve).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let text = response.text().await.expect("text");
+    assert!(text.contains("not an uncompressed point of P-256"), "{text}");
     let mut short_secret = good.clone();
     short_secret["keys"]["auth"] = json!(URL_SAFE_NO_PAD.encode([9u8; 8]));
     let response = post(&daemon, "/push/subscribe", Some(&browser), &page, &short_secret).await;

@@ -28,6 +28,7 @@ pub mod send;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context;
 use axum::body::Bytes;
@@ -38,6 +39,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use web_push_native::jwt_simple::algorithms::{ECDSAP256PublicKeyLike, ES256KeyPair};
+use web_push_native::p256::PublicKey;
 
 use super::answer::{no_store, refused};
 use super::auth::{PushChoices, PushSubscription, random_token};
@@ -53,7 +56,7 @@ pub struct Push {
     /// `applicationServerKey`.
     public_key: String,
     /// Its private key, ready to sign with.
-    key: web_push::PartialVapidSignatureBuilder,
+    key: Arc<ES256KeyPair>,
     /// `--insecure-push-endpoints`: plain http and local addresses allowed.
     pub insecure_endpoints: bool,
 }
@@ -97,10 +100,11 @@ impl Push {
                 return Err(error).with_context(|| format!("cannot read {}", path.display()));
             }
         };
-        let key = web_push::VapidSignatureBuilder::from_base64_no_sub(&private_key)
-            .map_err(|error| anyhow::anyhow!("{} holds no VAPID key: {error}", path.display()))?;
-        let public_key = URL_SAFE_NO_PAD.encode(key.get_public_key());
-        Ok(Self { public_key, key, insecure_endpoints })
+        let key = vapid_key(&private_key)
+            .ok_or_else(|| anyhow::anyhow!("{} holds no VAPID key", path.display()))?;
+        let public_key =
+            URL_SAFE_NO_PAD.encode(key.public_key().public_key().to_bytes_uncompressed());
+        Ok(Self { public_key, key: Arc::new(key), insecure_endpoints })
     }
 
     /// What pushes are signed with; `origin` is the daemon's, named as the
@@ -134,10 +138,17 @@ fn key_path(home: &Path) -> PathBuf {
 fn new_private_key() -> String {
     loop {
         let candidate = random_token(32);
-        if web_push::VapidSignatureBuilder::from_base64_no_sub(&candidate).is_ok() {
+        if vapid_key(&candidate).is_some() {
             return candidate;
         }
     }
+}
+
+/// The signing key of `push.json`'s `vapid_private_key`: a P-256 scalar,
+/// base64url.
+fn vapid_key(private_key: &str) -> Option<ES256KeyPair> {
+    let scalar = URL_SAFE_NO_PAD.decode(private_key.trim_end_matches('=')).ok()?;
+    ES256KeyPair::from_bytes(&scalar).ok()
 }
 
 /// What the page posts to subscribe: `PushSubscription.toJSON()`.
@@ -175,7 +186,7 @@ pub enum Unfit {
     NotPublicAddress { ip: IpAddr, what: &'static str },
     #[error("`keys.{0}` is not base64url")]
     NotBase64(&'static str),
-    #[error("`keys.p256dh` is not an uncompressed P-256 public key")]
+    #[error("`keys.p256dh` is not an uncompressed point of P-256")]
     NotPoint,
     #[error("`keys.auth` is not 16 bytes")]
     NotSixteen,
@@ -218,22 +229,29 @@ pub fn check_endpoint(endpoint: &str, insecure: bool) -> Result<(), Unfit> {
     }
 }
 
-/// The keys must be what RFC 8291 uses: an uncompressed P-256 point and a
+/// The keys must be what RFC 8291 uses: an uncompressed point of P-256
+/// (on the curve: a push to any other could never be encrypted) and a
 /// 16-byte secret.
 fn check_keys(keys: &SubscriptionKeys) -> Result<(), Unfit> {
+    subscriber_keys(&keys.p256dh, &keys.auth).map(|_| ())
+}
+
+/// A subscription's keys, ready to encrypt to.
+pub fn subscriber_keys(
+    p256dh: &str,
+    auth: &str,
+) -> Result<(PublicKey, web_push_native::Auth), Unfit> {
     let point = URL_SAFE_NO_PAD
-        .decode(keys.p256dh.trim_end_matches('='))
+        .decode(p256dh.trim_end_matches('='))
         .map_err(|_| Unfit::NotBase64("p256dh"))?;
     if point.len() != 65 || point[0] != 0x04 {
         return Err(Unfit::NotPoint);
     }
-    let secret = URL_SAFE_NO_PAD
-        .decode(keys.auth.trim_end_matches('='))
-        .map_err(|_| Unfit::NotBase64("auth"))?;
-    if secret.len() != 16 {
-        return Err(Unfit::NotSixteen);
-    }
-    Ok(())
+    let point = PublicKey::from_sec1_bytes(&point).map_err(|_| Unfit::NotPoint)?;
+    let secret =
+        URL_SAFE_NO_PAD.decode(auth.trim_end_matches('=')).map_err(|_| Unfit::NotBase64("auth"))?;
+    let secret = <[u8; 16]>::try_from(secret).map_err(|_| Unfit::NotSixteen)?;
+    Ok((point, secret.into()))
 }
 
 /// `GET /push/key`: the public key a subscription is made for.
@@ -485,7 +503,13 @@ pub async fn act(
 
 #[cfg(test)]
 mod tests {
+    use web_push_native::p256::elliptic_curve::sec1::ToEncodedPoint;
+
     use super::*;
+
+    fn sec1_uncompressed(key: &PublicKey) -> Vec<u8> {
+        key.to_encoded_point(false).as_bytes().to_vec()
+    }
 
     #[test]
     fn only_https_to_a_public_host_is_an_endpoint() {
@@ -529,13 +553,17 @@ mod tests {
 
     #[test]
     fn keys_must_be_what_rfc_8291_uses() {
-        let point = URL_SAFE_NO_PAD.encode([[4u8].as_slice(), &[7u8; 64]].concat());
+        // A browser's point, and one of the right length off the curve.
+        let browser = web_push_native::p256::SecretKey::from_slice(&[5u8; 32]).expect("scalar");
+        let point = URL_SAFE_NO_PAD.encode(sec1_uncompressed(&browser.public_key()));
+        let off_curve = URL_SAFE_NO_PAD.encode([[4u8].as_slice(), &[7u8; 64]].concat());
         let secret = URL_SAFE_NO_PAD.encode([9u8; 16]);
         let keys = |p256dh: &str, auth: &str| SubscriptionKeys {
             p256dh: p256dh.to_owned(),
             auth: auth.to_owned(),
         };
         assert_eq!(check_keys(&keys(&point, &secret)), Ok(()));
+        assert_eq!(check_keys(&keys(&off_curve, &secret)), Err(Unfit::NotPoint));
         assert!(check_keys(&keys(&secret, &secret)).is_err(), "a point is 65 bytes");
         assert!(check_keys(&keys(&point, &point)).is_err(), "a secret is 16 bytes");
         assert!(check_keys(&keys("!!", &secret)).is_err());

@@ -1,6 +1,6 @@
 //! Delivering pushes (RFC 8030): each encrypted to its browser's keys (RFC
 //! 8291, `aes128gcm`) and signed with the daemon's VAPID key (RFC 8292) by
-//! the `web-push` crate, then posted by the daemon's own HTTP client.
+//! the `web-push-native` crate, then posted by the daemon's own HTTP client.
 //!
 //! Each browser session has its own small queue and task, so its pushes
 //! keep their order (a question's end after the question) and a slow push
@@ -23,9 +23,8 @@ use std::time::Duration;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use tokio::sync::mpsc;
-use web_push::{
-    ContentEncoding, PartialVapidSignatureBuilder, SubscriptionInfo, Urgency, WebPushMessageBuilder,
-};
+use web_push_native::jwt_simple::algorithms::ES256KeyPair;
+use web_push_native::vapid::VapidSignature;
 
 use crate::web::auth::{Auth, PushSubscription};
 
@@ -40,6 +39,8 @@ const ATTEMPTS: u32 = 4;
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 /// The longest `Retry-After` honoured; a push later than that is stale.
 const LONGEST_WAIT: Duration = Duration::from_secs(60);
+/// How long a push's VAPID signature holds (RFC 8292 allows up to a day).
+const SIGNATURE_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
 
 /// One push for one browser.
 pub struct Outgoing {
@@ -55,7 +56,7 @@ pub struct Outgoing {
 /// What the daemon signs and sends with.
 #[derive(Clone)]
 pub struct Signer {
-    pub key: PartialVapidSignatureBuilder,
+    pub key: Arc<ES256KeyPair>,
     /// The VAPID `sub` claim: how a push service reaches the sender.
     pub contact: String,
 }
@@ -242,34 +243,30 @@ fn request(shared: &Shared, outgoing: &Outgoing) -> anyhow::Result<reqwest::Requ
     // Checked when subscribed; again here, for an address written in the
     // URL never goes through the resolver below.
     super::check_endpoint(&push.endpoint, shared.insecure)?;
-    let info = SubscriptionInfo::new(push.endpoint.as_str(), &push.p256dh, &push.auth);
-    let mut signature = shared.signer.key.clone().add_sub_info(&info);
-    signature.add_claim("sub", shared.signer.contact.as_str());
-    let mut message = WebPushMessageBuilder::new(&info);
-    message.set_payload(ContentEncoding::Aes128Gcm, &outgoing.payload);
-    message.set_vapid_signature(signature.build()?);
-    message.set_ttl(outgoing.ttl);
-    message.set_urgency(if outgoing.urgent { Urgency::High } else { Urgency::Normal });
+    let (browser_key, secret) = super::subscriber_keys(&push.p256dh, &push.auth)?;
+    let endpoint: axum::http::Uri = push.endpoint.parse()?;
+    let signature = VapidSignature::sign(
+        &endpoint,
+        SIGNATURE_LIFETIME,
+        &shared.signer.contact,
+        &shared.signer.key,
+    )
+    .map_err(|error| anyhow::anyhow!("cannot sign: {error}"))?;
+    let body = web_push_native::encrypt(outgoing.payload.clone(), &browser_key, &secret)
+        .map_err(|error| anyhow::anyhow!("cannot encrypt: {error}"))?;
+    let mut request = shared
+        .client
+        .post(push.endpoint.as_str())
+        .header(reqwest::header::AUTHORIZATION, signature.to_string())
+        .header("TTL", outgoing.ttl.to_string())
+        .header("Urgency", if outgoing.urgent { "high" } else { "normal" });
     if let Some(topic) = &outgoing.topic {
-        message.set_topic(topic.clone());
-    }
-    let message = message.build()?;
-    let mut request =
-        shared.client.post(push.endpoint.as_str()).header("TTL", message.ttl.to_string());
-    if let Some(urgency) = message.urgency {
-        request = request.header("Urgency", urgency.to_string());
-    }
-    if let Some(topic) = message.topic {
-        request = request.header("Topic", topic);
-    }
-    let payload = message.payload.ok_or_else(|| anyhow::anyhow!("no payload"))?;
-    for (name, value) in payload.crypto_headers {
-        request = request.header(name, value);
+        request = request.header("Topic", topic.as_str());
     }
     Ok(request
-        .header(reqwest::header::CONTENT_ENCODING, payload.content_encoding.to_str())
+        .header(reqwest::header::CONTENT_ENCODING, "aes128gcm")
         .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-        .body(payload.content))
+        .body(body))
 }
 
 /// Resolves names to public addresses only (unless `insecure`): a push
