@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use agent_client_protocol::{JsonRpcMessage as _, JsonRpcResponse as _};
 use agent_client_protocol_schema::v1::{
     self as acp, AgentNotification, AgentRequest, AgentResponse, ClientNotification, ClientRequest,
     ClientResponse, JsonRpcMessage, Notification, Request, RequestId, Response,
@@ -179,18 +180,19 @@ pub fn decode(line: &str, outstanding: &mut Outstanding) -> Incoming {
     let params = object.remove("params").unwrap_or(Value::Null);
     match (object.remove("method"), id) {
         (Some(Value::String(method)), Some(id)) => {
-            match AgentRequest::from_method_and_params(&method, &params) {
+            match AgentRequest::parse_message(&method, &params) {
                 Ok(request) => Incoming::Request(id, Box::new(request)),
-                Err(agent_client_protocol_schema::MethodDispatchError::UnknownMethod {
-                    ..
-                }) => Incoming::Unanswerable(id, acp::Error::method_not_found()),
-                Err(error) => {
-                    Incoming::Unanswerable(id, acp::Error::invalid_params().data(error.to_string()))
+                Err(error) if error.code == acp::ErrorCode::MethodNotFound => {
+                    Incoming::Unanswerable(id, acp::Error::method_not_found())
                 }
+                Err(error) => Incoming::Unanswerable(
+                    id,
+                    acp::Error::invalid_params().data(format!("`{method}`: {}", error.message)),
+                ),
             }
         }
         (Some(Value::String(method)), None) => {
-            match AgentNotification::from_method_and_params(&method, &params) {
+            match AgentNotification::parse_message(&method, &params) {
                 Ok(notification) => Incoming::Notification(Box::new(notification)),
                 Err(error) => Incoming::Ignored(format!("notification `{method}`: {error}")),
             }
@@ -212,7 +214,7 @@ fn response(
     let result = match (object.remove("error"), object.remove("result")) {
         (Some(error), _) => Err(serde_json::from_value(error)
             .unwrap_or_else(|_| acp::Error::internal_error().data("an unreadable error"))),
-        (None, Some(result)) => AgentResponse::from_method_and_result(&method, result)
+        (None, Some(result)) => AgentResponse::from_json(&method, result)
             .map(Box::new)
             .map_err(|error| acp::Error::invalid_params().data(error.to_string())),
         (None, None) => Err(acp::Error::invalid_request().data("a response with no result")),
@@ -250,7 +252,7 @@ mod tests {
         assert!(matches!(thought, Incoming::TextChunk { thinking: true, .. }), "{thought:?}");
 
         // The same as the general way reads it.
-        let general = AgentNotification::from_method_and_params(
+        let general = AgentNotification::parse_message(
             "session/update",
             &serde_json::from_str::<Value>(&chunk("agent_message_chunk", text.clone())).unwrap()["params"],
         );
