@@ -25,6 +25,9 @@ pub enum Command {
     Sessions(crate::admin::SessionsCommand),
     /// Run one headless agent speaking the per-agent protocol on stdio.
     Agent(AgentArgs),
+    /// Be an ACP agent on stdio for an editor, each session one of the
+    /// running daemon's agents (docs/EDITORS.md).
+    Acp(crate::editors::AcpArgs),
     /// Internal: how the daemon runs an agent that is not Shard's own.
     #[command(hide = true)]
     Guard(crate::guard::GuardArgs),
@@ -79,6 +82,14 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sessions(command) => {
             let runtime = single_threaded()?;
             runtime.block_on(crate::admin::sessions(command))
+        }
+        Command::Acp(args) => {
+            let runtime = single_threaded()?;
+            let served = runtime.block_on(crate::editors::run(args));
+            // The SDK reads stdin on a blocking thread that only ends when
+            // the editor writes or closes: do not wait for it.
+            runtime.shutdown_background();
+            served
         }
         Command::Guard(args) => std::process::exit(crate::guard::run(args)?),
         Command::Contain(args) => std::process::exit(crate::sandbox::inside::run(args)?),

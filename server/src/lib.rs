@@ -31,6 +31,7 @@ pub mod clients;
 pub mod clock;
 pub mod commands;
 pub mod daemon;
+pub mod editors;
 pub mod guard;
 pub mod home;
 pub mod id;

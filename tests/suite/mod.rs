@@ -7,6 +7,7 @@ mod client;
 mod daemon;
 mod delegation;
 mod display;
+mod editors;
 mod faults;
 mod fleet;
 mod git_safety;

@@ -1,0 +1,240 @@
+//! The one task that tells the editor what the agents do. Everything that
+//! changes what an editor is owed comes here through one queue, in order:
+//! the daemon's events, and the handlers' word that a prompt is on its way
+//! or a session opened. So a prompt's end can never overtake the turn's
+//! last piece, and a prompt registered before it is sent cannot miss its
+//! turn's start.
+//!
+//! A prompt belongs to the turn its `user_message` opened or joined (the
+//! daemon tells every client which turn a message went into); the editor's
+//! `session/prompt` is answered when that turn ends. Messages sent from
+//! anywhere else are told as a person's message, so an editor shows a
+//! conversation it shares with tabs and phones whole.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use agent_client_protocol::v1::schema::{
+    CurrentModeUpdate, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest,
+    SessionNotification, SessionUpdate, StopReason,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Client, RequestCancellationHandle};
+use shard_protocol::ClientMessage;
+use shard_protocol::ServerMessage;
+use shard_protocol::agent::PendingKind;
+use shard_protocol::agent::{PermissionRequest, PermissionResponse};
+use tokio::sync::{mpsc, oneshot};
+
+use super::daemon::{Daemon, Routed};
+use super::translate;
+
+/// What the pump is told.
+pub enum Input {
+    /// An event of an agent, from the daemon.
+    Event(Box<Routed>),
+    /// A session opened on this agent (it is attached next). `replayed`,
+    /// for `session/load`, hears once its history has been told.
+    Open { agent_id: String, replayed: Option<oneshot::Sender<()>> },
+    /// The editor's prompt, about to be sent to the agent.
+    Prompt { agent_id: String, text: String, responder: Responder<serde_json::Value> },
+    /// The daemon refused that prompt.
+    Refused { agent_id: String, error: agent_client_protocol::Error },
+    /// The editor cancelled the turn.
+    Cancel { agent_id: String },
+}
+
+impl Input {
+    pub fn event(routed: Routed) -> Self {
+        Input::Event(Box::new(routed))
+    }
+}
+
+struct Prompt {
+    text: String,
+    responder: Responder<serde_json::Value>,
+    /// The turn its message went into, once the daemon said.
+    turn: Option<String>,
+    cancelled: bool,
+}
+
+#[derive(Default)]
+struct Session {
+    /// Waiting for the attachment's `sync`, to tell the history first.
+    replayed: Option<oneshot::Sender<()>>,
+    /// The first `sync` was seen: later ones (a new process) replay nothing.
+    synced: bool,
+    prompts: Vec<Prompt>,
+    /// Questions put to the editor, by request id: taken back when
+    /// answered anywhere else.
+    asked: HashMap<String, RequestCancellationHandle>,
+}
+
+pub async fn run(
+    mut inputs: mpsc::Receiver<Input>,
+    editor: ConnectionTo<Client>,
+    daemon: Arc<Daemon>,
+) -> Result<(), agent_client_protocol::Error> {
+    let mut sessions: HashMap<String, Session> = HashMap::new();
+    while let Some(input) = inputs.recv().await {
+        match input {
+            Input::Open { agent_id, replayed } => {
+                let session = sessions.entry(agent_id).or_default();
+                session.replayed = replayed;
+            }
+            Input::Prompt { agent_id, text, responder } => match sessions.get_mut(&agent_id) {
+                Some(session) => {
+                    session.prompts.push(Prompt { text, responder, turn: None, cancelled: false })
+                }
+                None => responder.respond_with_error(
+                    agent_client_protocol::Error::invalid_params().data("no such session"),
+                )?,
+            },
+            Input::Refused { agent_id, error } => {
+                let session = sessions.get_mut(&agent_id);
+                // The refused one is the newest not yet in a turn.
+                if let Some(session) = session
+                    && let Some(at) =
+                        session.prompts.iter().rposition(|prompt| prompt.turn.is_none())
+                {
+                    session.prompts.remove(at).responder.respond_with_error(error)?;
+                }
+            }
+            Input::Cancel { agent_id } => {
+                for prompt in sessions.get_mut(&agent_id).into_iter().flat_map(|s| &mut s.prompts) {
+                    prompt.cancelled = true;
+                }
+            }
+            Input::Event(routed) => {
+                let Routed { agent_id, message } = *routed;
+                let Some(session) = sessions.get_mut(&agent_id) else { continue };
+                let tell = |update: SessionUpdate| {
+                    editor.send_notification(SessionNotification::new(agent_id.clone(), update))
+                };
+                match message {
+                    ServerMessage::Sync(sync) => {
+                        if !session.synced {
+                            session.synced = true;
+                            if session.replayed.is_some() {
+                                for update in translate::history(&sync.live_window.messages) {
+                                    tell(update)?;
+                                }
+                            }
+                        }
+                        if let Some(replayed) = session.replayed.take() {
+                            let _ = replayed.send(());
+                        }
+                        for pending in sync.pending_requests {
+                            if let PendingKind::Permission(request) = pending.request {
+                                let asked = pending.agent_id.unwrap_or_else(|| agent_id.clone());
+                                ask(session, &editor, &daemon, &agent_id, &asked, request)?;
+                            }
+                        }
+                    }
+                    ServerMessage::UserMessage(said) => {
+                        let ours = session
+                            .prompts
+                            .iter_mut()
+                            .find(|prompt| prompt.turn.is_none() && prompt.text == said.text);
+                        match ours {
+                            Some(prompt) => prompt.turn = Some(said.turn_id.unwrap_or_default()),
+                            None => tell(translate::user_text(&said.text))?,
+                        }
+                    }
+                    ServerMessage::MessageDelta(delta) => {
+                        if let Some(update) = translate::delta(&delta) {
+                            tell(update)?;
+                        }
+                    }
+                    ServerMessage::ToolCall(call) => tell(translate::tool_call(&call))?,
+                    ServerMessage::ToolResult(result) => tell(translate::tool_result(&result))?,
+                    ServerMessage::ModeChanged(changed) => tell(SessionUpdate::CurrentModeUpdate(
+                        CurrentModeUpdate::new(changed.mode),
+                    ))?,
+                    ServerMessage::TurnEnd(end) => {
+                        let at = session.prompts.iter().position(|prompt| {
+                            prompt
+                                .turn
+                                .as_deref()
+                                .is_some_and(|turn| turn == end.turn_id || turn.is_empty())
+                        });
+                        if let Some(at) = at {
+                            let prompt = session.prompts.remove(at);
+                            let reason = if end.aborted || prompt.cancelled {
+                                StopReason::Cancelled
+                            } else {
+                                StopReason::EndTurn
+                            };
+                            let response = serde_json::to_value(PromptResponse::new(reason))
+                                .map_err(agent_client_protocol::Error::into_internal_error)?;
+                            prompt.responder.respond(response)?;
+                        }
+                    }
+                    ServerMessage::Error(error) if error.fatal == Some(true) => {
+                        // The agent cannot go on: every prompt waiting on it
+                        // ends with what happened.
+                        for prompt in session.prompts.drain(..) {
+                            prompt.responder.respond_with_error(
+                                agent_client_protocol::Error::internal_error()
+                                    .data(translate::safe(&error.message)),
+                            )?;
+                        }
+                    }
+                    ServerMessage::PermissionRequest(request) => {
+                        ask(session, &editor, &daemon, &agent_id, &agent_id, request)?;
+                    }
+                    ServerMessage::PermissionResolved(resolved) => {
+                        // Answered here or anywhere: the editor's dialog, if
+                        // still open, is taken back.
+                        if let Some(asked) = session.asked.remove(&resolved.request_id) {
+                            asked.cancel()?;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Puts a question to the editor. Its answer goes to the daemon, which
+/// takes the first answer from anywhere; a question answered elsewhere
+/// first is taken back from the editor (`$/cancel_request`).
+fn ask(
+    session: &mut Session,
+    editor: &ConnectionTo<Client>,
+    daemon: &Arc<Daemon>,
+    session_id: &str,
+    asking_agent: &str,
+    request: PermissionRequest,
+) -> Result<(), agent_client_protocol::Error> {
+    if session.asked.contains_key(&request.request_id) {
+        return Ok(());
+    }
+    let question = RequestPermissionRequest::new(
+        session_id.to_owned(),
+        translate::asked_call(&request),
+        translate::options(&request),
+    );
+    let sent = editor.send_request(question);
+    session.asked.insert(request.request_id.clone(), sent.cancellation_handle());
+    let daemon = daemon.clone();
+    let asking_agent = asking_agent.to_owned();
+    sent.on_receiving_result(async move |result| {
+        let outcome = match result {
+            Ok(response) => response.outcome,
+            // The editor could not show it, or it was taken back: others
+            // still can answer.
+            Err(_) => return Ok(()),
+        };
+        let RequestPermissionOutcome::Selected(selected) = outcome else { return Ok(()) };
+        let Some(answer) = translate::answer(&request, &selected.option_id.to_string()) else {
+            return Ok(());
+        };
+        let response =
+            PermissionResponse { request_id: request.request_id.clone(), answer, reason: None };
+        daemon.send(&asking_agent, ClientMessage::PermissionResponse(response));
+        Ok(())
+    })
+}

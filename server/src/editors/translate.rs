@@ -1,0 +1,354 @@
+//! What an editor is told, made from what Shard's agents say: each event of
+//! the per-agent protocol as an ACP `session/update`, a conversation's
+//! history as the updates that replay it, a question as a
+//! `session/request_permission` and its answer back. Pure functions, no
+//! I/O, each tested below.
+//!
+//! Every text an agent, a tool or a model wrote passes through
+//! [`shard_protocol::display::shown`] on its way, the dashboard's rule: an
+//! editor's terminal or panel never gets a raw escape, a bidi override or a
+//! zero-width character that would make it read otherwise than it runs.
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, PermissionOption, PermissionOptionKind, SessionUpdate, TextContent,
+    ToolCall as AcpToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    ToolKind,
+};
+use serde_json::Value;
+use shard_protocol::agent::{ChoiceIntent, Decision, PermissionAnswer, PermissionRequest};
+use shard_protocol::agent::{DeltaKind, MessageDelta, ToolCall, ToolResult};
+use shard_protocol::display::shown;
+use shard_protocol::types::{ContentBlock as Block, JsonObject, Message, Role, ToolResultContent};
+
+/// `text` made display-safe.
+pub fn safe(text: &str) -> String {
+    shown(text).text.into_owned()
+}
+
+fn text_block(text: &str) -> ContentBlock {
+    ContentBlock::Text(TextContent::new(safe(text)))
+}
+
+/// A piece of the agent's reply or of its thinking; nothing for a tool
+/// call's arguments as they stream (the call itself follows).
+pub fn delta(delta: &MessageDelta) -> Option<SessionUpdate> {
+    let text = delta.text_delta.as_deref().filter(|text| !text.is_empty())?;
+    match delta.kind {
+        DeltaKind::Text => {
+            Some(SessionUpdate::AgentMessageChunk(ContentChunk::new(text_block(text))))
+        }
+        DeltaKind::Thinking => {
+            Some(SessionUpdate::AgentThoughtChunk(ContentChunk::new(text_block(text))))
+        }
+        _ => None,
+    }
+}
+
+/// A person's message, sent from another client (a tab, a phone, another
+/// editor).
+pub fn user_text(text: &str) -> SessionUpdate {
+    SessionUpdate::UserMessageChunk(ContentChunk::new(text_block(text)))
+}
+
+/// What kind of work a Shard tool does, for the editor's icons.
+fn kind(tool: &str) -> ToolKind {
+    match tool {
+        "read" | "ls" => ToolKind::Read,
+        "write" | "edit" => ToolKind::Edit,
+        "bash" => ToolKind::Execute,
+        "grep" | "find" => ToolKind::Search,
+        "network" => ToolKind::Fetch,
+        _ => ToolKind::Other,
+    }
+}
+
+/// A one-line title: the tool and what it works on.
+fn title(tool: &str, args: &JsonObject) -> String {
+    let on = ["command", "path", "pattern", "host"]
+        .iter()
+        .find_map(|key| args.get(*key).and_then(Value::as_str));
+    let title = match on {
+        Some(on) => format!("{tool} {on}"),
+        None => tool.to_owned(),
+    };
+    let line = title.lines().next().unwrap_or_default();
+    let mut line: String = line.chars().take(200).collect();
+    if line.len() < title.len() {
+        line.push('…');
+    }
+    safe(&line)
+}
+
+/// An edit's or a write's change, as the editor shows a diff.
+fn diff(tool: &str, args: &JsonObject) -> Option<ToolCallContent> {
+    let path = args.get("path").and_then(Value::as_str)?;
+    let (old, new) = match tool {
+        "write" => (None, args.get("content").and_then(Value::as_str)?),
+        "edit" => (
+            args.get("old_string").or_else(|| args.get("old_text")).and_then(Value::as_str),
+            args.get("new_string").or_else(|| args.get("new_text")).and_then(Value::as_str)?,
+        ),
+        _ => return None,
+    };
+    let diff =
+        agent_client_protocol::v1::schema::Diff::new(path, safe(new)).old_text(old.map(safe));
+    Some(ToolCallContent::Diff(diff))
+}
+
+/// A tool about to run.
+pub fn tool_call(call: &ToolCall) -> SessionUpdate {
+    SessionUpdate::ToolCall(started(&call.tool_call_id, &call.name, &call.args))
+}
+
+fn started(id: &str, tool: &str, args: &JsonObject) -> AcpToolCall {
+    let mut call = AcpToolCall::new(id.to_owned(), title(tool, args))
+        .kind(kind(tool))
+        .status(ToolCallStatus::InProgress)
+        .raw_input(Value::Object(args.clone()));
+    if let Some(diff) = diff(tool, args) {
+        call = call.content(vec![diff]);
+    }
+    call
+}
+
+fn output(content: &ToolResultContent) -> Option<String> {
+    match content {
+        ToolResultContent::Text { text } => Some(text.clone()),
+        ToolResultContent::Json { value } => Some(value.to_string()),
+        ToolResultContent::Error { message } => Some(message.clone()),
+        ToolResultContent::Unknown => None,
+    }
+}
+
+fn finished(id: &str, content: &ToolResultContent, failed: bool) -> ToolCallUpdate {
+    let status = if failed { ToolCallStatus::Failed } else { ToolCallStatus::Completed };
+    let mut fields = ToolCallUpdateFields::new().status(status);
+    if let Some(text) = output(content).filter(|text| !text.is_empty()) {
+        fields = fields.content(vec![ToolCallContent::from(text_block(&text))]);
+    }
+    ToolCallUpdate::new(id.to_owned(), fields)
+}
+
+/// A tool that finished.
+pub fn tool_result(result: &ToolResult) -> SessionUpdate {
+    SessionUpdate::ToolCallUpdate(finished(&result.tool_call_id, &result.content, result.is_error))
+}
+
+/// The updates that replay a conversation, oldest first: what a person
+/// said, what the agent said and thought, each tool call with its result.
+pub fn history(messages: &[Message]) -> Vec<SessionUpdate> {
+    let mut updates = Vec::new();
+    for message in messages {
+        for block in &message.content {
+            match (block, &message.role) {
+                (Block::Text { text }, Role::User) => updates.push(user_text(text)),
+                (Block::Text { text }, _) => updates
+                    .push(SessionUpdate::AgentMessageChunk(ContentChunk::new(text_block(text)))),
+                (Block::Thinking { text }, _) => updates
+                    .push(SessionUpdate::AgentThoughtChunk(ContentChunk::new(text_block(text)))),
+                (Block::ToolCall { id, name, args }, _) => {
+                    updates.push(SessionUpdate::ToolCall(started(id, name, args)));
+                }
+                (Block::ToolResult { tool_call_id, content, is_error }, _) => {
+                    let failed = is_error.unwrap_or(false);
+                    updates.push(SessionUpdate::ToolCallUpdate(finished(
+                        tool_call_id,
+                        content,
+                        failed,
+                    )));
+                }
+                (Block::Unknown, _) => {}
+            }
+        }
+    }
+    updates
+}
+
+/// The options of a permission question, each with the id its answer
+/// comes back with: a server-defined choice's own id (`choice:<id>`), or
+/// the legacy decision's name.
+pub fn options(request: &PermissionRequest) -> Vec<PermissionOption> {
+    if let Some(choices) = request.choices.as_ref().filter(|choices| !choices.is_empty()) {
+        return choices
+            .iter()
+            .map(|choice| {
+                let kind = match choice.intent {
+                    ChoiceIntent::Allow => PermissionOptionKind::AllowOnce,
+                    ChoiceIntent::Persist => PermissionOptionKind::AllowAlways,
+                    ChoiceIntent::Deny | ChoiceIntent::Unknown => PermissionOptionKind::RejectOnce,
+                };
+                PermissionOption::new(format!("choice:{}", choice.id), safe(&choice.label), kind)
+            })
+            .collect();
+    }
+    request
+        .options
+        .iter()
+        .map(|decision| {
+            let (id, name, kind) = match decision {
+                Decision::Allow => ("allow", "Allow", PermissionOptionKind::AllowOnce),
+                Decision::AllowAlways => {
+                    ("allow_always", "Always allow", PermissionOptionKind::AllowAlways)
+                }
+                Decision::Deny => ("deny", "Deny", PermissionOptionKind::RejectOnce),
+            };
+            PermissionOption::new(id, name, kind)
+        })
+        .collect()
+}
+
+/// The tool call a question is about, as the editor shows it beside the
+/// options: the question's own id (the call itself is told when it runs),
+/// its prompt as the title, what the agent asked to do as its input.
+pub fn asked_call(request: &PermissionRequest) -> ToolCallUpdate {
+    let mut lines = vec![request.prompt.clone()];
+    for detail in request.details.iter().flatten() {
+        match &detail.label {
+            Some(label) => lines.push(format!("{label}: {}", detail.value)),
+            None => lines.push(detail.value.clone()),
+        }
+    }
+    let fields = ToolCallUpdateFields::new()
+        .title(safe(&request.prompt))
+        .kind(kind(&request.tool_name))
+        .status(ToolCallStatus::Pending)
+        .raw_input(request.input.clone())
+        .content(vec![ToolCallContent::from(text_block(&lines.join("\n")))]);
+    ToolCallUpdate::new(format!("question:{}", request.request_id), fields)
+}
+
+/// The answer an editor's chosen option stands for; none for an id the
+/// question never offered.
+pub fn answer(request: &PermissionRequest, option_id: &str) -> Option<PermissionAnswer> {
+    let answer = match option_id.strip_prefix("choice:") {
+        Some(choice) => PermissionAnswer::Choice(choice.to_owned()),
+        None => PermissionAnswer::Decision(match option_id {
+            "allow" => Decision::Allow,
+            "allow_always" => Decision::AllowAlways,
+            "deny" => Decision::Deny,
+            _ => return None,
+        }),
+    };
+    request.accepts(&answer).then_some(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn request(value: Value) -> PermissionRequest {
+        serde_json::from_value(value).expect("a permission request")
+    }
+
+    #[test]
+    fn text_and_thinking_stream_and_tool_arguments_do_not() {
+        let piece = |kind: &str, text: &str| -> MessageDelta {
+            serde_json::from_value(json!({"message_id": "m", "block_index": 0, "kind": kind,
+                                          "text_delta": text}))
+            .expect("a delta")
+        };
+        let said =
+            serde_json::to_value(delta(&piece("text", "hi\u{202e}")).expect("text")).expect("json");
+        assert_eq!(said["sessionUpdate"], "agent_message_chunk");
+        assert_eq!(said["content"]["text"], "hi\\u{202E}", "a bidi override is shown, not obeyed");
+        let thought =
+            serde_json::to_value(delta(&piece("thinking", "hm")).expect("thinking")).expect("json");
+        assert_eq!(thought["sessionUpdate"], "agent_thought_chunk");
+        assert!(delta(&piece("tool_call", "{\"pa")).is_none());
+        assert!(delta(&piece("text", "")).is_none());
+    }
+
+    #[test]
+    fn a_tool_call_is_titled_kinded_and_an_edit_is_a_diff() {
+        let call: ToolCall = serde_json::from_value(json!({"tool_call_id": "t1", "name": "edit",
+            "args": {"path": "/w/a.rs", "old_string": "x", "new_string": "y\u{1b}[2J"}}))
+        .expect("a call");
+        let told = serde_json::to_value(tool_call(&call)).expect("json");
+        assert_eq!(told["sessionUpdate"], "tool_call");
+        assert_eq!(told["toolCallId"], "t1");
+        assert_eq!(told["title"], "edit /w/a.rs");
+        assert_eq!(told["kind"], "edit");
+        assert_eq!(told["status"], "in_progress");
+        assert_eq!(told["content"][0]["type"], "diff");
+        assert_eq!(told["content"][0]["oldText"], "x");
+        assert_eq!(told["content"][0]["newText"], "y\\u{001B}[2J");
+        let bash: ToolCall = serde_json::from_value(json!({"tool_call_id": "t2", "name": "bash",
+            "args": {"command": "ls -la\nrm -rf x"}}))
+        .expect("a call");
+        let told = serde_json::to_value(tool_call(&bash)).expect("json");
+        assert_eq!(
+            (told["title"].as_str(), told["kind"].as_str()),
+            (Some("bash ls -la…"), Some("execute"))
+        );
+        let result: ToolResult = serde_json::from_value(json!({"tool_call_id": "t2",
+            "content": {"kind": "text", "text": "done"}, "is_error": true}))
+        .expect("a result");
+        let told = serde_json::to_value(tool_result(&result)).expect("json");
+        assert_eq!(told["sessionUpdate"], "tool_call_update");
+        assert_eq!(told["status"], "failed");
+        assert_eq!(told["content"][0]["content"]["text"], "done");
+    }
+
+    #[test]
+    fn a_history_replays_in_order() {
+        let messages: Vec<Message> = serde_json::from_value(json!([
+            {"id": "1", "role": "user", "content": [{"type": "text", "text": "hello"}]},
+            {"id": "2", "role": "assistant", "content": [
+                {"type": "thinking", "text": "hm"},
+                {"type": "text", "text": "reading"},
+                {"type": "tool_call", "id": "c", "name": "read", "args": {"path": "a"}}]},
+            {"id": "3", "role": "user", "content": [{"type": "tool_result", "tool_call_id": "c",
+                "content": {"kind": "text", "text": "A"}}]},
+            {"id": "4", "role": "assistant", "content": [{"type": "text", "text": "done"}]}
+        ]))
+        .expect("messages");
+        let kinds: Vec<String> = history(&messages)
+            .iter()
+            .map(|update| serde_json::to_value(update).expect("json")["sessionUpdate"].to_string())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "\"user_message_chunk\"",
+                "\"agent_thought_chunk\"",
+                "\"agent_message_chunk\"",
+                "\"tool_call\"",
+                "\"tool_call_update\"",
+                "\"agent_message_chunk\""
+            ]
+        );
+    }
+
+    #[test]
+    fn options_stand_for_the_answers_the_question_accepts() {
+        let legacy = request(json!({"request_id": "r", "tool_name": "bash", "input": {},
+            "prompt": "Run ls", "options": ["allow", "allow_always", "deny"]}));
+        let offered: Vec<(String, PermissionOptionKind)> = options(&legacy)
+            .into_iter()
+            .map(|option| (option.option_id.to_string(), option.kind))
+            .collect();
+        assert_eq!(
+            offered,
+            [
+                ("allow".to_owned(), PermissionOptionKind::AllowOnce),
+                ("allow_always".to_owned(), PermissionOptionKind::AllowAlways),
+                ("deny".to_owned(), PermissionOptionKind::RejectOnce)
+            ]
+        );
+        assert_eq!(answer(&legacy, "deny"), Some(PermissionAnswer::Decision(Decision::Deny)));
+        assert_eq!(answer(&legacy, "choice:x"), None, "not a choice of this question");
+        assert_eq!(answer(&legacy, "maybe"), None);
+
+        let structured = request(json!({"request_id": "r", "tool_name": "bash", "input": {},
+            "prompt": "Run ls", "options": ["allow", "deny"],
+            "choices": [{"id": "once", "label": "Yes", "intent": "allow"},
+                        {"id": "no", "label": "No\u{200b}", "intent": "deny"}]}));
+        let offered = options(&structured);
+        assert_eq!(offered[0].option_id.to_string(), "choice:once");
+        assert_eq!(offered[1].name, "No\\u{200B}");
+        assert_eq!(answer(&structured, "choice:no"), Some(PermissionAnswer::Choice("no".into())));
+        assert_eq!(answer(&structured, "choice:other"), None);
+    }
+}

@@ -1,0 +1,369 @@
+//! `shard acp` (docs/EDITORS.md) driven by an independent ACP client: the
+//! official TypeScript SDK's (tests/editors/driver.mjs), as an editor runs
+//! it, beside the daemon's own clients (a unix-socket client standing for a
+//! tab: it answers questions as a person in a browser would).
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use super::client::Client;
+use super::support::{Daemon, binary, shard};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// An editor: the SDK's client with `shard acp` as its agent.
+struct Editor {
+    _driver: Child,
+    commands: ChildStdin,
+    said: Lines<BufReader<ChildStdout>>,
+    /// Everything it was told, in order.
+    seen: Vec<Value>,
+}
+
+impl Editor {
+    async fn start(home: &Path, args: &[&str]) -> Editor {
+        let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/editors/driver.mjs");
+        let mut child = Command::new("node")
+            .arg(driver)
+            .args(args)
+            .env("SHARD_BIN", binary())
+            .env("SHARD_HOME", home)
+            .env("SHARD_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node runs tests/editors/driver.mjs (scripts/test installs its packages)");
+        let commands = child.stdin.take().expect("stdin");
+        let said = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut editor = Editor { _driver: child, commands, said, seen: Vec::new() };
+        let initialized = editor.ask(json!({"do": "initialize"})).await;
+        assert_eq!(initialized["result"]["protocolVersion"], 1, "{initialized}");
+        assert_eq!(initialized["result"]["agentCapabilities"]["loadSession"], true);
+        editor
+    }
+
+    async fn send(&mut self, command: Value) {
+        let line = format!("{command}\n");
+        self.commands.write_all(line.as_bytes()).await.expect("the driver takes commands");
+    }
+
+    /// The next thing the editor was told.
+    async fn next(&mut self) -> Value {
+        let line = tokio::time::timeout(WAIT, self.said.next_line())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("nothing from the editor in {WAIT:?}; seen: {:#?}", self.seen)
+            })
+            .expect("read")
+            .expect("the driver is running");
+        let event: Value = serde_json::from_str(&line).expect("a JSON line");
+        self.seen.push(event.clone());
+        event
+    }
+
+    /// Reads until `matches`; returns what was read, the match last.
+    async fn until(&mut self, matches: impl Fn(&Value) -> bool) -> Vec<Value> {
+        let mut read = Vec::new();
+        loop {
+            let event = self.next().await;
+            let done = matches(&event);
+            read.push(event);
+            if done {
+                return read;
+            }
+        }
+    }
+
+    /// Sends a request and reads to its answer.
+    async fn ask(&mut self, command: Value) -> Value {
+        let to = command["do"].as_str().expect("do").to_owned();
+        self.send(command).await;
+        self.until(|event| event["event"] == "answer" && event["to"] == to)
+            .await
+            .pop()
+            .expect("answer")
+    }
+
+    async fn new_session(&mut self, cwd: &Path) -> String {
+        let answer = self.ask(json!({"do": "new", "cwd": cwd})).await;
+        answer["result"]["sessionId"].as_str().unwrap_or_else(|| panic!("{answer}")).to_owned()
+    }
+
+    /// Prompts and reads to the prompt's answer; returns what was read.
+    async fn prompt(&mut self, session: &str, text: &str) -> Vec<Value> {
+        self.send(json!({"do": "prompt", "session": session, "text": text})).await;
+        self.until(|event| event["event"] == "answer" && event["to"] == "prompt").await
+    }
+}
+
+/// The agent's words among `events`, its message chunks joined.
+fn replied(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|event| event["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|event| event["update"]["content"]["text"].as_str())
+        .collect()
+}
+
+fn project() -> TempDir {
+    TempDir::new().expect("a project")
+}
+
+fn cwd_of(project: &TempDir) -> String {
+    project.path().canonicalize().expect("cwd").display().to_string()
+}
+
+#[tokio::test]
+async fn without_a_daemon_shard_acp_exits_at_once_saying_how_to_start_one() {
+    let home = TempDir::new().expect("home");
+    let output = shard(home.path(), home.path())
+        .arg("acp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output();
+    // At once: before the editor says anything, its stdin still open.
+    let output = tokio::time::timeout(Duration::from_secs(10), output)
+        .await
+        .expect("exits without waiting for the editor")
+        .expect("runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no Shard daemon is running"), "{stderr}");
+    assert!(stderr.contains("`shard daemon`"), "says how to start one: {stderr}");
+    assert!(output.stdout.is_empty(), "nothing on the ACP channel: {:?}", output.stdout);
+}
+
+#[tokio::test]
+async fn a_new_session_streams_its_reply_and_every_tab_sees_the_agent() {
+    let daemon = Daemon::start(&[]).await;
+    let project = project();
+    let mut editor = Editor::start(&daemon.home, &[]).await;
+    let answer = editor.ask(json!({"do": "new", "cwd": cwd_of(&project)})).await;
+    let session = answer["result"]["sessionId"].as_str().expect("a session").to_owned();
+    let modes = &answer["result"]["modes"];
+    assert_eq!(modes["currentModeId"], "build", "{answer}");
+    assert!(modes["availableModes"].as_array().is_some_and(|modes| modes.len() >= 2), "{answer}");
+
+    let read = editor.prompt(&session, "hello editor").await;
+    let answer = read.last().expect("answer");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let chunks = read.iter().filter(|event| event["event"] == "update").count();
+    assert!(chunks > 1, "the reply streams in pieces: {read:#?}");
+    assert_eq!(replied(&read), "You said: hello editor");
+
+    // The session is the daemon's agent: listed for every client, with the
+    // conversation in its log.
+    let mut tab = Client::unix(&daemon.socket()).await;
+    let listed = tab.call("list", json!({"type": "agent.list"})).await;
+    let agents = listed["data"]["agents"].as_array().expect("agents").clone();
+    let agent = agents.iter().find(|agent| agent["agent_id"] == session).expect("listed");
+    assert_eq!(agent["cwd"], cwd_of(&project));
+    let sync = tab.attach(&session, "observer").await;
+    let said: Vec<&str> = sync["live_window"]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .flat_map(|message| message["content"].as_array().cloned().unwrap_or_default().into_iter())
+        .filter_map(|block| block["text"].as_str().map(str::to_owned))
+        .collect::<Vec<_>>()
+        .iter()
+        .map(|text| if text.starts_with("You said") { "reply" } else { "prompt" })
+        .collect();
+    assert_eq!(said, ["prompt", "reply"], "{sync}");
+}
+
+#[tokio::test]
+async fn a_session_started_in_a_tab_is_listed_loaded_with_its_history_and_prompted() {
+    let daemon = Daemon::start(&[]).await;
+    let project = project();
+    let other = self::project();
+    let mut tab = Client::unix(&daemon.socket()).await;
+    let agent = tab.create(project.path(), "from-the-tab").await;
+    let elsewhere = tab.create(other.path(), "elsewhere").await;
+    tab.attach(&agent, "interactive").await;
+    tab.send(json!({"type": "prompt", "agent_id": agent, "message": "first from the tab"}));
+    tab.until_agent(&agent, |event| event["type"] == "turn_end").await;
+
+    let mut editor = Editor::start(&daemon.home, &[]).await;
+    let listed = editor.ask(json!({"do": "list", "cwd": cwd_of(&project)})).await;
+    let sessions = listed["result"]["sessions"].as_array().expect("sessions").clone();
+    assert_eq!(sessions.len(), 1, "only this folder's: {listed}");
+    assert_eq!(sessions[0]["sessionId"], agent);
+    assert_eq!(sessions[0]["title"], "from-the-tab");
+    let all = editor.ask(json!({"do": "list"})).await;
+    let ids: Vec<&Value> = all["result"]["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| &s["sessionId"])
+        .collect();
+    assert!(ids.contains(&&json!(elsewhere)) && ids.contains(&&json!(agent)), "{all}");
+
+    // Loaded: the history comes first, then the answer.
+    let read = {
+        editor.send(json!({"do": "load", "session": agent})).await;
+        editor.until(|event| event["event"] == "answer" && event["to"] == "load").await
+    };
+    let answer = read.last().expect("answer");
+    assert!(answer.get("error").is_none(), "{answer}");
+    let told: Vec<(&str, &str)> = read
+        .iter()
+        .filter(|event| event["event"] == "update")
+        .map(|event| {
+            let update = &event["update"];
+            (
+                update["sessionUpdate"].as_str().unwrap(),
+                update["content"]["text"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        told,
+        [
+            ("user_message_chunk", "first from the tab"),
+            ("agent_message_chunk", "You said: first from the tab")
+        ]
+    );
+
+    // Prompted from the editor: the tab sees that turn too.
+    let read = editor.prompt(&agent, "then from the editor").await;
+    assert_eq!(replied(&read), "You said: then from the editor");
+    assert_eq!(read.last().expect("answer")["result"]["stopReason"], "end_turn");
+    let seen = tab.until_agent(&agent, |event| event["type"] == "turn_end").await;
+    assert!(
+        seen.iter().any(|event| event["type"] == "user_message" && event["text"] == "then from the editor"),
+        "{seen:#?}"
+    );
+
+    // A prompt from the tab shows in the editor as the person's message.
+    tab.send(json!({"type": "prompt", "agent_id": agent, "message": "and the tab again"}));
+    let read = editor
+        .until(|event| {
+            event["update"]["sessionUpdate"] == "agent_message_chunk"
+                && event["update"]["content"]["text"]
+                    .as_str()
+                    .is_some_and(|text| text.contains("again"))
+        })
+        .await;
+    assert!(
+        read.iter().any(|event| event["update"]["sessionUpdate"] == "user_message_chunk"
+            && event["update"]["content"]["text"] == "and the tab again"),
+        "{read:#?}"
+    );
+}
+
+/// An editor prompting `run: echo asked` on a fresh session, with a tab
+/// attached to the same agent; returns both once both were asked.
+async fn asked_in_both(
+    daemon: &Daemon,
+    project: &TempDir,
+) -> (Editor, Client, String, Value, Value) {
+    let mut editor = Editor::start(&daemon.home, &[]).await;
+    let session = editor.new_session(project.path()).await;
+    let mut tab = Client::unix(&daemon.socket()).await;
+    tab.attach(&session, "interactive").await;
+    editor.send(json!({"do": "prompt", "session": session, "text": "run: echo asked"})).await;
+    let asked = editor.until(|event| event["event"] == "asked").await.pop().expect("asked");
+    let params = &asked["params"];
+    assert_eq!(params["sessionId"], session.as_str());
+    let kinds: Vec<&str> = params["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .filter_map(|o| o["kind"].as_str())
+        .collect();
+    assert!(kinds.contains(&"allow_once") && kinds.contains(&"reject_once"), "{asked}");
+    assert!(
+        params["toolCall"]["title"].as_str().is_some_and(|title| title.contains("echo asked")),
+        "{asked}"
+    );
+    let request = tab.permission_request(&session).await;
+    (editor, tab, session, asked, request)
+}
+
+#[tokio::test]
+async fn a_question_answered_in_a_tab_is_taken_back_from_the_editor() {
+    let daemon = Daemon::start(&[]).await;
+    let project = project();
+    let (mut editor, tab, session, asked, request) = asked_in_both(&daemon, &project).await;
+    tab.send(json!({"type": "permission_response", "agent_id": session,
+                    "request_id": request["request_id"], "decision": "allow"}));
+    let read = editor.until(|event| event["event"] == "answer" && event["to"] == "prompt").await;
+    assert!(
+        read.iter()
+            .any(|event| event["event"] == "taken_back" && event["question"] == asked["question"]),
+        "the editor's dialog is closed: {read:#?}"
+    );
+    assert_eq!(read.last().expect("answer")["result"]["stopReason"], "end_turn");
+    assert!(replied(&read).contains("exit code 0"), "the tab's allow ran it: {read:#?}");
+}
+
+#[tokio::test]
+async fn a_question_answered_in_the_editor_closes_in_every_tab() {
+    let daemon = Daemon::start(&[]).await;
+    let project = project();
+    let (mut editor, mut tab, session, asked, request) = asked_in_both(&daemon, &project).await;
+    editor.send(json!({"do": "answer", "question": asked["question"], "option": "deny"})).await;
+    let resolved = tab
+        .until_agent(&session, |event| event["type"] == "permission_resolved")
+        .await
+        .pop()
+        .expect("resolved");
+    assert_eq!(resolved["request_id"], request["request_id"]);
+    assert_eq!(resolved["decision"], "deny");
+    let read = editor.until(|event| event["event"] == "answer" && event["to"] == "prompt").await;
+    assert!(!read.iter().any(|event| event["event"] == "taken_back"), "answered, not taken back");
+    assert_eq!(read.last().expect("answer")["result"]["stopReason"], "end_turn");
+    assert!(!replied(&read).contains("exit code 0"), "denied, so not run: {read:#?}");
+}
+
+#[tokio::test]
+async fn cancel_ends_the_turn_as_cancelled() {
+    let daemon = Daemon::start(&[]).await;
+    let project = project();
+    let mut editor = Editor::start(&daemon.home, &[]).await;
+    let session = editor.new_session(project.path()).await;
+    editor.send(json!({"do": "prompt", "session": session, "text": "stream: 500"})).await;
+    editor.until(|event| event["update"]["sessionUpdate"] == "agent_message_chunk").await;
+    editor.send(json!({"do": "cancel", "session": session})).await;
+    let answer = editor.until(|event| event["event"] == "answer").await.pop().expect("answer");
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    // The session goes on.
+    let read = editor.prompt(&session, "still here").await;
+    assert_eq!(replied(&read), "You said: still here");
+}
+
+#[tokio::test]
+async fn two_editors_on_one_session_see_the_same_reply() {
+    let daemon = Daemon::start(&[]).await;
+    let project = project();
+    let mut first = Editor::start(&daemon.home, &[]).await;
+    let session = first.new_session(project.path()).await;
+    let mut second = Editor::start(&daemon.home, &[]).await;
+    let loaded = second.ask(json!({"do": "load", "session": session})).await;
+    assert!(loaded.get("error").is_none(), "{loaded}");
+    let read = first.prompt(&session, "for both of you").await;
+    assert_eq!(replied(&read), "You said: for both of you");
+    let seen = second
+        .until(|event| {
+            event["update"]["sessionUpdate"] == "agent_message_chunk"
+                && event["update"]["content"]["text"]
+                    .as_str()
+                    .is_some_and(|text| text.contains("you"))
+        })
+        .await;
+    assert!(
+        seen.iter().any(|event| event["update"]["content"]["text"] == "for both of you"),
+        "the second editor sees the first's message as the person's: {seen:#?}"
+    );
+    let rest = replied(&seen);
+    assert_eq!(rest, "You said: for both of you");
+}
