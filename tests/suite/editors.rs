@@ -367,3 +367,31 @@ async fn two_editors_on_one_session_see_the_same_reply() {
     let rest = replied(&seen);
     assert_eq!(rest, "You said: for both of you");
 }
+
+#[tokio::test]
+async fn after_a_daemon_restart_the_editor_loads_its_session_again() {
+    let home = TempDir::new().expect("home");
+    let project = project();
+    let daemon = Daemon::start_in(home.path(), &[]).await;
+    let mut editor = Editor::start(home.path(), &[]).await;
+    let session = editor.new_session(project.path()).await;
+    let read = editor.prompt(&session, "before the restart").await;
+    assert_eq!(replied(&read), "You said: before the restart");
+
+    assert!(daemon.terminate().await.success());
+    // While it is down, a request says so; `shard acp` itself stays.
+    let answer = editor.ask(json!({"do": "list"})).await;
+    let said = answer["error"]["data"].as_str().unwrap_or_default();
+    assert!(said.contains("no Shard daemon is running"), "{answer}");
+
+    let _daemon = Daemon::start_in(home.path(), &[]).await;
+    let read = {
+        editor.send(json!({"do": "load", "session": session})).await;
+        editor.until(|event| event["event"] == "answer" && event["to"] == "load").await
+    };
+    assert!(read.last().expect("answer").get("error").is_none(), "{read:#?}");
+    assert_eq!(replied(&read), "You said: before the restart", "its history, from the log");
+    let read = editor.prompt(&session, "after the restart").await;
+    assert_eq!(replied(&read), "You said: after the restart");
+    assert_eq!(read.last().expect("answer")["result"]["stopReason"], "end_turn");
+}

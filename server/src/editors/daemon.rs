@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -44,6 +44,17 @@ pub struct Daemon {
     lines: mpsc::Sender<String>,
     calls: Mutex<HashMap<String, oneshot::Sender<Response>>>,
     next: AtomicU64,
+    /// The connection ended (the daemon stopped or dropped it).
+    closed: AtomicBool,
+    /// Which of `shard acp`'s connections this is, counted from 1.
+    pub generation: u64,
+}
+
+/// What the reader hands on: an agent's event, or the end of the
+/// connection of that generation.
+pub enum Read {
+    Event(Box<Routed>),
+    Closed(u64),
 }
 
 /// Why `shard acp` cannot reach the daemon, said so that a person who sees
@@ -58,21 +69,28 @@ pub fn unreachable(home: &Path, error: &std::io::Error) -> anyhow::Error {
 
 impl Daemon {
     /// Connects to the daemon of `home`. Its agents' events go to `events`
-    /// as `wrap` makes them, in the order the daemon sent them; `events`
-    /// closes when the daemon's connection does.
+    /// as `wrap` makes them, in the order the daemon sent them, and last
+    /// the connection's end.
     pub async fn connect<T: Send + 'static>(
         home: &Path,
+        generation: u64,
         events: mpsc::Sender<T>,
-        wrap: fn(Routed) -> T,
+        wrap: fn(Read) -> T,
     ) -> anyhow::Result<Arc<Daemon>> {
         let socket = home.join("daemon.sock");
         let stream =
             UnixStream::connect(&socket).await.map_err(|error| unreachable(home, &error))?;
         let (reader, writer) = stream.into_split();
         let (lines, outgoing) = mpsc::channel(OUTGOING);
-        let daemon = Arc::new(Daemon { lines, calls: Mutex::default(), next: AtomicU64::new(1) });
+        let daemon = Arc::new(Daemon {
+            lines,
+            calls: Mutex::default(),
+            next: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+            generation,
+        });
         tokio::spawn(write_all(writer, outgoing));
-        tokio::spawn(read_all(reader, Arc::downgrade(&daemon), events, wrap));
+        tokio::spawn(read_all(reader, Arc::downgrade(&daemon), generation, events, wrap));
         Ok(daemon)
     }
 
@@ -115,6 +133,11 @@ impl Daemon {
         }
     }
 
+    /// Whether the connection ended.
+    pub fn closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     fn forget(&self, id: &str) {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
     }
@@ -150,8 +173,9 @@ async fn write_all(
 async fn read_all<T>(
     mut reader: tokio::net::unix::OwnedReadHalf,
     daemon: std::sync::Weak<Daemon>,
+    generation: u64,
     events: mpsc::Sender<T>,
-    wrap: fn(Routed) -> T,
+    wrap: fn(Read) -> T,
 ) {
     let mut decoder = LineDecoder::default();
     let mut buffer = vec![0; 64 * 1024];
@@ -179,7 +203,8 @@ async fn read_all<T>(
                     daemon.answer(&id, response);
                 }
                 (_, Some(agent_id), message) => {
-                    let Ok(()) = events.send(wrap(Routed { agent_id, message })).await else {
+                    let routed = Read::Event(Box::new(Routed { agent_id, message }));
+                    let Ok(()) = events.send(wrap(routed)).await else {
                         return;
                     };
                 }
@@ -189,6 +214,8 @@ async fn read_all<T>(
     }
     // Whoever still waits for an answer learns the connection is gone.
     if let Some(daemon) = daemon.upgrade() {
+        daemon.closed.store(true, Ordering::Release);
         daemon.calls.lock().unwrap_or_else(PoisonError::into_inner).clear();
     }
+    let _ = events.send(wrap(Read::Closed(generation))).await;
 }

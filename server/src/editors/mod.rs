@@ -55,9 +55,35 @@ pub struct AcpArgs {
 }
 
 struct Shared {
-    daemon: Arc<Daemon>,
+    home: PathBuf,
+    /// The daemon's connection; another is made when it has ended (the
+    /// daemon restarted), at the next request that needs it.
+    daemon: tokio::sync::Mutex<Arc<Daemon>>,
     pump: mpsc::Sender<Input>,
     runtime: Option<String>,
+}
+
+impl Shared {
+    async fn daemon(&self) -> Result<Arc<Daemon>, agent_client_protocol::Error> {
+        let mut current = self.daemon.lock().await;
+        if current.closed() {
+            let generation = current.generation + 1;
+            *current = Daemon::connect(&self.home, generation, self.pump.clone(), Input::read)
+                .await
+                .map_err(|error| {
+                    agent_client_protocol::Error::internal_error().data(error.to_string())
+                })?;
+        }
+        Ok(current.clone())
+    }
+
+    async fn call(
+        &self,
+        agent: Option<&str>,
+        message: ClientMessage,
+    ) -> Result<Option<serde_json::Value>, agent_client_protocol::Error> {
+        self.daemon().await?.call(agent, message).await.map_err(refused)
+    }
 }
 
 /// Serves ACP on stdin/stdout until the editor closes it.
@@ -67,8 +93,13 @@ pub async fn run(args: AcpArgs) -> anyhow::Result<()> {
         None => shard_platform::config::shard_home()?,
     };
     let (pump, inputs) = mpsc::channel(PUMP);
-    let daemon = Daemon::connect(&home, pump.clone(), Input::event).await?;
-    let shared = Arc::new(Shared { daemon: daemon.clone(), pump, runtime: args.runtime });
+    let daemon = Daemon::connect(&home, 1, pump.clone(), Input::read).await?;
+    let shared = Arc::new(Shared {
+        home,
+        daemon: tokio::sync::Mutex::new(daemon),
+        pump,
+        runtime: args.runtime,
+    });
     let on_request = shared.clone();
     let on_notification = shared;
     Agent
@@ -104,7 +135,7 @@ pub async fn run(args: AcpArgs) -> anyhow::Result<()> {
             // in the daemon, for every tab and the next editor.
             let closing = editor.clone();
             tokio::select! {
-                told = pump::run(inputs, editor, daemon) => told,
+                told = pump::run(inputs, editor) => told,
                 () = closing.incoming_closed() => Ok(()),
             }
         })
@@ -151,11 +182,9 @@ async fn handle(shared: &Shared, request: ClientRequest, responder: Responder<se
         ClientRequest::SetSessionModeRequest(set) => {
             let command = ClientMessage::SetMode(SetMode { mode: set.mode_id.to_string() });
             shared
-                .daemon
                 .call(Some(&set.session_id.to_string()), command)
                 .await
                 .map(|_| AgentResponse::SetSessionModeResponse(SetSessionModeResponse::new()))
-                .map_err(refused)
         }
         ClientRequest::PromptRequest(prompt) => {
             // Answered by the pump when the prompt's turn ends.
@@ -185,8 +214,7 @@ async fn modes(shared: &Shared, agent_id: &str) -> Option<SessionModeState> {
         #[serde(default)]
         description: Option<String>,
     }
-    let data =
-        shared.daemon.call(Some(agent_id), ClientMessage::ListModes(Empty {})).await.ok()??;
+    let data = shared.call(Some(agent_id), ClientMessage::ListModes(Empty {})).await.ok()??;
     let catalog: Catalog = serde_json::from_value(data).ok()?;
     let available = catalog
         .modes
@@ -206,10 +234,11 @@ async fn attach(
     agent_id: &str,
     replayed: Option<oneshot::Sender<()>>,
 ) -> Result<(), agent_client_protocol::Error> {
-    let open = Input::Open { agent_id: agent_id.to_owned(), replayed };
+    let daemon = shared.daemon().await?;
+    let open = Input::Open { agent_id: agent_id.to_owned(), daemon: daemon.clone(), replayed };
     shared.pump.send(open).await.map_err(|_| invalid("shutting down"))?;
     let attach = AgentAttach { agent_id: agent_id.to_owned(), role: None, after_seq: None };
-    shared.daemon.call(None, ClientMessage::AgentAttach(attach)).await.map_err(refused)?;
+    daemon.call(None, ClientMessage::AgentAttach(attach)).await.map_err(refused)?;
     Ok(())
 }
 
@@ -219,12 +248,7 @@ async fn new_session(
 ) -> Result<NewSessionResponse, agent_client_protocol::Error> {
     let cwd = cwd.to_str().ok_or_else(|| invalid("`cwd` is not UTF-8"))?.to_owned();
     let create = AgentCreate { cwd, runtime: shared.runtime.clone(), ..AgentCreate::default() };
-    let data = shared
-        .daemon
-        .call(None, ClientMessage::AgentCreate(create))
-        .await
-        .map_err(refused)?
-        .unwrap_or_default();
+    let data = shared.call(None, ClientMessage::AgentCreate(create)).await?.unwrap_or_default();
     let agent_id = data["agent_id"].as_str().ok_or_else(|| invalid("no agent_id"))?.to_owned();
     attach(shared, &agent_id, None).await?;
     let modes = modes(shared, &agent_id).await;
@@ -251,12 +275,7 @@ async fn list_sessions(
     struct Listed {
         agents: Vec<AgentInfo>,
     }
-    let data = shared
-        .daemon
-        .call(None, ClientMessage::AgentList(Empty {}))
-        .await
-        .map_err(refused)?
-        .unwrap_or_default();
+    let data = shared.call(None, ClientMessage::AgentList(Empty {})).await?.unwrap_or_default();
     let listed: Listed = serde_json::from_value(data).map_err(|_| invalid("an unreadable list"))?;
     let mut agents = listed.agents;
     agents.sort_by_key(|agent| std::cmp::Reverse(agent.created_at));
@@ -301,14 +320,14 @@ async fn prompt_turn(
         streaming_behavior: Some(StreamingBehavior::FollowUp),
         pinned: None,
     };
-    if let Err(error) = shared.daemon.call(Some(&agent_id), ClientMessage::Prompt(prompt)).await {
-        let _ = shared.pump.send(Input::Refused { agent_id, error: refused(error) }).await;
+    if let Err(error) = shared.call(Some(&agent_id), ClientMessage::Prompt(prompt)).await {
+        let _ = shared.pump.send(Input::Refused { agent_id, error }).await;
     }
 }
 
 async fn cancel_turn(shared: &Shared, agent_id: String) {
     let _ = shared.pump.send(Input::Cancel { agent_id: agent_id.clone() }).await;
-    if let Err(error) = shared.daemon.call(Some(&agent_id), ClientMessage::Abort(Empty {})).await {
+    if let Err(error) = shared.call(Some(&agent_id), ClientMessage::Abort(Empty {})).await {
         tracing::debug!(%error, "the daemon did not abort the turn");
     }
 }

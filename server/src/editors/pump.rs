@@ -26,16 +26,19 @@ use shard_protocol::agent::PendingKind;
 use shard_protocol::agent::{PermissionRequest, PermissionResponse};
 use tokio::sync::{mpsc, oneshot};
 
-use super::daemon::{Daemon, Routed};
+use super::daemon::{Daemon, Read, Routed};
 use super::translate;
 
 /// What the pump is told.
 pub enum Input {
     /// An event of an agent, from the daemon.
     Event(Box<Routed>),
-    /// A session opened on this agent (it is attached next). `replayed`,
-    /// for `session/load`, hears once its history has been told.
-    Open { agent_id: String, replayed: Option<oneshot::Sender<()>> },
+    /// The daemon's connection of that generation ended.
+    Closed(u64),
+    /// A session opened on this agent, over `daemon` (it is attached
+    /// next). `replayed`, for `session/load`, hears once its history has
+    /// been told.
+    Open { agent_id: String, daemon: Arc<Daemon>, replayed: Option<oneshot::Sender<()>> },
     /// The editor's prompt, about to be sent to the agent.
     Prompt { agent_id: String, text: String, responder: Responder<serde_json::Value> },
     /// The daemon refused that prompt.
@@ -45,8 +48,11 @@ pub enum Input {
 }
 
 impl Input {
-    pub fn event(routed: Routed) -> Self {
-        Input::Event(Box::new(routed))
+    pub fn read(read: Read) -> Self {
+        match read {
+            Read::Event(routed) => Input::Event(routed),
+            Read::Closed(generation) => Input::Closed(generation),
+        }
     }
 }
 
@@ -58,8 +64,9 @@ struct Prompt {
     cancelled: bool,
 }
 
-#[derive(Default)]
 struct Session {
+    /// The connection it was attached over.
+    daemon: Arc<Daemon>,
     /// Waiting for the attachment's `sync`, to tell the history first.
     replayed: Option<oneshot::Sender<()>>,
     /// The first `sync` was seen: later ones (a new process) replay nothing.
@@ -73,14 +80,36 @@ struct Session {
 pub async fn run(
     mut inputs: mpsc::Receiver<Input>,
     editor: ConnectionTo<Client>,
-    daemon: Arc<Daemon>,
 ) -> Result<(), agent_client_protocol::Error> {
     let mut sessions: HashMap<String, Session> = HashMap::new();
     while let Some(input) = inputs.recv().await {
         match input {
-            Input::Open { agent_id, replayed } => {
-                let session = sessions.entry(agent_id).or_default();
-                session.replayed = replayed;
+            Input::Open { agent_id, daemon, replayed } => {
+                // Opened again (loaded by a second request, or after the
+                // daemon came back): what was waiting on the old one ends.
+                if let Some(old) = sessions.remove(&agent_id) {
+                    end(old, "the session was opened again")?;
+                }
+                let session = Session {
+                    daemon,
+                    replayed,
+                    synced: false,
+                    prompts: Vec::new(),
+                    asked: HashMap::new(),
+                };
+                sessions.insert(agent_id, session);
+            }
+            Input::Closed(generation) => {
+                let gone: Vec<String> = sessions
+                    .iter()
+                    .filter(|(_, session)| session.daemon.generation == generation)
+                    .map(|(agent_id, _)| agent_id.clone())
+                    .collect();
+                for agent_id in gone {
+                    if let Some(session) = sessions.remove(&agent_id) {
+                        end(session, "the daemon stopped; load the session again once it runs")?;
+                    }
+                }
             }
             Input::Prompt { agent_id, text, responder } => match sessions.get_mut(&agent_id) {
                 Some(session) => {
@@ -127,7 +156,7 @@ pub async fn run(
                         for pending in sync.pending_requests {
                             if let PendingKind::Permission(request) = pending.request {
                                 let asked = pending.agent_id.unwrap_or_else(|| agent_id.clone());
-                                ask(session, &editor, &daemon, &agent_id, &asked, request)?;
+                                ask(session, &editor, &agent_id, &asked, request)?;
                             }
                         }
                     }
@@ -181,7 +210,7 @@ pub async fn run(
                         }
                     }
                     ServerMessage::PermissionRequest(request) => {
-                        ask(session, &editor, &daemon, &agent_id, &agent_id, request)?;
+                        ask(session, &editor, &agent_id, &agent_id, request)?;
                     }
                     ServerMessage::PermissionResolved(resolved) => {
                         // Answered here or anywhere: the editor's dialog, if
@@ -204,7 +233,6 @@ pub async fn run(
 fn ask(
     session: &mut Session,
     editor: &ConnectionTo<Client>,
-    daemon: &Arc<Daemon>,
     session_id: &str,
     asking_agent: &str,
     request: PermissionRequest,
@@ -219,7 +247,7 @@ fn ask(
     );
     let sent = editor.send_request(question);
     session.asked.insert(request.request_id.clone(), sent.cancellation_handle());
-    let daemon = daemon.clone();
+    let daemon = session.daemon.clone();
     let asking_agent = asking_agent.to_owned();
     sent.on_receiving_result(async move |result| {
         let outcome = match result {
@@ -237,4 +265,18 @@ fn ask(
         daemon.send(&asking_agent, ClientMessage::PermissionResponse(response));
         Ok(())
     })
+}
+
+/// A session no longer followed: its prompts end with `why`, its questions
+/// are taken back from the editor.
+fn end(session: Session, why: &str) -> Result<(), agent_client_protocol::Error> {
+    for prompt in session.prompts {
+        prompt.responder.respond_with_error(
+            agent_client_protocol::Error::internal_error().data(why.to_owned()),
+        )?;
+    }
+    for asked in session.asked.into_values() {
+        asked.cancel()?;
+    }
+    Ok(())
 }
