@@ -17,7 +17,44 @@ use super::support::{Daemon, binary, shard};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// An editor: the SDK's client with `shard acp` as its agent.
+/// Whose ACP client plays the editor.
+#[derive(Clone, Copy, PartialEq)]
+enum Sdk {
+    /// `@agentclientprotocol/sdk` (tests/editors/driver.mjs).
+    TypeScript,
+    /// `agent-client-protocol` (tests/editors/driver.py); it has no
+    /// `$/cancel_request`.
+    Python,
+}
+
+/// Each scenario once with each SDK's client.
+macro_rules! with_each_sdk {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn typescript() {
+                super::$name(super::Sdk::TypeScript).await;
+            }
+
+            #[tokio::test]
+            async fn python() {
+                super::$name(super::Sdk::Python).await;
+            }
+        }
+    )*};
+}
+
+with_each_sdk!(
+    a_new_session_streams_its_reply_and_every_tab_sees_the_agent,
+    a_session_started_in_a_tab_is_listed_loaded_with_its_history_and_prompted,
+    a_question_answered_in_a_tab_ends_in_the_editor,
+    a_question_answered_in_the_editor_closes_in_every_tab,
+    cancel_ends_the_turn_as_cancelled,
+    two_editors_on_one_session_see_the_same_reply,
+    after_a_daemon_restart_the_editor_loads_its_session_again,
+);
+
+/// An editor: an SDK's client with `shard acp` as its agent.
 struct Editor {
     _driver: Child,
     commands: ChildStdin,
@@ -27,9 +64,16 @@ struct Editor {
 }
 
 impl Editor {
-    async fn start(home: &Path, args: &[&str]) -> Editor {
-        let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/editors/driver.mjs");
-        let mut child = Command::new("node")
+    async fn start(sdk: Sdk, home: &Path, args: &[&str]) -> Editor {
+        let (program, driver) = match sdk {
+            Sdk::TypeScript => {
+                ("node", concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/editors/driver.mjs"))
+            }
+            Sdk::Python => {
+                ("python3", concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/editors/driver.py"))
+            }
+        };
+        let mut child = Command::new(program)
             .arg(driver)
             .args(args)
             .env("SHARD_BIN", binary())
@@ -39,7 +83,7 @@ impl Editor {
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .expect("node runs tests/editors/driver.mjs (scripts/test installs its packages)");
+            .expect("the driver runs (scripts/test installs the SDKs)");
         let commands = child.stdin.take().expect("stdin");
         let said = BufReader::new(child.stdout.take().expect("stdout")).lines();
         let mut editor = Editor { _driver: child, commands, said, seen: Vec::new() };
@@ -141,11 +185,10 @@ async fn without_a_daemon_shard_acp_exits_at_once_saying_how_to_start_one() {
     assert!(output.stdout.is_empty(), "nothing on the ACP channel: {:?}", output.stdout);
 }
 
-#[tokio::test]
-async fn a_new_session_streams_its_reply_and_every_tab_sees_the_agent() {
+async fn a_new_session_streams_its_reply_and_every_tab_sees_the_agent(sdk: Sdk) {
     let daemon = Daemon::start(&[]).await;
     let project = project();
-    let mut editor = Editor::start(&daemon.home, &[]).await;
+    let mut editor = Editor::start(sdk, &daemon.home, &[]).await;
     let answer = editor.ask(json!({"do": "new", "cwd": cwd_of(&project)})).await;
     let session = answer["result"]["sessionId"].as_str().expect("a session").to_owned();
     let modes = &answer["result"]["modes"];
@@ -180,8 +223,7 @@ async fn a_new_session_streams_its_reply_and_every_tab_sees_the_agent() {
     assert_eq!(said, ["prompt", "reply"], "{sync}");
 }
 
-#[tokio::test]
-async fn a_session_started_in_a_tab_is_listed_loaded_with_its_history_and_prompted() {
+async fn a_session_started_in_a_tab_is_listed_loaded_with_its_history_and_prompted(sdk: Sdk) {
     let daemon = Daemon::start(&[]).await;
     let project = project();
     let other = self::project();
@@ -192,7 +234,7 @@ async fn a_session_started_in_a_tab_is_listed_loaded_with_its_history_and_prompt
     tab.send(json!({"type": "prompt", "agent_id": agent, "message": "first from the tab"}));
     tab.until_agent(&agent, |event| event["type"] == "turn_end").await;
 
-    let mut editor = Editor::start(&daemon.home, &[]).await;
+    let mut editor = Editor::start(sdk, &daemon.home, &[]).await;
     let listed = editor.ask(json!({"do": "list", "cwd": cwd_of(&project)})).await;
     let sessions = listed["result"]["sessions"].as_array().expect("sessions").clone();
     assert_eq!(sessions.len(), 1, "only this folder's: {listed}");
@@ -263,10 +305,11 @@ async fn a_session_started_in_a_tab_is_listed_loaded_with_its_history_and_prompt
 /// An editor prompting `run: echo asked` on a fresh session, with a tab
 /// attached to the same agent; returns both once both were asked.
 async fn asked_in_both(
+    sdk: Sdk,
     daemon: &Daemon,
     project: &TempDir,
 ) -> (Editor, Client, String, Value, Value) {
-    let mut editor = Editor::start(&daemon.home, &[]).await;
+    let mut editor = Editor::start(sdk, &daemon.home, &[]).await;
     let session = editor.new_session(project.path()).await;
     let mut tab = Client::unix(&daemon.socket()).await;
     tab.attach(&session, "interactive").await;
@@ -289,28 +332,38 @@ async fn asked_in_both(
     (editor, tab, session, asked, request)
 }
 
-#[tokio::test]
-async fn a_question_answered_in_a_tab_is_taken_back_from_the_editor() {
+async fn a_question_answered_in_a_tab_ends_in_the_editor(sdk: Sdk) {
     let daemon = Daemon::start(&[]).await;
     let project = project();
-    let (mut editor, tab, session, asked, request) = asked_in_both(&daemon, &project).await;
+    let (mut editor, tab, session, asked, request) = asked_in_both(sdk, &daemon, &project).await;
     tab.send(json!({"type": "permission_response", "agent_id": session,
                     "request_id": request["request_id"], "decision": "allow"}));
     let read = editor.until(|event| event["event"] == "answer" && event["to"] == "prompt").await;
+    // The question's card shows it answered; an SDK that knows
+    // `$/cancel_request` closes its dialog too.
+    let card = format!("question:{}", request["request_id"].as_str().expect("id"));
     assert!(
-        read.iter()
-            .any(|event| event["event"] == "taken_back" && event["question"] == asked["question"]),
-        "the editor's dialog is closed: {read:#?}"
+        read.iter().any(|event| event["update"]["toolCallId"] == card.as_str()
+            && event["update"]["status"] == "completed"),
+        "{read:#?}"
     );
+    if sdk == Sdk::TypeScript {
+        assert!(
+            read.iter()
+                .any(|event| event["event"] == "taken_back"
+                    && event["question"] == asked["question"]),
+            "the editor's dialog is closed: {read:#?}"
+        );
+    }
     assert_eq!(read.last().expect("answer")["result"]["stopReason"], "end_turn");
     assert!(replied(&read).contains("exit code 0"), "the tab's allow ran it: {read:#?}");
 }
 
-#[tokio::test]
-async fn a_question_answered_in_the_editor_closes_in_every_tab() {
+async fn a_question_answered_in_the_editor_closes_in_every_tab(sdk: Sdk) {
     let daemon = Daemon::start(&[]).await;
     let project = project();
-    let (mut editor, mut tab, session, asked, request) = asked_in_both(&daemon, &project).await;
+    let (mut editor, mut tab, session, asked, request) =
+        asked_in_both(sdk, &daemon, &project).await;
     editor.send(json!({"do": "answer", "question": asked["question"], "option": "deny"})).await;
     let resolved = tab
         .until_agent(&session, |event| event["type"] == "permission_resolved")
@@ -325,11 +378,10 @@ async fn a_question_answered_in_the_editor_closes_in_every_tab() {
     assert!(!replied(&read).contains("exit code 0"), "denied, so not run: {read:#?}");
 }
 
-#[tokio::test]
-async fn cancel_ends_the_turn_as_cancelled() {
+async fn cancel_ends_the_turn_as_cancelled(sdk: Sdk) {
     let daemon = Daemon::start(&[]).await;
     let project = project();
-    let mut editor = Editor::start(&daemon.home, &[]).await;
+    let mut editor = Editor::start(sdk, &daemon.home, &[]).await;
     let session = editor.new_session(project.path()).await;
     editor.send(json!({"do": "prompt", "session": session, "text": "stream: 500"})).await;
     editor.until(|event| event["update"]["sessionUpdate"] == "agent_message_chunk").await;
@@ -341,13 +393,12 @@ async fn cancel_ends_the_turn_as_cancelled() {
     assert_eq!(replied(&read), "You said: still here");
 }
 
-#[tokio::test]
-async fn two_editors_on_one_session_see_the_same_reply() {
+async fn two_editors_on_one_session_see_the_same_reply(sdk: Sdk) {
     let daemon = Daemon::start(&[]).await;
     let project = project();
-    let mut first = Editor::start(&daemon.home, &[]).await;
+    let mut first = Editor::start(sdk, &daemon.home, &[]).await;
     let session = first.new_session(project.path()).await;
-    let mut second = Editor::start(&daemon.home, &[]).await;
+    let mut second = Editor::start(sdk, &daemon.home, &[]).await;
     let loaded = second.ask(json!({"do": "load", "session": session})).await;
     assert!(loaded.get("error").is_none(), "{loaded}");
     let read = first.prompt(&session, "for both of you").await;
@@ -368,12 +419,11 @@ async fn two_editors_on_one_session_see_the_same_reply() {
     assert_eq!(rest, "You said: for both of you");
 }
 
-#[tokio::test]
-async fn after_a_daemon_restart_the_editor_loads_its_session_again() {
+async fn after_a_daemon_restart_the_editor_loads_its_session_again(sdk: Sdk) {
     let home = TempDir::new().expect("home");
     let project = project();
     let daemon = Daemon::start_in(home.path(), &[]).await;
-    let mut editor = Editor::start(home.path(), &[]).await;
+    let mut editor = Editor::start(sdk, home.path(), &[]).await;
     let session = editor.new_session(project.path()).await;
     let read = editor.prompt(&session, "before the restart").await;
     assert_eq!(replied(&read), "You said: before the restart");

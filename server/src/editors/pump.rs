@@ -64,6 +64,11 @@ struct Prompt {
     cancelled: bool,
 }
 
+struct Asked {
+    request: PermissionRequest,
+    handle: RequestCancellationHandle,
+}
+
 struct Session {
     /// The connection it was attached over.
     daemon: Arc<Daemon>,
@@ -74,7 +79,7 @@ struct Session {
     prompts: Vec<Prompt>,
     /// Questions put to the editor, by request id: taken back when
     /// answered anywhere else.
-    asked: HashMap<String, RequestCancellationHandle>,
+    asked: HashMap<String, Asked>,
 }
 
 pub async fn run(
@@ -216,7 +221,13 @@ pub async fn run(
                         // Answered here or anywhere: the editor's dialog, if
                         // still open, is taken back.
                         if let Some(asked) = session.asked.remove(&resolved.request_id) {
-                            asked.cancel()?;
+                            asked.handle.cancel()?;
+                            let allowed = translate::allows(&asked.request, &resolved.answer);
+                            tell(translate::question_closed(
+                                &resolved.request_id,
+                                &resolved.answer,
+                                allowed,
+                            ))?;
                         }
                     }
                     _ => {}
@@ -246,7 +257,8 @@ fn ask(
         translate::options(&request),
     );
     let sent = editor.send_request(question);
-    session.asked.insert(request.request_id.clone(), sent.cancellation_handle());
+    let asked = Asked { request: request.clone(), handle: sent.cancellation_handle() };
+    session.asked.insert(request.request_id.clone(), asked);
     let daemon = session.daemon.clone();
     let asking_agent = asking_agent.to_owned();
     sent.on_receiving_result(async move |result| {
@@ -276,7 +288,7 @@ fn end(session: Session, why: &str) -> Result<(), agent_client_protocol::Error> 
         )?;
     }
     for asked in session.asked.into_values() {
-        asked.cancel()?;
+        asked.handle.cancel()?;
     }
     Ok(())
 }

@@ -217,6 +217,38 @@ pub fn asked_call(request: &PermissionRequest) -> ToolCallUpdate {
     ToolCallUpdate::new(format!("question:{}", request.request_id), fields)
 }
 
+/// A question answered (anywhere): its card in the editor shows how, for
+/// an editor that cannot take back the question itself.
+pub fn question_closed(
+    request_id: &str,
+    answer: &PermissionAnswer,
+    allowed: bool,
+) -> SessionUpdate {
+    let status = if allowed { ToolCallStatus::Completed } else { ToolCallStatus::Failed };
+    let said = match answer {
+        PermissionAnswer::Decision(Decision::Allow) => "Allowed".to_owned(),
+        PermissionAnswer::Decision(Decision::AllowAlways) => "Always allowed".to_owned(),
+        PermissionAnswer::Decision(Decision::Deny) => "Denied".to_owned(),
+        PermissionAnswer::Choice(choice) => format!("Answered: {}", safe(choice)),
+    };
+    let fields = ToolCallUpdateFields::new()
+        .status(status)
+        .content(vec![ToolCallContent::from(text_block(&said))]);
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(format!("question:{request_id}"), fields))
+}
+
+/// Whether `answer` lets the work go ahead.
+pub fn allows(request: &PermissionRequest, answer: &PermissionAnswer) -> bool {
+    match answer {
+        PermissionAnswer::Decision(decision) => *decision != Decision::Deny,
+        PermissionAnswer::Choice(id) => request
+            .choices
+            .iter()
+            .flatten()
+            .any(|choice| &choice.id == id && choice.intent != ChoiceIntent::Deny),
+    }
+}
+
 /// The answer an editor's chosen option stands for; none for an id the
 /// question never offered.
 pub fn answer(request: &PermissionRequest, option_id: &str) -> Option<PermissionAnswer> {
