@@ -7,6 +7,7 @@
 
 mod acp;
 mod conn;
+mod editor;
 mod egress;
 mod fanout;
 mod fleet;
@@ -38,7 +39,7 @@ struct Args {
     #[arg(long, default_value = "target/release/shard")]
     shard: PathBuf,
     /// Run only these scenarios (s1 … s8, acp, bundle, sandbox, egress,
-    /// fleet), comma-separated.
+    /// fleet, editor), comma-separated.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// How long S8, the soak, runs: 1800 s by default, 30 s with --short.
@@ -123,6 +124,9 @@ async fn run(args: Args) -> Result<()> {
     }
     if args.wants("fleet") {
         broken.extend(fleet::run(&args).await?);
+    }
+    if args.wants("editor") {
+        broken.extend(editor::run(&args).await?);
     }
     if args.wants("s8") {
         broken.extend(soak::run(&args).await?);

@@ -203,6 +203,11 @@ impl Shard {
         std::fs::write(self.home.join("config.toml"), config).context("writing config.toml")
     }
 
+    /// The daemon's home (`shard acp --home`).
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
     }

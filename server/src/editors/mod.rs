@@ -13,6 +13,7 @@
 
 pub mod daemon;
 pub mod pump;
+pub mod stdio;
 pub mod translate;
 
 use std::path::PathBuf;
@@ -26,7 +27,7 @@ use agent_client_protocol::v1::schema::{
     SessionModeState, SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, Client, Stdio};
+use agent_client_protocol::{Agent, Client, Lines};
 use anyhow::Context;
 use serde::Deserialize;
 use shard_protocol::ClientMessage;
@@ -100,6 +101,7 @@ pub async fn run(args: AcpArgs) -> anyhow::Result<()> {
         pump,
         runtime: args.runtime,
     });
+    let (to_editor, from_editor) = stdio::pipes();
     let on_request = shared.clone();
     let on_notification = shared;
     Agent
@@ -130,15 +132,18 @@ pub async fn run(args: AcpArgs) -> anyhow::Result<()> {
             },
             agent_client_protocol::on_receive_notification!(),
         )
-        .connect_with(Stdio::new(), async move |editor: ConnectionTo<Client>| {
-            // The editor closing its end ends `shard acp`; the agents go on
-            // in the daemon, for every tab and the next editor.
-            let closing = editor.clone();
-            tokio::select! {
-                told = pump::run(inputs, editor) => told,
-                () = closing.incoming_closed() => Ok(()),
-            }
-        })
+        .connect_with(
+            Lines::new(to_editor, from_editor),
+            async move |editor: ConnectionTo<Client>| {
+                // The editor closing its end ends `shard acp`; the agents go on
+                // in the daemon, for every tab and the next editor.
+                let closing = editor.clone();
+                tokio::select! {
+                    told = pump::run(inputs, editor) => told,
+                    () = closing.incoming_closed() => Ok(()),
+                }
+            },
+        )
         .await
         .map_err(|error| anyhow::anyhow!("ACP: {error}"))
         .context("the editor's connection ended")
