@@ -2,9 +2,10 @@
 //! agent's `burst: N` turn read by both at once, in the same run. A local
 //! tool attached to the agent reads the daemon's events as they are; the
 //! editor reads them after `shard acp` has turned each into an ACP
-//! `session/update` (one more process, one more pipe). What is compared is
-//! each reader's deltas per second, from the prompt to the turn's last
-//! delta; the target is the editor at 0.8× the socket or better.
+//! `session/update` (one more process, one more pipe; pieces that queued
+//! behind one another reach the editor as one). What is compared is each
+//! reader's deltas per second, from the prompt to the turn's last delta's
+//! text; the target is the editor at 0.8× the socket or better.
 //!
 //! The editor is driven here line by line (JSON-RPC 2.0, one object per
 //! line), as any ACP client speaks: `initialize`, then `session/load` of
@@ -69,18 +70,29 @@ impl Editor {
         }
     }
 
-    /// Reads to the `count`th `agent_message_chunk`, checking they come in
-    /// order, by their text (as the socket's reader does).
-    async fn read_burst(&mut self, count: u64) -> Result<bool> {
-        let (mut seen, mut in_order) = (0u64, true);
+    /// Reads to the `count`th delta's text, checking every `tick-K ` comes
+    /// in order. `shard acp` may give several deltas queued behind one
+    /// another as one chunk, so the ticks are counted in the text, not the
+    /// chunks.
+    async fn read_burst(&mut self, count: u64) -> Result<(bool, u64)> {
+        let (mut seen, mut in_order, mut chunks) = (0u64, true, 0u64);
         while seen < count {
-            let line = self.lines.next_line().await?.context("shard acp ended")?;
-            if line.contains("\"agent_message_chunk\"") {
+            let line =
+                match tokio::time::timeout(Duration::from_secs(10), self.lines.next_line()).await {
+                    Ok(line) => line?.context("shard acp ended")?,
+                    Err(_) => bail!("the editor saw {seen} of {count} ticks"),
+                };
+            if !line.contains("\"agent_message_chunk\"") {
+                continue;
+            }
+            chunks += 1;
+            for tick in line.split("tick-").skip(1) {
+                let number = tick.split(' ').next().and_then(|number| number.parse::<u64>().ok());
                 seen += 1;
-                in_order &= line.contains(&format!("\"text\":\"tick-{seen} \""));
+                in_order &= number == Some(seen);
             }
         }
-        Ok(in_order)
+        Ok((in_order, chunks))
     }
 }
 
@@ -109,7 +121,7 @@ pub async fn run(args: &Args) -> Result<Vec<String>> {
         .await?;
 
     let mut broken = Vec::new();
-    let (mut by_socket, mut by_editor) = (Vec::new(), Vec::new());
+    let (mut by_socket, mut by_editor, mut chunks) = (Vec::new(), Vec::new(), 0u64);
     for round in 0..rounds {
         let prompt =
             json!({"type": "prompt", "agent_id": agent, "message": format!("burst: {deltas}")});
@@ -130,7 +142,8 @@ pub async fn run(args: &Args) -> Result<Vec<String>> {
         .await
         .context("a round took too long")?;
         let (seen, socket_took) = (socket_read.0?, socket_read.1);
-        let (in_order, editor_took) = (editor_read.0?, editor_read.1);
+        let ((in_order, round_chunks), editor_took) = (editor_read.0?, editor_read.1);
+        chunks += round_chunks;
         if seen.deltas != deltas || !seen.in_order || !in_order {
             broken.push(format!(
                 "editors: round {round}: the socket read {} deltas (in order: {}), the editor in order: {in_order}",
@@ -147,6 +160,10 @@ pub async fn run(args: &Args) -> Result<Vec<String>> {
         socket,
         editor,
         ratio(editor, socket)
+    );
+    println!(
+        "  the editor got them in {chunks} chunks ({:.1} deltas a chunk: what queued behind one another went as one)",
+        (rounds as u64 * deltas) as f64 / chunks.max(1) as f64
     );
     if editor < 0.8 * socket {
         println!("  below target");

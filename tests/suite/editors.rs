@@ -198,9 +198,15 @@ async fn a_new_session_streams_its_reply_and_every_tab_sees_the_agent(sdk: Sdk) 
     let read = editor.prompt(&session, "hello editor").await;
     let answer = read.last().expect("answer");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    let chunks = read.iter().filter(|event| event["event"] == "update").count();
-    assert!(chunks > 1, "the reply streams in pieces: {read:#?}");
     assert_eq!(replied(&read), "You said: hello editor");
+    // Pieces 10 ms apart reach the editor as they come (pieces already
+    // queued behind one another may come as one).
+    let read = editor.prompt(&session, "stream: 5").await;
+    let chunks = read
+        .iter()
+        .filter(|event| event["update"]["sessionUpdate"] == "agent_message_chunk")
+        .count();
+    assert!(chunks > 1, "the reply streams in pieces: {read:#?}");
 
     // The session is the daemon's agent: listed for every client, with the
     // conversation in its log.
@@ -210,17 +216,20 @@ async fn a_new_session_streams_its_reply_and_every_tab_sees_the_agent(sdk: Sdk) 
     let agent = agents.iter().find(|agent| agent["agent_id"] == session).expect("listed");
     assert_eq!(agent["cwd"], cwd_of(&project));
     let sync = tab.attach(&session, "observer").await;
-    let said: Vec<&str> = sync["live_window"]["messages"]
+    let said: Vec<(String, String)> = sync["live_window"]["messages"]
         .as_array()
         .expect("messages")
         .iter()
-        .flat_map(|message| message["content"].as_array().cloned().unwrap_or_default().into_iter())
-        .filter_map(|block| block["text"].as_str().map(str::to_owned))
-        .collect::<Vec<_>>()
-        .iter()
-        .map(|text| if text.starts_with("You said") { "reply" } else { "prompt" })
+        .take(2)
+        .map(|message| {
+            let text = message["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+            (message["role"].as_str().unwrap_or_default().to_owned(), text)
+        })
         .collect();
-    assert_eq!(said, ["prompt", "reply"], "{sync}");
+    let expected = [("user", "hello editor"), ("assistant", "You said: hello editor")];
+    let expected: Vec<(String, String)> =
+        expected.iter().map(|(role, text)| ((*role).to_owned(), (*text).to_owned())).collect();
+    assert_eq!(said, expected, "{sync}");
 }
 
 async fn a_session_started_in_a_tab_is_listed_loaded_with_its_history_and_prompted(sdk: Sdk) {

@@ -87,7 +87,16 @@ pub async fn run(
     editor: ConnectionTo<Client>,
 ) -> Result<(), agent_client_protocol::Error> {
     let mut sessions: HashMap<String, Session> = HashMap::new();
-    while let Some(input) = inputs.recv().await {
+    let mut held = None;
+    loop {
+        let input = match held.take() {
+            Some(input) => input,
+            None => match inputs.recv().await {
+                Some(input) => input,
+                None => break,
+            },
+        };
+        let input = gather(input, &mut inputs, &mut held);
         match input {
             Input::Open { agent_id, daemon, replayed } => {
                 // Opened again (loaded by a second request, or after the
@@ -236,6 +245,44 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// The most text one gathered piece holds.
+const GATHERED: usize = 64 * 1024;
+
+/// A piece of text followed, already queued, by more of the same message
+/// and kind: one piece, as the editor shows it the same. What an editor
+/// costs per piece is then paid once per batch while it falls behind, and
+/// once per piece while it keeps up. The first input that is not more of
+/// it is `held` for next.
+fn gather(input: Input, inputs: &mut mpsc::Receiver<Input>, held: &mut Option<Input>) -> Input {
+    let Input::Event(mut routed) = input else { return input };
+    let ServerMessage::MessageDelta(first) = &mut routed.message else {
+        return Input::Event(routed);
+    };
+    let Some(text) = first.text_delta.as_mut() else { return Input::Event(routed) };
+    while text.len() < GATHERED {
+        let Ok(next) = inputs.try_recv() else { break };
+        let more = match &next {
+            Input::Event(next) if next.agent_id == routed.agent_id => match &next.message {
+                ServerMessage::MessageDelta(delta)
+                    if delta.kind == first.kind && delta.message_id == first.message_id =>
+                {
+                    delta.text_delta.as_deref()
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        match more {
+            Some(more) => text.push_str(more),
+            None => {
+                *held = Some(next);
+                break;
+            }
+        }
+    }
+    Input::Event(routed)
 }
 
 /// Puts a question to the editor. Its answer goes to the daemon, which
