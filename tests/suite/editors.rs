@@ -15,7 +15,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use super::client::Client;
 use super::support::{Daemon, binary, shard};
 
-const WAIT: Duration = Duration::from_secs(30);
+const WAIT: Duration = Duration::from_secs(90);
 
 /// Whose ACP client plays the editor.
 #[derive(Clone, Copy, PartialEq)]
@@ -453,4 +453,78 @@ async fn after_a_daemon_restart_the_editor_loads_its_session_again(sdk: Sdk) {
     let read = editor.prompt(&session, "after the restart").await;
     assert_eq!(replied(&read), "You said: after the restart");
     assert_eq!(read.last().expect("answer")["result"]["stopReason"], "end_turn");
+}
+
+/// Claude Code (tests/acp, offline against the scripted model server of
+/// real_acp.rs) behind `shard acp --runtime claude`: the editor starts it,
+/// streams its reply, answers its question, and another editor loads the
+/// session with its history.
+#[tokio::test]
+async fn claude_code_behind_shard_acp_streams_asks_and_is_loaded_again() {
+    use super::real_acp::{ModelServer, RESOLVE, runtime_config};
+
+    let scratch = TempDir::new().expect("scratch");
+    let (home, state, project) = (
+        scratch.path().join("home"),
+        scratch.path().join("claude"),
+        scratch.path().join("project"),
+    );
+    for dir in [&home, &state, &project] {
+        std::fs::create_dir_all(dir).expect("dir");
+    }
+    let project = project.canonicalize().expect("project");
+    let server = ModelServer::start(&scratch.path().join("model.log")).await;
+    std::fs::write(home.join("config.toml"), runtime_config("claude", &state, server.port))
+        .expect("config");
+    let daemon = Daemon::start_in(&home, &RESOLVE).await;
+
+    let mut editor = Editor::start(Sdk::TypeScript, &home, &["--runtime", "claude"]).await;
+    let session = editor.new_session(&project).await;
+    let mut tab = Client::unix(&daemon.socket()).await;
+    let listed = tab.call("list", json!({"type": "agent.list"})).await;
+    let agent = listed["data"]["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .find(|agent| agent["agent_id"] == session.as_str())
+        .cloned()
+        .expect("listed");
+    assert_eq!(agent["runtime"], "claude", "{agent}");
+
+    let read = editor.prompt(&session, "hello zebra42").await;
+    assert!(replied(&read).contains("echo: hello zebra42"), "{read:#?}");
+    assert_eq!(read.last().expect("answer")["result"]["stopReason"], "end_turn");
+
+    editor
+        .send(json!({"do": "prompt", "session": session, "text": "run: touch allowed.txt"}))
+        .await;
+    let asked = editor.until(|event| event["event"] == "asked").await.pop().expect("asked");
+    let allow = asked["params"]["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .find(|option| option["kind"] == "allow_once")
+        .and_then(|option| option["optionId"].as_str())
+        .expect("an allow option")
+        .to_owned();
+    editor.send(json!({"do": "answer", "question": asked["question"], "option": allow})).await;
+    let read = editor.until(|event| event["event"] == "answer" && event["to"] == "prompt").await;
+    assert_eq!(read.last().expect("answer")["result"]["stopReason"], "end_turn", "{read:#?}");
+    assert!(project.join("allowed.txt").exists(), "Claude Code ran it: {read:#?}");
+    // Claude Code tells its call before it asks.
+    let told = &editor.seen;
+    assert!(told.iter().any(|event| event["update"]["sessionUpdate"] == "tool_call"), "{told:#?}");
+
+    let mut other = Editor::start(Sdk::Python, &home, &[]).await;
+    let read = {
+        other.send(json!({"do": "load", "session": session})).await;
+        other.until(|event| event["event"] == "answer" && event["to"] == "load").await
+    };
+    assert!(read.last().expect("answer").get("error").is_none(), "{read:#?}");
+    assert!(
+        read.iter().any(|event| event["update"]["sessionUpdate"] == "user_message_chunk"
+            && event["update"]["content"]["text"] == "hello zebra42"),
+        "the history replayed: {read:#?}"
+    );
+    assert!(replied(&read).contains("echo: hello zebra42"), "{read:#?}");
 }

@@ -231,12 +231,7 @@ pub async fn run(
                         // still open, is taken back.
                         if let Some(asked) = session.asked.remove(&resolved.request_id) {
                             asked.handle.cancel()?;
-                            let allowed = translate::allows(&asked.request, &resolved.answer);
-                            tell(translate::question_closed(
-                                &resolved.request_id,
-                                &resolved.answer,
-                                allowed,
-                            ))?;
+                            tell(translate::question_closed(&asked.request, &resolved.answer))?;
                         }
                     }
                     _ => {}

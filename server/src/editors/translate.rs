@@ -219,34 +219,25 @@ pub fn asked_call(request: &PermissionRequest) -> ToolCallUpdate {
 
 /// A question answered (anywhere): its card in the editor shows how, for
 /// an editor that cannot take back the question itself.
-pub fn question_closed(
-    request_id: &str,
-    answer: &PermissionAnswer,
-    allowed: bool,
-) -> SessionUpdate {
-    let status = if allowed { ToolCallStatus::Completed } else { ToolCallStatus::Failed };
-    let said = match answer {
-        PermissionAnswer::Decision(Decision::Allow) => "Allowed".to_owned(),
-        PermissionAnswer::Decision(Decision::AllowAlways) => "Always allowed".to_owned(),
-        PermissionAnswer::Decision(Decision::Deny) => "Denied".to_owned(),
-        PermissionAnswer::Choice(choice) => format!("Answered: {}", safe(choice)),
+pub fn question_closed(request: &PermissionRequest, answer: &PermissionAnswer) -> SessionUpdate {
+    let (said, allowed) = match answer {
+        PermissionAnswer::Decision(Decision::Allow) => ("Allowed".to_owned(), true),
+        PermissionAnswer::Decision(Decision::AllowAlways) => ("Always allowed".to_owned(), true),
+        PermissionAnswer::Decision(Decision::Deny) => ("Denied".to_owned(), false),
+        PermissionAnswer::Choice(id) => {
+            let choice = request.choices.iter().flatten().find(|choice| &choice.id == id);
+            match choice {
+                Some(choice) => (safe(&choice.label), choice.intent != ChoiceIntent::Deny),
+                None => (format!("Answered: {}", safe(id)), false),
+            }
+        }
     };
+    let status = if allowed { ToolCallStatus::Completed } else { ToolCallStatus::Failed };
     let fields = ToolCallUpdateFields::new()
         .status(status)
         .content(vec![ToolCallContent::from(text_block(&said))]);
-    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(format!("question:{request_id}"), fields))
-}
-
-/// Whether `answer` lets the work go ahead.
-pub fn allows(request: &PermissionRequest, answer: &PermissionAnswer) -> bool {
-    match answer {
-        PermissionAnswer::Decision(decision) => *decision != Decision::Deny,
-        PermissionAnswer::Choice(id) => request
-            .choices
-            .iter()
-            .flatten()
-            .any(|choice| &choice.id == id && choice.intent != ChoiceIntent::Deny),
-    }
+    let id = format!("question:{}", request.request_id);
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id, fields))
 }
 
 /// The answer an editor's chosen option stands for; none for an id the
@@ -382,5 +373,19 @@ mod tests {
         assert_eq!(offered[1].name, "No\\u{200B}");
         assert_eq!(answer(&structured, "choice:no"), Some(PermissionAnswer::Choice("no".into())));
         assert_eq!(answer(&structured, "choice:other"), None);
+
+        // Answered anywhere: the card says how, by the choice's own label.
+        let closed = |request: &PermissionRequest, answer: PermissionAnswer| {
+            serde_json::to_value(question_closed(request, &answer)).expect("json")
+        };
+        let denied = closed(&structured, PermissionAnswer::Choice("no".into()));
+        assert_eq!(denied["toolCallId"], "question:r");
+        assert_eq!(denied["status"], "failed");
+        assert_eq!(denied["content"][0]["content"]["text"], "No\\u{200B}");
+        let allowed = closed(&legacy, PermissionAnswer::Decision(Decision::Allow));
+        assert_eq!(
+            (allowed["status"].as_str(), allowed["content"][0]["content"]["text"].as_str()),
+            (Some("completed"), Some("Allowed"))
+        );
     }
 }
