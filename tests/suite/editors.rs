@@ -140,6 +140,13 @@ impl Editor {
         answer["result"]["sessionId"].as_str().unwrap_or_else(|| panic!("{answer}")).to_owned()
     }
 
+    /// Loads a session and reads to the answer (the history comes first);
+    /// returns what was read.
+    async fn load(&mut self, session: &str) -> Vec<Value> {
+        self.send(json!({"do": "load", "session": session})).await;
+        self.until(|event| event["event"] == "answer" && event["to"] == "load").await
+    }
+
     /// Prompts and reads to the prompt's answer; returns what was read.
     async fn prompt(&mut self, session: &str, text: &str) -> Vec<Value> {
         self.send(json!({"do": "prompt", "session": session, "text": text})).await;
@@ -259,10 +266,7 @@ async fn a_session_started_in_a_tab_is_listed_loaded_with_its_history_and_prompt
     assert!(ids.contains(&&json!(elsewhere)) && ids.contains(&&json!(agent)), "{all}");
 
     // Loaded: the history comes first, then the answer.
-    let read = {
-        editor.send(json!({"do": "load", "session": agent})).await;
-        editor.until(|event| event["event"] == "answer" && event["to"] == "load").await
-    };
+    let read = editor.load(&agent).await;
     let answer = read.last().expect("answer");
     assert!(answer.get("error").is_none(), "{answer}");
     let told: Vec<(&str, &str)> = read
@@ -444,10 +448,7 @@ async fn after_a_daemon_restart_the_editor_loads_its_session_again(sdk: Sdk) {
     assert!(said.contains("no Shard daemon is running"), "{answer}");
 
     let _daemon = Daemon::start_in(home.path(), &[]).await;
-    let read = {
-        editor.send(json!({"do": "load", "session": session})).await;
-        editor.until(|event| event["event"] == "answer" && event["to"] == "load").await
-    };
+    let read = editor.load(&session).await;
     assert!(read.last().expect("answer").get("error").is_none(), "{read:#?}");
     assert_eq!(replied(&read), "You said: before the restart", "its history, from the log");
     let read = editor.prompt(&session, "after the restart").await;
@@ -514,12 +515,18 @@ async fn claude_code_behind_shard_acp_streams_asks_and_is_loaded_again() {
     // Claude Code tells its call before it asks.
     let told = &editor.seen;
     assert!(told.iter().any(|event| event["update"]["sessionUpdate"] == "tool_call"), "{told:#?}");
+    // Its slash commands, as the editor offers them.
+    let offered = told
+        .iter()
+        .filter(|event| event["update"]["sessionUpdate"] == "available_commands_update")
+        .filter_map(|event| event["update"]["availableCommands"].as_array())
+        .next_back()
+        .unwrap_or_else(|| panic!("no commands told: {told:#?}"));
+    assert!(offered.iter().all(|command| command["name"].is_string()), "{offered:?}");
+    assert!(!offered.is_empty());
 
     let mut other = Editor::start(Sdk::Python, &home, &[]).await;
-    let read = {
-        other.send(json!({"do": "load", "session": session})).await;
-        other.until(|event| event["event"] == "answer" && event["to"] == "load").await
-    };
+    let read = other.load(&session).await;
     assert!(read.last().expect("answer").get("error").is_none(), "{read:#?}");
     assert!(
         read.iter().any(|event| event["update"]["sessionUpdate"] == "user_message_chunk"

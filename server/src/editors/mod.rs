@@ -32,7 +32,7 @@ use anyhow::Context;
 use serde::Deserialize;
 use shard_protocol::ClientMessage;
 use shard_protocol::WireError;
-use shard_protocol::agent::Empty;
+use shard_protocol::agent::{AgentCommands, Empty};
 use shard_protocol::agent::{Prompt, SetMode, StreamingBehavior};
 use shard_protocol::orchestrator::{AgentAttach, AgentCreate};
 use shard_protocol::types::AgentInfo;
@@ -160,6 +160,10 @@ fn invalid(why: &str) -> agent_client_protocol::Error {
 }
 
 async fn handle(shared: &Shared, request: ClientRequest, responder: Responder<serde_json::Value>) {
+    let loaded = match &request {
+        ClientRequest::LoadSessionRequest(load) => Some(load.session_id.to_string()),
+        _ => None,
+    };
     let answered = match request {
         ClientRequest::InitializeRequest(_) => {
             let capabilities = AgentCapabilities::new().load_session(true).session_capabilities(
@@ -198,12 +202,33 @@ async fn handle(shared: &Shared, request: ClientRequest, responder: Responder<se
         }
         _ => Err(agent_client_protocol::Error::method_not_found()),
     };
+    // Once the editor knows the session: the commands its agent offers.
+    let opened = match &answered {
+        Ok(AgentResponse::NewSessionResponse(new)) => Some(new.session_id.to_string()),
+        Ok(AgentResponse::LoadSessionResponse(_)) => loaded.clone(),
+        _ => None,
+    };
     let _ = match answered.and_then(|response| {
         serde_json::to_value(response).map_err(agent_client_protocol::Error::into_internal_error)
     }) {
         Ok(response) => responder.respond(response),
         Err(error) => responder.respond_with_error(error),
     };
+    if let Some(agent_id) = opened {
+        tell_commands(shared, agent_id).await;
+    }
+}
+
+async fn tell_commands(shared: &Shared, agent_id: String) {
+    let Ok(Some(data)) = shared.call(Some(&agent_id), ClientMessage::ListCommands(Empty {})).await
+    else {
+        return;
+    };
+    if let Ok(commands) = serde_json::from_value::<AgentCommands>(data)
+        && !commands.commands.is_empty()
+    {
+        let _ = shared.pump.send(Input::Commands { agent_id, commands }).await;
+    }
 }
 
 /// The agent's modes, as the editor offers them.

@@ -23,7 +23,7 @@ use agent_client_protocol::{Client, RequestCancellationHandle};
 use shard_protocol::ClientMessage;
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::PendingKind;
-use shard_protocol::agent::{PermissionRequest, PermissionResponse};
+use shard_protocol::agent::{AgentCommands, PermissionRequest, PermissionResponse};
 use tokio::sync::{mpsc, oneshot};
 
 use super::daemon::{Daemon, Read, Routed};
@@ -45,6 +45,9 @@ pub enum Input {
     Refused { agent_id: String, error: agent_client_protocol::Error },
     /// The editor cancelled the turn.
     Cancel { agent_id: String },
+    /// The commands the agent offers, asked for once its session is known
+    /// to the editor.
+    Commands { agent_id: String, commands: AgentCommands },
 }
 
 impl Input {
@@ -143,6 +146,12 @@ pub async fn run(
                     session.prompts.remove(at).responder.respond_with_error(error)?;
                 }
             }
+            Input::Commands { agent_id, commands } => {
+                if sessions.contains_key(&agent_id) {
+                    let update = translate::commands(&commands);
+                    editor.send_notification(SessionNotification::new(agent_id, update))?;
+                }
+            }
             Input::Cancel { agent_id } => {
                 for prompt in sessions.get_mut(&agent_id).into_iter().flat_map(|s| &mut s.prompts) {
                     prompt.cancelled = true;
@@ -188,6 +197,9 @@ pub async fn run(
                         if let Some(update) = translate::delta(&delta) {
                             tell(update)?;
                         }
+                    }
+                    ServerMessage::CommandsChanged(commands) => {
+                        tell(translate::commands(&commands))?;
                     }
                     ServerMessage::ToolCall(call) => tell(translate::tool_call(&call))?,
                     ServerMessage::ToolResult(result) => tell(translate::tool_result(&result))?,

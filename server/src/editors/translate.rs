@@ -10,12 +10,15 @@
 //! zero-width character that would make it read otherwise than it runs.
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, PermissionOption, PermissionOptionKind, SessionUpdate, TextContent,
-    ToolCall as AcpToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    ToolKind,
+    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ContentBlock, ContentChunk,
+    PermissionOption, PermissionOptionKind, SessionUpdate, TextContent, ToolCall as AcpToolCall,
+    ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    UnstructuredCommandInput,
 };
 use serde_json::Value;
-use shard_protocol::agent::{ChoiceIntent, Decision, PermissionAnswer, PermissionRequest};
+use shard_protocol::agent::{
+    AgentCommands, ChoiceIntent, Decision, PermissionAnswer, PermissionRequest,
+};
 use shard_protocol::agent::{DeltaKind, MessageDelta, ToolCall, ToolResult};
 use shard_protocol::display::shown;
 use shard_protocol::types::{ContentBlock as Block, JsonObject, Message, Role, ToolResultContent};
@@ -48,6 +51,22 @@ pub fn delta(delta: &MessageDelta) -> Option<SessionUpdate> {
 /// editor).
 pub fn user_text(text: &str) -> SessionUpdate {
     SessionUpdate::UserMessageChunk(ContentChunk::new(text_block(text)))
+}
+
+/// The commands the agent offers (its slash commands), as the editor
+/// offers them.
+pub fn commands(commands: &AgentCommands) -> SessionUpdate {
+    let available = commands
+        .commands
+        .iter()
+        .map(|command| {
+            let input = command.hint.as_deref().map(|hint| {
+                AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(safe(hint)))
+            });
+            AvailableCommand::new(safe(&command.name), safe(&command.description)).input(input)
+        })
+        .collect();
+    SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(available))
 }
 
 /// What kind of work a Shard tool does, for the editor's icons.
@@ -342,6 +361,19 @@ mod tests {
                 "\"agent_message_chunk\""
             ]
         );
+    }
+
+    #[test]
+    fn commands_are_offered_with_their_hints() {
+        let offered: AgentCommands = serde_json::from_value(json!({"commands": [
+            {"name": "compact", "description": "Shorten the context"},
+            {"name": "review", "description": "Review", "hint": "a branch\u{1b}"}]}))
+        .expect("commands");
+        let told = serde_json::to_value(commands(&offered)).expect("json");
+        assert_eq!(told["sessionUpdate"], "available_commands_update");
+        assert_eq!(told["availableCommands"][0]["name"], "compact");
+        assert!(told["availableCommands"][0].get("input").is_none());
+        assert_eq!(told["availableCommands"][1]["input"]["hint"], "a branch\\u{001B}");
     }
 
     #[test]
