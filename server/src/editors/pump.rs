@@ -346,3 +346,70 @@ fn end(session: Session, why: &str) -> Result<(), agent_client_protocol::Error> 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn delta(agent: &str, message: &str, kind: &str, text: &str) -> Input {
+        let delta = serde_json::from_value(json!({"message_id": message, "block_index": 0,
+                                                  "kind": kind, "text_delta": text}))
+        .expect("a delta");
+        Input::Event(Box::new(Routed {
+            agent_id: agent.to_owned(),
+            message: ServerMessage::MessageDelta(delta),
+        }))
+    }
+
+    fn text(input: &Input) -> (String, String) {
+        let Input::Event(routed) = input else { panic!("not an event") };
+        let ServerMessage::MessageDelta(delta) = &routed.message else { panic!("not a delta") };
+        (routed.agent_id.clone(), delta.text_delta.clone().unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn queued_pieces_of_one_message_and_kind_are_one_and_the_next_waits_its_turn() {
+        let (queue, mut inputs) = mpsc::channel(16);
+        for input in [
+            delta("a", "m1", "text", "b"),
+            delta("a", "m1", "text", "c"),
+            delta("a", "m1", "thinking", "t"),
+            delta("a", "m1", "text", "d"),
+            delta("b", "m2", "text", "x"),
+            delta("a", "m1", "text", "e"),
+        ] {
+            queue.send(input).await.expect("queued");
+        }
+        let mut held = None;
+        let first = gather(delta("a", "m1", "text", "a"), &mut inputs, &mut held);
+        assert_eq!(text(&first), ("a".into(), "abc".into()));
+        // Thinking is another kind: it waits, then goes on its own.
+        let thinking = held.take().expect("held");
+        let thinking = gather(thinking, &mut inputs, &mut held);
+        assert_eq!(text(&thinking), ("a".into(), "t".into()));
+        let next = gather(held.take().expect("held"), &mut inputs, &mut held);
+        assert_eq!(text(&next), ("a".into(), "d".into()), "another agent's piece stops it");
+        let other = gather(held.take().expect("held"), &mut inputs, &mut held);
+        assert_eq!(text(&other), ("b".into(), "x".into()));
+        let last = gather(held.take().expect("held"), &mut inputs, &mut held);
+        assert_eq!(text(&last), ("a".into(), "e".into()));
+        assert!(held.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_gathered_piece_stops_at_its_bound() {
+        let (queue, mut inputs) = mpsc::channel(8);
+        let big = "x".repeat(GATHERED / 2 + 1);
+        for _ in 0..3 {
+            queue.send(delta("a", "m", "text", &big)).await.expect("queued");
+        }
+        let mut held = None;
+        let first = gather(delta("a", "m", "text", "y"), &mut inputs, &mut held);
+        // "y" and two halves pass the bound; the third waits in the queue.
+        assert_eq!(text(&first).1.len(), 1 + 2 * big.len());
+        assert!(held.is_none());
+        assert!(inputs.try_recv().is_ok(), "the rest stays queued, in order");
+    }
+}
