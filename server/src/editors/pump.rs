@@ -133,7 +133,8 @@ pub async fn run(
                     session.prompts.push(Prompt { text, responder, turn: None, cancelled: false })
                 }
                 None => responder.respond_with_error(
-                    agent_client_protocol::Error::invalid_params().data("no such session"),
+                    agent_client_protocol::Error::invalid_params()
+                        .data("this session is not open here: load it first (session/load)"),
                 )?,
             },
             Input::Refused { agent_id, error } => {
