@@ -140,6 +140,18 @@ impl Editor {
         answer["result"]["sessionId"].as_str().unwrap_or_else(|| panic!("{answer}")).to_owned()
     }
 
+    /// Reads until a piece of the agent's reply holds `word`; returns what
+    /// was read.
+    async fn until_said(&mut self, word: &str) -> Vec<Value> {
+        self.until(|event| {
+            event["update"]["sessionUpdate"] == "agent_message_chunk"
+                && event["update"]["content"]["text"]
+                    .as_str()
+                    .is_some_and(|text| text.contains(word))
+        })
+        .await
+    }
+
     /// Loads a session and reads to the answer (the history comes first);
     /// returns what was read.
     async fn load(&mut self, session: &str) -> Vec<Value> {
@@ -300,14 +312,7 @@ async fn a_session_started_in_a_tab_is_listed_loaded_with_its_history_and_prompt
 
     // A prompt from the tab shows in the editor as the person's message.
     tab.send(json!({"type": "prompt", "agent_id": agent, "message": "and the tab again"}));
-    let read = editor
-        .until(|event| {
-            event["update"]["sessionUpdate"] == "agent_message_chunk"
-                && event["update"]["content"]["text"]
-                    .as_str()
-                    .is_some_and(|text| text.contains("again"))
-        })
-        .await;
+    let read = editor.until_said("again").await;
     assert!(
         read.iter().any(|event| event["update"]["sessionUpdate"] == "user_message_chunk"
             && event["update"]["content"]["text"] == "and the tab again"),
@@ -416,14 +421,7 @@ async fn two_editors_on_one_session_see_the_same_reply(sdk: Sdk) {
     assert!(loaded.get("error").is_none(), "{loaded}");
     let read = first.prompt(&session, "for both of you").await;
     assert_eq!(replied(&read), "You said: for both of you");
-    let seen = second
-        .until(|event| {
-            event["update"]["sessionUpdate"] == "agent_message_chunk"
-                && event["update"]["content"]["text"]
-                    .as_str()
-                    .is_some_and(|text| text.contains("you"))
-        })
-        .await;
+    let seen = second.until_said("you").await;
     assert!(
         seen.iter().any(|event| event["update"]["content"]["text"] == "for both of you"),
         "the second editor sees the first's message as the person's: {seen:#?}"
