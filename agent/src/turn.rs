@@ -229,7 +229,13 @@ async fn take_reply(
     shared
         .emit(ServerMessage::MessageComplete(MessageComplete {
             message_id,
-            message: Message { id: entry_id, role: Role::Assistant, content, aborted },
+            message: Message {
+                id: entry_id,
+                role: Role::Assistant,
+                content,
+                aborted,
+                streaming: false,
+            },
         }))
         .await;
     if let Some(usage) = usage {

@@ -122,6 +122,12 @@ pub struct Message {
     /// stopped (docs/PROTOCOL-NOTES.md).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub aborted: bool,
+    /// Shard's extension: the reply streaming now, as far as it has come
+    /// (the last message of a `sync` a client gets mid-reply). Its `id` is
+    /// the `message_id` its deltas go on under, and its `message_complete`
+    /// follows (docs/PROTOCOL-NOTES.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub streaming: bool,
 }
 
 /// `ContentBlock` (§11). Decoded by hand (crate::tagged).

@@ -51,6 +51,7 @@ with_each_sdk!(
     a_question_answered_in_the_editor_closes_in_every_tab,
     cancel_ends_the_turn_as_cancelled,
     two_editors_on_one_session_see_the_same_reply,
+    an_editor_that_joins_mid_reply_gets_the_reply_so_far,
     after_a_daemon_restart_the_editor_loads_its_session_again,
 );
 
@@ -428,6 +429,30 @@ async fn two_editors_on_one_session_see_the_same_reply(sdk: Sdk) {
     );
     let rest = replied(&seen);
     assert_eq!(rest, "You said: for both of you");
+}
+
+async fn an_editor_that_joins_mid_reply_gets_the_reply_so_far(sdk: Sdk) {
+    let daemon = Daemon::start(&[]).await;
+    let project = project();
+    let mut first = Editor::start(sdk, &daemon.home, &[]).await;
+    let session = first.new_session(project.path()).await;
+    first.send(json!({"do": "prompt", "session": session, "text": "stream: 150"})).await;
+    first.until_said("tick-20 ").await;
+
+    // The second loads it mid-reply: its history ends with the reply so
+    // far, and the rest follows on from it.
+    let mut second = Editor::start(sdk, &daemon.home, &[]).await;
+    let history = second.load(&session).await;
+    let so_far = replied(&history);
+    assert!(so_far.starts_with("tick-1 tick-2 ") && so_far.contains("tick-20 "), "{so_far}");
+    assert!(!so_far.contains("tick-150"), "loaded before the end: {so_far}");
+    let rest = second.until_said("tick-150").await;
+    let whole: String = (1..=150).map(|tick| format!("tick-{tick} ")).collect();
+    assert_eq!(format!("{so_far}{}", replied(&rest)).trim_end(), whole.trim_end());
+    // What the first editor saw from the start.
+    let read = first.until(|event| event["event"] == "answer" && event["to"] == "prompt").await;
+    let seen_first = replied(&first.seen);
+    assert_eq!(seen_first.trim_end(), whole.trim_end(), "{read:#?}");
 }
 
 async fn after_a_daemon_restart_the_editor_loads_its_session_again(sdk: Sdk) {

@@ -463,3 +463,68 @@ async fn recall_steer_is_routed_to_the_agent_and_refused_to_observers() {
     let listed = client.call("l", json!({"type": "agent.list"})).await;
     assert_eq!(listed["data"]["agents"][0]["runtime_state"], "stopped");
 }
+
+/// The text of a message's text blocks, joined.
+fn message_text(message: &Value) -> String {
+    let blocks = message["content"].as_array().map(Vec::as_slice).unwrap_or_default();
+    blocks
+        .iter()
+        .filter(|block| block["type"] == "text")
+        .filter_map(|block| block["text"].as_str())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_client_that_attaches_mid_reply_gets_the_reply_so_far_and_the_rest_goes_on_from_it() {
+    let daemon = Daemon::start(&[]).await;
+    let project = TempDir::new().expect("project");
+    let mut client = Client::unix(&daemon.socket()).await;
+    let agent = client.create(project.path(), "talker").await;
+    client.attach(&agent, "interactive").await;
+    let accepted = client
+        .call("p", json!({"type": "prompt", "agent_id": agent, "message": "stream: 150"}))
+        .await;
+    assert_eq!(accepted["success"], true, "{accepted}");
+    client
+        .until_agent(&agent, |message| {
+            message["type"] == "message_delta" && message["text_delta"] == "tick-20 "
+        })
+        .await;
+
+    // Another client joins mid-reply: its sync ends with the reply so far.
+    let mut late = Client::unix(&daemon.socket()).await;
+    let sync = late.attach(&agent, "observer").await;
+    assert_eq!(sync["status"], "streaming", "{sync}");
+    let window = sync["live_window"]["messages"].as_array().expect("messages");
+    let so_far = window.last().expect("a message");
+    assert_eq!(so_far["streaming"], true, "{so_far}");
+    assert_eq!(so_far["role"], "assistant");
+    let shown = message_text(so_far);
+    assert!(shown.starts_with("tick-1 tick-2 ") && shown.contains("tick-20 "), "{shown}");
+    let asked = &window[window.len() - 2];
+    assert_eq!(
+        (asked["role"].as_str(), message_text(asked).as_str()),
+        (Some("user"), "stream: 150")
+    );
+
+    // What streams after goes on under its id, and the two make the whole.
+    let rest = late.until_agent(&agent, |message| message["type"] == "message_complete").await;
+    let complete = rest.last().expect("complete");
+    assert_eq!(complete["message_id"], so_far["id"], "{complete}");
+    let deltas = rest.iter().filter(|message| message["type"] == "message_delta");
+    assert!(deltas.clone().all(|delta| delta["message_id"] == so_far["id"]));
+    assert!(deltas.count() > 0, "joined before the end, it saw the rest stream");
+    let whole = message_text(&complete["message"]);
+    assert_eq!(format!("{shown}{}", streamed_text(&rest)), whole);
+    assert!(whole.ends_with("tick-150 ") || whole.ends_with("tick-150"), "{whole}");
+    assert!(complete["message"].get("streaming").is_none(), "{complete}");
+
+    // Once it is recorded, a sync gives it once, as a message like any other.
+    late.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    let mut later = Client::unix(&daemon.socket()).await;
+    let sync = later.attach(&agent, "observer").await;
+    let window = sync["live_window"]["messages"].as_array().expect("messages");
+    assert_eq!(window.len(), 2, "{sync}");
+    assert!(window.iter().all(|message| message.get("streaming").is_none()), "{sync}");
+    assert_eq!(message_text(&window[1]), whole);
+}

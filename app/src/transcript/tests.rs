@@ -49,6 +49,7 @@ fn reply(entry_id: &str, content: Vec<ContentBlock>) -> shard_protocol::types::M
         role: shard_protocol::types::Role::Assistant,
         content,
         aborted: false,
+        streaming: false,
     }
 }
 

@@ -164,5 +164,5 @@ pub fn to_wire_message(entry: &Entry) -> Option<Message> {
         _ => return None,
     };
     let aborted = matches!(entry.body, EntryBody::Assistant { aborted: true, .. });
-    Some(Message { id: entry.id.clone(), role, content, aborted })
+    Some(Message { id: entry.id.clone(), role, content, aborted, streaming: false })
 }

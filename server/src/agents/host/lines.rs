@@ -6,12 +6,14 @@ use shard_protocol::agent::{DeltaKind, PendingKind, Sync, UiKind};
 use shard_protocol::message::Response;
 use shard_protocol::{Envelope, ServerMessage};
 
+use super::streaming::Delta;
 use crate::agents::error::AgentError;
 
 /// What one line of the agent's is, to the host.
 pub(super) enum Line {
-    /// A streamed delta, and the line as it goes out: never decoded.
-    Delta(DeltaKind, String),
+    /// A streamed delta, read without decoding the rest of its line, and
+    /// the line as it goes out.
+    Delta(Delta, String),
     /// A new process's `hello`: its capabilities.
     Hello(Vec<String>),
     /// A new process's `sync`.
@@ -53,9 +55,9 @@ pub(super) fn asked(request: shard_protocol::agent::PermissionRequest) -> (Pendi
 /// `sync` (before, only the handshake counts).
 pub(super) fn read(line: String, up: bool, agent_id: &str) -> Line {
     // Deltas are nearly all of an agent's traffic, and all the host needs
-    // of one is its kind.
-    if let Some(kind) = up.then(|| streamed_delta(&line)).flatten() {
-        return Line::Delta(kind, line);
+    // of one is its kind, message, block and text.
+    if let Some(delta) = up.then(|| streamed_delta(&line)).flatten() {
+        return Line::Delta(delta, line);
     }
     let envelope = match Envelope::<ServerMessage>::from_json(&line) {
         Ok(envelope) => envelope,
@@ -89,18 +91,32 @@ pub(super) fn read(line: String, up: bool, agent_id: &str) -> Line {
     }
 }
 
-/// The kind of a `message_delta` line, read without decoding the rest of
-/// it; `None` for any other line (or one that is not even that much JSON),
-/// which then takes the full decode.
-fn streamed_delta(line: &str) -> Option<DeltaKind> {
+/// A `message_delta` line's kind, message, block and text, read without
+/// decoding the rest of it; `None` for any other line (or one that is not
+/// even that much JSON), which then takes the full decode.
+fn streamed_delta(line: &str) -> Option<Delta> {
+    use std::borrow::Cow;
     #[derive(serde::Deserialize)]
     struct Head<'a> {
         #[serde(rename = "type", borrow)]
-        type_name: std::borrow::Cow<'a, str>,
+        type_name: Cow<'a, str>,
         kind: Option<DeltaKind>,
+        #[serde(borrow)]
+        message_id: Option<Cow<'a, str>>,
+        block_index: Option<u32>,
+        #[serde(borrow)]
+        text_delta: Option<Cow<'a, str>>,
     }
     let head: Head = serde_json::from_str(line).ok()?;
-    if head.type_name == "message_delta" { head.kind } else { None }
+    if head.type_name != "message_delta" {
+        return None;
+    }
+    Some(Delta {
+        kind: head.kind?,
+        message_id: head.message_id?.into_owned(),
+        block_index: head.block_index?,
+        text: head.text_delta.map(Cow::into_owned),
+    })
 }
 
 /// A question as every client gets it: the text a person decides on

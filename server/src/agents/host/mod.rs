@@ -34,6 +34,7 @@ pub mod process;
 mod projection;
 mod questions;
 pub mod run;
+mod streaming;
 #[cfg(test)]
 mod tests;
 
@@ -300,9 +301,9 @@ impl Host {
     fn child_line(&mut self, line: String, now: Instant) {
         let up = self.process.up();
         match lines::read(line, up, self.agent_id()) {
-            Line::Delta(kind, line) => {
+            Line::Delta(delta, line) => {
                 self.process.touch(now);
-                let activity = self.projection.delta(kind);
+                let activity = self.projection.streamed(&delta);
                 return self.apply(activity.into_iter().chain([Out::Event(line)]));
             }
             Line::Hello(capabilities) => {

@@ -12,6 +12,7 @@ use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
 
 use super::out::Out;
 use super::process::Because;
+use super::streaming::{Delta, Streaming};
 use crate::agents::manifest::Manifest;
 use crate::agents::now_ms;
 
@@ -61,6 +62,8 @@ pub(super) struct Projection {
     /// The session's record, read while a process runs: `sync`'s live
     /// window. A stopped agent holds none of it (a daemon lists many).
     session: Option<SessionView>,
+    /// The reply streaming now, for a `sync` sent mid-reply.
+    streaming: Streaming,
     activity: Activity,
     /// The latest `AgentInfo`, shared with the host's handle.
     shared: Arc<Mutex<AgentInfo>>,
@@ -78,6 +81,7 @@ impl Projection {
             context_tokens: None,
             sandbox: None,
             session: None,
+            streaming: Streaming::default(),
             activity: Activity {
                 phase: ActivityPhase::Idle,
                 tool: None,
@@ -211,6 +215,7 @@ impl Projection {
         };
         self.status = status;
         self.session = None;
+        self.streaming.ended();
         let mut out = self.set_runtime_state(state);
         if let Some(reason) = told {
             let agent_id = self.agent_id.clone();
@@ -263,8 +268,12 @@ impl Projection {
         runtime_epoch: u64,
         seq: u64,
     ) -> Sync {
-        let (live_window, problem) =
+        let (mut live_window, problem) =
             self.session.as_mut().map(SessionView::live_window).unwrap_or_default();
+        // Mid-reply: the reply so far, which the deltas after this go on.
+        if let Some(so_far) = self.streaming.message(&live_window.messages) {
+            live_window.messages.push(so_far);
+        }
         if let Some(problem) = problem {
             tracing::warn!(agent = %self.agent_id, %problem, "cannot read the session log");
         }
@@ -307,6 +316,10 @@ impl Projection {
             ServerMessage::Usage(usage) => {
                 self.context_tokens = usage.context_tokens.or(self.context_tokens);
             }
+            ServerMessage::MessageComplete(complete) => {
+                self.streaming.completed(&complete.message_id)
+            }
+            ServerMessage::TurnEnd(_) => self.streaming.ended(),
             ServerMessage::MessageDelta(delta) => out.extend(self.delta(delta.kind)),
             ServerMessage::ToolCall(call) => {
                 out.extend(self.set_activity(ActivityPhase::Tool, Some(call.name.clone())))
@@ -319,8 +332,15 @@ impl Projection {
         out
     }
 
-    /// A streamed delta says what the agent is doing now.
-    pub fn delta(&mut self, kind: DeltaKind) -> Option<Out> {
+    /// A streamed delta: the reply so far grows, and it says what the
+    /// agent is doing now.
+    pub fn streamed(&mut self, delta: &Delta) -> Option<Out> {
+        self.streaming.delta(delta);
+        self.delta(delta.kind)
+    }
+
+    /// A streamed delta of `kind` says what the agent is doing now.
+    fn delta(&mut self, kind: DeltaKind) -> Option<Out> {
         let phase = match kind {
             DeltaKind::Thinking => ActivityPhase::Thinking,
             _ => ActivityPhase::Streaming,

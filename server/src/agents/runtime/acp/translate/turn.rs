@@ -347,6 +347,7 @@ impl Turns {
             role: Role::Assistant,
             content: blocks.clone(),
             aborted,
+            streaming: false,
         };
         vec![
             event(ServerMessage::MessageComplete(MessageComplete { message_id, message })),
