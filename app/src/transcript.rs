@@ -268,6 +268,8 @@ enum Identity {
     },
     /// A prompt shown before its entry id was known.
     Said(String),
+    /// A reply still streaming, by its message id.
+    Streaming(String),
     Compaction(u64),
 }
 
@@ -288,7 +290,9 @@ fn identity(row: &Row) -> Option<Identity> {
             None => Identity::Said(text.to_string()),
         }),
         RowKind::Assistant(message) => {
-            let entry_id = message.entry_id.get_untracked()?;
+            let Some(entry_id) = message.entry_id.get_untracked() else {
+                return Some(Identity::Streaming(message.message_id.to_string()));
+            };
             let blocks = message
                 .blocks
                 .with_untracked(|blocks| blocks.iter().map(TextBlock::as_block).collect());
@@ -310,13 +314,12 @@ fn wanted(item: &Item) -> Vec<Identity> {
             .map(|entry_id| Identity::User { entry_id: entry_id.clone(), text: text.clone() })
             .chain([Identity::Said(text.clone())])
             .collect(),
-        Item::Assistant { entry_id, blocks, .. } => entry_id
-            .iter()
-            .map(|entry_id| Identity::Assistant {
-                entry_id: entry_id.clone(),
-                blocks: blocks.clone(),
-            })
-            .collect(),
+        Item::Assistant { entry_id: None, message_id, .. } => {
+            vec![Identity::Streaming(message_id.clone())]
+        }
+        Item::Assistant { entry_id: Some(entry_id), blocks, .. } => {
+            vec![Identity::Assistant { entry_id: entry_id.clone(), blocks: blocks.clone() }]
+        }
         Item::Tool { tool_call_id, name, args, .. } => {
             vec![tool_identity(tool_call_id, name, args)]
         }
@@ -329,11 +332,11 @@ fn wanted(item: &Item) -> Vec<Identity> {
 /// key and signals.
 fn refresh(row: &Row, item: Item) -> Row {
     match (&row.kind, item) {
-        (
-            RowKind::Assistant(message),
-            Item::Assistant { entry_id, blocks, message_id, aborted },
-        ) => {
-            message.complete(entry_id.as_deref().unwrap_or(&message_id), &blocks, aborted);
+        (RowKind::Assistant(message), Item::Assistant { entry_id, blocks, aborted, .. }) => {
+            match entry_id {
+                Some(entry_id) => message.complete(&entry_id, &blocks, aborted),
+                None => message.streamed(&blocks),
+            }
             row.clone()
         }
         (RowKind::Tool(tool), Item::Tool { name, args, read_only, start, result, .. }) => {

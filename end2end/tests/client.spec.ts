@@ -142,6 +142,30 @@ test('a reconnect mid-stream resumes from the cursor: the reply goes on in the s
   await context.close();
 });
 
+test('a tab opened mid-reply shows the reply from its start, and it goes on in the same element', async ({ browser, daemon }) => {
+  const [context, tab] = await enrolled(browser, daemon);
+  await createAgent(tab, project(), 'teller');
+  await prompt(tab, 'stream: 1000');
+  await expect(tab.locator('.message.assistant').last()).toContainText('tick-40 ');
+
+  const late = await context.newPage();
+  await late.goto(daemon.baseURL);
+  await expect(late.locator('.connection')).toHaveText('connected');
+  await openAgent(late, 'teller');
+  const reply = late.locator('.message.assistant').last();
+  // Still streaming, and shown from its first word, not from when the tab
+  // joined.
+  await expect(reply).toHaveAttribute('data-complete', 'false');
+  await expect(reply).toHaveText(/^tick-1 tick-2 tick-3 .*tick-40 /);
+  await reply.evaluate((element) => ((element as any).shardMark = 'same'));
+  await expect(reply).toHaveAttribute('data-complete', 'true', { timeout: 30_000 });
+  const expected = Array.from({ length: 1000 }, (_, index) => `tick-${index + 1}`).join(' ');
+  await expect(reply).toHaveText(expected);
+  expect(await reply.evaluate((element) => (element as any).shardMark)).toBe('same');
+  await expect(late.locator('.message.assistant')).toHaveCount(1);
+  await context.close();
+});
+
 test('agents off screen show unread activity and a waiting question; opening one clears it', async ({ browser, daemon }) => {
   const [context, tab] = await enrolled(browser, daemon);
   await createAgent(tab, project(), 'watched');

@@ -115,9 +115,11 @@ pub fn from_sync(messages: &[WireMessage], compaction_index: Option<u64>) -> Vec
                 }
             }
             _ => {
+                // A reply streaming now has no entry yet: its deltas go on
+                // under its id, and its completion gives it one.
                 items.push(Item::Assistant {
                     message_id: message.id.clone(),
-                    entry_id: Some(message.id.clone()),
+                    entry_id: (!message.streaming).then(|| message.id.clone()),
                     blocks: blocks_of(&message.content),
                     aborted: message.aborted,
                 });

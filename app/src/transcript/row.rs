@@ -140,6 +140,14 @@ impl TextBlock {
         }
     }
 
+    /// A block streamed so far, as a `sync` sent mid-reply gives it.
+    pub(super) fn streamed(block: &Block) -> Self {
+        let (Block::Text(text) | Block::Thinking(text)) = block;
+        let streamed = Self::streaming(matches!(block, Block::Thinking(_)), String::new());
+        streamed.append(text);
+        streamed
+    }
+
     pub(super) fn complete(block: &Block) -> Self {
         let (thinking, text) = match block {
             Block::Text(text) => (false, text),
@@ -253,6 +261,20 @@ impl Message {
         }
     }
 
+    /// A `sync` sent mid-reply says what streamed so far: a block that
+    /// already shows it is left as it is, any other shows it afresh.
+    pub(super) fn streamed(&self, blocks: &[Block]) {
+        let same = self.blocks.with_untracked(|known| {
+            known.len() == blocks.len()
+                && known.iter().zip(blocks).all(|(known, block)| {
+                    known.done.with_untracked(Option::is_none) && known.as_block() == *block
+                })
+        });
+        if !same {
+            self.blocks.set(blocks.iter().map(TextBlock::streamed).collect());
+        }
+    }
+
     pub(super) fn delta(&self, kind: DeltaKind, text: &str) {
         let thinking = kind == DeltaKind::Thinking;
         let last = self.blocks.with_untracked(|blocks| blocks.last().cloned());
@@ -286,7 +308,13 @@ impl Row {
                 RowKind::User { entry_id: ArcRwSignal::new(entry_id), text: Arc::from(text) }
             }
             Item::Assistant { message_id, entry_id, blocks, aborted } => {
-                let blocks = blocks.iter().map(TextBlock::complete).collect();
+                // Without an entry, the reply streams still: its text goes
+                // on from here.
+                let block = match entry_id {
+                    Some(_) => TextBlock::complete,
+                    None => TextBlock::streamed,
+                };
+                let blocks = blocks.iter().map(block).collect();
                 let message = Message::new(&message_id, entry_id, blocks);
                 message.aborted.set(aborted);
                 RowKind::Assistant(message)

@@ -176,6 +176,84 @@ fn a_resync_keeps_the_rows_it_already_shows() {
     assert_eq!(items(rows).len(), 2);
 }
 
+/// A `sync` sent mid-reply: the prompt, and the reply so far under the
+/// message id its deltas carry.
+fn synced_mid_reply(so_far: &[ContentBlock]) -> Vec<Item> {
+    let streaming =
+        shard_protocol::types::Message { streaming: true, ..reply("m-2", so_far.to_vec()) };
+    let asked = shard_protocol::types::Message {
+        role: shard_protocol::types::Role::User,
+        ..reply("u-1", text("stream: 9"))
+    };
+    super::from_sync(&[asked, streaming], None)
+}
+
+#[test]
+fn a_reply_synced_mid_stream_goes_on_in_its_blocks_and_completes_in_place() {
+    let rows = rows();
+    let so_far = vec![
+        ContentBlock::Thinking { text: "counting".to_owned() },
+        ContentBlock::Text { text: "tick-1 tick-2 ".to_owned() },
+    ];
+    reconcile(rows, synced_mid_reply(&so_far));
+    let streaming = message(rows, 1);
+    assert_eq!(streaming.entry_id.get_untracked(), None, "not complete: no entry yet");
+    let keys: Vec<u64> =
+        streaming.blocks.with_untracked(|blocks| blocks.iter().map(|b| b.key).collect());
+    delta(rows, "m-2", DeltaKind::Text, "tick-3 ");
+    delta(rows, "m-2", DeltaKind::Text, "tick-4");
+    let after: Vec<u64> =
+        streaming.blocks.with_untracked(|blocks| blocks.iter().map(|b| b.key).collect());
+    assert_eq!(after, keys, "the deltas go on in the synced text block");
+    assert_eq!(
+        items(rows)[1],
+        Item::Assistant {
+            message_id: "m-2".to_owned(),
+            entry_id: None,
+            blocks: vec![
+                Block::Thinking("counting".to_owned()),
+                Block::Text("tick-1 tick-2 tick-3 tick-4".to_owned())
+            ],
+            aborted: false,
+        }
+    );
+    let whole = vec![
+        ContentBlock::Thinking { text: "counting".to_owned() },
+        ContentBlock::Text { text: "tick-1 tick-2 tick-3 tick-4".to_owned() },
+    ];
+    complete(rows, "m-2", &reply("e-2", whole));
+    assert_eq!(rows.with_untracked(Vec::len), 2, "completed in its row");
+    let done: Vec<u64> =
+        message(rows, 1).blocks.with_untracked(|blocks| blocks.iter().map(|b| b.key).collect());
+    assert_eq!(done, keys, "and in its blocks");
+    assert_eq!(message(rows, 1).entry_id.get_untracked().as_deref(), Some("e-2"));
+}
+
+#[test]
+fn a_resync_mid_reply_keeps_the_streaming_row_and_takes_the_syncs_text() {
+    let rows = rows();
+    reconcile(rows, synced_mid_reply(&text("tick-1 ")));
+    delta(rows, "m-2", DeltaKind::Text, "tick-2 ");
+    let key = rows.with_untracked(|rows| rows[1].key);
+    let block = message(rows, 1).blocks.with_untracked(|blocks| blocks[0].key);
+    // A resync that agrees leaves the row and its block alone.
+    reconcile(rows, synced_mid_reply(&text("tick-1 tick-2 ")));
+    assert_eq!(rows.with_untracked(|rows| rows[1].key), key);
+    assert_eq!(message(rows, 1).blocks.with_untracked(|blocks| blocks[0].key), block);
+    // One further on (deltas this tab held were dropped for it) shows its
+    // text, in the same row.
+    reconcile(rows, synced_mid_reply(&text("tick-1 tick-2 tick-3 ")));
+    assert_eq!(rows.with_untracked(|rows| (rows.len(), rows[1].key)), (2, key));
+    let Item::Assistant { blocks, entry_id, .. } = &items(rows)[1] else { panic!("a reply") };
+    assert_eq!(
+        (blocks.as_slice(), entry_id),
+        (&[Block::Text("tick-1 tick-2 tick-3 ".into())][..], &None)
+    );
+    delta(rows, "m-2", DeltaKind::Text, "tick-4");
+    let Item::Assistant { blocks, .. } = &items(rows)[1] else { panic!("a reply") };
+    assert_eq!(blocks, &[Block::Text("tick-1 tick-2 tick-3 tick-4".into())]);
+}
+
 #[test]
 fn a_sync_of_another_transcript_replaces_every_row() {
     let rows = rows();
