@@ -50,6 +50,7 @@ with_each_sdk!(
     a_question_answered_in_a_tab_ends_in_the_editor,
     a_question_answered_in_the_editor_closes_in_every_tab,
     cancel_ends_the_turn_as_cancelled,
+    a_ui_choice_is_answered_in_the_editor_and_a_typed_answer_in_a_tab,
     two_editors_on_one_session_see_the_same_reply,
     an_editor_that_joins_mid_reply_gets_the_reply_so_far,
     after_a_daemon_restart_the_editor_loads_its_session_again,
@@ -395,6 +396,78 @@ async fn a_question_answered_in_the_editor_closes_in_every_tab(sdk: Sdk) {
     assert!(!read.iter().any(|event| event["event"] == "taken_back"), "answered, not taken back");
     assert_eq!(read.last().expect("answer")["result"]["stopReason"], "end_turn");
     assert!(!replied(&read).contains("exit code 0"), "denied, so not run: {read:#?}");
+}
+
+async fn a_ui_choice_is_answered_in_the_editor_and_a_typed_answer_in_a_tab(sdk: Sdk) {
+    let daemon = Daemon::start(&[]).await;
+    let project = project();
+    let mut editor = Editor::start(sdk, &daemon.home, &[]).await;
+    let session = editor.new_session(project.path()).await;
+    let mut tab = Client::unix(&daemon.socket()).await;
+    tab.attach(&session, "interactive").await;
+
+    // A choice: its options are the editor's, and its answer the tab's too.
+    editor
+        .send(json!({"do": "prompt", "session": session, "text": "ask-select: Which colour? | red | green"}))
+        .await;
+    let asked = editor.until(|event| event["event"] == "asked").await.pop().expect("asked");
+    let params = &asked["params"];
+    assert_eq!(params["toolCall"]["title"], "Which colour?", "{asked}");
+    let options: Vec<(&str, &str)> = params["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .filter_map(|option| Some((option["optionId"].as_str()?, option["name"].as_str()?)))
+        .collect();
+    assert_eq!(options, [("ui:0", "red"), ("ui:1", "green"), ("dismiss", "Dismiss")]);
+    editor.send(json!({"do": "answer", "question": asked["question"], "option": "ui:1"})).await;
+    let resolved = tab
+        .until_agent(&session, |event| event["type"] == "ui_resolved")
+        .await
+        .pop()
+        .expect("resolved");
+    assert_eq!(resolved["value"], "green", "{resolved}");
+    let read = editor.until(|event| event["event"] == "answer" && event["to"] == "prompt").await;
+    assert!(replied(&read).contains("You answered: green"), "{read:#?}");
+
+    // A text to type: a card in the editor, answered in the tab.
+    editor.send(json!({"do": "prompt", "session": session, "text": "ask: Your name?"})).await;
+    let card = editor
+        .until(|event| {
+            event["update"]["sessionUpdate"] == "tool_call"
+                && event["update"]["toolCallId"]
+                    .as_str()
+                    .is_some_and(|id| id.starts_with("question:"))
+        })
+        .await
+        .pop()
+        .expect("card");
+    assert_eq!(card["update"]["title"], "Your name?", "{card}");
+    // Pending: the status ACP leaves out as its default.
+    assert!(matches!(card["update"]["status"].as_str(), None | Some("pending")), "{card}");
+    let shown = card["update"]["content"][0]["content"]["text"].as_str().expect("text");
+    assert!(shown.starts_with("Answer it in a Shard tab"), "the title says the question: {shown}");
+    let request = tab
+        .until_agent(&session, |event| event["type"] == "ui_request")
+        .await
+        .pop()
+        .expect("asked");
+    assert_eq!(
+        card["update"]["toolCallId"],
+        format!("question:{}", request["request_id"].as_str().expect("id"))
+    );
+    tab.send(
+        json!({"type": "ui_response", "agent_id": session, "request_id": request["request_id"],
+                    "value": "Ada"}),
+    );
+    let read = editor.until(|event| event["event"] == "answer" && event["to"] == "prompt").await;
+    assert!(
+        read.iter().any(|event| event["update"]["toolCallId"] == card["update"]["toolCallId"]
+            && event["update"]["status"] == "completed"),
+        "the card shows it answered: {read:#?}"
+    );
+    assert!(!read.iter().any(|event| event["event"] == "asked"), "nothing to choose: {read:#?}");
+    assert!(replied(&read).contains("You answered: Ada"), "{read:#?}");
 }
 
 async fn cancel_ends_the_turn_as_cancelled(sdk: Sdk) {

@@ -23,7 +23,9 @@ use agent_client_protocol::{Client, RequestCancellationHandle};
 use shard_protocol::ClientMessage;
 use shard_protocol::ServerMessage;
 use shard_protocol::agent::PendingKind;
-use shard_protocol::agent::{AgentCommands, PermissionRequest, PermissionResponse};
+use shard_protocol::agent::{
+    AgentCommands, PermissionRequest, PermissionResponse, UiKind, UiRequest, UiResponse,
+};
 use tokio::sync::{mpsc, oneshot};
 
 use super::daemon::{Daemon, Read, Routed};
@@ -67,9 +69,16 @@ struct Prompt {
     cancelled: bool,
 }
 
+/// A question put to the editor: as a permission request it can take back
+/// (`handle`), or, for a UI question it cannot answer, only as a card.
 struct Asked {
-    request: PermissionRequest,
-    handle: RequestCancellationHandle,
+    question: Question,
+    handle: Option<RequestCancellationHandle>,
+}
+
+enum Question {
+    Permission(PermissionRequest),
+    Ui(UiRequest),
 }
 
 struct Session {
@@ -178,9 +187,14 @@ pub async fn run(
                             let _ = replayed.send(());
                         }
                         for pending in sync.pending_requests {
-                            if let PendingKind::Permission(request) = pending.request {
-                                let asked = pending.agent_id.unwrap_or_else(|| agent_id.clone());
-                                ask(session, &editor, &agent_id, &asked, request)?;
+                            let asked = pending.agent_id.unwrap_or_else(|| agent_id.clone());
+                            match pending.request {
+                                PendingKind::Permission(request) => {
+                                    ask(session, &editor, &agent_id, &asked, request)?
+                                }
+                                PendingKind::Ui(request) => {
+                                    ask_ui(session, &editor, &agent_id, &asked, request)?
+                                }
                             }
                         }
                     }
@@ -239,12 +253,25 @@ pub async fn run(
                     ServerMessage::PermissionRequest(request) => {
                         ask(session, &editor, &agent_id, &agent_id, request)?;
                     }
+                    ServerMessage::UiRequest(request) => {
+                        ask_ui(session, &editor, &agent_id, &agent_id, request)?;
+                    }
                     ServerMessage::PermissionResolved(resolved) => {
                         // Answered here or anywhere: the editor's dialog, if
                         // still open, is taken back.
                         if let Some(asked) = session.asked.remove(&resolved.request_id) {
-                            asked.handle.cancel()?;
-                            tell(translate::question_closed(&asked.request, &resolved.answer))?;
+                            asked.handle.map(|handle| handle.cancel()).transpose()?;
+                            if let Question::Permission(request) = &asked.question {
+                                tell(translate::question_closed(request, &resolved.answer))?;
+                            }
+                        }
+                    }
+                    ServerMessage::UiResolved(resolved) => {
+                        if let Some(asked) = session.asked.remove(&resolved.request_id) {
+                            asked.handle.map(|handle| handle.cancel()).transpose()?;
+                            if let Question::Ui(request) = &asked.question {
+                                tell(translate::ui_closed(request, &resolved.value))?;
+                            }
                         }
                     }
                     _ => {}
@@ -312,7 +339,8 @@ fn ask(
         translate::options(&request),
     );
     let sent = editor.send_request(question);
-    let asked = Asked { request: request.clone(), handle: sent.cancellation_handle() };
+    let handle = Some(sent.cancellation_handle());
+    let asked = Asked { question: Question::Permission(request.clone()), handle };
     session.asked.insert(request.request_id.clone(), asked);
     let daemon = session.daemon.clone();
     let asking_agent = asking_agent.to_owned();
@@ -334,6 +362,47 @@ fn ask(
     })
 }
 
+/// Puts a UI question to the editor: a choice or a confirmation as a
+/// permission request whose options are its answers; a text to type or
+/// edit, which no ACP request can carry, as a card saying where to answer.
+fn ask_ui(
+    session: &mut Session,
+    editor: &ConnectionTo<Client>,
+    session_id: &str,
+    asking_agent: &str,
+    request: UiRequest,
+) -> Result<(), agent_client_protocol::Error> {
+    // A notice asks nothing; the editor's transcript does not show it.
+    if session.asked.contains_key(&request.request_id) || request.kind == UiKind::Notify {
+        return Ok(());
+    }
+    let Some(options) = translate::ui_options(&request) else {
+        let card = translate::ui_card(&request);
+        editor.send_notification(SessionNotification::new(session_id.to_owned(), card))?;
+        let asked = Asked { question: Question::Ui(request.clone()), handle: None };
+        session.asked.insert(request.request_id, asked);
+        return Ok(());
+    };
+    let question =
+        RequestPermissionRequest::new(session_id.to_owned(), translate::ui_call(&request), options);
+    let sent = editor.send_request(question);
+    let handle = Some(sent.cancellation_handle());
+    let asked = Asked { question: Question::Ui(request.clone()), handle };
+    session.asked.insert(request.request_id.clone(), asked);
+    let daemon = session.daemon.clone();
+    let asking_agent = asking_agent.to_owned();
+    sent.on_receiving_result(async move |result| {
+        let Ok(response) = result else { return Ok(()) };
+        let RequestPermissionOutcome::Selected(selected) = response.outcome else { return Ok(()) };
+        let Some(value) = translate::ui_answer(&request, &selected.option_id.to_string()) else {
+            return Ok(());
+        };
+        let response = UiResponse { request_id: request.request_id.clone(), value };
+        daemon.send(&asking_agent, ClientMessage::UiResponse(response));
+        Ok(())
+    })
+}
+
 /// A session no longer followed: its prompts end with `why`, its questions
 /// are taken back from the editor.
 fn end(session: Session, why: &str) -> Result<(), agent_client_protocol::Error> {
@@ -342,8 +411,8 @@ fn end(session: Session, why: &str) -> Result<(), agent_client_protocol::Error> 
             agent_client_protocol::Error::internal_error().data(why.to_owned()),
         )?;
     }
-    for asked in session.asked.into_values() {
-        asked.handle.cancel()?;
+    for handle in session.asked.into_values().filter_map(|asked| asked.handle) {
+        handle.cancel()?;
     }
     Ok(())
 }

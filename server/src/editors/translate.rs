@@ -17,7 +17,8 @@ use agent_client_protocol::v1::schema::{
 };
 use serde_json::Value;
 use shard_protocol::agent::{
-    AgentCommands, ChoiceIntent, Decision, PermissionAnswer, PermissionRequest,
+    AgentCommands, ChoiceIntent, Decision, PermissionAnswer, PermissionRequest, UiKind, UiRequest,
+    UiValue,
 };
 use shard_protocol::agent::{DeltaKind, MessageDelta, ToolCall, ToolResult};
 use shard_protocol::display::shown;
@@ -274,6 +275,108 @@ pub fn answer(request: &PermissionRequest, option_id: &str) -> Option<Permission
     request.accepts(&answer).then_some(answer)
 }
 
+/// The options a UI question is asked with in the editor, each with the id
+/// its answer comes back with: a choice's index (`ui:<n>`) or `yes`/`no`,
+/// and `dismiss`. `None` for a question an editor cannot answer with a
+/// choice (a text to type, a text to edit): it is shown as a card instead
+/// ([`ui_card`]), and answered in a tab or the inbox.
+pub fn ui_options(request: &UiRequest) -> Option<Vec<PermissionOption>> {
+    let mut options = match request.kind {
+        UiKind::Select => {
+            let choices = request.options.iter().flatten().enumerate();
+            let choose = |(at, choice): (usize, &String)| {
+                PermissionOption::new(
+                    format!("ui:{at}"),
+                    safe(choice),
+                    PermissionOptionKind::AllowOnce,
+                )
+            };
+            choices.map(choose).collect()
+        }
+        UiKind::Confirm => vec![
+            PermissionOption::new("yes", "Yes", PermissionOptionKind::AllowOnce),
+            PermissionOption::new("no", "No", PermissionOptionKind::RejectOnce),
+        ],
+        UiKind::Input | UiKind::Editor | UiKind::Notify | UiKind::Unknown => return None,
+    };
+    options.push(PermissionOption::new("dismiss", "Dismiss", PermissionOptionKind::RejectOnce));
+    Some(options)
+}
+
+/// What a UI question asks, as the card the editor shows beside it.
+pub fn ui_call(request: &UiRequest) -> ToolCallUpdate {
+    let fields = ToolCallUpdateFields::new()
+        .title(safe(&ui_title(request)))
+        .kind(ToolKind::Other)
+        .status(ToolCallStatus::Pending)
+        .content(ui_content(request, None));
+    ToolCallUpdate::new(format!("question:{}", request.request_id), fields)
+}
+
+/// A UI question the editor cannot answer (a text to type or edit): a card
+/// that shows it and says where it is answered.
+pub fn ui_card(request: &UiRequest) -> SessionUpdate {
+    let hint = "Answer it in a Shard tab or the inbox: an ACP editor cannot send a typed answer.";
+    let call =
+        AcpToolCall::new(format!("question:{}", request.request_id), safe(&ui_title(request)))
+            .kind(ToolKind::Other)
+            .status(ToolCallStatus::Pending)
+            .content(ui_content(request, Some(hint)));
+    SessionUpdate::ToolCall(call)
+}
+
+fn ui_title(request: &UiRequest) -> String {
+    let asked = request.title.as_ref().or(request.message.as_ref());
+    asked.cloned().unwrap_or_else(|| "The agent asks".to_owned())
+}
+
+fn ui_content(request: &UiRequest, hint: Option<&str>) -> Vec<ToolCallContent> {
+    let mut lines: Vec<&str> = Vec::new();
+    // The message, unless the title already says it.
+    let title = ui_title(request);
+    if let Some(message) = request.message.as_deref().filter(|message| *message != title) {
+        lines.push(message);
+    }
+    if let Some(prefill) = request.prefill.as_deref().filter(|prefill| !prefill.is_empty()) {
+        lines.push(prefill);
+    }
+    lines.extend(hint);
+    match lines.is_empty() {
+        true => Vec::new(),
+        false => vec![ToolCallContent::from(text_block(&lines.join("\n")))],
+    }
+}
+
+/// The answer an editor's chosen option stands for (`None` inside:
+/// dismissed); none at all for an id the question never offered.
+pub fn ui_answer(request: &UiRequest, option_id: &str) -> Option<Option<UiValue>> {
+    let text = |text: &str| Some(Some(UiValue::Text(text.to_owned())));
+    match (request.kind, option_id) {
+        (_, "dismiss") => Some(None),
+        (UiKind::Confirm, "yes" | "no") => text(option_id),
+        (UiKind::Select, _) => {
+            let at: usize = option_id.strip_prefix("ui:")?.parse().ok()?;
+            // The option's exact text, as the dashboard answers.
+            text(request.options.as_ref()?.get(at)?)
+        }
+        _ => None,
+    }
+}
+
+/// A UI question answered (anywhere): its card shows the answer.
+pub fn ui_closed(request: &UiRequest, value: &Value) -> SessionUpdate {
+    let (said, status) = match value {
+        Value::Null => ("Dismissed".to_owned(), ToolCallStatus::Failed),
+        Value::String(text) => (format!("Answered: {text}"), ToolCallStatus::Completed),
+        other => (format!("Answered: {other}"), ToolCallStatus::Completed),
+    };
+    let fields = ToolCallUpdateFields::new()
+        .status(status)
+        .content(vec![ToolCallContent::from(text_block(&said))]);
+    let id = format!("question:{}", request.request_id);
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id, fields))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -419,5 +522,50 @@ mod tests {
             (allowed["status"].as_str(), allowed["content"][0]["content"]["text"].as_str()),
             (Some("completed"), Some("Allowed"))
         );
+    }
+
+    #[test]
+    fn a_ui_choice_is_offered_as_options_and_answered_with_its_exact_text() {
+        let ui =
+            |value: Value| -> UiRequest { serde_json::from_value(value).expect("a ui request") };
+        let select = ui(json!({"request_id": "u1", "kind": "select", "message": "Which?",
+                               "options": ["red\u{202e}", "green"]}));
+        let options = ui_options(&select).expect("a choice");
+        let shown: Vec<(String, String)> = options
+            .iter()
+            .map(|option| (option.option_id.to_string(), option.name.clone()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("ui:0".to_owned(), "red\\u{202E}".to_owned()),
+                ("ui:1".to_owned(), "green".to_owned()),
+                ("dismiss".to_owned(), "Dismiss".to_owned())
+            ],
+            "shown escaped"
+        );
+        let text = |text: &str| Some(Some(UiValue::Text(text.to_owned())));
+        assert_eq!(ui_answer(&select, "ui:0"), text("red\u{202e}"), "answered exactly");
+        assert_eq!(ui_answer(&select, "dismiss"), Some(None));
+        for never_offered in ["ui:2", "ui:x", "yes", "allow"] {
+            assert_eq!(ui_answer(&select, never_offered), None, "{never_offered}");
+        }
+        let confirm = ui(json!({"request_id": "u2", "kind": "confirm", "message": "Sure?"}));
+        assert_eq!(ui_options(&confirm).map(|options| options.len()), Some(3));
+        assert_eq!(ui_answer(&confirm, "no"), text("no"));
+        assert_eq!(ui_answer(&confirm, "ui:0"), None);
+        // A text to type has no options: a card says where to answer it.
+        let input = ui(json!({"request_id": "u3", "kind": "input", "title": "Name",
+                              "message": "Your name?"}));
+        assert!(ui_options(&input).is_none());
+        assert_eq!(ui_answer(&input, "ui:0"), None);
+        let card = serde_json::to_value(ui_card(&input)).expect("json");
+        assert_eq!(card["toolCallId"], "question:u3");
+        assert_eq!(card["title"], "Name");
+        let text = card["content"][0]["content"]["text"].as_str().expect("text");
+        assert!(text.starts_with("Your name?\nAnswer it in a Shard tab"), "{text}");
+        let closed = serde_json::to_value(ui_closed(&input, &json!(null))).expect("json");
+        assert_eq!(closed["status"], "failed");
+        assert_eq!(closed["content"][0]["content"]["text"], "Dismissed");
     }
 }
