@@ -10,6 +10,7 @@
 //   {"do": "list", "cwd"?}                   -> {"event": "answer", "to": "list", "result"}
 //   {"do": "load", "session"}                -> {"event": "answer", "to": "load", "result"}
 //   {"do": "set_mode", "session", "mode"}    -> {"event": "answer", "to": "set_mode", ...}
+//   {"do": "set_option", "session", "config", "value"} -> {"event": "answer", "to": "set_option", ...}
 //   {"do": "prompt", "session", "text", "tag"} -> {"event": "answer", "to": "prompt", "tag", "result"}
 //   {"do": "cancel", "session"}              (a notification: no answer)
 //   {"do": "answer", "question", "option"}   answers a question put to the editor
@@ -94,6 +95,11 @@ lines.on('line', (line) => {
     case 'set_mode':
       answer('set_mode', command.tag, () =>
         acp.request('session/set_mode', { sessionId: command.session, modeId: command.mode }));
+      break;
+    case 'set_option':
+      answer('set_option', command.tag, () => acp.request('session/set_config_option', {
+        sessionId: command.session, configId: command.config, value: command.value,
+      }));
       break;
     case 'prompt':
       answer('prompt', command.tag, () => acp.request('session/prompt', {

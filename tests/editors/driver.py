@@ -94,6 +94,10 @@ async def main():
             elif what == "set_mode":
                 start(answer(what, tag, connection.set_session_mode(
                     session_id=command["session"], mode_id=command["mode"])))
+            elif what == "set_option":
+                start(answer(what, tag, connection.set_config_option(
+                    config_id=command["config"], session_id=command["session"],
+                    value=command["value"])))
             elif what == "prompt":
                 start(answer(what, tag, connection.prompt(
                     session_id=command["session"], prompt=[acp.text_block(command["text"])])))

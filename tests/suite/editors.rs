@@ -50,6 +50,7 @@ with_each_sdk!(
     a_question_answered_in_a_tab_ends_in_the_editor,
     a_question_answered_in_the_editor_closes_in_every_tab,
     cancel_ends_the_turn_as_cancelled,
+    mode_model_and_runtime_are_options_and_a_change_anywhere_shows,
     a_ui_choice_is_answered_in_the_editor_and_a_typed_answer_in_a_tab,
     two_editors_on_one_session_see_the_same_reply,
     an_editor_that_joins_mid_reply_gets_the_reply_so_far,
@@ -468,6 +469,88 @@ async fn a_ui_choice_is_answered_in_the_editor_and_a_typed_answer_in_a_tab(sdk: 
     );
     assert!(!read.iter().any(|event| event["event"] == "asked"), "nothing to choose: {read:#?}");
     assert!(replied(&read).contains("You answered: Ada"), "{read:#?}");
+}
+
+/// `id`'s option among `options`: its category, current value and the
+/// values it offers.
+fn option(options: &Value, id: &str) -> (String, String, Vec<String>) {
+    let option = options
+        .as_array()
+        .and_then(|options| options.iter().find(|option| option["id"] == id))
+        .unwrap_or_else(|| panic!("no option {id} in {options}"));
+    let values = option["options"].as_array().expect("a choice").iter();
+    (
+        option["category"].as_str().unwrap_or_default().to_owned(),
+        option["currentValue"].as_str().expect("current").to_owned(),
+        values.filter_map(|value| value["value"].as_str().map(str::to_owned)).collect(),
+    )
+}
+
+async fn mode_model_and_runtime_are_options_and_a_change_anywhere_shows(sdk: Sdk) {
+    let daemon = Daemon::start(&[]).await;
+    let project = project();
+    let mut editor = Editor::start(sdk, &daemon.home, &[]).await;
+    let made = editor.ask(json!({"do": "new", "cwd": project.path()})).await;
+    let session = made["result"]["sessionId"].as_str().expect("session").to_owned();
+    let options = &made["result"]["configOptions"];
+    let (category, mode, modes) = option(options, "mode");
+    assert_eq!((category.as_str(), mode.as_str()), ("mode", "build"), "{options}");
+    assert!(modes.contains(&"plan".to_owned()), "{modes:?}");
+    let (category, model, models) = option(options, "model");
+    assert_eq!(category, "model");
+    let other_model = models.iter().find(|id| **id != model).expect("another model").clone();
+    let (category, runtime, runtimes) = option(options, "runtime");
+    // Shard's own category; a client may drop one it does not know (the
+    // Python SDK's does).
+    assert!(matches!(category.as_str(), "_runtime" | ""), "{category}");
+    assert_eq!(runtime, "shard");
+    assert_eq!(runtimes, ["shard"]);
+
+    // The editor chooses a mode: the agent has it, and the answer says so.
+    let mut tab = Client::unix(&daemon.socket()).await;
+    tab.attach(&session, "interactive").await;
+    let set = editor
+        .ask(json!({"do": "set_option", "session": session, "config": "mode", "value": "plan"}))
+        .await;
+    assert_eq!(option(&set["result"]["configOptions"], "mode").1, "plan", "{set}");
+    let changed = tab
+        .until_agent(&session, |event| event["type"] == "mode_changed")
+        .await
+        .pop()
+        .expect("changed");
+    assert_eq!(changed["mode"], "plan");
+
+    // A tab chooses a model: the editor's menu follows.
+    let switched = tab
+        .call("m", json!({"type": "set_model", "agent_id": session, "model": other_model}))
+        .await;
+    assert_eq!(switched["success"], true, "{switched}");
+    let update = editor
+        .until(|event| {
+            event["update"]["sessionUpdate"] == "config_option_update"
+                && option(&event["update"]["configOptions"], "model").1 == other_model
+        })
+        .await
+        .pop()
+        .expect("update");
+    assert_eq!(option(&update["update"]["configOptions"], "mode").1, "plan", "{update}");
+
+    // The runtime is the one the session was made with.
+    let kept = editor
+        .ask(json!({"do": "set_option", "session": session, "config": "runtime", "value": "shard"}))
+        .await;
+    assert!(kept.get("error").is_none(), "{kept}");
+    let refused = editor
+        .ask(
+            json!({"do": "set_option", "session": session, "config": "runtime", "value": "claude"}),
+        )
+        .await;
+    let said = refused["error"]["data"].as_str().or(refused["error"]["message"].as_str());
+    assert!(said.is_some_and(|said| said.contains("keeps the runtime")), "{refused}");
+    let unknown = editor
+        .ask(json!({"do": "set_option", "session": session, "config": "colour", "value": "red"}))
+        .await;
+    assert!(unknown.get("error").is_some(), "{unknown}");
 }
 
 async fn cancel_ends_the_turn_as_cancelled(sdk: Sdk) {

@@ -12,6 +12,7 @@
 //! translations of [`translate`].
 
 pub mod daemon;
+mod options;
 pub mod pump;
 pub mod stdio;
 pub mod translate;
@@ -24,7 +25,7 @@ use agent_client_protocol::v1::schema::{
     AgentCapabilities, AgentResponse, ClientNotification, ClientRequest, ContentBlock,
     Implementation, InitializeResponse, ListSessionsResponse, LoadSessionResponse,
     NewSessionResponse, SessionCapabilities, SessionInfo, SessionListCapabilities, SessionMode,
-    SessionModeState, SetSessionModeResponse,
+    SessionModeState, SetSessionConfigOptionResponse, SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines};
@@ -195,6 +196,22 @@ async fn handle(shared: &Shared, request: ClientRequest, responder: Responder<se
                 .await
                 .map(|_| AgentResponse::SetSessionModeResponse(SetSessionModeResponse::new()))
         }
+        ClientRequest::SetSessionConfigOptionRequest(set) => {
+            let agent_id = set.session_id.to_string();
+            let id = set.config_id.to_string();
+            match serde_json::to_value(&set.value).ok().and_then(|value| match value {
+                serde_json::Value::String(value) => Some(value),
+                value => value["value"].as_str().map(str::to_owned),
+            }) {
+                None => Err(invalid("every option here is a choice: send its value id")),
+                Some(value) => match options::set(shared, &agent_id, &id, &value).await {
+                    Ok(()) => Ok(AgentResponse::SetSessionConfigOptionResponse(
+                        SetSessionConfigOptionResponse::new(options::of(shared, &agent_id).await),
+                    )),
+                    Err(error) => Err(error),
+                },
+            }
+        }
         ClientRequest::PromptRequest(prompt) => {
             // Answered by the pump when the prompt's turn ends.
             return prompt_turn(shared, prompt.session_id.to_string(), &prompt.prompt, responder)
@@ -215,8 +232,16 @@ async fn handle(shared: &Shared, request: ClientRequest, responder: Responder<se
         Err(error) => responder.respond_with_error(error),
     };
     if let Some(agent_id) = opened {
+        tell_options(shared, agent_id.clone()).await;
         tell_commands(shared, agent_id).await;
     }
+}
+
+/// The session's options, for the pump to keep current as the agent's
+/// mode and model change (from anywhere).
+async fn tell_options(shared: &Shared, agent_id: String) {
+    let options = options::of(shared, &agent_id).await;
+    let _ = shared.pump.send(Input::Options { agent_id, options }).await;
 }
 
 async fn tell_commands(shared: &Shared, agent_id: String) {
@@ -282,7 +307,8 @@ async fn new_session(
     let agent_id = data["agent_id"].as_str().ok_or_else(|| invalid("no agent_id"))?.to_owned();
     attach(shared, &agent_id, None).await?;
     let modes = modes(shared, &agent_id).await;
-    Ok(NewSessionResponse::new(agent_id).modes(modes))
+    let options = options::of(shared, &agent_id).await;
+    Ok(NewSessionResponse::new(agent_id).modes(modes).config_options(options))
 }
 
 async fn load_session(
@@ -294,7 +320,8 @@ async fn load_session(
     // The history is told before the answer, as ACP asks.
     told.await.map_err(|_| invalid("the daemon's connection closed"))?;
     let modes = modes(shared, &agent_id).await;
-    Ok(LoadSessionResponse::new().modes(modes))
+    let options = options::of(shared, &agent_id).await;
+    Ok(LoadSessionResponse::new().modes(modes).config_options(options))
 }
 
 async fn list_sessions(

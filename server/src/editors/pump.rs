@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{
-    CurrentModeUpdate, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest,
-    SessionNotification, SessionUpdate, StopReason,
+    ConfigOptionUpdate, CurrentModeUpdate, PromptResponse, RequestPermissionOutcome,
+    RequestPermissionRequest, SessionConfigOption, SessionNotification, SessionUpdate, StopReason,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, RequestCancellationHandle};
@@ -29,7 +29,7 @@ use shard_protocol::agent::{
 use tokio::sync::{mpsc, oneshot};
 
 use super::daemon::{Daemon, Read, Routed};
-use super::translate;
+use super::{options, translate};
 
 /// What the pump is told.
 pub enum Input {
@@ -50,6 +50,8 @@ pub enum Input {
     /// The commands the agent offers, asked for once its session is known
     /// to the editor.
     Commands { agent_id: String, commands: AgentCommands },
+    /// The session's config options as the editor was told them.
+    Options { agent_id: String, options: Vec<SessionConfigOption> },
 }
 
 impl Input {
@@ -92,6 +94,8 @@ struct Session {
     /// Questions put to the editor, by request id: taken back when
     /// answered anywhere else.
     asked: HashMap<String, Asked>,
+    /// Its config options, kept current as its mode and model change.
+    options: Vec<SessionConfigOption>,
 }
 
 pub async fn run(
@@ -122,6 +126,7 @@ pub async fn run(
                     synced: false,
                     prompts: Vec::new(),
                     asked: HashMap::new(),
+                    options: Vec::new(),
                 };
                 sessions.insert(agent_id, session);
             }
@@ -160,6 +165,11 @@ pub async fn run(
                 if sessions.contains_key(&agent_id) {
                     let update = translate::commands(&commands);
                     editor.send_notification(SessionNotification::new(agent_id, update))?;
+                }
+            }
+            Input::Options { agent_id, options } => {
+                if let Some(session) = sessions.get_mut(&agent_id) {
+                    session.options = options;
                 }
             }
             Input::Cancel { agent_id } => {
@@ -218,9 +228,27 @@ pub async fn run(
                     }
                     ServerMessage::ToolCall(call) => tell(translate::tool_call(&call))?,
                     ServerMessage::ToolResult(result) => tell(translate::tool_result(&result))?,
-                    ServerMessage::ModeChanged(changed) => tell(SessionUpdate::CurrentModeUpdate(
-                        CurrentModeUpdate::new(changed.mode),
-                    ))?,
+                    ServerMessage::ModeChanged(changed) => {
+                        if options::now(&mut session.options, options::MODE, &changed.mode) {
+                            let options = session.options.clone();
+                            tell(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
+                                options,
+                            )))?;
+                        }
+                        tell(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+                            changed.mode,
+                        )))?
+                    }
+                    ServerMessage::ModelChanged(changed)
+                        if options::now(
+                            &mut session.options,
+                            options::MODEL,
+                            &changed.active.id,
+                        ) =>
+                    {
+                        let options = session.options.clone();
+                        tell(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options)))?;
+                    }
                     ServerMessage::TurnEnd(end) => {
                         let at = session.prompts.iter().position(|prompt| {
                             prompt
