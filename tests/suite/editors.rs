@@ -187,6 +187,47 @@ fn cwd_of(project: &TempDir) -> String {
 }
 
 #[tokio::test]
+async fn an_acp_runtimes_plan_is_the_editors_plan() {
+    let home = TempDir::new().expect("home");
+    std::fs::write(home.path().join("config.toml"), super::runtimes::scripted_runtime())
+        .expect("config");
+    let _daemon = Daemon::start_in(home.path(), &[]).await;
+    let project = project();
+    let mut editor = Editor::start(Sdk::TypeScript, home.path(), &["--runtime", "fake"]).await;
+    let session = editor.new_session(project.path()).await;
+    let read = editor.prompt(&session, "plan").await;
+    let plans: Vec<&Value> = read
+        .iter()
+        .filter(|event| event["update"]["sessionUpdate"] == "plan")
+        .map(|event| &event["update"]["entries"])
+        .collect();
+    let shown = |entries: &Value| -> Vec<(String, String)> {
+        let entries = entries.as_array().expect("entries").iter();
+        let pair = |entry: &Value| {
+            let text = |key: &str| entry[key].as_str().unwrap_or_default().to_owned();
+            (text("content"), text("status"))
+        };
+        entries.map(pair).collect()
+    };
+    let plans: Vec<Vec<(String, String)>> = plans.into_iter().map(shown).collect();
+    let pair = |content: &str, status: &str| (content.to_owned(), status.to_owned());
+    assert_eq!(
+        plans,
+        [
+            vec![pair("read the code", "in_progress"), pair("fix the bug", "pending")],
+            vec![pair("read the code", "completed"), pair("fix the bug", "in_progress")],
+        ],
+        "the plan, then the whole plan again as it changed: {read:#?}"
+    );
+    assert!(
+        !read.iter().any(|event| event["update"]["sessionUpdate"] == "tool_call"
+            || event["update"]["sessionUpdate"] == "tool_call_update"),
+        "no card besides: {read:#?}"
+    );
+    assert_eq!(replied(&read).trim_end(), "planned");
+}
+
+#[tokio::test]
 async fn without_a_daemon_shard_acp_exits_at_once_saying_how_to_start_one() {
     let home = TempDir::new().expect("home");
     let output = shard(home.path(), home.path())
@@ -221,6 +262,17 @@ async fn a_new_session_streams_its_reply_and_every_tab_sees_the_agent(sdk: Sdk) 
     let answer = read.last().expect("answer");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert_eq!(replied(&read), "You said: hello editor");
+    // What the turn used: its tokens in the answer, the context it filled
+    // (of the model's window) as it went.
+    let used = &answer["result"]["usage"];
+    assert!(used["inputTokens"].as_u64().is_some_and(|tokens| tokens > 0), "{answer}");
+    assert!(used["totalTokens"].as_u64() >= used["outputTokens"].as_u64(), "{answer}");
+    let context = read
+        .iter()
+        .find(|event| event["update"]["sessionUpdate"] == "usage_update")
+        .unwrap_or_else(|| panic!("no usage_update in {read:#?}"));
+    let (filled, size) = (context["update"]["used"].as_u64(), context["update"]["size"].as_u64());
+    assert!(filled.is_some_and(|filled| filled > 0) && size > filled, "{context}");
     // Pieces 10 ms apart reach the editor as they come (pieces already
     // queued behind one another may come as one).
     let read = editor.prompt(&session, "stream: 5").await;

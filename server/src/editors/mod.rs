@@ -240,8 +240,9 @@ async fn handle(shared: &Shared, request: ClientRequest, responder: Responder<se
 /// The session's options, for the pump to keep current as the agent's
 /// mode and model change (from anywhere).
 async fn tell_options(shared: &Shared, agent_id: String) {
-    let options = options::of(shared, &agent_id).await;
-    let _ = shared.pump.send(Input::Options { agent_id, options }).await;
+    let (options, usage) =
+        tokio::join!(options::of(shared, &agent_id), options::usage(shared, &agent_id));
+    let _ = shared.pump.send(Input::Options { agent_id, options, usage }).await;
 }
 
 async fn tell_commands(shared: &Shared, agent_id: String) {

@@ -115,6 +115,20 @@ async fn runtime(shared: &Shared, agent_id: &str) -> Option<SessionConfigOption>
     Some(option.category(SessionConfigOptionCategory::Other("_runtime".to_owned())))
 }
 
+/// The agent's model's context window and what it has cost so far.
+pub(super) async fn usage(shared: &Shared, agent_id: &str) -> super::pump::Usage {
+    let models = async {
+        let data =
+            shared.call(Some(agent_id), ClientMessage::ListModels(Empty {})).await.ok()??;
+        serde_json::from_value::<ListModelsResult>(data).ok()
+    };
+    let (models, info) = tokio::join!(models, info(shared, agent_id));
+    super::pump::Usage {
+        window: models.and_then(|models| models.active.context_window),
+        spent: info.and_then(|info| info.usage).and_then(|usage| usage.cost),
+    }
+}
+
 /// The agent as `agent.list` lists it.
 async fn info(shared: &Shared, agent_id: &str) -> Option<AgentInfo> {
     #[derive(Deserialize)]

@@ -50,8 +50,9 @@ pub enum Input {
     /// The commands the agent offers, asked for once its session is known
     /// to the editor.
     Commands { agent_id: String, commands: AgentCommands },
-    /// The session's config options as the editor was told them.
-    Options { agent_id: String, options: Vec<SessionConfigOption> },
+    /// The session's config options as the editor was told them, its
+    /// model's context window and what it has cost so far.
+    Options { agent_id: String, options: Vec<SessionConfigOption>, usage: Usage },
 }
 
 impl Input {
@@ -96,6 +97,18 @@ struct Session {
     asked: HashMap<String, Asked>,
     /// Its config options, kept current as its mode and model change.
     options: Vec<SessionConfigOption>,
+    usage: Usage,
+    /// The turn's plan cards (one a turn), told as the editor's plan.
+    plans: std::collections::HashSet<String>,
+}
+
+/// What the editor is told of a session's context and cost.
+#[derive(Default)]
+pub struct Usage {
+    /// The model's context window, in tokens, when its catalog says.
+    pub window: Option<u64>,
+    /// Dollars spent so far, when priced.
+    pub spent: Option<f64>,
 }
 
 pub async fn run(
@@ -127,6 +140,8 @@ pub async fn run(
                     prompts: Vec::new(),
                     asked: HashMap::new(),
                     options: Vec::new(),
+                    usage: Usage::default(),
+                    plans: Default::default(),
                 };
                 sessions.insert(agent_id, session);
             }
@@ -167,9 +182,10 @@ pub async fn run(
                     editor.send_notification(SessionNotification::new(agent_id, update))?;
                 }
             }
-            Input::Options { agent_id, options } => {
+            Input::Options { agent_id, options, usage } => {
                 if let Some(session) = sessions.get_mut(&agent_id) {
                     session.options = options;
+                    session.usage = usage;
                 }
             }
             Input::Cancel { agent_id } => {
@@ -226,7 +242,18 @@ pub async fn run(
                     ServerMessage::CommandsChanged(commands) => {
                         tell(translate::commands(&commands))?;
                     }
-                    ServerMessage::ToolCall(call) => tell(translate::tool_call(&call))?,
+                    ServerMessage::ToolCall(call) => match translate::plan(&call) {
+                        // The plan's card is the editor's plan, each
+                        // change the whole list again, as ACP sends it.
+                        Some(plan) => {
+                            session.plans.insert(call.tool_call_id);
+                            tell(plan)?
+                        }
+                        None => tell(translate::tool_call(&call))?,
+                    },
+                    // The plan's card's result is its last list, told already.
+                    ServerMessage::ToolResult(result)
+                        if session.plans.contains(&result.tool_call_id) => {}
                     ServerMessage::ToolResult(result) => tell(translate::tool_result(&result))?,
                     ServerMessage::ModeChanged(changed) => {
                         if options::now(&mut session.options, options::MODE, &changed.mode) {
@@ -249,7 +276,19 @@ pub async fn run(
                         let options = session.options.clone();
                         tell(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options)))?;
                     }
+                    ServerMessage::Usage(usage) => {
+                        // A model call: the context it filled, and its cost.
+                        if let Some(cost) = usage.cost {
+                            session.usage.spent = Some(session.usage.spent.unwrap_or(0.0) + cost);
+                        }
+                        if let (Some(used), Some(size)) =
+                            (usage.context_tokens, session.usage.window)
+                        {
+                            tell(translate::usage_update(used, size, session.usage.spent))?;
+                        }
+                    }
                     ServerMessage::TurnEnd(end) => {
+                        session.plans.clear();
                         let at = session.prompts.iter().position(|prompt| {
                             prompt
                                 .turn
@@ -263,7 +302,9 @@ pub async fn run(
                             } else {
                                 StopReason::EndTurn
                             };
-                            let response = serde_json::to_value(PromptResponse::new(reason))
+                            let answer = PromptResponse::new(reason)
+                                .usage(end.usage.as_ref().map(translate::turn_usage));
+                            let response = serde_json::to_value(answer)
                                 .map_err(agent_client_protocol::Error::into_internal_error)?;
                             prompt.responder.respond(response)?;
                         }

@@ -11,9 +11,10 @@
 
 use agent_client_protocol::v1::schema::{
     AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ContentBlock, ContentChunk,
-    PermissionOption, PermissionOptionKind, SessionUpdate, TextContent, ToolCall as AcpToolCall,
-    ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
-    UnstructuredCommandInput,
+    Cost, PermissionOption, PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority,
+    PlanEntryStatus, SessionUpdate, TextContent, ToolCall as AcpToolCall, ToolCallContent,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UnstructuredCommandInput,
+    Usage, UsageUpdate,
 };
 use serde_json::Value;
 use shard_protocol::agent::{
@@ -118,6 +119,28 @@ fn diff(tool: &str, args: &JsonObject) -> Option<ToolCallContent> {
 /// A tool about to run.
 pub fn tool_call(call: &ToolCall) -> SessionUpdate {
     SessionUpdate::ToolCall(started(&call.tool_call_id, &call.name, &call.args))
+}
+
+/// An ACP runtime's plan, which Shard shows as a `plan` card whose
+/// arguments are its entries (each `content` and `status`: done, doing or
+/// to do), as ACP's `plan` update; `None` for any other call.
+pub fn plan(call: &ToolCall) -> Option<SessionUpdate> {
+    if call.name != "plan" {
+        return None;
+    }
+    let entries = call.args.get("entries")?.as_array()?;
+    let entry = |entry: &Value| {
+        let status = match entry["status"].as_str()? {
+            "done" => PlanEntryStatus::Completed,
+            "doing" => PlanEntryStatus::InProgress,
+            "to do" => PlanEntryStatus::Pending,
+            _ => return None,
+        };
+        let content = safe(entry["content"].as_str()?);
+        Some(PlanEntry::new(content, PlanEntryPriority::Medium, status))
+    };
+    let entries: Option<Vec<PlanEntry>> = entries.iter().map(entry).collect();
+    Some(SessionUpdate::Plan(Plan::new(entries?)))
 }
 
 fn started(id: &str, tool: &str, args: &JsonObject) -> AcpToolCall {
@@ -377,6 +400,20 @@ pub fn ui_closed(request: &UiRequest, value: &Value) -> SessionUpdate {
     SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id, fields))
 }
 
+/// A turn's tokens, as its `session/prompt` answer carries them.
+pub fn turn_usage(usage: &shard_protocol::types::Usage) -> Usage {
+    let cached = usage.cache_read.unwrap_or(0) + usage.cache_write.unwrap_or(0);
+    Usage::new(usage.input + usage.output + cached, usage.input, usage.output)
+        .cached_read_tokens(usage.cache_read)
+        .cached_write_tokens(usage.cache_write)
+}
+
+/// The context a model call filled, of `size`, and the session's cost.
+pub fn usage_update(used: u64, size: u64, spent: Option<f64>) -> SessionUpdate {
+    let cost = spent.map(|amount| Cost::new(amount, "USD"));
+    SessionUpdate::UsageUpdate(UsageUpdate::new(used, size).cost(cost))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -567,5 +604,28 @@ mod tests {
         let closed = serde_json::to_value(ui_closed(&input, &json!(null))).expect("json");
         assert_eq!(closed["status"], "failed");
         assert_eq!(closed["content"][0]["content"]["text"], "Dismissed");
+    }
+
+    #[test]
+    fn a_turns_tokens_and_the_context_it_filled() {
+        let usage: shard_protocol::types::Usage = serde_json::from_value(
+            json!({"input": 100, "output": 20, "cache_read": 300, "cost": 0.01}),
+        )
+        .expect("usage");
+        let told = serde_json::to_value(turn_usage(&usage)).expect("json");
+        assert_eq!(
+            told,
+            json!({"totalTokens": 420, "inputTokens": 100, "outputTokens": 20,
+                   "cachedReadTokens": 300})
+        );
+        let update = serde_json::to_value(usage_update(5_000, 200_000, Some(0.25))).expect("json");
+        assert_eq!(update["sessionUpdate"], "usage_update");
+        assert_eq!(
+            (update["used"].as_u64(), update["size"].as_u64()),
+            (Some(5_000), Some(200_000))
+        );
+        assert_eq!(update["cost"], json!({"amount": 0.25, "currency": "USD"}));
+        let unpriced = serde_json::to_value(usage_update(1, 2, None)).expect("json");
+        assert!(unpriced.get("cost").is_none(), "{unpriced}");
     }
 }
