@@ -12,7 +12,7 @@ use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use super::client::Client;
+use super::client::{Browser, Client};
 use super::support::{Daemon, binary, shard};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -50,6 +50,7 @@ with_each_sdk!(
     a_question_answered_in_a_tab_ends_in_the_editor,
     a_question_answered_in_the_editor_closes_in_every_tab,
     cancel_ends_the_turn_as_cancelled,
+    a_delegated_childs_question_is_asked_in_its_parents_session,
     mode_model_and_runtime_are_options_and_a_change_anywhere_shows,
     a_ui_choice_is_answered_in_the_editor_and_a_typed_answer_in_a_tab,
     two_editors_on_one_session_see_the_same_reply,
@@ -178,6 +179,13 @@ fn replied(events: &[Value]) -> String {
         .collect()
 }
 
+/// A browser tab: enrolled, and connected over the daemon's WebSocket as
+/// the web client is.
+async fn browser_tab(daemon: &Daemon) -> Client {
+    let browser = Browser::enroll(daemon, &daemon.enroll_code()).await;
+    browser.connect(daemon).await
+}
+
 fn project() -> TempDir {
     TempDir::new().expect("a project")
 }
@@ -284,7 +292,7 @@ async fn a_new_session_streams_its_reply_and_every_tab_sees_the_agent(sdk: Sdk) 
 
     // The session is the daemon's agent: listed for every client, with the
     // conversation in its log.
-    let mut tab = Client::unix(&daemon.socket()).await;
+    let mut tab = browser_tab(&daemon).await;
     let listed = tab.call("list", json!({"type": "agent.list"})).await;
     let agents = listed["data"]["agents"].as_array().expect("agents").clone();
     let agent = agents.iter().find(|agent| agent["agent_id"] == session).expect("listed");
@@ -310,7 +318,7 @@ async fn a_session_started_in_a_tab_is_listed_loaded_with_its_history_and_prompt
     let daemon = Daemon::start(&[]).await;
     let project = project();
     let other = self::project();
-    let mut tab = Client::unix(&daemon.socket()).await;
+    let mut tab = browser_tab(&daemon).await;
     let agent = tab.create(project.path(), "from-the-tab").await;
     let elsewhere = tab.create(other.path(), "elsewhere").await;
     tab.attach(&agent, "interactive").await;
@@ -384,7 +392,7 @@ async fn asked_in_both(
 ) -> (Editor, Client, String, Value, Value) {
     let mut editor = Editor::start(sdk, &daemon.home, &[]).await;
     let session = editor.new_session(project.path()).await;
-    let mut tab = Client::unix(&daemon.socket()).await;
+    let mut tab = browser_tab(daemon).await;
     tab.attach(&session, "interactive").await;
     editor.send(json!({"do": "prompt", "session": session, "text": "run: echo asked"})).await;
     let asked = editor.until(|event| event["event"] == "asked").await.pop().expect("asked");
@@ -456,7 +464,7 @@ async fn a_ui_choice_is_answered_in_the_editor_and_a_typed_answer_in_a_tab(sdk: 
     let project = project();
     let mut editor = Editor::start(sdk, &daemon.home, &[]).await;
     let session = editor.new_session(project.path()).await;
-    let mut tab = Client::unix(&daemon.socket()).await;
+    let mut tab = browser_tab(&daemon).await;
     tab.attach(&session, "interactive").await;
 
     // A choice: its options are the editor's, and its answer the tab's too.
@@ -559,7 +567,7 @@ async fn mode_model_and_runtime_are_options_and_a_change_anywhere_shows(sdk: Sdk
     assert_eq!(runtimes, ["shard"]);
 
     // The editor chooses a mode: the agent has it, and the answer says so.
-    let mut tab = Client::unix(&daemon.socket()).await;
+    let mut tab = browser_tab(&daemon).await;
     tab.attach(&session, "interactive").await;
     let set = editor
         .ask(json!({"do": "set_option", "session": session, "config": "mode", "value": "plan"}))
@@ -603,6 +611,66 @@ async fn mode_model_and_runtime_are_options_and_a_change_anywhere_shows(sdk: Sdk
         .ask(json!({"do": "set_option", "session": session, "config": "colour", "value": "red"}))
         .await;
     assert!(unknown.get("error").is_some(), "{unknown}");
+}
+
+/// Has `child` (attached from a client of its own) run `run: touch FILE`
+/// with nobody attached to it: its question goes to its parent's session.
+async fn delegated_run(daemon: &Daemon, child: &str, file: &str) {
+    let mut driver = Client::unix(&daemon.socket()).await;
+    driver.attach(child, "interactive").await;
+    let prompt = format!("run: touch {file}");
+    driver.send(json!({"id": "p", "type": "prompt", "agent_id": child, "message": prompt}));
+    driver.call("d", json!({"type": "agent.detach", "agent_id": child})).await;
+}
+
+async fn until_made(path: &Path) {
+    let started = std::time::Instant::now();
+    while !path.exists() {
+        assert!(started.elapsed() < WAIT, "{} was not made", path.display());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn a_delegated_childs_question_is_asked_in_its_parents_session(sdk: Sdk) {
+    let daemon = Daemon::start(&[]).await;
+    let project = project();
+    let mut editor = Editor::start(sdk, &daemon.home, &[]).await;
+    let session = editor.new_session(project.path()).await;
+    // A child spawned under the session once the editor follows it.
+    let mut client = Client::unix(&daemon.socket()).await;
+    let made = client
+        .call(
+            "c",
+            json!({"type": "agent.create", "cwd": project.path(), "name": "child",
+                          "parent_agent_id": session}),
+        )
+        .await;
+    let child = made["data"]["agent_id"].as_str().expect("child").to_owned();
+    delegated_run(&daemon, &child, "delegated.txt").await;
+    let asked = editor.until(|event| event["event"] == "asked").await.pop().expect("asked");
+    assert_eq!(asked["params"]["sessionId"], session.as_str(), "{asked}");
+    let title = asked["params"]["toolCall"]["title"].as_str().expect("title");
+    assert!(title.contains("delegated.txt"), "{asked}");
+    editor.send(json!({"do": "answer", "question": asked["question"], "option": "allow"})).await;
+    until_made(&project.path().join("delegated.txt")).await;
+
+    // An editor that loads the session later knows the child too.
+    let mut later = Editor::start(sdk, &daemon.home, &[]).await;
+    later.load(&session).await;
+    delegated_run(&daemon, &child, "again.txt").await;
+    let asked = later.until(|event| event["event"] == "asked").await.pop().expect("asked");
+    assert_eq!(asked["params"]["sessionId"], session.as_str(), "{asked}");
+    later.send(json!({"do": "answer", "question": asked["question"], "option": "allow"})).await;
+    until_made(&project.path().join("again.txt")).await;
+    // The first editor's request for it ends (taken back, or its card
+    // shows the answer).
+    editor
+        .until(|event| {
+            event["event"] == "taken_back"
+                || (event["update"]["sessionUpdate"] == "tool_call_update"
+                    && event["update"]["status"] == "completed")
+        })
+        .await;
 }
 
 async fn cancel_ends_the_turn_as_cancelled(sdk: Sdk) {
@@ -712,7 +780,7 @@ async fn claude_code_behind_shard_acp_streams_asks_and_is_loaded_again() {
 
     let mut editor = Editor::start(Sdk::TypeScript, &home, &["--runtime", "claude"]).await;
     let session = editor.new_session(&project).await;
-    let mut tab = Client::unix(&daemon.socket()).await;
+    let mut tab = browser_tab(&daemon).await;
     let listed = tab.call("list", json!({"type": "agent.list"})).await;
     let agent = listed["data"]["agents"]
         .as_array()

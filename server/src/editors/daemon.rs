@@ -202,6 +202,16 @@ async fn read_all<T>(
                     let Some(daemon) = daemon.upgrade() else { return };
                     daemon.answer(&id, response);
                 }
+                // A new agent, told to every connection: a session's
+                // delegated child asks its questions through the session.
+                (_, None, message @ ServerMessage::AgentSpawned(_)) => {
+                    let ServerMessage::AgentSpawned(spawned) = &message else { continue };
+                    let agent_id = spawned.agent_id.clone();
+                    let routed = Read::Event(Box::new(Routed { agent_id, message }));
+                    let Ok(()) = events.send(wrap(routed)).await else {
+                        return;
+                    };
+                }
                 (_, Some(agent_id), message) => {
                     let routed = Read::Event(Box::new(Routed { agent_id, message }));
                     let Ok(()) = events.send(wrap(routed)).await else {

@@ -240,9 +240,12 @@ async fn handle(shared: &Shared, request: ClientRequest, responder: Responder<se
 /// The session's options, for the pump to keep current as the agent's
 /// mode and model change (from anywhere).
 async fn tell_options(shared: &Shared, agent_id: String) {
-    let (options, usage) =
-        tokio::join!(options::of(shared, &agent_id), options::usage(shared, &agent_id));
-    let _ = shared.pump.send(Input::Options { agent_id, options, usage }).await;
+    let (options, usage, descendants) = tokio::join!(
+        options::of(shared, &agent_id),
+        options::usage(shared, &agent_id),
+        options::descendants(shared, &agent_id)
+    );
+    let _ = shared.pump.send(Input::Options { agent_id, options, usage, descendants }).await;
 }
 
 async fn tell_commands(shared: &Shared, agent_id: String) {

@@ -129,13 +129,34 @@ pub(super) async fn usage(shared: &Shared, agent_id: &str) -> super::pump::Usage
     }
 }
 
-/// The agent as `agent.list` lists it.
-async fn info(shared: &Shared, agent_id: &str) -> Option<AgentInfo> {
+/// The agents spawned under `agent_id`, at any depth.
+pub(super) async fn descendants(shared: &Shared, agent_id: &str) -> Vec<String> {
+    let Some(agents) = list(shared).await else { return Vec::new() };
+    let mut found = vec![agent_id.to_owned()];
+    let mut at = 0;
+    while at < found.len() {
+        let parent = found[at].clone();
+        let children = agents.iter().filter(|agent| {
+            agent.identity.parent_agent_id.as_deref() == Some(parent.as_str())
+                && !found.contains(&agent.agent_id)
+        });
+        let children: Vec<String> = children.map(|agent| agent.agent_id.clone()).collect();
+        found.extend(children);
+        at += 1;
+    }
+    found.split_off(1)
+}
+
+async fn list(shared: &Shared) -> Option<Vec<AgentInfo>> {
     #[derive(Deserialize)]
     struct Listed {
         agents: Vec<AgentInfo>,
     }
     let data = shared.call(None, ClientMessage::AgentList(Empty {})).await.ok()??;
-    let listed: Listed = serde_json::from_value(data).ok()?;
-    listed.agents.into_iter().find(|agent| agent.agent_id == agent_id)
+    serde_json::from_value::<Listed>(data).ok().map(|listed| listed.agents)
+}
+
+/// The agent as `agent.list` lists it.
+async fn info(shared: &Shared, agent_id: &str) -> Option<AgentInfo> {
+    list(shared).await?.into_iter().find(|agent| agent.agent_id == agent_id)
 }

@@ -51,8 +51,14 @@ pub enum Input {
     /// to the editor.
     Commands { agent_id: String, commands: AgentCommands },
     /// The session's config options as the editor was told them, its
-    /// model's context window and what it has cost so far.
-    Options { agent_id: String, options: Vec<SessionConfigOption>, usage: Usage },
+    /// model's context window and what it has cost so far, and the agents
+    /// spawned under it so far (whose questions it answers).
+    Options {
+        agent_id: String,
+        options: Vec<SessionConfigOption>,
+        usage: Usage,
+        descendants: Vec<String>,
+    },
 }
 
 impl Input {
@@ -92,9 +98,10 @@ struct Session {
     /// The first `sync` was seen: later ones (a new process) replay nothing.
     synced: bool,
     prompts: Vec<Prompt>,
-    /// Questions put to the editor, by request id: taken back when
-    /// answered anywhere else.
-    asked: HashMap<String, Asked>,
+    /// Questions put to the editor, by the asking agent (this one or a
+    /// delegated descendant) and request id: taken back when answered
+    /// anywhere else.
+    asked: HashMap<(String, String), Asked>,
     /// Its config options, kept current as its mode and model change.
     options: Vec<SessionConfigOption>,
     usage: Usage,
@@ -116,6 +123,7 @@ pub async fn run(
     editor: ConnectionTo<Client>,
 ) -> Result<(), agent_client_protocol::Error> {
     let mut sessions: HashMap<String, Session> = HashMap::new();
+    let mut family = Family::default();
     let mut held = None;
     loop {
         let input = match held.take() {
@@ -182,7 +190,10 @@ pub async fn run(
                     editor.send_notification(SessionNotification::new(agent_id, update))?;
                 }
             }
-            Input::Options { agent_id, options, usage } => {
+            Input::Options { agent_id, options, usage, descendants } => {
+                for child in descendants {
+                    family.adopt(child, &agent_id);
+                }
                 if let Some(session) = sessions.get_mut(&agent_id) {
                     session.options = options;
                     session.usage = usage;
@@ -194,7 +205,23 @@ pub async fn run(
                 }
             }
             Input::Event(routed) => {
-                let Routed { agent_id, message } = *routed;
+                let Routed { agent_id: asker, message } = *routed;
+                if let ServerMessage::AgentSpawned(spawned) = &message {
+                    let parent = spawned.info.identity.parent_agent_id.as_deref();
+                    family.spawned(&sessions, &spawned.agent_id, parent);
+                    continue;
+                }
+                // A delegated child's question comes under its own id, to
+                // the attachment of its nearest interactive ancestor: here,
+                // the session it was spawned under. Nothing else of the
+                // child's is the session's.
+                let agent_id = match sessions.contains_key(&asker) {
+                    true => asker.clone(),
+                    false => match family.session_of(&asker) {
+                        Some(session) if is_question(&message) => session.to_owned(),
+                        _ => continue,
+                    },
+                };
                 let Some(session) = sessions.get_mut(&agent_id) else { continue };
                 let tell = |update: SessionUpdate| {
                     editor.send_notification(SessionNotification::new(agent_id.clone(), update))
@@ -320,15 +347,16 @@ pub async fn run(
                         }
                     }
                     ServerMessage::PermissionRequest(request) => {
-                        ask(session, &editor, &agent_id, &agent_id, request)?;
+                        ask(session, &editor, &agent_id, &asker, request)?;
                     }
                     ServerMessage::UiRequest(request) => {
-                        ask_ui(session, &editor, &agent_id, &agent_id, request)?;
+                        ask_ui(session, &editor, &agent_id, &asker, request)?;
                     }
                     ServerMessage::PermissionResolved(resolved) => {
                         // Answered here or anywhere: the editor's dialog, if
                         // still open, is taken back.
-                        if let Some(asked) = session.asked.remove(&resolved.request_id) {
+                        let key = (asker, resolved.request_id);
+                        if let Some(asked) = session.asked.remove(&key) {
                             asked.handle.map(|handle| handle.cancel()).transpose()?;
                             if let Question::Permission(request) = &asked.question {
                                 tell(translate::question_closed(request, &resolved.answer))?;
@@ -336,7 +364,8 @@ pub async fn run(
                         }
                     }
                     ServerMessage::UiResolved(resolved) => {
-                        if let Some(asked) = session.asked.remove(&resolved.request_id) {
+                        let key = (asker, resolved.request_id);
+                        if let Some(asked) = session.asked.remove(&key) {
                             asked.handle.map(|handle| handle.cancel()).transpose()?;
                             if let Question::Ui(request) = &asked.question {
                                 tell(translate::ui_closed(request, &resolved.value))?;
@@ -349,6 +378,55 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// Whether `message` is a question or its resolution: all of a delegated
+/// child's events that its ancestor's session takes.
+fn is_question(message: &ServerMessage) -> bool {
+    matches!(
+        message,
+        ServerMessage::PermissionRequest(_)
+            | ServerMessage::UiRequest(_)
+            | ServerMessage::PermissionResolved(_)
+            | ServerMessage::UiResolved(_)
+    )
+}
+
+/// The agents spawned under the sessions followed here, each with its
+/// session: a delegated child's questions go there.
+#[derive(Default)]
+struct Family {
+    session_of: HashMap<String, String>,
+}
+
+/// The most descendants followed; past it, a new one's questions are
+/// answered in a tab or the inbox (and shown in the editor on its next
+/// `session/load`).
+const FAMILY: usize = 10_000;
+
+impl Family {
+    fn adopt(&mut self, child: String, session: &str) {
+        if self.session_of.len() < FAMILY || self.session_of.contains_key(&child) {
+            self.session_of.insert(child, session.to_owned());
+        }
+    }
+
+    /// An agent spawned under `parent`: a session here, or one of theirs.
+    fn spawned(&mut self, sessions: &HashMap<String, Session>, child: &str, parent: Option<&str>) {
+        let Some(parent) = parent else { return };
+        let session = match sessions.contains_key(parent) {
+            true => parent.to_owned(),
+            false => match self.session_of.get(parent) {
+                Some(session) => session.clone(),
+                None => return,
+            },
+        };
+        self.adopt(child.to_owned(), &session);
+    }
+
+    fn session_of(&self, agent_id: &str) -> Option<&str> {
+        self.session_of.get(agent_id).map(String::as_str)
+    }
 }
 
 /// The most text one gathered piece holds.
@@ -399,7 +477,8 @@ fn ask(
     asking_agent: &str,
     request: PermissionRequest,
 ) -> Result<(), agent_client_protocol::Error> {
-    if session.asked.contains_key(&request.request_id) {
+    let key = (asking_agent.to_owned(), request.request_id.clone());
+    if session.asked.contains_key(&key) {
         return Ok(());
     }
     let question = RequestPermissionRequest::new(
@@ -410,7 +489,7 @@ fn ask(
     let sent = editor.send_request(question);
     let handle = Some(sent.cancellation_handle());
     let asked = Asked { question: Question::Permission(request.clone()), handle };
-    session.asked.insert(request.request_id.clone(), asked);
+    session.asked.insert(key, asked);
     let daemon = session.daemon.clone();
     let asking_agent = asking_agent.to_owned();
     sent.on_receiving_result(async move |result| {
@@ -442,14 +521,15 @@ fn ask_ui(
     request: UiRequest,
 ) -> Result<(), agent_client_protocol::Error> {
     // A notice asks nothing; the editor's transcript does not show it.
-    if session.asked.contains_key(&request.request_id) || request.kind == UiKind::Notify {
+    let key = (asking_agent.to_owned(), request.request_id.clone());
+    if session.asked.contains_key(&key) || request.kind == UiKind::Notify {
         return Ok(());
     }
     let Some(options) = translate::ui_options(&request) else {
         let card = translate::ui_card(&request);
         editor.send_notification(SessionNotification::new(session_id.to_owned(), card))?;
         let asked = Asked { question: Question::Ui(request.clone()), handle: None };
-        session.asked.insert(request.request_id, asked);
+        session.asked.insert(key, asked);
         return Ok(());
     };
     let question =
@@ -457,7 +537,7 @@ fn ask_ui(
     let sent = editor.send_request(question);
     let handle = Some(sent.cancellation_handle());
     let asked = Asked { question: Question::Ui(request.clone()), handle };
-    session.asked.insert(request.request_id.clone(), asked);
+    session.asked.insert(key, asked);
     let daemon = session.daemon.clone();
     let asking_agent = asking_agent.to_owned();
     sent.on_receiving_result(async move |result| {
