@@ -9,6 +9,7 @@
 //   {"do": "new", "cwd"}                     -> {"event": "answer", "to": "new", "result"}
 //   {"do": "list", "cwd"?}                   -> {"event": "answer", "to": "list", "result"}
 //   {"do": "load", "session"}                -> {"event": "answer", "to": "load", "result"}
+//   {"do": "resume", "session"}              -> {"event": "answer", "to": "resume", "result"}
 //   {"do": "set_mode", "session", "mode"}    -> {"event": "answer", "to": "set_mode", ...}
 //   {"do": "set_option", "session", "config", "value"} -> {"event": "answer", "to": "set_option", ...}
 //   {"do": "prompt", "session", "text", "tag"} -> {"event": "answer", "to": "prompt", "tag", "result"}
@@ -91,6 +92,10 @@ lines.on('line', (line) => {
     case 'load':
       answer('load', command.tag, () =>
         acp.request('session/load', { sessionId: command.session, cwd: command.cwd ?? '/', mcpServers: [] }));
+      break;
+    case 'resume':
+      answer('resume', command.tag, () =>
+        acp.request('session/resume', { sessionId: command.session, cwd: command.cwd ?? '/', mcpServers: [] }));
       break;
     case 'set_mode':
       answer('set_mode', command.tag, () =>

@@ -91,6 +91,9 @@ async def main():
             elif what == "load":
                 start(answer(what, tag, connection.load_session(
                     cwd=command.get("cwd", "/"), session_id=command["session"], mcp_servers=[])))
+            elif what == "resume":
+                start(answer(what, tag, connection.resume_session(
+                    cwd=command.get("cwd", "/"), session_id=command["session"], mcp_servers=[])))
             elif what == "set_mode":
                 start(answer(what, tag, connection.set_session_mode(
                     session_id=command["session"], mode_id=command["mode"])))

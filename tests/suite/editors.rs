@@ -54,6 +54,7 @@ with_each_sdk!(
     mode_model_and_runtime_are_options_and_a_change_anywhere_shows,
     a_ui_choice_is_answered_in_the_editor_and_a_typed_answer_in_a_tab,
     two_editors_on_one_session_see_the_same_reply,
+    an_editor_resumes_a_session_without_its_history_and_goes_on,
     an_editor_that_joins_mid_reply_gets_the_reply_so_far,
     after_a_daemon_restart_the_editor_loads_its_session_again,
 );
@@ -686,6 +687,27 @@ async fn cancel_ends_the_turn_as_cancelled(sdk: Sdk) {
     // The session goes on.
     let read = editor.prompt(&session, "still here").await;
     assert_eq!(replied(&read), "You said: still here");
+}
+
+async fn an_editor_resumes_a_session_without_its_history_and_goes_on(sdk: Sdk) {
+    let daemon = Daemon::start(&[]).await;
+    let project = project();
+    let mut first = Editor::start(sdk, &daemon.home, &[]).await;
+    let session = first.new_session(project.path()).await;
+    first.prompt(&session, "before the resume").await;
+    let mut second = Editor::start(sdk, &daemon.home, &[]).await;
+    let initialized = second.seen[0].clone();
+    let capabilities = &initialized["result"]["agentCapabilities"]["sessionCapabilities"];
+    assert!(capabilities.get("resume").is_some(), "{initialized}");
+    second.send(json!({"do": "resume", "session": session})).await;
+    let read = second.until(|event| event["event"] == "answer" && event["to"] == "resume").await;
+    let answer = read.last().expect("answer");
+    assert!(answer.get("error").is_none(), "{answer}");
+    assert_eq!(answer["result"]["modes"]["currentModeId"], "build", "{answer}");
+    // The editor has the conversation: nothing of it is replayed.
+    assert!(read.iter().all(|event| event["event"] != "update"), "{read:#?}");
+    let read = second.prompt(&session, "after the resume").await;
+    assert_eq!(replied(&read), "You said: after the resume");
 }
 
 async fn two_editors_on_one_session_see_the_same_reply(sdk: Sdk) {

@@ -24,8 +24,9 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AgentResponse, ClientNotification, ClientRequest, ContentBlock,
     Implementation, InitializeResponse, ListSessionsResponse, LoadSessionResponse,
-    NewSessionResponse, SessionCapabilities, SessionInfo, SessionListCapabilities, SessionMode,
-    SessionModeState, SetSessionConfigOptionResponse, SetSessionModeResponse,
+    NewSessionResponse, ResumeSessionResponse, SessionCapabilities, SessionInfo,
+    SessionListCapabilities, SessionMode, SessionModeState, SessionResumeCapabilities,
+    SetSessionConfigOptionResponse, SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines};
@@ -163,12 +164,15 @@ fn invalid(why: &str) -> agent_client_protocol::Error {
 async fn handle(shared: &Shared, request: ClientRequest, responder: Responder<serde_json::Value>) {
     let loaded = match &request {
         ClientRequest::LoadSessionRequest(load) => Some(load.session_id.to_string()),
+        ClientRequest::ResumeSessionRequest(resume) => Some(resume.session_id.to_string()),
         _ => None,
     };
     let answered = match request {
         ClientRequest::InitializeRequest(_) => {
             let capabilities = AgentCapabilities::new().load_session(true).session_capabilities(
-                SessionCapabilities::new().list(SessionListCapabilities::new()),
+                SessionCapabilities::new()
+                    .list(SessionListCapabilities::new())
+                    .resume(SessionResumeCapabilities::new()),
             );
             Ok(AgentResponse::InitializeResponse(
                 InitializeResponse::new(ProtocolVersion::V1)
@@ -183,6 +187,11 @@ async fn handle(shared: &Shared, request: ClientRequest, responder: Responder<se
             load_session(shared, load.session_id.to_string())
                 .await
                 .map(AgentResponse::LoadSessionResponse)
+        }
+        ClientRequest::ResumeSessionRequest(resume) => {
+            resume_session(shared, resume.session_id.to_string())
+                .await
+                .map(AgentResponse::ResumeSessionResponse)
         }
         ClientRequest::ListSessionsRequest(list) => {
             list_sessions(shared, list.cwd).await.map(|sessions| {
@@ -222,7 +231,9 @@ async fn handle(shared: &Shared, request: ClientRequest, responder: Responder<se
     // Once the editor knows the session: the commands its agent offers.
     let opened = match &answered {
         Ok(AgentResponse::NewSessionResponse(new)) => Some(new.session_id.to_string()),
-        Ok(AgentResponse::LoadSessionResponse(_)) => loaded.clone(),
+        Ok(AgentResponse::LoadSessionResponse(_) | AgentResponse::ResumeSessionResponse(_)) => {
+            loaded.clone()
+        }
         _ => None,
     };
     let _ = match answered.and_then(|response| {
@@ -326,6 +337,17 @@ async fn load_session(
     let modes = modes(shared, &agent_id).await;
     let options = options::of(shared, &agent_id).await;
     Ok(LoadSessionResponse::new().modes(modes).config_options(options))
+}
+
+/// `session/resume`: the session followed again without its history (the
+/// editor has it); the questions still open are asked.
+async fn resume_session(
+    shared: &Shared,
+    agent_id: String,
+) -> Result<ResumeSessionResponse, agent_client_protocol::Error> {
+    attach(shared, &agent_id, None).await?;
+    let (modes, options) = tokio::join!(modes(shared, &agent_id), options::of(shared, &agent_id));
+    Ok(ResumeSessionResponse::new().modes(modes).config_options(options))
 }
 
 async fn list_sessions(
