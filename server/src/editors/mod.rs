@@ -251,12 +251,9 @@ async fn handle(shared: &Shared, request: ClientRequest, responder: Responder<se
 /// The session's options, for the pump to keep current as the agent's
 /// mode and model change (from anywhere).
 async fn tell_options(shared: &Shared, agent_id: String) {
-    let (options, usage, descendants) = tokio::join!(
-        options::of(shared, &agent_id),
-        options::usage(shared, &agent_id),
-        options::descendants(shared, &agent_id)
-    );
-    let _ = shared.pump.send(Input::Options { agent_id, options, usage, descendants }).await;
+    let (options, usage) =
+        tokio::join!(options::of(shared, &agent_id), options::usage(shared, &agent_id));
+    let _ = shared.pump.send(Input::Options { agent_id, options, usage }).await;
 }
 
 async fn tell_commands(shared: &Shared, agent_id: String) {
@@ -307,6 +304,11 @@ async fn attach(
     let daemon = shared.daemon().await?;
     let open = Input::Open { agent_id: agent_id.to_owned(), daemon: daemon.clone(), replayed };
     shared.pump.send(open).await.map_err(|_| invalid("shutting down"))?;
+    // The agents already spawned under it, before it is attached: their
+    // questions come once it is (one spawned from now on is told).
+    let descendants = options::descendants(shared, agent_id).await;
+    let family = Input::Family { agent_id: agent_id.to_owned(), descendants };
+    shared.pump.send(family).await.map_err(|_| invalid("shutting down"))?;
     let attach = AgentAttach { agent_id: agent_id.to_owned(), role: None, after_seq: None };
     daemon.call(None, ClientMessage::AgentAttach(attach)).await.map_err(refused)?;
     Ok(())

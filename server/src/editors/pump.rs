@@ -51,14 +51,10 @@ pub enum Input {
     /// to the editor.
     Commands { agent_id: String, commands: AgentCommands },
     /// The session's config options as the editor was told them, its
-    /// model's context window and what it has cost so far, and the agents
-    /// spawned under it so far (whose questions it answers).
-    Options {
-        agent_id: String,
-        options: Vec<SessionConfigOption>,
-        usage: Usage,
-        descendants: Vec<String>,
-    },
+    /// model's context window and what it has cost so far.
+    Options { agent_id: String, options: Vec<SessionConfigOption>, usage: Usage },
+    /// The agents spawned under a session so far, whose questions it asks.
+    Family { agent_id: String, descendants: Vec<String> },
 }
 
 impl Input {
@@ -190,10 +186,12 @@ pub async fn run(
                     editor.send_notification(SessionNotification::new(agent_id, update))?;
                 }
             }
-            Input::Options { agent_id, options, usage, descendants } => {
+            Input::Family { agent_id, descendants } => {
                 for child in descendants {
                     family.adopt(child, &agent_id);
                 }
+            }
+            Input::Options { agent_id, options, usage } => {
                 if let Some(session) = sessions.get_mut(&agent_id) {
                     session.options = options;
                     session.usage = usage;
