@@ -734,7 +734,9 @@ async fn an_editor_that_joins_mid_reply_gets_the_reply_so_far(sdk: Sdk) {
     let project = project();
     let mut first = Editor::start(sdk, &daemon.home, &[]).await;
     let session = first.new_session(project.path()).await;
-    first.send(json!({"do": "prompt", "session": session, "text": "stream: 150"})).await;
+    first.send(json!({"do": "prompt", "session": session, "text": "stream: 1000"})).await;
+    // Ten seconds of reply: time enough for a second editor to start
+    // (an SDK's start-up on a busy machine) and load it mid-reply.
     first.until_said("tick-20 ").await;
 
     // The second loads it mid-reply: its history ends with the reply so
@@ -743,9 +745,9 @@ async fn an_editor_that_joins_mid_reply_gets_the_reply_so_far(sdk: Sdk) {
     let history = second.load(&session).await;
     let so_far = replied(&history);
     assert!(so_far.starts_with("tick-1 tick-2 ") && so_far.contains("tick-20 "), "{so_far}");
-    assert!(!so_far.contains("tick-150"), "loaded before the end: {so_far}");
-    let rest = second.until_said("tick-150").await;
-    let whole: String = (1..=150).map(|tick| format!("tick-{tick} ")).collect();
+    assert!(!so_far.contains("tick-1000"), "loaded before the end: {so_far}");
+    let rest = second.until_said("tick-1000").await;
+    let whole: String = (1..=1000).map(|tick| format!("tick-{tick} ")).collect();
     assert_eq!(format!("{so_far}{}", replied(&rest)).trim_end(), whole.trim_end());
     // What the first editor saw from the start.
     let read = first.until(|event| event["event"] == "answer" && event["to"] == "prompt").await;
