@@ -484,26 +484,42 @@ fn ask(
         translate::asked_call(&request),
         translate::options(&request),
     );
+    let asked = Question::Permission(request.clone());
+    put(session, editor, key, asked, question, move |option_id| {
+        let answer = translate::answer(&request, option_id)?;
+        let request_id = request.request_id;
+        Some(ClientMessage::PermissionResponse(PermissionResponse {
+            request_id,
+            answer,
+            reason: None,
+        }))
+    })
+}
+
+/// Sends `question` to the editor as a permission request, kept under
+/// `key` (asking agent, request id) so that an answer given elsewhere takes
+/// it back; the option the editor chooses goes to the daemon as `answer`
+/// makes it (nothing for an option the question never offered).
+fn put(
+    session: &mut Session,
+    editor: &ConnectionTo<Client>,
+    key: (String, String),
+    asked: Question,
+    question: RequestPermissionRequest,
+    answer: impl FnOnce(&str) -> Option<ClientMessage> + Send + 'static,
+) -> Result<(), agent_client_protocol::Error> {
     let sent = editor.send_request(question);
     let handle = Some(sent.cancellation_handle());
-    let asked = Asked { question: Question::Permission(request.clone()), handle };
-    session.asked.insert(key, asked);
+    let asking_agent = key.0.clone();
+    session.asked.insert(key, Asked { question: asked, handle });
     let daemon = session.daemon.clone();
-    let asking_agent = asking_agent.to_owned();
     sent.on_receiving_result(async move |result| {
-        let outcome = match result {
-            Ok(response) => response.outcome,
-            // The editor could not show it, or it was taken back: others
-            // still can answer.
-            Err(_) => return Ok(()),
-        };
-        let RequestPermissionOutcome::Selected(selected) = outcome else { return Ok(()) };
-        let Some(answer) = translate::answer(&request, &selected.option_id.to_string()) else {
-            return Ok(());
-        };
-        let response =
-            PermissionResponse { request_id: request.request_id.clone(), answer, reason: None };
-        daemon.send(&asking_agent, ClientMessage::PermissionResponse(response));
+        // Not shown, or taken back: others still can answer.
+        let Ok(response) = result else { return Ok(()) };
+        let RequestPermissionOutcome::Selected(selected) = response.outcome else { return Ok(()) };
+        if let Some(message) = answer(&selected.option_id.to_string()) {
+            daemon.send(&asking_agent, message);
+        }
         Ok(())
     })
 }
@@ -532,21 +548,11 @@ fn ask_ui(
     };
     let question =
         RequestPermissionRequest::new(session_id.to_owned(), translate::ui_call(&request), options);
-    let sent = editor.send_request(question);
-    let handle = Some(sent.cancellation_handle());
-    let asked = Asked { question: Question::Ui(request.clone()), handle };
-    session.asked.insert(key, asked);
-    let daemon = session.daemon.clone();
-    let asking_agent = asking_agent.to_owned();
-    sent.on_receiving_result(async move |result| {
-        let Ok(response) = result else { return Ok(()) };
-        let RequestPermissionOutcome::Selected(selected) = response.outcome else { return Ok(()) };
-        let Some(value) = translate::ui_answer(&request, &selected.option_id.to_string()) else {
-            return Ok(());
-        };
-        let response = UiResponse { request_id: request.request_id.clone(), value };
-        daemon.send(&asking_agent, ClientMessage::UiResponse(response));
-        Ok(())
+    let asked = Question::Ui(request.clone());
+    put(session, editor, key, asked, question, move |option_id| {
+        let value = translate::ui_answer(&request, option_id)?;
+        let request_id = request.request_id;
+        Some(ClientMessage::UiResponse(UiResponse { request_id, value }))
     })
 }
 
