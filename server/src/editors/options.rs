@@ -115,15 +115,24 @@ async fn runtime(shared: &Shared, agent_id: &str) -> Option<SessionConfigOption>
     Some(option.category(SessionConfigOptionCategory::Other("_runtime".to_owned())))
 }
 
+/// What the editor is told of a session's context and cost.
+#[derive(Default)]
+pub struct Usage {
+    /// The model's context window, in tokens, when its catalog says.
+    pub window: Option<u64>,
+    /// Dollars spent so far, when priced.
+    pub spent: Option<f64>,
+}
+
 /// The agent's model's context window and what it has cost so far.
-pub(super) async fn usage(shared: &Shared, agent_id: &str) -> super::pump::Usage {
+pub(super) async fn usage(shared: &Shared, agent_id: &str) -> Usage {
     let models = async {
         let data =
             shared.call(Some(agent_id), ClientMessage::ListModels(Empty {})).await.ok()??;
         serde_json::from_value::<ListModelsResult>(data).ok()
     };
     let (models, info) = tokio::join!(models, info(shared, agent_id));
-    super::pump::Usage {
+    Usage {
         window: models.and_then(|models| models.active.context_window),
         spent: info.and_then(|info| info.usage).and_then(|usage| usage.cost),
     }

@@ -29,7 +29,8 @@ use shard_protocol::agent::{
 use tokio::sync::{mpsc, oneshot};
 
 use super::daemon::{Daemon, Read, Routed};
-use super::{options, translate};
+use super::options::{self, Usage};
+use super::translate;
 
 /// What the pump is told.
 pub enum Input {
@@ -103,15 +104,6 @@ struct Session {
     usage: Usage,
     /// The turn's plan cards (one a turn), told as the editor's plan.
     plans: std::collections::HashSet<String>,
-}
-
-/// What the editor is told of a session's context and cost.
-#[derive(Default)]
-pub struct Usage {
-    /// The model's context window, in tokens, when its catalog says.
-    pub window: Option<u64>,
-    /// Dollars spent so far, when priced.
-    pub spent: Option<f64>,
 }
 
 pub async fn run(
