@@ -236,6 +236,11 @@ async fn handle(shared: &Shared, request: ClientRequest, responder: Responder<se
         }
         _ => None,
     };
+    // The pump knows the session's options and usage before the editor
+    // can prompt: the first model call's usage is told with its window.
+    if let Some(agent_id) = &opened {
+        tell_options(shared, agent_id.clone()).await;
+    }
     let _ = match answered.and_then(|response| {
         serde_json::to_value(response).map_err(agent_client_protocol::Error::into_internal_error)
     }) {
@@ -243,7 +248,6 @@ async fn handle(shared: &Shared, request: ClientRequest, responder: Responder<se
         Err(error) => responder.respond_with_error(error),
     };
     if let Some(agent_id) = opened {
-        tell_options(shared, agent_id.clone()).await;
         tell_commands(shared, agent_id).await;
     }
 }
