@@ -236,11 +236,6 @@ async fn handle(shared: &Shared, request: ClientRequest, responder: Responder<se
         }
         _ => None,
     };
-    // The pump knows the session's options and usage before the editor
-    // can prompt: the first model call's usage is told with its window.
-    if let Some(agent_id) = &opened {
-        tell_options(shared, agent_id.clone()).await;
-    }
     let _ = match answered.and_then(|response| {
         serde_json::to_value(response).map_err(agent_client_protocol::Error::into_internal_error)
     }) {
@@ -254,9 +249,15 @@ async fn handle(shared: &Shared, request: ClientRequest, responder: Responder<se
 
 /// The session's options, for the pump to keep current as the agent's
 /// mode and model change (from anywhere).
-async fn tell_options(shared: &Shared, agent_id: String) {
-    let (options, usage) =
-        tokio::join!(options::of(shared, &agent_id), options::usage(shared, &agent_id));
+/// Told before the editor is answered, so that the first model call's
+/// usage is told with its window.
+async fn tell_options(
+    shared: &Shared,
+    agent_id: &str,
+    options: Vec<agent_client_protocol::v1::schema::SessionConfigOption>,
+) {
+    let usage = options::usage(shared, agent_id).await;
+    let agent_id = agent_id.to_owned();
     let _ = shared.pump.send(Input::Options { agent_id, options, usage }).await;
 }
 
@@ -329,6 +330,7 @@ async fn new_session(
     attach(shared, &agent_id, None).await?;
     let modes = modes(shared, &agent_id).await;
     let options = options::of(shared, &agent_id).await;
+    tell_options(shared, &agent_id, options.clone()).await;
     Ok(NewSessionResponse::new(agent_id).modes(modes).config_options(options))
 }
 
@@ -342,6 +344,7 @@ async fn load_session(
     told.await.map_err(|_| invalid("the daemon's connection closed"))?;
     let modes = modes(shared, &agent_id).await;
     let options = options::of(shared, &agent_id).await;
+    tell_options(shared, &agent_id, options.clone()).await;
     Ok(LoadSessionResponse::new().modes(modes).config_options(options))
 }
 
@@ -353,6 +356,7 @@ async fn resume_session(
 ) -> Result<ResumeSessionResponse, agent_client_protocol::Error> {
     attach(shared, &agent_id, None).await?;
     let (modes, options) = tokio::join!(modes(shared, &agent_id), options::of(shared, &agent_id));
+    tell_options(shared, &agent_id, options.clone()).await;
     Ok(ResumeSessionResponse::new().modes(modes).config_options(options))
 }
 
