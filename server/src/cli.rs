@@ -28,6 +28,9 @@ pub enum Command {
     /// Be an ACP agent on stdio for an editor, each session one of the
     /// running daemon's agents (docs/EDITORS.md).
     Acp(crate::editors::AcpArgs),
+    /// Join stdin/stdout to the running daemon's socket, for a hub that
+    /// reaches this machine over ssh or kubectl (docs/NODES.md).
+    Bridge(crate::bridge::BridgeArgs),
     /// Internal: how the daemon runs an agent that is not Shard's own.
     #[command(hide = true)]
     Guard(crate::guard::GuardArgs),
@@ -90,6 +93,14 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             // the editor writes or closes: do not wait for it.
             runtime.shutdown_background();
             served
+        }
+        Command::Bridge(args) => {
+            let runtime = single_threaded()?;
+            let bridged = runtime.block_on(crate::bridge::run(args));
+            // The stdin read blocks a thread until the other side writes or
+            // closes: do not wait for it.
+            runtime.shutdown_background();
+            bridged
         }
         Command::Guard(args) => std::process::exit(crate::guard::run(args)?),
         Command::Contain(args) => std::process::exit(crate::sandbox::inside::run(args)?),

@@ -5,6 +5,8 @@
 //!
 //! - [`home`], [`clock`], [`id`], [`queue`]: `$SHARD_HOME` and its private
 //!   files, time, opaque ids, the one queue bounded in bytes.
+//! - [`upstream`]: a connection to a daemon as its client, over any byte
+//!   stream (`shard acp`'s, a hub's to its nodes).
 //! - [`search`]: the full-text index of every agent's sessions, kept by a
 //!   thread of its own from the session logs.
 //! - [`agents`]: the registry of durable agents, one host actor per agent
@@ -19,6 +21,8 @@
 //!   audit, assets and the web configuration.
 //! - [`daemon`]: startup, the listeners, signals and shutdown.
 //! - [`admin`]: `shard enroll` and `shard sessions`, clients of the socket.
+//! - [`bridge`]: `shard bridge`, the socket joined to stdin/stdout for a hub
+//!   on another machine.
 //! - [`cli`]: the `shard` command line.
 
 // The web client's view types (rendered here for SSR) nest deeply.
@@ -26,6 +30,7 @@
 
 pub mod admin;
 pub mod agents;
+pub mod bridge;
 pub mod cli;
 pub mod clients;
 pub mod clock;
@@ -39,6 +44,7 @@ pub mod jobs;
 pub mod queue;
 pub mod sandbox;
 pub mod search;
+pub mod upstream;
 pub mod web;
 pub mod workspaces;
 

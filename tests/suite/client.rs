@@ -48,7 +48,17 @@ impl Client {
         stall: Option<tokio::sync::watch::Receiver<bool>>,
     ) -> Client {
         let stream = UnixStream::connect(socket).await.expect("connect to daemon.sock");
-        let (reader, mut writer) = stream.into_split();
+        let (reader, writer) = stream.into_split();
+        Self::lines(reader, writer, stall).await
+    }
+
+    /// A client speaking JSONL over any byte stream (the unix socket, or
+    /// `shard bridge`'s stdio); reads and checks `hello`.
+    pub async fn lines(
+        reader: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+        mut writer: impl tokio::io::AsyncWrite + Unpin + Send + 'static,
+        stall: Option<tokio::sync::watch::Receiver<bool>>,
+    ) -> Client {
         let (outgoing, mut to_send) = mpsc::unbounded_channel::<String>();
         let (deliver, incoming) = mpsc::unbounded_channel();
         tokio::spawn(async move {

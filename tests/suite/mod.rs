@@ -16,6 +16,7 @@ mod journal;
 mod ledger;
 mod lifecycle;
 mod multiplexer;
+mod nodes;
 mod pair;
 mod passkey;
 mod providers;

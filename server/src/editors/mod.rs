@@ -71,7 +71,7 @@ impl Shared {
         let mut current = self.daemon.lock().await;
         if current.closed() {
             let generation = current.generation + 1;
-            *current = Daemon::connect(&self.home, generation, self.pump.clone(), Input::read)
+            *current = daemon::connect(&self.home, generation, self.pump.clone(), Input::read)
                 .await
                 .map_err(|error| {
                     agent_client_protocol::Error::internal_error().data(error.to_string())
@@ -96,7 +96,7 @@ pub async fn run(args: AcpArgs) -> anyhow::Result<()> {
         None => shard_platform::config::shard_home()?,
     };
     let (pump, inputs) = mpsc::channel(PUMP);
-    let daemon = Daemon::connect(&home, 1, pump.clone(), Input::read).await?;
+    let daemon = daemon::connect(&home, 1, pump.clone(), Input::read).await?;
     let shared = Arc::new(Shared {
         home,
         daemon: tokio::sync::Mutex::new(daemon),
