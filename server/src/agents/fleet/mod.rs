@@ -279,6 +279,7 @@ pub async fn watch(
 ) {
     let taken = fleet.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
     let Some(mut orders) = taken else { return };
+    let looker = Looker::start(fleet.clone());
     let mut every = tokio::time::interval(SAMPLE_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -290,15 +291,55 @@ pub async fn watch(
             }
             _ = every.tick() => {}
         }
-        let sampler = fleet.clone();
-        let spend = spend();
-        let looked = tokio::task::spawn_blocking(move || {
-            sampler.sample(&Snapshot::take(), Instant::now(), spend)
-        });
-        if let Ok(Some(update)) = looked.await {
+        if let Some(update) = looker.look(&fleet, spend()).await {
             let message = Envelope::new(ServerMessage::FleetUpdated(update));
             watchers.tell_watchers(&Wire::from(message.to_json()));
         }
+    }
+}
+
+/// Where the looks run: a thread of their own. Through the runtime's
+/// blocking pool, a look every two seconds would wake its idle threads in
+/// turn, each before its keep-alive ran out, so that a pool grown in a
+/// busy moment never shrank again; one thread held for good costs less
+/// than that, and says what it is.
+struct Looker {
+    asks: Option<std::sync::mpsc::SyncSender<Ask>>,
+}
+
+/// One look to take: the spend to tell with it, and where its answer goes.
+type Ask = (Vec<BudgetStatus>, tokio::sync::oneshot::Sender<Option<FleetUpdated>>);
+
+impl Looker {
+    /// The thread, ending when the watch does; without it (the system
+    /// gave no thread), each look goes through the blocking pool.
+    fn start(fleet: Arc<Fleet>) -> Self {
+        let (asks, asked) = std::sync::mpsc::sync_channel::<Ask>(1);
+        let thread = std::thread::Builder::new().name("fleet-look".to_owned()).spawn(move || {
+            while let Ok((spend, answer)) = asked.recv() {
+                let _ = answer.send(fleet.sample(&Snapshot::take(), Instant::now(), spend));
+            }
+        });
+        match thread {
+            Ok(_) => Self { asks: Some(asks) },
+            Err(error) => {
+                tracing::warn!(%error, "no thread for the fleet's looks; they share the pool");
+                Self { asks: None }
+            }
+        }
+    }
+
+    async fn look(&self, fleet: &Arc<Fleet>, spend: Vec<BudgetStatus>) -> Option<FleetUpdated> {
+        let Some(asks) = &self.asks else {
+            let fleet = fleet.clone();
+            let looked = tokio::task::spawn_blocking(move || {
+                fleet.sample(&Snapshot::take(), Instant::now(), spend)
+            });
+            return looked.await.ok().flatten();
+        };
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        asks.try_send((spend, answer)).ok()?;
+        answered.await.ok().flatten()
     }
 }
 
