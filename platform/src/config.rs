@@ -44,6 +44,12 @@
 //! protocol = "acp"
 //! command = "claude-agent-acp"
 //!
+//! # Other machines' daemons, each reached through a command's stdio
+//! # (crate::nodes, docs/NODES.md).
+//! [[nodes]]
+//! id = "box"
+//! command = ["ssh", "-T", "box", "shard", "bridge"]
+//!
 //! # Where a workspace's "Push" sends its branch (docs/WORKSPACES.md): a
 //! # remote of the repository, by name. Without it, pushing is refused.
 //! [workspaces]
@@ -348,6 +354,8 @@ struct ConfigFile {
     limits: crate::limits::Limits,
     #[serde(default)]
     budgets: Vec<crate::limits::BudgetRule>,
+    #[serde(default)]
+    nodes: Vec<crate::nodes::NodeConfig>,
 }
 
 /// Which environment variables tool processes (`bash` and what it runs)
@@ -398,6 +406,8 @@ pub struct Config {
     pub limits: crate::limits::Limits,
     /// `[[budgets]]` (crate::limits).
     pub budgets: Vec<crate::limits::BudgetRule>,
+    /// Other machines' daemons this one reaches (crate::nodes).
+    pub nodes: Vec<crate::nodes::NodeConfig>,
 }
 
 impl Config {
@@ -459,6 +469,7 @@ impl Config {
         crate::sandbox::check(&file.sandbox, tables)?;
         file.limits.check()?;
         crate::limits::check_budgets(&file.budgets)?;
+        crate::nodes::check(&file.nodes)?;
         if let Some(remote) =
             file.workspaces.push_remote.as_deref().filter(|name| !plain_remote_name(name))
         {
@@ -480,6 +491,7 @@ impl Config {
             sandbox: file.sandbox,
             limits: file.limits,
             budgets: file.budgets,
+            nodes: file.nodes,
         })
     }
 
@@ -498,6 +510,7 @@ impl Config {
             sandbox: crate::sandbox::SandboxConfig::default(),
             limits: crate::limits::Limits::default(),
             budgets: Vec::new(),
+            nodes: Vec::new(),
         }
     }
 

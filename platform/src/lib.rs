@@ -19,6 +19,7 @@ pub mod conversation;
 pub mod diff;
 pub mod limits;
 pub mod modes;
+pub mod nodes;
 pub mod private;
 pub mod process_tree;
 pub mod resources;

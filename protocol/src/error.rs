@@ -24,6 +24,8 @@ pub enum ErrorCode {
     Conflict,
     /// The agent cannot be contained as configured (CONTRACT.md, "Sandbox").
     SandboxUnavailable,
+    /// The agent runs on a node whose link is down (docs/NODES.md).
+    NodeOffline,
     Other(String),
 }
 
@@ -43,6 +45,7 @@ impl ErrorCode {
             Self::ToolError => "TOOL_ERROR",
             Self::Conflict => "CONFLICT",
             Self::SandboxUnavailable => "SANDBOX_UNAVAILABLE",
+            Self::NodeOffline => "NODE_OFFLINE",
             Self::Other(code) => code,
         }
     }
@@ -62,6 +65,7 @@ impl ErrorCode {
             "TOOL_ERROR" => Self::ToolError,
             "CONFLICT" => Self::Conflict,
             "SANDBOX_UNAVAILABLE" => Self::SandboxUnavailable,
+            "NODE_OFFLINE" => Self::NodeOffline,
             other => Self::Other(other.to_owned()),
         }
     }

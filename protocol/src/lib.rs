@@ -22,6 +22,7 @@
 //! - [`sandbox`]: the sandbox an agent runs in, as asked and as applied.
 //! - [`fleet`]: what each agent's processes use.
 //! - [`budget`]: caps on what agents spend, and the daemon's hold.
+//! - [`node`]: other machines' daemons a hub reaches, and their links.
 //! - [`error`]: the §8 error registry and the `{code, message}` shape.
 //! - [`diagnostic`]: error text made safe to show and bounded.
 //! - [`display`]: text a person decides on, hidden characters made visible.
@@ -46,6 +47,7 @@ pub mod fleet;
 pub mod identity;
 pub mod jsonl;
 pub mod message;
+pub mod node;
 pub mod orchestrator;
 pub mod sandbox;
 pub mod search;

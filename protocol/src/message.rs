@@ -17,6 +17,7 @@ use crate::budget::{BudgetList, BudgetSet, BudgetUpdated, Hold};
 use crate::envelope::{MessageSet, PayloadError, Scope, payload};
 use crate::error::WireError;
 use crate::fleet::{FleetUpdated, FleetWatch};
+use crate::node::NodeChanged;
 use crate::orchestrator::{
     AgentActivity, AgentAttach, AgentCreate, AgentExited, AgentKill, AgentSpawned,
     AgentStatusChanged, AgentStatusQuery, AgentTarget, ClientPresence, DaemonShutdown,
@@ -174,6 +175,8 @@ message_set! {
         // Shard extensions: budgets, listed and set.
         BudgetList(BudgetList) = "budget.list", Registry, required;
         BudgetSet(BudgetSet) = "budget.set", Registry, required;
+        // Shard extension: the nodes a hub reaches, and their links.
+        NodeList(Empty) = "node.list", Registry, required;
     }
 }
 
@@ -217,7 +220,8 @@ message_set! {
         WorkspaceConflict(WorkspaceConflict) = "workspace_conflict", Registry, optional;
         // Shard extension: a commit, merge or push changed a workspace.
         WorkspaceUpdated(WorkspaceEvent) = "workspace_updated", Registry, optional;
-        AgentSpawned(AgentSpawned) = "agent_spawned", Registry, optional;
+        // Boxed: an `AgentInfo` is by far the largest payload here.
+        AgentSpawned(Box<AgentSpawned>) = "agent_spawned", Registry, optional;
         AgentExited(AgentExited) = "agent_exited", Registry, optional;
         AgentStatusChanged(AgentStatusChanged) = "agent_status_changed", Registry, optional;
         AgentActivity(AgentActivity) = "agent_activity", Registry, optional;
@@ -234,6 +238,8 @@ message_set! {
         FleetUpdated(FleetUpdated) = "fleet_updated", Registry, optional;
         // Shard extension: a budget's state or cap changed.
         BudgetUpdated(BudgetUpdated) = "budget_updated", Registry, optional;
+        // Shard extension: a node's link moved (online, connecting, offline).
+        NodeChanged(NodeChanged) = "node_changed", Registry, optional;
     }
 }
 

@@ -66,6 +66,10 @@ pub struct AgentCreate {
     /// (CONTRACT.md, "Sandbox").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::sandbox::SandboxRequest>,
+    /// The node to run it on (`node.list`); absent: this daemon
+    /// (CONTRACT.md, "`shard acp` and nodes").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

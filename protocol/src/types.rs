@@ -390,6 +390,10 @@ pub struct AgentInfo {
     /// What its processes use, while they run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<crate::fleet::Resources>,
+    /// The node it runs on, for an agent of another machine's daemon
+    /// (CONTRACT.md, "`shard acp` and nodes"); absent for the hub's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 // Read field by field: serde's derive reads a struct with a flattened part
@@ -418,7 +422,7 @@ impl<'de> serde::de::Visitor<'de> for AgentInfoVisitor {
             (None, None, None, None, None);
         let (mut model, mut provider, mut mode, mut usage, mut runtime, mut sandbox) =
             (None, None, None, None, None, None);
-        let mut resources = None;
+        let (mut resources, mut node) = (None, None);
         let mut identity = AgentIdentity::default();
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
@@ -434,6 +438,7 @@ impl<'de> serde::de::Visitor<'de> for AgentInfoVisitor {
                 "runtime" => runtime = map.next_value()?,
                 "sandbox" => sandbox = map.next_value()?,
                 "resources" => resources = map.next_value()?,
+                "node" => node = map.next_value()?,
                 other => match identity.slot(other) {
                     Some(slot) => *slot = map.next_value()?,
                     None => {
@@ -457,6 +462,7 @@ impl<'de> serde::de::Visitor<'de> for AgentInfoVisitor {
             runtime,
             sandbox,
             resources,
+            node,
         })
     }
 }

@@ -1,15 +1,61 @@
 //! Other machines' daemons (CONTRACT.md, "`shard acp` and nodes";
 //! docs/NODES.md): `shard bridge`, the byte stream a hub reaches a node
-//! through.
+//! through, and a hub with a node linked by it.
 
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use tempfile::TempDir;
 
 use super::client::Client;
-use super::support::{Daemon, shard};
+use super::support::{Daemon, binary, shard};
+
+/// A hub whose config names one node, `box`, reached by `command`.
+async fn hub_with(command: &[String]) -> Daemon {
+    let home = TempDir::new().unwrap();
+    let quoted: Vec<String> = command.iter().map(|arg| format!("{arg:?}")).collect();
+    let config = format!("[[nodes]]\nid = \"box\"\ncommand = [{}]\n", quoted.join(", "));
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    let mut hub = Daemon::start_in(home.path(), &[]).await;
+    hub.keep_home(home);
+    hub
+}
+
+/// `shard bridge` to `node`, as a node's command.
+fn bridge_to(node: &Daemon) -> Vec<String> {
+    let shard = binary().into_string().expect("a UTF-8 path");
+    vec![shard, "bridge".into(), "--home".into(), node.home.display().to_string()]
+}
+
+/// Waits until the hub says node `box` is `state`; returns it.
+async fn node_is(client: &mut Client, state: &str) -> Value {
+    let list = client.call("nodes", json!({"type": "node.list"})).await;
+    let node = list["data"]["nodes"][0].clone();
+    if node["state"] == state {
+        return node;
+    }
+    let changed = client
+        .until(|event| event["type"] == "node_changed" && event["node"]["state"] == state)
+        .await;
+    changed.last().expect("node_changed")["node"].clone()
+}
+
+/// The text of every delta in `events`.
+fn said(events: &[Value]) -> String {
+    let deltas = events.iter().filter(|event| event["type"] == "message_delta");
+    deltas.filter_map(|event| event["text_delta"].as_str()).collect()
+}
+
+fn listed<'a>(list: &'a Value, agent_id: &str) -> Option<&'a Value> {
+    let agents = list["data"]["agents"].as_array().expect("agents");
+    agents.iter().find(|agent| agent["agent_id"] == agent_id)
+}
+
+fn create_on(cwd: &Path, node: &str) -> Value {
+    json!({"type": "agent.create", "cwd": cwd.display().to_string(), "node": node})
+}
 
 /// `shard bridge` for `daemon`, its stdio piped.
 fn bridge(daemon: &Daemon) -> tokio::process::Child {
@@ -86,4 +132,103 @@ async fn without_a_daemon_shard_bridge_exits_at_once_saying_how_to_start_one() {
     assert!(stderr.contains("no Shard daemon is running"), "{stderr}");
     assert!(stderr.contains("`shard daemon`"), "says how to start one: {stderr}");
     assert!(output.stdout.is_empty(), "nothing on the stream: {:?}", output.stdout);
+}
+
+#[tokio::test]
+async fn a_nodes_agent_is_created_listed_and_prompted_from_the_hub() {
+    let node = Daemon::start(&[]).await;
+    let hub = hub_with(&bridge_to(&node)).await;
+    let project = TempDir::new().unwrap();
+    let mut client = Client::unix(&hub.socket()).await;
+    let online = node_is(&mut client, "online").await;
+    assert_eq!(online["id"], "box");
+    assert!(online["error"].is_null(), "{online}");
+
+    let made = client.call("create", create_on(project.path(), "box")).await;
+    assert_eq!(made["success"], true, "{made}");
+    let agent = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+    let (there, node_id) = agent.rsplit_once('@').expect("qualified by its node");
+    assert_eq!(node_id, "box");
+    // The node made it, under its own id, in the project's directory.
+    let mut local = Client::unix(&node.socket()).await;
+    let on_node = local.call("list", json!({"type": "agent.list"})).await;
+    let mine = listed(&on_node, there).expect("the node lists it");
+    assert_eq!(mine["cwd"], project.path().display().to_string());
+    assert!(mine["node"].is_null(), "the node's own agent: {mine}");
+    // The hub lists it, marked with its node.
+    let on_hub = client.call("list", json!({"type": "agent.list"})).await;
+    assert_eq!(listed(&on_hub, &agent).expect("the hub lists it")["node"], "box");
+
+    let sync = client.attach(&agent, "interactive").await;
+    assert_eq!(sync["live_window"]["messages"], json!([]), "{sync}");
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": "hello"});
+    assert_eq!(client.call("p", prompt).await["success"], true);
+    let turn = client.until_agent(&agent, |event| event["type"] == "turn_end").await;
+    let reply = said(&turn);
+    assert!(!reply.is_empty(), "the reply streamed from the node: {turn:?}");
+    // Numbered by the hub's journal, one after another.
+    let seqs: Vec<u64> = turn.iter().filter_map(|event| event["seq"].as_u64()).collect();
+    assert!(seqs.windows(2).all(|pair| pair[1] == pair[0] + 1), "{seqs:?}");
+
+    // A second hub client attaching gets the conversation from the hub's copy.
+    let mut second = Client::unix(&hub.socket()).await;
+    let sync = second.attach(&agent, "observer").await;
+    let messages = sync["live_window"]["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 2, "the prompt and the reply: {sync}");
+    assert_eq!(messages[0]["content"][0]["text"], "hello");
+    assert_eq!(messages[1]["role"], "assistant");
+}
+
+#[tokio::test]
+async fn an_agent_made_on_the_node_itself_appears_in_the_hub() {
+    let node = Daemon::start(&[]).await;
+    let hub = hub_with(&bridge_to(&node)).await;
+    let project = TempDir::new().unwrap();
+    let mut client = Client::unix(&hub.socket()).await;
+    node_is(&mut client, "online").await;
+    let mut local = Client::unix(&node.socket()).await;
+    let there = local.create(project.path(), "made there").await;
+    let agent = format!("{there}@box");
+    let spawned =
+        client.until(|event| event["type"] == "agent_spawned" && event["agent_id"] == agent).await;
+    let info = &spawned.last().expect("agent_spawned")["info"];
+    assert_eq!(info["node"], "box");
+    assert_eq!(info["name"], "made there");
+}
+
+#[tokio::test]
+async fn a_node_that_is_down_shows_offline_and_its_agents_say_so() {
+    let node_home = TempDir::new().unwrap();
+    let node = Daemon::start_in(node_home.path(), &[]).await;
+    let hub = hub_with(&bridge_to(&node)).await;
+    let project = TempDir::new().unwrap();
+    let mut client = Client::unix(&hub.socket()).await;
+    node_is(&mut client, "online").await;
+    let made = client.call("create", create_on(project.path(), "box")).await;
+    let agent = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+
+    let status = node.terminate().await;
+    assert!(status.success(), "{status}");
+    let offline = node_is(&mut client, "offline").await;
+    assert!(offline["error"].as_str().is_some_and(|error| !error.is_empty()), "{offline}");
+    assert!(offline["retry_at"].is_u64(), "{offline}");
+    // The agent is still listed, under its node; what is asked of it is
+    // refused, saying why.
+    let on_hub = client.call("list", json!({"type": "agent.list"})).await;
+    assert_eq!(listed(&on_hub, &agent).expect("still listed")["node"], "box");
+    let attach = json!({"type": "agent.attach", "agent_id": agent});
+    let refused = client.call("attach", attach).await;
+    assert_eq!(refused["success"], false, "{refused}");
+    assert_eq!(refused["error"]["code"], "NODE_OFFLINE", "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap_or_default().contains("box"));
+    let made = client.call("create2", create_on(project.path(), "box")).await;
+    assert_eq!(made["error"]["code"], "NODE_OFFLINE", "{made}");
+    let unknown = client.call("create3", create_on(project.path(), "nowhere")).await;
+    assert_eq!(unknown["error"]["code"], "NOT_FOUND", "{unknown}");
+
+    // The node back: the link comes back by itself.
+    let _node = Daemon::start_in(node_home.path(), &[]).await;
+    node_is(&mut client, "online").await;
+    let sync = client.attach(&agent, "interactive").await;
+    assert_eq!(sync["type"], "sync");
 }

@@ -95,6 +95,11 @@ impl Daemon {
         Daemon { child, base, enroll_url, stdout, home: home.to_owned(), _home_dir: None, cwd }
     }
 
+    /// Keeps `home` (the daemon's `$SHARD_HOME`) until the daemon is dropped.
+    pub fn keep_home(&mut self, home: TempDir) {
+        self._home_dir = Some(home);
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

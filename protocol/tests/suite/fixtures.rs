@@ -93,6 +93,7 @@ const EXTENSION_CLIENT_TYPES: &[&str] = &[
     "budget.list",
     "budget.set",
     "hold",
+    "node.list",
 ];
 
 /// Shard's own additions to the server set, pinned in docs/PROTOCOL-NOTES.md.
@@ -102,6 +103,7 @@ const EXTENSION_SERVER_TYPES: &[&str] = &[
     "budget_updated",
     "commands_changed",
     "fleet_updated",
+    "node_changed",
     "pair_used",
     "user_message",
     "workspace_updated",
@@ -345,6 +347,7 @@ fn every_result_fixture_decodes_and_round_trips() {
             "fleet.watch" => round_trip_data::<FleetUpdated>(name, data),
             "budget.list" => round_trip_data::<BudgetListResult>(name, data),
             "budget.set" => round_trip_data::<BudgetSetResult>(name, data),
+            "node.list" => round_trip_data::<shard_protocol::node::NodeList>(name, data),
             other => panic!("result fixture `{other}` has no type to decode into"),
         }
     }

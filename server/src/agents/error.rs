@@ -153,6 +153,21 @@ pub enum AgentError {
     NoActiveTurn,
     #[error("the agent is not reading its input")]
     NotReading,
+    /// The agent runs on a node whose link is down (docs/NODES.md).
+    #[error("{0}")]
+    NodeOffline(String),
+    #[error(
+        "the agent's node is offline, so this answer cannot reach it: answer again once the \
+         node is back (the question is shown again then)"
+    )]
+    AnswerNodeOffline,
+    #[error("there is no node `{0}` in config.toml")]
+    NoNode(String),
+    /// What a node answered a command the hub sent it for a client.
+    #[error("node `{node}`: {message}")]
+    Node { node: String, code: ErrorCode, message: String },
+    #[error("a node's answer this daemon cannot read: {0}")]
+    NodeUnreadable(String),
 
     /// What an agent that speaks ACP refuses (its own type: the bridge
     /// builds them, and this only carries the registry's one to clients).
@@ -164,6 +179,9 @@ impl AgentError {
     /// Why a process in `cwd` could not be started: its sandbox is not
     /// there, its directory is gone, or what the system said.
     pub fn of_spawn(error: &std::io::Error, cwd: &str) -> Self {
+        if let Some(why) = super::nodes::Offline::in_io(error) {
+            return Self::NodeOffline(why);
+        }
         match crate::sandbox::Unavailable::in_io(error) {
             Some(why) => Self::SandboxUnavailable(why),
             None if !std::path::Path::new(cwd).is_dir() => Self::CwdGone(cwd.to_owned()),
@@ -212,6 +230,10 @@ impl AgentError {
             | Self::NotReady
             | Self::ExitedStarting(_) => ErrorCode::RuntimeStartFailed,
             Self::SandboxUnavailable(_) => ErrorCode::SandboxUnavailable,
+            Self::NodeOffline(_) | Self::AnswerNodeOffline => ErrorCode::NodeOffline,
+            Self::NoNode(_) => ErrorCode::NotFound,
+            Self::Node { code, .. } => code.clone(),
+            Self::NodeUnreadable(_) => ErrorCode::ProtocolError,
             Self::NotGranted(_) => ErrorCode::NotFound,
             Self::GrantsUnwritten(_) => ErrorCode::InternalError,
             Self::SandboxWider(crate::sandbox::policy::PolicyError::Config(_)) => {

@@ -50,6 +50,16 @@ pub struct Manifest {
     /// How `agent.create` (or its parent) narrowed its sandbox.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<shard_protocol::sandbox::SandboxRequest>,
+    /// For a node's agent: which node, and its id there (docs/NODES.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<Remote>,
+}
+
+/// Where a node's agent lives: the node, and the agent's id there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Remote {
+    pub node: String,
+    pub agent_id: String,
 }
 
 impl Manifest {

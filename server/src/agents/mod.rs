@@ -23,6 +23,7 @@ pub mod fleet;
 pub mod host;
 pub mod hosts;
 pub mod manifest;
+pub mod nodes;
 pub mod registry;
 pub mod runtime;
 pub mod sensitive;

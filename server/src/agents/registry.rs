@@ -8,10 +8,11 @@ use std::sync::Arc;
 use shard_platform::config::Config;
 use shard_platform::session_view;
 use shard_protocol::orchestrator::{
-    AgentCreate, AgentSpawned, LaunchPolicy, RuntimeInfo, SessionActivate, SessionActivateResult,
+    AgentCreate, AgentCreateResult, AgentSpawned, AgentStatusQuery, AgentsResult, LaunchPolicy,
+    RuntimeInfo, SessionActivate, SessionActivateResult,
 };
 use shard_protocol::types::AgentInfo;
-use shard_protocol::{Envelope, ServerMessage};
+use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 use tokio::sync::oneshot;
 
 use super::checks::{alias_problem, runtime_of, validate_cwd};
@@ -131,6 +132,9 @@ impl Registry {
     /// `afar`: asked by a browser of a daemon in a remote mode, which may
     /// never start an agent without a sandbox.
     pub async fn create(&self, request: AgentCreate, afar: bool) -> Result<String, AgentError> {
+        if let Some(node) = request.node.clone() {
+            return self.create_on(&node, request).await;
+        }
         let mut info = {
             let _one_at_a_time = self.creating.lock().await;
             self.register(&request, None, afar).await?
@@ -154,10 +158,153 @@ impl Registry {
         }
     }
 
+    /// `agent.create` with a `node`: the node makes the agent, as it makes
+    /// any a local client asks for (its runtimes, paths, sandbox and
+    /// limits), and the hub lists it under its node.
+    async fn create_on(&self, node: &str, mut request: AgentCreate) -> Result<String, AgentError> {
+        let Some(link) = self.context.nodes.get(node) else {
+            return Err(AgentError::NoNode(node.to_owned()));
+        };
+        let Some(upstream) = link.watch().borrow().clone() else {
+            return Err(AgentError::NodeOffline(link.offline_reason()));
+        };
+        // A parent must be the node's own agent, named there by its id there.
+        if let Some(parent) = request.identity.parent_agent_id.take() {
+            match shard_platform::nodes::split(&parent) {
+                Some((on, remote)) if on == node => {
+                    request.identity.parent_agent_id = Some(remote.to_owned());
+                }
+                _ => return Err(AgentError::NoAgent(parent)),
+            }
+        }
+        request.node = None;
+        let refused = |error: shard_protocol::WireError| AgentError::Node {
+            node: node.to_owned(),
+            code: error.code,
+            message: error.message,
+        };
+        let made =
+            upstream.call(None, ClientMessage::AgentCreate(request)).await.map_err(refused)?;
+        let made: AgentCreateResult = serde_json::from_value(made.unwrap_or_default())
+            .map_err(|error| AgentError::NodeUnreadable(error.to_string()))?;
+        let query = AgentStatusQuery { agent_id: Some(made.agent_id.clone()) };
+        let listed =
+            upstream.call(None, ClientMessage::AgentStatus(query)).await.map_err(refused)?;
+        let listed: AgentsResult = serde_json::from_value(listed.unwrap_or_default())
+            .map_err(|error| AgentError::NodeUnreadable(error.to_string()))?;
+        let Some(info) = listed.agents.into_iter().find(|info| info.agent_id == made.agent_id)
+        else {
+            return Err(AgentError::NodeUnreadable(format!("no agent {} listed", made.agent_id)));
+        };
+        self.adopt(node, vec![info]).await;
+        let agent_id = shard_platform::nodes::qualified(node, &made.agent_id);
+        match self.contains(&agent_id) {
+            true => Ok(agent_id),
+            false => {
+                Err(AgentError::NodeUnreadable(format!("agent {} was not listed", made.agent_id)))
+            }
+        }
+    }
+
+    /// Where a node's agent lives, if `agent_id` is one: its link, and its
+    /// id there.
+    pub fn remote(&self, agent_id: &str) -> Option<(Arc<super::nodes::Link>, String)> {
+        let remote = self.manifest(agent_id)?.remote?;
+        let link = self.context.nodes.get(&remote.node)?.clone();
+        Some((link, remote.agent_id))
+    }
+
+    /// A registry command about a node's agent, sent to its node as the
+    /// node's own (`agent.terminate`, `agent.kill`: the agent is the
+    /// node's to stop); its answer's data.
+    pub async fn on_node(
+        &self,
+        agent_id: &str,
+        message: impl FnOnce(String) -> ClientMessage,
+    ) -> Result<Option<serde_json::Value>, AgentError> {
+        let Some((link, remote)) = self.remote(agent_id) else {
+            return Err(AgentError::NoAgent(agent_id.to_owned()));
+        };
+        let Some(upstream) = link.watch().borrow().clone() else {
+            return Err(AgentError::NodeOffline(link.offline_reason()));
+        };
+        let node = link.id().to_owned();
+        upstream.call(None, message(remote)).await.map_err(|error| AgentError::Node {
+            node,
+            code: error.code,
+            message: error.message,
+        })
+    }
+
+    /// Lists each of `node`'s agents not listed yet, under its node: a
+    /// manifest (its copy of the session empty until a generation reads
+    /// the node's) and a dormant host, announced to every client. An agent
+    /// the node has from another node, or under an id that is not plain,
+    /// is left out: trust does not chain.
+    pub async fn adopt(&self, node: &str, agents: Vec<AgentInfo>) {
+        let _one_at_a_time = self.creating.lock().await;
+        for info in agents {
+            if info.node.is_some() || !super::nodes::link::plain_id(&info.agent_id) {
+                continue;
+            }
+            let agent_id = shard_platform::nodes::qualified(node, &info.agent_id);
+            if self.contains(&agent_id) {
+                continue;
+            }
+            match self.register_remote(node, agent_id, info).await {
+                Ok(info) => self.announce(info),
+                Err(error) => {
+                    tracing::error!(node, %error, "cannot list a node's agent");
+                }
+            }
+        }
+    }
+
+    async fn register_remote(
+        &self,
+        node: &str,
+        agent_id: String,
+        info: AgentInfo,
+    ) -> Result<AgentInfo, AgentError> {
+        let home = &self.context.home;
+        let model = info.model.clone().unwrap_or_else(|| info.runtime.clone().unwrap_or_default());
+        let mode = info.mode.clone().unwrap_or_else(|| shard_platform::modes::BUILD.to_owned());
+        let session_id = session_view::create(home, &info.cwd, &model, &mode)
+            .await
+            .map_err(AgentError::SessionCreate)?;
+        let mut identity = info.identity;
+        identity.parent_agent_id = identity
+            .parent_agent_id
+            .filter(|parent| super::nodes::link::plain_id(parent))
+            .map(|parent| shard_platform::nodes::qualified(node, &parent));
+        let manifest = Manifest {
+            version: MANIFEST_VERSION,
+            agent_id,
+            identity,
+            cwd: info.cwd,
+            model: info.model,
+            mode: info.mode,
+            session_id,
+            created_at: info.created_at,
+            runtime: info.runtime,
+            remote: Some(super::manifest::Remote {
+                node: node.to_owned(),
+                agent_id: info.agent_id,
+            }),
+            ..Manifest::default()
+        };
+        manifest.save(home).map_err(AgentError::ManifestWrite)?;
+        self.manifests().insert(manifest.agent_id.clone(), manifest.clone());
+        let host = Host::dormant(self.context.clone(), manifest, tokio::time::Instant::now());
+        let info = host.info();
+        self.hosts.insert(Box::new(host));
+        Ok(info)
+    }
+
     fn announce(&self, info: AgentInfo) {
         let spawned = AgentSpawned { agent_id: info.agent_id.clone(), info };
         self.context.broadcast.broadcast(&super::Wire::from(
-            Envelope::new(ServerMessage::AgentSpawned(spawned)).to_json(),
+            Envelope::new(ServerMessage::AgentSpawned(Box::new(spawned))).to_json(),
         ));
     }
 
@@ -229,6 +376,7 @@ impl Registry {
             names: request.names.clone(),
             runtime,
             sandbox,
+            remote: None,
         };
         manifest.save(&home).map_err(AgentError::ManifestWrite)?;
         self.manifests().insert(manifest.agent_id.clone(), manifest.clone());
@@ -528,3 +676,17 @@ struct Managed {
 
 /// The most aliases an agent's pool may hold.
 const MAX_NAMES: usize = 256;
+
+/// Lists the nodes' agents as their links tell of them, until the links
+/// stop.
+pub async fn follow_nodes(
+    registry: Arc<Registry>,
+    mut news: tokio::sync::mpsc::Receiver<super::nodes::News>,
+) {
+    while let Some(news) = news.recv().await {
+        match news {
+            super::nodes::News::Listed { node, agents } => registry.adopt(&node, agents).await,
+            super::nodes::News::Spawned { node, info } => registry.adopt(&node, vec![*info]).await,
+        }
+    }
+}

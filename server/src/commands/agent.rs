@@ -1,9 +1,11 @@
 //! `agent.*`: list and status from the registry, create, attach and detach
-//! through the agent's host, terminate and kill answered once done; and
-//! `runtime.list`, what an agent may run.
+//! through the agent's host, terminate and kill answered once done (a
+//! node's agent's by its node); and `runtime.list`, what an agent may run.
 
 use shard_protocol::ClientMessage;
-use shard_protocol::orchestrator::{AgentCreateResult, AgentsResult, RuntimeListResult};
+use shard_protocol::orchestrator::{
+    AgentCreateResult, AgentKill, AgentTarget, AgentsResult, RuntimeListResult,
+};
 use tokio::sync::oneshot;
 
 use super::{Caller, Outcome, host_gone, not_found, ok, refused_error};
@@ -56,6 +58,21 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
                 Ok(()) => Outcome::Sent,
                 Err(refused) => Outcome::Now(Err(refused_error(refused, &target.agent_id))),
             }
+        }
+        ClientMessage::AgentTerminate(target) if registry.remote(&target.agent_id).is_some() => {
+            let daemon = caller.daemon.clone();
+            Outcome::Later(Box::pin(async move {
+                let terminate = |agent_id| ClientMessage::AgentTerminate(AgentTarget { agent_id });
+                Ok(daemon.registry().on_node(&target.agent_id, terminate).await?)
+            }))
+        }
+        ClientMessage::AgentKill(kill) if registry.remote(&kill.agent_id).is_some() => {
+            let daemon = caller.daemon.clone();
+            Outcome::Later(Box::pin(async move {
+                let force = kill.force;
+                let stop = |agent_id| ClientMessage::AgentKill(AgentKill { agent_id, force });
+                Ok(daemon.registry().on_node(&kill.agent_id, stop).await?)
+            }))
         }
         ClientMessage::AgentTerminate(target) => {
             let (reply, done) = oneshot::channel();

@@ -208,7 +208,8 @@ pub fn rule(message: &ClientMessage) -> Rule {
         ClientMessage::SearchQuery(_) => rule_of(People, None, Background),
         ClientMessage::ClientPresence(_)
         | ClientMessage::FleetWatch(_)
-        | ClientMessage::BudgetList(_) => rule_of(Anyone, None, Inline),
+        | ClientMessage::BudgetList(_)
+        | ClientMessage::NodeList(_) => rule_of(Anyone, None, Inline),
         // Spending more is a person's to decide, never an agent's; from
         // away under `[step_up]` a raise goes through the budget's
         // question and its passkey (docs/SECURITY.md).
@@ -441,6 +442,10 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
             Outcome::Now(ok(context.fleet.now(spend)))
         }
         ClientMessage::BudgetList(_) | ClientMessage::BudgetSet(_) => budget::run(&caller, message),
+        ClientMessage::NodeList(_) => {
+            let nodes = caller.daemon.registry().context.nodes.list();
+            Outcome::Now(ok(shard_protocol::node::NodeList { nodes }))
+        }
         other => run_elsewhere(other),
     }
 }

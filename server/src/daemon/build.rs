@@ -61,8 +61,17 @@ pub(super) fn daemon(
     let audit = Arc::new(Audit::open(&home.path).context("cannot open the audit log")?);
     record_startup(&audit, &config, args, local);
     let pushes = Pushes::start(home, args, &origin, &auth, &hub)?;
-    let registry =
-        Arc::new(Registry::load(host_context(home, &hub, pushes.notifier.clone(), &config, args)?));
+    let (news, heard) = tokio::sync::mpsc::channel(crate::agents::nodes::NEWS);
+    let nodes = Arc::new(crate::agents::nodes::Nodes::start(
+        node_configs(home),
+        hub.clone(),
+        news,
+        stop.terminate.clone(),
+    ));
+    let notifier = pushes.notifier.clone();
+    let context = host_context(home, &hub, notifier, &config, args, nodes)?;
+    let registry = Arc::new(Registry::load(context));
+    tokio::spawn(crate::agents::registry::follow_nodes(registry.clone(), heard));
     // In the background: search answers once its thread has opened the
     // index, and finds more as it catches up with the session logs.
     registry.context.search.catch_up(registry.owners());
@@ -177,6 +186,7 @@ fn host_context(
     notices: Arc<dyn crate::agents::Notices>,
     config: &WebConfig,
     args: &DaemonArgs,
+    nodes: Arc<crate::agents::nodes::Nodes>,
 ) -> anyhow::Result<Arc<HostContext>> {
     let exe = std::env::current_exe().context("cannot find the shard executable")?;
     let processes = Arc::new(crate::agents::Processes::default());
@@ -213,10 +223,16 @@ fn host_context(
                 processes: processes.clone(),
             },
             acp: AcpSpawner { exe, home: home.path.clone(), processes: processes.clone() },
+            remote: crate::agents::runtime::remote::RemoteSpawner {
+                home: home.path.clone(),
+                nodes: nodes.clone(),
+                cursors: Arc::default(),
+            },
             home: home.path.clone(),
             sandbox: sandbox.clone(),
         }),
         sandbox,
+        nodes,
         broadcast: hub.clone(),
         notices,
         step_up: step_up(home, config),
@@ -246,6 +262,16 @@ fn limits(home: &Home) -> shard_platform::limits::Limits {
     loaded.map(|config| config.limits).unwrap_or_else(|error| {
         tracing::warn!(error = %format!("{error:#}"), "config.toml cannot be read; no fleet limits");
         shard_platform::limits::Limits::default()
+    })
+}
+
+/// `[[nodes]]` of `config.toml`, read when the daemon starts. A config that
+/// cannot be read names none (the agents say what is wrong with it).
+fn node_configs(home: &Home) -> Vec<shard_platform::nodes::NodeConfig> {
+    let loaded = shard_platform::config::Config::load(&home.path);
+    loaded.map(|config| config.nodes).unwrap_or_else(|error| {
+        tracing::warn!(error = %format!("{error:#}"), "config.toml cannot be read; no nodes");
+        Vec::new()
     })
 }
 

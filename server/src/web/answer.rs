@@ -58,6 +58,11 @@ pub fn reply(verdict: Verdict, decision: Decision) -> Response {
         Verdict::Busy => {
             refused(StatusCode::SERVICE_UNAVAILABLE, "TIMEOUT", "the agent is busy; try again")
         }
+        Verdict::Unreachable => refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "NODE_OFFLINE",
+            "the agent's node is offline; answer again once it is back",
+        ),
         Verdict::StepUp => refused(
             StatusCode::UNAUTHORIZED,
             "STEP_UP",

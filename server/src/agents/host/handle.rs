@@ -63,6 +63,8 @@ pub struct Context {
     pub step_up: Option<crate::agents::approvals::StepUp>,
     /// What agents are contained with (docs/SANDBOX.md).
     pub sandbox: Arc<crate::sandbox::Sandbox>,
+    /// Other machines' daemons, and their links (docs/NODES.md).
+    pub nodes: Arc<crate::agents::nodes::Nodes>,
 }
 
 pub enum HostCommand {

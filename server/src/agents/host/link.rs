@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::out::{Out, Then};
 use super::process::Control;
 use crate::agents::error::AgentError;
-use crate::agents::runtime::{ChildEvent, Runtime, SpawnRequest, Spawner};
+use crate::agents::runtime::{ChildEvent, NotTaken, Runtime, SpawnRequest, Spawner};
 use crate::agents::{Sub, SubscriberId};
 
 /// Reads of the child's stdout (each at most 64 KiB of lines, or one longer
@@ -118,13 +118,13 @@ impl Link {
         }
     }
 
-    /// Queues one line for the agent. `false` when there is no process or
-    /// its input queue is full.
-    fn send(&mut self, id: &str, message: ClientMessage) -> bool {
-        let Some(runtime) = &mut self.runtime else { return false };
+    /// Queues one line for the agent; not when there is no process, its
+    /// input queue is full, or it cannot be reached now.
+    fn send(&mut self, id: &str, message: ClientMessage) -> Result<(), NotTaken> {
+        let Some(runtime) = &mut self.runtime else { return Err(NotTaken::Full) };
         let mut line = Envelope::new(message).with_id(id.to_owned()).to_json().into_bytes();
         line.push(b'\n');
-        runtime.send(bytes::Bytes::from(line)).is_ok()
+        runtime.send(bytes::Bytes::from(line))
     }
 
     /// A client's command, to the agent under an id of the daemon's own;
@@ -138,8 +138,12 @@ impl Link {
         let internal = self.next_id();
         let command = shard_protocol::envelope::MessageSet::type_name(&message);
         let work = matches!(message, ClientMessage::Prompt(_) | ClientMessage::Steer(_));
-        if !self.send(&internal, message) {
-            let response = Response::failed(command, AgentError::InputSlow.into());
+        if let Err(not_taken) = self.send(&internal, message) {
+            let error = match not_taken {
+                NotTaken::Full => AgentError::InputSlow,
+                NotTaken::Unreachable(why) => AgentError::NodeOffline(why),
+            };
+            let response = Response::failed(command, error.into());
             return Some(Out::Respond { to: subscriber, id, tagged: true, response });
         }
         let inflight =
@@ -150,12 +154,12 @@ impl Link {
     }
 
     /// The daemon's own command to the agent, its response handled as
-    /// `then` says; `then` back when the agent's input is full.
-    pub fn own(&mut self, message: ClientMessage, then: Then) -> Result<(), Then> {
+    /// `then` says; `then` back, and why, when the agent did not take it.
+    pub fn own(&mut self, message: ClientMessage, then: Then) -> Result<(), (Then, NotTaken)> {
         let id = self.next_id();
         let command = shard_protocol::envelope::MessageSet::type_name(&message);
-        if !self.send(&id, message) {
-            return Err(then);
+        if let Err(not_taken) = self.send(&id, message) {
+            return Err((then, not_taken));
         }
         self.inflight.insert(id, Inflight::internal(command, then));
         Ok(())
@@ -279,7 +283,7 @@ mod tests {
     use shard_protocol::agent::{Empty, Prompt};
 
     use super::*;
-    use crate::agents::runtime::InputFull;
+    use crate::agents::runtime::NotTaken;
 
     /// An agent's input that keeps its lines, or refuses them when full.
     #[derive(Clone, Default)]
@@ -289,9 +293,9 @@ mod tests {
     }
 
     impl Runtime for Input {
-        fn send(&mut self, line: bytes::Bytes) -> Result<(), InputFull> {
+        fn send(&mut self, line: bytes::Bytes) -> Result<(), NotTaken> {
             if *self.full.lock().expect("lock") {
-                return Err(InputFull);
+                return Err(NotTaken::Full);
             }
             self.lines.lock().expect("lock").push(String::from_utf8_lossy(&line).into_owned());
             Ok(())
@@ -370,7 +374,7 @@ mod tests {
         assert!(matches!(refused, Some(Out::Respond { tagged: true, .. })));
         assert!(matches!(
             link.own(ClientMessage::Abort(Empty {}), Then::RunPrompt),
-            Err(Then::RunPrompt)
+            Err((Then::RunPrompt, NotTaken::Full))
         ));
         assert!(link.is_empty() && !link.turn_expected());
     }

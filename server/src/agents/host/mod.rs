@@ -63,7 +63,7 @@ pub use self::questions::{Verdict, fingerprint};
 use super::error::AgentError;
 use super::manifest::Manifest;
 use super::{Sub, SubscriberId, Wire};
-use crate::agents::runtime::{ChildEvent, SessionRecord, stdio};
+use crate::agents::runtime::{ChildEvent, NotTaken, SessionRecord, stdio};
 
 pub struct Host {
     manifest: Manifest,
@@ -419,8 +419,12 @@ impl Host {
             Err(verdict) => return verdict,
         };
         let message = accepted.message;
-        if accepted.for_agent && self.link.own(message.clone(), Then::Nothing).is_err() {
-            return Verdict::Busy;
+        if accepted.for_agent {
+            match self.link.own(message.clone(), Then::Nothing) {
+                Ok(()) => {}
+                Err((_, NotTaken::Full)) => return Verdict::Busy,
+                Err((_, NotTaken::Unreachable(_))) => return Verdict::Unreachable,
+            }
         }
         let won = self.questions.won(&accepted.request_id, accepted.answerer, &message);
         self.apply(won);
@@ -572,7 +576,7 @@ impl Host {
         for out in outs {
             match self.io.perform(out) {
                 Some(Out::Send(message, then)) => {
-                    if let Err(then) = self.link.own(message, then) {
+                    if let Err((then, _)) = self.link.own(message, then) {
                         self.runs.unsent(then);
                     }
                 }

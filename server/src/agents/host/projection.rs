@@ -32,6 +32,7 @@ pub(super) fn initial_info(manifest: &Manifest) -> AgentInfo {
         runtime: Some(manifest.runtime_id().to_owned()),
         sandbox: None,
         resources: None,
+        node: manifest.remote.as_ref().map(|remote| remote.node.clone()),
     }
 }
 

@@ -39,6 +39,9 @@ pub enum Verdict {
     Busy,
     /// An allow from away that needs a passkey assertion first (`[step_up]`).
     StepUp,
+    /// The agent's node cannot be reached now: answer again once it is
+    /// back, when the question is shown again.
+    Unreachable,
 }
 
 impl Verdict {
@@ -51,6 +54,7 @@ impl Verdict {
         match self {
             Verdict::Busy => Response::failed(command, AgentError::AnswerQueueFull.into()),
             Verdict::StepUp => Response::failed(command, AgentError::StepUpRequired.into()),
+            Verdict::Unreachable => Response::failed(command, AgentError::AnswerNodeOffline.into()),
             _ => Response::accepted(command),
         }
     }

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use super::{Context, Host, HostCommand, Verdict};
 use crate::agents::delegation::Delegation;
 use crate::agents::manifest::{MANIFEST_VERSION, Manifest};
-use crate::agents::runtime::{ChildEvent, InputFull, Runtime, SpawnRequest, Spawner};
+use crate::agents::runtime::{ChildEvent, NotTaken, Runtime, SpawnRequest, Spawner};
 use crate::agents::{Broadcast, Sub, Subscriber, SubscriberId, Wire};
 use shard_protocol::agent::PendingKind;
 
@@ -80,7 +80,7 @@ struct FakeSpawner {
 struct FakeRuntime(Arc<Mutex<Pipe>>);
 
 impl Runtime for FakeRuntime {
-    fn send(&mut self, line: Bytes) -> Result<(), InputFull> {
+    fn send(&mut self, line: Bytes) -> Result<(), NotTaken> {
         let value = serde_json::from_slice(&line).expect("JSON line");
         self.0.lock().expect("lock").stdin.push(value);
         Ok(())
@@ -157,6 +157,7 @@ fn world_with(
         search: crate::search::Search::detached(),
         notices,
         step_up: None,
+        nodes: Arc::default(),
         sandbox: Arc::new(crate::sandbox::Sandbox {
             home: home.path().to_owned(),
             exe: "/bin/false".into(),

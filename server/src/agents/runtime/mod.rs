@@ -32,10 +32,13 @@
 //! - [`stdio`]: Shard's own agent process, its stdin queue bounded in
 //!   bytes, its stdout reader, and the wait that reports its exit last.
 //! - [`record`]: the session record.
+//! - [`remote`]: a node's agent, reached through the node's link; its
+//!   record is the hub's copy of the node's.
 
 pub mod acp;
 pub mod event;
 pub mod record;
+pub mod remote;
 pub mod stdio;
 
 pub use self::event::{Answer, Asked, ChildEvent};
@@ -62,6 +65,8 @@ pub struct SpawnRequest<'a> {
     pub delegates: bool,
     /// How `agent.create` narrowed its sandbox.
     pub sandbox: Option<shard_protocol::sandbox::SandboxRequest>,
+    /// A node's agent: where it lives ([`remote`]).
+    pub remote: Option<&'a crate::agents::manifest::Remote>,
 }
 
 impl<'a> SpawnRequest<'a> {
@@ -82,6 +87,7 @@ impl<'a> SpawnRequest<'a> {
             instructed: manifest.system_prompt.is_some(),
             delegates: manifest.may_delegate(),
             sandbox: manifest.sandbox,
+            remote: manifest.remote.as_ref(),
         }
     }
 }
@@ -97,14 +103,19 @@ pub trait Spawner: Send + Sync {
     ) -> std::io::Result<Box<dyn Runtime>>;
 }
 
-/// The stdin queue is over its byte budget.
+/// Why a generation did not take a line.
 #[derive(Debug)]
-pub struct InputFull;
+pub enum NotTaken {
+    /// Its input queue is over its byte budget: try again.
+    Full,
+    /// It cannot be reached now (its node's link is down): why.
+    Unreachable(String),
+}
 
 /// A running generation, as the host controls it.
 pub trait Runtime: Send {
     /// Queues one line (with its newline) for the process's stdin.
-    fn send(&mut self, line: Bytes) -> Result<(), InputFull>;
+    fn send(&mut self, line: Bytes) -> Result<(), NotTaken>;
     /// Closes stdin: the agent finishes what it is doing and exits.
     fn close_input(&mut self);
     /// SIGTERM: the agent aborts its turn, flushes and exits.
@@ -119,6 +130,7 @@ pub trait Runtime: Send {
 pub struct Spawners {
     pub builtin: stdio::ProcessSpawner,
     pub acp: acp::AcpSpawner,
+    pub remote: remote::RemoteSpawner,
     pub home: std::path::PathBuf,
     pub sandbox: std::sync::Arc<crate::sandbox::Sandbox>,
 }
@@ -129,6 +141,11 @@ impl Spawner for Spawners {
         request: &SpawnRequest<'_>,
         events: mpsc::Sender<ChildEvent>,
     ) -> std::io::Result<Box<dyn Runtime>> {
+        // A node's agent runs there, in the node's sandbox, under its
+        // configuration: nothing of this machine's applies.
+        if let Some(remote) = request.remote {
+            return self.remote.spawn(remote, request, events);
+        }
         let config = shard_platform::config::Config::load(&self.home)
             .map_err(|error| std::io::Error::other(format!("{error:#}")))?;
         let builtin = request.runtime == shard_platform::runtimes::BUILTIN;
@@ -199,7 +216,7 @@ struct Contained {
 }
 
 impl Runtime for Contained {
-    fn send(&mut self, line: Bytes) -> Result<(), InputFull> {
+    fn send(&mut self, line: Bytes) -> Result<(), NotTaken> {
         self.inner.send(line)
     }
 

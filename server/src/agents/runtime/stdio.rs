@@ -19,7 +19,7 @@ use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{ChildEvent, InputFull, Runtime, SpawnRequest};
+use super::{ChildEvent, NotTaken, Runtime, SpawnRequest};
 use crate::queue::{ByteQueue, ByteReceiver, byte_queue};
 
 /// After a process exits, how long its stdout reader may take to hand over
@@ -159,10 +159,10 @@ pub(super) struct Process {
 }
 
 impl Runtime for Process {
-    fn send(&mut self, line: Bytes) -> Result<(), InputFull> {
+    fn send(&mut self, line: Bytes) -> Result<(), NotTaken> {
         match &self.input {
-            Some(input) => input.push(line).map_err(|_| InputFull),
-            None => Err(InputFull),
+            Some(input) => input.push(line).map_err(|_| NotTaken::Full),
+            None => Err(NotTaken::Full),
         }
     }
 
@@ -492,6 +492,7 @@ mod tests {
                 instructed: false,
                 delegates: false,
                 sandbox: None,
+                remote: None,
             };
             let _runtime = spawner.spawn(&request, None, events).expect("spawn");
             let mut lines = 0;

@@ -1,0 +1,440 @@
+//! One node's link: its command runs, and its stdio is a connection to the
+//! node's daemon ([`crate::upstream`]) on which the hub is one local
+//! client. The link greets, lists the node's agents for the registry, then
+//! routes each agent's events to the hub's generation of that agent that
+//! listens ([`Link::route`]). When the command ends, the link is offline,
+//! with why (its exit and the end of what it wrote on stderr), and runs it
+//! again after a backoff: half a second, doubling to thirty, back to half
+//! a second after a link that held a minute.
+//!
+//! Every node event the hub reads is about one of the node's agents, under
+//! an id the node chose: one that is not a plain id is dropped, so that no
+//! id a node sends can name a path or another node's agent here.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use shard_platform::nodes::NodeConfig;
+use shard_protocol::agent::Empty;
+use shard_protocol::message::Response;
+use shard_protocol::node::{NodeChanged, NodeInfo, NodeState};
+use shard_protocol::orchestrator::{AgentSpawned, AgentsResult};
+use shard_protocol::{ClientMessage, Envelope, ServerMessage};
+use tokio::io::AsyncReadExt;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::News;
+use crate::agents::{Broadcast, Wire};
+use crate::upstream::{Heard, Upstream};
+
+/// The first wait after a link ends, and the longest.
+const BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A link that held this long starts its backoff over.
+const STABLE: Duration = Duration::from_secs(60);
+/// How long the node's daemon may take to greet.
+const HELLO_DEADLINE: Duration = Duration::from_secs(30);
+/// Lines read from the node and not yet routed.
+const READ: usize = 256;
+/// Each agent's events routed and not yet taken by its generation.
+pub const ROUTE: usize = 256;
+/// How much of the end of the command's stderr is kept, for the reason
+/// a link ended.
+const STDERR_TAIL: usize = 2048;
+/// The longest agent id a node may use.
+const MAX_REMOTE_ID: usize = 64;
+
+/// One of an agent's events, as the node sent it.
+pub enum Item {
+    /// An event stamped with its number in the node's journal; `line` is
+    /// the event without the stamp, as the agent would have written it.
+    Stamped { seq: u64, line: String },
+    /// Anything else about the agent (its `sync`), decoded.
+    Message(Box<ServerMessage>),
+    /// The answer to a command posted for the agent ([`posted_id`]), in
+    /// its place among the agent's events.
+    Answer { id: String, response: Response },
+}
+
+/// What the link's reader hears.
+enum Event {
+    Hello(shard_protocol::agent::Hello),
+    Agent { agent_id: String, item: Item },
+    Registry(Box<ServerMessage>),
+    Closed,
+}
+
+pub struct Link {
+    config: NodeConfig,
+    info: Mutex<NodeInfo>,
+    /// The connection while the node is online.
+    connection: watch::Sender<Option<Arc<Upstream>>>,
+    /// Where each of the node's agents' events go: the hub's generation of
+    /// it that listens now, by the agent's id on the node.
+    routes: Mutex<HashMap<String, mpsc::Sender<Item>>>,
+    broadcast: Arc<dyn Broadcast>,
+}
+
+impl Link {
+    pub fn new(config: NodeConfig, broadcast: Arc<dyn Broadcast>) -> Self {
+        let info = NodeInfo {
+            id: config.id.clone(),
+            state: NodeState::Connecting,
+            since: crate::clock::now_ms(),
+            error: None,
+            retry_at: None,
+        };
+        Self {
+            config,
+            info: Mutex::new(info),
+            connection: watch::Sender::new(None),
+            routes: Mutex::default(),
+            broadcast,
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.config.id
+    }
+
+    pub fn info(&self) -> NodeInfo {
+        self.info.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// The connection as it is now (`None` while offline), and each change.
+    pub fn watch(&self) -> watch::Receiver<Option<Arc<Upstream>>> {
+        self.connection.subscribe()
+    }
+
+    /// Why the node cannot be reached now, said so that a person knows
+    /// what to do.
+    pub fn offline_reason(&self) -> String {
+        let info = self.info();
+        let state = match info.state {
+            NodeState::Connecting => "connecting",
+            _ => "offline",
+        };
+        let why = info.error.map(|error| format!(" ({error})")).unwrap_or_default();
+        format!(
+            "node `{}` is {state}{why}; its agents answer again once its link is back",
+            self.config.id
+        )
+    }
+
+    /// From now on, `agent_id`'s events go to `events`.
+    pub fn route(&self, agent_id: &str, events: mpsc::Sender<Item>) {
+        self.routes().insert(agent_id.to_owned(), events);
+    }
+
+    /// `agent_id`'s events go nowhere any more (if they still went to
+    /// `events`).
+    pub fn unroute(&self, agent_id: &str, events: &mpsc::Sender<Item>) {
+        let mut routes = self.routes();
+        if routes.get(agent_id).is_some_and(|routed| routed.same_channel(events)) {
+            routes.remove(agent_id);
+        }
+    }
+
+    fn routes(&self) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::Sender<Item>>> {
+        self.routes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn set(&self, state: NodeState, error: Option<String>, retry_at: Option<u64>) {
+        let info = {
+            let mut info = self.info.lock().unwrap_or_else(PoisonError::into_inner);
+            *info = NodeInfo {
+                id: self.config.id.clone(),
+                state,
+                since: crate::clock::now_ms(),
+                error,
+                retry_at,
+            };
+            info.clone()
+        };
+        let changed = ServerMessage::NodeChanged(NodeChanged { node: info });
+        self.broadcast.broadcast(&Wire::from(Envelope::new(changed).to_json()));
+    }
+}
+
+/// Keeps `link` up until `stop`: runs its command, and again after each
+/// end, with a backoff.
+pub async fn run(link: Arc<Link>, news: mpsc::Sender<News>, stop: CancellationToken) {
+    let mut backoff = BACKOFF;
+    for generation in 1.. {
+        link.set(NodeState::Connecting, None, None);
+        let started = tokio::time::Instant::now();
+        let why = connect(&link, generation, &news, &stop).await;
+        link.connection.send_replace(None);
+        if stop.is_cancelled() {
+            return;
+        }
+        if started.elapsed() >= STABLE {
+            backoff = BACKOFF;
+        }
+        tracing::warn!(node = %link.id(), %why, "the node's link ended");
+        let retry_at = crate::clock::now_ms() + backoff.as_millis() as u64;
+        link.set(NodeState::Offline, Some(why), Some(retry_at));
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            () = stop.cancelled() => return,
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// One run of the link's command, until it ends: why it ended.
+async fn connect(
+    link: &Link,
+    generation: u64,
+    news: &mpsc::Sender<News>,
+    stop: &CancellationToken,
+) -> String {
+    let Some((program, args)) = link.config.command.split_first() else {
+        return "the node's command names no program".to_owned();
+    };
+    let spawned = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0)
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(error) => return format!("cannot run `{program}`: {error}"),
+    };
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    if let Some(pipe) = child.stderr.take() {
+        tokio::spawn(keep_tail(pipe, stderr.clone()));
+    }
+    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        return "the command's stdio could not be piped".to_owned();
+    };
+    let (events, mut heard) = mpsc::channel(READ);
+    let upstream = Upstream::start((stdout, stdin), generation, "hub", hear, events, Event::Closed);
+    let why = tokio::select! {
+        why = serve(link, &upstream, &mut heard, news) => why,
+        () = stop.cancelled() => "the daemon is stopping".to_owned(),
+    };
+    drop(upstream);
+    end(child, &stderr, why).await
+}
+
+/// Greets, lists, then routes what the node says until the connection
+/// ends: why it ended.
+async fn serve(
+    link: &Link,
+    upstream: &Arc<Upstream>,
+    heard: &mut mpsc::Receiver<Event>,
+    news: &mpsc::Sender<News>,
+) -> String {
+    match tokio::time::timeout(HELLO_DEADLINE, heard.recv()).await {
+        Ok(Some(Event::Hello(hello))) => {
+            let major = |version: &str| version.split('.').next().map(str::to_owned);
+            if major(&hello.protocol_version) != major(shard_protocol::PROTOCOL_VERSION) {
+                return format!(
+                    "the node speaks protocol {}, this daemon {}",
+                    hello.protocol_version,
+                    shard_protocol::PROTOCOL_VERSION
+                );
+            }
+        }
+        Ok(Some(Event::Closed) | None) => return "the link ended before the node greeted".into(),
+        Ok(Some(_)) => return "the node spoke before it greeted".to_owned(),
+        Err(_) => return format!("the node did not greet within {HELLO_DEADLINE:?}"),
+    }
+    let listed = match upstream.call(None, ClientMessage::AgentList(Empty {})).await {
+        Ok(data) => serde_json::from_value::<AgentsResult>(data.unwrap_or_default()),
+        Err(error) => return format!("the node did not list its agents: {}", error.message),
+    };
+    let agents = match listed {
+        Ok(listed) => listed.agents,
+        Err(error) => return format!("the node's list of agents is unreadable: {error}"),
+    };
+    let node = link.id().to_owned();
+    if news.send(News::Listed { node: node.clone(), agents }).await.is_err() {
+        return "the daemon is stopping".to_owned();
+    }
+    link.set(NodeState::Online, None, None);
+    link.connection.send_replace(Some(upstream.clone()));
+    while let Some(event) = heard.recv().await {
+        match event {
+            Event::Agent { agent_id, item } => {
+                let route = link.routes().get(&agent_id).cloned();
+                if let Some(route) = route {
+                    // The generation that listens takes it in its turn;
+                    // one that went is told nothing more.
+                    let _ = route.send(item).await;
+                }
+            }
+            Event::Registry(message) => {
+                if let ServerMessage::AgentSpawned(spawned) = *message {
+                    let AgentSpawned { info, .. } = *spawned;
+                    let info = Box::new(info);
+                    let _ = news.send(News::Spawned { node: node.clone(), info }).await;
+                }
+            }
+            Event::Hello(_) => {}
+            Event::Closed => return "the link's connection ended".to_owned(),
+        }
+    }
+    "the link's connection ended".to_owned()
+}
+
+/// The command's end: its exit and the end of its stderr, beside `why`.
+async fn end(mut child: tokio::process::Child, stderr: &Mutex<Vec<u8>>, why: String) -> String {
+    let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+        Ok(Ok(status)) => Some(status),
+        _ => {
+            let _ = child.start_kill();
+            child.wait().await.ok()
+        }
+    };
+    let tail = {
+        let bytes = stderr.lock().unwrap_or_else(PoisonError::into_inner);
+        String::from_utf8_lossy(&bytes).trim().to_owned()
+    };
+    let mut said = why;
+    if let Some(status) = status.filter(|status| !status.success()) {
+        said.push_str(&format!(" ({status})"));
+    }
+    if !tail.is_empty() {
+        said.push_str(": ");
+        said.push_str(&tail);
+    }
+    shard_protocol::diagnostic::into_diagnostic(said)
+}
+
+/// Keeps the last [`STDERR_TAIL`] bytes the command writes on stderr.
+async fn keep_tail(mut pipe: tokio::process::ChildStderr, tail: Arc<Mutex<Vec<u8>>>) {
+    let mut buffer = [0; 4096];
+    while let Ok(read) = pipe.read(&mut buffer).await {
+        if read == 0 {
+            return;
+        }
+        let mut kept = tail.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.extend_from_slice(&buffer[..read]);
+        let over = kept.len().saturating_sub(STDERR_TAIL);
+        kept.drain(..over);
+    }
+}
+
+/// What one line from the node is. An agent's event stamped by the node's
+/// journal is taken apart without decoding it (nearly all of the traffic
+/// is deltas); anything else is decoded.
+fn hear(line: String) -> Heard<Event> {
+    if let Some((agent_id, seq, line)) = stamped(&line) {
+        if !plain_id(agent_id) {
+            tracing::warn!("a node's event for an agent id that is not plain; dropped");
+            return Heard::Nothing;
+        }
+        let agent_id = agent_id.to_owned();
+        return Heard::Event(Event::Agent { agent_id, item: Item::Stamped { seq, line } });
+    }
+    let envelope = match Envelope::<ServerMessage>::from_json(&line) {
+        Ok(envelope) => envelope,
+        Err(error) => {
+            tracing::debug!(%error, "a line from a node this build cannot read");
+            return Heard::Nothing;
+        }
+    };
+    match (envelope.id, envelope.agent_id, envelope.message) {
+        (Some(id), _, ServerMessage::Response(response)) => match posted_for(&id) {
+            Some(agent_id) => {
+                let agent_id = agent_id.to_owned();
+                Heard::Event(Event::Agent { agent_id, item: Item::Answer { id, response } })
+            }
+            None => Heard::Answer(id, response),
+        },
+        (_, _, ServerMessage::Hello(hello)) => Heard::Event(Event::Hello(hello)),
+        (_, Some(agent_id), message) if plain_id(&agent_id) => {
+            Heard::Event(Event::Agent { agent_id, item: Item::Message(Box::new(message)) })
+        }
+        (_, Some(_), _) => Heard::Nothing,
+        (_, None, message) => Heard::Event(Event::Registry(Box::new(message))),
+    }
+}
+
+/// `{"agent_id":"ID","seq":N,REST` (the journal's stamp, PROTOCOL-NOTES
+/// "Event sequence numbers"): the id, the number, and `{REST`.
+fn stamped(line: &str) -> Option<(&str, u64, String)> {
+    let rest = line.strip_prefix("{\"agent_id\":\"")?;
+    let (agent_id, rest) = rest.split_once('"')?;
+    let rest = rest.strip_prefix(",\"seq\":")?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let seq = rest[..digits].parse().ok()?;
+    let rest = rest[digits..].strip_prefix(',')?;
+    Some((agent_id, seq, format!("{{{rest}")))
+}
+
+/// The id a command posted for `agent_id` goes under (its answer comes
+/// back among the agent's events, in order): `post-N-AGENT`.
+pub fn posted_id(number: u64, agent_id: &str) -> String {
+    format!("post-{number}-{agent_id}")
+}
+
+/// The agent a posted command's id is for.
+fn posted_for(id: &str) -> Option<&str> {
+    let rest = id.strip_prefix("post-")?;
+    let (number, agent_id) = rest.split_once('-')?;
+    (number.bytes().all(|byte| byte.is_ascii_digit()) && plain_id(agent_id)).then_some(agent_id)
+}
+
+/// An agent id a node may use: letters, digits, `-` and `_`, at most
+/// [`MAX_REMOTE_ID`] of them.
+pub fn plain_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_REMOTE_ID
+        && id.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamped_event_is_taken_apart_without_decoding_it() {
+        let line = r#"{"agent_id":"agent-1","seq":42,"type":"message_delta","text_delta":"hi"}"#;
+        let (agent_id, seq, rest) = stamped(line).expect("stamped");
+        assert_eq!((agent_id, seq), ("agent-1", 42));
+        assert_eq!(rest, r#"{"type":"message_delta","text_delta":"hi"}"#);
+        for other in [
+            r#"{"type":"sync","agent_id":"agent-1"}"#,
+            r#"{"agent_id":"agent-1","seq":,"type":"x"}"#,
+            r#"{"agent_id":"agent-1","seq":4}"#,
+        ] {
+            assert!(stamped(other).is_none(), "{other}");
+        }
+    }
+
+    #[test]
+    fn only_plain_ids_are_taken_from_a_node() {
+        assert!(plain_id("agent-0a1b2c3d4e5f") && plain_id("agent_x"));
+        for bad in ["", "../x", "a@b", "a/b", "a\\\"b", &"x".repeat(65)] {
+            assert!(!plain_id(bad), "{bad}");
+        }
+        let line = r#"{"agent_id":"../../etc","seq":1,"type":"status","status":"idle"}"#;
+        assert!(matches!(hear(line.to_owned()), Heard::Nothing));
+    }
+
+    #[test]
+    fn a_posted_commands_answer_is_the_agents_and_a_calls_is_the_callers() {
+        let id = posted_id(7, "agent-1");
+        let line =
+            format!(r#"{{"type":"response","id":"{id}","command":"prompt","success":true}}"#);
+        let Heard::Event(Event::Agent { agent_id, item: Item::Answer { id: answered, .. } }) =
+            hear(line)
+        else {
+            panic!("routed to the agent");
+        };
+        assert_eq!((agent_id.as_str(), answered), ("agent-1", id));
+        let call = r#"{"type":"response","id":"hub-3","command":"agent.list","success":true}"#;
+        assert!(matches!(hear(call.to_owned()), Heard::Answer(..)));
+        let forged = r#"{"type":"response","id":"post-1-../x","command":"prompt","success":true}"#;
+        assert!(matches!(hear(forged.to_owned()), Heard::Answer(..)), "not routed anywhere");
+    }
+}
