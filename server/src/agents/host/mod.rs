@@ -400,7 +400,16 @@ impl Host {
         let Some(inflight) = id.and_then(|id| self.link.answered(&id, &response, active)) else {
             return;
         };
-        self.runs.answered(inflight.then, &response);
+        match inflight.then {
+            Then::Answer { request_id } => {
+                let offline = shard_protocol::error::ErrorCode::NodeOffline;
+                if matches!(&response.outcome, Err(error) if error.code == offline) {
+                    let reopened = self.questions.reopen(&request_id);
+                    self.apply(reopened);
+                }
+            }
+            then => self.runs.answered(then, &response),
+        }
         if let Some(subscriber) = inflight.subscriber {
             self.io.respond(&subscriber, inflight.client_id, true, response);
         }
@@ -420,7 +429,8 @@ impl Host {
         };
         let message = accepted.message;
         if accepted.for_agent {
-            match self.link.own(message.clone(), Then::Nothing) {
+            let then = Then::Answer { request_id: accepted.request_id.clone() };
+            match self.link.own(message.clone(), then) {
                 Ok(()) => {}
                 Err((_, NotTaken::Full)) => return Verdict::Busy,
                 Err((_, NotTaken::Unreachable(_))) => return Verdict::Unreachable,

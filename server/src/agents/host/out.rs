@@ -58,6 +58,12 @@ pub(super) enum Out {
 /// commands.
 pub(super) enum Then {
     Nothing,
+    /// A person's answer to the question `request_id`: if it could not
+    /// reach the agent (its node went offline on the way), the question is
+    /// open again, never silently lost.
+    Answer {
+        request_id: String,
+    },
     /// The answer to a run's task prompt.
     RunPrompt,
     /// The answer to a strict steer into `turn_id`.

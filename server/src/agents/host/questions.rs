@@ -378,6 +378,19 @@ impl Questions {
         self.close_own(request_id, asker, answer, None)
     }
 
+    /// An answer that won never reached the agent (its node went offline
+    /// on the way): the question is open again, shown again to whoever
+    /// answers for the agent, and answered once the node is back.
+    pub fn reopen(&mut self, request_id: &str) -> Vec<Out> {
+        let Some(pending) = self.get_mut(request_id).filter(|pending| pending.source.is_some())
+        else {
+            return Vec::new();
+        };
+        pending.source = None;
+        let announcement = pending.announcement.clone();
+        vec![Out::Pending(self.requests()), Out::Deliver(announcement)]
+    }
+
     /// Closes a question the daemon asked: `answer` to its asker, then the
     /// question told closed (with `source`, when not who answered).
     fn close_own(

@@ -170,7 +170,7 @@ impl Runs {
     /// run; a steer's asker learns its turn or why not.
     pub fn answered(&mut self, then: Then, response: &Response) {
         match then {
-            Then::Nothing => {}
+            Then::Nothing | Then::Answer { .. } => {}
             Then::RunPrompt => {
                 if let Err(error) = &response.outcome {
                     self.end(Some(format!("the task was refused: {}", error.message)));
@@ -185,7 +185,7 @@ impl Runs {
     /// What the run sent never reached the agent: its input is full.
     pub fn unsent(&mut self, then: Then) {
         match then {
-            Then::Nothing => {}
+            Then::Nothing | Then::Answer { .. } => {}
             Then::RunPrompt => self.end(Some("the agent is not reading its input".to_owned())),
             Then::Steer { reply, .. } => {
                 let _ = reply.send(Err(AgentError::NotReading.into()));

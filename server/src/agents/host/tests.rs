@@ -309,6 +309,43 @@ fn the_first_valid_answer_wins_and_later_ones_are_dropped() {
 }
 
 #[test]
+fn an_answer_cut_off_on_its_way_to_a_nodes_agent_opens_the_question_again() {
+    let world = world();
+    let now = Instant::now();
+    let (mut host, first) = running(&world, "agent-a", now);
+    let second = Recorder::new(2);
+    attach(&mut host, &second, AttachRole::Interactive, now);
+    second.take();
+    says(&mut host, 0, permission_request("perm-1"), now);
+    first.take();
+    second.take();
+    answer(&mut host, &first, "perm-1", "allow", now);
+    let pipe = world.spawner.last();
+    let sent = pipe.lock().expect("lock").stdin.last().cloned().expect("the answer went");
+    assert_eq!(sent["type"], "permission_response");
+    // The link went down before the node took it: the runtime answers so.
+    let offline = json!({"type": "response", "id": sent["id"], "command": "permission_response",
+        "success": false, "error": {"code": "NODE_OFFLINE", "message": "node `box` is offline"}});
+    says(&mut host, 0, offline, now);
+    // Shown again to every tab, in the next sync, and taken once more.
+    assert_eq!(second.types(), ["permission_request"]);
+    let client = Recorder::new(3);
+    attach(&mut host, &client, AttachRole::Observer, now);
+    let sync = client.take().into_iter().find(|message| message["type"] == "sync").expect("sync");
+    assert_eq!(sync["pending_requests"][0]["request_id"], "perm-1", "{sync}");
+    answer(&mut host, &second, "perm-1", "deny", now);
+    let answers = forwarded(&pipe);
+    assert_eq!(answers.last(), Some(&("perm-1".to_owned(), "deny".to_owned())), "{answers:?}");
+    // Any other refusal of an answer leaves the question answered.
+    let refused = pipe.lock().expect("lock").stdin.last().cloned().expect("the answer went");
+    let other = json!({"type": "response", "id": refused["id"], "command": "permission_response",
+        "success": false, "error": {"code": "CONFLICT", "message": "no"}});
+    second.take();
+    says(&mut host, 0, other, now);
+    assert!(second.types().is_empty(), "not shown again");
+}
+
+#[test]
 fn a_question_nobody_can_answer_is_denied_at_once() {
     let world = world();
     let now = Instant::now();

@@ -104,6 +104,11 @@ impl Link {
         self.info.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
+    /// Whether the link is up now.
+    pub fn online(&self) -> bool {
+        self.connection.borrow().is_some()
+    }
+
     /// The connection as it is now (`None` while offline), and each change.
     pub fn watch(&self) -> watch::Receiver<Option<Arc<Upstream>>> {
         self.connection.subscribe()
@@ -259,8 +264,9 @@ async fn serve(
     if news.send(News::Listed { node: node.clone(), agents }).await.is_err() {
         return "the daemon is stopping".to_owned();
     }
-    link.set(NodeState::Online, None, None);
+    // Up before anyone is told so: a command sent on the news is taken.
     link.connection.send_replace(Some(upstream.clone()));
+    link.set(NodeState::Online, None, None);
     while let Some(event) = heard.recv().await {
         match event {
             Event::Agent { agent_id, item } => {

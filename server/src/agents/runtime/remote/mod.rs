@@ -82,7 +82,6 @@ impl RemoteSpawner {
         let mirror = Mirror::open(&self.home, request.record.session_id())?;
         let (input, inputs) = mpsc::channel(INPUT);
         let (stop, stopped) = watch::channel(false);
-        let unreachable = Arc::new(Mutex::new(None));
         let generation = Generation {
             agent_id: request.agent_id.to_owned(),
             remote_id: remote.agent_id.clone(),
@@ -91,12 +90,11 @@ impl RemoteSpawner {
             events,
             mirror,
             cursors: self.cursors.clone(),
-            unreachable: unreachable.clone(),
             greeted: false,
             posted: 0,
         };
         tokio::spawn(generation.run(inputs, stopped));
-        Ok(Box::new(RemoteRuntime { input, stop, unreachable }))
+        Ok(Box::new(RemoteRuntime { input, stop, link: link.clone() }))
     }
 }
 
@@ -104,14 +102,17 @@ impl RemoteSpawner {
 struct RemoteRuntime {
     input: mpsc::Sender<Bytes>,
     stop: watch::Sender<bool>,
-    /// Why the node cannot be reached now, while it cannot.
-    unreachable: Arc<Mutex<Option<String>>>,
+    link: Arc<Link>,
 }
 
 impl Runtime for RemoteRuntime {
+    /// Refused at once while the link is down; taken while it is up, to go
+    /// to the node once the generation is attached again (if the link goes
+    /// down before, its answer is `NODE_OFFLINE`, and an answer to a
+    /// question is taken back).
     fn send(&mut self, line: Bytes) -> Result<(), NotTaken> {
-        if let Some(why) = self.unreachable.lock().unwrap_or_else(PoisonError::into_inner).clone() {
-            return Err(NotTaken::Unreachable(why));
+        if !self.link.online() {
+            return Err(NotTaken::Unreachable(self.link.offline_reason()));
         }
         self.input.try_send(line).map_err(|_| NotTaken::Full)
     }
@@ -152,7 +153,6 @@ struct Generation {
     events: mpsc::Sender<ChildEvent>,
     mirror: Mirror,
     cursors: Cursors,
-    unreachable: Arc<Mutex<Option<String>>>,
     /// The host has had its `hello` and `sync`.
     greeted: bool,
     /// The number of the next command sent to the node.
@@ -182,8 +182,6 @@ impl Generation {
                     Err(Unattached::Replaced) => break 'generation Some(replaced()),
                 },
             };
-            let unreachable = attached.is_none().then(|| self.link.offline_reason());
-            *self.unreachable.lock().unwrap_or_else(PoisonError::into_inner) = unreachable;
             loop {
                 tokio::select! {
                     changed = connection.changed() => match changed {
