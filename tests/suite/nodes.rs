@@ -12,6 +12,50 @@ use tempfile::TempDir;
 use super::client::Client;
 use super::support::{Daemon, binary, shard};
 
+/// How the hub reaches its node in a test.
+#[derive(Debug, Clone, Copy)]
+enum Transport {
+    /// `shard bridge` run as the node's command.
+    Bridge,
+    /// OpenSSH: the hub's `ssh` to an `sshd` on loopback whose key runs
+    /// `shard bridge` for it.
+    Ssh,
+}
+
+/// A node, a hub whose config names it `box`, and what links them.
+struct Linked {
+    node: Daemon,
+    hub: Daemon,
+    sshd: Option<Sshd>,
+}
+
+impl Linked {
+    async fn start(transport: Transport) -> Linked {
+        let node = Daemon::start(&[]).await;
+        let (command, sshd) = match transport {
+            Transport::Bridge => (bridge_to(&node), None),
+            Transport::Ssh => {
+                let sshd = Sshd::start(&node).await;
+                (sshd.command(), Some(sshd))
+            }
+        };
+        let hub = hub_with(&command).await;
+        Linked { node, hub, sshd }
+    }
+
+    /// Ends the link as a dropped connection would: the `ssh` client
+    /// killed, or the bridge.
+    fn drop_link(&self) {
+        match &self.sshd {
+            Some(sshd) => kill_matching(&["ssh", &sshd.port.to_string()], "the hub's ssh"),
+            None => {
+                let home = self.node.home.display().to_string();
+                kill_matching(&["bridge", &home], "the bridge to the node");
+            }
+        }
+    }
+}
+
 /// A hub whose config names one node, `box`, reached by `command`.
 async fn hub_with(command: &[String]) -> Daemon {
     let home = TempDir::new().unwrap();
@@ -25,8 +69,127 @@ async fn hub_with(command: &[String]) -> Daemon {
 
 /// `shard bridge` to `node`, as a node's command.
 fn bridge_to(node: &Daemon) -> Vec<String> {
-    let shard = binary().into_string().expect("a UTF-8 path");
-    vec![shard, "bridge".into(), "--home".into(), node.home.display().to_string()]
+    vec![shard_path(), "bridge".into(), "--home".into(), node.home.display().to_string()]
+}
+
+fn shard_path() -> String {
+    binary().into_string().expect("a UTF-8 path")
+}
+
+/// Kills the one process whose arguments include every one of `args`.
+fn kill_matching(args: &[&str], what: &str) {
+    let mut killed = 0;
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let found: Vec<String> = cmdline
+            .split(|&byte| byte == 0)
+            .map(|arg| String::from_utf8_lossy(arg).into())
+            .collect();
+        let program = found.first().map(|first| first.rsplit('/').next().unwrap_or(first));
+        let matches = args.iter().enumerate().all(|(at, wanted)| match at {
+            0 => program == Some(*wanted) || found.iter().any(|arg| arg == wanted),
+            _ => found.iter().any(|arg| arg == wanted),
+        });
+        if matches {
+            let pid = nix::unistd::Pid::from_raw(pid);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            killed += 1;
+        }
+    }
+    assert_eq!(killed, 1, "exactly one {what}");
+}
+
+/// Debian's OpenSSH server on a loopback port, with a host key and a
+/// client key the test makes; the client key may only run `shard bridge`
+/// for the node (`command=` in authorized_keys, the per-key ForceCommand).
+struct Sshd {
+    dir: TempDir,
+    port: u16,
+    _server: tokio::process::Child,
+}
+
+impl Sshd {
+    async fn start(node: &Daemon) -> Sshd {
+        let dir = TempDir::new().unwrap();
+        let at = |name: &str| dir.path().join(name).display().to_string();
+        for key in ["host_key", "client_key"] {
+            let made = std::process::Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f", &at(key)])
+                .status()
+                .expect("ssh-keygen (Debian's openssh-client)");
+            assert!(made.success());
+        }
+        let client_key = std::fs::read_to_string(at("client_key.pub")).unwrap();
+        let forced = format!(
+            "command=\"{} bridge --home {}\",no-pty,no-port-forwarding,no-agent-forwarding,\
+             no-X11-forwarding {client_key}",
+            shard_path(),
+            node.home.display()
+        );
+        std::fs::write(at("authorized_keys"), forced).unwrap();
+        let port = super::support::free_port("127.0.0.1");
+        let user = nix::unistd::User::from_uid(nix::unistd::getuid()).unwrap().expect("a user");
+        let config = format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nPidFile {}\n\
+             AuthorizedKeysFile {}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n\
+             KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
+             PermitRootLogin prohibit-password\nAllowUsers {}\nLogLevel ERROR\n",
+            at("host_key"),
+            at("sshd.pid"),
+            at("authorized_keys"),
+            user.name
+        );
+        std::fs::write(at("sshd_config"), config).unwrap();
+        // sshd, run as root, wants its privilege separation directory.
+        if nix::unistd::getuid().is_root() {
+            std::fs::create_dir_all("/run/sshd").unwrap();
+        }
+        let host_key = std::fs::read_to_string(at("host_key.pub")).unwrap();
+        std::fs::write(at("known_hosts"), format!("[127.0.0.1]:{port} {host_key}")).unwrap();
+        let server = tokio::process::Command::new("/usr/sbin/sshd")
+            .args(["-D", "-e", "-f", &at("sshd_config")])
+            .kill_on_drop(true)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("sshd (Debian's openssh-server)");
+        super::support::wait_until("sshd listens", || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        })
+        .await;
+        Sshd { dir, port, _server: server }
+    }
+
+    /// The hub's command for the node: ssh with the test's key, to the
+    /// loopback port, checking the host key the test made.
+    fn command(&self) -> Vec<String> {
+        let at = |name: &str| self.dir.path().join(name).display().to_string();
+        let user = nix::unistd::User::from_uid(nix::unistd::getuid()).unwrap().expect("a user");
+        [
+            "ssh",
+            "-T",
+            "-F",
+            "none",
+            "-i",
+            &at("client_key"),
+            "-p",
+            &self.port.to_string(),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            &format!("UserKnownHostsFile={}", at("known_hosts")),
+            "-o",
+            "ServerAliveInterval=5",
+            "-l",
+            &user.name,
+            "127.0.0.1",
+        ]
+        .iter()
+        .map(|arg| (*arg).to_owned())
+        .collect()
+    }
 }
 
 /// Waits until the hub says node `box` is `state`; returns it.
@@ -135,9 +298,17 @@ async fn without_a_daemon_shard_bridge_exits_at_once_saying_how_to_start_one() {
 }
 
 #[tokio::test]
-async fn a_nodes_agent_is_created_listed_and_prompted_from_the_hub() {
-    let node = Daemon::start(&[]).await;
-    let hub = hub_with(&bridge_to(&node)).await;
+async fn a_nodes_agent_is_created_listed_and_prompted_from_the_hub_over_the_bridge() {
+    a_nodes_agent_is_created_listed_and_prompted_from_the_hub(Transport::Bridge).await;
+}
+
+#[tokio::test]
+async fn a_nodes_agent_is_created_listed_and_prompted_from_the_hub_over_openssh() {
+    a_nodes_agent_is_created_listed_and_prompted_from_the_hub(Transport::Ssh).await;
+}
+
+async fn a_nodes_agent_is_created_listed_and_prompted_from_the_hub(transport: Transport) {
+    let Linked { node, hub, sshd: _sshd } = Linked::start(transport).await;
     let project = TempDir::new().unwrap();
     let mut client = Client::unix(&hub.socket()).await;
     let online = node_is(&mut client, "online").await;
@@ -231,4 +402,108 @@ async fn a_node_that_is_down_shows_offline_and_its_agents_say_so() {
     node_is(&mut client, "online").await;
     let sync = client.attach(&agent, "interactive").await;
     assert_eq!(sync["type"], "sync");
+}
+
+#[tokio::test]
+async fn a_dropped_bridge_mid_stream_resumes_with_every_event_exactly_once() {
+    a_dropped_link_mid_stream_resumes_with_every_event_exactly_once(Transport::Bridge).await;
+}
+
+#[tokio::test]
+async fn a_killed_ssh_mid_stream_resumes_with_every_event_exactly_once() {
+    a_dropped_link_mid_stream_resumes_with_every_event_exactly_once(Transport::Ssh).await;
+}
+
+async fn a_dropped_link_mid_stream_resumes_with_every_event_exactly_once(transport: Transport) {
+    let linked = Linked::start(transport).await;
+    let hub = &linked.hub;
+    let project = TempDir::new().unwrap();
+    let mut client = Client::unix(&hub.socket()).await;
+    node_is(&mut client, "online").await;
+    let made = client.call("create", create_on(project.path(), "box")).await;
+    let agent = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+    client.attach(&agent, "interactive").await;
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": "stream: 300"});
+    assert_eq!(client.call("p", prompt).await["success"], true);
+    let mut read = client.until_agent(&agent, |event| said(&[event.clone()]) == "tick-20 ").await;
+
+    linked.drop_link();
+    // The hub says the link went, and brings it back by itself.
+    read.extend(client.until(|event| event["type"] == "node_changed").await);
+    read.extend(client.until_agent(&agent, |event| event["type"] == "turn_end").await);
+    read.retain(|event| event["agent_id"] == agent);
+    let text = said(&read);
+    let expected: String = (1..=300).map(|tick| format!("tick-{tick} ")).collect();
+    assert_eq!(text, expected, "every delta once, in order");
+    let seqs: Vec<u64> = read.iter().filter_map(|event| event["seq"].as_u64()).collect();
+    assert!(seqs.windows(2).all(|pair| pair[1] == pair[0] + 1), "{seqs:?}");
+    // The copy holds the reply whole, for a client that attaches now.
+    let mut fresh = Client::unix(&hub.socket()).await;
+    let sync = fresh.attach(&agent, "observer").await;
+    let reply = &sync["live_window"]["messages"][1]["content"][0]["text"];
+    assert_eq!(reply.as_str(), Some(expected.as_str()));
+}
+
+#[tokio::test]
+async fn a_nodes_question_reaches_every_hub_client_and_waits_out_a_dropped_bridge() {
+    a_nodes_question_reaches_every_hub_client_and_waits_out_a_dropped_link(Transport::Bridge).await;
+}
+
+#[tokio::test]
+async fn a_nodes_question_reaches_every_hub_client_and_waits_out_a_killed_ssh() {
+    a_nodes_question_reaches_every_hub_client_and_waits_out_a_dropped_link(Transport::Ssh).await;
+}
+
+async fn a_nodes_question_reaches_every_hub_client_and_waits_out_a_dropped_link(
+    transport: Transport,
+) {
+    let linked = Linked::start(transport).await;
+    let hub = &linked.hub;
+    let project = TempDir::new().unwrap();
+    let mut first = Client::unix(&hub.socket()).await;
+    node_is(&mut first, "online").await;
+    let made = first.call("create", create_on(project.path(), "box")).await;
+    let agent = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+    first.attach(&agent, "interactive").await;
+    let mut second = Client::unix(&hub.socket()).await;
+    second.attach(&agent, "interactive").await;
+    let mut watcher = Client::unix(&hub.socket()).await;
+
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": "run: echo from-the-node"});
+    assert_eq!(first.call("p", prompt).await["success"], true);
+    let asked = first.permission_request(&agent).await;
+    let request_id = asked["request_id"].as_str().expect("request id").to_owned();
+    assert_eq!(second.permission_request(&agent).await["request_id"], request_id);
+    // The inbox: an agent waiting is told to every connection, and a
+    // look at it (an observer's sync) shows the question.
+    watcher
+        .until(|event| {
+            event["type"] == "agent_activity"
+                && event["agent_id"] == agent
+                && event["phase"] == "waiting"
+        })
+        .await;
+    let peek = watcher.attach(&agent, "observer").await;
+    assert_eq!(peek["pending_requests"][0]["request_id"], request_id, "{peek}");
+
+    // The link down: an answer cannot reach the node, and says so.
+    linked.drop_link();
+    node_is(&mut second, "offline").await;
+    let answer = json!({"type": "permission_response", "agent_id": agent,
+        "request_id": request_id, "decision": "allow"});
+    let refused = second.call("early", answer.clone()).await;
+    assert_eq!(refused["success"], false, "{refused}");
+    assert_eq!(refused["error"]["code"], "NODE_OFFLINE", "{refused}");
+    // Back: the question is still open, and the answer goes through.
+    node_is(&mut second, "online").await;
+    let mut later = Client::unix(&hub.socket()).await;
+    let sync = later.attach(&agent, "observer").await;
+    assert_eq!(sync["pending_requests"][0]["request_id"], request_id, "still open: {sync}");
+    let accepted = second.call("late", answer).await;
+    assert_eq!(accepted["success"], true, "{accepted}");
+    let resolved = first.until_agent(&agent, |event| event["type"] == "permission_resolved");
+    assert_eq!(resolved.await.last().expect("resolved")["request_id"], request_id);
+    let turn = first.until_agent(&agent, |event| event["type"] == "turn_end").await;
+    let result = turn.iter().find(|event| event["type"] == "tool_result").expect("tool result");
+    assert!(result.to_string().contains("from-the-node"), "{result}");
 }
