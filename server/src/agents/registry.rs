@@ -304,7 +304,7 @@ impl Registry {
     fn announce(&self, info: AgentInfo) {
         let spawned = AgentSpawned { agent_id: info.agent_id.clone(), info };
         self.context.broadcast.broadcast(&super::Wire::from(
-            Envelope::new(ServerMessage::AgentSpawned(Box::new(spawned))).to_json(),
+            Envelope::new(ServerMessage::AgentSpawned(spawned)).to_json(),
         ));
     }
 

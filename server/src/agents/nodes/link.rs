@@ -279,7 +279,7 @@ async fn serve(
             }
             Event::Registry(message) => {
                 if let ServerMessage::AgentSpawned(spawned) = *message {
-                    let AgentSpawned { info, .. } = *spawned;
+                    let AgentSpawned { info, .. } = spawned;
                     let info = Box::new(info);
                     let _ = news.send(News::Spawned { node: node.clone(), info }).await;
                 }
