@@ -425,7 +425,8 @@ async fn a_dropped_link_mid_stream_resumes_with_every_event_exactly_once(transpo
     client.attach(&agent, "interactive").await;
     let prompt = json!({"type": "prompt", "agent_id": agent, "message": "stream: 300"});
     assert_eq!(client.call("p", prompt).await["success"], true);
-    let mut read = client.until_agent(&agent, |event| said(&[event.clone()]) == "tick-20 ").await;
+    let mut read =
+        client.until_agent(&agent, |event| said(std::slice::from_ref(event)) == "tick-20 ").await;
 
     linked.drop_link();
     // The hub says the link went, and brings it back by itself.
