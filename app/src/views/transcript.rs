@@ -30,8 +30,23 @@ use crate::transcript::{self, Message, PAGE_ROWS, Row, RowKind, TextBlock};
 #[derive(Clone)]
 struct Follower;
 
+/// The transcript: its code (rows, tool views, markdown) is a chunk of
+/// its own, fetched when an agent is first on screen, as the header and
+/// the prompt box are; nothing of it is wanted before.
 #[component]
 pub fn Transcript() -> impl IntoView {
+    super::deferred(|| true, transcript_body)
+}
+
+#[cfg_attr(
+    feature = "hydrate",
+    leptos::wasm_split::wasm_split(transcript_body, wasm_split_path = ::leptos::wasm_split, fallible)
+)]
+fn transcript_body() -> Result<AnyView, super::Unloaded> {
+    Ok(transcript_view().into_any())
+}
+
+fn transcript_view() -> impl IntoView {
     let (screen, find) = (state().screen, state().find);
     let rows = screen.transcript;
     let start = screen.window_start;
