@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::UnixStream;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -55,39 +55,37 @@ pub async fn run(args: BridgeArgs) -> anyhow::Result<()> {
 }
 
 /// Everything the daemon sends, to stdout, until it closes the connection.
-async fn daemon_to_stdout(mut daemon: tokio::net::unix::OwnedReadHalf) -> anyhow::Result<()> {
-    let mut stdout = tokio::io::stdout();
-    let mut buffer = vec![0; CHUNK];
-    loop {
-        let read = daemon.read(&mut buffer).await.context("cannot read from the daemon")?;
-        if read == 0 {
-            return Ok(());
-        }
-        let write = async {
-            stdout.write_all(&buffer[..read]).await?;
-            stdout.flush().await
-        };
-        match tokio::time::timeout(WRITE_DEADLINE, write).await {
-            Ok(written) => written.context("cannot write to stdout")?,
-            Err(_) => anyhow::bail!("stdout took nothing for {WRITE_DEADLINE:?}"),
-        }
-    }
+async fn daemon_to_stdout(daemon: tokio::net::unix::OwnedReadHalf) -> anyhow::Result<()> {
+    relay(daemon, tokio::io::stdout(), ("the daemon", "stdout")).await
 }
 
 /// Everything on stdin, to the daemon; at its end, the socket's write side
 /// is closed so that the daemon sees the client leave.
 async fn stdin_to_daemon(mut daemon: tokio::net::unix::OwnedWriteHalf) -> anyhow::Result<()> {
-    let mut stdin = tokio::io::stdin();
+    relay(tokio::io::stdin(), &mut daemon, ("stdin", "the daemon")).await?;
+    daemon.shutdown().await.context("cannot close the daemon's connection")
+}
+
+/// Copies `from` to `to` until `from` ends, each write (and its flush)
+/// within [`WRITE_DEADLINE`]; `names` say which is which in an error.
+async fn relay(
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    (source, sink): (&str, &str),
+) -> anyhow::Result<()> {
     let mut buffer = vec![0; CHUNK];
     loop {
-        let read = stdin.read(&mut buffer).await.context("cannot read stdin")?;
+        let read = from.read(&mut buffer).await.with_context(|| format!("cannot read {source}"))?;
         if read == 0 {
-            daemon.shutdown().await.context("cannot close the daemon's connection")?;
             return Ok(());
         }
-        match tokio::time::timeout(WRITE_DEADLINE, daemon.write_all(&buffer[..read])).await {
-            Ok(written) => written.context("cannot write to the daemon")?,
-            Err(_) => anyhow::bail!("the daemon took nothing for {WRITE_DEADLINE:?}"),
+        let write = async {
+            to.write_all(&buffer[..read]).await?;
+            to.flush().await
+        };
+        match tokio::time::timeout(WRITE_DEADLINE, write).await {
+            Ok(written) => written.with_context(|| format!("cannot write to {sink}"))?,
+            Err(_) => anyhow::bail!("{sink} took nothing for {WRITE_DEADLINE:?}"),
         }
     }
 }
