@@ -13,7 +13,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use super::client::{Browser, Client};
-use super::support::{Daemon, binary, shard};
+use super::support::{Daemon, binary};
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -238,23 +238,8 @@ async fn an_acp_runtimes_plan_is_the_editors_plan() {
 
 #[tokio::test]
 async fn without_a_daemon_shard_acp_exits_at_once_saying_how_to_start_one() {
-    let home = TempDir::new().expect("home");
-    let output = shard(home.path(), home.path())
-        .arg("acp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output();
     // At once: before the editor says anything, its stdin still open.
-    let output = tokio::time::timeout(Duration::from_secs(10), output)
-        .await
-        .expect("exits without waiting for the editor")
-        .expect("runs");
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("no Shard daemon is running"), "{stderr}");
-    assert!(stderr.contains("`shard daemon`"), "says how to start one: {stderr}");
-    assert!(output.stdout.is_empty(), "nothing on the ACP channel: {:?}", output.stdout);
+    super::support::refuses_without_a_daemon("acp").await;
 }
 
 async fn a_new_session_streams_its_reply_and_every_tab_sees_the_agent(sdk: Sdk) {

@@ -279,22 +279,7 @@ async fn the_daemon_stopping_ends_the_bridge() {
 
 #[tokio::test]
 async fn without_a_daemon_shard_bridge_exits_at_once_saying_how_to_start_one() {
-    let home = TempDir::new().expect("home");
-    let output = shard(home.path(), home.path())
-        .arg("bridge")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(10), output)
-        .await
-        .expect("exits without waiting for its stdin")
-        .expect("runs");
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("no Shard daemon is running"), "{stderr}");
-    assert!(stderr.contains("`shard daemon`"), "says how to start one: {stderr}");
-    assert!(output.stdout.is_empty(), "nothing on the stream: {:?}", output.stdout);
+    super::support::refuses_without_a_daemon("bridge").await;
 }
 
 #[tokio::test]

@@ -257,3 +257,25 @@ pub fn proc_kib(pid: u32, file: &str, field: &str) -> Option<u64> {
         .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
 }
+
+/// `shard SUBCOMMAND` with no daemon running: it must exit at once, its
+/// stdin still open, with an error saying how to start one, and write
+/// nothing on stdout (the channel its client reads).
+pub async fn refuses_without_a_daemon(subcommand: &str) {
+    let home = TempDir::new().expect("home");
+    let output = shard(home.path(), home.path())
+        .arg(subcommand)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(10), output)
+        .await
+        .expect("exits without waiting for its stdin")
+        .expect("runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no Shard daemon is running"), "{stderr}");
+    assert!(stderr.contains("`shard daemon`"), "says how to start one: {stderr}");
+    assert!(output.stdout.is_empty(), "nothing on stdout: {:?}", output.stdout);
+}
