@@ -175,9 +175,9 @@ pub enum Request {
         action: crate::workspace_action::Action,
         dry_run: bool,
     },
-    /// An allow (crate::questions): refused, its question comes back, and
-    /// a passkey may be asked for.
-    Allow {
+    /// An answer to a question (crate::questions): refused, the question
+    /// comes back, and a passkey may be asked for.
+    Answer {
         agent_id: String,
         request_id: String,
     },

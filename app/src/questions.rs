@@ -50,9 +50,10 @@ pub struct Questions {
     pub notify: RwSignal<bool>,
     /// Agents whose questions a peek is fetching.
     peeking: StoredValue<BTreeSet<String>>,
-    /// Allows sent and not yet acknowledged, by request id: one the daemon
-    /// refuses comes back (a passkey may be asked for first).
-    allowing: StoredValue<Vec<Question>>,
+    /// Answers sent and not yet acknowledged: one the daemon refuses (its
+    /// node out of reach, a passkey wanted) comes back, unless the
+    /// question was resolved meanwhile.
+    answering: StoredValue<Vec<Question>>,
     listener: StoredValue<Option<Listener>>,
     /// The agent on screen (the screen's): its questions come with its
     /// own attachment, so it is never peeked at.
@@ -67,7 +68,7 @@ impl Questions {
             dismissed: RwSignal::new(Vec::new()),
             notify: RwSignal::new(false),
             peeking: StoredValue::new(BTreeSet::new()),
-            allowing: StoredValue::new(Vec::new()),
+            answering: StoredValue::new(Vec::new()),
             listener: StoredValue::new(None),
             on_screen,
             link,
@@ -130,6 +131,8 @@ impl Questions {
             questions.remove(&key);
         });
         self.dismissed.update(|dismissed| dismissed.retain(|known| *known != key));
+        // Answered elsewhere first: a refusal of this tab's answer is moot.
+        self.answering.update_value(|answering| answering.retain(|known| known.key() != key));
     }
 
     /// Only the agents in `waiting`, and the one on screen (its `sync`
@@ -232,16 +235,17 @@ impl Questions {
         self.stop_peeking(agent_id);
     }
 
-    /// The daemon's answer to an allow. Refused, the question is open
-    /// again here; refused for want of a passkey (docs/SECURITY.md,
-    /// "Passkey step-up"), the passkey is asked for: `true`.
-    pub fn allow_answered(&self, request_id: &str, response: &Response) -> bool {
+    /// The daemon's answer to an answer. Refused (say, its node is out of
+    /// reach), the question is open again here; refused for want of a
+    /// passkey (docs/SECURITY.md, "Passkey step-up"), the passkey is asked
+    /// for: `true`.
+    pub fn answer_answered(&self, request_id: &str, response: &Response) -> bool {
         let question = self
-            .allowing
-            .try_update_value(|allowing| {
+            .answering
+            .try_update_value(|answering| {
                 let at =
-                    allowing.iter().position(|known| known.request.request_id() == request_id)?;
-                Some(allowing.swap_remove(at))
+                    answering.iter().position(|known| known.request.request_id() == request_id)?;
+                Some(answering.swap_remove(at))
             })
             .flatten();
         let Err(error) = &response.outcome else { return false };
@@ -277,15 +281,9 @@ impl Questions {
             self.link.attach(&agent_id, AttachRole::Interactive, None, Request::Borrow);
         }
         let request_id = question.request.request_id().to_owned();
-        let allows = matches!(&answer, Answer::Permission(PermissionAnswer::Decision(decision))
-            if *decision != shard_protocol::agent::Decision::Deny)
-            || matches!(&answer, Answer::Permission(PermissionAnswer::Choice(_)));
-        let request = if allows {
-            self.allowing.update_value(|allowing| allowing.push(question.clone()));
-            Request::Allow { agent_id: agent_id.clone(), request_id: request_id.clone() }
-        } else {
-            Request::Command
-        };
+        self.answering.update_value(|answering| answering.push(question.clone()));
+        let request =
+            Request::Answer { agent_id: agent_id.clone(), request_id: request_id.clone() };
         let message = match answer {
             Answer::Permission(answer) => ClientMessage::PermissionResponse(PermissionResponse {
                 request_id,

@@ -276,8 +276,8 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
         | Request::Fork { .. }
         | Request::Compact { .. }
         | Request::Approvals { .. }) => state.ledger.take_answer(request, response),
-        Request::Allow { agent_id, request_id } => {
-            allow_answered(state, agent_id, request_id, &response)
+        Request::Answer { agent_id, request_id } => {
+            answer_answered(state, agent_id, request_id, &response)
         }
         Request::Terminate { agent_id } => state.screen.terminated(&agent_id, &response),
         Request::Fleet => state.fleet.answered(&response),
@@ -323,8 +323,8 @@ fn session_activated(state: &ClientState, request: Request, response: Response) 
 
 /// An allow answered: one refused for want of a passkey asks for it
 /// (the step-up, views::passkey).
-fn allow_answered(state: &ClientState, agent_id: String, request_id: String, response: &Response) {
-    if state.questions.allow_answered(&request_id, response) {
+fn answer_answered(state: &ClientState, agent_id: String, request_id: String, response: &Response) {
+    if state.questions.answer_answered(&request_id, response) {
         #[cfg(feature = "hydrate")]
         crate::views::step_up(state.link, agent_id, request_id);
         #[cfg(not(feature = "hydrate"))]

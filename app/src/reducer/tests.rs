@@ -191,6 +191,42 @@ fn questions_come_from_any_agent_and_go_when_resolved_elsewhere() {
 }
 
 #[test]
+fn a_refused_answer_opens_its_question_again_unless_it_was_resolved_meanwhile() {
+    let (state, sent) = attached();
+    feed(&state, sync(0, vec![], vec![]));
+    let open = || state.questions.open.with_untracked(|questions| questions.len());
+    for request_id in ["perm-1", "perm-2"] {
+        feed(&state, permission(AGENT, request_id));
+    }
+    let question = |request_id: &str| {
+        state.questions.open.with_untracked(|questions| {
+            questions.values().find(|q| q.request.request_id() == request_id).cloned()
+        })
+    };
+    // A deny refused (its node went down on the way): open again.
+    let deny = crate::questions::Answer::Permission(
+        shard_protocol::agent::PermissionAnswer::Decision(shard_protocol::agent::Decision::Deny),
+    );
+    state.questions.answer(&question("perm-1").expect("open"), deny.clone());
+    assert_eq!(open(), 1);
+    let refused = json!({"error": {"code": "NODE_OFFLINE", "message": "the node box is offline"}});
+    answer(&state, &take(&sent), "permission_response", refused.clone());
+    assert_eq!(open(), 2, "the refused answer's question is back");
+    // Answered in another tab before this tab's answer was refused: it
+    // stays closed.
+    state.questions.answer(&question("perm-2").expect("open"), deny);
+    let answered = take(&sent);
+    feed(
+        &state,
+        json!({"type": "permission_resolved", "agent_id": AGENT, "request_id": "perm-2",
+                        "decision": "allow", "source": "web"}),
+    );
+    answer(&state, &answered, "permission_response", refused);
+    assert_eq!(open(), 1);
+    assert!(question("perm-2").is_none());
+}
+
+#[test]
 fn the_fleet_is_watched_from_the_greeting_and_a_moved_budget_lists_the_open_panel_again() {
     let (state, sent) = attached();
     take(&sent);
