@@ -29,6 +29,7 @@ mod link;
 mod markdown;
 #[cfg(feature = "hydrate")]
 mod message_keys;
+mod nodes;
 mod notify;
 mod order;
 mod outgoing;

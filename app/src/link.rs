@@ -183,6 +183,8 @@ pub enum Request {
     },
     /// `fleet.watch`: the fleet now, for the fleet bar.
     Fleet,
+    /// `node.list`: every node's link.
+    Nodes,
     /// `budget.list` of the agent on screen.
     Budgets {
         agent_id: String,

@@ -24,7 +24,8 @@ pub fn encode(message: &ClientMessage, id: &str, agent_id: Option<&str>) -> Opti
         | C::ListReasoningLevels(empty)
         | C::RecallSteer(empty)
         | C::AgentList(empty)
-        | C::RuntimeList(empty) => json(empty),
+        | C::RuntimeList(empty)
+        | C::NodeList(empty) => json(empty),
         C::Prompt(prompt) => json(prompt),
         C::SetMode(set) => json(set),
         C::SetModel(set) => json(set),
@@ -113,6 +114,8 @@ mod tests {
             json!({"type": "client.presence", "visible": false}),
             json!({"type": "search.query", "query": "needle"}),
             json!({"type": "fleet.watch", "watch": true}),
+            json!({"type": "node.list"}),
+            json!({"type": "agent.create", "cwd": "/tmp/x", "node": "box"}),
             json!({"type": "budget.list", "agent_id": "a-1"}),
             json!({"type": "budget.set", "scope": "agent", "agent_id": "a-1", "period": "day",
                 "usd": 2.5, "tokens": 1000, "this_period": true}),

@@ -72,7 +72,8 @@ pub fn handle(state: &ClientState, text: &str) -> Greeted {
         | ServerMessage::WorkspaceAttached(_)
         | ServerMessage::WorkspaceConflict(_)
         | ServerMessage::FleetUpdated(_)
-        | ServerMessage::BudgetUpdated(_)) => registry_event(state, message),
+        | ServerMessage::BudgetUpdated(_)
+        | ServerMessage::NodeChanged(_)) => registry_event(state, message),
         message if mine => {
             if let Some(agent_id) = &routed {
                 state.roster.agent_event(agent_id, &message);
@@ -102,6 +103,7 @@ fn greeted(state: &ClientState, hello: &shard_protocol::agent::Hello) -> Greeted
     state.roster.list();
     state.roster.list_runtimes();
     state.fleet.watch();
+    state.nodes.list();
     state.workspaces.list();
     if let Some(agent_id) = state.screen.selected.get_untracked() {
         state.screen.resume(&agent_id);
@@ -155,7 +157,24 @@ fn registry_event(state: &ClientState, message: ServerMessage) {
         }
         ServerMessage::FleetUpdated(now) => state.fleet.updated(now),
         ServerMessage::BudgetUpdated(_) => state.fleet.budget_updated(),
+        ServerMessage::NodeChanged(changed) => node_changed(state, changed),
         _ => {}
+    }
+}
+
+/// A node's link moved. Back online, the agent on screen, if it is that
+/// node's and could not be attached while the node was down, is attached
+/// now.
+fn node_changed(state: &ClientState, changed: shard_protocol::node::NodeChanged) {
+    let online = changed.node.state == shard_protocol::node::NodeState::Online;
+    let node = changed.node.id.clone();
+    state.nodes.changed(changed);
+    if !online || !state.screen.unreached.get_untracked() {
+        return;
+    }
+    let Some(agent_id) = state.screen.selected.get_untracked() else { return };
+    if state.roster.node_of(&agent_id).as_deref() == Some(node.as_str()) {
+        state.screen.resync(&agent_id);
     }
 }
 
@@ -281,6 +300,7 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
         }
         Request::Terminate { agent_id } => state.screen.terminated(&agent_id, &response),
         Request::Fleet => state.fleet.answered(&response),
+        Request::Nodes => state.nodes.listed(&response),
         Request::Budgets { agent_id } => state.fleet.budgets_listed(agent_id, response),
         Request::BudgetSet => state.fleet.budget_set(response),
         Request::Borrow | Request::Detach | Request::Command => state.link.answered(&response),

@@ -56,6 +56,8 @@ pub struct NewAgent<'a> {
     pub model: &'a str,
     pub mode: &'a str,
     pub runtime: &'a str,
+    /// The node it runs on; empty: the hub.
+    pub node: &'a str,
     /// Narrower than config.toml's policy, or `None` to send nothing.
     pub sandbox: Option<SandboxRequest>,
 }
@@ -128,6 +130,7 @@ impl Roster {
             model: given(new.model),
             mode: given(new.mode),
             runtime: given(new.runtime),
+            node: given(new.node),
             sandbox: new.sandbox,
             ..AgentCreate::default()
         };
@@ -155,6 +158,13 @@ impl Roster {
     /// An `agent_sandbox`: a host was granted or taken back.
     pub fn sandbox_changed(&self, changed: AgentSandbox) {
         self.update(&changed.agent_id, |agent| agent.sandbox = Some(changed.sandbox));
+    }
+
+    /// The node `agent_id` runs on (`None`: the hub, or not listed).
+    pub fn node_of(&self, agent_id: &str) -> Option<String> {
+        self.agents.with_untracked(|agents| {
+            agents.iter().find(|agent| agent.agent_id == agent_id)?.node.clone()
+        })
     }
 
     /// Adds or replaces one agent, keeping creation order.

@@ -59,6 +59,9 @@ pub struct Screen {
     /// the next one may have settled what it left (a tool call closed as
     /// interrupted) with no event saying so, so only a `sync` shows it.
     pub needs_sync: RwSignal<bool>,
+    /// The agent on screen runs on a node that was out of reach when the
+    /// page attached: it is attached again once the node is back.
+    pub unreached: RwSignal<bool>,
     /// The selected agent's runtime generation, from its last `sync`.
     pub epoch: RwSignal<Option<u64>>,
     pub status: RwSignal<AgentStatus>,
@@ -83,6 +86,7 @@ impl Screen {
             cursor: RwSignal::new(None),
             resumed: RwSignal::new(None),
             needs_sync: RwSignal::new(false),
+            unreached: RwSignal::new(false),
             epoch: RwSignal::new(None),
             status: RwSignal::new(AgentStatus::Idle),
             transcript: RwSignal::new(Vec::new()),
@@ -104,9 +108,11 @@ impl Screen {
     /// last agent stays, its draft aside, and the new one is attached.
     pub fn show(&self, previous: Option<String>, agent_id: Option<String>) {
         self.drafts.switch(previous.as_deref(), agent_id.as_deref());
-        if let Some(previous) = previous {
+        // One whose node was out of reach was never attached.
+        if let Some(previous) = previous.filter(|_| !self.unreached.get_untracked()) {
             self.link.detach(&previous, Request::Detach);
         }
+        self.unreached.set(false);
         // What streamed for the last agent is not this one's.
         self.drop_held();
         self.transcript.set(Vec::new());
@@ -435,7 +441,14 @@ impl Screen {
                 self.resync(&agent_id);
             }
         }
+        self.unreached.set(false);
         if let Err(error) = &response.outcome {
+            // Its node is out of reach: it stays on screen, as the hub
+            // last had it, until the node is back.
+            if error.code == ErrorCode::NodeOffline {
+                self.unreached.set(true);
+                return;
+            }
             // The agent on screen is gone (or was never there: a stale
             // tab): show none rather than a ghost.
             self.selected.set(None);

@@ -20,6 +20,7 @@ use crate::fleet::Fleet;
 use crate::jobs::Jobs;
 use crate::ledger::Ledger;
 use crate::link::Link;
+use crate::nodes::Nodes;
 use crate::pairing::Pairing;
 use crate::questions::Questions;
 use crate::roster::Roster;
@@ -64,6 +65,7 @@ pub struct ClientState {
     pub search: Search,
     pub find: Find,
     pub fleet: Fleet,
+    pub nodes: Nodes,
 }
 
 impl ClientState {
@@ -86,6 +88,7 @@ impl ClientState {
             search: Search::new(link),
             find: Find::new(screen.transcript, screen.window_start),
             fleet: Fleet::new(link),
+            nodes: Nodes::new(link),
         }
     }
 

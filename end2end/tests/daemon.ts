@@ -11,7 +11,7 @@ import { test as base } from '@playwright/test';
 
 // stdout is read line by line on '\n' here: the daemon's announcement lines
 // are plain ASCII, so Node's line splitting is safe for them.
-const SHARD_BIN = process.env.SHARD_BIN ?? resolve(__dirname, '../../target/release/shard');
+export const SHARD_BIN = process.env.SHARD_BIN ?? resolve(__dirname, '../../target/release/shard');
 
 export type Daemon = {
   baseURL: string;
@@ -109,7 +109,7 @@ export function unixCall(daemon: Daemon, command: Record<string, unknown>): Prom
 export class Restartable {
   daemon!: Daemon;
   private port = '0';
-  private readonly home = mkdtempSync(join(tmpdir(), 'shard-home-'));
+  readonly home = mkdtempSync(join(tmpdir(), 'shard-home-'));
   private readonly cwd = mkdtempSync(join(tmpdir(), 'shard-cwd-'));
 
   /** `args`: more of `shard daemon`'s flags, for every start. */

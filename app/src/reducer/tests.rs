@@ -190,6 +190,59 @@ fn questions_come_from_any_agent_and_go_when_resolved_elsewhere() {
     assert_eq!(state.questions.open.with_untracked(|questions| questions.len()), 0);
 }
 
+fn node(state: &str) -> Value {
+    json!({"id": "box", "state": state, "since": 5, "error": "ssh: connection refused"})
+}
+
+#[test]
+fn nodes_are_listed_on_greeting_and_their_agent_is_attached_again_once_its_node_is_back() {
+    let (state, sent) = page();
+    assert!(matches!(feed(&state, hello(shard_protocol::PROTOCOL_VERSION)), Greeted::Yes));
+    let asked = take(&sent);
+    answer(&state, &asked, "node.list", json!({"nodes": [node("offline")]}));
+    assert!(!state.nodes.reachable(Some("box")));
+    assert!(state.nodes.reachable(None), "the hub's own");
+    let remote = "agent-r@box";
+    let info = json!({"agent_id": remote, "cwd": "/", "status": "idle", "runtime_state": "stopped",
+        "created_at": 0, "node": "box"});
+    answer(&state, &asked, "agent.list", json!({"agents": [info]}));
+
+    // Opened while its node is down: refused, it stays on screen.
+    state.select(Some(remote.to_owned()));
+    let attach = take(&sent);
+    answer(
+        &state,
+        &attach,
+        "agent.attach",
+        json!({"error": {"code": "NODE_OFFLINE", "message": "the node box is offline"}}),
+    );
+    assert_eq!(state.screen.selected.get_untracked().as_deref(), Some(remote));
+    assert!(state.screen.unreached.get_untracked());
+    // Another node's news, or this one still connecting, asks nothing.
+    feed(
+        &state,
+        json!({"type": "node_changed", "node": {"id": "other", "state": "online", "since": 6}}),
+    );
+    feed(&state, json!({"type": "node_changed", "node": node("connecting")}));
+    assert!(take(&sent).is_empty());
+    assert_eq!(state.nodes.all.with_untracked(Vec::len), 2);
+    // Back: attached again, for a sync of all of it.
+    feed(
+        &state,
+        json!({"type": "node_changed", "node": {"id": "box", "state": "online", "since": 7}}),
+    );
+    let again = take(&sent);
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(
+        (&again[0]["type"], &again[0]["agent_id"]),
+        (&json!("agent.attach"), &json!(remote))
+    );
+    assert_eq!(again[0].get("after_seq"), None);
+    assert!(state.nodes.reachable(Some("box")));
+    answer(&state, &again, "agent.attach", json!({"status": "idle", "info": info}));
+    assert!(!state.screen.unreached.get_untracked());
+}
+
 #[test]
 fn a_refused_answer_opens_its_question_again_unless_it_was_resolved_meanwhile() {
     let (state, sent) = attached();
@@ -289,10 +342,17 @@ fn a_reconnect_lists_and_reattaches_and_old_answers_are_void() {
     let kinds: Vec<&str> = again.iter().filter_map(|frame| frame["type"].as_str()).collect();
     assert_eq!(
         kinds,
-        ["agent.list", "runtime.list", "fleet.watch", "workspace.list", "agent.attach"]
+        [
+            "agent.list",
+            "runtime.list",
+            "fleet.watch",
+            "node.list",
+            "workspace.list",
+            "agent.attach"
+        ]
     );
-    assert_eq!(again[4]["agent_id"], AGENT);
-    assert_eq!(again[4]["after_seq"], 7, "it resumes from its cursor");
+    assert_eq!(again[5]["agent_id"], AGENT);
+    assert_eq!(again[5]["after_seq"], 7, "it resumes from its cursor");
     answer(
         &state,
         &again,
@@ -499,6 +559,7 @@ fn a_workspace_launch_opens_its_agent_and_the_panel_follows_retirement() {
 
     // The form's workspace.create: the agent it made is opened.
     let agent = crate::roster::NewAgent {
+        node: "",
         cwd: " /src/app ",
         name: "fix",
         model: "",

@@ -199,7 +199,7 @@ fn AgentHeader() -> impl IntoView {
 )]
 fn agent_header() -> Result<AnyView, super::Unloaded> {
     let state = state();
-    let (screen, roster, find) = (state.screen, state.roster, state.find);
+    let (screen, roster, find, nodes) = (state.screen, state.roster, state.find, state.nodes);
     // Tracked: after a reload the agent is on screen before the list that
     // names it has arrived.
     let title = move || {
@@ -254,10 +254,25 @@ fn agent_header() -> Result<AnyView, super::Unloaded> {
             })
         })
     };
+    // Where it runs, if not here, and while that node is out of reach,
+    // what that means for it.
+    let node = move || {
+        let selected = screen.selected.get()?;
+        roster
+            .agents
+            .with(|agents| agents.iter().find(|agent| agent.agent_id == selected)?.node.clone())
+    };
+    let unreachable = move || node().filter(|node| !nodes.reachable(Some(node)));
     Ok(view! {
         <header class="agent-header">
             <button class="back" on:click=close aria-label="Back to agents">"←"</button>
             <h2>{title}</h2>
+            {super::nodes::node_mark(node)}
+            {move || unreachable().map(|node| view! {
+                <p class="node-offline" role="status">
+                    {format!("The node {node} is out of reach: this is what the hub last had of the agent. Messages and answers go through once its link is back.")}
+                </p>
+            })}
             <span class="status" data-status=shown_status
                 title=move || stopped().then_some("Its process is stopped: a message starts it again.")>{shown_status}</span>
             <span class="usage" title="tokens used">{usage}</span>

@@ -156,6 +156,7 @@ pub fn AgentList() -> impl IntoView {
                     </select>
                 </label>
             </div>
+            <super::nodes::NodeBar/>
             <super::fleet::FleetBar/>
             <super::ledger::UsageTotal/>
             <ul class="agents">
@@ -205,9 +206,15 @@ fn AgentRow(agent_id: String) -> impl IntoView {
         Memo::new(move |_| agents.with(|agents| depth_of(agents, &agent_id)))
     };
     let parent = field(info, |info| info.identity.parent_agent_id.clone().unwrap_or_default());
+    // A node's agent while its link is down: shown, out of reach.
+    let nodes = state.nodes;
+    let unreachable = move || {
+        let node = info.with(|info| info.as_ref().and_then(|info| info.node.clone()));
+        !nodes.reachable(node.as_deref())
+    };
     let (head, facts) = (agent_id.clone(), agent_id.clone());
     view! {
-        <li class="agent" class:selected=is_selected class:unread=move || unread.get() class:child=move || { depth.get() > 0 }
+        <li class="agent" class:selected=is_selected class:unread=move || unread.get() class:child=move || { depth.get() > 0 } class:unreachable=unreachable
             data-agent-id=agent_id data-parent-id=parent data-depth=move || depth.get().min(MAX_INDENT)>
             <RowHead agent_id=head info=info unread=unread/>
             <RowFacts agent_id=facts info=info/>
@@ -284,6 +291,7 @@ fn RowHead(agent_id: String, info: Memo<Option<AgentInfo>>, unread: Memo<bool>) 
         </Show>
         <button class="open" on:click=select aria-label=move || format!("Open {}", name())>
             <span class="name">{name}</span>
+            {super::nodes::node_mark(move || info.with(|info| info.as_ref()?.node.clone()))}
             // A subagent's alias, unless it is its name already.
             <Show when=move || { let alias = alias(); !alias.is_empty() && alias != name() }>
                 <span class="badge alias" title="its alias under its parent">{alias}</span>

@@ -19,6 +19,7 @@ mod fleet;
 mod jobs;
 mod ledger;
 mod new_agent;
+mod nodes;
 mod pair;
 mod passkey;
 mod phone;

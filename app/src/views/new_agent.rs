@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 
 use leptos::prelude::*;
+use shard_protocol::node::NodeState;
 use shard_protocol::types::AgentInfo;
 
 use super::state;
@@ -30,6 +31,8 @@ struct NewAgent {
     /// Narrower than config.toml's sandbox; empty: as configured.
     sandbox: RwSignal<String>,
     network: RwSignal<String>,
+    /// The node it runs on; empty: this machine.
+    node: RwSignal<String>,
 }
 
 impl NewAgent {
@@ -45,6 +48,7 @@ impl NewAgent {
             base: RwSignal::new(String::new()),
             sandbox: RwSignal::new(String::new()),
             network: RwSignal::new(String::new()),
+            node: RwSignal::new(String::new()),
         }
     }
 
@@ -58,6 +62,7 @@ impl NewAgent {
             return;
         }
         let (name, runtime) = (self.name.get_untracked(), self.runtime.get_untracked());
+        let node = self.node.get_untracked();
         let taken = !name.trim().is_empty()
             && state.roster.agents.with_untracked(|agents| {
                 agents.iter().any(|agent| agent.identity.name.as_deref() == Some(name.trim()))
@@ -83,12 +88,13 @@ impl NewAgent {
             model: &model,
             mode: &mode,
             runtime: &runtime,
+            node: &node,
             sandbox: crate::sandbox::narrowing(
                 &self.sandbox.get_untracked(),
                 &self.network.get_untracked(),
             ),
         };
-        if self.in_workspace.get_untracked() {
+        if self.in_workspace.get_untracked() && node.is_empty() {
             let (branch, base) = (self.branch.get_untracked(), self.base.get_untracked());
             state.workspaces.create(NewWorkspace { agent, branch: &branch, base: &base });
         } else {
@@ -154,7 +160,7 @@ pub fn CreateAgent() -> impl IntoView {
 fn create_form() -> Result<AnyView, super::Unloaded> {
     let state = state();
     let form = expect_context::<NewAgent>();
-    let NewAgent { cwd, name, in_workspace, .. } = form;
+    let NewAgent { cwd, name, in_workspace, node, .. } = form;
     let roster = state.roster;
     let connection = state.link.connection;
     let connected = move || connection.get() == Connection::Connected;
@@ -183,16 +189,20 @@ fn create_form() -> Result<AnyView, super::Unloaded> {
                 <input name="name" type="text" placeholder="optional"
                     prop:value=name on:input=move |event| name.set(event_target_value(&event))/>
             </label>
+            <NodeField form=form/>
             <RuntimeField form=form roster=roster/>
             <ModelFields form=form roster=roster/>
             <SandboxFields form=form/>
-            <label class="check">
-                <input name="workspace" type="checkbox" prop:checked=in_workspace
-                    on:change=move |event| in_workspace.set(event_target_checked(&event))/>
-                "In a new workspace (its own git worktree and branch)"
-            </label>
-            <Show when=move || in_workspace.get()>
-                <WorkspaceFields form=form/>
+            // A workspace is made on this machine (docs/NODES.md).
+            <Show when=move || node.with(String::is_empty)>
+                <label class="check">
+                    <input name="workspace" type="checkbox" prop:checked=in_workspace
+                        on:change=move |event| in_workspace.set(event_target_checked(&event))/>
+                    "In a new workspace (its own git worktree and branch)"
+                </label>
+                <Show when=move || in_workspace.get()>
+                    <WorkspaceFields form=form/>
+                </Show>
             </Show>
             {move || problem().map(|why| view! { <p class="form-error" role="alert"><Ticked text=why/></p> })}
             <button type="submit" disabled=move || !connected() || creation.get() == Creation::Sent>
@@ -233,6 +243,36 @@ fn known(agents: RwSignal<Vec<AgentInfo>>, field: fn(&AgentInfo) -> Option<&str>
             }
         });
         seen.into_iter().map(|value| view! { <option value=value/> }).collect_view()
+    }
+}
+
+/// The machine the new agent runs on, offered once the hub has nodes
+/// (docs/NODES.md): this one by default. A node out of reach is listed
+/// with its state and cannot be chosen.
+#[component]
+fn NodeField(form: NewAgent) -> impl IntoView {
+    let NewAgent { node, .. } = form;
+    let nodes = state().nodes;
+    view! {
+        <Show when=move || !nodes.all.with(Vec::is_empty)>
+            <label>"Machine"
+                <select name="node" on:change=move |event| node.set(event_target_value(&event))>
+                    <option value="" selected=move || node.get().is_empty()>"this machine (the hub)"</option>
+                    <For each=move || nodes.all.get() key=|info| (info.id.clone(), crate::nodes::state_label(info.state)) let:info>
+                        <option value=info.id.clone() disabled=info.state != NodeState::Online
+                            selected={
+                                let id = info.id.clone();
+                                move || node.get() == id
+                            }>
+                            {match info.state {
+                                NodeState::Online => info.id.clone(),
+                                state => format!("{} ({})", info.id, crate::nodes::state_label(state)),
+                            }}
+                        </option>
+                    </For>
+                </select>
+            </label>
+        </Show>
     }
 }
 

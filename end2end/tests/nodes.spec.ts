@@ -1,0 +1,118 @@
+// A node in the dashboard (docs/NODES.md): a hub daemon linked to a second
+// daemon, the node, by `shard bridge` as the node's command, both real
+// binaries. From a hub tab: the node's link in the node bar, an agent made
+// on the node from the new-agent form and marked with its node on its row
+// and in its header, its question answered, its link dropped mid-reply
+// (every streamed delta shown once, in order, live and after a reload),
+// then its node stopped (shown out of reach; a message refused and kept)
+// and started again (the transcript whole, the kept message sent).
+import { readdirSync, readFileSync } from 'node:fs';
+import type { Page } from '@playwright/test';
+import {
+  test, expect, agentRow, enrolled, project, prompt, Restartable, SHARD_BIN, startDaemon, stopDaemon,
+  unixCall,
+} from './daemon';
+
+/** Kills every process whose command line holds all of `words`; how many. */
+function killMatching(words: string[]): number {
+  let killed = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let cmdline: string[];
+    try {
+      cmdline = readFileSync(`/proc/${entry}/cmdline`).toString().split('\0');
+    } catch {
+      continue;
+    }
+    if (words.every((word) => cmdline.includes(word))) {
+      process.kill(Number(entry), 'SIGKILL');
+      killed += 1;
+    }
+  }
+  return killed;
+}
+
+/** The numbers of the `tick-N` deltas in the last reply, in order. */
+async function ticks(page: Page): Promise<number[]> {
+  const text = await page.locator('.message.assistant').last().innerText();
+  return [...text.matchAll(/\btick-(\d+)\b/g)].map((match) => Number(match[1]));
+}
+
+const upTo = (count: number) => Array.from({ length: count }, (_, at) => at + 1);
+
+test('a node\'s agent in the dashboard: marked, answered, its link dropped and its node down and back, the transcript whole', async ({ browser }) => {
+  test.setTimeout(120_000);
+  const node = new Restartable();
+  await node.start();
+  const command = JSON.stringify([SHARD_BIN, 'bridge', '--home', node.home]);
+  const hub = await startDaemon([], `[[nodes]]\nid = "box"\ncommand = ${command}\n`);
+  try {
+    const [, tab] = await enrolled(browser, hub);
+    const link = tab.getByRole('region', { name: 'Nodes' }).locator('li.node[data-node="box"]');
+    await expect(link).toHaveAttribute('data-state', 'online');
+    await expect(link).toContainText('box');
+
+    // Made on the node from the form: the workspace choice is the hub's
+    // alone, so it goes away.
+    await tab.locator('details.create-panel summary').click();
+    await tab.getByLabel('Working directory').fill(project());
+    await tab.getByLabel('Name', { exact: true }).fill('remote');
+    await expect(tab.getByLabel(/In a new workspace/)).toBeVisible();
+    await tab.getByLabel('Machine').selectOption('box');
+    await expect(tab.getByLabel(/In a new workspace/)).toHaveCount(0);
+    await tab.getByRole('button', { name: 'Create agent' }).click();
+    await expect(tab.locator('.agent-view h2')).toHaveText('remote');
+    await expect(agentRow(tab, 'remote').locator('.badge.node')).toHaveText('on box');
+    await expect(tab.locator('.agent-header .badge.node')).toHaveText('on box');
+    const listed = await unixCall(node.daemon, { id: 'l', type: 'agent.list' });
+    expect(listed.data.agents.map((agent: any) => agent.name)).toEqual(['remote']);
+
+    // Its question, asked on the node, answered from the hub's tab.
+    await prompt(tab, 'run: echo from-the-node');
+    const dialog = tab.getByRole('dialog');
+    await expect(dialog).toContainText('echo from-the-node');
+    await dialog.getByRole('button', { name: /Allow once/ }).click();
+    await expect(dialog).toBeHidden();
+    await expect(tab.locator('.message.assistant').last()).toContainText('exit code 0');
+    await expect(tab.locator('.tool').last()).toContainText('from-the-node');
+
+    // The link dropped mid-reply: every delta shown once, in order.
+    await prompt(tab, 'stream: 200');
+    await expect(tab.locator('.message.assistant').last()).toContainText('tick-30 ');
+    expect(killMatching(['bridge', node.home])).toBeGreaterThan(0);
+    await expect(tab.locator('.message.assistant').last()).toContainText('tick-200 ', { timeout: 30_000 });
+    await expect(tab.locator('.agent-header .status')).toHaveText('idle');
+    expect(await ticks(tab)).toEqual(upTo(200));
+    await expect(link).toHaveAttribute('data-state', 'online');
+    // And from the hub's copy, after a reload.
+    await tab.reload();
+    await expect(tab.locator('.agent-view h2')).toHaveText('remote');
+    await expect(tab.locator('.message.assistant').last()).toContainText('tick-200 ');
+    expect(await ticks(tab)).toEqual(upTo(200));
+
+    // The node down: shown out of reach on the bar, the row and the
+    // header; a message is refused and kept in the box.
+    await node.stop();
+    await expect(link).toHaveAttribute('data-state', 'offline');
+    await expect(link.locator('.node-error')).not.toBeEmpty();
+    await expect(agentRow(tab, 'remote')).toHaveClass(/unreachable/);
+    await expect(agentRow(tab, 'remote').locator('.badge.node')).not.toHaveText('on box');
+    await expect(tab.locator('.agent-header .node-offline')).toContainText('box is out of reach');
+    await prompt(tab, 'hello again');
+    await expect(tab.getByLabel('Message to the agent')).toHaveValue('hello again');
+    await expect(tab.locator('.message.user').last()).toContainText('stream: 200');
+
+    // Back: the transcript whole, and the kept message goes through.
+    await node.start();
+    await expect(link).toHaveAttribute('data-state', 'online', { timeout: 45_000 });
+    await expect(tab.locator('.agent-header .node-offline')).toHaveCount(0);
+    await expect(agentRow(tab, 'remote')).not.toHaveClass(/unreachable/);
+    expect(await ticks(tab)).toEqual(upTo(200));
+    await tab.locator('.prompt button[type="submit"]').click();
+    await expect(tab.locator('.message.assistant').last()).toContainText('You said: hello again');
+    await expect(tab.locator('.tool').first()).toContainText('from-the-node');
+  } finally {
+    await stopDaemon(hub);
+    await node.dispose();
+  }
+});
