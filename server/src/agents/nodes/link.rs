@@ -5,7 +5,7 @@
 //! listens ([`Link::route`]). When the command ends, the link is offline,
 //! with why (its exit and the end of what it wrote on stderr), and runs it
 //! again after a backoff: half a second, doubling to thirty, back to half
-//! a second after a link that held a minute.
+//! a second after a link that was online five seconds.
 //!
 //! Every node event the hub reads is about one of the node's agents, under
 //! an id the node chose: one that is not a plain id is dropped, so that no
@@ -33,8 +33,10 @@ use crate::upstream::{Heard, Upstream};
 /// The first wait after a link ends, and the longest.
 const BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// A link that held this long starts its backoff over.
-const STABLE: Duration = Duration::from_secs(60);
+/// A link that was online this long starts its backoff over: a dropped
+/// connection is tried again at once, a node that keeps failing soon
+/// after it greets is tried ever more slowly.
+const STABLE: Duration = Duration::from_secs(5);
 /// How long the node's daemon may take to greet.
 const HELLO_DEADLINE: Duration = Duration::from_secs(30);
 /// Lines read from the node and not yet routed.
@@ -170,15 +172,15 @@ pub async fn run(link: Arc<Link>, news: mpsc::Sender<News>, stop: CancellationTo
     let mut backoff = BACKOFF;
     for generation in 1.. {
         link.set(NodeState::Connecting, None, None);
-        let started = tokio::time::Instant::now();
         let why = connect(&link, generation, &news, &stop).await;
         link.connection.send_replace(None);
         if stop.is_cancelled() {
             return;
         }
-        if started.elapsed() >= STABLE {
-            backoff = BACKOFF;
-        }
+        let held = link.info();
+        let online_for = (held.state == NodeState::Online)
+            .then(|| Duration::from_millis(crate::clock::now_ms().saturating_sub(held.since)));
+        backoff = wait_after(backoff, online_for);
         tracing::warn!(node = %link.id(), %why, "the node's link ended");
         let retry_at = crate::clock::now_ms() + backoff.as_millis() as u64;
         link.set(NodeState::Offline, Some(why), Some(retry_at));
@@ -187,6 +189,15 @@ pub async fn run(link: Arc<Link>, news: mpsc::Sender<News>, stop: CancellationTo
             () = stop.cancelled() => return,
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// The wait before the next try, `backoff` as it grew so far: the first
+/// again once the link had held online for [`STABLE`].
+fn wait_after(backoff: Duration, online_for: Option<Duration>) -> Duration {
+    match online_for {
+        Some(held) if held >= STABLE => BACKOFF,
+        _ => backoff,
     }
 }
 
@@ -415,6 +426,18 @@ mod tests {
         ] {
             assert!(stamped(other).is_none(), "{other}");
         }
+    }
+
+    #[test]
+    fn the_backoff_starts_over_only_after_a_link_that_held() {
+        let grown = Duration::from_secs(16);
+        assert_eq!(wait_after(grown, Some(STABLE)), BACKOFF, "a dropped connection");
+        assert_eq!(
+            wait_after(grown, Some(STABLE / 2)),
+            grown,
+            "a node failing soon after it greets"
+        );
+        assert_eq!(wait_after(grown, None), grown, "a node that never came up");
     }
 
     #[test]
