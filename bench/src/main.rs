@@ -14,6 +14,7 @@ mod fleet;
 mod idle;
 mod latency;
 mod lifecycle;
+mod nodes;
 mod procfs;
 mod relay;
 mod report;
@@ -39,7 +40,7 @@ struct Args {
     #[arg(long, default_value = "target/release/shard")]
     shard: PathBuf,
     /// Run only these scenarios (s1 … s8, acp, bundle, sandbox, egress,
-    /// fleet, editor), comma-separated.
+    /// fleet, editor, nodes), comma-separated.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// How long S8, the soak, runs: 1800 s by default, 30 s with --short.
@@ -127,6 +128,9 @@ async fn run(args: Args) -> Result<()> {
     }
     if args.wants("editor") {
         broken.extend(editor::run(&args).await?);
+    }
+    if args.wants("nodes") {
+        broken.extend(nodes::run(&args).await?);
     }
     if args.wants("s8") {
         broken.extend(soak::run(&args).await?);
