@@ -132,6 +132,45 @@ pub async fn run(args: &Args) -> Result<Vec<String>> {
     if node_rate < 0.8 * hub_rate {
         println!("  below target");
     }
+    println!(
+        "  (here both daemons, both agents and the bridge share this machine's cores: a node's turn costs its own daemon's work as well as the hub's)"
+    );
+
+    // The same turn of the node's agent read at once on the node itself
+    // and through the hub, as the editor scenario reads one turn twice:
+    // what the link adds, under the same load for both readers.
+    let plain = remote.strip_suffix("@box").context("a node's id")?;
+    let mut at_node = node.unix().await?;
+    attach(&mut at_node, plain, "observer").await?;
+    let (mut direct, mut linked) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let prompt =
+            json!({"type": "prompt", "agent_id": remote, "message": format!("burst: {deltas}")});
+        let started = Instant::now();
+        on_node.send(&prompt).await?;
+        let (near, far) = tokio::time::timeout(ROUND, async {
+            tokio::join!(async { (read_burst(&mut at_node).await, started.elapsed()) }, async {
+                (read_burst(&mut on_node).await, started.elapsed())
+            },)
+        })
+        .await
+        .context("a round took too long")?;
+        let ((near, near_took), (far, far_took)) = ((near.0?, near.1), (far.0?, far.1));
+        if near.deltas != deltas || far.deltas != deltas || !near.in_order || !far.in_order {
+            broken.push(format!(
+                "nodes: same-turn round {round}: the node's reader {near:?}, the hub's {far:?}"
+            ));
+        }
+        direct.push(deltas as f64 / near_took.as_secs_f64());
+        linked.push(deltas as f64 / far_took.as_secs_f64());
+        on_node.until(|message| message["type"] == "turn_end").await?;
+    }
+    let (direct, linked) = (median(&mut direct), median(&mut linked));
+    println!(
+        "  the same {rounds} turns of the node's agent read at once on the node and through the hub, median: {direct:.0} and {linked:.0} deltas/s: {}",
+        ratio(linked, direct)
+    );
+    drop(at_node);
 
     let (mut back, mut answered) = (Vec::new(), Vec::new());
     for _ in 0..drops {
