@@ -31,6 +31,7 @@
 pub mod admin;
 pub mod agents;
 pub mod bridge;
+pub mod children;
 pub mod cli;
 pub mod clients;
 pub mod clock;

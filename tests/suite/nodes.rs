@@ -31,6 +31,11 @@ struct Linked {
 
 impl Linked {
     async fn start(transport: Transport) -> Linked {
+        Self::start_with(transport, "").await
+    }
+
+    /// The same, with `config` more of the hub's config.toml.
+    async fn start_with(transport: Transport, config: &str) -> Linked {
         let node = Daemon::start(&[]).await;
         let (command, sshd) = match transport {
             Transport::Bridge => (bridge_to(&node), None),
@@ -39,7 +44,7 @@ impl Linked {
                 (sshd.command(), Some(sshd))
             }
         };
-        let hub = hub_with(&command).await;
+        let hub = hub_with(&command, config).await;
         Linked { node, hub, sshd }
     }
 
@@ -56,11 +61,12 @@ impl Linked {
     }
 }
 
-/// A hub whose config names one node, `box`, reached by `command`.
-async fn hub_with(command: &[String]) -> Daemon {
+/// A hub whose config names one node, `box`, reached by `command`, and
+/// holds `more`.
+async fn hub_with(command: &[String], more: &str) -> Daemon {
     let home = TempDir::new().unwrap();
     let quoted: Vec<String> = command.iter().map(|arg| format!("{arg:?}")).collect();
-    let config = format!("[[nodes]]\nid = \"box\"\ncommand = [{}]\n", quoted.join(", "));
+    let config = format!("{more}\n[[nodes]]\nid = \"box\"\ncommand = [{}]\n", quoted.join(", "));
     std::fs::write(home.path().join("config.toml"), config).unwrap();
     let mut hub = Daemon::start_in(home.path(), &[]).await;
     hub.keep_home(home);
@@ -335,10 +341,48 @@ async fn a_nodes_agent_is_created_listed_and_prompted_from_the_hub(transport: Tr
     assert_eq!(messages[1]["role"], "assistant");
 }
 
+/// A turn of `agent` from `client`, attached to it.
+async fn turn(client: &mut Client, agent: &str) {
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": "hello"});
+    let answered = client.call("p", prompt).await;
+    assert_eq!(answered["success"], true, "{answered}");
+    client.until_agent(agent, |event| event["type"] == "turn_end").await;
+}
+
+#[tokio::test]
+async fn an_agent_of_the_hub_ending_leaves_the_nodes_link_up() {
+    let Linked { hub, node: _node, .. } = Linked::start(Transport::Bridge).await;
+    let (here, there) = (TempDir::new().unwrap(), TempDir::new().unwrap());
+    let mut client = Client::unix(&hub.socket()).await;
+    node_is(&mut client, "online").await;
+    let made = client.call("create", create_on(there.path(), "box")).await;
+    let remote = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+    client.attach(&remote, "interactive").await;
+    turn(&mut client, &remote).await;
+    let create = json!({"type": "agent.create", "cwd": here.path().display().to_string()});
+    let made = client.call("create", create).await;
+    let own = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+    client.attach(&own, "interactive").await;
+    turn(&mut client, &own).await;
+    // The hub's own agent ends: what it left behind is killed, and the
+    // node's link command is not among it.
+    let terminate = json!({"type": "agent.terminate", "agent_id": own});
+    assert_eq!(client.call("t", terminate).await["success"], true);
+    let stopped = |event: &Value| {
+        event["type"] == "agent_status_changed"
+            && event["agent_id"] == own
+            && event["runtime_state"] == "stopped"
+    };
+    client.until(stopped).await;
+    let nodes = client.call("nodes", json!({"type": "node.list"})).await;
+    assert_eq!(nodes["data"]["nodes"][0]["state"], "online", "{nodes}");
+    turn(&mut client, &remote).await;
+}
+
 #[tokio::test]
 async fn an_agent_made_on_the_node_itself_appears_in_the_hub() {
     let node = Daemon::start(&[]).await;
-    let hub = hub_with(&bridge_to(&node)).await;
+    let hub = hub_with(&bridge_to(&node), "").await;
     let project = TempDir::new().unwrap();
     let mut client = Client::unix(&hub.socket()).await;
     node_is(&mut client, "online").await;
@@ -356,7 +400,7 @@ async fn an_agent_made_on_the_node_itself_appears_in_the_hub() {
 async fn a_node_that_is_down_shows_offline_and_its_agents_say_so() {
     let node_home = TempDir::new().unwrap();
     let node = Daemon::start_in(node_home.path(), &[]).await;
-    let hub = hub_with(&bridge_to(&node)).await;
+    let hub = hub_with(&bridge_to(&node), "").await;
     let project = TempDir::new().unwrap();
     let mut client = Client::unix(&hub.socket()).await;
     node_is(&mut client, "online").await;
@@ -509,7 +553,7 @@ printf '%s\n' '{"type":"agent_spawned","agent_id":"../../escape","info":{"agent_
 printf '%s\n' '{"type":"agent_spawned","agent_id":"agent-2","info":{"agent_id":"agent-2","cwd":"/","status":"idle","runtime_state":"stopped","created_at":1,"node":"other","parent_agent_id":"../x"}}'
 exec sleep 600
 "#;
-    let hub = hub_with(&["sh".into(), "-c".into(), script.into()]).await;
+    let hub = hub_with(&["sh".into(), "-c".into(), script.into()], "").await;
     let mut client = Client::unix(&hub.socket()).await;
     node_is(&mut client, "online").await;
     // Whatever it sent, the hub is up, made nothing, and lists nothing.

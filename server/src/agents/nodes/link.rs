@@ -211,15 +211,16 @@ async fn connect(
     let Some((program, args)) = link.config.command.split_first() else {
         return "the node's command names no program".to_owned();
     };
-    let spawned = tokio::process::Command::new(program)
+    let mut command = tokio::process::Command::new(program);
+    command
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
-        .process_group(0)
-        .spawn();
-    let mut child = match spawned {
+        .process_group(0);
+    // Held until the command has been waited for (in `end`).
+    let (mut child, _kept) = match crate::children::spawn(&mut command) {
         Ok(child) => child,
         Err(error) => return format!("cannot run `{program}`: {error}"),
     };

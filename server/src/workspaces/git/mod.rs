@@ -305,7 +305,9 @@ impl<'a> Git<'a> {
         use tokio::io::AsyncReadExt;
         command.args(args);
         let limit = self.limit;
-        let mut child = command.spawn().map_err(|source| GitError::Spawn { source })?;
+        // Held until git has been waited for.
+        let (mut child, _kept) =
+            crate::children::spawn(&mut command).map_err(|source| GitError::Spawn { source })?;
         let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
             return Err(GitError::NoPipes);
         };
