@@ -349,6 +349,12 @@ async fn turn(client: &mut Client, agent: &str) {
     client.until_agent(agent, |event| event["type"] == "turn_end").await;
 }
 
+/// `agent`'s runtime state in the hub's list.
+async fn runtime_state(client: &mut Client, agent: &str) -> Value {
+    let list = client.call("list", json!({"type": "agent.list"})).await;
+    listed(&list, agent).expect("listed")["runtime_state"].clone()
+}
+
 #[tokio::test]
 async fn an_agent_of_the_hub_ending_leaves_the_nodes_link_up() {
     let Linked { hub, node: _node, .. } = Linked::start(Transport::Bridge).await;
@@ -376,6 +382,36 @@ async fn an_agent_of_the_hub_ending_leaves_the_nodes_link_up() {
     client.until(stopped).await;
     let nodes = client.call("nodes", json!({"type": "node.list"})).await;
     assert_eq!(nodes["data"]["nodes"][0]["state"], "online", "{nodes}");
+    turn(&mut client, &remote).await;
+}
+
+#[tokio::test]
+async fn a_nodes_agent_is_not_counted_awake_by_the_hubs_fleet() {
+    let limits = "[limits]\nmax_awake_agents = 1\n";
+    let Linked { hub, node: _node, .. } = Linked::start_with(Transport::Bridge, limits).await;
+    let (here, there) = (TempDir::new().unwrap(), TempDir::new().unwrap());
+    let mut client = Client::unix(&hub.socket()).await;
+    node_is(&mut client, "online").await;
+    let create = json!({"type": "agent.create", "cwd": here.path().display().to_string()});
+    let made = client.call("create", create).await;
+    let own = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+    client.attach(&own, "interactive").await;
+    turn(&mut client, &own).await;
+    let made = client.call("create", create_on(there.path(), "box")).await;
+    let remote = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+    client.attach(&remote, "interactive").await;
+    // The node's agent works while the hub's own, the one awake agent
+    // the limit allows, stays awake: the node's runs there.
+    turn(&mut client, &remote).await;
+    assert_eq!(runtime_state(&mut client, &own).await, "running");
+    // Nor is it hibernated to make room for another of the hub's own.
+    let create = json!({"type": "agent.create", "cwd": here.path().display().to_string()});
+    let made = client.call("create", create).await;
+    let other = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+    client.attach(&other, "interactive").await;
+    turn(&mut client, &other).await;
+    assert_eq!(runtime_state(&mut client, &own).await, "hibernated", "made room");
+    assert_ne!(runtime_state(&mut client, &remote).await, "hibernated");
     turn(&mut client, &remote).await;
 }
 

@@ -452,7 +452,10 @@ impl Host {
         if !self.link.awake() {
             return self.fail_waiting(AgentError::HostNotRunning.into());
         }
-        if let Err(full) = self.io.context.fleet.admit(self.agent_id()) {
+        // A node's agent runs there, under the node's own limits: the
+        // hub's generation of it is a listener, not a process.
+        let local = self.manifest.remote.is_none();
+        if local && let Err(full) = self.io.context.fleet.admit(self.agent_id()) {
             return self.fail_waiting(AgentError::FleetFull(full).into());
         }
         let epoch = self.process.next_epoch();
@@ -559,9 +562,11 @@ impl Host {
     }
 
     /// Awake (a process starting or running, not told to stop), and
-    /// idle, as the fleet counts the agent.
+    /// idle, as the fleet counts the agent. A node's agent is never awake
+    /// here: its process is the node's.
     fn for_fleet(&self) -> (bool, bool) {
-        (self.process.running() && !self.process.stopping(), self.reapable())
+        let local = self.manifest.remote.is_none();
+        (local && self.process.running() && !self.process.stopping(), self.reapable())
     }
 
     /// Tells the fleet how the agent is when that changed since it was
