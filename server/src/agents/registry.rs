@@ -251,6 +251,7 @@ impl Registry {
             if self.contains(&agent_id) {
                 continue;
             }
+            let info = super::nodes::link::bounded(info);
             match self.register_remote(node, agent_id, info).await {
                 Ok(info) => self.announce(info),
                 Err(error) => {

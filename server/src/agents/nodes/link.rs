@@ -21,6 +21,7 @@ use shard_protocol::agent::Empty;
 use shard_protocol::message::Response;
 use shard_protocol::node::{NodeChanged, NodeInfo, NodeState};
 use shard_protocol::orchestrator::{AgentSpawned, AgentsResult};
+use shard_protocol::types::AgentInfo;
 use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, watch};
@@ -389,6 +390,38 @@ fn stamped(line: &str) -> Option<(&str, u64, String)> {
     Some((agent_id, seq, format!("{{{rest}")))
 }
 
+/// The most characters the hub keeps of each name, model, mode or runtime
+/// a node gives one of its agents (a name made on the hub is at most 200).
+const MAX_TEXT: usize = 200;
+/// The most characters kept of a node's agent's working directory.
+const MAX_CWD: usize = 4096;
+
+/// `info` as the hub keeps it: each text the node said about the agent cut
+/// to a bound, so that no node can have every hub client carry a name a
+/// megabyte long.
+pub fn bounded(mut info: AgentInfo) -> AgentInfo {
+    fn cut(text: &mut String, max: usize) {
+        if let Some((at, _)) = text.char_indices().nth(max) {
+            text.truncate(at);
+        }
+    }
+    let identity = &mut info.identity;
+    let texts = [
+        &mut identity.name,
+        &mut identity.alias,
+        &mut identity.definition_name,
+        &mut identity.display_name,
+        &mut info.model,
+        &mut info.mode,
+        &mut info.runtime,
+    ];
+    for text in texts.into_iter().flatten() {
+        cut(text, MAX_TEXT);
+    }
+    cut(&mut info.cwd, MAX_CWD);
+    info
+}
+
 /// The id a command posted for `agent_id` goes under (its answer comes
 /// back among the agent's events, in order): `post-N-AGENT`.
 pub fn posted_id(number: u64, agent_id: &str) -> String {
@@ -439,6 +472,23 @@ mod tests {
             "a node failing soon after it greets"
         );
         assert_eq!(wait_after(grown, None), grown, "a node that never came up");
+    }
+
+    #[test]
+    fn what_a_node_says_of_an_agent_is_kept_within_bounds() {
+        let long = "é".repeat(100_000);
+        let info: AgentInfo = serde_json::from_value(serde_json::json!({
+            "agent_id": "agent-1", "cwd": long, "status": "idle", "runtime_state": "stopped",
+            "created_at": 1, "name": long, "alias": long, "model": long, "mode": "build",
+        }))
+        .expect("agent info");
+        let kept = bounded(info);
+        let chars = |text: &Option<String>| text.as_deref().map(|text| text.chars().count());
+        assert_eq!(chars(&kept.identity.name), Some(MAX_TEXT));
+        assert_eq!(chars(&kept.identity.alias), Some(MAX_TEXT));
+        assert_eq!(chars(&kept.model), Some(MAX_TEXT));
+        assert_eq!(kept.cwd.chars().count(), MAX_CWD);
+        assert_eq!(kept.mode.as_deref(), Some("build"), "a short one is kept whole");
     }
 
     #[test]
