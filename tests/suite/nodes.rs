@@ -356,6 +356,50 @@ async fn runtime_state(client: &mut Client, agent: &str) -> Value {
 }
 
 #[tokio::test]
+async fn a_nodes_agent_the_hub_does_not_listen_to_shows_its_status_there_and_is_answered() {
+    let Linked { node, hub, .. } = Linked::start(Transport::Bridge).await;
+    let there = TempDir::new().unwrap();
+    let mut client = Client::unix(&hub.socket()).await;
+    node_is(&mut client, "online").await;
+    // Made and prompted on the node itself: the hub does not listen to it.
+    let mut local = Client::unix(&node.socket()).await;
+    let create = json!({"type": "agent.create", "cwd": there.path().display().to_string()});
+    let made = local.call("create", create).await;
+    let plain = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+    let agent = format!("{plain}@box");
+    local.attach(&plain, "interactive").await;
+    let prompt =
+        json!({"type": "prompt", "agent_id": plain, "message": "run: echo asked-on-the-node"});
+    assert_eq!(local.call("p", prompt).await["success"], true);
+    local.permission_request(&plain).await;
+    // The question waits there with nobody attached here: the hub's row
+    // says so, as the node does.
+    let waiting = |event: &Value| {
+        event["type"] == "agent_status_changed"
+            && event["agent_id"] == agent
+            && event["status"] == "waiting_for_permission"
+    };
+    client.until(waiting).await;
+    let list = client.call("list", json!({"type": "agent.list"})).await;
+    let row = listed(&list, &agent).expect("the hub lists it");
+    assert_eq!(row["status"], "waiting_for_permission", "{row}");
+    assert_eq!(row["runtime_state"], "running", "it runs on the node: {row}");
+    // Whoever opens it here gets the question (in the sync, or just after
+    // it as the node's open questions are told), and answers it.
+    let sync = client.attach(&agent, "interactive").await;
+    let request_id = match sync["pending_requests"].as_array().expect("pending").first() {
+        Some(pending) => pending["request_id"].clone(),
+        None => client.permission_request(&agent).await["request_id"].clone(),
+    };
+    let request_id = request_id.as_str().expect("request id").to_owned();
+    let answer = json!({"type": "permission_response", "agent_id": agent,
+        "request_id": request_id, "decision": "allow"});
+    assert_eq!(client.call("a", answer).await["success"], true);
+    let turn = client.until_agent(&agent, |event| event["type"] == "turn_end").await;
+    assert!(format!("{turn:?}").contains("asked-on-the-node"), "{turn:?}");
+}
+
+#[tokio::test]
 async fn an_agent_of_the_hub_ending_leaves_the_nodes_link_up() {
     let Linked { hub, node: _node, .. } = Linked::start(Transport::Bridge).await;
     let (here, there) = (TempDir::new().unwrap(), TempDir::new().unwrap());

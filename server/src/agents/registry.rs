@@ -252,8 +252,13 @@ impl Registry {
                 continue;
             }
             let info = super::nodes::link::bounded(info);
-            match self.register_remote(node, agent_id, info).await {
-                Ok(info) => self.announce(info),
+            let (status, runtime_state) = (info.status, info.runtime_state);
+            match self.register_remote(node, agent_id.clone(), info).await {
+                Ok(info) => {
+                    self.announce(info);
+                    // As the node has it now, not as a new host starts.
+                    let _ = self.send(&agent_id, HostCommand::NodeSaid { status, runtime_state });
+                }
                 Err(error) => {
                     tracing::error!(node, %error, "cannot list a node's agent");
                 }
@@ -688,6 +693,15 @@ pub async fn follow_nodes(
         match news {
             super::nodes::News::Listed { node, agents } => registry.adopt(&node, agents).await,
             super::nodes::News::Spawned { node, info } => registry.adopt(&node, vec![*info]).await,
+            super::nodes::News::Status { node, changed } => {
+                let agent_id = shard_platform::nodes::qualified(&node, &changed.agent_id);
+                let said = HostCommand::NodeSaid {
+                    status: changed.status,
+                    runtime_state: changed.runtime_state,
+                };
+                // One the hub does not list (another node's, or gone) is let be.
+                let _ = registry.send(&agent_id, said);
+            }
         }
     }
 }

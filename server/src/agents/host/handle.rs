@@ -10,7 +10,7 @@ use shard_protocol::ClientMessage;
 use shard_protocol::WireError;
 use shard_protocol::approvals::Answerer;
 use shard_protocol::orchestrator::{AttachRole, TerminateResult};
-use shard_protocol::types::AgentInfo;
+use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -113,6 +113,12 @@ pub enum HostCommand {
     Limit(super::process::Because),
     /// Budgets moved: hold the agent, or let it go, as they say now.
     Budgets,
+    /// A node's agent changed status on its node: shown while the hub does
+    /// not listen to it (a generation here has the agent's own events).
+    NodeSaid {
+        status: AgentStatus,
+        runtime_state: RuntimeState,
+    },
     Terminate {
         reply: oneshot::Sender<TerminateResult>,
     },
@@ -278,6 +284,12 @@ impl super::Host {
             HostCommand::Disconnected { subscriber } => self.detach(subscriber, now),
             HostCommand::Start { reply } => self.when_ready(Waiting::Start { reply }, now),
             HostCommand::Budgets => self.review_budget(),
+            HostCommand::NodeSaid { status, runtime_state } => {
+                if self.manifest.remote.is_some() && !self.process.running() {
+                    let said = self.projection.node_said(status, runtime_state);
+                    self.apply(said);
+                }
+            }
             HostCommand::Limit(because) => {
                 let stop = self.process.stop_for(because, self.reapable(), now);
                 self.link.control(stop);

@@ -185,6 +185,18 @@ impl Projection {
         }))
     }
 
+    /// What a node says of its agent while the hub does not listen to it:
+    /// its status there, and whether its process runs there.
+    pub fn node_said(&mut self, status: AgentStatus, state: RuntimeState) -> Vec<Out> {
+        let mut out = Vec::new();
+        if (self.status, self.runtime_state) != (status, state) {
+            (self.status, self.runtime_state) = (status, state);
+            out.extend([Out::Publish, self.status_event(None)]);
+        }
+        out.extend(self.activity_of_status());
+        out
+    }
+
     pub fn set_runtime_state(&mut self, state: RuntimeState) -> Vec<Out> {
         if self.runtime_state == state {
             return Vec::new();

@@ -290,13 +290,18 @@ async fn serve(
                     let _ = route.send(item).await;
                 }
             }
-            Event::Registry(message) => {
-                if let ServerMessage::AgentSpawned(spawned) = *message {
+            Event::Registry(message) => match *message {
+                ServerMessage::AgentSpawned(spawned) => {
                     let AgentSpawned { info, .. } = spawned;
                     let info = Box::new(info);
                     let _ = news.send(News::Spawned { node: node.clone(), info }).await;
                 }
-            }
+                // What the hub's row shows of an agent it does not listen to.
+                ServerMessage::AgentStatusChanged(changed) if plain_id(&changed.agent_id) => {
+                    let _ = news.send(News::Status { node: node.clone(), changed }).await;
+                }
+                _ => {}
+            },
             Event::Hello(_) => {}
             Event::Closed => return "the link's connection ended".to_owned(),
         }

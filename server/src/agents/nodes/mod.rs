@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use shard_platform::nodes::NodeConfig;
 use shard_protocol::node::NodeInfo;
+use shard_protocol::orchestrator::AgentStatusChanged;
 use shard_protocol::types::AgentInfo;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -35,6 +36,9 @@ pub enum News {
     Listed { node: String, agents: Vec<AgentInfo> },
     /// One agent the node just made.
     Spawned { node: String, info: Box<AgentInfo> },
+    /// One of the node's agents changed status there (`agent_status_changed`
+    /// as the node told it, under the node's id).
+    Status { node: String, changed: AgentStatusChanged },
 }
 
 /// How many pieces of news may wait for the registry.
