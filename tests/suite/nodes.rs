@@ -65,12 +65,18 @@ impl Linked {
 /// holds `more`.
 async fn hub_with(command: &[String], more: &str) -> Daemon {
     let home = TempDir::new().unwrap();
-    let quoted: Vec<String> = command.iter().map(|arg| format!("{arg:?}")).collect();
-    let config = format!("{more}\n[[nodes]]\nid = \"box\"\ncommand = [{}]\n", quoted.join(", "));
-    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    write_config(home.path(), command, more);
     let mut hub = Daemon::start_in(home.path(), &[]).await;
     hub.keep_home(home);
     hub
+}
+
+/// Writes the config.toml of a hub in `home` that names one node, `box`,
+/// reached by `command`, and holds `more`.
+fn write_config(home: &Path, command: &[String], more: &str) {
+    let quoted: Vec<String> = command.iter().map(|arg| format!("{arg:?}")).collect();
+    let config = format!("{more}\n[[nodes]]\nid = \"box\"\ncommand = [{}]\n", quoted.join(", "));
+    std::fs::write(home.join("config.toml"), config).unwrap();
 }
 
 /// `shard bridge` to `node`, as a node's command.
@@ -397,6 +403,42 @@ async fn a_nodes_agent_the_hub_does_not_listen_to_shows_its_status_there_and_is_
     assert_eq!(client.call("a", answer).await["success"], true);
     let turn = client.until_agent(&agent, |event| event["type"] == "turn_end").await;
     assert!(format!("{turn:?}").contains("asked-on-the-node"), "{turn:?}");
+}
+
+#[tokio::test]
+async fn a_hub_started_again_shows_its_nodes_agents_as_the_node_has_them() {
+    let node = Daemon::start(&[]).await;
+    let (home, there) = (TempDir::new().unwrap(), TempDir::new().unwrap());
+    write_config(home.path(), &bridge_to(&node), "");
+    let hub = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&hub.socket()).await;
+    node_is(&mut client, "online").await;
+    let made = client.call("create", create_on(there.path(), "box")).await;
+    let agent = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+    drop(client);
+    hub.terminate().await;
+    // While the hub is down, the agent asks a question on the node.
+    let plain = agent.strip_suffix("@box").expect("a node's id");
+    let mut local = Client::unix(&node.socket()).await;
+    local.attach(plain, "interactive").await;
+    let prompt = json!({"type": "prompt", "agent_id": plain, "message": "run: echo while-away"});
+    assert_eq!(local.call("p", prompt).await["success"], true);
+    local.permission_request(plain).await;
+    // The hub knows the agent from before; started again, it shows it
+    // as the node's list has it, not as it left it.
+    let hub = Daemon::start_in(home.path(), &[]).await;
+    let mut client = Client::unix(&hub.socket()).await;
+    node_is(&mut client, "online").await;
+    let mut status = Value::Null;
+    for _ in 0..100 {
+        let list = client.call("list", json!({"type": "agent.list"})).await;
+        status = listed(&list, &agent).expect("listed")["status"].clone();
+        if status == "waiting_for_permission" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the hub shows {agent} as {status} after 5 s, the node as waiting");
 }
 
 #[tokio::test]

@@ -249,6 +249,13 @@ impl Registry {
             }
             let agent_id = shard_platform::nodes::qualified(node, &info.agent_id);
             if self.contains(&agent_id) {
+                // Listed again (the link is back, or the hub restarted):
+                // as the node has it now, whatever changed meanwhile.
+                let said = HostCommand::NodeSaid {
+                    status: info.status,
+                    runtime_state: info.runtime_state,
+                };
+                let _ = self.send(&agent_id, said);
                 continue;
             }
             let info = super::nodes::link::bounded(info);
