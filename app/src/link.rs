@@ -87,7 +87,9 @@ pub enum Request {
     Runtimes,
     Create,
     /// Attaching the agent on screen (its `sync` follows).
-    Attach,
+    Attach {
+        agent_id: String,
+    },
     /// A short attachment to answer another agent's question, and its end.
     Borrow,
     /// A short observer attachment whose `sync` brings another agent's open
@@ -193,6 +195,8 @@ pub enum Request {
     BudgetSet,
     /// Anything else: only a failure is worth telling.
     Command,
+    /// A command whose failure is expected and means nothing to a person.
+    Quiet,
 }
 
 /// Requests waiting for their responses, oldest first. Bounded: the oldest

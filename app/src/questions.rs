@@ -239,12 +239,13 @@ impl Questions {
     /// reach), the question is open again here; refused for want of a
     /// passkey (docs/SECURITY.md, "Passkey step-up"), the passkey is asked
     /// for: `true`.
-    pub fn answer_answered(&self, request_id: &str, response: &Response) -> bool {
+    pub fn answer_answered(&self, agent_id: &str, request_id: &str, response: &Response) -> bool {
+        // Request ids are each agent's own: two agents may both ask `perm-1`.
+        let key = (agent_id.to_owned(), request_id.to_owned());
         let question = self
             .answering
             .try_update_value(|answering| {
-                let at =
-                    answering.iter().position(|known| known.request.request_id() == request_id)?;
+                let at = answering.iter().position(|known| known.key() == key)?;
                 Some(answering.swap_remove(at))
             })
             .flatten();
@@ -265,6 +266,8 @@ impl Questions {
     /// The connection is gone: no peek will be answered.
     pub fn lost(&self) {
         self.peeking.update_value(BTreeSet::clear);
+        // Nor an answer: the list after reconnecting says who still waits.
+        self.answering.update_value(Vec::clear);
     }
 
     /// Answers a question of any agent. For an agent other than the one on

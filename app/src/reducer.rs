@@ -277,7 +277,20 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
             prompt_answered(state, Sent { agent_id, text, queued }, &response)
         }
         Request::Recall { agent_id } => state.screen.recalled(&agent_id, &response, &state.ledger),
-        Request::Attach => state.screen.attached(&response),
+        Request::Attach { agent_id } => {
+            state.screen.attached(&agent_id, &response);
+            // Refused while its node was down, though the node is back
+            // already (its `node_changed` came first): attached now. Only
+            // on the hub's word that it is online: a node it never told of
+            // (gone from its config) is not tried again and again.
+            let node = state.roster.node_of(&agent_id);
+            let online = node.and_then(|node| untrack(|| state.nodes.state_of(&node)));
+            if state.screen.unreached.get_untracked()
+                && online == Some(shard_protocol::node::NodeState::Online)
+            {
+                state.screen.resync(&agent_id);
+            }
+        }
         Request::Peek { agent_id } => {
             if response.outcome.is_err() {
                 state.questions.peek_failed(&agent_id);
@@ -304,6 +317,7 @@ fn response_arrived(state: &ClientState, request: Request, response: Response) {
         Request::Budgets { agent_id } => state.fleet.budgets_listed(agent_id, response),
         Request::BudgetSet => state.fleet.budget_set(response),
         Request::Borrow | Request::Detach | Request::Command => state.link.answered(&response),
+        Request::Quiet => {}
     }
 }
 
@@ -344,7 +358,7 @@ fn session_activated(state: &ClientState, request: Request, response: Response) 
 /// An allow answered: one refused for want of a passkey asks for it
 /// (the step-up, views::passkey).
 fn answer_answered(state: &ClientState, agent_id: String, request_id: String, response: &Response) {
-    if state.questions.answer_answered(&request_id, response) {
+    if state.questions.answer_answered(&agent_id, &request_id, response) {
         #[cfg(feature = "hydrate")]
         crate::views::step_up(state.link, agent_id, request_id);
         #[cfg(not(feature = "hydrate"))]

@@ -160,11 +160,13 @@ impl Roster {
         self.update(&changed.agent_id, |agent| agent.sandbox = Some(changed.sandbox));
     }
 
-    /// The node `agent_id` runs on (`None`: the hub, or not listed).
+    /// The node `agent_id` runs on (`None`: the hub). Before the list
+    /// names it, its id says (`ID@NODE`).
     pub fn node_of(&self, agent_id: &str) -> Option<String> {
-        self.agents.with_untracked(|agents| {
-            agents.iter().find(|agent| agent.agent_id == agent_id)?.node.clone()
-        })
+        let listed = self.agents.with_untracked(|agents| {
+            agents.iter().find(|agent| agent.agent_id == agent_id).map(|agent| agent.node.clone())
+        });
+        listed.unwrap_or_else(|| agent_id.rsplit_once('@').map(|(_, node)| node.to_owned()))
     }
 
     /// Adds or replaces one agent, keeping creation order.

@@ -108,9 +108,11 @@ impl Screen {
     /// last agent stays, its draft aside, and the new one is attached.
     pub fn show(&self, previous: Option<String>, agent_id: Option<String>) {
         self.drafts.switch(previous.as_deref(), agent_id.as_deref());
-        // One whose node was out of reach was never attached.
-        if let Some(previous) = previous.filter(|_| !self.unreached.get_untracked()) {
-            self.link.detach(&previous, Request::Detach);
+        // One whose node was out of reach may not be attached (or only by
+        // an attach on its way as its node came back): its detach may fail.
+        if let Some(previous) = previous {
+            let quiet = self.unreached.get_untracked();
+            self.link.detach(&previous, if quiet { Request::Quiet } else { Request::Detach });
         }
         self.unreached.set(false);
         // What streamed for the last agent is not this one's.
@@ -129,7 +131,8 @@ impl Screen {
     }
 
     fn attach(&self, agent_id: &str, after_seq: Option<u64>) {
-        self.link.attach(agent_id, AttachRole::Interactive, after_seq, Request::Attach);
+        let request = Request::Attach { agent_id: agent_id.to_owned() };
+        self.link.attach(agent_id, AttachRole::Interactive, after_seq, request);
     }
 
     /// Re-attaches the agent on screen from its cursor, if the page has one
@@ -424,7 +427,12 @@ impl Screen {
     }
 
     /// The answer to attaching the agent on screen.
-    pub fn attached(&self, response: &Response) {
+    pub fn attached(&self, agent_id: &str, response: &Response) {
+        // The answer to an attach of an agent since left: its leaving sent
+        // the detach.
+        if !self.shows(agent_id) {
+            return;
+        }
         if let Ok(result) = response.data::<AttachResult>()
             && result.resumed == Some(true)
         {

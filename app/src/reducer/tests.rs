@@ -10,6 +10,7 @@ use shard_protocol::types::AgentStatus;
 
 use super::{Greeted, handle};
 use crate::link::{Connection, NOT_CONNECTED};
+use crate::questions::Question;
 use crate::state::ClientState;
 use crate::transcript::{Block, Item};
 
@@ -253,7 +254,8 @@ fn a_refused_answer_opens_its_question_again_unless_it_was_resolved_meanwhile() 
     }
     let question = |request_id: &str| {
         state.questions.open.with_untracked(|questions| {
-            questions.values().find(|q| q.request.request_id() == request_id).cloned()
+            let mine = |q: &&Question| q.agent_id == AGENT && q.request.request_id() == request_id;
+            questions.values().find(mine).cloned()
         })
     };
     // A deny refused (its node went down on the way): open again.
@@ -265,6 +267,32 @@ fn a_refused_answer_opens_its_question_again_unless_it_was_resolved_meanwhile() 
     let refused = json!({"error": {"code": "NODE_OFFLINE", "message": "the node box is offline"}});
     answer(&state, &take(&sent), "permission_response", refused.clone());
     assert_eq!(open(), 2, "the refused answer's question is back");
+    // Another agent's question under the same request id is not this
+    // one: its refusal brings back only its own.
+    feed(&state, permission(OTHER, "perm-1"));
+    assert_eq!(open(), 3);
+    let other = state.questions.open.with_untracked(|questions| {
+        questions.values().find(|q| q.agent_id == OTHER).cloned().expect("open")
+    });
+    state.questions.answer(&question("perm-1").expect("open"), deny.clone());
+    let sent_mine = take(&sent);
+    state.questions.answer(&other, deny.clone());
+    let sent_other = take(&sent);
+    assert_eq!(open(), 1);
+    let refused_other = {
+        let frame =
+            sent_other.iter().find(|frame| frame["type"] == "permission_response").expect("sent");
+        json!({"type": "response", "id": frame["id"], "command": "permission_response", "success": false,
+            "error": {"code": "NODE_OFFLINE", "message": "down"}})
+    };
+    feed(&state, refused_other);
+    let back: Vec<String> = state
+        .questions
+        .open
+        .with_untracked(|questions| questions.values().map(|q| q.agent_id.clone()).collect());
+    assert_eq!(back.iter().filter(|agent| agent.as_str() == OTHER).count(), 1, "{back:?}");
+    answer(&state, &sent_mine, "permission_response", json!({}));
+    assert_eq!(open(), 2, "its own answer taken, the other's question back");
     // Answered in another tab before this tab's answer was refused: it
     // stays closed.
     state.questions.answer(&question("perm-2").expect("open"), deny);
