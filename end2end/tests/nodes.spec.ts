@@ -7,7 +7,7 @@
 // then its node stopped (shown out of reach; a message refused and kept)
 // and started again (the transcript whole, the kept message sent).
 import { readdirSync, readFileSync } from 'node:fs';
-import type { Page } from '@playwright/test';
+import type { BrowserContext, Page } from '@playwright/test';
 import {
   test, expect, agentRow, enrolled, project, prompt, Restartable, SHARD_BIN, startDaemon, stopDaemon,
   unixCall,
@@ -46,8 +46,10 @@ test('a node\'s agent in the dashboard: marked, answered, its link dropped and i
   await node.start();
   const command = JSON.stringify([SHARD_BIN, 'bridge', '--home', node.home]);
   const hub = await startDaemon([], `[[nodes]]\nid = "box"\ncommand = ${command}\n`);
+  let context: BrowserContext | undefined;
   try {
-    const [, tab] = await enrolled(browser, hub);
+    let tab: Page;
+    [context, tab] = await enrolled(browser, hub);
     const link = tab.getByRole('region', { name: 'Nodes' }).locator('li.node[data-node="box"]');
     await expect(link).toHaveAttribute('data-state', 'online');
     await expect(link).toContainText('box');
@@ -112,6 +114,9 @@ test('a node\'s agent in the dashboard: marked, answered, its link dropped and i
     await expect(tab.locator('.message.assistant').last()).toContainText('You said: hello again');
     await expect(tab.locator('.tool').first()).toContainText('from-the-node');
   } finally {
+    // Closed before the hub stops: a tab left open would go on trying to
+    // reconnect, and the next test would hear its failures.
+    await context?.close();
     await stopDaemon(hub);
     await node.dispose();
   }
