@@ -21,7 +21,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use crate::Args;
 use crate::conn::read_burst;
-use crate::report::ratio;
+use crate::report::{median, ratio};
 use crate::shard::Shard;
 
 /// Rounds, and deltas per round.
@@ -94,11 +94,6 @@ impl Editor {
         }
         Ok((in_order, chunks))
     }
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 pub async fn run(args: &Args) -> Result<Vec<String>> {

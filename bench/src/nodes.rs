@@ -19,7 +19,7 @@ use serde_json::json;
 
 use crate::Args;
 use crate::conn::{Conn, read_burst};
-use crate::report::{ms, ratio};
+use crate::report::{median, ms, ratio};
 use crate::shard::{Shard, attach, scratch};
 
 /// Rounds, deltas per round, and drops.
@@ -33,11 +33,6 @@ const HELD: Duration = Duration::from_millis(5_500);
 
 /// The longest one round, or one resumption, may take.
 const ROUND: Duration = Duration::from_secs(120);
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
 
 /// One `burst: deltas` turn of `agent`, read by `reader` (attached to it):
 /// deltas a second from the prompt to the last, and whether all came in

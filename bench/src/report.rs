@@ -5,6 +5,12 @@
 use std::time::Duration;
 
 /// Shard's figure over the relay's (`-` when the relay's is zero).
+/// The middle of `values` (the upper middle of an even count), sorting them.
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
 pub fn ratio(shard: f64, baseline: f64) -> String {
     if baseline > 0.0 { format!("{:.2}x", shard / baseline) } else { "-".to_owned() }
 }

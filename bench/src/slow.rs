@@ -17,6 +17,7 @@ use crate::conn::{Conn, next_loopback};
 use crate::latency::{Figures, Load, figures, read_all};
 use crate::procfs;
 use crate::relay::{Relay, leave};
+use crate::report::median;
 use crate::shard::{Shard, attach};
 
 /// S3: rounds without and with a stalled client, Shard against the relay.
@@ -58,16 +59,11 @@ struct Medians {
     each: Vec<f64>,
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 impl Medians {
     fn of<'a>(readers: impl Iterator<Item = &'a Figures> + Clone) -> Medians {
-        let rate = median(readers.clone().map(|readers| readers.per_client).collect());
+        let mut rates: Vec<f64> = readers.clone().map(|readers| readers.per_client).collect();
         let each: Vec<f64> = readers.map(|readers| readers.p99_ms).collect();
-        Medians { rate, p99: median(each.clone()), each }
+        Medians { rate: median(&mut rates), p99: median(&mut each.clone()), each }
     }
 }
 
