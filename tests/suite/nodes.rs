@@ -355,6 +355,19 @@ async fn turn(client: &mut Client, agent: &str) {
     client.until_agent(agent, |event| event["type"] == "turn_end").await;
 }
 
+/// Creates an agent from `client` working in `cwd`, on `node` or the
+/// hub's own, and attaches to it interactively: its id.
+async fn open_new(client: &mut Client, cwd: &Path, node: Option<&str>) -> String {
+    let mut create = json!({"type": "agent.create", "cwd": cwd.display().to_string()});
+    if let Some(node) = node {
+        create["node"] = json!(node);
+    }
+    let made = client.call("create", create).await;
+    let agent_id = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+    client.attach(&agent_id, "interactive").await;
+    agent_id
+}
+
 /// `agent`'s runtime state in the hub's list.
 async fn runtime_state(client: &mut Client, agent: &str) -> Value {
     let list = client.call("list", json!({"type": "agent.list"})).await;
@@ -447,14 +460,9 @@ async fn an_agent_of_the_hub_ending_leaves_the_nodes_link_up() {
     let (here, there) = (TempDir::new().unwrap(), TempDir::new().unwrap());
     let mut client = Client::unix(&hub.socket()).await;
     node_is(&mut client, "online").await;
-    let made = client.call("create", create_on(there.path(), "box")).await;
-    let remote = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
-    client.attach(&remote, "interactive").await;
+    let remote = open_new(&mut client, there.path(), Some("box")).await;
     turn(&mut client, &remote).await;
-    let create = json!({"type": "agent.create", "cwd": here.path().display().to_string()});
-    let made = client.call("create", create).await;
-    let own = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
-    client.attach(&own, "interactive").await;
+    let own = open_new(&mut client, here.path(), None).await;
     turn(&mut client, &own).await;
     // The hub's own agent ends: what it left behind is killed, and the
     // node's link command is not among it.
@@ -478,23 +486,15 @@ async fn a_nodes_agent_is_not_counted_awake_by_the_hubs_fleet() {
     let (here, there) = (TempDir::new().unwrap(), TempDir::new().unwrap());
     let mut client = Client::unix(&hub.socket()).await;
     node_is(&mut client, "online").await;
-    let create = json!({"type": "agent.create", "cwd": here.path().display().to_string()});
-    let made = client.call("create", create).await;
-    let own = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
-    client.attach(&own, "interactive").await;
+    let own = open_new(&mut client, here.path(), None).await;
     turn(&mut client, &own).await;
-    let made = client.call("create", create_on(there.path(), "box")).await;
-    let remote = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
-    client.attach(&remote, "interactive").await;
+    let remote = open_new(&mut client, there.path(), Some("box")).await;
     // The node's agent works while the hub's own, the one awake agent
     // the limit allows, stays awake: the node's runs there.
     turn(&mut client, &remote).await;
     assert_eq!(runtime_state(&mut client, &own).await, "running");
     // Nor is it hibernated to make room for another of the hub's own.
-    let create = json!({"type": "agent.create", "cwd": here.path().display().to_string()});
-    let made = client.call("create", create).await;
-    let other = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
-    client.attach(&other, "interactive").await;
+    let other = open_new(&mut client, here.path(), None).await;
     turn(&mut client, &other).await;
     assert_eq!(runtime_state(&mut client, &own).await, "hibernated", "made room");
     assert_ne!(runtime_state(&mut client, &remote).await, "hibernated");
