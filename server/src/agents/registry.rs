@@ -248,28 +248,22 @@ impl Registry {
                 continue;
             }
             let agent_id = shard_platform::nodes::qualified(node, &info.agent_id);
-            if self.contains(&agent_id) {
-                // Listed again (the link is back, or the hub restarted):
-                // as the node has it now, whatever changed meanwhile.
-                let said = HostCommand::NodeSaid {
-                    status: info.status,
-                    runtime_state: info.runtime_state,
-                };
-                let _ = self.send(&agent_id, said);
-                continue;
-            }
-            let info = super::nodes::link::bounded(info);
-            let (status, runtime_state) = (info.status, info.runtime_state);
-            match self.register_remote(node, agent_id.clone(), info).await {
-                Ok(info) => {
-                    self.announce(info);
-                    // As the node has it now, not as a new host starts.
-                    let _ = self.send(&agent_id, HostCommand::NodeSaid { status, runtime_state });
-                }
-                Err(error) => {
-                    tracing::error!(node, %error, "cannot list a node's agent");
+            let said =
+                HostCommand::NodeSaid { status: info.status, runtime_state: info.runtime_state };
+            if !self.contains(&agent_id) {
+                let info = super::nodes::link::bounded(info);
+                match self.register_remote(node, agent_id.clone(), info).await {
+                    Ok(info) => self.announce(info),
+                    Err(error) => {
+                        tracing::error!(node, %error, "cannot list a node's agent");
+                        continue;
+                    }
                 }
             }
+            // As the node has it now: a new host starts idle and stopped,
+            // a known one (the link back, the hub restarted) shows what the
+            // hub last saw.
+            let _ = self.send(&agent_id, said);
         }
     }
 
