@@ -42,8 +42,13 @@ const STABLE: Duration = Duration::from_secs(5);
 const HELLO_DEADLINE: Duration = Duration::from_secs(30);
 /// Lines read from the node and not yet routed.
 const READ: usize = 256;
-/// Each agent's events routed and not yet taken by its generation.
-pub const ROUTE: usize = 256;
+/// Each agent's runs of events routed and not yet taken by its generation.
+pub const ROUTE: usize = 8;
+/// The most of an agent's events put in one run, and the most bytes of
+/// lines (a run is closed past it; one line may be as long as the
+/// decoder lets it be).
+const RUN_ITEMS: usize = READ;
+const RUN_BYTES: usize = 256 * 1024;
 /// How much of the end of the command's stderr is kept, for the reason
 /// a link ended.
 const STDERR_TAIL: usize = 2048;
@@ -62,10 +67,29 @@ pub enum Item {
     Answer { id: String, response: Response },
 }
 
+/// Events of one agent that came one after the other, in order: what
+/// the link routes at once, so that a burst of deltas costs one hand-over
+/// per run rather than one per delta.
+pub type Run = Vec<Item>;
+
+impl Item {
+    /// What the item weighs in a run.
+    fn weight(&self) -> usize {
+        match self {
+            Item::Stamped { line, .. } => line.len(),
+            Item::Message(_) | Item::Answer { .. } => 256,
+        }
+    }
+}
+
 /// What the link's reader hears.
 enum Event {
     Hello(shard_protocol::agent::Hello),
-    Agent { agent_id: String, item: Item },
+    /// The id is shared by the events of one agent that follow each other.
+    Agent {
+        agent_id: Arc<str>,
+        item: Item,
+    },
     Registry(Box<ServerMessage>),
     Closed,
 }
@@ -77,7 +101,7 @@ pub struct Link {
     connection: watch::Sender<Option<Arc<Upstream>>>,
     /// Where each of the node's agents' events go: the hub's generation of
     /// it that listens now, by the agent's id on the node.
-    routes: Mutex<HashMap<String, mpsc::Sender<Item>>>,
+    routes: Mutex<HashMap<String, mpsc::Sender<Run>>>,
     broadcast: Arc<dyn Broadcast>,
 }
 
@@ -133,20 +157,20 @@ impl Link {
     }
 
     /// From now on, `agent_id`'s events go to `events`.
-    pub fn route(&self, agent_id: &str, events: mpsc::Sender<Item>) {
+    pub fn route(&self, agent_id: &str, events: mpsc::Sender<Run>) {
         self.routes().insert(agent_id.to_owned(), events);
     }
 
     /// `agent_id`'s events go nowhere any more (if they still went to
     /// `events`).
-    pub fn unroute(&self, agent_id: &str, events: &mpsc::Sender<Item>) {
+    pub fn unroute(&self, agent_id: &str, events: &mpsc::Sender<Run>) {
         let mut routes = self.routes();
         if routes.get(agent_id).is_some_and(|routed| routed.same_channel(events)) {
             routes.remove(agent_id);
         }
     }
 
-    fn routes(&self) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::Sender<Item>>> {
+    fn routes(&self) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::Sender<Run>>> {
         self.routes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -233,6 +257,8 @@ async fn connect(
         return "the command's stdio could not be piped".to_owned();
     };
     let (events, mut heard) = mpsc::channel(READ);
+    let mut hearing = Hearing::default();
+    let hear = move |line| hearing.hear(line);
     let upstream = Upstream::start((stdout, stdin), generation, "hub", hear, events, Event::Closed);
     let why = tokio::select! {
         why = serve(link, &upstream, &mut heard, news) => why,
@@ -280,33 +306,92 @@ async fn serve(
     // Up before anyone is told so: a command sent on the news is taken.
     link.connection.send_replace(Some(upstream.clone()));
     link.set(NodeState::Online, None, None);
-    while let Some(event) = heard.recv().await {
-        match event {
-            Event::Agent { agent_id, item } => {
-                let route = link.routes().get(&agent_id).cloned();
-                if let Some(route) = route {
-                    // The generation that listens takes it in its turn;
-                    // one that went is told nothing more.
-                    let _ = route.send(item).await;
+    let mut read = Vec::with_capacity(READ);
+    let mut run = Running::default();
+    while heard.recv_many(&mut read, READ).await > 0 {
+        for event in read.drain(..) {
+            let event = match event {
+                Event::Agent { agent_id, item } => {
+                    if let Some(full) = run.add(agent_id, item) {
+                        route(link, full).await;
+                    }
+                    continue;
                 }
+                other => other,
+            };
+            // What is not an agent's event waits for the run before it.
+            if let Some(run) = run.take() {
+                route(link, run).await;
             }
-            Event::Registry(message) => match *message {
-                ServerMessage::AgentSpawned(spawned) => {
-                    let AgentSpawned { info, .. } = spawned;
-                    let info = Box::new(info);
-                    let _ = news.send(News::Spawned { node: node.clone(), info }).await;
-                }
-                // What the hub's row shows of an agent it does not listen to.
-                ServerMessage::AgentStatusChanged(changed) if plain_id(&changed.agent_id) => {
-                    let _ = news.send(News::Status { node: node.clone(), changed }).await;
-                }
-                _ => {}
-            },
-            Event::Hello(_) => {}
-            Event::Closed => return "the link's connection ended".to_owned(),
+            if let Some(why) = said(event, &node, news).await {
+                return why;
+            }
+        }
+        if let Some(run) = run.take() {
+            route(link, run).await;
         }
     }
     "the link's connection ended".to_owned()
+}
+
+/// Hands `run` to the generation that listens to its agent, which takes
+/// it in its turn; one that went is told nothing more.
+async fn route(link: &Link, (agent_id, run): (Arc<str>, Run)) {
+    let route = link.routes().get(&*agent_id).cloned();
+    if let Some(route) = route {
+        let _ = route.send(run).await;
+    }
+}
+
+/// The run being gathered: one agent's events read one after the other.
+#[derive(Default)]
+struct Running {
+    agent_id: Option<Arc<str>>,
+    items: Run,
+    bytes: usize,
+}
+
+impl Running {
+    /// Adds `item`; the run that was gathered, if `item` starts another
+    /// (another agent's, or this one's past the bounds).
+    fn add(&mut self, agent_id: Arc<str>, item: Item) -> Option<(Arc<str>, Run)> {
+        let same = self.agent_id.as_deref() == Some(&*agent_id);
+        let full = self.items.len() >= RUN_ITEMS || self.bytes >= RUN_BYTES;
+        let done = if same && !full { None } else { self.take() };
+        self.bytes += item.weight();
+        self.items.push(item);
+        self.agent_id = Some(agent_id);
+        done
+    }
+
+    fn take(&mut self) -> Option<(Arc<str>, Run)> {
+        let agent_id = self.agent_id.take()?;
+        self.bytes = 0;
+        Some((agent_id, std::mem::take(&mut self.items)))
+    }
+}
+
+/// Acts on what the node said that is not an agent's event: why the link
+/// ends, if it does.
+async fn said(event: Event, node: &str, news: &mpsc::Sender<News>) -> Option<String> {
+    let node = node.to_owned();
+    match event {
+        Event::Registry(message) => match *message {
+            ServerMessage::AgentSpawned(spawned) => {
+                let AgentSpawned { info, .. } = spawned;
+                let info = Box::new(info);
+                let _ = news.send(News::Spawned { node, info }).await;
+            }
+            // What the hub's row shows of an agent it does not listen to.
+            ServerMessage::AgentStatusChanged(changed) if plain_id(&changed.agent_id) => {
+                let _ = news.send(News::Status { node, changed }).await;
+            }
+            _ => {}
+        },
+        Event::Hello(_) | Event::Agent { .. } => {}
+        Event::Closed => return Some("the link's connection ended".to_owned()),
+    }
+    None
 }
 
 /// The command's end: its exit and the end of its stderr, beside `why`.
@@ -347,18 +432,34 @@ async fn keep_tail(mut pipe: tokio::process::ChildStderr, tail: Arc<Mutex<Vec<u8
     }
 }
 
-/// What one line from the node is. An agent's event stamped by the node's
-/// journal is taken apart without decoding it (nearly all of the traffic
-/// is deltas); anything else is decoded.
-fn hear(line: String) -> Heard<Event> {
-    if let Some((agent_id, seq, line)) = stamped(&line) {
+/// The link's reader's ear: it keeps the id of the agent it heard last,
+/// which the next events nearly always share.
+#[derive(Default)]
+struct Hearing {
+    last: Option<Arc<str>>,
+}
+
+impl Hearing {
+    /// What one line from the node is. An agent's event stamped by the
+    /// node's journal is taken apart without decoding it, in place
+    /// (nearly all of the traffic is deltas); anything else is decoded.
+    fn hear(&mut self, mut line: String) -> Heard<Event> {
+        let Some((agent_id, seq, start)) = stamp(&line) else { return hear(line) };
         if !plain_id(agent_id) {
             tracing::warn!("a node's event for an agent id that is not plain; dropped");
             return Heard::Nothing;
         }
-        let agent_id = agent_id.to_owned();
-        return Heard::Event(Event::Agent { agent_id, item: Item::Stamped { seq, line } });
+        let agent_id = match &self.last {
+            Some(last) if **last == *agent_id => last.clone(),
+            _ => self.last.insert(Arc::from(agent_id)).clone(),
+        };
+        line.replace_range(..start, "{");
+        Heard::Event(Event::Agent { agent_id, item: Item::Stamped { seq, line } })
     }
+}
+
+/// What a line from the node that is not an agent's stamped event is.
+fn hear(line: String) -> Heard<Event> {
     let envelope = match Envelope::<ServerMessage>::from_json(&line) {
         Ok(envelope) => envelope,
         Err(error) => {
@@ -369,13 +470,14 @@ fn hear(line: String) -> Heard<Event> {
     match (envelope.id, envelope.agent_id, envelope.message) {
         (Some(id), _, ServerMessage::Response(response)) => match posted_for(&id) {
             Some(agent_id) => {
-                let agent_id = agent_id.to_owned();
+                let agent_id = Arc::from(agent_id);
                 Heard::Event(Event::Agent { agent_id, item: Item::Answer { id, response } })
             }
             None => Heard::Answer(id, response),
         },
         (_, _, ServerMessage::Hello(hello)) => Heard::Event(Event::Hello(hello)),
         (_, Some(agent_id), message) if plain_id(&agent_id) => {
+            let agent_id = Arc::from(agent_id);
             Heard::Event(Event::Agent { agent_id, item: Item::Message(Box::new(message)) })
         }
         (_, Some(_), _) => Heard::Nothing,
@@ -384,15 +486,15 @@ fn hear(line: String) -> Heard<Event> {
 }
 
 /// `{"agent_id":"ID","seq":N,REST` (the journal's stamp, PROTOCOL-NOTES
-/// "Event sequence numbers"): the id, the number, and `{REST`.
-fn stamped(line: &str) -> Option<(&str, u64, String)> {
+/// "Event sequence numbers"): the id, the number, and where `REST` starts.
+fn stamp(line: &str) -> Option<(&str, u64, usize)> {
     let rest = line.strip_prefix("{\"agent_id\":\"")?;
     let (agent_id, rest) = rest.split_once('"')?;
     let rest = rest.strip_prefix(",\"seq\":")?;
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     let seq = rest[..digits].parse().ok()?;
     let rest = rest[digits..].strip_prefix(',')?;
-    Some((agent_id, seq, format!("{{{rest}")))
+    Some((agent_id, seq, line.len() - rest.len()))
 }
 
 /// The most characters the hub keeps of each name, model, mode or runtime
@@ -454,17 +556,54 @@ mod tests {
 
     #[test]
     fn a_stamped_event_is_taken_apart_without_decoding_it() {
-        let line = r#"{"agent_id":"agent-1","seq":42,"type":"message_delta","text_delta":"hi"}"#;
-        let (agent_id, seq, rest) = stamped(line).expect("stamped");
-        assert_eq!((agent_id, seq), ("agent-1", 42));
-        assert_eq!(rest, r#"{"type":"message_delta","text_delta":"hi"}"#);
+        let mut hearing = Hearing::default();
+        let mut ids = Vec::new();
+        for (n, text) in ["hi", "there"].into_iter().enumerate() {
+            let line = format!(
+                r#"{{"agent_id":"agent-1","seq":{},"type":"message_delta","text_delta":"{text}"}}"#,
+                n + 42
+            );
+            let Heard::Event(Event::Agent { agent_id, item: Item::Stamped { seq, line } }) =
+                hearing.hear(line)
+            else {
+                panic!("a stamped event");
+            };
+            assert_eq!((&*agent_id, seq), ("agent-1", n as u64 + 42));
+            let unstamped = format!(r#"{{"type":"message_delta","text_delta":"{text}"}}"#);
+            assert_eq!(line, unstamped);
+            ids.push(agent_id);
+        }
+        assert!(Arc::ptr_eq(&ids[0], &ids[1]), "one id for the agent's events in a row");
         for other in [
             r#"{"type":"sync","agent_id":"agent-1"}"#,
             r#"{"agent_id":"agent-1","seq":,"type":"x"}"#,
             r#"{"agent_id":"agent-1","seq":4}"#,
         ] {
-            assert!(stamped(other).is_none(), "{other}");
+            assert!(stamp(other).is_none(), "{other}");
         }
+    }
+
+    #[test]
+    fn an_agents_events_in_a_row_are_one_run_within_its_bounds() {
+        let stamped = |text: &str| Item::Stamped { seq: 1, line: text.to_owned() };
+        let (one, two): (Arc<str>, Arc<str>) = ("agent-1".into(), "agent-2".into());
+        let mut running = Running::default();
+        assert!(running.add(one.clone(), stamped("a")).is_none());
+        assert!(running.add(one.clone(), stamped("b")).is_none());
+        let (agent_id, run) = running.add(two.clone(), stamped("c")).expect("another agent's");
+        assert_eq!((&*agent_id, run.len()), ("agent-1", 2));
+        let big = "x".repeat(RUN_BYTES);
+        assert!(running.add(two.clone(), stamped(&big)).is_none());
+        let (_, run) = running.add(two.clone(), stamped("d")).expect("past the bytes");
+        assert_eq!(run.len(), 2);
+        let (_, run) = running.take().expect("the last run");
+        assert_eq!(run.len(), 1);
+        assert!(running.take().is_none(), "taken once");
+        for n in 0..RUN_ITEMS {
+            assert!(running.add(one.clone(), stamped("e")).is_none(), "{n}");
+        }
+        let (_, run) = running.add(one.clone(), stamped("f")).expect("past the count");
+        assert_eq!(run.len(), RUN_ITEMS);
     }
 
     #[test]
@@ -516,7 +655,7 @@ mod tests {
         else {
             panic!("routed to the agent");
         };
-        assert_eq!((agent_id.as_str(), answered), ("agent-1", id));
+        assert_eq!((&*agent_id, answered), ("agent-1", id));
         let call = r#"{"type":"response","id":"hub-3","command":"agent.list","success":true}"#;
         assert!(matches!(hear(call.to_owned()), Heard::Answer(..)));
         let forged = r#"{"type":"response","id":"post-1-../x","command":"prompt","success":true}"#;

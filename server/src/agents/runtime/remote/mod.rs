@@ -42,14 +42,15 @@ use tokio::sync::{mpsc, watch};
 use self::mirror::Mirror;
 use super::{ChildEvent, NotTaken, Runtime, SpawnRequest};
 use crate::agents::manifest::Remote;
-use crate::agents::nodes::link::{Item, Link, ROUTE, posted_id};
+use crate::agents::nodes::link::{Item, Link, ROUTE, Run, posted_id};
 use crate::agents::nodes::{Nodes, Offline};
 use crate::upstream::Upstream;
 
 /// Lines from the host waiting to go to the node.
 const INPUT: usize = 256;
-/// The most of the agent's events handed to the host as one batch.
-const BATCH: usize = 64;
+/// The most of the agent's events handed to the host as one batch (past
+/// it, the run being taken is finished first).
+const BATCH: usize = 256;
 
 /// The number of the last event of each node's agent the hub took, by the
 /// agent's id here: where the next generation resumes. Only within one run
@@ -176,7 +177,12 @@ impl Generation {
             let attached = match upstream {
                 None => None,
                 Some(upstream) => match self.attach(&upstream, &mut items).await {
-                    Ok(()) => Some(upstream),
+                    Ok(after) => {
+                        if let Err(why) = self.take(after, &mut items, &mut inflight).await {
+                            break 'generation why;
+                        }
+                        Some(upstream)
+                    }
                     Err(Unattached::Down) => None,
                     Err(Unattached::Refused(why)) => break 'generation Some(why),
                     Err(Unattached::Replaced) => break 'generation Some(replaced()),
@@ -188,8 +194,8 @@ impl Generation {
                         Ok(()) => continue 'generation,
                         Err(_) => break 'generation Some("the node's link is gone".to_owned()),
                     },
-                    Some(item) = items.recv() => {
-                        if let Err(why) = self.take(item, &mut items, &mut inflight).await {
+                    Some(run) = items.recv() => {
+                        if let Err(why) = self.take(run, &mut items, &mut inflight).await {
                             break 'generation why;
                         }
                     }
@@ -206,12 +212,12 @@ impl Generation {
     }
 
     /// Attaches on `upstream` from where the hub left off, or from the
-    /// node's `sync`.
+    /// node's `sync`: the agent's events already read after it.
     async fn attach(
         &mut self,
         upstream: &Arc<Upstream>,
-        items: &mut mpsc::Receiver<Item>,
-    ) -> Result<(), Unattached> {
+        items: &mut mpsc::Receiver<Run>,
+    ) -> Result<Run, Unattached> {
         let after_seq = self.cursor();
         let attach = AgentAttach {
             agent_id: self.remote_id.clone(),
@@ -244,23 +250,22 @@ impl Generation {
                 };
                 self.greet(&sync).await;
             }
-            return Ok(());
+            return Ok(Run::new());
         }
         // A `sync` follows; what came before it for this agent is older.
         loop {
-            let item = tokio::time::timeout(crate::upstream::CALL_DEADLINE, items.recv()).await;
-            match item {
-                Ok(Some(Item::Message(message))) => {
-                    let ServerMessage::Sync(sync) = *message else { continue };
-                    self.replace(&sync, model.as_deref()).await?;
-                    if self.greeted {
-                        return Err(Unattached::Replaced);
-                    }
-                    self.greet(&sync).await;
-                    return Ok(());
+            let run = tokio::time::timeout(crate::upstream::CALL_DEADLINE, items.recv()).await;
+            let Ok(Some(run)) = run else { return Err(Unattached::Down) };
+            let mut run = run.into_iter();
+            while let Some(item) = run.next() {
+                let Item::Message(message) = item else { continue };
+                let ServerMessage::Sync(sync) = *message else { continue };
+                self.replace(&sync, model.as_deref()).await?;
+                if self.greeted {
+                    return Err(Unattached::Replaced);
                 }
-                Ok(Some(Item::Stamped { .. } | Item::Answer { .. })) => continue,
-                Ok(None) | Err(_) => return Err(Unattached::Down),
+                self.greet(&sync).await;
+                return Ok(run.collect());
             }
         }
     }
@@ -302,49 +307,61 @@ impl Generation {
         self.hand_on(lines).await;
     }
 
-    /// One of the agent's events, and every one already behind it: each
-    /// recorded, then handed to the host together, in order. An event at
-    /// or before the cursor was taken already and is dropped.
+    /// A run of the agent's events, and every run already behind it while
+    /// there is room in the batch: each event recorded, then all handed to
+    /// the host together, in order. An event at or before the cursor was
+    /// taken already and is dropped.
     async fn take(
         &mut self,
-        item: Item,
-        items: &mut mpsc::Receiver<Item>,
+        run: Run,
+        items: &mut mpsc::Receiver<Run>,
         inflight: &mut Inflight,
     ) -> Result<(), Option<String>> {
         let mut lines = Vec::new();
-        let mut next = Some(item);
-        while let Some(item) = next.take() {
-            match item {
-                Item::Stamped { seq, line } => {
-                    if self.cursor().is_some_and(|cursor| seq <= cursor) {
-                        continue;
+        let was = self.cursor();
+        let mut cursor = was;
+        let mut next = Some(run);
+        while let Some(run) = next.take() {
+            for item in run {
+                match item {
+                    Item::Stamped { seq, line } => {
+                        if cursor.is_some_and(|cursor| seq <= cursor) {
+                            continue;
+                        }
+                        self.record(&line).await;
+                        cursor = Some(seq);
+                        lines.push(line);
                     }
-                    self.record(&line).await;
-                    self.keep_cursor(seq);
-                    lines.push(line);
-                }
-                Item::Message(message) => match *message {
-                    ServerMessage::Sync(sync) => {
-                        // The node replaced what the hub knew (a reset).
-                        self.hand_on(std::mem::take(&mut lines)).await;
-                        return match self.replace(&sync, None).await {
-                            Ok(()) => Err(Some(replaced())),
-                            Err(Unattached::Refused(why)) => Err(Some(why)),
-                            Err(_) => Err(Some(replaced())),
-                        };
-                    }
-                    ServerMessage::Response(_) => {}
-                    other => lines.push(Envelope::new(other).to_json()),
-                },
-                Item::Answer { id, response } => {
-                    if let Some((host_id, _)) = inflight.remove(&id) {
-                        lines.push(answer_line(host_id, response));
+                    Item::Message(message) => match *message {
+                        ServerMessage::Sync(sync) => {
+                            // The node replaced what the hub knew (a reset).
+                            if let Some(cursor) = cursor.filter(|_| cursor != was) {
+                                self.keep_cursor(cursor);
+                            }
+                            self.hand_on(std::mem::take(&mut lines)).await;
+                            return match self.replace(&sync, None).await {
+                                Ok(()) => Err(Some(replaced())),
+                                Err(Unattached::Refused(why)) => Err(Some(why)),
+                                Err(_) => Err(Some(replaced())),
+                            };
+                        }
+                        ServerMessage::Response(_) => {}
+                        other => lines.push(Envelope::new(other).to_json()),
+                    },
+                    Item::Answer { id, response } => {
+                        if let Some((host_id, _)) = inflight.remove(&id) {
+                            lines.push(answer_line(host_id, response));
+                        }
                     }
                 }
             }
             if lines.len() < BATCH {
                 next = items.try_recv().ok();
             }
+        }
+        // Kept once a batch: the lines are the host's from here on.
+        if let Some(cursor) = cursor.filter(|_| cursor != was) {
+            self.keep_cursor(cursor);
         }
         self.hand_on(lines).await;
         Ok(())
@@ -426,7 +443,7 @@ impl Generation {
 
     /// The hub stops listening (and says so to the node while it can), and
     /// the host hears the generation end.
-    async fn end(self, route: &mpsc::Sender<Item>, ending: Option<String>) {
+    async fn end(self, route: &mpsc::Sender<Run>, ending: Option<String>) {
         self.link.unroute(&self.remote_id, route);
         if let Some(upstream) = self.link.watch().borrow().clone() {
             let detach = AgentTarget { agent_id: self.remote_id.clone() };
