@@ -69,11 +69,14 @@ pub struct Journal {
     dir: PathBuf,
     limits: JournalLimits,
     open: Option<Open>,
+    /// The agent id the last event was stamped with, and it as JSON: the
+    /// same for every event, so quoted once.
+    quoted: Option<(String, String)>,
 }
 
 impl Journal {
     pub fn new(dir: PathBuf, limits: JournalLimits) -> Self {
-        Self { dir, limits, open: None }
+        Self { dir, limits, open: None, quoted: None }
     }
 
     /// The last number given out (0: none yet).
@@ -86,7 +89,7 @@ impl Journal {
     pub fn stamp(&mut self, agent_id: &str, line: &str) -> Wire {
         // Borrowed field by field: this runs for every event, and cloning
         // the path would allocate each time.
-        let Self { dir, limits, open } = self;
+        let Self { dir, limits, open, quoted } = self;
         let (dir, limits) = (dir.as_path(), *limits);
         let state = open.get_or_insert_with(|| load(dir));
         let seq = state.next_seq;
@@ -98,16 +101,28 @@ impl Journal {
                 state.fail(&error);
             }
         }
-        let quoted = Value::String(agent_id.to_owned()).to_string();
+        let quoted = match quoted {
+            Some((id, quoted)) if id == agent_id => quoted,
+            _ => {
+                let json = Value::String(agent_id.to_owned()).to_string();
+                &quoted.insert((agent_id.to_owned(), json)).1
+            }
+        };
         let rest = line.trim().strip_prefix('{').unwrap_or(line);
         let separator = if rest.trim_start().starts_with('}') { "" } else { "," };
         let event = format!("{{\"agent_id\":{quoted},\"seq\":{seq}{separator}{rest}");
         if !state.broken {
-            let record = format!("{seq}\t{event}\n");
-            match state.writer(dir).and_then(|writer| writer.write_all(record.as_bytes())) {
+            // `N<TAB>event`, written in parts: no second copy of the event.
+            let record = |writer: &mut BufWriter<File>| {
+                write!(writer, "{seq}\t")?;
+                writer.write_all(event.as_bytes())?;
+                writer.write_all(b"\n")
+            };
+            let digits = seq.checked_ilog10().unwrap_or(0) as usize + 1;
+            match state.writer(dir).and_then(record) {
                 Ok(()) => {
                     state.count += 1;
-                    state.bytes += record.len();
+                    state.bytes += digits + event.len() + 2;
                     if (state.count > 2 * limits.events || state.bytes > 2 * limits.bytes)
                         && let Err(error) = state.compact(dir, limits)
                     {
