@@ -66,6 +66,23 @@ fn drop_link(hub: &Shard) -> Result<()> {
     Ok(())
 }
 
+/// CPU time used so far by the hub's daemon, by the node's, and by the
+/// rest of the run (their agents, the bridge, this bench), in
+/// nanoseconds.
+fn cpu(hub: &Shard, node: &Shard) -> [u64; 3] {
+    let daemons = [hub.pid(), node.pid()].map(Option::unwrap_or_default);
+    let others = daemons.iter().flat_map(|pid| crate::procfs::descendants(*pid));
+    let rest = others.chain([std::process::id()]).map(crate::procfs::cpu_ns).sum();
+    [crate::procfs::cpu_ns(daemons[0]), crate::procfs::cpu_ns(daemons[1]), rest]
+}
+
+/// `after - before`, added to `spent`.
+fn add_spent(spent: &mut [u64; 3], before: [u64; 3], after: [u64; 3]) {
+    for ((spent, before), after) in spent.iter_mut().zip(before).zip(after) {
+        *spent += after.saturating_sub(before);
+    }
+}
+
 /// Waits on `control` for the node's link to be told `state`.
 async fn told(control: &mut Conn, state: &str) -> Result<()> {
     let changed = |message: &serde_json::Value| {
@@ -108,11 +125,16 @@ pub async fn run(args: &Args) -> Result<Vec<String>> {
 
     let mut broken = Vec::new();
     let (mut by_hub, mut by_node) = (Vec::new(), Vec::new());
+    let (mut spent_own, mut spent_linked) = ([0; 3], [0; 3]);
     for round in 0..rounds {
+        let before = cpu(&hub, &node);
         let (rate, whole) = turn(&mut on_hub, &local, deltas).await?;
+        let between = cpu(&hub, &node);
         by_hub.push(rate);
         let (remote_rate, remote_whole) = turn(&mut on_node, &remote, deltas).await?;
         by_node.push(remote_rate);
+        add_spent(&mut spent_own, before, between);
+        add_spent(&mut spent_linked, between, cpu(&hub, &node));
         if !whole || !remote_whole {
             broken.push(format!(
                 "nodes: round {round}: in order on the hub {whole}, through the node {remote_whole}"
@@ -127,6 +149,14 @@ pub async fn run(args: &Args) -> Result<Vec<String>> {
     if node_rate < 0.8 * hub_rate {
         println!("  below target");
     }
+    let per_delta = |ns: u64| ns as f64 / 1000.0 / (rounds as f64 * deltas as f64);
+    let [own_hub, _, own_rest] = spent_own.map(per_delta);
+    let [linked_hub, linked_node, linked_rest] = spent_linked.map(per_delta);
+    let (own, linked) = (own_hub + own_rest, linked_hub + linked_node + linked_rest);
+    println!(
+        "  CPU per delta, every process of the run: the hub's own agent's turns {own:.2} µs (its daemon {own_hub:.2}), the node's agent's {linked:.2} µs (the hub's daemon {linked_hub:.2}, the node's {linked_node:.2}): {}",
+        ratio(linked, own)
+    );
     println!(
         "  (here both daemons, both agents and the bridge share this machine's cores: a node's turn costs its own daemon's work as well as the hub's)"
     );
