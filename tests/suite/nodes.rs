@@ -688,3 +688,45 @@ exec sleep 600
     let nodes = client.call("nodes", json!({"type": "node.list"})).await;
     assert_eq!(nodes["data"]["nodes"][0]["state"], "online", "{nodes}");
 }
+
+#[tokio::test]
+async fn a_node_listing_too_many_agents_has_the_rest_left_out() {
+    // A "node" that lists more agents than the hub keeps, then announces
+    // one more.
+    let script = r#"
+printf '%s\n' '{"type":"hello","protocol_version":"0.1.0","server_version":"x","capabilities":["unix"]}'
+read -r asked
+printf '{"type":"response","id":"hub-1","command":"agent.list","success":true,"data":{"agents":['
+n=0
+while [ $n -lt 1010 ]; do
+  [ $n -gt 0 ] && printf ','
+  printf '{"agent_id":"agent-%d","cwd":"/","status":"idle","runtime_state":"stopped","created_at":1}' $n
+  n=$((n+1))
+done
+printf ']}}\n'
+printf '%s\n' '{"type":"agent_spawned","agent_id":"agent-x","info":{"agent_id":"agent-x","cwd":"/","status":"idle","runtime_state":"stopped","created_at":1}}'
+exec sleep 600
+"#;
+    let hub = hub_with(&["sh".into(), "-c".into(), script.into()], "").await;
+    let mut client = Client::unix(&hub.socket()).await;
+    node_is(&mut client, "online").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let list = loop {
+        let list = client.call("list", json!({"type": "agent.list"})).await;
+        let count = list["data"]["agents"].as_array().map_or(0, Vec::len);
+        assert!(count <= 1000, "{count} of the node's agents listed");
+        if count == 1000 || tokio::time::Instant::now() > deadline {
+            break list;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let agents = list["data"]["agents"].as_array().expect("agents");
+    assert_eq!(agents.len(), 1000, "the first thousand are kept");
+    assert!(listed(&list, "agent-x@box").is_none(), "the one announced after is left out too");
+    let written = std::fs::read_dir(hub.home.join("agents")).map(Iterator::count).unwrap_or(0);
+    assert_eq!(written, 1000, "a manifest for each agent kept, none for the rest");
+    // The hub goes on: its own agent is made and answers.
+    let here = TempDir::new().unwrap();
+    let own = open_new(&mut client, here.path(), None).await;
+    turn(&mut client, &own).await;
+}

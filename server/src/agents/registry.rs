@@ -243,6 +243,7 @@ impl Registry {
     /// is left out: trust does not chain.
     pub async fn adopt(&self, node: &str, agents: Vec<AgentInfo>) {
         let _one_at_a_time = self.creating.lock().await;
+        let mut held = self.node_agents(node);
         for info in agents {
             if info.node.is_some() || !super::nodes::link::plain_id(&info.agent_id) {
                 continue;
@@ -251,6 +252,16 @@ impl Registry {
             let said =
                 HostCommand::NodeSaid { status: info.status, runtime_state: info.runtime_state };
             if !self.contains(&agent_id) {
+                if held >= super::nodes::MAX_AGENTS {
+                    let most = super::nodes::MAX_AGENTS;
+                    tracing::warn!(
+                        node,
+                        most,
+                        "a node lists more agents than the hub keeps; the rest are left out"
+                    );
+                    break;
+                }
+                held += 1;
                 let info = super::nodes::link::bounded(info);
                 match self.register_remote(node, agent_id.clone(), info).await {
                     Ok(info) => self.announce(info),
@@ -265,6 +276,13 @@ impl Registry {
             // hub last saw.
             let _ = self.send(&agent_id, said);
         }
+    }
+
+    /// How many of `node`'s agents the hub holds.
+    fn node_agents(&self, node: &str) -> usize {
+        let manifests = self.manifests();
+        let on = |manifest: &&Manifest| manifest.remote.as_ref().is_some_and(|r| r.node == node);
+        manifests.values().filter(on).count()
     }
 
     async fn register_remote(

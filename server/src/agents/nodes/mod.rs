@@ -30,6 +30,11 @@ use tokio_util::sync::CancellationToken;
 pub use self::link::Link;
 use super::Broadcast;
 
+/// The most of one node's agents the hub lists (and writes a manifest
+/// and a session for): a node that lists more, whether it runs that many
+/// or means harm, has the rest left out.
+pub const MAX_AGENTS: usize = 1000;
+
 /// What the links tell the registry of the nodes' agents.
 pub enum News {
     /// Every agent the node lists, as the link comes up.
