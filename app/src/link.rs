@@ -83,8 +83,11 @@ pub type SendFrame = Box<dyn Fn(String) + Send + Sync>;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
     List,
-    /// `runtime.list`, for the new-agent form.
-    Runtimes,
+    /// `runtime.list`, for the new-agent form: the hub's (`node` empty) or
+    /// a node's.
+    Runtimes {
+        node: String,
+    },
     Create,
     /// Attaching the agent on screen (its `sync` follows).
     Attach {

@@ -24,8 +24,8 @@ pub fn encode(message: &ClientMessage, id: &str, agent_id: Option<&str>) -> Opti
         | C::ListReasoningLevels(empty)
         | C::RecallSteer(empty)
         | C::AgentList(empty)
-        | C::RuntimeList(empty)
         | C::NodeList(empty) => json(empty),
+        C::RuntimeList(query) => json(query),
         C::Prompt(prompt) => json(prompt),
         C::SetMode(set) => json(set),
         C::SetModel(set) => json(set),

@@ -101,7 +101,7 @@ fn greeted(state: &ClientState, hello: &shard_protocol::agent::Hello) -> Greeted
     let actions = hello.capabilities.iter().any(|known| known == "workspace-actions");
     state.workspaces.actions.set(actions);
     state.roster.list();
-    state.roster.list_runtimes();
+    state.roster.list_runtimes("");
     state.fleet.watch();
     state.nodes.list();
     state.workspaces.list();
@@ -247,7 +247,7 @@ fn runtime_gone(state: &ClientState, agent_id: &str, status: Option<AgentStatus>
 fn response_arrived(state: &ClientState, request: Request, response: Response) {
     match request {
         Request::List => agents_listed(state, &response),
-        Request::Runtimes => state.roster.runtimes_listed(&response),
+        Request::Runtimes { node } => state.roster.runtimes_listed(&node, &response),
         Request::Create => {
             if let Some(agent_id) = state.roster.created(&response) {
                 state.select(Some(agent_id));

@@ -16,7 +16,7 @@ use shard_protocol::identity::AgentIdentity;
 use shard_protocol::message::Response;
 use shard_protocol::orchestrator::{
     ActivityPhase, AgentActivity, AgentCreate, AgentCreateResult, AgentExited, AgentKill,
-    AgentStatusChanged, AgentTarget, AgentsResult, RuntimeListResult,
+    AgentStatusChanged, AgentTarget, AgentsResult, RuntimeListResult, RuntimeQuery,
 };
 use shard_protocol::sandbox::{AgentSandbox, SandboxRequest, SandboxRevoke};
 use shard_protocol::types::{AgentInfo, AgentStatus, RuntimeState};
@@ -72,8 +72,12 @@ pub struct Roster {
     /// Parents whose children the agent list hides.
     pub collapsed: RwSignal<BTreeSet<String>>,
     /// The runtimes a new agent may run, by id (`runtime.list`): Shard's
-    /// own first, then each configured one.
+    /// own first, then each configured one. Of the machine last asked
+    /// about ([`Self::list_runtimes`]).
     pub runtimes: RwSignal<Vec<String>>,
+    /// The machine whose runtimes were last asked for (empty: the hub): an
+    /// answer about another is out of date.
+    runtimes_of: RwSignal<String>,
     /// What the daemon says a new built-in agent gets: its default model,
     /// and a working directory to offer (`runtime.list`).
     pub defaults: RwSignal<(Option<String>, Option<String>)>,
@@ -101,6 +105,7 @@ impl Roster {
             unread: RwSignal::new(BTreeSet::new()),
             collapsed: RwSignal::new(BTreeSet::new()),
             runtimes: RwSignal::new(Vec::new()),
+            runtimes_of: RwSignal::new(String::new()),
             defaults: RwSignal::new((None, None)),
             creation: RwSignal::new(Creation::Idle),
             link,
@@ -111,15 +116,30 @@ impl Roster {
         self.link.send(ClientMessage::AgentList(Empty {}), None, Request::List);
     }
 
-    /// Asks which runtimes a new agent may run.
-    pub fn list_runtimes(&self) {
-        self.link.send(ClientMessage::RuntimeList(Empty {}), None, Request::Runtimes);
+    /// Asks which runtimes a new agent may run on `node` (empty: the
+    /// hub). Until the answer, only Shard's own agent is offered.
+    pub fn list_runtimes(&self, node: &str) {
+        if self.runtimes_of.get_untracked() != node {
+            self.runtimes.set(Vec::new());
+            self.runtimes_of.set(node.to_owned());
+        }
+        let query = RuntimeQuery { node: given(node) };
+        let asked = Request::Runtimes { node: node.to_owned() };
+        self.link.send(ClientMessage::RuntimeList(query), None, asked);
     }
 
-    pub fn runtimes_listed(&self, response: &Response) {
-        if let Ok(listed) = response.data::<RuntimeListResult>() {
-            self.runtimes.set(listed.runtimes.into_iter().map(|runtime| runtime.id).collect());
-            self.defaults.set((listed.default_model, listed.suggested_cwd));
+    /// The answer about `node`'s runtimes: kept if it is still the machine
+    /// asked about. A node that could not answer offers Shard's own only.
+    pub fn runtimes_listed(&self, node: &str, response: &Response) {
+        if self.runtimes_of.get_untracked() != node {
+            return;
+        }
+        match response.data::<RuntimeListResult>() {
+            Ok(listed) => {
+                self.runtimes.set(listed.runtimes.into_iter().map(|runtime| runtime.id).collect());
+                self.defaults.set((listed.default_model, listed.suggested_cwd));
+            }
+            Err(_) => self.runtimes.set(Vec::new()),
         }
     }
 

@@ -6,7 +6,8 @@
 // (every streamed delta shown once, in order, live and after a reload),
 // then its node stopped (shown out of reach; a message refused and kept)
 // and started again (the transcript whole, the kept message sent).
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { BrowserContext, Page } from '@playwright/test';
 import {
   test, expect, agentRow, enrolled, project, prompt, Restartable, SHARD_BIN, startDaemon, stopDaemon,
@@ -43,6 +44,8 @@ const upTo = (count: number) => Array.from({ length: count }, (_, at) => at + 1)
 test('a node\'s agent in the dashboard: marked, answered, its link dropped and its node down and back, the transcript whole', async ({ browser }) => {
   test.setTimeout(120_000);
   const node = new Restartable();
+  // The node has a runtime the hub has not: the form offers it there.
+  writeFileSync(join(node.home, 'config.toml'), '[[runtimes]]\nid = "only-there"\nprotocol = "acp"\ncommand = "true"\n');
   await node.start();
   const command = JSON.stringify([SHARD_BIN, 'bridge', '--home', node.home]);
   const hub = await startDaemon([], `[[nodes]]\nid = "box"\ncommand = ${command}\n`);
@@ -60,8 +63,10 @@ test('a node\'s agent in the dashboard: marked, answered, its link dropped and i
     await tab.getByLabel('Working directory').fill(project());
     await tab.getByLabel('Name', { exact: true }).fill('remote');
     await expect(tab.getByLabel(/In a new workspace/)).toBeVisible();
+    await expect(tab.getByLabel('Runtime')).toHaveCount(0);
     await tab.getByLabel('Machine').selectOption('box');
     await expect(tab.getByLabel(/In a new workspace/)).toHaveCount(0);
+    await expect(tab.getByLabel('Runtime').locator('option[value="only-there"]')).toHaveCount(1);
     await tab.getByRole('button', { name: 'Create agent' }).click();
     await expect(tab.locator('.agent-view h2')).toHaveText('remote');
     await expect(agentRow(tab, 'remote').locator('.badge.node')).toHaveText('on box');

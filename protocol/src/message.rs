@@ -21,7 +21,7 @@ use crate::node::NodeChanged;
 use crate::orchestrator::{
     AgentActivity, AgentAttach, AgentCreate, AgentExited, AgentKill, AgentSpawned,
     AgentStatusChanged, AgentStatusQuery, AgentTarget, ClientPresence, DaemonShutdown,
-    RevokeSession, SessionActivate,
+    RevokeSession, RuntimeQuery, SessionActivate,
 };
 use crate::sandbox::{AgentSandbox, SandboxRevoke};
 use crate::search::SearchQuery;
@@ -165,7 +165,7 @@ message_set! {
         SandboxRevoke(SandboxRevoke) = "sandbox.revoke", Registry, required;
         SessionActivate(SessionActivate) = "session.activate", Registry, required;
         // The runtimes agents may run (CONTRACT.md).
-        RuntimeList(Empty) = "runtime.list", Registry, required;
+        RuntimeList(RuntimeQuery) = "runtime.list", Registry, required;
         // Shard extension: full-text search across every agent's sessions.
         SearchQuery(SearchQuery) = "search.query", Registry, required;
         // Shard extension: whether a client is on screen (notifications).

@@ -198,6 +198,14 @@ pub struct RuntimeInfo {
     pub protocol: String,
 }
 
+/// `runtime.list`'s request. Shard's additive field: `node`, to list the
+/// runtimes of one of the hub's nodes rather than its own (docs/NODES.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+}
+
 /// The data of `runtime.list`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuntimeListResult {

@@ -730,3 +730,28 @@ exec sleep 600
     let own = open_new(&mut client, here.path(), None).await;
     turn(&mut client, &own).await;
 }
+
+#[tokio::test]
+async fn runtime_list_with_a_node_lists_the_nodes_runtimes() {
+    let Linked { hub, node, .. } = Linked::start(Transport::Bridge).await;
+    // The node has a runtime the hub has not.
+    let runtime = "[[runtimes]]\nid = \"only-there\"\nprotocol = \"acp\"\ncommand = \"true\"\n";
+    std::fs::write(node.home.join("config.toml"), runtime).unwrap();
+    let mut client = Client::unix(&hub.socket()).await;
+    node_is(&mut client, "online").await;
+    let ids = |listed: &Value| -> Vec<String> {
+        let runtimes = listed["data"]["runtimes"].as_array().cloned().unwrap_or_default();
+        runtimes.iter().filter_map(|runtime| runtime["id"].as_str().map(str::to_owned)).collect()
+    };
+    let there = client.call("r1", json!({"type": "runtime.list", "node": "box"})).await;
+    assert_eq!(ids(&there), ["shard", "only-there"], "{there}");
+    let here = client.call("r2", json!({"type": "runtime.list"})).await;
+    assert_eq!(ids(&here), ["shard"], "the hub's own: {here}");
+    let nowhere = client.call("r3", json!({"type": "runtime.list", "node": "nowhere"})).await;
+    assert_eq!(nowhere["error"]["code"], "NOT_FOUND", "{nowhere}");
+    assert!(node.terminate().await.success());
+    node_is(&mut client, "offline").await;
+    let down = client.call("r4", json!({"type": "runtime.list", "node": "box"})).await;
+    assert_eq!(down["error"]["code"], "NODE_OFFLINE", "{down}");
+    assert!(down["error"]["message"].as_str().unwrap_or("").contains("box"), "{down}");
+}

@@ -245,6 +245,47 @@ fn nodes_are_listed_on_greeting_and_their_agent_is_attached_again_once_its_node_
 }
 
 #[test]
+fn the_new_agent_form_offers_the_chosen_machines_runtimes_and_drops_a_stale_answer() {
+    let (state, sent) = page();
+    feed(&state, hello(shard_protocol::PROTOCOL_VERSION));
+    let asked = take(&sent);
+    let hubs = asked.iter().find(|frame| frame["type"] == "runtime.list").expect("asked");
+    assert_eq!(hubs.get("node"), None, "the hub's own at the greeting");
+    let listed = |ids: &[&str], cwd: &str| {
+        let runtimes: Vec<Value> =
+            ids.iter().map(|id| json!({"id": id, "protocol": "acp"})).collect();
+        json!({"runtimes": runtimes, "suggested_cwd": cwd})
+    };
+    // The machine changes before the hub's answer comes: the answer is
+    // out of date, and only the node's is taken.
+    state.roster.list_runtimes("box");
+    let boxes = take(&sent);
+    assert_eq!(boxes[0]["node"], "box");
+    assert!(state.roster.runtimes.with_untracked(Vec::is_empty), "nothing until it answers");
+    answer(&state, &asked, "runtime.list", listed(&["shard", "on-hub"], "/hub"));
+    assert!(state.roster.runtimes.with_untracked(Vec::is_empty), "{:?}", state.roster.runtimes);
+    answer(&state, &boxes, "runtime.list", listed(&["shard", "on-box"], "/box"));
+    assert_eq!(state.roster.runtimes.get_untracked(), ["shard", "on-box"]);
+    assert_eq!(state.roster.defaults.get_untracked().1.as_deref(), Some("/box"));
+    // A node that cannot answer offers Shard's own agent only.
+    state.roster.list_runtimes("box");
+    let again = take(&sent);
+    answer(
+        &state,
+        &again,
+        "runtime.list",
+        json!({"error": {"code": "NODE_OFFLINE", "message": "down"}}),
+    );
+    assert!(state.roster.runtimes.with_untracked(Vec::is_empty));
+    // Back to the hub.
+    state.roster.list_runtimes("");
+    let hub_again = take(&sent);
+    assert_eq!(hub_again[0].get("node"), None);
+    answer(&state, &hub_again, "runtime.list", listed(&["shard", "on-hub"], "/hub"));
+    assert_eq!(state.roster.runtimes.get_untracked(), ["shard", "on-hub"]);
+}
+
+#[test]
 fn a_refused_answer_opens_its_question_again_unless_it_was_resolved_meanwhile() {
     let (state, sent) = attached();
     feed(&state, sync(0, vec![], vec![]));

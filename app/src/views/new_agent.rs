@@ -147,7 +147,9 @@ pub fn CreateAgent() -> impl IntoView {
         <details class="create-panel" node_ref=panel on:toggle=toggled>
             // The runtimes asked again as the form opens, so one added to
             // config.toml since the page loaded is offered.
-            <summary on:click=move |_| roster.list_runtimes()>"New agent"</summary>
+            <summary on:click=move |_| roster.list_runtimes(&form.node.get_untracked())>
+                "New agent"
+            </summary>
             {super::deferred(move || opened.get(), create_form)}
         </details>
     }
@@ -189,7 +191,7 @@ fn create_form() -> Result<AnyView, super::Unloaded> {
                 <input name="name" type="text" placeholder="optional"
                     prop:value=name on:input=move |event| name.set(event_target_value(&event))/>
             </label>
-            <NodeField form=form/>
+            <NodeField form=form roster=roster/>
             <RuntimeField form=form roster=roster/>
             <ModelFields form=form roster=roster/>
             <SandboxFields form=form/>
@@ -250,13 +252,20 @@ fn known(agents: RwSignal<Vec<AgentInfo>>, field: fn(&AgentInfo) -> Option<&str>
 /// (docs/NODES.md): this one by default. A node out of reach is listed
 /// with its state and cannot be chosen.
 #[component]
-fn NodeField(form: NewAgent) -> impl IntoView {
-    let NewAgent { node, .. } = form;
+fn NodeField(form: NewAgent, roster: Roster) -> impl IntoView {
+    let NewAgent { node, runtime, .. } = form;
     let nodes = state().nodes;
+    // Another machine has its own runtimes: the choice starts over.
+    let chosen = move |event| {
+        let chosen = event_target_value(&event);
+        runtime.set(String::new());
+        roster.list_runtimes(&chosen);
+        node.set(chosen);
+    };
     view! {
         <Show when=move || !nodes.all.with(Vec::is_empty)>
             <label>"Machine"
-                <select name="node" on:change=move |event| node.set(event_target_value(&event))>
+                <select name="node" on:change=chosen>
                     <option value="" selected=move || node.get().is_empty()>"this machine (the hub)"</option>
                     <For each=move || nodes.all.get() key=|info| (info.id.clone(), crate::nodes::state_label(info.state)) let:info>
                         <option value=info.id.clone() disabled=info.state != NodeState::Online

@@ -168,6 +168,12 @@ pub enum AgentError {
     Node { node: String, code: ErrorCode, message: String },
     #[error("a node's answer this daemon cannot read: {0}")]
     NodeUnreadable(String),
+    #[error(
+        "node `{node}` made agent {made}, but the hub lists at most {} agents of one node and \
+         has that many of this one's: remove some there to see it here",
+        super::nodes::MAX_AGENTS
+    )]
+    NodeFull { node: String, made: String },
 
     /// What an agent that speaks ACP refuses (its own type: the bridge
     /// builds them, and this only carries the registry's one to clients).
@@ -234,6 +240,7 @@ impl AgentError {
             Self::NoNode(_) => ErrorCode::NotFound,
             Self::Node { code, .. } => code.clone(),
             Self::NodeUnreadable(_) => ErrorCode::ProtocolError,
+            Self::NodeFull { .. } => ErrorCode::Conflict,
             Self::NotGranted(_) => ErrorCode::NotFound,
             Self::GrantsUnwritten(_) => ErrorCode::InternalError,
             Self::SandboxWider(crate::sandbox::policy::PolicyError::Config(_)) => {

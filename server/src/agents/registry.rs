@@ -162,12 +162,7 @@ impl Registry {
     /// any a local client asks for (its runtimes, paths, sandbox and
     /// limits), and the hub lists it under its node.
     async fn create_on(&self, node: &str, mut request: AgentCreate) -> Result<String, AgentError> {
-        let Some(link) = self.context.nodes.get(node) else {
-            return Err(AgentError::NoNode(node.to_owned()));
-        };
-        let Some(upstream) = link.watch().borrow().clone() else {
-            return Err(AgentError::NodeOffline(link.offline_reason()));
-        };
+        let upstream = self.upstream_of(node)?;
         // A parent must be the node's own agent, named there by its id there.
         if let Some(parent) = request.identity.parent_agent_id.take() {
             match shard_platform::nodes::split(&parent) {
@@ -198,12 +193,37 @@ impl Registry {
         };
         self.adopt(node, vec![info]).await;
         let agent_id = shard_platform::nodes::qualified(node, &made.agent_id);
-        match self.contains(&agent_id) {
-            true => Ok(agent_id),
-            false => {
-                Err(AgentError::NodeUnreadable(format!("agent {} was not listed", made.agent_id)))
-            }
+        if self.contains(&agent_id) {
+            return Ok(agent_id);
         }
+        if self.node_agents(node) >= super::nodes::MAX_AGENTS {
+            return Err(AgentError::NodeFull { node: node.to_owned(), made: made.agent_id });
+        }
+        Err(AgentError::NodeUnreadable(format!("agent {} was not listed", made.agent_id)))
+    }
+
+    /// The connection to `node` now.
+    fn upstream_of(&self, node: &str) -> Result<Arc<crate::upstream::Upstream>, AgentError> {
+        let Some(link) = self.context.nodes.get(node) else {
+            return Err(AgentError::NoNode(node.to_owned()));
+        };
+        let upstream = link.watch().borrow().clone();
+        upstream.ok_or_else(|| AgentError::NodeOffline(link.offline_reason()))
+    }
+
+    /// `message` sent to `node` as one of its local clients: the data of
+    /// its answer.
+    pub async fn call_node(
+        &self,
+        node: &str,
+        message: ClientMessage,
+    ) -> Result<Option<serde_json::Value>, AgentError> {
+        let upstream = self.upstream_of(node)?;
+        upstream.call(None, message).await.map_err(|error| AgentError::Node {
+            node: node.to_owned(),
+            code: error.code,
+            message: error.message,
+        })
     }
 
     /// Where a node's agent lives, if `agent_id` is one: its link, and its

@@ -1,14 +1,16 @@
 //! `agent.*`: list and status from the registry, create, attach and detach
 //! through the agent's host, terminate and kill answered once done (a
-//! node's agent's by its node); and `runtime.list`, what an agent may run.
+//! node's agent's by its node); and `runtime.list`, what an agent may run
+//! (here, or on a node: the node's own list).
 
 use shard_protocol::ClientMessage;
 use shard_protocol::orchestrator::{
-    AgentCreateResult, AgentKill, AgentTarget, AgentsResult, RuntimeListResult,
+    AgentCreateResult, AgentKill, AgentTarget, AgentsResult, RuntimeListResult, RuntimeQuery,
 };
 use tokio::sync::oneshot;
 
 use super::{Caller, Outcome, host_gone, not_found, ok, refused_error};
+use crate::agents::error::AgentError;
 use crate::agents::host::HostCommand;
 
 pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
@@ -22,6 +24,16 @@ pub fn run(caller: Caller<'_>, message: ClientMessage) -> Outcome {
                 None => Err(not_found(&agent_id)),
             },
         }),
+        ClientMessage::RuntimeList(RuntimeQuery { node: Some(node) }) => {
+            let daemon = caller.daemon.clone();
+            Outcome::Later(Box::pin(async move {
+                let asked = ClientMessage::RuntimeList(RuntimeQuery::default());
+                let data = daemon.registry().call_node(&node, asked).await?;
+                let listed = serde_json::from_value::<RuntimeListResult>(data.unwrap_or_default())
+                    .map_err(|error| AgentError::NodeUnreadable(error.to_string()))?;
+                ok(crate::agents::nodes::link::bounded_runtimes(listed))
+            }))
+        }
         ClientMessage::RuntimeList(_) => runtimes(&caller),
         ClientMessage::AgentCreate(request) => {
             let daemon = caller.daemon.clone();

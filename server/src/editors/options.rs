@@ -108,7 +108,7 @@ async fn runtime(shared: &Shared, agent_id: &str) -> Option<SessionConfigOption>
         id: String,
     }
     let current = info(shared, agent_id).await?.runtime?;
-    let data = shared.call(None, ClientMessage::RuntimeList(Empty {})).await.ok()??;
+    let data = shared.call(None, ClientMessage::RuntimeList(Default::default())).await.ok()??;
     let listed: Runtimes = serde_json::from_value(data).ok()?;
     let ids = listed.runtimes.into_iter().map(|runtime| (runtime.id.clone(), runtime.id));
     let option = SessionConfigOption::select(RUNTIME, "Runtime", current, choices(ids));

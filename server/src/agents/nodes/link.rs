@@ -20,7 +20,7 @@ use shard_platform::nodes::NodeConfig;
 use shard_protocol::agent::Empty;
 use shard_protocol::message::Response;
 use shard_protocol::node::{NodeChanged, NodeInfo, NodeState};
-use shard_protocol::orchestrator::{AgentSpawned, AgentsResult};
+use shard_protocol::orchestrator::{AgentSpawned, AgentsResult, RuntimeListResult};
 use shard_protocol::types::AgentInfo;
 use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 use tokio::io::AsyncReadExt;
@@ -507,11 +507,6 @@ const MAX_CWD: usize = 4096;
 /// to a bound, so that no node can have every hub client carry a name a
 /// megabyte long.
 pub fn bounded(mut info: AgentInfo) -> AgentInfo {
-    fn cut(text: &mut String, max: usize) {
-        if let Some((at, _)) = text.char_indices().nth(max) {
-            text.truncate(at);
-        }
-    }
     let identity = &mut info.identity;
     let texts = [
         &mut identity.name,
@@ -527,6 +522,33 @@ pub fn bounded(mut info: AgentInfo) -> AgentInfo {
     }
     cut(&mut info.cwd, MAX_CWD);
     info
+}
+
+/// The most runtimes of a node's `runtime.list` the hub passes on.
+const MAX_RUNTIMES: usize = 64;
+
+/// A node's `runtime.list` as the hub passes it on: at most
+/// [`MAX_RUNTIMES`], each text cut as an agent's are.
+pub fn bounded_runtimes(mut listed: RuntimeListResult) -> RuntimeListResult {
+    listed.runtimes.truncate(MAX_RUNTIMES);
+    for runtime in &mut listed.runtimes {
+        cut(&mut runtime.id, MAX_TEXT);
+        cut(&mut runtime.protocol, MAX_TEXT);
+    }
+    if let Some(model) = &mut listed.default_model {
+        cut(model, MAX_TEXT);
+    }
+    if let Some(cwd) = &mut listed.suggested_cwd {
+        cut(cwd, MAX_CWD);
+    }
+    listed
+}
+
+/// `text`, cut to `max` characters.
+fn cut(text: &mut String, max: usize) {
+    if let Some((at, _)) = text.char_indices().nth(max) {
+        text.truncate(at);
+    }
 }
 
 /// The id a command posted for `agent_id` goes under (its answer comes
@@ -633,6 +655,25 @@ mod tests {
         assert_eq!(chars(&kept.model), Some(MAX_TEXT));
         assert_eq!(kept.cwd.chars().count(), MAX_CWD);
         assert_eq!(kept.mode.as_deref(), Some("build"), "a short one is kept whole");
+    }
+
+    #[test]
+    fn what_a_node_says_of_its_runtimes_is_kept_within_bounds() {
+        let long = "é".repeat(10_000);
+        let runtimes: Vec<serde_json::Value> = (0..100)
+            .map(|n| serde_json::json!({"id": format!("{long}{n}"), "protocol": long}))
+            .collect();
+        let listed: RuntimeListResult = serde_json::from_value(serde_json::json!({
+            "runtimes": runtimes, "default_model": long, "suggested_cwd": long,
+        }))
+        .expect("runtime list");
+        let kept = bounded_runtimes(listed);
+        assert_eq!(kept.runtimes.len(), MAX_RUNTIMES);
+        let chars = |text: &str| text.chars().count();
+        assert!(kept.runtimes.iter().all(|runtime| chars(&runtime.id) == MAX_TEXT));
+        assert!(kept.runtimes.iter().all(|runtime| chars(&runtime.protocol) == MAX_TEXT));
+        assert_eq!(kept.default_model.as_deref().map(chars), Some(MAX_TEXT));
+        assert_eq!(kept.suggested_cwd.as_deref().map(chars), Some(MAX_CWD));
     }
 
     #[test]
