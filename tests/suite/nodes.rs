@@ -755,3 +755,43 @@ async fn runtime_list_with_a_node_lists_the_nodes_runtimes() {
     assert_eq!(down["error"]["code"], "NODE_OFFLINE", "{down}");
     assert!(down["error"]["message"].as_str().unwrap_or("").contains("box"), "{down}");
 }
+
+#[tokio::test]
+async fn a_nodes_agent_the_hub_stops_listening_to_shows_as_the_node_has_it() {
+    let node = Daemon::start(&[]).await;
+    let home = TempDir::new().unwrap();
+    write_config(home.path(), &bridge_to(&node), "");
+    // The hub stops an idle agent's process (here: stops listening to a
+    // node's agent) after a second; the node keeps its own running.
+    let mut hub = Daemon::start_in(home.path(), &["--idle-runtime-timeout", "1"]).await;
+    hub.keep_home(home);
+    let there = TempDir::new().unwrap();
+    let mut client = Client::unix(&hub.socket()).await;
+    node_is(&mut client, "online").await;
+    let agent = open_new(&mut client, there.path(), Some("box")).await;
+    turn(&mut client, &agent).await;
+    let detach = json!({"type": "agent.detach", "agent_id": agent});
+    assert_eq!(client.call("d", detach).await["success"], true);
+    let stopped_here = |event: &Value| {
+        event["type"] == "agent_status_changed"
+            && event["agent_id"] == agent
+            && event["runtime_state"] == "stopped"
+    };
+    client.until(stopped_here).await;
+    // The hub no longer listens; its row says what the node says.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let list = client.call("list", json!({"type": "agent.list"})).await;
+        let row = listed(&list, &agent).expect("listed").clone();
+        if row["runtime_state"] == "running" {
+            assert_eq!(row["status"], "idle", "{row}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "shown as {row} after the hub let go");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut local = Client::unix(&node.socket()).await;
+    let plain = agent.strip_suffix("@box").expect("a node's id");
+    let on_node = local.call("s", json!({"type": "agent.status", "agent_id": plain})).await;
+    assert_eq!(on_node["data"]["agents"][0]["runtime_state"], "running", "{on_node}");
+}

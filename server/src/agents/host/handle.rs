@@ -284,12 +284,14 @@ impl super::Host {
             HostCommand::Disconnected { subscriber } => self.detach(subscriber, now),
             HostCommand::Start { reply } => self.when_ready(Waiting::Start { reply }, now),
             HostCommand::Budgets => self.review_budget(),
-            HostCommand::NodeSaid { status, runtime_state } => {
-                if self.manifest.remote.is_some() && !self.process.running() {
+            HostCommand::NodeSaid { status, runtime_state } if self.manifest.remote.is_some() => {
+                self.at_node = Some((status, runtime_state));
+                if !self.process.running() {
                     let said = self.projection.node_said(status, runtime_state);
                     self.apply(said);
                 }
             }
+            HostCommand::NodeSaid { .. } => {}
             HostCommand::Limit(because) => {
                 let stop = self.process.stop_for(because, self.reapable(), now);
                 self.link.control(stop);

@@ -76,6 +76,10 @@ pub struct Host {
     io: Io,
     /// What the fleet was last told: awake, idle.
     told_fleet: std::cell::Cell<(bool, bool)>,
+    /// A node's agent: what its node last said of it (its status there,
+    /// whether its process runs there), shown once the hub stops
+    /// listening.
+    at_node: Option<(AgentStatus, RuntimeState)>,
 }
 
 impl Host {
@@ -110,6 +114,7 @@ impl Host {
             runs: run::Runs::default(),
             budget: budget::Budget::default(),
             told_fleet: std::cell::Cell::new((false, false)),
+            at_node: None,
         };
         // Listed with what it has spent, though no process ran since the
         // daemon started (the usage book was loaded from its ledger).
@@ -493,6 +498,12 @@ impl Host {
         self.process.answer_kill_waiters();
         let down = self.projection.exited(ended.expected, because, description, code);
         self.apply(down);
+        // The hub stopped listening to a node's agent, which goes on there:
+        // shown as its node last said, not as stopped.
+        if let Some((status, state)) = self.at_node.filter(|_| ended.expected) {
+            let said = self.projection.node_said(status, state);
+            self.apply(said);
+        }
         if self.process.finish_shutdown() {
             return self.io.close();
         }
