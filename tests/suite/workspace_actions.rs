@@ -419,3 +419,72 @@ async fn push_goes_only_to_the_configured_remote_and_never_forces() {
     assert_eq!(git(bare.path(), &["rev-parse", "refs/heads/shard/pushed"]), theirs);
     assert!(!marks.exists(), "no hook ran: {:?}", std::fs::read_to_string(&marks));
 }
+
+/// The objects of the git directory `git_dir`: loose, and packs.
+fn objects(git_dir: &Path) -> (usize, usize) {
+    let objects = git_dir.join("objects");
+    let fanned = std::fs::read_dir(&objects).unwrap().filter_map(Result::ok);
+    let dirs = fanned.filter(|entry| entry.file_name().len() == 2);
+    let loose = dirs.map(|dir| std::fs::read_dir(dir.path()).unwrap().count()).sum();
+    let packs = std::fs::read_dir(objects.join("pack")).map_or(0, |dir| {
+        let packs = dir.filter_map(Result::ok);
+        packs.filter(|entry| entry.path().extension().is_some_and(|ext| ext == "pack")).count()
+    });
+    (loose, packs)
+}
+
+/// Has the repository of `dir` ask for a collection at its first loose
+/// objects, in the foreground (where the daemon's git would wait for it,
+/// or its killer of orphans cut a detached one short), and gives it
+/// thousands.
+fn ripe_for_collection(dir: &Path) {
+    git(dir, &["config", "gc.auto", "1"]);
+    git(dir, &["config", "gc.autoDetach", "false"]);
+    let blobs = TempDir::new().unwrap();
+    let mut names = String::new();
+    for n in 0..3000 {
+        let path = blobs.path().join(n.to_string());
+        std::fs::write(&path, format!("blob {n}\n")).unwrap();
+        names.push_str(&format!("{}\n", path.display()));
+    }
+    let list = blobs.path().join("list");
+    std::fs::write(&list, names).unwrap();
+    let written = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("git hash-object -w --stdin-paths < '{}' > /dev/null", list.display()))
+        .current_dir(dir)
+        .status()
+        .unwrap();
+    assert!(written.success());
+}
+
+#[tokio::test]
+async fn the_daemons_git_never_collects_garbage_here_or_in_a_remote_it_pushes_to() {
+    let daemon = Daemon::start(&[]).await;
+    let marks = TempDir::new().unwrap();
+    let repo = repository_with_hooks(&marks.path().join("hooks-ran"));
+    let bare = TempDir::new().unwrap();
+    git(bare.path(), &["init", "--quiet", "--bare"]);
+    git(repo.path(), &["remote", "add", "origin", &bare.path().display().to_string()]);
+    std::fs::write(daemon.home.join("config.toml"), "[workspaces]\npush_remote = \"origin\"\n")
+        .unwrap();
+    ripe_for_collection(repo.path());
+    ripe_for_collection(bare.path());
+    let (here, there) = (objects(&repo.path().join(".git")), objects(bare.path()));
+    assert!(here.0 >= 3000 && there.0 >= 3000, "{here:?} {there:?}");
+
+    let mut client = Client::unix(&daemon.socket()).await;
+    let (id, worktree) = workspace(&mut client, repo.path(), "feature").await;
+    std::fs::write(Path::new(&worktree).join("README"), "collected?\n").unwrap();
+    for action in ["commit", "merge", "push"] {
+        let shown = preview(&mut client, action, &id).await;
+        let fields = json!({"fingerprint": shown["fingerprint"], "message": "No collection"});
+        let done = act(&mut client, action, &id, fields).await;
+        assert_eq!(done["success"], true, "{action}: {done}");
+    }
+    // Nothing was collected: every loose object is still there (the
+    // remote keeps what it received as a pack of its own).
+    let (after_here, after_there) = (objects(&repo.path().join(".git")), objects(bare.path()));
+    assert!(after_here.0 > here.0 && after_here.1 == 0, "collected here: {after_here:?}");
+    assert!(after_there.0 >= there.0, "collected there: {after_there:?}");
+}

@@ -150,7 +150,7 @@ impl<'a> From<&'a Checkout> for Place<'a> {
 /// would run the remote's transport from the repository's config).
 /// [`Git::network`] lets the few known transports through, for the
 /// daemon's own scratch repository only (`push.rs`).
-pub const PINNED: [&str; 7] = [
+pub const PINNED: [&str; 10] = [
     "core.hooksPath=/dev/null",
     "core.fsmonitor=false",
     "core.pager=cat",
@@ -158,6 +158,12 @@ pub const PINNED: [&str; 7] = [
     "diff.ignoreSubmodules=all",
     "protocol.allow=never",
     "protocol.ext.allow=never",
+    // No collection or maintenance, here or in a remote on this machine
+    // pushed to: a detached one would outlive the command (and be cut
+    // short as an orphan), one in the foreground would hold it up.
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "receive.autogc=false",
 ];
 
 /// The transports a push or a remote's listing may use: git's own and
