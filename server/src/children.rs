@@ -9,7 +9,10 @@
 use shard_platform::process_tree::Managed;
 
 /// Keeps a child off the orphan killer's list while it is held: hold it
-/// until the child has been waited for.
+/// until the child has been waited for. A path that gives the child up
+/// unwaited drops both: the command must be `kill_on_drop`, so the child
+/// is killed, and whichever reaper comes first (the runtime's or the
+/// daemon's) collects it.
 #[derive(Debug)]
 pub struct Kept(i32);
 
