@@ -795,3 +795,119 @@ async fn a_nodes_agent_the_hub_stops_listening_to_shows_as_the_node_has_it() {
     let on_node = local.call("s", json!({"type": "agent.status", "agent_id": plain})).await;
     assert_eq!(on_node["data"]["agents"][0]["runtime_state"], "running", "{on_node}");
 }
+
+#[tokio::test]
+async fn a_remote_browser_never_starts_an_agent_without_a_sandbox_on_a_node() {
+    // A node whose owner turned its sandbox off, for agents made there.
+    let node_home = TempDir::new().unwrap();
+    std::fs::write(node_home.path().join("config.toml"), "[sandbox]\nmode = \"off\"\n").unwrap();
+    let node = Daemon::start_in(node_home.path(), &[]).await;
+    // A hub behind a TLS proxy, and a browser from afar.
+    let root = TempDir::new().unwrap();
+    write_config(root.path(), &bridge_to(&node), "");
+    let (hub, mut web) = super::sandbox::behind_a_proxy(root.path()).await;
+    let mut local = Client::unix(&hub.socket()).await;
+    node_is(&mut local, "online").await;
+    let project = TempDir::new().unwrap();
+    let mode_of = |list: &Value, agent: &str| {
+        listed(list, agent).expect("listed")["sandbox"]["mode"].as_str().unwrap_or("").to_owned()
+    };
+
+    // From afar: never unsandboxed, whatever the node's own policy.
+    let off = json!({"type": "agent.create", "cwd": project.path().display().to_string(),
+        "node": "box", "sandbox": {"mode": "off"}});
+    let refused = web.call("off", off).await;
+    assert_eq!(refused["error"]["code"], "PERMISSION_DENIED", "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap_or("").contains("remote browser"));
+    let made = web.call("c1", create_on(project.path(), "box")).await;
+    assert_eq!(made["success"], true, "contained as the node allows: {made}");
+    let from_afar = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+    // The node's owner, on the hub's machine, gets the node's policy.
+    let made = local.call("c2", create_on(project.path(), "box")).await;
+    let from_here = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+    let list = local.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(mode_of(&list, &from_afar), "workspace-write", "{list}");
+    assert_eq!(mode_of(&list, &from_here), "off", "{list}");
+
+    // A node that allows no more than read-only: that, from afar.
+    std::fs::write(node_home.path().join("config.toml"), "[sandbox]\nmode = \"read-only\"\n")
+        .unwrap();
+    let made = web.call("c3", create_on(project.path(), "box")).await;
+    assert_eq!(made["success"], true, "{made}");
+    let narrowest = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+    let list = local.call("l2", json!({"type": "agent.list"})).await;
+    assert_eq!(mode_of(&list, &narrowest), "read-only", "{list}");
+}
+
+#[tokio::test]
+async fn a_nodes_agents_questions_are_never_answered_by_the_hubs_sandbox_rules() {
+    // The node runs its agents unsandboxed; the hub would let its own
+    // sandbox answer what it holds.
+    let node_home = TempDir::new().unwrap();
+    std::fs::write(node_home.path().join("config.toml"), "[sandbox]\nmode = \"off\"\n").unwrap();
+    let node = Daemon::start_in(node_home.path(), &[]).await;
+    let hub = hub_with(&bridge_to(&node), "[sandbox]\nallow_inside = true\n").await;
+    let there = TempDir::new().unwrap();
+    let mut client = Client::unix(&hub.socket()).await;
+    node_is(&mut client, "online").await;
+    let agent = open_new(&mut client, there.path(), Some("box")).await;
+    let list = client.call("l", json!({"type": "agent.list"})).await;
+    let row = listed(&list, &agent).expect("listed");
+    assert_eq!(row["sandbox"]["mode"], "off", "the node's sandbox, not the hub's: {row}");
+    // A command, which the hub's sandbox would hold: a person is asked.
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": "run: echo unheld"});
+    assert_eq!(client.call("p", prompt).await["success"], true);
+    let asked = client.permission_request(&agent).await;
+    assert_eq!(asked["tool_name"], "bash", "{asked}");
+}
+
+#[tokio::test]
+async fn a_host_granted_to_a_nodes_agent_is_the_nodes_to_keep_and_take_back() {
+    let (port, accepted) = super::sandbox::server("kept").await;
+    let node = Daemon::start(&["--egress-resolve", "kept.test=127.0.0.1"]).await;
+    let hub = hub_with(&bridge_to(&node), "").await;
+    let there = TempDir::new().unwrap();
+    let mut client = Client::unix(&hub.socket()).await;
+    node_is(&mut client, "online").await;
+    let agent = open_new(&mut client, there.path(), Some("box")).await;
+    let host = format!("kept.test:{port}");
+    let curl = format!("run: curl -sS --max-time 30 http://{host}/");
+    let answer = |client: &Client, asked: &Value, decision: &str| {
+        client.send(json!({"type": "permission_response", "agent_id": agent,
+                            "request_id": asked["request_id"], "decision": decision}));
+    };
+
+    // Granted from the hub: the node's agent reaches the host, and the
+    // hub shows the grant as the node keeps it.
+    client.call("p", json!({"type": "prompt", "agent_id": agent, "message": curl})).await;
+    let bash = client.permission_request(&agent).await;
+    answer(&client, &bash, "allow_always");
+    let asked = client.permission_request(&agent).await;
+    assert_eq!(asked["tool_name"], "network", "{asked}");
+    answer(&client, &asked, "allow_always");
+    client.until_agent(&agent, |message| message["type"] == "turn_end").await;
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let status = json!({"type": "agent.status", "agent_id": agent});
+    let shown = client.call("s", status.clone()).await;
+    let sandbox = &shown["data"]["agents"][0]["sandbox"];
+    assert_eq!(sandbox["granted_hosts"], json!([host]), "{shown}");
+
+    // Taken back from the hub: on the node, where the grant is kept.
+    let revoke = json!({"type": "sandbox.revoke", "agent_id": agent, "host": host});
+    let revoked = client.call("r", revoke).await;
+    assert_eq!(revoked["success"], true, "{revoked}");
+    assert_eq!(revoked["data"]["agent_id"], agent, "{revoked}");
+    assert!(revoked["data"]["sandbox"]["granted_hosts"].is_null(), "{revoked}");
+    let mut local = Client::unix(&node.socket()).await;
+    let plain = agent.strip_suffix("@box").expect("a node's id");
+    let on_node = local.call("s", json!({"type": "agent.status", "agent_id": plain})).await;
+    assert!(on_node["data"]["agents"][0]["sandbox"]["granted_hosts"].is_null(), "{on_node}");
+    let shown = client.call("s2", status).await;
+    assert!(shown["data"]["agents"][0]["sandbox"]["granted_hosts"].is_null(), "{shown}");
+    // And the next connection asks again.
+    client.call("p2", json!({"type": "prompt", "agent_id": agent, "message": curl})).await;
+    let asked = client.permission_request(&agent).await;
+    assert_eq!(asked["tool_name"], "network", "asked again: {asked}");
+    answer(&client, &asked, "deny");
+    client.until_agent(&agent, |message| message["type"] == "turn_end").await;
+}

@@ -443,18 +443,12 @@ fn which(tool: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|dir| dir.join(tool)).find(|path| path.is_file())
 }
 
-/// Behind a TLS proxy (`--trust-proxy`), public as `https://shard.test`,
-/// with the sandbox off in config.toml: a browser from afar is refused an
-/// agent without a sandbox, and may still start one narrowed to a sandbox;
-/// a client on this machine starts one as configured.
-#[tokio::test]
-async fn a_remote_browser_never_starts_an_agent_without_a_sandbox() {
+/// A daemon of `home` behind a TLS proxy (`--trust-proxy`), public as
+/// `https://shard.test`, and a browser from afar enrolled and connected to
+/// it over WebSocket, as the proxy forwards it.
+pub(super) async fn behind_a_proxy(home: &Path) -> (Daemon, Client) {
     use reqwest::header::{CONTENT_TYPE, COOKIE, HOST, ORIGIN};
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let root = TempDir::new().expect("root");
-    let home = root.path().join("home");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::write(home.join("config.toml"), "[sandbox]\nmode = \"off\"\n").expect("config");
     let port = super::support::free_port("127.0.0.1");
     let args = [
         "--port",
@@ -466,7 +460,7 @@ async fn a_remote_browser_never_starts_an_agent_without_a_sandbox() {
         "--allowed-origin",
         "https://shard.test",
     ];
-    let daemon = Daemon::start_with(&home, &args, &[], None).await;
+    let daemon = Daemon::start_with(home, &args, &[], None).await;
     let forwarded = [("x-forwarded-proto", "https"), ("x-forwarded-host", "shard.test")];
     let post = |path: &str| {
         let mut request = reqwest::Client::new()
@@ -505,7 +499,20 @@ async fn a_remote_browser_never_starts_an_agent_without_a_sandbox() {
         headers.insert(name, value.parse().expect("header"));
     }
     let (socket, _) = tokio_tungstenite::connect_async(request).await.expect("upgrade");
-    let mut web = Client::over(socket).await;
+    (daemon, Client::over(socket).await)
+}
+
+/// Behind a TLS proxy, with the sandbox off in config.toml: a browser from
+/// afar is refused an agent without a sandbox, and may still start one
+/// narrowed to a sandbox; a client on this machine starts one as
+/// configured.
+#[tokio::test]
+async fn a_remote_browser_never_starts_an_agent_without_a_sandbox() {
+    let root = TempDir::new().expect("root");
+    let home = root.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::write(home.join("config.toml"), "[sandbox]\nmode = \"off\"\n").expect("config");
+    let (daemon, mut web) = behind_a_proxy(&home).await;
 
     let project = TempDir::new().expect("project");
     let cwd = project.path().display().to_string();

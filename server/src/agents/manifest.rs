@@ -60,6 +60,10 @@ pub struct Manifest {
 pub struct Remote {
     pub node: String,
     pub agent_id: String,
+    /// Its sandbox as the node applies it, when the hub listed it: the
+    /// node's policy, never the hub's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<shard_protocol::sandbox::SandboxInfo>,
 }
 
 impl Manifest {

@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use shard_platform::config::Config;
 use shard_platform::session_view;
+use shard_protocol::error::ErrorCode;
 use shard_protocol::orchestrator::{
     AgentCreate, AgentCreateResult, AgentSpawned, AgentStatusQuery, AgentsResult, LaunchPolicy,
     RuntimeInfo, SessionActivate, SessionActivateResult,
 };
+use shard_protocol::sandbox::SandboxMode;
 use shard_protocol::types::AgentInfo;
 use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 use tokio::sync::oneshot;
@@ -133,7 +135,7 @@ impl Registry {
     /// never start an agent without a sandbox.
     pub async fn create(&self, request: AgentCreate, afar: bool) -> Result<String, AgentError> {
         if let Some(node) = request.node.clone() {
-            return self.create_on(&node, request).await;
+            return self.create_on(&node, request, afar).await;
         }
         let mut info = {
             let _one_at_a_time = self.creating.lock().await;
@@ -147,9 +149,7 @@ impl Registry {
         let _ = self.send_waiting(&agent_id, HostCommand::Start { reply }).await;
         match started.await {
             Ok(Ok(())) => Ok(agent_id),
-            Ok(Err(error))
-                if error.code == shard_protocol::error::ErrorCode::SandboxUnavailable =>
-            {
+            Ok(Err(error)) if error.code == ErrorCode::SandboxUnavailable => {
                 Err(AgentError::SandboxUnavailable(error.message))
             }
             // The identity stays: a retry (attach or new work) starts it again.
@@ -160,8 +160,16 @@ impl Registry {
 
     /// `agent.create` with a `node`: the node makes the agent, as it makes
     /// any a local client asks for (its runtimes, paths, sandbox and
-    /// limits), and the hub lists it under its node.
-    async fn create_on(&self, node: &str, mut request: AgentCreate) -> Result<String, AgentError> {
+    /// limits), and the hub lists it under its node. Asked from `afar`,
+    /// the agent is contained whatever the node's own policy: the hub is
+    /// the node's local client, so the node's rule for browsers from afar
+    /// cannot tell.
+    async fn create_on(
+        &self,
+        node: &str,
+        mut request: AgentCreate,
+        afar: bool,
+    ) -> Result<String, AgentError> {
         let upstream = self.upstream_of(node)?;
         // A parent must be the node's own agent, named there by its id there.
         if let Some(parent) = request.identity.parent_agent_id.take() {
@@ -178,10 +186,28 @@ impl Registry {
             code: error.code,
             message: error.message,
         };
-        let made =
-            upstream.call(None, ClientMessage::AgentCreate(request)).await.map_err(refused)?;
-        let made: AgentCreateResult = serde_json::from_value(made.unwrap_or_default())
-            .map_err(|error| AgentError::NodeUnreadable(error.to_string()))?;
+        let asked = request.sandbox.as_ref().and_then(|sandbox| sandbox.mode);
+        let made = match (afar, asked) {
+            (true, Some(SandboxMode::Off)) => return Err(AgentError::UnsandboxedFromAfar),
+            // The widest sandbox the node's policy allows: a narrowing it
+            // refuses as wider than its own is tried narrower.
+            (true, None) => {
+                let mut made = Ok(None);
+                for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+                    let mut contained = request.clone();
+                    contained.sandbox.get_or_insert_with(Default::default).mode = Some(mode);
+                    made = upstream.call(None, ClientMessage::AgentCreate(contained)).await;
+                    if !matches!(&made, Err(error) if error.code == ErrorCode::PermissionDenied) {
+                        break;
+                    }
+                }
+                made
+            }
+            _ => upstream.call(None, ClientMessage::AgentCreate(request)).await,
+        };
+        let made: AgentCreateResult =
+            serde_json::from_value(made.map_err(refused)?.unwrap_or_default())
+                .map_err(|error| AgentError::NodeUnreadable(error.to_string()))?;
         let query = AgentStatusQuery { agent_id: Some(made.agent_id.clone()) };
         let listed =
             upstream.call(None, ClientMessage::AgentStatus(query)).await.map_err(refused)?;
@@ -271,6 +297,7 @@ impl Registry {
             let agent_id = shard_platform::nodes::qualified(node, &info.agent_id);
             let said =
                 HostCommand::NodeSaid { status: info.status, runtime_state: info.runtime_state };
+            let sandbox = info.sandbox.clone().map(super::nodes::link::bounded_sandbox);
             if !self.contains(&agent_id) {
                 if held >= super::nodes::MAX_AGENTS {
                     let most = super::nodes::MAX_AGENTS;
@@ -295,6 +322,9 @@ impl Registry {
             // a known one (the link back, the hub restarted) shows what the
             // hub last saw.
             let _ = self.send(&agent_id, said);
+            if let Some(sandbox) = sandbox {
+                let _ = self.send(&agent_id, HostCommand::NodeSandbox(sandbox));
+            }
         }
     }
 
@@ -335,6 +365,7 @@ impl Registry {
             remote: Some(super::manifest::Remote {
                 node: node.to_owned(),
                 agent_id: info.agent_id,
+                sandbox: info.sandbox,
             }),
             ..Manifest::default()
         };
@@ -664,6 +695,23 @@ impl Registry {
         request: shard_protocol::sandbox::SandboxRevoke,
     ) -> Result<shard_protocol::sandbox::AgentSandbox, AgentError> {
         let shard_protocol::sandbox::SandboxRevoke { agent_id, host } = request;
+        // A node's agent's grants are the node's.
+        if self.remote(&agent_id).is_some() {
+            let revoke = |remote| {
+                let host = host.clone();
+                ClientMessage::SandboxRevoke(shard_protocol::sandbox::SandboxRevoke {
+                    agent_id: remote,
+                    host,
+                })
+            };
+            let data = self.on_node(&agent_id, revoke).await?;
+            let mut revoked: shard_protocol::sandbox::AgentSandbox =
+                serde_json::from_value(data.unwrap_or_default())
+                    .map_err(|error| AgentError::NodeUnreadable(error.to_string()))?;
+            revoked.agent_id = agent_id;
+            revoked.sandbox = super::nodes::link::bounded_sandbox(revoked.sandbox);
+            return Ok(revoked);
+        }
         let Some(parsed) = shard_platform::sandbox::HostPort::parse(&host) else {
             return Err(AgentError::NotGranted(host));
         };
@@ -740,6 +788,11 @@ pub async fn follow_nodes(
                 };
                 // One the hub does not list (another node's, or gone) is let be.
                 let _ = registry.send(&agent_id, said);
+            }
+            super::nodes::News::Sandbox { node, told } => {
+                let agent_id = shard_platform::nodes::qualified(&node, &told.agent_id);
+                let sandbox = super::nodes::link::bounded_sandbox(told.sandbox);
+                let _ = registry.send(&agent_id, HostCommand::NodeSandbox(sandbox));
             }
         }
     }

@@ -119,6 +119,8 @@ pub enum HostCommand {
         status: AgentStatus,
         runtime_state: RuntimeState,
     },
+    /// A node's agent's sandbox as its node applies it now.
+    NodeSandbox(shard_protocol::sandbox::SandboxInfo),
     Terminate {
         reply: oneshot::Sender<TerminateResult>,
     },
@@ -292,6 +294,13 @@ impl super::Host {
                 }
             }
             HostCommand::NodeSaid { .. } => {}
+            HostCommand::NodeSandbox(sandbox) => {
+                if let Some(remote) = &mut self.manifest.remote {
+                    remote.sandbox = Some(sandbox.clone());
+                    let told = self.projection.set_sandbox(Some(sandbox));
+                    self.apply(told);
+                }
+            }
             HostCommand::Limit(because) => {
                 let stop = self.process.stop_for(because, self.reapable(), now);
                 self.link.control(stop);

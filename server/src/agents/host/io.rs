@@ -187,8 +187,12 @@ impl Io {
         self.context.usage.turn_ended(&self.agent_id, None, TurnState::Interrupted, now_ms());
     }
 
-    /// The agent's sandbox as `config.toml` and its grants describe it now.
+    /// The agent's sandbox as `config.toml` and its grants describe it now;
+    /// a node's agent's, as its node said when the hub listed it.
     pub fn sandbox(&self, manifest: &Manifest) -> Option<shard_protocol::sandbox::SandboxInfo> {
+        if let Some(remote) = &manifest.remote {
+            return remote.sandbox.clone();
+        }
         let (id, runtime) = (&manifest.agent_id, manifest.runtime_id());
         self.context.sandbox.describe(id, runtime, manifest.sandbox)
     }

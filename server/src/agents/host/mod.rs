@@ -99,8 +99,14 @@ impl Host {
     /// agent is until something is asked of it.
     pub fn dormant(context: Arc<Context>, manifest: Manifest, now: Instant) -> Self {
         let mut projection = projection::Projection::new(&manifest);
-        projection.sandbox =
-            context.sandbox.describe(&manifest.agent_id, manifest.runtime_id(), manifest.sandbox);
+        projection.sandbox = match &manifest.remote {
+            Some(remote) => remote.sandbox.clone(),
+            None => context.sandbox.describe(
+                &manifest.agent_id,
+                manifest.runtime_id(),
+                manifest.sandbox,
+            ),
+        };
         let parent = manifest.identity.parent_agent_id.as_deref();
         context.delegation.set_parent(&manifest.agent_id, parent);
         context.budgets.set_parent(&manifest.agent_id, parent);
@@ -353,7 +359,9 @@ impl Host {
         for_a_person: bool,
     ) {
         let announcement = self.io.stamp(line);
-        let sandbox = self.projection.sandbox.as_ref();
+        // What a node's agent's sandbox holds is for its node to answer,
+        // and it asks only what it did not: the hub answers none of it.
+        let sandbox = self.projection.sandbox.as_ref().filter(|_| self.manifest.remote.is_none());
         let raising = questions::Raising {
             nobody: self.io.no_responders(),
             allow_inside: sandbox.is_some_and(|sandbox| sandbox.allow_inside),

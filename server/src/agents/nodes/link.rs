@@ -21,6 +21,7 @@ use shard_protocol::agent::Empty;
 use shard_protocol::message::Response;
 use shard_protocol::node::{NodeChanged, NodeInfo, NodeState};
 use shard_protocol::orchestrator::{AgentSpawned, AgentsResult, RuntimeListResult};
+use shard_protocol::sandbox::SandboxInfo;
 use shard_protocol::types::AgentInfo;
 use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 use tokio::io::AsyncReadExt;
@@ -386,6 +387,9 @@ async fn said(event: Event, node: &str, news: &mpsc::Sender<News>) -> Option<Str
             ServerMessage::AgentStatusChanged(changed) if plain_id(&changed.agent_id) => {
                 let _ = news.send(News::Status { node, changed }).await;
             }
+            ServerMessage::AgentSandbox(told) if plain_id(&told.agent_id) => {
+                let _ = news.send(News::Sandbox { node, told }).await;
+            }
             _ => {}
         },
         Event::Hello(_) | Event::Agent { .. } => {}
@@ -521,7 +525,23 @@ pub fn bounded(mut info: AgentInfo) -> AgentInfo {
         cut(text, MAX_TEXT);
     }
     cut(&mut info.cwd, MAX_CWD);
+    info.sandbox = info.sandbox.map(bounded_sandbox);
     info
+}
+
+/// The most hosts of a node's agent's sandbox the hub keeps.
+const MAX_HOSTS: usize = 64;
+
+/// A node's agent's sandbox as the hub keeps it: at most [`MAX_HOSTS`]
+/// hosts in each list, each cut as a name is.
+pub fn bounded_sandbox(mut sandbox: SandboxInfo) -> SandboxInfo {
+    for hosts in [&mut sandbox.allowed_hosts, &mut sandbox.granted_hosts] {
+        hosts.truncate(MAX_HOSTS);
+        for host in hosts.iter_mut() {
+            cut(host, MAX_TEXT);
+        }
+    }
+    sandbox
 }
 
 /// The most runtimes of a node's `runtime.list` the hub passes on.

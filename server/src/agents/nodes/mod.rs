@@ -44,6 +44,9 @@ pub enum News {
     /// One of the node's agents changed status there (`agent_status_changed`
     /// as the node told it, under the node's id).
     Status { node: String, changed: AgentStatusChanged },
+    /// One of the node's agents' sandbox changed there (a host granted or
+    /// taken back; `agent_sandbox` under the node's id).
+    Sandbox { node: String, told: shard_protocol::sandbox::AgentSandbox },
 }
 
 /// How many pieces of news may wait for the registry.
