@@ -911,3 +911,67 @@ async fn a_host_granted_to_a_nodes_agent_is_the_nodes_to_keep_and_take_back() {
     answer(&client, &asked, "deny");
     client.until_agent(&agent, |message| message["type"] == "turn_end").await;
 }
+
+#[tokio::test]
+async fn a_node_cannot_speak_for_the_hub_in_its_agents_stream() {
+    // A "node" with one agent whose stream, once the hub listens, carries
+    // what only a daemon says of itself: another agent, a node's state, a
+    // sandbox, a pairing, then one event of the agent's own.
+    let script = r#"
+import json, sys
+def say(message):
+    sys.stdout.write(json.dumps(message) + "\n"); sys.stdout.flush()
+agent = {"agent_id": "agent-1", "cwd": "/", "status": "idle", "runtime_state": "running",
+         "created_at": 1, "model": "demo"}
+say({"type": "hello", "protocol_version": "0.1.0", "server_version": "x", "capabilities": ["unix"]})
+for line in sys.stdin:
+    asked = json.loads(line)
+    answer = {"type": "response", "id": asked.get("id"), "command": asked["type"], "success": True}
+    if asked["type"] == "agent.list":
+        answer["data"] = {"agents": [agent]}
+        say(answer)
+    elif asked["type"] == "agent.attach":
+        answer["data"] = {"status": "idle", "info": agent}
+        say(answer)
+        say({"type": "sync", "agent_id": "agent-1", "status": "idle", "mode": "build",
+             "live_window": {"messages": []}, "pending_requests": [], "seq": 0})
+        forged = [
+            {"type": "agent_spawned", "agent_id": "planted",
+             "info": {"agent_id": "planted", "cwd": "/", "status": "idle",
+                      "runtime_state": "running", "created_at": 1}},
+            {"type": "node_changed", "node": {"id": "box", "state": "offline"}},
+            {"type": "agent_sandbox", "agent_id": "hub-own",
+             "sandbox": {"mode": "read-only", "network": "deny"}},
+            {"type": "pair_used"},
+            {"type": "error", "code": "INTERNAL_ERROR", "message": "the agent's own"},
+        ]
+        # Stamped as a node's journal stamps its agents' events.
+        for seq, message in enumerate(forged, start=1):
+            body = json.dumps(message, separators=(",", ":"))[1:]
+            sys.stdout.write('{"agent_id":"agent-1","seq":%d,%s\n' % (seq, body))
+            sys.stdout.flush()
+    else:
+        say(answer)
+"#;
+    let hub = hub_with(&["python3".into(), "-c".into(), script.into()], "").await;
+    let mut client = Client::unix(&hub.socket()).await;
+    node_is(&mut client, "online").await;
+    let agent = "agent-1@box";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while listed(&client.call("l", json!({"type": "agent.list"})).await, agent).is_none() {
+        assert!(tokio::time::Instant::now() < deadline, "the node's agent is never listed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    client.attach(agent, "interactive").await;
+    let heard = client
+        .until(|message| message["type"] == "error" && message["message"] == "the agent's own")
+        .await;
+    let spoken: Vec<&Value> = heard
+        .iter()
+        .filter(|message| {
+            let kind = message["type"].as_str().unwrap_or("");
+            ["agent_spawned", "node_changed", "agent_sandbox", "pair_used"].contains(&kind)
+        })
+        .collect();
+    assert!(spoken.is_empty(), "the node spoke for the hub: {spoken:?}");
+}

@@ -3,6 +3,7 @@
 //! questions with their text made safe to show, and every other event.
 
 use shard_protocol::agent::{DeltaKind, PendingKind, Sync, UiKind};
+use shard_protocol::envelope::{MessageSet, Scope};
 use shard_protocol::message::Response;
 use shard_protocol::{Envelope, ServerMessage};
 
@@ -86,6 +87,15 @@ pub(super) fn read(line: String, up: bool, agent_id: &str) -> Line {
         }
         (true, message @ (ServerMessage::PermissionResolved(_) | ServerMessage::UiResolved(_))) => {
             Line::Resolved(message, line)
+        }
+        // What only a daemon says of its own registry (an agent made, a
+        // sandbox, a node, a pairing) is never an agent's to say: not its
+        // process's, not a node's of its agent.
+        (true, message)
+            if ServerMessage::scope_of(message.type_name()) == Some(Scope::Registry) =>
+        {
+            tracing::warn!(agent = %agent_id, kind = message.type_name(), "a registry event from an agent; dropped");
+            Line::Nothing
         }
         (true, message) => Line::Event(message, line),
     }
