@@ -37,6 +37,10 @@ pub struct WorkspaceCreate {
     pub base_ref: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integration_target: Option<String>,
+    /// Shard's additive field: the node to make it on (`node.list`), its
+    /// `cwd` a path there; absent: this daemon (docs/NODES.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     #[serde(flatten)]
     pub launch: WorkspaceLaunch,
 }
@@ -268,6 +272,10 @@ pub struct WorkspaceSummary {
     pub retired_at: Option<u64>,
     #[serde(default)]
     pub agent_count: u32,
+    /// Shard's additive field: the node a hub's workspace is on (its id
+    /// then `<id>@<node>`); absent for the daemon's own (docs/NODES.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// `workspace.status` detail: the summary plus bindings and conflict state,

@@ -975,3 +975,94 @@ for line in sys.stdin:
         .collect();
     assert!(spoken.is_empty(), "the node spoke for the hub: {spoken:?}");
 }
+
+#[tokio::test]
+async fn a_workspace_is_made_worked_and_retired_on_a_node_from_the_hub() {
+    use super::workspace_actions::{act, preview};
+    use super::workspaces::{canonical, git, repository, retire, stop_agents};
+    let node = Daemon::start(&[]).await;
+    let hub = hub_with(&bridge_to(&node), "").await;
+    let mut client = Client::unix(&hub.socket()).await;
+    node_is(&mut client, "online").await;
+    let mut watching = Client::unix(&hub.socket()).await;
+    // The repository is a path on the node (this machine here).
+    let repo = repository();
+    let create = json!({"type": "workspace.create", "cwd": canonical(repo.path()),
+                        "branch": "feature", "node": "box"});
+    let made = client.call("ws", create).await;
+    assert_eq!(made["success"], true, "{made}");
+    let workspace = &made["data"]["workspace"];
+    let id = workspace["workspace_id"].as_str().expect("id").to_owned();
+    let plain = id.strip_suffix("@box").expect("the hub's id of a node's workspace");
+    assert_eq!(workspace["node"], "box", "{made}");
+    let agent = made["data"]["agent_id"].as_str().expect("agent").to_owned();
+    assert!(agent.ends_with("@box"), "{made}");
+    assert_eq!(workspace["agent_ids"], json!([agent]), "{made}");
+    let worktree = workspace["cwd"].as_str().expect("worktree").to_owned();
+    // Every hub client hears of it, under the hub's ids.
+    let told = watching.until(|message| message["type"] == "workspace_created").await;
+    let told = told.last().expect("told");
+    assert_eq!(told["workspace"]["workspace_id"], id.as_str(), "{told}");
+    assert_eq!(told["workspace"]["node"], "box", "{told}");
+    // It is the node's: there under its own id, and its agent listed here.
+    let mut local = Client::unix(&node.socket()).await;
+    let there = local.call("s", json!({"type": "workspace.status", "workspace_id": plain})).await;
+    assert_eq!(there["success"], true, "{there}");
+    let list = client.call("l", json!({"type": "agent.list"})).await;
+    assert_eq!(listed(&list, &agent).expect("listed")["node"], "box", "{list}");
+    client.attach(&agent, "interactive").await;
+    turn(&mut client, &agent).await;
+
+    // Listed with the hub's own, and acted on from the hub.
+    let all = client.call("wl", json!({"type": "workspace.list"})).await;
+    let rows = all["data"]["workspaces"].as_array().expect("rows");
+    assert!(rows.iter().any(|row| row["workspace_id"] == id.as_str()), "{all}");
+    std::fs::write(Path::new(&worktree).join("answer.txt"), "42\n").unwrap();
+    let shown = preview(&mut client, "commit", &id).await;
+    assert_eq!(shown["workspace_id"], id.as_str(), "{shown}");
+    let done = act(
+        &mut client,
+        "commit",
+        &id,
+        json!({"fingerprint": shown["fingerprint"], "message": "The answer"}),
+    )
+    .await;
+    assert_eq!(done["success"], true, "{done}");
+    assert_eq!(git(Path::new(&worktree), &["log", "-1", "--format=%s"]), "The answer");
+    let status = client.call("st", json!({"type": "workspace.status", "workspace_id": id})).await;
+    assert_eq!(status["data"]["workspace"]["node"], "box", "{status}");
+
+    // The node's refusal keeps its data, in the hub's ids.
+    stop_agents(&mut client, &status["data"]["workspace"]).await;
+    let refused = retire(&mut client, &id, Some("delete_if_merged")).await;
+    let data = &refused["error"]["data"];
+    assert_eq!(data["kind"], "confirmation_required", "{refused}");
+    assert_eq!(data["workspace_id"], id.as_str(), "{refused}");
+    let retired = retire(&mut client, &id, Some("delete_confirmed")).await;
+    assert_eq!(retired["success"], true, "{retired}");
+    assert!(!Path::new(&worktree).exists(), "the node removed its worktree");
+}
+
+#[tokio::test]
+async fn a_workspace_on_a_node_from_afar_is_never_unsandboxed() {
+    let node_home = TempDir::new().unwrap();
+    std::fs::write(node_home.path().join("config.toml"), "[sandbox]\nmode = \"off\"\n").unwrap();
+    let node = Daemon::start_in(node_home.path(), &[]).await;
+    let root = TempDir::new().unwrap();
+    write_config(root.path(), &bridge_to(&node), "");
+    let (hub, mut web) = super::sandbox::behind_a_proxy(root.path()).await;
+    let mut local = Client::unix(&hub.socket()).await;
+    node_is(&mut local, "online").await;
+    let repo = super::workspaces::repository();
+    let cwd = super::workspaces::canonical(repo.path());
+    let off = json!({"type": "workspace.create", "cwd": cwd, "node": "box",
+                     "sandbox": {"mode": "off"}});
+    let refused = web.call("off", off).await;
+    assert_eq!(refused["error"]["code"], "PERMISSION_DENIED", "{refused}");
+    let made = web.call("ws", json!({"type": "workspace.create", "cwd": cwd, "node": "box"})).await;
+    assert_eq!(made["success"], true, "{made}");
+    let agent = made["data"]["agent_id"].as_str().expect("agent").to_owned();
+    let list = local.call("l", json!({"type": "agent.list"})).await;
+    let row = listed(&list, &agent).expect("listed");
+    assert_eq!(row["sandbox"]["mode"], "workspace-write", "{row}");
+}

@@ -160,17 +160,15 @@ impl Registry {
 
     /// `agent.create` with a `node`: the node makes the agent, as it makes
     /// any a local client asks for (its runtimes, paths, sandbox and
-    /// limits), and the hub lists it under its node. Asked from `afar`,
-    /// the agent is contained whatever the node's own policy: the hub is
-    /// the node's local client, so the node's rule for browsers from afar
-    /// cannot tell.
+    /// limits), and the hub lists it under its node; from `afar`,
+    /// contained ([`Registry::ask_node`]).
     async fn create_on(
         &self,
         node: &str,
         mut request: AgentCreate,
         afar: bool,
     ) -> Result<String, AgentError> {
-        let upstream = self.upstream_of(node)?;
+        self.upstream_of(node)?;
         // A parent must be the node's own agent, named there by its id there.
         if let Some(parent) = request.identity.parent_agent_id.take() {
             match shard_platform::nodes::split(&parent) {
@@ -181,51 +179,74 @@ impl Registry {
             }
         }
         request.node = None;
-        let refused = |error: shard_protocol::WireError| AgentError::Node {
-            node: node.to_owned(),
-            code: error.code,
-            message: error.message,
-        };
         let asked = request.sandbox.as_ref().and_then(|sandbox| sandbox.mode);
-        let made = match (afar, asked) {
+        let make = |mode: Option<SandboxMode>| {
+            let mut request = request.clone();
+            if let Some(mode) = mode {
+                request.sandbox.get_or_insert_with(Default::default).mode = Some(mode);
+            }
+            ClientMessage::AgentCreate(request)
+        };
+        let made = self.ask_node(node, afar, asked, make).await?.map_err(|error| {
+            AgentError::Node { node: node.to_owned(), code: error.code, message: error.message }
+        })?;
+        let made: AgentCreateResult = serde_json::from_value(made.unwrap_or_default())
+            .map_err(|error| AgentError::NodeUnreadable(error.to_string()))?;
+        self.list_made(node, &made.agent_id).await
+    }
+
+    /// A command that starts an agent, sent to `node`: made by `make` as
+    /// asked (`None`) or with the sandbox mode given. Asked from `afar`,
+    /// the agent is contained whatever the node's own policy (the hub is
+    /// the node's local client, so the node's rule for browsers from afar
+    /// cannot tell): `off` is refused, and with no mode asked, the widest
+    /// the node's policy allows is tried, then narrower. The node's answer,
+    /// or why it could not be asked.
+    pub async fn ask_node(
+        &self,
+        node: &str,
+        afar: bool,
+        asked: Option<SandboxMode>,
+        make: impl Fn(Option<SandboxMode>) -> ClientMessage,
+    ) -> Result<crate::upstream::Outcome, AgentError> {
+        let upstream = self.upstream_of(node)?;
+        Ok(match (afar, asked) {
             (true, Some(SandboxMode::Off)) => return Err(AgentError::UnsandboxedFromAfar),
-            // The widest sandbox the node's policy allows: a narrowing it
-            // refuses as wider than its own is tried narrower.
+            // A narrowing the node refuses as wider than its own is tried
+            // narrower.
             (true, None) => {
                 let mut made = Ok(None);
                 for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
-                    let mut contained = request.clone();
-                    contained.sandbox.get_or_insert_with(Default::default).mode = Some(mode);
-                    made = upstream.call(None, ClientMessage::AgentCreate(contained)).await;
+                    made = upstream.call(None, make(Some(mode))).await;
                     if !matches!(&made, Err(error) if error.code == ErrorCode::PermissionDenied) {
                         break;
                     }
                 }
                 made
             }
-            _ => upstream.call(None, ClientMessage::AgentCreate(request)).await,
-        };
-        let made: AgentCreateResult =
-            serde_json::from_value(made.map_err(refused)?.unwrap_or_default())
-                .map_err(|error| AgentError::NodeUnreadable(error.to_string()))?;
-        let query = AgentStatusQuery { agent_id: Some(made.agent_id.clone()) };
-        let listed =
-            upstream.call(None, ClientMessage::AgentStatus(query)).await.map_err(refused)?;
+            _ => upstream.call(None, make(None)).await,
+        })
+    }
+
+    /// An agent `node` just made, as `made` there, listed here: its id
+    /// here.
+    pub async fn list_made(&self, node: &str, made: &str) -> Result<String, AgentError> {
+        let query = AgentStatusQuery { agent_id: Some(made.to_owned()) };
+        let listed = self.call_node(node, ClientMessage::AgentStatus(query)).await?;
         let listed: AgentsResult = serde_json::from_value(listed.unwrap_or_default())
             .map_err(|error| AgentError::NodeUnreadable(error.to_string()))?;
-        let Some(info) = listed.agents.into_iter().find(|info| info.agent_id == made.agent_id)
-        else {
-            return Err(AgentError::NodeUnreadable(format!("no agent {} listed", made.agent_id)));
+        let Some(info) = listed.agents.into_iter().find(|info| info.agent_id == made) else {
+            return Err(AgentError::NodeUnreadable(format!("no agent {made} listed")));
         };
         self.adopt(node, vec![info]).await;
-        let agent_id = shard_platform::nodes::qualified(node, &made.agent_id);
+        let agent_id = shard_platform::nodes::qualified(node, made);
         if self.contains(&agent_id) {
             return Ok(agent_id);
         }
         if self.node_agents(node) >= super::nodes::MAX_AGENTS {
-            return Err(AgentError::NodeFull { node: node.to_owned(), made: made.agent_id });
+            return Err(AgentError::NodeFull { node: node.to_owned(), made: made.to_owned() });
         }
-        Err(AgentError::NodeUnreadable(format!("agent {} was not listed", made.agent_id)))
+        Err(AgentError::NodeUnreadable(format!("agent {made} was not listed")))
     }
 
     /// The connection to `node` now.
@@ -793,6 +814,11 @@ pub async fn follow_nodes(
                 let agent_id = shard_platform::nodes::qualified(&node, &told.agent_id);
                 let sandbox = super::nodes::link::bounded_sandbox(told.sandbox);
                 let _ = registry.send(&agent_id, HostCommand::NodeSandbox(sandbox));
+            }
+            super::nodes::News::Workspace { node, told } => {
+                if let Some(line) = super::nodes::workspaces::told(&node, *told) {
+                    registry.context.broadcast.broadcast(&super::Wire::from(line));
+                }
             }
         }
     }

@@ -6,10 +6,17 @@ use std::sync::Arc;
 use shard_protocol::ClientMessage;
 
 use super::{Daemon, Outcome, ok};
+use crate::agents::nodes::workspaces as nodes;
 
 /// `afar`: the caller is a browser of a daemon in a remote mode.
 pub fn run(daemon: &Arc<dyn Daemon>, message: ClientMessage, afar: bool) -> Outcome {
     let workspaces = daemon.workspaces().clone();
+    if let Some(node) = nodes::node_of(&message).map(str::to_owned) {
+        let daemon = daemon.clone();
+        return Outcome::Later(Box::pin(async move {
+            nodes::run(daemon.registry(), &node, message, afar).await
+        }));
+    }
     match message {
         ClientMessage::WorkspaceCreate(request) => {
             Outcome::Later(Box::pin(async move { ok(workspaces.create(request, afar).await?) }))
@@ -20,8 +27,14 @@ pub fn run(daemon: &Arc<dyn Daemon>, message: ClientMessage, afar: bool) -> Outc
         ClientMessage::WorkspaceRetire(request) => {
             Outcome::Later(Box::pin(async move { ok(workspaces.retire(request).await?) }))
         }
+        // The hub's own, then its nodes'.
         ClientMessage::WorkspaceList(request) => {
-            Outcome::Later(Box::pin(async move { ok(workspaces.list(request).await?) }))
+            let daemon = daemon.clone();
+            Outcome::Later(Box::pin(async move {
+                let mut listed = workspaces.list(request.clone()).await?;
+                listed.workspaces.extend(nodes::listed(daemon.registry(), &request).await);
+                ok(listed)
+            }))
         }
         ClientMessage::WorkspaceStatus(request) => {
             Outcome::Later(Box::pin(async move { ok(workspaces.status(request).await?) }))

@@ -93,6 +93,7 @@ impl WorkspaceRecord {
             updated_at: self.updated_at,
             retired_at: self.retired_at,
             agent_count: u32::try_from(self.agent_ids.len()).unwrap_or(u32::MAX),
+            node: None,
         }
     }
 }

@@ -390,6 +390,13 @@ async fn said(event: Event, node: &str, news: &mpsc::Sender<News>) -> Option<Str
             ServerMessage::AgentSandbox(told) if plain_id(&told.agent_id) => {
                 let _ = news.send(News::Sandbox { node, told }).await;
             }
+            told @ (ServerMessage::WorkspaceCreated(_)
+            | ServerMessage::WorkspaceAttached(_)
+            | ServerMessage::WorkspaceRetired(_)
+            | ServerMessage::WorkspaceConflict(_)
+            | ServerMessage::WorkspaceUpdated(_)) => {
+                let _ = news.send(News::Workspace { node, told: Box::new(told) }).await;
+            }
             _ => {}
         },
         Event::Hello(_) | Event::Agent { .. } => {}

@@ -17,6 +17,7 @@
 //! the node's own agents, never as a command.
 
 pub mod link;
+pub mod workspaces;
 
 use std::sync::Arc;
 
@@ -47,6 +48,8 @@ pub enum News {
     /// One of the node's agents' sandbox changed there (a host granted or
     /// taken back; `agent_sandbox` under the node's id).
     Sandbox { node: String, told: shard_protocol::sandbox::AgentSandbox },
+    /// A `workspace_*` event of the node's, as the node told it.
+    Workspace { node: String, told: Box<shard_protocol::ServerMessage> },
 }
 
 /// How many pieces of news may wait for the registry.

@@ -1,0 +1,246 @@
+//! A node's workspaces, through the hub (docs/NODES.md). `workspace.create`
+//! with a `node` makes the workspace, and its agent, on the node; every
+//! other workspace command names a node's workspace by its id here,
+//! `<id>@<node>`, and goes to the node under its id there, as the command
+//! of one of the node's local clients. What the node answers, and the
+//! `workspace_*` events it tells of, come back with each workspace and
+//! agent id made the hub's, and each workspace marked with its node; an
+//! agent the node launched is listed here before the answer goes out.
+
+use serde_json::Value;
+use shard_protocol::error::WireError;
+use shard_protocol::node::NodeState;
+use shard_protocol::sandbox::SandboxMode;
+use shard_protocol::workspace::{WorkspaceList, WorkspaceListResult, WorkspaceSummary};
+use shard_protocol::{ClientMessage, Envelope, ServerMessage};
+
+use super::link::plain_id;
+use crate::agents::error::AgentError;
+use crate::agents::registry::Registry;
+use crate::upstream::Outcome;
+
+/// The most workspaces of one node a hub's `workspace.list` shows.
+pub const MAX_LISTED: usize = 1000;
+
+/// How long a hub's `workspace.list` waits for each node's.
+const LIST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The node a workspace command is for: `workspace.create`'s `node`, or
+/// the node of the workspace it names; `None`: the daemon's own.
+pub fn node_of(message: &ClientMessage) -> Option<&str> {
+    let workspace_id = match message {
+        ClientMessage::WorkspaceCreate(request) => return request.node.as_deref(),
+        ClientMessage::WorkspaceAttach(request) => &request.workspace_id,
+        ClientMessage::WorkspaceStatus(request) => &request.workspace_id,
+        ClientMessage::WorkspaceRetire(request) => &request.workspace_id,
+        ClientMessage::WorkspaceCommit(request)
+        | ClientMessage::WorkspaceMerge(request)
+        | ClientMessage::WorkspacePush(request) => &request.workspace_id,
+        _ => return None,
+    };
+    shard_platform::nodes::split(workspace_id).map(|(node, _)| node)
+}
+
+/// `message`, a workspace command for `node`, sent there: its answer, ids
+/// made the hub's. One that launches an agent is contained from `afar`
+/// as `agent.create` is ([`Registry::ask_node`]), and its agent listed.
+pub async fn run(registry: &Registry, node: &str, message: ClientMessage, afar: bool) -> Outcome {
+    let node_error = |error: AgentError| WireError::from(error);
+    let message = for_the_node(message);
+    let (launches, asked) = match &message {
+        ClientMessage::WorkspaceCreate(request) => (true, mode(&request.launch)),
+        ClientMessage::WorkspaceAttach(request) => (true, mode(&request.launch)),
+        _ => (false, None),
+    };
+    let make = |mode: Option<SandboxMode>| match mode {
+        None => message.clone(),
+        Some(mode) => with_mode(message.clone(), mode),
+    };
+    let answered = registry.ask_node(node, afar && launches, asked, make).await;
+    let mut data = match answered.map_err(node_error)? {
+        Ok(data) => data,
+        Err(mut error) => {
+            if let Some(data) = &mut error.data {
+                // What the node's error says of its workspaces, in the hub's ids.
+                if qualify(data, node).is_err() {
+                    error.data = None;
+                }
+            }
+            error.message = format!("node `{node}`: {}", error.message);
+            return Err(error);
+        }
+    };
+    if launches {
+        let launched = data.as_ref().and_then(|data| data.get("agent_id")).and_then(Value::as_str);
+        let Some(launched) = launched.map(str::to_owned) else {
+            return Err(unreadable("no agent id in a launch's answer"));
+        };
+        registry.list_made(node, &launched).await.map_err(node_error)?;
+    }
+    if let Some(data) = &mut data {
+        qualify(data, node).map_err(|why| unreadable(&why))?;
+    }
+    Ok(data)
+}
+
+/// `workspace.list` of the hub's: each online node's workspaces (as many
+/// as [`MAX_LISTED`]), ids made the hub's. A node that does not answer in
+/// time, or answers what cannot be read, is left out of this answer.
+pub async fn listed(registry: &Registry, request: &WorkspaceList) -> Vec<WorkspaceSummary> {
+    // A path filter is a path here, nothing on a node.
+    if request.cwd.is_some() {
+        return Vec::new();
+    }
+    let online = registry.context.nodes.list().into_iter();
+    let online = online.filter(|node| node.state == NodeState::Online).map(|node| node.id);
+    let asks = online.map(|node| async move {
+        let message = ClientMessage::WorkspaceList(request.clone());
+        let call = registry.call_node(&node, message);
+        let Ok(Ok(Some(mut data))) = tokio::time::timeout(LIST_DEADLINE, call).await else {
+            return Vec::new();
+        };
+        if let Some(Value::Array(workspaces)) = data.get_mut("workspaces") {
+            workspaces.truncate(MAX_LISTED);
+        }
+        if qualify(&mut data, &node).is_err() {
+            tracing::warn!(node, "a node's workspace list with an id that is not plain; left out");
+            return Vec::new();
+        }
+        serde_json::from_value::<WorkspaceListResult>(data)
+            .map(|listed| listed.workspaces)
+            .unwrap_or_default()
+    });
+    futures_util::future::join_all(asks).await.into_iter().flatten().collect()
+}
+
+/// A node's `workspace_*` event as the hub's clients get it: ids made the
+/// hub's; `None` for any other event, or one whose ids are not plain.
+pub fn told(node: &str, message: ServerMessage) -> Option<String> {
+    if !matches!(
+        message,
+        ServerMessage::WorkspaceCreated(_)
+            | ServerMessage::WorkspaceAttached(_)
+            | ServerMessage::WorkspaceRetired(_)
+            | ServerMessage::WorkspaceConflict(_)
+            | ServerMessage::WorkspaceUpdated(_)
+    ) {
+        return None;
+    }
+    let mut event: Value = serde_json::from_str(&Envelope::new(message).to_json()).ok()?;
+    qualify(&mut event, node).ok()?;
+    Some(event.to_string())
+}
+
+/// The command as the node takes it: its own workspace id, and no node.
+fn for_the_node(mut message: ClientMessage) -> ClientMessage {
+    let plain = |workspace_id: &mut String| {
+        if let Some((_, plain)) = shard_platform::nodes::split(workspace_id) {
+            *workspace_id = plain.to_owned();
+        }
+    };
+    match &mut message {
+        ClientMessage::WorkspaceCreate(request) => request.node = None,
+        ClientMessage::WorkspaceAttach(request) => plain(&mut request.workspace_id),
+        ClientMessage::WorkspaceStatus(request) => plain(&mut request.workspace_id),
+        ClientMessage::WorkspaceRetire(request) => plain(&mut request.workspace_id),
+        ClientMessage::WorkspaceCommit(request)
+        | ClientMessage::WorkspaceMerge(request)
+        | ClientMessage::WorkspacePush(request) => plain(&mut request.workspace_id),
+        _ => {}
+    }
+    message
+}
+
+fn mode(launch: &shard_protocol::workspace::WorkspaceLaunch) -> Option<SandboxMode> {
+    launch.sandbox.as_ref().and_then(|sandbox| sandbox.mode)
+}
+
+/// A launch with its agent's sandbox narrowed to `mode`.
+fn with_mode(mut message: ClientMessage, mode: SandboxMode) -> ClientMessage {
+    let launch = match &mut message {
+        ClientMessage::WorkspaceCreate(request) => &mut request.launch,
+        ClientMessage::WorkspaceAttach(request) => &mut request.launch,
+        _ => return message,
+    };
+    launch.sandbox.get_or_insert_with(Default::default).mode = Some(mode);
+    message
+}
+
+fn unreadable(why: &str) -> WireError {
+    AgentError::NodeUnreadable(why.to_owned()).into()
+}
+
+/// A node's answer or event made the hub's: every `workspace_id` and
+/// `agent_id`, and each of `agent_ids`, qualified by `node`, and each
+/// workspace (an object with a `workspace_id` and a `lifecycle`) marked
+/// with its node. An id that is not plain fails it: trust does not chain.
+fn qualify(value: &mut Value, node: &str) -> Result<(), String> {
+    let one = |id: &mut Value| match id {
+        Value::String(plain) if plain_id(plain) => {
+            *plain = shard_platform::nodes::qualified(node, plain);
+            Ok(())
+        }
+        Value::Null => Ok(()),
+        _ => Err(format!("node `{node}` named a workspace or agent by an id that is not plain")),
+    };
+    match value {
+        Value::Object(map) => {
+            let workspace = map.contains_key("workspace_id") && map.contains_key("lifecycle");
+            for (key, child) in map.iter_mut() {
+                match key.as_str() {
+                    "workspace_id" | "agent_id" => one(child)?,
+                    "agent_ids" => match child {
+                        Value::Array(ids) => ids.iter_mut().try_for_each(one)?,
+                        _ => return Err(format!("node `{node}` sent agent ids that are no list")),
+                    },
+                    _ => qualify(child, node)?,
+                }
+            }
+            if workspace {
+                map.insert("node".to_owned(), Value::String(node.to_owned()));
+            }
+        }
+        Value::Array(items) => items.iter_mut().try_for_each(|item| qualify(item, node))?,
+        _ => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_nodes_ids_are_qualified_and_its_workspaces_marked() {
+        let mut answer = json!({
+            "agent_id": "agent-1", "session_id": "s-1",
+            "workspace": {"workspace_id": "ws-1", "lifecycle": "active", "cwd": "/w",
+                          "agent_ids": ["agent-1", "agent-2"], "created_at": 1},
+        });
+        qualify(&mut answer, "box").expect("plain ids");
+        assert_eq!(answer["agent_id"], "agent-1@box");
+        assert_eq!(answer["session_id"], "s-1", "only workspace and agent ids");
+        assert_eq!(answer["workspace"]["workspace_id"], "ws-1@box");
+        assert_eq!(answer["workspace"]["agent_ids"], json!(["agent-1@box", "agent-2@box"]));
+        assert_eq!(answer["workspace"]["node"], "box");
+    }
+
+    #[test]
+    fn an_id_that_is_not_plain_fails_the_whole_answer() {
+        for bad in [json!({"workspace_id": "ws-1@other"}), json!({"agent_ids": ["../x"]})] {
+            let mut answer = json!({"workspaces": [bad]});
+            assert!(qualify(&mut answer, "box").is_err(), "{answer}");
+        }
+    }
+
+    #[test]
+    fn a_workspace_command_goes_to_the_node_of_its_id_under_its_id_there() {
+        let line = r#"{"type":"workspace.status","id":"1","workspace_id":"ws-1@box"}"#;
+        let status = Envelope::<ClientMessage>::from_json(line).expect("a command").message;
+        assert_eq!(node_of(&status), Some("box"));
+        let ClientMessage::WorkspaceStatus(sent) = for_the_node(status) else { panic!() };
+        assert_eq!(sent.workspace_id, "ws-1");
+    }
+}
