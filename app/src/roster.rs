@@ -217,8 +217,14 @@ impl Roster {
 
     /// Where `agent_id` works (tracked).
     pub fn cwd_of(&self, agent_id: &str) -> Option<String> {
+        self.place_of(agent_id).map(|(cwd, _)| cwd)
+    }
+
+    /// `agent_id`'s folder and the node it is on (`None`: the hub) (tracked).
+    pub fn place_of(&self, agent_id: &str) -> Option<(String, Option<String>)> {
         self.agents.with(|agents| {
-            agents.iter().find(|agent| agent.agent_id == agent_id).map(|agent| agent.cwd.clone())
+            let agent = agents.iter().find(|agent| agent.agent_id == agent_id)?;
+            Some((agent.cwd.clone(), agent.node.clone()))
         })
     }
 

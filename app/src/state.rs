@@ -131,8 +131,8 @@ impl ClientState {
     /// The workspace of the agent on screen, if it works in one (tracked).
     pub fn shown_workspace(&self) -> Option<WorkspaceSummary> {
         let selected = self.screen.selected.get()?;
-        let cwd = self.roster.cwd_of(&selected)?;
-        self.workspaces.of_cwd(&cwd)
+        let (cwd, node) = self.roster.place_of(&selected)?;
+        self.workspaces.of_place(&cwd, node.as_deref())
     }
 
     /// Opens a search result: its agent, and in its transcript the

@@ -56,23 +56,30 @@ pub fn within(path: &str, root: &str) -> bool {
     path == root || path.strip_prefix(root).is_some_and(|rest| rest.starts_with('/'))
 }
 
-/// The workspace whose worktree holds `cwd` (the deepest, should worktrees
-/// ever nest).
+/// The workspace whose worktree holds `cwd` on `node` (`None`: the hub),
+/// the deepest, should worktrees ever nest. A path names a folder of one
+/// machine: a node's agent is never in the hub's workspace of the same
+/// path, nor the other way round.
 pub fn workspace_of<'a>(
     workspaces: &'a BTreeMap<String, WorkspaceSummary>,
     cwd: &str,
+    node: Option<&str>,
 ) -> Option<&'a WorkspaceSummary> {
     workspaces
         .values()
-        .filter(|workspace| within(cwd, &workspace.cwd))
+        .filter(|workspace| workspace.node.as_deref() == node && within(cwd, &workspace.cwd))
         .max_by_key(|workspace| workspace.cwd.len())
 }
+
+/// Where a repository is: its node (`None`: the hub), and its path there.
+type Place<'a> = (Option<&'a str>, &'a str);
 
 /// A heading in the agent list, or an agent under it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Row {
-    /// A repository (its main checkout's path): its agents follow.
-    Repository(String),
+    /// A repository (its main checkout's path, and its node; `None`: the
+    /// hub's): its agents follow.
+    Repository(String, Option<String>),
     /// A workspace (its id): its agents follow.
     Workspace(String),
     /// Agents in no known repository, after the repositories.
@@ -84,7 +91,8 @@ impl Row {
     /// A key unique in the list, stable while the row exists.
     pub fn key(&self) -> String {
         match self {
-            Self::Repository(path) => format!("repository:{path}"),
+            Self::Repository(path, None) => format!("repository:{path}"),
+            Self::Repository(path, Some(node)) => format!("repository:{path}@{node}"),
             Self::Workspace(id) => format!("workspace:{id}"),
             Self::Elsewhere => "elsewhere".to_owned(),
             Self::Agent(id) => format!("agent:{id}"),
@@ -106,21 +114,27 @@ pub fn rows(
     if workspaces.is_empty() {
         return order.iter().cloned().map(Row::Agent).collect();
     }
-    let repositories: BTreeSet<&str> = crate::order::set_of(
-        workspaces.values().filter_map(|workspace| workspace.repository_cwd.as_deref()),
-    );
-    let repository_of = |cwd: &str| {
-        repositories.iter().copied().filter(|root| within(cwd, root)).max_by_key(|root| root.len())
+    // Each repository by (node, path): the hub's first, then each node's.
+    let repositories: BTreeSet<Place<'_>> =
+        crate::order::set_of(workspaces.values().filter_map(|workspace| {
+            let path = workspace.repository_cwd.as_deref()?;
+            Some((workspace.node.as_deref(), path))
+        }));
+    let repository_of = |cwd: &str, node: Option<&str>| {
+        let theirs = repositories.iter().copied().filter(|(on, _)| *on == node);
+        theirs.filter(|(_, root)| within(cwd, root)).max_by_key(|(_, root)| root.len())
     };
     // Each agent's group: (repository, workspace).
-    let mut grouped: BTreeMap<(Option<&str>, Option<&str>), Vec<String>> = BTreeMap::new();
+    let mut grouped: BTreeMap<(Option<Place<'_>>, Option<&str>), Vec<String>> = BTreeMap::new();
     for id in order {
         let Some(info) = agent(id) else { continue };
-        let key = match workspace_of(workspaces, &info.cwd) {
+        let node = info.node.as_deref();
+        let key = match workspace_of(workspaces, &info.cwd, node) {
             Some(workspace) => {
-                (workspace.repository_cwd.as_deref(), Some(workspace.workspace_id.as_str()))
+                let repository = workspace.repository_cwd.as_deref().map(|path| (node, path));
+                (repository, Some(workspace.workspace_id.as_str()))
             }
-            None => (repository_of(&info.cwd), None),
+            None => (repository_of(&info.cwd, node), None),
         };
         grouped.entry(key).or_default().push(id.clone());
     }
@@ -129,14 +143,17 @@ pub fn rows(
         (workspace.created_at, workspace.workspace_id.clone())
     });
     let mut rows = Vec::new();
-    for repository in &repositories {
-        rows.push(Row::Repository((*repository).to_owned()));
+    for &(node, path) in &repositories {
+        rows.push(Row::Repository(path.to_owned(), node.map(str::to_owned)));
         let mut take = |key| {
             grouped.remove(&key).unwrap_or_default().into_iter().map(Row::Agent).collect::<Vec<_>>()
         };
-        rows.extend(take((Some(*repository), None)));
-        for workspace in sorted.iter().filter(|w| w.repository_cwd.as_deref() == Some(repository)) {
-            let agents = take((Some(*repository), Some(workspace.workspace_id.as_str())));
+        rows.extend(take((Some((node, path)), None)));
+        let here = |w: &&&WorkspaceSummary| {
+            w.node.as_deref() == node && w.repository_cwd.as_deref() == Some(path)
+        };
+        for workspace in sorted.iter().filter(here) {
+            let agents = take((Some((node, path)), Some(workspace.workspace_id.as_str())));
             let retired =
                 workspace.lifecycle == shard_protocol::workspace::WorkspaceLifecycle::Retired;
             if agents.is_empty() && retired {
@@ -168,8 +185,8 @@ pub fn without_empty_groups(rows: Vec<Row>) -> Vec<Row> {
                 let empty = match (last, &row) {
                     (Row::Agent(_), _) => false,
                     (Row::Workspace(_), _) => true,
-                    (Row::Repository(_), Row::Workspace(_)) => false,
-                    (Row::Repository(_) | Row::Elsewhere, _) => true,
+                    (Row::Repository(..), Row::Workspace(_)) => false,
+                    (Row::Repository(..) | Row::Elsewhere, _) => true,
                 };
                 if !empty {
                     break;
@@ -286,6 +303,7 @@ impl Workspaces {
                 sandbox: agent.sandbox,
                 ..WorkspaceLaunch::default()
             },
+            node: given(agent.node),
             ..WorkspaceCreate::default()
         };
         self.link.send(ClientMessage::WorkspaceCreate(create), None, Request::WorkspaceLaunch);
@@ -301,9 +319,9 @@ impl Workspaces {
         self.link.send(ClientMessage::WorkspaceAttach(attach), None, Request::WorkspaceLaunch);
     }
 
-    /// The workspace whose worktree holds `cwd` (tracked).
-    pub fn of_cwd(&self, cwd: &str) -> Option<WorkspaceSummary> {
-        self.all.with(|workspaces| workspace_of(workspaces, cwd).cloned())
+    /// The workspace whose worktree holds `cwd` on `node` (tracked).
+    pub fn of_place(&self, cwd: &str, node: Option<&str>) -> Option<WorkspaceSummary> {
+        self.all.with(|workspaces| workspace_of(workspaces, cwd, node).cloned())
     }
 
     /// Asks for the status of `workspace_id` (with its diff while the
@@ -504,7 +522,7 @@ mod tests {
         assert_eq!(
             rows(&list, &order, &workspaces),
             [
-                Row::Repository("/src/app".to_owned()),
+                Row::Repository("/src/app".to_owned(), None),
                 agent_row("main-1"),
                 agent_row("sub"),
                 Row::Workspace("ws-a".to_owned()),
@@ -524,7 +542,7 @@ mod tests {
         assert_eq!(
             without_empty_groups(rows(&list, &only(&["deep", "other"]), &workspaces)),
             [
-                Row::Repository("/src/app".to_owned()),
+                Row::Repository("/src/app".to_owned(), None),
                 Row::Workspace("ws-a".to_owned()),
                 agent_row("deep"),
                 Row::Elsewhere,
@@ -534,13 +552,58 @@ mod tests {
         );
         assert_eq!(
             without_empty_groups(rows(&list, &only(&["main-1"]), &workspaces)),
-            [Row::Repository("/src/app".to_owned()), agent_row("main-1"),]
+            [Row::Repository("/src/app".to_owned(), None), agent_row("main-1"),]
         );
         assert_eq!(
-            workspace_of(&workspaces, "/home/.shard/worktrees/ws-a/x")
+            workspace_of(&workspaces, "/home/.shard/worktrees/ws-a/x", None)
                 .map(|w| w.workspace_id.as_str()),
             Some("ws-a")
         );
-        assert!(workspace_of(&workspaces, "/home/.shard/worktrees/ws-ab").is_none());
+        assert!(workspace_of(&workspaces, "/home/.shard/worktrees/ws-ab", None).is_none());
+    }
+
+    #[test]
+    fn a_nodes_agents_group_under_the_nodes_repositories_only() {
+        let on_box = |mut info: AgentInfo| {
+            info.agent_id.push_str("@box");
+            info.node = Some("box".to_owned());
+            info
+        };
+        // The same paths on the hub and on the node: two machines' folders.
+        let list = vec![
+            agent("here", "/src/app"),
+            on_box(agent("there", "/src/app")),
+            on_box(agent("ws-there", "/w/ws-b")),
+            agent("lookalike", "/w/ws-b"),
+        ];
+        let order: Vec<String> = list.iter().map(|agent| agent.agent_id.clone()).collect();
+        let mut theirs = workspace("ws-b@box", "/w/ws-b", "/src/app", "active");
+        theirs.node = Some("box".to_owned());
+        let workspaces: BTreeMap<String, WorkspaceSummary> =
+            [workspace("ws-a", "/w/ws-a", "/src/app", "active"), theirs]
+                .into_iter()
+                .map(|workspace| (workspace.workspace_id.clone(), workspace))
+                .collect();
+        let agent_row = |id: &str| Row::Agent(id.to_owned());
+        assert_eq!(
+            rows(&list, &order, &workspaces),
+            [
+                Row::Repository("/src/app".to_owned(), None),
+                agent_row("here"),
+                Row::Workspace("ws-a".to_owned()),
+                Row::Repository("/src/app".to_owned(), Some("box".to_owned())),
+                agent_row("there@box"),
+                Row::Workspace("ws-b@box".to_owned()),
+                agent_row("ws-there@box"),
+                Row::Elsewhere,
+                agent_row("lookalike"),
+            ],
+        );
+        let key = |row: Row| row.key();
+        assert_ne!(
+            key(Row::Repository("/src/app".to_owned(), None)),
+            key(Row::Repository("/src/app".to_owned(), Some("box".to_owned())))
+        );
+        assert!(workspace_of(&workspaces, "/w/ws-b", None).is_none(), "the hub has no ws-b");
     }
 }

@@ -10,8 +10,8 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { BrowserContext, Page } from '@playwright/test';
 import {
-  test, expect, agentRow, enrolled, project, prompt, Restartable, SHARD_BIN, startDaemon, stopDaemon,
-  unixCall,
+  test, expect, agentRow, enrolled, git, project, prompt, repository, Restartable, SHARD_BIN, startDaemon,
+  stopDaemon, unixCall,
 } from './daemon';
 
 /** Kills every process whose command line holds all of `words`; how many. */
@@ -57,15 +57,13 @@ test('a node\'s agent in the dashboard: marked, answered, its link dropped and i
     await expect(link).toHaveAttribute('data-state', 'online');
     await expect(link).toContainText('box');
 
-    // Made on the node from the form: the workspace choice is the hub's
-    // alone, so it goes away.
+    // Made on the node from the form: the runtimes offered are the node's.
     await tab.locator('details.create-panel summary').click();
     await tab.getByLabel('Working directory').fill(project());
     await tab.getByLabel('Name', { exact: true }).fill('remote');
     await expect(tab.getByLabel(/In a new workspace/)).toBeVisible();
     await expect(tab.getByLabel('Runtime')).toHaveCount(0);
     await tab.getByLabel('Machine').selectOption('box');
-    await expect(tab.getByLabel(/In a new workspace/)).toHaveCount(0);
     await expect(tab.getByLabel('Runtime').locator('option[value="only-there"]')).toHaveCount(1);
     await tab.getByRole('button', { name: 'Create agent' }).click();
     await expect(tab.locator('.agent-view h2')).toHaveText('remote');
@@ -121,6 +119,50 @@ test('a node\'s agent in the dashboard: marked, answered, its link dropped and i
   } finally {
     // Closed before the hub stops: a tab left open would go on trying to
     // reconnect, and the next test would hear its failures.
+    await context?.close();
+    await stopDaemon(hub);
+    await node.dispose();
+  }
+});
+
+test('a workspace made on a node from the form: grouped under the node\'s repository, its panel the node\'s', async ({ browser }) => {
+  test.setTimeout(90_000);
+  const node = new Restartable();
+  await node.start();
+  const command = JSON.stringify([SHARD_BIN, 'bridge', '--home', node.home]);
+  const hub = await startDaemon([], `[[nodes]]\nid = "box"\ncommand = ${command}\n`);
+  let context: BrowserContext | undefined;
+  try {
+    let tab: Page;
+    [context, tab] = await enrolled(browser, hub);
+    const link = tab.getByRole('region', { name: 'Nodes' }).locator('li.node[data-node="box"]');
+    await expect(link).toHaveAttribute('data-state', 'online');
+    // A repository on the node (this machine here, under the node's daemon).
+    const repo = repository();
+    await tab.locator('details.create-panel summary').click();
+    await tab.getByLabel('Working directory').fill(repo);
+    await tab.getByLabel('Name', { exact: true }).fill('far-feature');
+    await tab.getByLabel('Machine').selectOption('box');
+    await tab.getByLabel(/In a new workspace/).check();
+    await tab.getByLabel('Branch', { exact: true }).fill('far-x');
+    await tab.getByRole('button', { name: 'Create agent' }).click();
+    await expect(tab.locator('.agent-view h2')).toHaveText('far-feature');
+
+    // Grouped under the node's repository, not a hub's of the same path.
+    const heading = tab.locator('.agents > li.group.repository');
+    await expect(heading).toHaveAttribute('data-node', 'box');
+    await expect(heading.locator('.group-node')).toHaveText('box');
+    await expect(tab.locator('.agents > li.group.workspace')).toContainText('⎇ far-x');
+    await expect(agentRow(tab, 'far-feature').locator('.badge.node')).toHaveText('on box');
+    // The worktree is the node's, made by its daemon.
+    const listed = await unixCall(node.daemon, { id: 'w', type: 'workspace.list' });
+    expect(listed.data.workspaces.map((workspace: any) => workspace.branch)).toEqual(['far-x']);
+    expect(git(repo, 'worktree', 'list')).toContain(listed.data.workspaces[0].cwd);
+    // Its panel, from the node's status.
+    const panel = tab.locator('.workspace-panel');
+    await expect(panel.locator('.branch')).toHaveText('⎇ far-x → main');
+    await expect(panel.locator('.facts')).toContainText('0 ahead, 0 behind');
+  } finally {
     await context?.close();
     await stopDaemon(hub);
     await node.dispose();

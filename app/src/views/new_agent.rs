@@ -94,7 +94,7 @@ impl NewAgent {
                 &self.network.get_untracked(),
             ),
         };
-        if self.in_workspace.get_untracked() && node.is_empty() {
+        if self.in_workspace.get_untracked() {
             let (branch, base) = (self.branch.get_untracked(), self.base.get_untracked());
             state.workspaces.create(NewWorkspace { agent, branch: &branch, base: &base });
         } else {
@@ -162,7 +162,7 @@ pub fn CreateAgent() -> impl IntoView {
 fn create_form() -> Result<AnyView, super::Unloaded> {
     let state = state();
     let form = expect_context::<NewAgent>();
-    let NewAgent { cwd, name, in_workspace, node, .. } = form;
+    let NewAgent { cwd, name, in_workspace, .. } = form;
     let roster = state.roster;
     let connection = state.link.connection;
     let connected = move || connection.get() == Connection::Connected;
@@ -195,16 +195,14 @@ fn create_form() -> Result<AnyView, super::Unloaded> {
             <RuntimeField form=form roster=roster/>
             <ModelFields form=form roster=roster/>
             <SandboxFields form=form/>
-            // A workspace is made on this machine (docs/NODES.md).
-            <Show when=move || node.with(String::is_empty)>
-                <label class="check">
-                    <input name="workspace" type="checkbox" prop:checked=in_workspace
-                        on:change=move |event| in_workspace.set(event_target_checked(&event))/>
-                    "In a new workspace (its own git worktree and branch)"
-                </label>
-                <Show when=move || in_workspace.get()>
-                    <WorkspaceFields form=form/>
-                </Show>
+            // On the machine chosen above: a node's repository is a path there.
+            <label class="check">
+                <input name="workspace" type="checkbox" prop:checked=in_workspace
+                    on:change=move |event| in_workspace.set(event_target_checked(&event))/>
+                "In a new workspace (its own git worktree and branch)"
+            </label>
+            <Show when=move || in_workspace.get()>
+                <WorkspaceFields form=form/>
             </Show>
             {move || problem().map(|why| view! { <p class="form-error" role="alert"><Ticked text=why/></p> })}
             <button type="submit" disabled=move || !connected() || creation.get() == Creation::Sent>

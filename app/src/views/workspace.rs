@@ -47,13 +47,19 @@ fn base_name(path: &str) -> &str {
 #[component]
 pub fn Heading(row: Row) -> impl IntoView {
     match row {
-        Row::Repository(path) => view! {
-            <li class="group repository" data-repository=path.clone()>
-                <span class="group-name">{base_name(&path).to_owned()}</span>
-                <span class="group-path" title="the repository">{path.clone()}</span>
-            </li>
+        Row::Repository(path, node) => {
+            let machine = node
+                .clone()
+                .map(|node| view! { <span class="group-node" title="the machine">{node}</span> });
+            view! {
+                <li class="group repository" data-repository=path.clone() data-node=node>
+                    <span class="group-name">{base_name(&path).to_owned()}</span>
+                    {machine}
+                    <span class="group-path" title="the repository">{path.clone()}</span>
+                </li>
+            }
+            .into_any()
         }
-        .into_any(),
         Row::Workspace(workspace_id) => {
             view! { <WorkspaceHeading workspace_id=workspace_id/> }.into_any()
         }
