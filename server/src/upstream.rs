@@ -97,11 +97,11 @@ impl Upstream {
     pub async fn call(&self, agent: Option<&str>, message: ClientMessage) -> Outcome {
         let gone = || WireError::new(ErrorCode::InternalError, "the daemon's connection closed");
         let (id, answered) = self.register();
-        if self.lines.send(self.line(&id, agent, message)).await.is_err() {
-            self.forget(&id);
+        let pending = Pending { upstream: self, id };
+        if self.lines.send(self.line(&pending.id, agent, message)).await.is_err() {
             return Err(gone());
         }
-        self.outcome(&id, answered).await
+        self.outcome(answered).await
     }
 
     /// Queues `message` now, behind every line queued before it, without
@@ -113,12 +113,11 @@ impl Upstream {
         message: ClientMessage,
     ) -> Result<impl Future<Output = Outcome> + Send + 'static, NotQueued> {
         let (id, answered) = self.register();
-        if self.lines.try_send(self.line(&id, agent, message)).is_err() {
-            self.forget(&id);
+        let pending = Pending { upstream: self.clone(), id };
+        if self.lines.try_send(self.line(&pending.id, agent, message)).is_err() {
             return Err(NotQueued);
         }
-        let upstream = self.clone();
-        Ok(async move { upstream.outcome(&id, answered).await })
+        Ok(async move { pending.upstream.outcome(answered).await })
     }
 
     /// Queues `message` now under `id`, behind every line queued before
@@ -160,16 +159,13 @@ impl Upstream {
         envelope.to_json()
     }
 
-    async fn outcome(&self, id: &str, answered: oneshot::Receiver<Response>) -> Outcome {
+    async fn outcome(&self, answered: oneshot::Receiver<Response>) -> Outcome {
         match tokio::time::timeout(CALL_DEADLINE, answered).await {
             Ok(Ok(response)) => response.outcome,
             Ok(Err(_)) => {
                 Err(WireError::new(ErrorCode::InternalError, "the daemon's connection closed"))
             }
-            Err(_) => {
-                self.forget(id);
-                Err(WireError::new(ErrorCode::Timeout, "the daemon did not answer in time"))
-            }
+            Err(_) => Err(WireError::new(ErrorCode::Timeout, "the daemon did not answer in time")),
         }
     }
 
@@ -182,6 +178,20 @@ impl Upstream {
         if let Some(waiting) = waiting {
             let _ = waiting.send(response);
         }
+    }
+}
+
+/// A call's place among [`Upstream`]'s, given up however its caller
+/// stops waiting: answered, out of time, or gone (a caller with a
+/// deadline of its own drops the call), so that none is left behind.
+struct Pending<U: std::ops::Deref<Target = Upstream>> {
+    upstream: U,
+    id: String,
+}
+
+impl<U: std::ops::Deref<Target = Upstream>> Drop for Pending<U> {
+    fn drop(&mut self) {
+        self.upstream.forget(&self.id);
     }
 }
 
@@ -252,4 +262,32 @@ async fn read_all<T>(
         upstream.calls.lock().unwrap_or_else(PoisonError::into_inner).clear();
     }
     let _ = events.send(ended).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(upstream: &Upstream) -> usize {
+        upstream.calls.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    #[tokio::test]
+    async fn a_call_given_up_by_its_caller_leaves_nothing_behind() {
+        // A daemon that reads every line and never answers.
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (reader, writer) = tokio::io::split(ours);
+        let (_their_reader, _their_writer) = tokio::io::split(theirs);
+        let (events, _heard) = mpsc::channel::<()>(1);
+        let hear = |_: String| Heard::Nothing;
+        let upstream = Upstream::start((reader, writer), 1, "t", hear, events, ());
+        for _ in 0..3 {
+            let call = upstream.call(None, ClientMessage::AgentList(Default::default()));
+            let given_up = tokio::time::timeout(Duration::from_millis(10), call).await;
+            assert!(given_up.is_err(), "never answered");
+        }
+        let begun = upstream.begin(None, ClientMessage::AgentList(Default::default()));
+        drop(begun.expect("queued"));
+        assert_eq!(waiting(&upstream), 0, "every call given up is forgotten");
+    }
 }
