@@ -1031,6 +1031,11 @@ async fn a_workspace_is_made_worked_and_retired_on_a_node_from_the_hub() {
     assert_eq!(git(Path::new(&worktree), &["log", "-1", "--format=%s"]), "The answer");
     let status = client.call("st", json!({"type": "workspace.status", "workspace_id": id})).await;
     assert_eq!(status["data"]["workspace"]["node"], "box", "{status}");
+    // An id through the node to a node of its own is no workspace here.
+    let chained = format!("{plain}@other@box");
+    let status_of = json!({"type": "workspace.status", "workspace_id": chained});
+    let refused = client.call("st2", status_of).await;
+    assert_eq!(refused["error"]["code"], "NOT_FOUND", "{refused}");
 
     // The node's refusal keeps its data, in the hub's ids.
     stop_agents(&mut client, &status["data"]["workspace"]).await;
@@ -1065,4 +1070,77 @@ async fn a_workspace_on_a_node_from_afar_is_never_unsandboxed() {
     let list = local.call("l", json!({"type": "agent.list"})).await;
     let row = listed(&list, &agent).expect("listed");
     assert_eq!(row["sandbox"]["mode"], "workspace-write", "{row}");
+
+    // A node that allows no more than read-only: one workspace, read-only,
+    // and nothing left behind by the wider try.
+    std::fs::write(node_home.path().join("config.toml"), "[sandbox]\nmode = \"read-only\"\n")
+        .unwrap();
+    let fix = json!({"type": "workspace.create", "cwd": cwd, "node": "box", "label": "fix"});
+    let made = web.call("ws2", fix).await;
+    assert_eq!(made["success"], true, "{made}");
+    let agent = made["data"]["agent_id"].as_str().expect("agent").to_owned();
+    let list = local.call("l2", json!({"type": "agent.list"})).await;
+    assert_eq!(listed(&list, &agent).expect("listed")["sandbox"]["mode"], "read-only", "{list}");
+    let mut on_node = Client::unix(&node.socket()).await;
+    let all = on_node.call("w", json!({"type": "workspace.list"})).await;
+    let labels: Vec<&Value> = all["data"]["workspaces"].as_array().unwrap().iter().collect();
+    let fixes = labels.iter().filter(|workspace| workspace["label"] == "fix").count();
+    assert_eq!(fixes, 1, "{all}");
+    assert_eq!(labels.len(), 2, "{all}");
+}
+
+#[tokio::test]
+async fn a_delegated_childs_question_on_a_node_reaches_the_hub_through_its_parent() {
+    let node = Daemon::start(&[]).await;
+    let hub = hub_with(&bridge_to(&node), "").await;
+    let there = TempDir::new().unwrap();
+    let cwd = there.path().display().to_string();
+    let mut client = Client::unix(&hub.socket()).await;
+    node_is(&mut client, "online").await;
+    // The hub's tab works with the parent only.
+    let parent = open_new(&mut client, there.path(), Some("box")).await;
+    turn(&mut client, &parent).await;
+    // Its children are the node's to make: never the hub's own, under the
+    // hub's sandbox.
+    let here = json!({"type": "agent.create", "cwd": cwd, "parent_agent_id": parent});
+    let refused = client.call("h", here).await;
+    assert_eq!(refused["error"]["code"], "INVALID_REQUEST", "{refused}");
+    let job = json!({"type": "subagent.create", "parent_agent_id": parent, "strategy": "parallel",
+                     "tasks": [{"name": "a", "task": "b"}]});
+    let refused = client.call("j", job).await;
+    assert_eq!(refused["error"]["code"], "INVALID_REQUEST", "{refused}");
+    // A child of it on the node, asked something there by one who then
+    // leaves: its question is for its parent's people, the hub's.
+    let plain_parent = parent.strip_suffix("@box").expect("a node's id");
+    let mut local = Client::unix(&node.socket()).await;
+    let made = local
+        .call("c", json!({"type": "agent.create", "cwd": cwd, "parent_agent_id": plain_parent}))
+        .await;
+    let plain_child = made["data"]["agent_id"].as_str().expect("child").to_owned();
+    local.attach(&plain_child, "interactive").await;
+    let prompt = json!({"type": "prompt", "agent_id": plain_child, "message": "run: echo child"});
+    local.call("p", prompt).await;
+    local.permission_request(&plain_child).await;
+    drop(local);
+
+    let child = format!("{plain_child}@box");
+    let asked = client.permission_request(&child).await;
+    assert_eq!(asked["tool_name"], "bash", "{asked}");
+    client.send(json!({"type": "permission_response", "agent_id": child,
+                        "request_id": asked["request_id"], "decision": "allow"}));
+    client
+        .until(|message| message["type"] == "permission_resolved" && message["agent_id"] == child)
+        .await;
+    // Answered on the node: the child went on and finished its turn.
+    let mut local = Client::unix(&node.socket()).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let status =
+            local.call("s", json!({"type": "agent.status", "agent_id": plain_child})).await;
+        if status["data"]["agents"][0]["status"] == "idle" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the child still waits: {status}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -169,6 +169,11 @@ pub enum AgentError {
     #[error("a node's answer this daemon cannot read: {0}")]
     NodeUnreadable(String),
     #[error(
+        "agent {parent} runs on node `{node}`: its children run there too (`agent.create` with \
+         `node`), under the node's sandbox"
+    )]
+    ParentOnNode { parent: String, node: String },
+    #[error(
         "node `{node}` made agent {made}, but the hub lists at most {} agents of one node and \
          has that many of this one's: remove some there to see it here",
         super::nodes::MAX_AGENTS
@@ -241,6 +246,7 @@ impl AgentError {
             Self::Node { code, .. } => code.clone(),
             Self::NodeUnreadable(_) => ErrorCode::ProtocolError,
             Self::NodeFull { .. } => ErrorCode::Conflict,
+            Self::ParentOnNode { .. } => ErrorCode::InvalidRequest,
             Self::NotGranted(_) => ErrorCode::NotFound,
             Self::GrantsUnwritten(_) => ErrorCode::InternalError,
             Self::SandboxWider(crate::sandbox::policy::PolicyError::Config(_)) => {

@@ -84,6 +84,18 @@ impl Manifest {
 
     /// Whether this agent may launch subagents: its children would still be
     /// within its launch policy's depth.
+    /// `Ok` for an agent of this daemon's own; a node's agent's children
+    /// are its node's to make.
+    pub fn here(&self) -> Result<(), AgentError> {
+        match &self.remote {
+            None => Ok(()),
+            Some(remote) => Err(AgentError::ParentOnNode {
+                parent: self.agent_id.clone(),
+                node: remote.node.clone(),
+            }),
+        }
+    }
+
     pub fn may_delegate(&self) -> bool {
         self.depth < self.policy().max_depth
     }

@@ -483,6 +483,21 @@ impl Registry {
         Ok(info)
     }
 
+    /// Whether an agent asking for `sandbox` (its `runtime`'s, `None`:
+    /// Shard's own) may start here, from `afar` or not, as `agent.create`
+    /// checks it: what a workspace checks before git makes anything.
+    pub fn launchable(
+        &self,
+        runtime: Option<String>,
+        sandbox: Option<shard_protocol::sandbox::SandboxRequest>,
+        afar: bool,
+    ) -> Result<(), AgentError> {
+        let request = AgentCreate { runtime, sandbox, ..AgentCreate::default() };
+        let config = Config::load(&self.context.home).map_err(AgentError::Config)?;
+        let runtime = runtime_of(&request, &config)?;
+        self.sandbox_of(&request, runtime.as_deref(), &config, afar).map(drop)
+    }
+
     /// The sandbox `request` asks for, never wider than its parent's nor
     /// than config.toml's, and one this machine can make; off only when
     /// config.toml says so and the ask is not from afar.
@@ -542,6 +557,7 @@ impl Registry {
         let Some(parent) = self.manifest(parent_id) else {
             return Err(AgentError::NoAgent(parent_id.clone()));
         };
+        parent.here()?;
         let inherited = parent.policy();
         if !parent.may_delegate() {
             return Err(AgentError::TooDeep {
@@ -814,6 +830,12 @@ pub async fn follow_nodes(
                 let agent_id = shard_platform::nodes::qualified(&node, &told.agent_id);
                 let sandbox = super::nodes::link::bounded_sandbox(told.sandbox);
                 let _ = registry.send(&agent_id, HostCommand::NodeSandbox(sandbox));
+            }
+            super::nodes::News::Asked { node, agent_id } => {
+                let agent_id = shard_platform::nodes::qualified(&node, &agent_id);
+                let (reply, _started) = oneshot::channel();
+                // One the hub does not list (another node's, or gone) is let be.
+                let _ = registry.send(&agent_id, HostCommand::Start { reply });
             }
             super::nodes::News::Workspace { node, told } => {
                 if let Some(line) = super::nodes::workspaces::told(&node, *told) {

@@ -63,6 +63,7 @@ impl Jobs {
     /// known (else the parent's).
     fn check_create(&self, request: &SubagentCreate) -> Result<Plan, JobError> {
         let parent = self.parent(&request.parent_agent_id)?;
+        parent.here()?;
         let info = self.registry.info(&parent.agent_id);
         let policy = parent.policy();
         if !parent.may_delegate() {

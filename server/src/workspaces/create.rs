@@ -43,6 +43,12 @@ impl Workspaces {
         afar: bool,
     ) -> Result<WorkspaceLaunchResult, WorkspaceError> {
         let cwd = check_request(&request)?;
+        // Its agent's sandbox first: a launch this daemon refuses leaves
+        // no worktree or branch behind.
+        let launch = &request.launch;
+        self.registry
+            .launchable(launch.runtime.clone(), launch.sandbox, afar)
+            .map_err(|error| WorkspaceError::Launch(error.into()))?;
         let origin = Origin::resolve(cwd, &request).await?;
         let workspace_id = format!("ws-{}", crate::id::random_hex());
         let branch = origin.branch(&request, &workspace_id).await?;

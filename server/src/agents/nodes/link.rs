@@ -74,6 +74,21 @@ pub enum Item {
 pub type Run = Vec<Item>;
 
 impl Item {
+    /// Whether it is a question (a permission or a ui request).
+    fn asks(&self) -> bool {
+        match self {
+            Self::Stamped { line, .. } => {
+                line.starts_with(r#"{"type":"permission_request""#)
+                    || line.starts_with(r#"{"type":"ui_request""#)
+            }
+            Self::Message(message) => matches!(
+                **message,
+                ServerMessage::PermissionRequest(_) | ServerMessage::UiRequest(_)
+            ),
+            Self::Answer { .. } => false,
+        }
+    }
+
     /// What the item weighs in a run.
     fn weight(&self) -> usize {
         match self {
@@ -314,7 +329,7 @@ async fn serve(
             let event = match event {
                 Event::Agent { agent_id, item } => {
                     if let Some(full) = run.add(agent_id, item) {
-                        route(link, full).await;
+                        route(link, full, news).await;
                     }
                     continue;
                 }
@@ -322,25 +337,35 @@ async fn serve(
             };
             // What is not an agent's event waits for the run before it.
             if let Some(run) = run.take() {
-                route(link, run).await;
+                route(link, run, news).await;
             }
             if let Some(why) = said(event, &node, news).await {
                 return why;
             }
         }
         if let Some(run) = run.take() {
-            route(link, run).await;
+            route(link, run, news).await;
         }
     }
     "the link's connection ended".to_owned()
 }
 
 /// Hands `run` to the generation that listens to its agent, which takes
-/// it in its turn; one that went is told nothing more.
-async fn route(link: &Link, (agent_id, run): (Arc<str>, Run)) {
+/// it in its turn; one that went is told nothing more. A question of an
+/// agent the hub does not listen to (a delegated child's, which its node
+/// puts to its parent's people, the hub's) has the hub listen to it: its
+/// generation reads the question again from the node's `sync`.
+async fn route(link: &Link, (agent_id, run): (Arc<str>, Run), news: &mpsc::Sender<News>) {
     let route = link.routes().get(&*agent_id).cloned();
-    if let Some(route) = route {
-        let _ = route.send(run).await;
+    match route {
+        Some(route) => {
+            let _ = route.send(run).await;
+        }
+        None if run.iter().any(Item::asks) => {
+            let asked = News::Asked { node: link.id().to_owned(), agent_id: agent_id.to_string() };
+            let _ = news.send(asked).await;
+        }
+        None => {}
     }
 }
 
@@ -510,9 +535,9 @@ fn stamp(line: &str) -> Option<(&str, u64, usize)> {
 
 /// The most characters the hub keeps of each name, model, mode or runtime
 /// a node gives one of its agents (a name made on the hub is at most 200).
-const MAX_TEXT: usize = 200;
+pub(super) const MAX_TEXT: usize = 200;
 /// The most characters kept of a node's agent's working directory.
-const MAX_CWD: usize = 4096;
+pub(super) const MAX_CWD: usize = 4096;
 
 /// `info` as the hub keeps it: each text the node said about the agent cut
 /// to a bound, so that no node can have every hub client carry a name a
@@ -572,7 +597,7 @@ pub fn bounded_runtimes(mut listed: RuntimeListResult) -> RuntimeListResult {
 }
 
 /// `text`, cut to `max` characters.
-fn cut(text: &mut String, max: usize) {
+pub(super) fn cut(text: &mut String, max: usize) {
     if let Some((at, _)) = text.char_indices().nth(max) {
         text.truncate(at);
     }

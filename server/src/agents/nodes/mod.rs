@@ -48,6 +48,9 @@ pub enum News {
     /// One of the node's agents' sandbox changed there (a host granted or
     /// taken back; `agent_sandbox` under the node's id).
     Sandbox { node: String, told: shard_protocol::sandbox::AgentSandbox },
+    /// A question of one of the node's agents the hub does not listen to
+    /// came to the hub (its parent's people): the hub listens to it.
+    Asked { node: String, agent_id: String },
     /// A `workspace_*` event of the node's, as the node told it.
     Workspace { node: String, told: Box<shard_protocol::ServerMessage> },
 }

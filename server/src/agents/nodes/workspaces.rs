@@ -11,7 +11,7 @@ use serde_json::Value;
 use shard_protocol::error::WireError;
 use shard_protocol::node::NodeState;
 use shard_protocol::sandbox::SandboxMode;
-use shard_protocol::workspace::{WorkspaceList, WorkspaceListResult, WorkspaceSummary};
+use shard_protocol::workspace::{WorkspaceList, WorkspaceSummary};
 use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 
 use super::link::plain_id;
@@ -38,7 +38,11 @@ pub fn node_of(message: &ClientMessage) -> Option<&str> {
         | ClientMessage::WorkspacePush(request) => &request.workspace_id,
         _ => return None,
     };
-    shard_platform::nodes::split(workspace_id).map(|(node, _)| node)
+    // One that is not the node's own plain id is no node's here (and goes
+    // to the daemon's own, which has no such workspace): trust does not
+    // chain through a node to its nodes.
+    let (node, plain) = shard_platform::nodes::split(workspace_id)?;
+    plain_id(plain).then_some(node)
 }
 
 /// `message`, a workspace command for `node`, sent there: its answer, ids
@@ -99,16 +103,17 @@ pub async fn listed(registry: &Registry, request: &WorkspaceList) -> Vec<Workspa
         let Ok(Ok(Some(mut data))) = tokio::time::timeout(LIST_DEADLINE, call).await else {
             return Vec::new();
         };
-        if let Some(Value::Array(workspaces)) = data.get_mut("workspaces") {
-            workspaces.truncate(MAX_LISTED);
-        }
-        if qualify(&mut data, &node).is_err() {
-            tracing::warn!(node, "a node's workspace list with an id that is not plain; left out");
+        let Some(Value::Array(workspaces)) = data.get_mut("workspaces").map(Value::take) else {
             return Vec::new();
-        }
-        serde_json::from_value::<WorkspaceListResult>(data)
-            .map(|listed| listed.workspaces)
-            .unwrap_or_default()
+        };
+        // Each as the hub keeps it; one with an id that is not plain, or
+        // that is itself another node's, is left out.
+        let kept = workspaces.into_iter().filter_map(|mut workspace| {
+            let chained = workspace.get("node").is_some_and(|node| !node.is_null());
+            (!chained && qualify(&mut workspace, &node).is_ok()).then_some(workspace)
+        });
+        let kept = kept.take(MAX_LISTED).map(serde_json::from_value::<WorkspaceSummary>);
+        kept.filter_map(Result::ok).collect::<Vec<_>>()
     });
     futures_util::future::join_all(asks).await.into_iter().flatten().collect()
 }
@@ -127,6 +132,10 @@ pub fn told(node: &str, message: ServerMessage) -> Option<String> {
         return None;
     }
     let mut event: Value = serde_json::from_str(&Envelope::new(message).to_json()).ok()?;
+    // Another node's, told on by this one: trust does not chain.
+    if event.pointer("/workspace/node").is_some_and(|node| !node.is_null()) {
+        return None;
+    }
     qualify(&mut event, node).ok()?;
     Some(event.to_string())
 }
@@ -201,6 +210,8 @@ fn qualify(value: &mut Value, node: &str) -> Result<(), String> {
             }
         }
         Value::Array(items) => items.iter_mut().try_for_each(|item| qualify(item, node))?,
+        // No node's text is longer here than a path may be.
+        Value::String(text) => super::link::cut(text, super::link::MAX_CWD),
         _ => {}
     }
     Ok(())
@@ -225,6 +236,15 @@ mod tests {
         assert_eq!(answer["workspace"]["workspace_id"], "ws-1@box");
         assert_eq!(answer["workspace"]["agent_ids"], json!(["agent-1@box", "agent-2@box"]));
         assert_eq!(answer["workspace"]["node"], "box");
+    }
+
+    #[test]
+    fn a_nodes_text_is_cut_to_a_paths_length() {
+        let mut event = json!({"workspace": {"workspace_id": "ws-1", "lifecycle": "active",
+                                             "label": "x".repeat(100_000)}});
+        qualify(&mut event, "box").expect("plain ids");
+        let label = event["workspace"]["label"].as_str().expect("label");
+        assert_eq!(label.chars().count(), super::super::link::MAX_CWD);
     }
 
     #[test]
