@@ -95,13 +95,24 @@ impl Upstream {
     /// Sends `message` (for `agent`, if it is a per-agent command) and
     /// returns its response's data, or the daemon's error.
     pub async fn call(&self, agent: Option<&str>, message: ClientMessage) -> Outcome {
+        self.call_within(agent, message, CALL_DEADLINE).await
+    }
+
+    /// [`Upstream::call`], waiting for its answer as long as `deadline`
+    /// (a command the daemon may take minutes over, such as a push).
+    pub async fn call_within(
+        &self,
+        agent: Option<&str>,
+        message: ClientMessage,
+        deadline: Duration,
+    ) -> Outcome {
         let gone = || WireError::new(ErrorCode::InternalError, "the daemon's connection closed");
         let (id, answered) = self.register();
         let pending = Pending { upstream: self, id };
         if self.lines.send(self.line(&pending.id, agent, message)).await.is_err() {
             return Err(gone());
         }
-        self.outcome(answered).await
+        self.outcome(answered, deadline).await
     }
 
     /// Queues `message` now, behind every line queued before it, without
@@ -117,7 +128,7 @@ impl Upstream {
         if self.lines.try_send(self.line(&pending.id, agent, message)).is_err() {
             return Err(NotQueued);
         }
-        Ok(async move { pending.upstream.outcome(answered).await })
+        Ok(async move { pending.upstream.outcome(answered, CALL_DEADLINE).await })
     }
 
     /// Queues `message` now under `id`, behind every line queued before
@@ -159,8 +170,8 @@ impl Upstream {
         envelope.to_json()
     }
 
-    async fn outcome(&self, answered: oneshot::Receiver<Response>) -> Outcome {
-        match tokio::time::timeout(CALL_DEADLINE, answered).await {
+    async fn outcome(&self, answered: oneshot::Receiver<Response>, deadline: Duration) -> Outcome {
+        match tokio::time::timeout(deadline, answered).await {
             Ok(Ok(response)) => response.outcome,
             Ok(Err(_)) => {
                 Err(WireError::new(ErrorCode::InternalError, "the daemon's connection closed"))

@@ -187,7 +187,8 @@ impl Registry {
             }
             ClientMessage::AgentCreate(request)
         };
-        let made = self.ask_node(node, afar, asked, make).await?.map_err(|error| {
+        let deadline = crate::upstream::CALL_DEADLINE;
+        let made = self.ask_node(node, afar, asked, make, deadline).await?.map_err(|error| {
             AgentError::Node { node: node.to_owned(), code: error.code, message: error.message }
         })?;
         let made: AgentCreateResult = serde_json::from_value(made.unwrap_or_default())
@@ -200,14 +201,15 @@ impl Registry {
     /// the agent is contained whatever the node's own policy (the hub is
     /// the node's local client, so the node's rule for browsers from afar
     /// cannot tell): `off` is refused, and with no mode asked, the widest
-    /// the node's policy allows is tried, then narrower. The node's answer,
-    /// or why it could not be asked.
+    /// the node's policy allows is tried, then narrower. The node's answer
+    /// (waited for as long as `deadline`), or why it could not be asked.
     pub async fn ask_node(
         &self,
         node: &str,
         afar: bool,
         asked: Option<SandboxMode>,
         make: impl Fn(Option<SandboxMode>) -> ClientMessage,
+        deadline: std::time::Duration,
     ) -> Result<crate::upstream::Outcome, AgentError> {
         let upstream = self.upstream_of(node)?;
         Ok(match (afar, asked) {
@@ -217,14 +219,14 @@ impl Registry {
             (true, None) => {
                 let mut made = Ok(None);
                 for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
-                    made = upstream.call(None, make(Some(mode))).await;
+                    made = upstream.call_within(None, make(Some(mode)), deadline).await;
                     if !matches!(&made, Err(error) if error.code == ErrorCode::PermissionDenied) {
                         break;
                     }
                 }
                 made
             }
-            _ => upstream.call(None, make(None)).await,
+            _ => upstream.call_within(None, make(None), deadline).await,
         })
     }
 

@@ -22,6 +22,10 @@ use crate::upstream::Outcome;
 /// The most workspaces of one node a hub's `workspace.list` shows.
 pub const MAX_LISTED: usize = 1000;
 
+/// How long the hub waits for a node's answer to a workspace command: a
+/// push may take two minutes on the network, after git's own steps.
+const DEADLINE: std::time::Duration = std::time::Duration::from_secs(240);
+
 /// How long a hub's `workspace.list` waits for each node's.
 const LIST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
 
@@ -60,7 +64,7 @@ pub async fn run(registry: &Registry, node: &str, message: ClientMessage, afar: 
         None => message.clone(),
         Some(mode) => with_mode(message.clone(), mode),
     };
-    let answered = registry.ask_node(node, afar && launches, asked, make).await;
+    let answered = registry.ask_node(node, afar && launches, asked, make, DEADLINE).await;
     let mut data = match answered.map_err(node_error)? {
         Ok(data) => data,
         Err(mut error) => {
