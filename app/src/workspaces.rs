@@ -494,6 +494,15 @@ mod tests {
         .expect("workspace")
     }
 
+    fn by_id<const N: usize>(
+        workspaces: [WorkspaceSummary; N],
+    ) -> BTreeMap<String, WorkspaceSummary> {
+        workspaces
+            .into_iter()
+            .map(|workspace| (workspace.workspace_id.clone(), workspace))
+            .collect()
+    }
+
     #[test]
     fn agents_group_under_their_repository_and_workspace() {
         let list = vec![
@@ -509,15 +518,12 @@ mod tests {
         let none = BTreeMap::new();
         assert_eq!(rows(&list, &order, &none).len(), list.len(), "no headings without workspaces");
 
-        let workspaces: BTreeMap<String, WorkspaceSummary> = [
+        let workspaces = by_id([
             workspace("ws-a", "/home/.shard/worktrees/ws-a", "/src/app", "active"),
             workspace("ws-empty", "/home/.shard/worktrees/ws-empty", "/src/app", "active"),
             workspace("ws-gone", "/home/.shard/worktrees/ws-gone", "/src/app", "retired"),
             workspace("ws-old", "/home/.shard/worktrees/ws-old", "/src/app", "retired"),
-        ]
-        .into_iter()
-        .map(|workspace| (workspace.workspace_id.clone(), workspace))
-        .collect();
+        ]);
         let agent_row = |id: &str| Row::Agent(id.to_owned());
         assert_eq!(
             rows(&list, &order, &workspaces),
@@ -579,11 +585,7 @@ mod tests {
         let order: Vec<String> = list.iter().map(|agent| agent.agent_id.clone()).collect();
         let mut theirs = workspace("ws-b@box", "/w/ws-b", "/src/app", "active");
         theirs.node = Some("box".to_owned());
-        let workspaces: BTreeMap<String, WorkspaceSummary> =
-            [workspace("ws-a", "/w/ws-a", "/src/app", "active"), theirs]
-                .into_iter()
-                .map(|workspace| (workspace.workspace_id.clone(), workspace))
-                .collect();
+        let workspaces = by_id([workspace("ws-a", "/w/ws-a", "/src/app", "active"), theirs]);
         let agent_row = |id: &str| Row::Agent(id.to_owned());
         assert_eq!(
             rows(&list, &order, &workspaces),

@@ -33,6 +33,17 @@ function killMatching(words: string[]): number {
   return killed;
 }
 
+/** A hub whose one node, `box`, is `node`, linked by `shard bridge`. */
+function hubOf(node: Restartable): ReturnType<typeof startDaemon> {
+  const command = JSON.stringify([SHARD_BIN, 'bridge', '--home', node.home]);
+  return startDaemon([], `[[nodes]]\nid = "box"\ncommand = ${command}\n`);
+}
+
+/** The node `box` in the tab's node bar. */
+function nodeOf(tab: Page) {
+  return tab.getByRole('region', { name: 'Nodes' }).locator('li.node[data-node="box"]');
+}
+
 /** The numbers of the `tick-N` deltas in the last reply, in order. */
 async function ticks(page: Page): Promise<number[]> {
   const text = await page.locator('.message.assistant').last().innerText();
@@ -47,13 +58,12 @@ test('a node\'s agent in the dashboard: marked, answered, its link dropped and i
   // The node has a runtime the hub has not: the form offers it there.
   writeFileSync(join(node.home, 'config.toml'), '[[runtimes]]\nid = "only-there"\nprotocol = "acp"\ncommand = "true"\n');
   await node.start();
-  const command = JSON.stringify([SHARD_BIN, 'bridge', '--home', node.home]);
-  const hub = await startDaemon([], `[[nodes]]\nid = "box"\ncommand = ${command}\n`);
+  const hub = await hubOf(node);
   let context: BrowserContext | undefined;
   try {
     let tab: Page;
     [context, tab] = await enrolled(browser, hub);
-    const link = tab.getByRole('region', { name: 'Nodes' }).locator('li.node[data-node="box"]');
+    const link = nodeOf(tab);
     await expect(link).toHaveAttribute('data-state', 'online');
     await expect(link).toContainText('box');
 
@@ -129,14 +139,12 @@ test('a workspace made on a node from the form: grouped under the node\'s reposi
   test.setTimeout(90_000);
   const node = new Restartable();
   await node.start();
-  const command = JSON.stringify([SHARD_BIN, 'bridge', '--home', node.home]);
-  const hub = await startDaemon([], `[[nodes]]\nid = "box"\ncommand = ${command}\n`);
+  const hub = await hubOf(node);
   let context: BrowserContext | undefined;
   try {
     let tab: Page;
     [context, tab] = await enrolled(browser, hub);
-    const link = tab.getByRole('region', { name: 'Nodes' }).locator('li.node[data-node="box"]');
-    await expect(link).toHaveAttribute('data-state', 'online');
+    await expect(nodeOf(tab)).toHaveAttribute('data-state', 'online');
     // A repository on the node (this machine here, under the node's daemon).
     const repo = repository();
     await tab.locator('details.create-panel summary').click();

@@ -796,18 +796,41 @@ async fn a_nodes_agent_the_hub_stops_listening_to_shows_as_the_node_has_it() {
     assert_eq!(on_node["data"]["agents"][0]["runtime_state"], "running", "{on_node}");
 }
 
+/// A node whose owner turned its sandbox off, for agents made there, and
+/// a hub behind a TLS proxy with a browser from afar and a local client.
+struct Afar {
+    node_home: TempDir,
+    node: Daemon,
+    _root: TempDir,
+    _hub: Daemon,
+    web: Client,
+    local: Client,
+}
+
+impl Afar {
+    async fn start() -> Afar {
+        let node_home = TempDir::new().unwrap();
+        let config = node_home.path().join("config.toml");
+        std::fs::write(config, "[sandbox]\nmode = \"off\"\n").unwrap();
+        let node = Daemon::start_in(node_home.path(), &[]).await;
+        let root = TempDir::new().unwrap();
+        write_config(root.path(), &bridge_to(&node), "");
+        let (hub, web) = super::sandbox::behind_a_proxy(root.path()).await;
+        let mut local = Client::unix(&hub.socket()).await;
+        node_is(&mut local, "online").await;
+        Afar { node_home, node, _root: root, _hub: hub, web, local }
+    }
+
+    /// The node's owner allows no more than read-only from now on.
+    fn read_only(&self) {
+        let config = self.node_home.path().join("config.toml");
+        std::fs::write(config, "[sandbox]\nmode = \"read-only\"\n").unwrap();
+    }
+}
+
 #[tokio::test]
 async fn a_remote_browser_never_starts_an_agent_without_a_sandbox_on_a_node() {
-    // A node whose owner turned its sandbox off, for agents made there.
-    let node_home = TempDir::new().unwrap();
-    std::fs::write(node_home.path().join("config.toml"), "[sandbox]\nmode = \"off\"\n").unwrap();
-    let node = Daemon::start_in(node_home.path(), &[]).await;
-    // A hub behind a TLS proxy, and a browser from afar.
-    let root = TempDir::new().unwrap();
-    write_config(root.path(), &bridge_to(&node), "");
-    let (hub, mut web) = super::sandbox::behind_a_proxy(root.path()).await;
-    let mut local = Client::unix(&hub.socket()).await;
-    node_is(&mut local, "online").await;
+    let mut afar = Afar::start().await;
     let project = TempDir::new().unwrap();
     let mode_of = |list: &Value, agent: &str| {
         listed(list, agent).expect("listed")["sandbox"]["mode"].as_str().unwrap_or("").to_owned()
@@ -816,26 +839,25 @@ async fn a_remote_browser_never_starts_an_agent_without_a_sandbox_on_a_node() {
     // From afar: never unsandboxed, whatever the node's own policy.
     let off = json!({"type": "agent.create", "cwd": project.path().display().to_string(),
         "node": "box", "sandbox": {"mode": "off"}});
-    let refused = web.call("off", off).await;
+    let refused = afar.web.call("off", off).await;
     assert_eq!(refused["error"]["code"], "PERMISSION_DENIED", "{refused}");
     assert!(refused["error"]["message"].as_str().unwrap_or("").contains("remote browser"));
-    let made = web.call("c1", create_on(project.path(), "box")).await;
+    let made = afar.web.call("c1", create_on(project.path(), "box")).await;
     assert_eq!(made["success"], true, "contained as the node allows: {made}");
     let from_afar = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
     // The node's owner, on the hub's machine, gets the node's policy.
-    let made = local.call("c2", create_on(project.path(), "box")).await;
+    let made = afar.local.call("c2", create_on(project.path(), "box")).await;
     let from_here = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
-    let list = local.call("l", json!({"type": "agent.list"})).await;
+    let list = afar.local.call("l", json!({"type": "agent.list"})).await;
     assert_eq!(mode_of(&list, &from_afar), "workspace-write", "{list}");
     assert_eq!(mode_of(&list, &from_here), "off", "{list}");
 
     // A node that allows no more than read-only: that, from afar.
-    std::fs::write(node_home.path().join("config.toml"), "[sandbox]\nmode = \"read-only\"\n")
-        .unwrap();
-    let made = web.call("c3", create_on(project.path(), "box")).await;
+    afar.read_only();
+    let made = afar.web.call("c3", create_on(project.path(), "box")).await;
     assert_eq!(made["success"], true, "{made}");
     let narrowest = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
-    let list = local.call("l2", json!({"type": "agent.list"})).await;
+    let list = afar.local.call("l2", json!({"type": "agent.list"})).await;
     assert_eq!(mode_of(&list, &narrowest), "read-only", "{list}");
 }
 
@@ -1050,38 +1072,31 @@ async fn a_workspace_is_made_worked_and_retired_on_a_node_from_the_hub() {
 
 #[tokio::test]
 async fn a_workspace_on_a_node_from_afar_is_never_unsandboxed() {
-    let node_home = TempDir::new().unwrap();
-    std::fs::write(node_home.path().join("config.toml"), "[sandbox]\nmode = \"off\"\n").unwrap();
-    let node = Daemon::start_in(node_home.path(), &[]).await;
-    let root = TempDir::new().unwrap();
-    write_config(root.path(), &bridge_to(&node), "");
-    let (hub, mut web) = super::sandbox::behind_a_proxy(root.path()).await;
-    let mut local = Client::unix(&hub.socket()).await;
-    node_is(&mut local, "online").await;
+    let mut afar = Afar::start().await;
     let repo = super::workspaces::repository();
     let cwd = super::workspaces::canonical(repo.path());
     let off = json!({"type": "workspace.create", "cwd": cwd, "node": "box",
                      "sandbox": {"mode": "off"}});
-    let refused = web.call("off", off).await;
+    let refused = afar.web.call("off", off).await;
     assert_eq!(refused["error"]["code"], "PERMISSION_DENIED", "{refused}");
-    let made = web.call("ws", json!({"type": "workspace.create", "cwd": cwd, "node": "box"})).await;
+    let made =
+        afar.web.call("ws", json!({"type": "workspace.create", "cwd": cwd, "node": "box"})).await;
     assert_eq!(made["success"], true, "{made}");
     let agent = made["data"]["agent_id"].as_str().expect("agent").to_owned();
-    let list = local.call("l", json!({"type": "agent.list"})).await;
+    let list = afar.local.call("l", json!({"type": "agent.list"})).await;
     let row = listed(&list, &agent).expect("listed");
     assert_eq!(row["sandbox"]["mode"], "workspace-write", "{row}");
 
     // A node that allows no more than read-only: one workspace, read-only,
     // and nothing left behind by the wider try.
-    std::fs::write(node_home.path().join("config.toml"), "[sandbox]\nmode = \"read-only\"\n")
-        .unwrap();
+    afar.read_only();
     let fix = json!({"type": "workspace.create", "cwd": cwd, "node": "box", "label": "fix"});
-    let made = web.call("ws2", fix).await;
+    let made = afar.web.call("ws2", fix).await;
     assert_eq!(made["success"], true, "{made}");
     let agent = made["data"]["agent_id"].as_str().expect("agent").to_owned();
-    let list = local.call("l2", json!({"type": "agent.list"})).await;
+    let list = afar.local.call("l2", json!({"type": "agent.list"})).await;
     assert_eq!(listed(&list, &agent).expect("listed")["sandbox"]["mode"], "read-only", "{list}");
-    let mut on_node = Client::unix(&node.socket()).await;
+    let mut on_node = Client::unix(&afar.node.socket()).await;
     let all = on_node.call("w", json!({"type": "workspace.list"})).await;
     let labels: Vec<&Value> = all["data"]["workspaces"].as_array().unwrap().iter().collect();
     let fixes = labels.iter().filter(|workspace| workspace["label"] == "fix").count();
