@@ -5,8 +5,16 @@ use std::sync::Arc;
 
 use shard_protocol::ClientMessage;
 
-use super::{Daemon, Outcome, ok};
+use serde_json::Value;
+use shard_protocol::WireError;
+use shard_protocol::node::NodeState;
+use shard_protocol::sandbox::SandboxMode;
+use shard_protocol::workspace::{WorkspaceList, WorkspaceSummary};
+
+use super::{Answer, Daemon, Outcome, ok};
+use crate::agents::error::AgentError;
 use crate::agents::nodes::workspaces as nodes;
+use crate::agents::registry::Registry;
 
 /// `afar`: the caller is a browser of a daemon in a remote mode.
 pub fn run(daemon: &Arc<dyn Daemon>, message: ClientMessage, afar: bool) -> Outcome {
@@ -14,7 +22,7 @@ pub fn run(daemon: &Arc<dyn Daemon>, message: ClientMessage, afar: bool) -> Outc
     if let Some(node) = nodes::node_of(&message).map(str::to_owned) {
         let daemon = daemon.clone();
         return Outcome::Later(Box::pin(async move {
-            nodes::run(daemon.registry(), &node, message, afar).await
+            on_node(daemon.registry(), &node, message, afar).await
         }));
     }
     match message {
@@ -32,7 +40,7 @@ pub fn run(daemon: &Arc<dyn Daemon>, message: ClientMessage, afar: bool) -> Outc
             let daemon = daemon.clone();
             Outcome::Later(Box::pin(async move {
                 let mut listed = workspaces.list(request.clone()).await?;
-                listed.workspaces.extend(nodes::listed(daemon.registry(), &request).await);
+                listed.workspaces.extend(nodes_listed(daemon.registry(), &request).await);
                 ok(listed)
             }))
         }
@@ -63,4 +71,69 @@ pub fn run(daemon: &Arc<dyn Daemon>, message: ClientMessage, afar: bool) -> Outc
         })),
         other => super::run_elsewhere(other),
     }
+}
+
+/// `message`, a workspace command for `node` (docs/NODES.md), sent there:
+/// its answer, ids made the hub's. One that launches an agent is contained
+/// from `afar` as `agent.create` is ([`Registry::ask_node`]), and its agent
+/// listed here before the answer goes out.
+async fn on_node(registry: &Registry, node: &str, message: ClientMessage, afar: bool) -> Answer {
+    let message = nodes::for_the_node(message);
+    let launch = nodes::launch(&message);
+    let make = |mode: Option<SandboxMode>| match mode {
+        None => message.clone(),
+        Some(mode) => nodes::with_mode(message.clone(), mode),
+    };
+    let (afar, asked) = (afar && launch.is_some(), launch.flatten());
+    let answered = registry.ask_node(node, afar, asked, make, nodes::DEADLINE).await?;
+    let mut data = match answered {
+        Ok(data) => data,
+        Err(mut error) => {
+            // What the node's error says of its workspaces, in the hub's ids.
+            if let Some(data) = &mut error.data
+                && nodes::qualify(data, node).is_err()
+            {
+                error.data = None;
+            }
+            error.message = format!("node `{node}`: {}", error.message);
+            return Err(error);
+        }
+    };
+    if launch.is_some() {
+        let launched = data.as_ref().and_then(|data| data.get("agent_id")).and_then(Value::as_str);
+        let Some(launched) = launched.map(str::to_owned) else {
+            return Err(unreadable("no agent id in a launch's answer".to_owned()));
+        };
+        registry.list_made(node, &launched).await?;
+    }
+    if let Some(data) = &mut data {
+        nodes::qualify(data, node).map_err(unreadable)?;
+    }
+    Ok(data)
+}
+
+/// Each online node's workspaces, for the hub's `workspace.list`: a node
+/// that does not answer in time, or answers what cannot be read, is left
+/// out of this answer. A path filter is a path here, nothing on a node.
+async fn nodes_listed(registry: &Registry, request: &WorkspaceList) -> Vec<WorkspaceSummary> {
+    if request.cwd.is_some() {
+        return Vec::new();
+    }
+    let online = registry.context.nodes.list().into_iter();
+    let online = online.filter(|node| node.state == NodeState::Online).map(|node| node.id);
+    let asks = online.map(|node| async move {
+        let call = registry.call_node(&node, ClientMessage::WorkspaceList(request.clone()));
+        let Ok(Ok(Some(mut data))) = tokio::time::timeout(nodes::LIST_DEADLINE, call).await else {
+            return Vec::new();
+        };
+        match data.get_mut("workspaces").map(Value::take) {
+            Some(Value::Array(workspaces)) => nodes::kept(workspaces, &node),
+            _ => Vec::new(),
+        }
+    });
+    futures_util::future::join_all(asks).await.into_iter().flatten().collect()
+}
+
+fn unreadable(why: String) -> WireError {
+    AgentError::NodeUnreadable(why).into()
 }

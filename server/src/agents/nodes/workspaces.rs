@@ -4,30 +4,25 @@
 //! `<id>@<node>`, and goes to the node under its id there, as the command
 //! of one of the node's local clients. What the node answers, and the
 //! `workspace_*` events it tells of, come back with each workspace and
-//! agent id made the hub's, and each workspace marked with its node; an
-//! agent the node launched is listed here before the answer goes out.
+//! agent id made the hub's, and each workspace marked with its node. What
+//! is here reads and rewrites; the commands send (`commands::workspace`).
 
 use serde_json::Value;
-use shard_protocol::error::WireError;
-use shard_protocol::node::NodeState;
 use shard_protocol::sandbox::SandboxMode;
-use shard_protocol::workspace::{WorkspaceList, WorkspaceSummary};
+use shard_protocol::workspace::WorkspaceSummary;
 use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 
 use super::link::plain_id;
-use crate::agents::error::AgentError;
-use crate::agents::registry::Registry;
-use crate::upstream::Outcome;
 
 /// The most workspaces of one node a hub's `workspace.list` shows.
 pub const MAX_LISTED: usize = 1000;
 
 /// How long the hub waits for a node's answer to a workspace command: a
 /// push may take two minutes on the network, after git's own steps.
-const DEADLINE: std::time::Duration = std::time::Duration::from_secs(240);
+pub const DEADLINE: std::time::Duration = std::time::Duration::from_secs(240);
 
 /// How long a hub's `workspace.list` waits for each node's.
-const LIST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
+pub const LIST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The node a workspace command is for: `workspace.create`'s `node`, or
 /// the node of the workspace it names; `None`: the daemon's own.
@@ -49,77 +44,27 @@ pub fn node_of(message: &ClientMessage) -> Option<&str> {
     plain_id(plain).then_some(node)
 }
 
-/// `message`, a workspace command for `node`, sent there: its answer, ids
-/// made the hub's. One that launches an agent is contained from `afar`
-/// as `agent.create` is ([`Registry::ask_node`]), and its agent listed.
-pub async fn run(registry: &Registry, node: &str, message: ClientMessage, afar: bool) -> Outcome {
-    let node_error = |error: AgentError| WireError::from(error);
-    let message = for_the_node(message);
-    let (launches, asked) = match &message {
-        ClientMessage::WorkspaceCreate(request) => (true, mode(&request.launch)),
-        ClientMessage::WorkspaceAttach(request) => (true, mode(&request.launch)),
-        _ => (false, None),
-    };
-    let make = |mode: Option<SandboxMode>| match mode {
-        None => message.clone(),
-        Some(mode) => with_mode(message.clone(), mode),
-    };
-    let answered = registry.ask_node(node, afar && launches, asked, make, DEADLINE).await;
-    let mut data = match answered.map_err(node_error)? {
-        Ok(data) => data,
-        Err(mut error) => {
-            if let Some(data) = &mut error.data {
-                // What the node's error says of its workspaces, in the hub's ids.
-                if qualify(data, node).is_err() {
-                    error.data = None;
-                }
-            }
-            error.message = format!("node `{node}`: {}", error.message);
-            return Err(error);
-        }
-    };
-    if launches {
-        let launched = data.as_ref().and_then(|data| data.get("agent_id")).and_then(Value::as_str);
-        let Some(launched) = launched.map(str::to_owned) else {
-            return Err(unreadable("no agent id in a launch's answer"));
-        };
-        registry.list_made(node, &launched).await.map_err(node_error)?;
-    }
-    if let Some(data) = &mut data {
-        qualify(data, node).map_err(|why| unreadable(&why))?;
-    }
-    Ok(data)
+/// Each of a node's listed workspaces as the hub keeps it, at most
+/// [`MAX_LISTED`]: one with an id that is not plain, or that is itself
+/// another node's, is left out.
+pub fn kept(workspaces: Vec<Value>, node: &str) -> Vec<WorkspaceSummary> {
+    let kept = workspaces.into_iter().filter_map(|mut workspace| {
+        let chained = workspace.get("node").is_some_and(|node| !node.is_null());
+        (!chained && qualify(&mut workspace, node).is_ok()).then_some(workspace)
+    });
+    let kept = kept.take(MAX_LISTED).map(serde_json::from_value::<WorkspaceSummary>);
+    kept.filter_map(Result::ok).collect()
 }
 
-/// `workspace.list` of the hub's: each online node's workspaces (as many
-/// as [`MAX_LISTED`]), ids made the hub's. A node that does not answer in
-/// time, or answers what cannot be read, is left out of this answer.
-pub async fn listed(registry: &Registry, request: &WorkspaceList) -> Vec<WorkspaceSummary> {
-    // A path filter is a path here, nothing on a node.
-    if request.cwd.is_some() {
-        return Vec::new();
-    }
-    let online = registry.context.nodes.list().into_iter();
-    let online = online.filter(|node| node.state == NodeState::Online).map(|node| node.id);
-    let asks = online.map(|node| async move {
-        let message = ClientMessage::WorkspaceList(request.clone());
-        let call = registry.call_node(&node, message);
-        let Ok(Ok(Some(mut data))) = tokio::time::timeout(LIST_DEADLINE, call).await else {
-            return Vec::new();
-        };
-        let Some(Value::Array(workspaces)) = data.get_mut("workspaces").map(Value::take) else {
-            return Vec::new();
-        };
-        // Each as the hub keeps it; one with an id that is not plain, or
-        // that is itself another node's, is left out.
-        let kept = workspaces.into_iter().filter_map(|mut workspace| {
-            let chained = workspace.get("node").is_some_and(|node| !node.is_null());
-            (!chained && qualify(&mut workspace, &node).is_ok()).then_some(workspace)
-        });
-        let kept = kept.take(MAX_LISTED).map(serde_json::from_value::<WorkspaceSummary>);
-        kept.filter_map(Result::ok).collect::<Vec<_>>()
-    });
-    futures_util::future::join_all(asks).await.into_iter().flatten().collect()
+/// The sandbox mode a launch (`workspace.create` or `.attach`) asks for;
+/// `None` for a command that launches nothing.
+pub fn launch(message: &ClientMessage) -> Option<Option<SandboxMode>> {
+    let launch = match message {
+        ClientMessage::WorkspaceCreate(request) => &request.launch,
+        ClientMessage::WorkspaceAttach(request) => &request.launch,
+        _ => return None,
+    };
+    Some(launch.sandbox.as_ref().and_then(|sandbox| sandbox.mode))
 }
 
 /// A node's `workspace_*` event as the hub's clients get it: ids made the
@@ -145,7 +90,7 @@ pub fn told(node: &str, message: ServerMessage) -> Option<String> {
 }
 
 /// The command as the node takes it: its own workspace id, and no node.
-fn for_the_node(mut message: ClientMessage) -> ClientMessage {
+pub fn for_the_node(mut message: ClientMessage) -> ClientMessage {
     let plain = |workspace_id: &mut String| {
         if let Some((_, plain)) = shard_platform::nodes::split(workspace_id) {
             *workspace_id = plain.to_owned();
@@ -164,12 +109,8 @@ fn for_the_node(mut message: ClientMessage) -> ClientMessage {
     message
 }
 
-fn mode(launch: &shard_protocol::workspace::WorkspaceLaunch) -> Option<SandboxMode> {
-    launch.sandbox.as_ref().and_then(|sandbox| sandbox.mode)
-}
-
 /// A launch with its agent's sandbox narrowed to `mode`.
-fn with_mode(mut message: ClientMessage, mode: SandboxMode) -> ClientMessage {
+pub fn with_mode(mut message: ClientMessage, mode: SandboxMode) -> ClientMessage {
     let launch = match &mut message {
         ClientMessage::WorkspaceCreate(request) => &mut request.launch,
         ClientMessage::WorkspaceAttach(request) => &mut request.launch,
@@ -179,15 +120,11 @@ fn with_mode(mut message: ClientMessage, mode: SandboxMode) -> ClientMessage {
     message
 }
 
-fn unreadable(why: &str) -> WireError {
-    AgentError::NodeUnreadable(why.to_owned()).into()
-}
-
 /// A node's answer or event made the hub's: every `workspace_id` and
 /// `agent_id`, and each of `agent_ids`, qualified by `node`, and each
 /// workspace (an object with a `workspace_id` and a `lifecycle`) marked
 /// with its node. An id that is not plain fails it: trust does not chain.
-fn qualify(value: &mut Value, node: &str) -> Result<(), String> {
+pub fn qualify(value: &mut Value, node: &str) -> Result<(), String> {
     let one = |id: &mut Value| match id {
         Value::String(plain) if plain_id(plain) => {
             *plain = shard_platform::nodes::qualified(node, plain);
