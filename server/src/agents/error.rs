@@ -165,7 +165,7 @@ pub enum AgentError {
     NoNode(String),
     /// What a node answered a command the hub sent it for a client.
     #[error("node `{node}`: {message}")]
-    Node { node: String, code: ErrorCode, message: String },
+    Node { node: String, code: ErrorCode, message: String, data: Option<Box<serde_json::Value>> },
     #[error("a node's answer this daemon cannot read: {0}")]
     NodeUnreadable(String),
     #[error(
@@ -292,6 +292,7 @@ impl From<AgentError> for WireError {
                 wire.with_data(json!({"agent_id": agent_id}))
             }
             AgentError::SessionHeld { holder, .. } => wire.with_data(json!({"agent_id": holder})),
+            AgentError::Node { data: Some(data), .. } => wire.with_data(*data),
             _ => wire,
         }
     }

@@ -188,9 +188,10 @@ impl Registry {
             ClientMessage::AgentCreate(request)
         };
         let deadline = crate::upstream::CALL_DEADLINE;
-        let made = self.ask_node(node, afar, asked, make, deadline).await?.map_err(|error| {
-            AgentError::Node { node: node.to_owned(), code: error.code, message: error.message }
-        })?;
+        let made = self
+            .ask_node(node, afar, asked, make, deadline)
+            .await?
+            .map_err(|error| refused_by(node, error))?;
         let made: AgentCreateResult = serde_json::from_value(made.unwrap_or_default())
             .map_err(|error| AgentError::NodeUnreadable(error.to_string()))?;
         self.list_made(node, &made.agent_id).await
@@ -268,11 +269,7 @@ impl Registry {
         message: ClientMessage,
     ) -> Result<Option<serde_json::Value>, AgentError> {
         let upstream = self.upstream_of(node)?;
-        upstream.call(None, message).await.map_err(|error| AgentError::Node {
-            node: node.to_owned(),
-            code: error.code,
-            message: error.message,
-        })
+        upstream.call(None, message).await.map_err(|error| refused_by(node, error))
     }
 
     /// Where a node's agent lives, if `agent_id` is one: its link, and its
@@ -297,12 +294,7 @@ impl Registry {
         let Some(upstream) = link.watch().borrow().clone() else {
             return Err(AgentError::NodeOffline(link.offline_reason()));
         };
-        let node = link.id().to_owned();
-        upstream.call(None, message(remote)).await.map_err(|error| AgentError::Node {
-            node,
-            code: error.code,
-            message: error.message,
-        })
+        upstream.call(None, message(remote)).await.map_err(|error| refused_by(link.id(), error))
     }
 
     /// Lists each of `node`'s agents not listed yet, under its node: a
@@ -845,5 +837,35 @@ pub async fn follow_nodes(
                 }
             }
         }
+    }
+}
+
+/// A node's refusal of a command the hub sent it for a client: its code,
+/// its message after the node's id, and its data with every agent and
+/// workspace id made the hub's (none, if an id there is not plain).
+fn refused_by(node: &str, error: shard_protocol::WireError) -> AgentError {
+    let qualified = |mut data| super::nodes::workspaces::qualify(&mut data, node).map(|()| data);
+    let data = error.data.and_then(|data| qualified(data).ok()).map(Box::new);
+    AgentError::Node { node: node.to_owned(), code: error.code, message: error.message, data }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use shard_protocol::WireError;
+
+    use super::*;
+
+    #[test]
+    fn a_nodes_refusal_keeps_its_data_in_the_hubs_ids() {
+        let held =
+            WireError::new(ErrorCode::Conflict, "held").with_data(json!({"agent_id": "a-1"}));
+        let wire = WireError::from(refused_by("box", held));
+        assert_eq!(wire.code, ErrorCode::Conflict);
+        assert_eq!(wire.message, "node `box`: held");
+        assert_eq!(wire.data, Some(json!({"agent_id": "a-1@box"})));
+        let chained =
+            WireError::new(ErrorCode::Conflict, "x").with_data(json!({"agent_id": "a@b"}));
+        assert_eq!(WireError::from(refused_by("box", chained)).data, None);
     }
 }
