@@ -843,7 +843,7 @@ pub async fn follow_nodes(
 /// A node's refusal of a command the hub sent it for a client: its code,
 /// its message after the node's id, and its data with every agent and
 /// workspace id made the hub's (none, if an id there is not plain).
-fn refused_by(node: &str, error: shard_protocol::WireError) -> AgentError {
+pub fn refused_by(node: &str, error: shard_protocol::WireError) -> AgentError {
     let qualified = |mut data| super::nodes::workspaces::qualify(&mut data, node).map(|()| data);
     let data = error.data.and_then(|data| qualified(data).ok()).map(Box::new);
     AgentError::Node { node: node.to_owned(), code: error.code, message: error.message, data }

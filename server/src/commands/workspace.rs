@@ -14,7 +14,7 @@ use shard_protocol::workspace::{WorkspaceList, WorkspaceSummary};
 use super::{Answer, Daemon, Outcome, ok};
 use crate::agents::error::AgentError;
 use crate::agents::nodes::workspaces as nodes;
-use crate::agents::registry::Registry;
+use crate::agents::registry::{Registry, refused_by};
 
 /// `afar`: the caller is a browser of a daemon in a remote mode.
 pub fn run(daemon: &Arc<dyn Daemon>, message: ClientMessage, afar: bool) -> Outcome {
@@ -86,19 +86,8 @@ async fn on_node(registry: &Registry, node: &str, message: ClientMessage, afar: 
     };
     let (afar, asked) = (afar && launch.is_some(), launch.flatten());
     let answered = registry.ask_node(node, afar, asked, make, nodes::DEADLINE).await?;
-    let mut data = match answered {
-        Ok(data) => data,
-        Err(mut error) => {
-            // What the node's error says of its workspaces, in the hub's ids.
-            if let Some(data) = &mut error.data
-                && nodes::qualify(data, node).is_err()
-            {
-                error.data = None;
-            }
-            error.message = format!("node `{node}`: {}", error.message);
-            return Err(error);
-        }
-    };
+    // A refusal's data (a retire's confirmation, say) in the hub's ids.
+    let mut data = answered.map_err(|error| refused_by(node, error))?;
     if launch.is_some() {
         let launched = data.as_ref().and_then(|data| data.get("agent_id")).and_then(Value::as_str);
         let Some(launched) = launched.map(str::to_owned) else {

@@ -98,22 +98,16 @@ impl Host {
     /// A host for `manifest` with no process and no queues: what a listed
     /// agent is until something is asked of it.
     pub fn dormant(context: Arc<Context>, manifest: Manifest, now: Instant) -> Self {
+        let io = Io::new(context.clone(), &manifest);
         let mut projection = projection::Projection::new(&manifest);
-        projection.sandbox = match &manifest.remote {
-            Some(remote) => remote.sandbox.clone(),
-            None => context.sandbox.describe(
-                &manifest.agent_id,
-                manifest.runtime_id(),
-                manifest.sandbox,
-            ),
-        };
+        projection.sandbox = io.sandbox(&manifest);
         let parent = manifest.identity.parent_agent_id.as_deref();
         context.delegation.set_parent(&manifest.agent_id, parent);
         context.budgets.set_parent(&manifest.agent_id, parent);
         let host = Self {
             process: process::Supervision::new(context.idle_timeout, now),
             questions: questions::Questions::new(questions::Rules::of(&manifest, &context)),
-            io: Io::new(context, &manifest),
+            io,
             manifest,
             link: link::Link::default(),
             projection,
