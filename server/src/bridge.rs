@@ -11,12 +11,16 @@
 //! it at once (what the daemon wrote is flushed first); the other side
 //! closing stdin half-closes the socket, and the daemon's close follows.
 
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::UnixStream;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct BridgeArgs {
@@ -31,61 +35,148 @@ const CHUNK: usize = 64 * 1024;
 /// for this long is gone (toward stdout, the daemon's own deadline for a
 /// slow client is shorter, so it has usually dropped the connection first).
 const WRITE_DEADLINE: Duration = Duration::from_secs(60);
+/// How often the watch looks at the writes under way.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
 
-pub async fn run(args: BridgeArgs) -> anyhow::Result<()> {
+/// Two threads, one each way, each reading and writing with plain
+/// blocking calls: the bridge only copies bytes, and a thread of its own
+/// each way copies them with no hand-off between threads on the way. A
+/// third watches that no write takes longer than [`WRITE_DEADLINE`].
+pub fn run(args: BridgeArgs) -> anyhow::Result<()> {
     let home = match args.home {
         Some(home) => home,
         None => shard_platform::config::shard_home()?,
     };
     let socket = home.join("daemon.sock");
-    let stream = UnixStream::connect(&socket).await.map_err(|error| {
+    let stream = UnixStream::connect(&socket).map_err(|error| {
         anyhow::anyhow!(
             "no Shard daemon is running for {} ({error}): start one there with `shard daemon` \
              (the same SHARD_HOME)",
             home.display()
         )
     })?;
-    let (from_daemon, to_daemon) = stream.into_split();
-    let down = tokio::spawn(daemon_to_stdout(from_daemon));
-    let up = tokio::spawn(stdin_to_daemon(to_daemon));
+    let stdout = File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    let stdin = File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
+    let to_daemon = stream.try_clone().context("cannot share the daemon's connection")?;
+    let (down, up) = (Arc::new(Writing::default()), Arc::new(Writing::default()));
+    let watched = [(down.clone(), "stdout"), (up.clone(), "the daemon")];
+    std::thread::Builder::new()
+        .name("watch".into())
+        .spawn(move || watch(&watched))
+        .context("cannot start the bridge's watch")?;
+    // The other side closing stdin half-closes the connection: the daemon
+    // then finishes and closes its side, which ends the bridge below.
+    std::thread::Builder::new()
+        .name("up".into())
+        .spawn(move || {
+            let relayed = relay(stdin, &to_daemon, &up, ("stdin", "the daemon"));
+            let _ = to_daemon.shutdown(std::net::Shutdown::Write);
+            if let Err(error) = relayed {
+                eprintln!("shard bridge: {error:#}");
+            }
+        })
+        .context("cannot start the bridge's writer")?;
     // The daemon's side decides: once it closed, nothing more can pass.
-    let ended = down.await.context("the bridge's reader stopped")?;
-    up.abort();
-    ended
+    relay(&stream, stdout, &down, ("the daemon", "stdout"))
 }
 
-/// Everything the daemon sends, to stdout, until it closes the connection.
-async fn daemon_to_stdout(daemon: tokio::net::unix::OwnedReadHalf) -> anyhow::Result<()> {
-    relay(daemon, tokio::io::stdout(), ("the daemon", "stdout")).await
+/// When the write under way began, in milliseconds since [`Writing::epoch`]
+/// plus one; zero while none is.
+struct Writing {
+    epoch: Instant,
+    since: AtomicU64,
 }
 
-/// Everything on stdin, to the daemon; at its end, the socket's write side
-/// is closed so that the daemon sees the client leave.
-async fn stdin_to_daemon(mut daemon: tokio::net::unix::OwnedWriteHalf) -> anyhow::Result<()> {
-    relay(tokio::io::stdin(), &mut daemon, ("stdin", "the daemon")).await?;
-    daemon.shutdown().await.context("cannot close the daemon's connection")
+impl Default for Writing {
+    fn default() -> Self {
+        Self { epoch: Instant::now(), since: AtomicU64::new(0) }
+    }
 }
 
-/// Copies `from` to `to` until `from` ends, each write (and its flush)
-/// within [`WRITE_DEADLINE`]; `names` say which is which in an error.
-async fn relay(
-    mut from: impl AsyncRead + Unpin,
-    mut to: impl AsyncWrite + Unpin,
+impl Writing {
+    fn begin(&self) {
+        let now = self.epoch.elapsed().as_millis() as u64 + 1;
+        self.since.store(now, Ordering::Relaxed);
+    }
+
+    fn end(&self) {
+        self.since.store(0, Ordering::Relaxed);
+    }
+
+    /// How long the write under way has taken, if one is.
+    fn taken(&self) -> Option<Duration> {
+        let since = self.since.load(Ordering::Relaxed).checked_sub(1)?;
+        let now = self.epoch.elapsed().as_millis() as u64;
+        Some(Duration::from_millis(now.saturating_sub(since)))
+    }
+}
+
+/// Ends the bridge once a write has waited past [`WRITE_DEADLINE`]: the
+/// side that takes nothing is gone.
+fn watch(writes: &[(Arc<Writing>, &str)]) {
+    loop {
+        std::thread::sleep(WATCH_EVERY);
+        if let Some(sink) = stalled(writes, WRITE_DEADLINE) {
+            eprintln!("shard bridge: {sink} took nothing for {WRITE_DEADLINE:?}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// The sink of the first write under way for longer than `deadline`.
+fn stalled<'a>(writes: &'a [(Arc<Writing>, &'a str)], deadline: Duration) -> Option<&'a str> {
+    let late = |writing: &Writing| writing.taken().is_some_and(|taken| taken > deadline);
+    writes.iter().find(|(writing, _)| late(writing)).map(|(_, sink)| *sink)
+}
+
+/// Copies `from` to `to` until `from` ends.
+fn relay(
+    mut from: impl Read,
+    mut to: impl Write,
+    writing: &Writing,
     (source, sink): (&str, &str),
 ) -> anyhow::Result<()> {
     let mut buffer = vec![0; CHUNK];
     loop {
-        let read = from.read(&mut buffer).await.with_context(|| format!("cannot read {source}"))?;
-        if read == 0 {
-            return Ok(());
-        }
-        let write = async {
-            to.write_all(&buffer[..read]).await?;
-            to.flush().await
+        let read = match from.read(&mut buffer) {
+            Ok(0) => return Ok(()),
+            Ok(read) => read,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error).with_context(|| format!("cannot read {source}")),
         };
-        match tokio::time::timeout(WRITE_DEADLINE, write).await {
-            Ok(written) => written.with_context(|| format!("cannot write to {sink}"))?,
-            Err(_) => anyhow::bail!("{sink} took nothing for {WRITE_DEADLINE:?}"),
-        }
+        writing.begin();
+        let written = to.write_all(&buffer[..read]);
+        writing.end();
+        written.with_context(|| format!("cannot write to {sink}"))?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_write_under_way_past_its_deadline_is_stalled() {
+        let (down, up) = (Arc::new(Writing::default()), Arc::new(Writing::default()));
+        let writes = [(down.clone(), "stdout"), (up.clone(), "the daemon")];
+        let deadline = Duration::from_millis(10);
+        up.begin();
+        assert_eq!(stalled(&writes, Duration::from_secs(60)), None, "within its deadline");
+        std::thread::sleep(deadline * 3);
+        assert_eq!(stalled(&writes, deadline), Some("the daemon"));
+        up.end();
+        assert_eq!(stalled(&writes, deadline), None, "a write that ended is not waited on");
+        down.begin();
+        std::thread::sleep(deadline * 3);
+        assert_eq!(stalled(&writes, deadline), Some("stdout"));
+    }
+
+    #[test]
+    fn the_relay_copies_every_byte_and_marks_no_write_under_way_after() {
+        let bytes: Vec<u8> = (0..200_000u32).map(|n| (n % 251) as u8).collect();
+        let (writing, mut copied) = (Writing::default(), Vec::new());
+        relay(bytes.as_slice(), &mut copied, &writing, ("here", "there")).unwrap();
+        assert_eq!(copied, bytes);
+        assert_eq!(writing.taken(), None);
     }
 }

@@ -94,14 +94,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             runtime.shutdown_background();
             served
         }
-        Command::Bridge(args) => {
-            let runtime = single_threaded()?;
-            let bridged = runtime.block_on(crate::bridge::run(args));
-            // The stdin read blocks a thread until the other side writes or
-            // closes: do not wait for it.
-            runtime.shutdown_background();
-            bridged
-        }
+        // The stdin reader blocks its thread until the other side writes
+        // or closes: the bridge ends without waiting for it.
+        Command::Bridge(args) => crate::bridge::run(args),
         Command::Guard(args) => std::process::exit(crate::guard::run(args)?),
         Command::Contain(args) => std::process::exit(crate::sandbox::inside::run(args)?),
         Command::Agent(args) => {
