@@ -344,8 +344,13 @@ impl Linked {
         deltas: u64,
         broken: &mut Vec<String>,
     ) -> Result<Compared> {
-        let pair =
-            Pair { hub: &self.hub, node: &self.node, local: &self.local, remote: &self.remote, deltas };
+        let pair = Pair {
+            hub: &self.hub,
+            node: &self.node,
+            local: &self.local,
+            remote: &self.remote,
+            deltas,
+        };
         pair.compare(rounds, &mut self.on_hub, &mut self.on_node, broken).await
     }
 
