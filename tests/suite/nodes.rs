@@ -518,6 +518,64 @@ async fn an_agent_made_on_the_node_itself_appears_in_the_hub() {
     assert_eq!(info["name"], "made there");
 }
 
+/// `[[nodes]]` is followed as config.toml changes, without a restart: a
+/// node added is reached; one removed is let go, and its agents say why;
+/// put back, its agents answer again; a changed command reaches where it
+/// now says.
+#[tokio::test]
+async fn nodes_follow_config_toml_without_a_restart() {
+    let node = Daemon::start(&[]).await;
+    let elsewhere = Daemon::start(&[]).await;
+    let home = TempDir::new().unwrap();
+    let path = home.path().to_owned();
+    let mut hub = Daemon::start_in(&path, &[]).await;
+    hub.keep_home(home);
+    let project = TempDir::new().unwrap();
+    let mut client = Client::unix(&hub.socket()).await;
+    let none = client.call("nodes", json!({"type": "node.list"})).await;
+    assert_eq!(none["data"]["nodes"], json!([]), "{none}");
+
+    write_config(&path, &bridge_to(&node), "");
+    node_is(&mut client, "online").await;
+    let agent = open_new(&mut client, project.path(), Some("box")).await;
+    turn(&mut client, &agent).await;
+
+    std::fs::write(path.join("config.toml"), "# no nodes\n").unwrap();
+    let offline =
+        |event: &Value| event["type"] == "node_changed" && event["node"]["state"] == "offline";
+    let let_go = client.until(offline).await.last().expect("node_changed")["node"].clone();
+    let why = let_go["error"].as_str().unwrap_or_default().to_owned();
+    assert!(why.contains("config.toml"), "says it was taken out: {let_go}");
+    assert!(let_go["retry_at"].is_null(), "never tried again: {let_go}");
+    let none = client.call("nodes2", json!({"type": "node.list"})).await;
+    assert_eq!(none["data"]["nodes"], json!([]), "{none}");
+    let prompt = json!({"type": "prompt", "agent_id": agent, "message": "hello"});
+    let refused = client.call("p1", prompt.clone()).await;
+    assert_eq!(refused["error"]["code"], "NODE_OFFLINE", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("config.toml"), "{refused}");
+    let made = client.call("create", create_on(project.path(), "box")).await;
+    assert_eq!(made["error"]["code"], "NOT_FOUND", "{made}");
+
+    write_config(&path, &bridge_to(&node), "");
+    node_is(&mut client, "online").await;
+    turn(&mut client, &agent).await;
+
+    write_config(&path, &bridge_to(&elsewhere), "");
+    let moved = client.until(offline).await.last().expect("node_changed")["node"].clone();
+    assert!(moved["error"].as_str().unwrap_or_default().contains("config.toml"), "{moved}");
+    node_is(&mut client, "online").await;
+    let made = client.call("create2", create_on(project.path(), "box")).await;
+    let there = made["data"]["agent_id"].as_str().expect("agent id").to_owned();
+    let plain = there.strip_suffix("@box").expect("on box");
+    let mut local = Client::unix(&elsewhere.socket()).await;
+    let listed_there = local.call("list", json!({"type": "agent.list"})).await;
+    assert!(listed(&listed_there, plain).is_some(), "made where box now leads: {listed_there}");
+    let mut first = Client::unix(&node.socket()).await;
+    let listed_first = first.call("list", json!({"type": "agent.list"})).await;
+    assert!(listed(&listed_first, plain).is_none(), "{listed_first}");
+}
+
 #[tokio::test]
 async fn a_node_that_is_down_shows_offline_and_its_agents_say_so() {
     let node_home = TempDir::new().unwrap();

@@ -68,6 +68,12 @@ pub(super) fn daemon(
         news,
         stop.terminate.clone(),
     ));
+    let following = crate::agents::nodes::follow_config(
+        nodes.clone(),
+        home.path.clone(),
+        stop.terminate.clone(),
+    );
+    tokio::spawn(following);
     let notifier = pushes.notifier.clone();
     let context = host_context(home, &hub, notifier, &config, args, nodes)?;
     let registry = Arc::new(Registry::load(context));
@@ -265,8 +271,9 @@ fn limits(home: &Home) -> shard_platform::limits::Limits {
     })
 }
 
-/// `[[nodes]]` of `config.toml`, read when the daemon starts. A config that
-/// cannot be read names none (the agents say what is wrong with it).
+/// `[[nodes]]` of `config.toml` as the daemon starts (then followed as the
+/// file changes: `nodes::follow_config`). A config that cannot be read
+/// names none (the agents say what is wrong with it).
 fn node_configs(home: &Home) -> Vec<shard_platform::nodes::NodeConfig> {
     let loaded = shard_platform::config::Config::load(&home.path);
     loaded.map(|config| config.nodes).unwrap_or_else(|error| {

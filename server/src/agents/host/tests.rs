@@ -157,7 +157,12 @@ fn world_with(
         search: crate::search::Search::detached(),
         notices,
         step_up: None,
-        nodes: Arc::default(),
+        nodes: Arc::new(crate::agents::nodes::Nodes::start(
+            Vec::new(),
+            Arc::new(Nowhere),
+            tokio::sync::mpsc::channel(1).0,
+            tokio_util::sync::CancellationToken::new(),
+        )),
         sandbox: Arc::new(crate::sandbox::Sandbox {
             home: home.path().to_owned(),
             exe: "/bin/false".into(),

@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -25,13 +26,17 @@ use shard_protocol::sandbox::SandboxInfo;
 use shard_protocol::types::AgentInfo;
 use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 use tokio::io::AsyncReadExt;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::News;
 use crate::agents::{Broadcast, Wire};
 use crate::upstream::{Heard, Upstream};
 
+/// Why a node taken out of config.toml is offline.
+pub const REMOVED: &str = "taken out of config.toml";
+/// Why a node's connection ended when its command changed.
+const CHANGED: &str = "changed in config.toml";
 /// The first wait after a link ends, and the longest.
 const BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -111,7 +116,20 @@ enum Event {
 }
 
 pub struct Link {
-    config: NodeConfig,
+    id: String,
+    /// The command as config.toml says it now.
+    command: Mutex<Vec<String>>,
+    /// The command changed: the connection, or the wait for the next,
+    /// ends at once, and the next starts without a wait.
+    restart: Notify,
+    changed: AtomicBool,
+    /// Taken out of config.toml: not run, not listed, until put back.
+    retired: AtomicBool,
+    /// Connections made so far, for the next one's number.
+    connections: AtomicU64,
+    /// Held by the task that runs the link: one put back in config.toml
+    /// just after it was taken out waits for the last to finish.
+    alone: tokio::sync::Mutex<()>,
     info: Mutex<NodeInfo>,
     /// The connection while the node is online.
     connection: watch::Sender<Option<Arc<Upstream>>>,
@@ -131,7 +149,13 @@ impl Link {
             retry_at: None,
         };
         Self {
-            config,
+            id: config.id,
+            command: Mutex::new(config.command),
+            restart: Notify::new(),
+            changed: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
+            connections: AtomicU64::new(0),
+            alone: tokio::sync::Mutex::new(()),
             info: Mutex::new(info),
             connection: watch::Sender::new(None),
             routes: Mutex::default(),
@@ -140,7 +164,35 @@ impl Link {
     }
 
     pub fn id(&self) -> &str {
-        &self.config.id
+        &self.id
+    }
+
+    pub fn command(&self) -> Vec<String> {
+        self.command.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// config.toml gives the node `command` now: a connection made with
+    /// another ends, and the next is made at once with this one.
+    pub fn reconfigure(&self, command: Vec<String>) {
+        *self.command.lock().unwrap_or_else(PoisonError::into_inner) = command;
+        self.changed.store(true, Ordering::Release);
+        self.restart.notify_one();
+    }
+
+    /// config.toml no longer names the node: its run is being stopped.
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+    }
+
+    /// config.toml names the node again, with `command`: its run is about
+    /// to start.
+    pub fn put_back(&self, command: Vec<String>) {
+        *self.command.lock().unwrap_or_else(PoisonError::into_inner) = command;
+        self.retired.store(false, Ordering::Release);
+    }
+
+    pub fn retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
     }
 
     pub fn info(&self) -> NodeInfo {
@@ -161,15 +213,18 @@ impl Link {
     /// what to do.
     pub fn offline_reason(&self) -> String {
         let info = self.info();
+        if self.retired() {
+            return format!(
+                "node `{}` was {REMOVED}; its agents answer again if it is put back",
+                self.id
+            );
+        }
         let state = match info.state {
             NodeState::Connecting => "connecting",
             _ => "offline",
         };
         let why = info.error.map(|error| format!(" ({error})")).unwrap_or_default();
-        format!(
-            "node `{}` is {state}{why}; its agents answer again once its link is back",
-            self.config.id
-        )
+        format!("node `{}` is {state}{why}; its agents answer again once its link is back", self.id)
     }
 
     /// From now on, `agent_id`'s events go to `events`.
@@ -194,7 +249,7 @@ impl Link {
         let info = {
             let mut info = self.info.lock().unwrap_or_else(PoisonError::into_inner);
             *info = NodeInfo {
-                id: self.config.id.clone(),
+                id: self.id.clone(),
                 state,
                 since: crate::clock::now_ms(),
                 error,
@@ -208,28 +263,42 @@ impl Link {
 }
 
 /// Keeps `link` up until `stop`: runs its command, and again after each
-/// end, with a backoff.
+/// end, with a backoff (none after its command changed). Stopped because
+/// config.toml no longer names it, it says so.
 pub async fn run(link: Arc<Link>, news: mpsc::Sender<News>, stop: CancellationToken) {
+    let _alone = tokio::select! {
+        alone = link.alone.lock() => alone,
+        () = stop.cancelled() => return,
+    };
     let mut backoff = BACKOFF;
-    for generation in 1.. {
+    while !stop.is_cancelled() {
         link.set(NodeState::Connecting, None, None);
+        let generation = link.connections.fetch_add(1, Ordering::Relaxed) + 1;
         let why = connect(&link, generation, &news, &stop).await;
         link.connection.send_replace(None);
         if stop.is_cancelled() {
-            return;
+            break;
         }
         let held = link.info();
         let online_for = (held.state == NodeState::Online)
             .then(|| Duration::from_millis(crate::clock::now_ms().saturating_sub(held.since)));
         backoff = wait_after(backoff, online_for);
         tracing::warn!(node = %link.id(), %why, "the node's link ended");
-        let retry_at = crate::clock::now_ms() + backoff.as_millis() as u64;
+        let wait =
+            if link.changed.swap(false, Ordering::AcqRel) { Duration::ZERO } else { backoff };
+        let retry_at = crate::clock::now_ms() + wait.as_millis() as u64;
         link.set(NodeState::Offline, Some(why), Some(retry_at));
         tokio::select! {
-            () = tokio::time::sleep(backoff) => {}
-            () = stop.cancelled() => return,
+            () = tokio::time::sleep(wait) => backoff = (backoff * 2).min(MAX_BACKOFF),
+            () = link.restart.notified() => {
+                link.changed.store(false, Ordering::Release);
+                backoff = BACKOFF;
+            }
+            () = stop.cancelled() => break,
         }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+    if link.retired() {
+        link.set(NodeState::Offline, Some(REMOVED.to_owned()), None);
     }
 }
 
@@ -249,7 +318,8 @@ async fn connect(
     news: &mpsc::Sender<News>,
     stop: &CancellationToken,
 ) -> String {
-    let Some((program, args)) = link.config.command.split_first() else {
+    let command = link.command();
+    let Some((program, args)) = command.split_first() else {
         return "the node's command names no program".to_owned();
     };
     let mut command = tokio::process::Command::new(program);
@@ -279,6 +349,7 @@ async fn connect(
     let why = tokio::select! {
         why = serve(link, &upstream, &mut heard, news) => why,
         () = stop.cancelled() => "the daemon is stopping".to_owned(),
+        () = link.restart.notified() => format!("its command {CHANGED}"),
     };
     drop(upstream);
     end(child, &stderr, why).await

@@ -19,7 +19,8 @@
 pub mod link;
 pub mod workspaces;
 
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use shard_platform::nodes::NodeConfig;
 use shard_protocol::node::NodeInfo;
@@ -58,10 +59,20 @@ pub enum News {
 /// How many pieces of news may wait for the registry.
 pub const NEWS: usize = 64;
 
-/// Every node's link, in the order config.toml lists them.
-#[derive(Default)]
+/// Every node's link, in the order config.toml lists them, and the ones
+/// it listed before (kept, so that a node put back is the same link to
+/// the hub's agents of it).
 pub struct Nodes {
-    links: Vec<Arc<Link>>,
+    entries: Mutex<Vec<Entry>>,
+    broadcast: Arc<dyn Broadcast>,
+    news: mpsc::Sender<News>,
+    stop: CancellationToken,
+}
+
+struct Entry {
+    link: Arc<Link>,
+    /// Stops the link's task; `None` while config.toml does not name it.
+    running: Option<CancellationToken>,
 }
 
 impl Nodes {
@@ -73,23 +84,95 @@ impl Nodes {
         news: mpsc::Sender<News>,
         stop: CancellationToken,
     ) -> Self {
-        let links: Vec<Arc<Link>> = configs
-            .into_iter()
-            .map(|config| Arc::new(Link::new(config, broadcast.clone())))
-            .collect();
-        for link in &links {
-            tokio::spawn(link::run(link.clone(), news.clone(), stop.clone()));
+        let nodes = Self { entries: Mutex::default(), broadcast, news, stop };
+        nodes.apply(configs);
+        nodes
+    }
+
+    /// config.toml names `configs` now: a node new to it is started; one
+    /// whose command changed connects again with the new command; one no
+    /// longer named is stopped (and says so), its agents refused until it
+    /// is named again.
+    pub fn apply(&self, configs: Vec<NodeConfig>) {
+        let mut entries = self.entries();
+        let mut named = Vec::with_capacity(configs.len());
+        for config in configs {
+            let known = entries.iter().position(|entry| entry.link.id() == config.id);
+            let Some(at) = known else {
+                let link = Arc::new(Link::new(config, self.broadcast.clone()));
+                let running = Some(self.run(&link));
+                named.push(Entry { link, running });
+                continue;
+            };
+            let mut entry = entries.remove(at);
+            if entry.running.is_none() {
+                entry.link.put_back(config.command);
+                entry.running = Some(self.run(&entry.link));
+            } else if entry.link.command() != config.command {
+                entry.link.reconfigure(config.command);
+            }
+            named.push(entry);
         }
-        Self { links }
+        for entry in entries.iter_mut() {
+            if let Some(running) = entry.running.take() {
+                entry.link.retire();
+                running.cancel();
+            }
+        }
+        named.append(&mut entries);
+        *entries = named;
     }
 
-    /// `node.list`: every node as it stands now.
+    fn run(&self, link: &Arc<Link>) -> CancellationToken {
+        let running = self.stop.child_token();
+        tokio::spawn(link::run(link.clone(), self.news.clone(), running.clone()));
+        running
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `node.list`: every node config.toml names, as it stands now.
     pub fn list(&self) -> Vec<NodeInfo> {
-        self.links.iter().map(|link| link.info()).collect()
+        let entries = self.entries();
+        let named = entries.iter().filter(|entry| entry.running.is_some());
+        named.map(|entry| entry.link.info()).collect()
     }
 
-    pub fn get(&self, id: &str) -> Option<&Arc<Link>> {
-        self.links.iter().find(|link| link.id() == id)
+    /// The link of a node config.toml names.
+    pub fn get(&self, id: &str) -> Option<Arc<Link>> {
+        let entries = self.entries();
+        let named = entries.iter().filter(|entry| entry.running.is_some());
+        named.map(|entry| &entry.link).find(|link| link.id() == id).cloned()
+    }
+}
+
+/// How often config.toml is read again for its `[[nodes]]`.
+const CONFIG_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Follows config.toml in `home` until `stop`: whenever its text changes
+/// and it reads well, its `[[nodes]]` are applied. One that does not read
+/// is said once, and the nodes stay as they were.
+pub async fn follow_config(nodes: Arc<Nodes>, home: PathBuf, stop: CancellationToken) {
+    let path = home.join("config.toml");
+    let mut last = tokio::fs::read(&path).await.unwrap_or_default();
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(CONFIG_EVERY) => {}
+            () = stop.cancelled() => return,
+        }
+        let now = tokio::fs::read(&path).await.unwrap_or_default();
+        if now == last {
+            continue;
+        }
+        last = now;
+        match shard_platform::config::Config::load(&home) {
+            Ok(config) => nodes.apply(config.nodes),
+            Err(error) => {
+                tracing::warn!(error = %format!("{error:#}"), "config.toml changed and cannot be read; the nodes stay as they were");
+            }
+        }
     }
 }
 
