@@ -55,8 +55,9 @@ pub fn run(args: BridgeArgs) -> anyhow::Result<()> {
             home.display()
         )
     })?;
-    let stdout = File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
-    let stdin = File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
+    let stdout = std::io::stdout().as_fd().try_clone_to_owned().context("cannot use stdout")?;
+    let stdin = std::io::stdin().as_fd().try_clone_to_owned().context("cannot use stdin")?;
+    let (stdout, stdin) = (File::from(stdout), File::from(stdin));
     let to_daemon = stream.try_clone().context("cannot share the daemon's connection")?;
     let (down, up) = (Arc::new(Writing::default()), Arc::new(Writing::default()));
     let watched = [(down.clone(), "stdout"), (up.clone(), "the daemon")];

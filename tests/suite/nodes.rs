@@ -545,7 +545,7 @@ async fn nodes_follow_config_toml_without_a_restart() {
         |event: &Value| event["type"] == "node_changed" && event["node"]["state"] == "offline";
     let let_go = client.until(offline).await.last().expect("node_changed")["node"].clone();
     let why = let_go["error"].as_str().unwrap_or_default().to_owned();
-    assert!(why.contains("config.toml"), "says it was taken out: {let_go}");
+    assert!(why.contains("taken out of config.toml"), "{let_go}");
     assert!(let_go["retry_at"].is_null(), "never tried again: {let_go}");
     let none = client.call("nodes2", json!({"type": "node.list"})).await;
     assert_eq!(none["data"]["nodes"], json!([]), "{none}");
@@ -553,7 +553,11 @@ async fn nodes_follow_config_toml_without_a_restart() {
     let refused = client.call("p1", prompt.clone()).await;
     assert_eq!(refused["error"]["code"], "NODE_OFFLINE", "{refused}");
     let message = refused["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("config.toml"), "{refused}");
+    assert!(message.contains("taken out of config.toml"), "{refused}");
+    // Stopping it is refused the same way, not as an agent unknown.
+    let stop = json!({"type": "agent.terminate", "agent_id": agent});
+    let refused = client.call("t1", stop).await;
+    assert_eq!(refused["error"]["code"], "NODE_OFFLINE", "{refused}");
     let made = client.call("create", create_on(project.path(), "box")).await;
     assert_eq!(made["error"]["code"], "NOT_FOUND", "{made}");
 
@@ -563,7 +567,8 @@ async fn nodes_follow_config_toml_without_a_restart() {
 
     write_config(&path, &bridge_to(&elsewhere), "");
     let moved = client.until(offline).await.last().expect("node_changed")["node"].clone();
-    assert!(moved["error"].as_str().unwrap_or_default().contains("config.toml"), "{moved}");
+    let why = moved["error"].as_str().unwrap_or_default();
+    assert!(why.contains("changed in config.toml"), "{moved}");
     node_is(&mut client, "online").await;
     let made = client.call("create2", create_on(project.path(), "box")).await;
     let there = made["data"]["agent_id"].as_str().expect("agent id").to_owned();

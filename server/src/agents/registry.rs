@@ -276,7 +276,7 @@ impl Registry {
     /// id there.
     pub fn remote(&self, agent_id: &str) -> Option<(Arc<super::nodes::Link>, String)> {
         let remote = self.manifest(agent_id)?.remote?;
-        let link = self.context.nodes.get(&remote.node)?.clone();
+        let link = self.context.nodes.link(&remote.node)?;
         Some((link, remote.agent_id))
     }
 

@@ -62,6 +62,8 @@ pub(super) fn daemon(
     record_startup(&audit, &config, args, local);
     let pushes = Pushes::start(home, args, &origin, &auth, &hub)?;
     let (news, heard) = tokio::sync::mpsc::channel(crate::agents::nodes::NEWS);
+    // Read before the nodes are: an edit after it is an edit to follow.
+    let config_text = std::fs::read(home.path.join("config.toml")).unwrap_or_default();
     let nodes = Arc::new(crate::agents::nodes::Nodes::start(
         node_configs(home),
         hub.clone(),
@@ -71,6 +73,7 @@ pub(super) fn daemon(
     let following = crate::agents::nodes::follow_config(
         nodes.clone(),
         home.path.clone(),
+        config_text,
         stop.terminate.clone(),
     );
     tokio::spawn(following);

@@ -26,7 +26,7 @@ use shard_protocol::sandbox::SandboxInfo;
 use shard_protocol::types::AgentInfo;
 use shard_protocol::{ClientMessage, Envelope, ServerMessage};
 use tokio::io::AsyncReadExt;
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::News;
@@ -117,12 +117,10 @@ enum Event {
 
 pub struct Link {
     id: String,
-    /// The command as config.toml says it now.
-    command: Mutex<Vec<String>>,
-    /// The command changed: the connection, or the wait for the next,
-    /// ends at once, and the next starts without a wait.
-    restart: Notify,
-    changed: AtomicBool,
+    /// The command as config.toml says it now. The task running the link
+    /// watches it: when it changes, the connection (or the wait for the
+    /// next) ends at once, and the next is made with the new command.
+    command: watch::Sender<Vec<String>>,
     /// Taken out of config.toml: not run, not listed, until put back.
     retired: AtomicBool,
     /// Connections made so far, for the next one's number.
@@ -150,9 +148,7 @@ impl Link {
         };
         Self {
             id: config.id,
-            command: Mutex::new(config.command),
-            restart: Notify::new(),
-            changed: AtomicBool::new(false),
+            command: watch::Sender::new(config.command),
             retired: AtomicBool::new(false),
             connections: AtomicU64::new(0),
             alone: tokio::sync::Mutex::new(()),
@@ -167,27 +163,27 @@ impl Link {
         &self.id
     }
 
-    pub fn command(&self) -> Vec<String> {
-        self.command.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
     /// config.toml gives the node `command` now: a connection made with
     /// another ends, and the next is made at once with this one.
     pub fn reconfigure(&self, command: Vec<String>) {
-        *self.command.lock().unwrap_or_else(PoisonError::into_inner) = command;
-        self.changed.store(true, Ordering::Release);
-        self.restart.notify_one();
+        self.command.send_if_modified(|now| {
+            let changed = *now != command;
+            *now = command;
+            changed
+        });
     }
 
-    /// config.toml no longer names the node: its run is being stopped.
+    /// config.toml no longer names the node: its run is being stopped, and
+    /// every client is told so at once.
     pub fn retire(&self) {
         self.retired.store(true, Ordering::Release);
+        self.set(NodeState::Offline, Some(REMOVED.to_owned()), None);
     }
 
     /// config.toml names the node again, with `command`: its run is about
-    /// to start.
+    /// to start (and takes this command as it starts).
     pub fn put_back(&self, command: Vec<String>) {
-        *self.command.lock().unwrap_or_else(PoisonError::into_inner) = command;
+        self.command.send_replace(command);
         self.retired.store(false, Ordering::Release);
     }
 
@@ -263,41 +259,41 @@ impl Link {
 }
 
 /// Keeps `link` up until `stop`: runs its command, and again after each
-/// end, with a backoff (none after its command changed). Stopped because
-/// config.toml no longer names it, it says so.
+/// end, with a backoff; at once with a command config.toml changed.
 pub async fn run(link: Arc<Link>, news: mpsc::Sender<News>, stop: CancellationToken) {
     let _alone = tokio::select! {
         alone = link.alone.lock() => alone,
         () = stop.cancelled() => return,
     };
+    // Subscribed now: what changed before this task started is its
+    // command already, not a change.
+    let mut command = link.command.subscribe();
     let mut backoff = BACKOFF;
     while !stop.is_cancelled() {
         link.set(NodeState::Connecting, None, None);
         let generation = link.connections.fetch_add(1, Ordering::Relaxed) + 1;
-        let why = connect(&link, generation, &news, &stop).await;
-        link.connection.send_replace(None);
+        let (why, changed) = connect(&link, &mut command, generation, &news, &stop).await;
         if stop.is_cancelled() {
             break;
         }
         let held = link.info();
         let online_for = (held.state == NodeState::Online)
             .then(|| Duration::from_millis(crate::clock::now_ms().saturating_sub(held.since)));
-        backoff = wait_after(backoff, online_for);
+        backoff = if changed { BACKOFF } else { wait_after(backoff, online_for) };
         tracing::warn!(node = %link.id(), %why, "the node's link ended");
-        let wait =
-            if link.changed.swap(false, Ordering::AcqRel) { Duration::ZERO } else { backoff };
+        let wait = if changed { Duration::ZERO } else { backoff };
         let retry_at = crate::clock::now_ms() + wait.as_millis() as u64;
         link.set(NodeState::Offline, Some(why), Some(retry_at));
         tokio::select! {
             () = tokio::time::sleep(wait) => backoff = (backoff * 2).min(MAX_BACKOFF),
-            () = link.restart.notified() => {
-                link.changed.store(false, Ordering::Release);
-                backoff = BACKOFF;
-            }
+            Ok(()) = command.changed() => backoff = BACKOFF,
             () = stop.cancelled() => break,
         }
     }
-    if link.retired() {
+    // Taken out just as a connection began: it is not connecting.
+    let info = link.info();
+    if link.retired() && (info.state, info.error.as_deref()) != (NodeState::Offline, Some(REMOVED))
+    {
         link.set(NodeState::Offline, Some(REMOVED.to_owned()), None);
     }
 }
@@ -311,19 +307,22 @@ fn wait_after(backoff: Duration, online_for: Option<Duration>) -> Duration {
     }
 }
 
-/// One run of the link's command, until it ends: why it ended.
+/// One run of the link's command, until it ends or `command` changes:
+/// why it ended, and whether for a change. Nothing more is sent on the
+/// connection once it ended, though the command may take a moment to exit.
 async fn connect(
     link: &Link,
+    command: &mut watch::Receiver<Vec<String>>,
     generation: u64,
     news: &mpsc::Sender<News>,
     stop: &CancellationToken,
-) -> String {
-    let command = link.command();
-    let Some((program, args)) = command.split_first() else {
-        return "the node's command names no program".to_owned();
+) -> (String, bool) {
+    let argv = command.borrow_and_update().clone();
+    let Some((program, args)) = argv.split_first() else {
+        return ("the node's command names no program".to_owned(), false);
     };
-    let mut command = tokio::process::Command::new(program);
-    command
+    let mut process = tokio::process::Command::new(program);
+    process
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -331,28 +330,30 @@ async fn connect(
         .kill_on_drop(true)
         .process_group(0);
     // Held until the command has been waited for (in `end`).
-    let (mut child, _kept) = match crate::children::spawn(&mut command) {
+    let (mut child, _kept) = match crate::children::spawn(&mut process) {
         Ok(child) => child,
-        Err(error) => return format!("cannot run `{program}`: {error}"),
+        Err(error) => return (format!("cannot run `{program}`: {error}"), false),
     };
     let stderr = Arc::new(Mutex::new(Vec::new()));
     if let Some(pipe) = child.stderr.take() {
         tokio::spawn(keep_tail(pipe, stderr.clone()));
     }
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-        return "the command's stdio could not be piped".to_owned();
+        return ("the command's stdio could not be piped".to_owned(), false);
     };
     let (events, mut heard) = mpsc::channel(READ);
     let mut hearing = Hearing::default();
     let hear = move |line| hearing.hear(line);
     let upstream = Upstream::start((stdout, stdin), generation, "hub", hear, events, Event::Closed);
-    let why = tokio::select! {
-        why = serve(link, &upstream, &mut heard, news) => why,
-        () = stop.cancelled() => "the daemon is stopping".to_owned(),
-        () = link.restart.notified() => format!("its command {CHANGED}"),
+    let (why, changed) = tokio::select! {
+        why = serve(link, &upstream, &mut heard, news) => (why, false),
+        () = stop.cancelled() => ("the daemon is stopping".to_owned(), false),
+        Ok(()) = command.changed() => (format!("its command {CHANGED}"), true),
     };
+    // Offline from here: no command is taken for a connection that ended.
+    link.connection.send_replace(None);
     drop(upstream);
-    end(child, &stderr, why).await
+    (end(child, &stderr, why).await, changed)
 }
 
 /// Greets, lists, then routes what the node says until the connection

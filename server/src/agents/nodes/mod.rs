@@ -108,7 +108,7 @@ impl Nodes {
             if entry.running.is_none() {
                 entry.link.put_back(config.command);
                 entry.running = Some(self.run(&entry.link));
-            } else if entry.link.command() != config.command {
+            } else {
                 entry.link.reconfigure(config.command);
             }
             named.push(entry);
@@ -140,33 +140,49 @@ impl Nodes {
         named.map(|entry| entry.link.info()).collect()
     }
 
-    /// The link of a node config.toml names.
+    /// The link of a node config.toml names: where new work may go.
     pub fn get(&self, id: &str) -> Option<Arc<Link>> {
         let entries = self.entries();
         let named = entries.iter().filter(|entry| entry.running.is_some());
         named.map(|entry| &entry.link).find(|link| link.id() == id).cloned()
+    }
+
+    /// The link of a node config.toml names or once named: where the
+    /// hub's agents of it are (one taken out says so when asked).
+    pub fn link(&self, id: &str) -> Option<Arc<Link>> {
+        let entries = self.entries();
+        entries.iter().map(|entry| &entry.link).find(|link| link.id() == id).cloned()
     }
 }
 
 /// How often config.toml is read again for its `[[nodes]]`.
 const CONFIG_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Follows config.toml in `home` until `stop`: whenever its text changes
-/// and it reads well, its `[[nodes]]` are applied. One that does not read
-/// is said once, and the nodes stay as they were.
-pub async fn follow_config(nodes: Arc<Nodes>, home: PathBuf, stop: CancellationToken) {
+/// Follows config.toml in `home` until `stop`, from `applied` (its text
+/// as read before its nodes were started): once its text has changed and
+/// then read the same twice in a row (a file caught half-written is not
+/// taken), and it reads well, its `[[nodes]]` are applied. One that does
+/// not read is said once, and the nodes stay as they were.
+pub async fn follow_config(
+    nodes: Arc<Nodes>,
+    home: PathBuf,
+    mut applied: Vec<u8>,
+    stop: CancellationToken,
+) {
     let path = home.join("config.toml");
-    let mut last = tokio::fs::read(&path).await.unwrap_or_default();
+    let mut seen = applied.clone();
     loop {
         tokio::select! {
             () = tokio::time::sleep(CONFIG_EVERY) => {}
             () = stop.cancelled() => return,
         }
         let now = tokio::fs::read(&path).await.unwrap_or_default();
-        if now == last {
+        let settled = now == seen;
+        seen = now;
+        if !settled || seen == applied {
             continue;
         }
-        last = now;
+        applied.clone_from(&seen);
         match shard_platform::config::Config::load(&home) {
             Ok(config) => nodes.apply(config.nodes),
             Err(error) => {

@@ -73,7 +73,7 @@ impl RemoteSpawner {
         request: &SpawnRequest<'_>,
         events: mpsc::Sender<ChildEvent>,
     ) -> std::io::Result<Box<dyn Runtime>> {
-        let Some(link) = self.nodes.get(&remote.node) else {
+        let Some(link) = self.nodes.link(&remote.node) else {
             let why = format!("there is no node `{}` in config.toml any more", remote.node);
             return Err(Offline::io(why));
         };
