@@ -413,12 +413,26 @@ pub struct Config {
 impl Config {
     /// Reads `home/config.toml`; a missing file means the built-ins only.
     pub fn load(home: &Path) -> anyhow::Result<Self> {
+        Self::parse(home, Self::read_text(home)?.as_deref())
+    }
+
+    /// The text of `home/config.toml`; `None` when there is none.
+    pub fn read_text(home: &Path) -> anyhow::Result<Option<String>> {
         let path = home.join("config.toml");
-        let file = match std::fs::read_to_string(&path) {
-            Ok(text) => toml::from_str::<ConfigFile>(&text)
-                .with_context(|| format!("invalid {}", path.display()))?,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => ConfigFile::default(),
-            Err(error) => return Err(error).context(format!("cannot read {}", path.display())),
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok(Some(text)),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(error).context(format!("cannot read {}", path.display())),
+        }
+    }
+
+    /// The config `text` of `home/config.toml` gives (`None`: there is no
+    /// file, the built-ins only).
+    pub fn parse(home: &Path, text: Option<&str>) -> anyhow::Result<Self> {
+        let file = match text {
+            Some(text) => toml::from_str::<ConfigFile>(text)
+                .with_context(|| format!("invalid {}", home.join("config.toml").display()))?,
+            None => ConfigFile::default(),
         };
         Self::from_file(file)
     }

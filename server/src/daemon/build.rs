@@ -62,10 +62,11 @@ pub(super) fn daemon(
     record_startup(&audit, &config, args, local);
     let pushes = Pushes::start(home, args, &origin, &auth, &hub)?;
     let (news, heard) = tokio::sync::mpsc::channel(crate::agents::nodes::NEWS);
-    // Read before the nodes are: an edit after it is an edit to follow.
-    let config_text = std::fs::read(home.path.join("config.toml")).unwrap_or_default();
+    // Read once: the nodes start from this text, and an edit after it is
+    // an edit to follow.
+    let config_text = shard_platform::config::Config::read_text(&home.path);
     let nodes = Arc::new(crate::agents::nodes::Nodes::start(
-        node_configs(home),
+        node_configs(home, &config_text),
         hub.clone(),
         news,
         stop.terminate.clone(),
@@ -73,7 +74,7 @@ pub(super) fn daemon(
     let following = crate::agents::nodes::follow_config(
         nodes.clone(),
         home.path.clone(),
-        config_text,
+        config_text.ok().flatten(),
         stop.terminate.clone(),
     );
     tokio::spawn(following);
@@ -274,11 +275,16 @@ fn limits(home: &Home) -> shard_platform::limits::Limits {
     })
 }
 
-/// `[[nodes]]` of `config.toml` as the daemon starts (then followed as the
-/// file changes: `nodes::follow_config`). A config that cannot be read
-/// names none (the agents say what is wrong with it).
-fn node_configs(home: &Home) -> Vec<shard_platform::nodes::NodeConfig> {
-    let loaded = shard_platform::config::Config::load(&home.path);
+/// `[[nodes]]` of `config.toml` (its `text` as read) as the daemon starts,
+/// then followed as the file changes (`nodes::follow_config`). A config
+/// that cannot be read names none (the agents say what is wrong with it).
+fn node_configs(
+    home: &Home,
+    text: &anyhow::Result<Option<String>>,
+) -> Vec<shard_platform::nodes::NodeConfig> {
+    let text = text.as_ref().map_err(|error| anyhow::anyhow!("{error:#}"));
+    let loaded =
+        text.and_then(|text| shard_platform::config::Config::parse(&home.path, text.as_deref()));
     loaded.map(|config| config.nodes).unwrap_or_else(|error| {
         tracing::warn!(error = %format!("{error:#}"), "config.toml cannot be read; no nodes");
         Vec::new()

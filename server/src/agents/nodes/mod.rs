@@ -22,6 +22,7 @@ pub mod workspaces;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use shard_platform::config::Config;
 use shard_platform::nodes::NodeConfig;
 use shard_protocol::node::NodeInfo;
 use shard_protocol::orchestrator::AgentStatusChanged;
@@ -142,9 +143,7 @@ impl Nodes {
 
     /// The link of a node config.toml names: where new work may go.
     pub fn get(&self, id: &str) -> Option<Arc<Link>> {
-        let entries = self.entries();
-        let named = entries.iter().filter(|entry| entry.running.is_some());
-        named.map(|entry| &entry.link).find(|link| link.id() == id).cloned()
+        self.link(id).filter(|link| !link.retired())
     }
 
     /// The link of a node config.toml names or once named: where the
@@ -159,31 +158,33 @@ impl Nodes {
 const CONFIG_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Follows config.toml in `home` until `stop`, from `applied` (its text
-/// as read before its nodes were started): once its text has changed and
+/// as the nodes were started from it): once its text has changed and
 /// then read the same twice in a row (a file caught half-written is not
 /// taken), and it reads well, its `[[nodes]]` are applied. One that does
 /// not read is said once, and the nodes stay as they were.
 pub async fn follow_config(
     nodes: Arc<Nodes>,
     home: PathBuf,
-    mut applied: Vec<u8>,
+    mut applied: Option<String>,
     stop: CancellationToken,
 ) {
-    let path = home.join("config.toml");
     let mut seen = applied.clone();
     loop {
         tokio::select! {
             () = tokio::time::sleep(CONFIG_EVERY) => {}
             () = stop.cancelled() => return,
         }
-        let now = tokio::fs::read(&path).await.unwrap_or_default();
+        let reading = home.clone();
+        let read = tokio::task::spawn_blocking(move || Config::read_text(&reading)).await;
+        // A file that cannot be read now is looked at again next time.
+        let Ok(Ok(now)) = read else { continue };
         let settled = now == seen;
         seen = now;
         if !settled || seen == applied {
             continue;
         }
         applied.clone_from(&seen);
-        match shard_platform::config::Config::load(&home) {
+        match Config::parse(&home, seen.as_deref()) {
             Ok(config) => nodes.apply(config.nodes),
             Err(error) => {
                 tracing::warn!(error = %format!("{error:#}"), "config.toml changed and cannot be read; the nodes stay as they were");
