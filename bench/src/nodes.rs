@@ -136,15 +136,6 @@ async fn told(control: &mut Conn, state: &str) -> Result<()> {
     Ok(())
 }
 
-/// The hub's own agent and the node's, each read by a client of the hub.
-struct Pair<'a> {
-    hub: &'a Shard,
-    node: &'a Shard,
-    local: &'a str,
-    remote: &'a str,
-    deltas: u64,
-}
-
 /// Medians of a series of rounds, and the CPU each side spent.
 struct Compared {
     hub_rate: f64,
@@ -183,48 +174,6 @@ impl Compared {
             at(linked, Some(Part::Bench)),
             ratio(at(linked, None), at(own, None)),
         )
-    }
-}
-
-impl Pair<'_> {
-    /// `rounds` rounds of one turn of each agent, the hub's first.
-    async fn compare(
-        &self,
-        rounds: usize,
-        on_hub: &mut Conn,
-        on_node: &mut Conn,
-        broken: &mut Vec<String>,
-    ) -> Result<Compared> {
-        let (mut by_hub, mut by_node) = (Vec::new(), Vec::new());
-        let (mut hub_first, mut node_first) = (Vec::new(), Vec::new());
-        let (mut own, mut linked) = ([0; 5], [0; 5]);
-        for round in 0..rounds {
-            let before = cpu(self.hub, self.node);
-            let (rate, whole, first) = turn(on_hub, self.local, self.deltas).await?;
-            hub_first.push(first);
-            let between = cpu(self.hub, self.node);
-            by_hub.push(rate);
-            let (remote_rate, remote_whole, first) =
-                turn(on_node, self.remote, self.deltas).await?;
-            node_first.push(first);
-            by_node.push(remote_rate);
-            add_spent(&mut own, before, between);
-            add_spent(&mut linked, between, cpu(self.hub, self.node));
-            if !whole || !remote_whole {
-                broken.push(format!(
-                    "nodes: round {round}: in order on the hub {whole}, through the node {remote_whole}"
-                ));
-            }
-        }
-        Ok(Compared {
-            hub_rate: median(&mut by_hub),
-            node_rate: median(&mut by_node),
-            hub_first: median(&mut hub_first),
-            node_first: median(&mut node_first),
-            own,
-            linked,
-            deltas: self.deltas,
-        })
     }
 }
 
@@ -337,21 +286,43 @@ impl Linked {
         Ok(Self { node, hub, control, local, remote, on_hub, on_node })
     }
 
-    /// `rounds` rounds of one turn of each agent.
+    /// `rounds` rounds of one turn of each agent, the hub's first.
     async fn compare(
         &mut self,
         rounds: usize,
         deltas: u64,
         broken: &mut Vec<String>,
     ) -> Result<Compared> {
-        let pair = Pair {
-            hub: &self.hub,
-            node: &self.node,
-            local: &self.local,
-            remote: &self.remote,
+        let (mut by_hub, mut by_node) = (Vec::new(), Vec::new());
+        let (mut hub_first, mut node_first) = (Vec::new(), Vec::new());
+        let (mut own, mut linked) = ([0; 5], [0; 5]);
+        for round in 0..rounds {
+            let before = cpu(&self.hub, &self.node);
+            let (rate, whole, first) = turn(&mut self.on_hub, &self.local, deltas).await?;
+            hub_first.push(first);
+            let between = cpu(&self.hub, &self.node);
+            by_hub.push(rate);
+            let (remote_rate, remote_whole, first) =
+                turn(&mut self.on_node, &self.remote, deltas).await?;
+            node_first.push(first);
+            by_node.push(remote_rate);
+            add_spent(&mut own, before, between);
+            add_spent(&mut linked, between, cpu(&self.hub, &self.node));
+            if !whole || !remote_whole {
+                broken.push(format!(
+                    "nodes: round {round}: in order on the hub {whole}, through the node {remote_whole}"
+                ));
+            }
+        }
+        Ok(Compared {
+            hub_rate: median(&mut by_hub),
+            node_rate: median(&mut by_node),
+            hub_first: median(&mut hub_first),
+            node_first: median(&mut node_first),
+            own,
+            linked,
             deltas,
-        };
-        pair.compare(rounds, &mut self.on_hub, &mut self.on_node, broken).await
+        })
     }
 
     async fn stop(self) -> Result<()> {
